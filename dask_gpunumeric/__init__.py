@@ -1,0 +1,59 @@
+"""dask_gpunumeric: NumPy-style arrays on every GPU of a node or cluster, as a lazy Dask collection.
+
+>>> import dask_gpunumeric as gnp
+>>> x = gnp.arange(10, chunks=4)
+>>> gnp.fetch(gnp.sum(x * x))
+285
+"""
+from __future__ import annotations
+
+import numpy as _np
+
+from . import config, random
+from . import _operators  # noqa: F401  (attaches operators and methods to Array)
+from ._array import Array
+from ._creation import (
+    arange, asarray, empty, empty_like, eye, from_array, from_dask_array, full, full_like, linspace, ones,
+    ones_like, zeros, zeros_like,
+)
+from ._elementwise import *  # noqa: F403  (every elementwise function by its standard and NumPy name)
+from ._elementwise import FUNCTIONS as _ELEMENTWISE
+from ._elementwise import astype, clip, round, where  # noqa: A004
+from ._guards import FetchError, PromotionError, ScalarIndexingError, allowfetch, allowpromotion, allowscalar
+from ._manipulation import (
+    broadcast_arrays, broadcast_to, concat, expand_dims, flip, matrix_transpose, moveaxis, permute_dims, ravel,
+    rechunk, reshape, roll, squeeze, stack, swapaxes, transpose,
+)
+from ._protocols import FallbackWarning, fetch, register as _register
+from ._reductions import (
+    all, any, argmax, argmin, cumprod, cumsum, cumulative_prod, cumulative_sum, max, mean, min, prod, std, sum,
+    var,
+)
+
+__version__ = "0.1.0"
+__array_api_version__ = "2024.12"
+
+# dtypes and constants of the array API namespace (NumPy's objects, so they compare equal to them)
+bool = _np.bool_  # noqa: A001
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+complex64, complex128 = _np.complex64, _np.complex128
+e, pi, inf, nan, newaxis = _np.e, _np.pi, _np.inf, _np.nan, None
+finfo, iinfo, result_type, can_cast, isdtype = _np.finfo, _np.iinfo, _np.result_type, _np.can_cast, _np.isdtype
+concatenate = concat
+
+# numpy.f(gnp_array, ...) -> gnp.f(...)
+for _name, _func in {
+    **_ELEMENTWISE, "where": where, "clip": clip, "round": round, "around": round, "astype": astype,
+    "sum": sum, "prod": prod, "mean": mean, "var": var, "std": std, "min": min, "max": max, "amin": min,
+    "amax": max, "all": all, "any": any, "argmin": argmin, "argmax": argmax, "cumsum": cumsum,
+    "cumprod": cumprod, "cumulative_sum": cumulative_sum, "cumulative_prod": cumulative_prod,
+    "broadcast_arrays": broadcast_arrays, "broadcast_to": broadcast_to, "concatenate": concat, "concat": concat,
+    "expand_dims": expand_dims, "flip": flip, "matrix_transpose": matrix_transpose, "moveaxis": moveaxis,
+    "permute_dims": permute_dims, "ravel": ravel, "reshape": reshape, "roll": roll, "squeeze": squeeze,
+    "stack": stack, "swapaxes": swapaxes, "transpose": transpose, "zeros_like": zeros_like,
+    "ones_like": ones_like, "full_like": full_like, "empty_like": empty_like,
+}.items():
+    if hasattr(_np, _name):
+        _register(getattr(_np, _name), _func)

@@ -1,0 +1,283 @@
+"""Functions that run on one block (or a few) inside Dask tasks, for NumPy and CuPy blocks alike.
+
+They take the array module from their inputs (``_backend.namespace``), so a task is the same on a laptop
+and on a GPU worker. Everything here is a plain top-level function so that tasks pickle.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ._backend import module, namespace, to_backend
+
+# --- data in ------------------------------------------------------------------------------------------
+
+
+def as_block(piece: Any, dtype: np.dtype, backend: str) -> Any:
+    """A piece of user data as a block of the backend, with the array's dtype."""
+    block = to_backend(piece, backend)
+    return block if block.dtype == dtype else block.astype(dtype)
+
+
+def create(
+    kind: str,
+    offset: tuple[int, ...],
+    shape: tuple[int, ...],
+    global_shape: tuple[int, ...],
+    dtype: np.dtype,
+    backend: str,
+    params: tuple,
+) -> Any:
+    """One block of a created array, computed from its position (``offset`` in the whole array)."""
+    xp = module(backend)
+    if kind == "full":
+        return xp.full(shape, params[0], dtype=dtype)
+    if kind == "empty":
+        return xp.empty(shape, dtype=dtype)
+    if kind == "arange":
+        start, step = params
+        n = shape[0]
+        return (start + step * xp.arange(offset[0], offset[0] + n, dtype=np.float64 if dtype.kind == "f" else None)).astype(dtype)
+    if kind == "linspace":
+        start, step, num, stop, endpoint = params
+        i = xp.arange(offset[0], offset[0] + shape[0], dtype=np.float64)
+        out = start + i * step
+        if endpoint and num > 1 and offset[0] + shape[0] == num:
+            out[-1] = stop
+        return out.astype(dtype)
+    if kind == "eye":
+        (k,) = params
+        rows = xp.arange(offset[0], offset[0] + shape[0])[:, None]
+        cols = xp.arange(offset[1], offset[1] + shape[1])[None, :]
+        return (cols - rows == k).astype(dtype)
+    if kind.startswith("random-"):
+        from .random import _philox
+
+        key, stream, dist_params = params
+        return _philox.draw_block(
+            kind.removeprefix("random-"), key, stream, global_shape, offset, shape, dtype, dist_params, xp=xp
+        )
+    raise ValueError(f"unknown creation kind {kind!r}")
+
+
+# --- elementwise --------------------------------------------------------------------------------------
+
+_SPECIAL = {"astype", "where", "clip"}
+
+
+def elemwise(op: str, dtype: np.dtype, kwargs: dict, *args: Any) -> Any:
+    """Apply the array module's function ``op`` to the arguments and return a block of ``dtype``."""
+    xp = namespace(*args)
+    if op == "astype":
+        return args[0].astype(dtype, copy=False)
+    func = getattr(xp, op)
+    with np.errstate(all="ignore"):
+        out = func(*args, **kwargs)
+    if not isinstance(out, xp.ndarray) or out.dtype != dtype:
+        out = xp.asarray(out).astype(dtype, copy=False)
+    return out
+
+
+# --- layout -------------------------------------------------------------------------------------------
+
+
+def transpose(block: Any, axes: tuple[int, ...]) -> Any:
+    """The block with its axes permuted."""
+    return block.transpose(axes)
+
+
+def reshape(block: Any, shape: tuple[int, ...]) -> Any:
+    """The block reshaped (C order)."""
+    return block.reshape(shape)
+
+
+def broadcast(block: Any, shape: tuple[int, ...]) -> Any:
+    """The block broadcast to ``shape`` (a read-only view where the array module allows)."""
+    return namespace(block).broadcast_to(block, shape)
+
+
+def _local_index(block: Any, index: tuple[Any, ...]) -> Any:
+    xp = namespace(block)
+    out = block[tuple(ix if isinstance(ix, slice) else slice(None) for ix in index)]
+    for axis, ix in enumerate(index):
+        if not isinstance(ix, slice):
+            out = xp.take(out, xp.asarray(ix), axis=axis)
+    return out
+
+
+def concatenate_nested(pieces: Sequence[Any], grid: tuple[int, ...]) -> Any:
+    """Join blocks laid out in C order on an n-d ``grid`` into one array."""
+    if not grid:
+        return pieces[0]
+    if len(pieces) == 1:
+        return pieces[0]
+    xp = namespace(*pieces)
+    step = len(pieces) // grid[0]
+    parts = [concatenate_nested(pieces[i * step : (i + 1) * step], grid[1:]) for i in range(grid[0])]
+    axis = parts[0].ndim - len(grid)
+    return parts[0] if len(parts) == 1 else xp.concatenate(parts, axis=axis)
+
+
+def assemble(
+    blocks: Sequence[Any],
+    local_indices: Sequence[tuple[Any, ...]],
+    grid: tuple[int, ...],
+    perms: tuple[Any, ...],
+    drop: tuple[int, ...],
+) -> Any:
+    """Cut each block by its local index, join the pieces on ``grid``, reorder and drop axes."""
+    pieces = [_local_index(b, ix) for b, ix in zip(blocks, local_indices)]
+    out = concatenate_nested(pieces, grid)
+    xp = namespace(out)
+    for axis, perm in enumerate(perms):
+        if perm is not None:
+            out = xp.take(out, xp.asarray(perm), axis=axis)
+    if drop:
+        out = out[tuple(0 if d in drop else slice(None) for d in range(out.ndim))]
+    return out
+
+
+def concatenate_grid(blocks: Sequence[Any], numblocks: tuple[int, ...]) -> Any:
+    """All blocks of an array joined into one (what compute returns)."""
+    return concatenate_nested(list(blocks), numblocks)
+
+
+def setitem(block: Any, local: tuple[slice, ...], value: Any) -> Any:
+    """A copy of the block with ``block[local] = value``."""
+    out = block.copy()
+    xp = namespace(out)
+    out[local] = value if np.isscalar(value) else xp.asarray(value)
+    return out
+
+
+# --- reductions ---------------------------------------------------------------------------------------
+
+
+def _count(block: Any, axes: tuple[int, ...]) -> int:
+    return int(np.prod([block.shape[d] for d in axes])) if axes else 1
+
+
+def reduce_chunk(
+    kind: str, block: Any, axes: tuple[int, ...], dtype: np.dtype, params: tuple, offsets: tuple[int, ...]
+) -> dict[str, Any]:
+    """The partial reduction of one block (reduced axes kept with length 1)."""
+    xp = namespace(block)
+    kw = {"axis": axes, "keepdims": True}
+    if kind in ("sum", "prod"):
+        return {"v": getattr(xp, kind)(block, dtype=dtype, **kw)}
+    if kind in ("min", "max"):
+        return {"v": getattr(xp, kind)(block, **kw)}
+    if kind in ("all", "any"):
+        return {"v": getattr(xp, kind)(block, **kw)}
+    if kind in ("argmin", "argmax"):
+        (axis,) = axes
+        if block.shape[axis] == 0:
+            raise ValueError(f"attempt to get {kind} of an empty sequence")
+        i = getattr(xp, kind)(block, axis=axis, keepdims=True)
+        return {"v": xp.take_along_axis(block, i, axis=axis), "i": i + offsets[0]}
+    acc = params[0]
+    n = _count(block, axes)
+    s = xp.sum(block, dtype=acc, **kw)
+    if kind == "mean":
+        return {"s": s, "n": n}
+    if kind == "var":
+        mean = s / n if n else s
+        return {"n": n, "mean": mean, "m2": xp.sum(xp.abs(block - mean) ** 2, **kw)}
+    raise ValueError(f"unknown reduction {kind!r}")
+
+
+def reduce_combine(
+    kind: str, partials: Sequence[dict[str, Any]], grid: tuple[int, ...], axes: tuple[int, ...], params: tuple
+) -> dict[str, Any]:
+    """Combine partials laid out on ``grid`` into one partial."""
+    if kind in ("argmin", "argmax"):
+        (axis,) = axes
+        v = _join(partials, "v", grid)
+        xp = namespace(v)
+        pick = getattr(xp, kind)(v, axis=axis, keepdims=True)
+        return {"v": xp.take_along_axis(v, pick, axis=axis), "i": xp.take_along_axis(_join(partials, "i", grid), pick, axis=axis)}
+    if kind == "mean":
+        s = _join(partials, "s", grid)
+        return {"s": namespace(s).sum(s, axis=axes, keepdims=True), "n": sum(p["n"] for p in partials)}
+    if kind == "var":
+        return _combine_var(partials, grid, axes)
+    v = _join(partials, "v", grid)
+    xp = namespace(v)
+    kw = {"axis": axes, "keepdims": True}
+    return {"v": getattr(xp, kind)(v, dtype=v.dtype, **kw) if kind in ("sum", "prod") else getattr(xp, kind)(v, **kw)}
+
+
+def _join(partials: Sequence[dict[str, Any]], field: str, grid: tuple[int, ...]) -> Any:
+    return concatenate_nested([p[field] for p in partials], grid)
+
+
+def _combine_var(partials: Sequence[dict[str, Any]], grid: tuple[int, ...], axes: tuple[int, ...]) -> dict[str, Any]:
+    # Chan et al.: combine counts, means and sums of squared deviations. A group spans only reduced axes
+    # (the grid is 1 along the others), and a partial's count is a plain int.
+    mean = _join(partials, "mean", grid)
+    m2 = _join(partials, "m2", grid)
+    xp = namespace(mean)
+    counts = np.array([p["n"] for p in partials], dtype=np.float64).reshape(grid)
+    weights = xp.asarray(counts, dtype=m2.dtype)
+    n = float(counts.sum())
+    if n == 0:
+        return {"n": 0, "mean": mean.sum(axis=axes, keepdims=True), "m2": m2.sum(axis=axes, keepdims=True)}
+    total_mean = (mean * weights).sum(axis=axes, keepdims=True) / n
+    total_m2 = m2.sum(axis=axes, keepdims=True) + (weights * xp.abs(mean - total_mean) ** 2).sum(axis=axes, keepdims=True)
+    return {"n": int(n), "mean": total_mean.astype(mean.dtype), "m2": total_m2.astype(m2.dtype)}
+
+
+def reduce_finish(
+    kind: str, partial: dict[str, Any], axes: tuple[int, ...], keepdims: bool, dtype: np.dtype, params: tuple
+) -> Any:
+    """The final value from the last partial, with the reduced axes removed unless ``keepdims``."""
+    xp = namespace(*partial.values())
+    if kind in ("argmin", "argmax"):
+        out = partial["i"]
+    elif kind == "mean":
+        with np.errstate(all="ignore"):
+            out = partial["s"] / partial["n"] if partial["n"] else partial["s"] * np.nan
+    elif kind == "var":
+        ddof, sqrt = params[1], params[2]
+        with np.errstate(all="ignore"):
+            denom = max(partial["n"] - ddof, 0)
+            out = partial["m2"] / denom if denom else partial["m2"] * np.nan
+            if sqrt:
+                out = xp.sqrt(out)
+    else:
+        out = partial["v"]
+    if not keepdims:
+        out = out.reshape(tuple(s for d, s in enumerate(out.shape) if d not in axes))
+    return xp.asarray(out).astype(dtype, copy=False)
+
+
+# --- scans --------------------------------------------------------------------------------------------
+
+_SCAN_FUNC = {"cumsum": "cumsum", "cumprod": "cumprod"}
+_SCAN_COMBINE = {"cumsum": "add", "cumprod": "multiply"}
+
+
+def scan_local(kind: str, block: Any, axis: int, dtype: np.dtype) -> Any:
+    """The scan of one block on its own."""
+    xp = namespace(block)
+    return getattr(xp, _SCAN_FUNC[kind])(block, axis=axis, dtype=dtype)
+
+
+def scan_carry(kind: str, previous: Any, local_before: Any, axis: int) -> Any:
+    """The running total entering the next block: the previous carry combined with the last slice of the
+    block before."""
+    xp = namespace(local_before)
+    last = xp.take(local_before, [local_before.shape[axis] - 1], axis=axis) if local_before.shape[axis] else None
+    if last is None:
+        return previous
+    return last if previous is None else getattr(xp, _SCAN_COMBINE[kind])(previous, last)
+
+
+def scan_apply(kind: str, local: Any, carry: Any) -> Any:
+    """A block's final scan: its local scan combined with the carry from the blocks before."""
+    if carry is None:
+        return local
+    xp = namespace(local)
+    return getattr(xp, _SCAN_COMBINE[kind])(local, carry).astype(local.dtype, copy=False)

@@ -1,0 +1,229 @@
+"""Creating Arrays: from existing data (NumPy, CuPy, dask.array, lists, anything with ``__array__``) and
+from nothing (full, arange, linspace, eye). Blocks of created arrays are computed where they are needed."""
+from __future__ import annotations
+
+import math
+import uuid
+from typing import Any
+
+import numpy as np
+from dask.array.core import normalize_chunks as _dask_normalize_chunks
+from dask.tokenize import tokenize
+
+from . import config
+from ._array import Array, ArrayLike
+from ._backend import backend_of
+from ._expr import ArrayExpr, Creation, FromArray, FromGraph
+
+Shape = int | tuple[int, ...]
+
+
+def normalize_chunks(chunks: Any, shape: tuple[int, ...], dtype: np.dtype, backend: str,
+                     previous_chunks: Any = None) -> tuple[tuple[int, ...], ...]:
+    """Chunks in every form Dask accepts ("auto", an int, a block shape, explicit tuples, -1/None per axis)
+    turned into explicit tuples; "auto" aims at the backend's block size (``gnp.config``)."""
+    limit = config.chunk_bytes(backend)
+    if isinstance(chunks, dict):
+        chunks = tuple(chunks.get(d, chunks.get(d - len(shape), -1)) for d in range(len(shape)))
+    try:
+        return _dask_normalize_chunks(chunks, shape, limit=limit, dtype=dtype, previous_chunks=previous_chunks)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"invalid chunks {chunks!r} for shape {shape}: {e}") from None
+
+
+def _shape(shape: Shape) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        shape = tuple(int(operator_index(s)) for s in shape)
+    except TypeError:
+        raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
+    if any(s < 0 for s in shape):
+        raise ValueError(f"negative dimensions are not allowed (shape {shape})")
+    return shape
+
+
+def operator_index(value: Any) -> int:
+    """``operator.index`` with NumPy's error message."""
+    import operator
+
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"'{type(value).__name__}' object cannot be interpreted as an integer") from None
+
+
+def _backend(backend: str | None) -> str:
+    from ._backend import resolve
+
+    return resolve(backend) if backend is not None else config.backend()
+
+
+def from_array(x: Any, chunks: Any = "auto", *, dtype: Any = None, backend: str | None = None) -> Array:
+    """A lazy Array over existing data cut into blocks.
+
+    ``x`` may be a NumPy or CuPy array, a dask.array, a gnp Array, a list or scalar, or anything with
+    ``__array__``. ``chunks`` takes every form Dask accepts (default "auto"). Blocks live on ``backend``
+    ("numpy" or "cupy"; default: CuPy input stays on the GPU, other input goes to ``gnp.config.backend()``).
+    """
+    if isinstance(x, Array):
+        out = x if backend is None else x.to_backend(backend)
+        out = out if chunks == "auto" else out.rechunk(chunks)
+        return out if dtype is None else out.astype(dtype)
+    if _is_dask_array(x):
+        return from_dask_array(x, backend=backend).rechunk(chunks) if chunks != "auto" else from_dask_array(x, backend=backend)
+    if backend is None:
+        backend = "cupy" if backend_of(x) == "cupy" else config.backend()
+    else:
+        backend = _backend(backend)
+    if backend_of(x) != "cupy":
+        try:
+            x = np.asarray(x)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"cannot make an Array from {type(x).__name__}: {e}") from None
+        if x.dtype == object:
+            raise TypeError(f"cannot make an Array from {type(x).__name__} of Python objects (dtype object)")
+    dtype = np.dtype(dtype) if dtype is not None else x.dtype
+    token = tokenize(x) if backend_of(x) != "cupy" else uuid.uuid4().hex
+    chunks = normalize_chunks(chunks, x.shape, dtype, backend)
+    return Array(FromArray(x, chunks, dtype, backend, tokenize(token, chunks, str(dtype), backend)))
+
+
+def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None,
+            chunks: Any = "auto") -> Array:
+    """Convert to an Array (array API ``asarray``): Arrays are returned as they are (cast if ``dtype``);
+    other data go through ``from_array``. ``device`` may be "cpu"/"numpy" or "gpu"/"cupy"."""
+    backend = {None: None, "cpu": "numpy", "numpy": "numpy", "gpu": "cupy", "cuda": "cupy", "cupy": "cupy"}.get(
+        device if device is None or isinstance(device, str) else str(device)
+    )
+    if isinstance(obj, Array):
+        out = obj if backend is None else obj.to_backend(backend)
+        return out if dtype is None else out.astype(dtype, copy=bool(copy))
+    if copy is False and backend_of(obj) == "numpy" and not isinstance(obj, np.ndarray):
+        raise ValueError("copy=False was asked for, but this input needs a copy to become an Array")
+    return from_array(obj, chunks=chunks, dtype=dtype, backend=backend)
+
+
+def as_operand(value: Any, backend: str | None, force_array: bool = False) -> Any:
+    """An operand for an expression: Arrays as expressions, Python/NumPy scalars as they are (weak and
+    strong scalars of NEP 50), other array-likes converted with ``from_array``."""
+    if isinstance(value, Array):
+        return value.expr
+    if isinstance(value, ArrayExpr):
+        return value
+    if not force_array and isinstance(value, (bool, int, float, complex, np.generic)):
+        return value
+    if isinstance(value, (np.ndarray, list, tuple)) or hasattr(value, "__array__") or backend_of(value) == "cupy" \
+            or isinstance(value, (bool, int, float, complex, np.generic)):
+        return from_array(value, backend=backend).expr
+    raise TypeError(f"unsupported operand type {type(value).__name__!r} for a gnp Array operation")
+
+
+def _is_dask_array(x: Any) -> bool:
+    return type(x).__module__.startswith("dask.array") and hasattr(x, "chunks") and hasattr(x, "dask")
+
+
+def from_dask_array(x: Any, *, backend: str | None = None) -> Array:
+    """Adopt a dask.array (blocks NumPy or CuPy) as a gnp Array, without computing it."""
+    meta = getattr(x, "_meta", None)
+    own = "cupy" if backend_of(meta) == "cupy" else "numpy"
+    if any(math.isnan(c) for cs in x.chunks for c in cs):
+        x = x.compute_chunk_sizes()
+    layer = dict(x.__dask_optimize__(x.__dask_graph__(), x.__dask_keys__()))
+    out = Array(FromGraph(layer, x.name, x.chunks, x.dtype, own))
+    return out if backend is None or _backend(backend) == own else out.to_backend(backend)
+
+
+def _creation(kind: str, shape: tuple[int, ...], dtype: np.dtype, chunks: Any, backend: str | None,
+              params: tuple) -> Array:
+    backend = _backend(backend)
+    return Array(Creation(kind, normalize_chunks(chunks, shape, dtype, backend), dtype, backend, params))
+
+
+def full(shape: Shape, fill_value: Any, *, dtype: Any = None, chunks: Any = "auto",
+         backend: str | None = None) -> Array:
+    """An Array of ``shape`` filled with ``fill_value`` (dtype from the value unless given)."""
+    if isinstance(fill_value, Array):
+        from ._guards import check_fetch
+
+        check_fetch("using a lazy Array as fill_value of full()")
+        fill_value = fill_value.item()
+    dtype = np.dtype(dtype) if dtype is not None else np.asarray(fill_value).dtype
+    return _creation("full", _shape(shape), dtype, chunks, backend, (fill_value,))
+
+
+def zeros(shape: Shape, *, dtype: Any = None, chunks: Any = "auto", backend: str | None = None) -> Array:
+    """An Array of zeros (float64 unless ``dtype``)."""
+    return full(shape, 0, dtype=dtype or np.float64, chunks=chunks, backend=backend)
+
+
+def ones(shape: Shape, *, dtype: Any = None, chunks: Any = "auto", backend: str | None = None) -> Array:
+    """An Array of ones (float64 unless ``dtype``)."""
+    return full(shape, 1, dtype=dtype or np.float64, chunks=chunks, backend=backend)
+
+
+def empty(shape: Shape, *, dtype: Any = None, chunks: Any = "auto", backend: str | None = None) -> Array:
+    """An uninitialized Array (float64 unless ``dtype``)."""
+    dtype = np.dtype(dtype or np.float64)
+    return _creation("empty", _shape(shape), dtype, chunks, backend, ())
+
+
+def _like(x: ArrayLike, dtype: Any, shape: Shape | None) -> tuple[tuple[int, ...], np.dtype, Any, str]:
+    from ._elementwise import as_array
+
+    a = as_array(x)
+    shape_ = _shape(shape) if shape is not None else a.shape
+    return shape_, np.dtype(dtype) if dtype is not None else a.dtype, a.chunks if shape is None else "auto", a.backend
+
+
+def full_like(x: ArrayLike, fill_value: Any, *, dtype: Any = None, shape: Shape | None = None) -> Array:
+    """An Array like ``x`` (shape, chunks, backend; dtype unless given) filled with ``fill_value``."""
+    shape_, dtype_, chunks, backend = _like(x, dtype, shape)
+    return full(shape_, fill_value, dtype=dtype_, chunks=chunks, backend=backend)
+
+
+def zeros_like(x: ArrayLike, *, dtype: Any = None, shape: Shape | None = None) -> Array:
+    """Zeros like ``x``."""
+    return full_like(x, 0, dtype=dtype, shape=shape)
+
+
+def ones_like(x: ArrayLike, *, dtype: Any = None, shape: Shape | None = None) -> Array:
+    """Ones like ``x``."""
+    return full_like(x, 1, dtype=dtype, shape=shape)
+
+
+def empty_like(x: ArrayLike, *, dtype: Any = None, shape: Shape | None = None) -> Array:
+    """An uninitialized Array like ``x``."""
+    shape_, dtype_, chunks, backend = _like(x, dtype, shape)
+    return empty(shape_, dtype=dtype_, chunks=chunks, backend=backend)
+
+
+def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, chunks: Any = "auto",
+           backend: str | None = None) -> Array:
+    """Evenly spaced values in ``[start, stop)``, as ``numpy.arange``."""
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise ZeroDivisionError("arange: step must not be zero")
+    n = max(0, math.ceil((stop - start) / step))
+    dtype = np.dtype(dtype) if dtype is not None else np.arange(start, start + step, step).dtype
+    return _creation("arange", (n,), dtype, chunks, backend, (start, step))
+
+
+def linspace(start: Any, stop: Any, /, num: int = 50, *, endpoint: bool = True, dtype: Any = None,
+             chunks: Any = "auto", backend: str | None = None) -> Array:
+    """``num`` evenly spaced values from ``start`` to ``stop``, as ``numpy.linspace``."""
+    num = operator_index(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    div = (num - 1) if endpoint else num
+    step = (stop - start) / div if div > 0 else (stop - start) * 0.0
+    dtype = np.dtype(dtype) if dtype is not None else np.result_type(float(0.0), start, stop)
+    return _creation("linspace", (num,), dtype, chunks, backend, (start, step, num, stop, endpoint))
+
+
+def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None, chunks: Any = "auto",
+        backend: str | None = None) -> Array:
+    """A 2-D Array with ones on diagonal ``k`` and zeros elsewhere."""
+    shape = _shape((n_rows, n_rows if n_cols is None else n_cols))
+    return _creation("eye", shape, np.dtype(dtype or np.float64), chunks, backend, (operator_index(k),))

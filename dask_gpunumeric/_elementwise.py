@@ -1,0 +1,193 @@
+"""Elementwise functions: validation, NumPy 2 / NEP 50 dtype rules, the promotion guard, broadcasting and
+chunk alignment, all building one ``Elemwise`` expression.
+
+Every array API (2024.12) elementwise function is here under its standard name, plus the NumPy names
+users reach for. Each maps to the function of the same behaviour in NumPy and CuPy (``BLOCK_FUNCTION``).
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+from dask.array.core import common_blockdim
+
+from . import _guards
+from ._array import Array, ArrayLike
+from ._creation import as_operand
+from ._expr import ArrayExpr, Elemwise
+from ._manipulation import rechunk_expr
+
+# standard name -> name of the function in NumPy and CuPy (both have these classic names)
+_UNARY = {
+    "abs": "absolute", "acos": "arccos", "acosh": "arccosh", "asin": "arcsin", "asinh": "arcsinh",
+    "atan": "arctan", "atanh": "arctanh", "bitwise_invert": "invert", "ceil": "ceil", "conj": "conjugate",
+    "cos": "cos", "cosh": "cosh", "exp": "exp", "expm1": "expm1", "floor": "floor", "imag": "imag",
+    "isfinite": "isfinite", "isinf": "isinf", "isnan": "isnan", "log": "log", "log1p": "log1p",
+    "log2": "log2", "log10": "log10", "logical_not": "logical_not", "negative": "negative",
+    "positive": "positive", "real": "real", "reciprocal": "reciprocal", "sign": "sign", "signbit": "signbit",
+    "sin": "sin", "sinh": "sinh", "square": "square", "sqrt": "sqrt", "tan": "tan", "tanh": "tanh",
+    "trunc": "trunc",
+    # NumPy names beyond the standard
+    "absolute": "absolute", "arccos": "arccos", "arccosh": "arccosh", "arcsin": "arcsin",
+    "arcsinh": "arcsinh", "arctan": "arctan", "arctanh": "arctanh", "invert": "invert",
+    "conjugate": "conjugate", "exp2": "exp2", "cbrt": "cbrt", "fabs": "fabs", "rint": "rint",
+    "degrees": "degrees", "radians": "radians", "deg2rad": "deg2rad", "rad2deg": "rad2deg",
+    "sinc": "sinc", "fix": "fix",
+}
+_BINARY = {
+    "add": "add", "atan2": "arctan2", "bitwise_and": "bitwise_and", "bitwise_left_shift": "left_shift",
+    "bitwise_or": "bitwise_or", "bitwise_right_shift": "right_shift", "bitwise_xor": "bitwise_xor",
+    "copysign": "copysign", "divide": "true_divide", "equal": "equal", "floor_divide": "floor_divide",
+    "greater": "greater", "greater_equal": "greater_equal", "hypot": "hypot", "less": "less",
+    "less_equal": "less_equal", "logaddexp": "logaddexp", "logical_and": "logical_and",
+    "logical_or": "logical_or", "logical_xor": "logical_xor", "maximum": "maximum", "minimum": "minimum",
+    "multiply": "multiply", "nextafter": "nextafter", "not_equal": "not_equal", "pow": "power",
+    "remainder": "remainder", "subtract": "subtract",
+    # NumPy names beyond the standard
+    "arctan2": "arctan2", "left_shift": "left_shift", "right_shift": "right_shift",
+    "true_divide": "true_divide", "power": "power", "mod": "remainder", "fmod": "fmod", "fmax": "fmax",
+    "fmin": "fmin", "float_power": "float_power", "logaddexp2": "logaddexp2", "heaviside": "heaviside",
+    "ldexp": "ldexp", "gcd": "gcd", "lcm": "lcm",
+}
+BLOCK_FUNCTION = {**_UNARY, **_BINARY, "where": "where", "clip": "clip", "round": "round", "astype": "astype"}
+
+
+def _dtype_probe(value: Any) -> Any:
+    """A stand-in with the same dtype behaviour as an operand: a size-0 array, or the Python scalar."""
+    if isinstance(value, ArrayExpr):
+        return np.empty((0,), dtype=value.dtype)
+    return value
+
+
+def result_dtype(op: str, args: list[Any], kwargs: dict) -> np.dtype:
+    """The dtype NumPy gives ``op`` on operands of these dtypes (NEP 50: Python scalars are weak)."""
+    func = getattr(np, BLOCK_FUNCTION[op])
+    with np.errstate(all="ignore"):
+        return np.asarray(func(*[_dtype_probe(a) for a in args], **kwargs)).dtype
+
+
+def _check_promotion(op: str, args: list[Any], skip: int) -> None:
+    arrays = [a for a in args[skip:] if isinstance(a, ArrayExpr)]
+    if len(args) - skip < 2 or not arrays:
+        return
+    dtypes = [a.dtype for a in arrays]
+    common = np.result_type(*[_dtype_probe(a) for a in args[skip:]])
+    _guards.check_promotion(op, dtypes, common)
+
+
+def broadcast_shape(op: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """NumPy broadcasting of operand shapes, with NumPy's error for shapes that don't broadcast."""
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(
+            f"{op}: operands could not be broadcast together with shapes "
+            + " ".join(str(s) for s in shapes)
+        ) from None
+
+
+def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, ArrayExpr]:
+    """Rechunk arrays so that every non-broadcast axis shares the same chunks (the common refinement)."""
+    ndim = len(shape)
+    target: list[tuple[int, ...] | None] = []
+    for d in range(ndim):
+        dims = {a.chunks[d - ndim + a.ndim] for a in arrays if d - ndim + a.ndim >= 0 and a.shape[d - ndim + a.ndim] == shape[d]}
+        target.append(dims.pop() if len(dims) == 1 else common_blockdim(dims) if dims else None)
+    out = {}
+    for a in arrays:
+        lead = ndim - a.ndim
+        want = tuple(
+            target[lead + d] if a.shape[d] == shape[lead + d] and target[lead + d] is not None else a.chunks[d]
+            for d in range(a.ndim)
+        )
+        out[a._name] = a if want == a.chunks else rechunk_expr(a, want)
+    return out
+
+
+def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0, **kwargs: Any) -> Array:
+    """Build the lazy elementwise application of ``op`` (a key of ``BLOCK_FUNCTION``) to the operands.
+
+    ``skip_promotion`` leading operands (``where``'s condition) are left out of the promotion guard.
+    """
+    backends = {a.backend for a in args if isinstance(a, Array)}
+    backend = "cupy" if "cupy" in backends else None
+    operands = [as_operand(a, backend) for a in args]
+    if not any(isinstance(a, ArrayExpr) for a in operands):
+        operands[0] = as_operand(np.asarray(operands[0]), backend, force_array=True)
+    out_dtype = np.dtype(dtype) if dtype is not None else result_dtype(op, operands, kwargs)
+    if dtype is None:
+        _check_promotion(op, operands, skip_promotion)
+    arrays = [a for a in operands if isinstance(a, ArrayExpr)]
+    shape = broadcast_shape(op, [a.shape for a in arrays])
+    aligned = align_chunks(arrays, shape)
+    operands = [aligned[a._name] if isinstance(a, ArrayExpr) else a for a in operands]
+    return Array(Elemwise(BLOCK_FUNCTION[op], out_dtype, kwargs, *operands))
+
+
+def _make_unary(name: str) -> Any:
+    def func(x: ArrayLike, /) -> Array:
+        return elementwise(name, x)
+
+    func.__name__ = func.__qualname__ = name
+    func.__doc__ = f"Elementwise ``{name}`` of an array, as ``numpy.{_UNARY[name]}`` (lazy)."
+    return func
+
+
+def _make_binary(name: str) -> Any:
+    def func(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+        return elementwise(name, x1, x2)
+
+    func.__name__ = func.__qualname__ = name
+    func.__doc__ = f"Elementwise ``{name}`` of two arrays with broadcasting, as ``numpy.{_BINARY[name]}`` (lazy)."
+    return func
+
+
+_module = sys.modules[__name__]
+for _name in _UNARY:
+    setattr(_module, _name, _make_unary(_name))
+for _name in _BINARY:
+    setattr(_module, _name, _make_binary(_name))
+FUNCTIONS = {name: getattr(_module, name) for name in (*_UNARY, *_BINARY)}
+
+
+def where(condition: ArrayLike, x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """Elements of ``x1`` where ``condition`` is true, else of ``x2``, with broadcasting (lazy)."""
+    return elementwise("where", condition, x1, x2, skip_promotion=1)
+
+
+def clip(x: ArrayLike, /, min: ArrayLike | None = None, max: ArrayLike | None = None) -> Array:  # noqa: A002
+    """Values of ``x`` limited to ``[min, max]`` (either bound may be None), keeping ``x``'s dtype."""
+    if min is None and max is None:
+        return as_array(x)
+    out = as_array(x)
+    if min is not None:
+        out = elementwise("maximum", out, min, dtype=out.dtype)
+    if max is not None:
+        out = elementwise("minimum", out, max, dtype=out.dtype)
+    return out
+
+
+def round(x: ArrayLike, /, decimals: int = 0) -> Array:  # noqa: A001
+    """Round to ``decimals`` decimal places (half to even), as ``numpy.round``."""
+    return elementwise("round", x, decimals=decimals)
+
+
+def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, casting: str = "unsafe") -> Array:
+    """The array converted to ``dtype`` (explicit: never guarded)."""
+    arr = as_array(x)
+    dtype = np.dtype(dtype)
+    if not np.can_cast(arr.dtype, dtype, casting=casting):
+        raise TypeError(f"Cannot cast array data from {arr.dtype} to {dtype} according to the rule {casting!r}")
+    if dtype == arr.dtype and not copy:
+        return arr
+    return Array(Elemwise("astype", dtype, {}, arr.expr))
+
+
+def as_array(x: ArrayLike) -> Array:
+    """An Array from an Array or anything ``asarray`` takes."""
+    if isinstance(x, Array):
+        return x
+    from ._creation import asarray
+
+    return asarray(x)

@@ -1,0 +1,569 @@
+"""Array expressions: small immutable nodes on ``dask.Expr``, each lowered to one Dask task per output block.
+
+Every node knows its ``chunks``, ``dtype`` and ``backend`` ("numpy" or "cupy") without computing anything.
+Its ``_layer()`` gives the tasks of its blocks, keyed ``(name, i, j, ...)`` with ``name`` = "<op-words>-<token>",
+so that the Dask dashboard groups tasks by operation. The primitives here are the whole vocabulary of the
+library; the public API (``_array``, ``_creation``, ``_elementwise``, ...) only validates arguments and builds
+them.
+
+Dask drives expressions through ``optimize()`` (simplify, then lower). The top-most node of ours in a tree
+lowers to a ``Materialized`` node that hides the subtree from Dask and, when Dask asks for the graph (on the
+client for the local scheduler, on the scheduler for a distributed cluster), produces the tasks of the whole
+subtree with the root's keys unchanged (persist rebuilds collections from those keys).
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from dask._expr import Expr
+from dask._task_spec import Alias, DataNode, GraphNode, List, Task, TaskRef
+
+from . import _blocks
+from ._backend import empty_meta
+
+Chunks = tuple[tuple[int, ...], ...]
+Index = tuple[int, ...]
+
+
+class ArrayExpr(Expr):
+    """Base of all array expressions: shape, chunks, dtype and backend, and one task per block."""
+
+    def _operands_for_repr(self) -> list[str]:
+        return [f"shape={self.shape}", f"dtype={self.dtype}", f"chunks={self.chunksize}"]
+
+    # --- metadata -------------------------------------------------------------------------------------
+    @functools.cached_property
+    def chunks(self) -> Chunks:
+        return self.operand("chunks")
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.operand("dtype"))
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self.operand("backend")
+
+    @functools.cached_property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(sum(c) for c in self.chunks)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.chunks)
+
+    @functools.cached_property
+    def numblocks(self) -> tuple[int, ...]:
+        return tuple(len(c) for c in self.chunks)
+
+    @property
+    def chunksize(self) -> tuple[int, ...]:
+        return tuple(max(c, default=0) for c in self.chunks)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def _meta(self) -> Any:
+        return empty_meta(self.dtype, self.ndim, self.backend)
+
+    # --- keys and tasks -------------------------------------------------------------------------------
+    def key(self, index: Index) -> tuple:
+        """The Dask key of one block."""
+        return (self._name, *index)
+
+    def ref(self, index: Index) -> TaskRef:
+        """A reference to one block, for use as a task argument."""
+        return TaskRef(self.key(index))
+
+    def block_indices(self) -> Iterator[Index]:
+        """All block indices in C order."""
+        return itertools.product(*(range(n) for n in self.numblocks))
+
+    def block_shape(self, index: Index) -> tuple[int, ...]:
+        return tuple(c[i] for c, i in zip(self.chunks, index))
+
+    def block_offset(self, index: Index) -> tuple[int, ...]:
+        return tuple(sum(c[:i]) for c, i in zip(self.chunks, index))
+
+    def __dask_keys__(self) -> list:
+        def nest(prefix: Index, depth: int) -> list:
+            if depth == self.ndim:
+                return self.key(prefix)  # type: ignore[return-value]
+            return [nest((*prefix, i), depth + 1) for i in range(self.numblocks[depth])]
+
+        if self.ndim == 0:
+            return [self.key(())]
+        return nest((), 0)
+
+    def _layer(self) -> dict:
+        return {self.key(i): self._block_task(i) for i in self.block_indices()}
+
+    def _block_task(self, index: Index) -> GraphNode:
+        raise NotImplementedError
+
+    # --- hooks into Dask's optimizer ------------------------------------------------------------------
+    def _lower(self) -> Expr | None:
+        return Materialized((self,))
+
+    def finalize_compute(self) -> Expr:
+        return Finalize(self)
+
+
+class Materialized(ArrayExpr):
+    """A whole expression tree as one node, whose graph is the tree's tasks with the root's keys."""
+
+    _parameters = ["wrapped"]
+
+    @property
+    def root(self) -> ArrayExpr:
+        return self.operand("wrapped")[0]
+
+    @functools.cached_property
+    def chunks(self) -> Chunks:
+        return self.root.chunks
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        return self.root.dtype
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self.root.backend
+
+    def __dask_keys__(self) -> list:
+        return self.root.__dask_keys__()
+
+    def _lower(self) -> None:
+        return None
+
+    def _layer(self) -> dict:
+        return graph_of(self.root)
+
+
+def graph_of(root: ArrayExpr) -> dict:
+    """All tasks of an expression tree, each node's layer once."""
+    layers: dict = {}
+    stack: list[Expr] = [root]
+    seen: set[str] = set()
+    while stack:
+        node = stack.pop()
+        if node._name in seen:
+            continue
+        seen.add(node._name)
+        layers.update(node._layer())
+        stack.extend(node.dependencies())
+    return layers
+
+
+class FromGraph(ArrayExpr):
+    """Blocks that already have keys: persisted results, or a dask.array's graph adopted as is."""
+
+    _parameters = ["layer", "name", "chunks", "dtype", "backend"]
+
+    @functools.cached_property
+    def _name(self) -> str:
+        return self.operand("name")
+
+    def __dask_tokenize__(self) -> str:
+        return self.operand("name")
+
+    def _layer(self) -> dict:
+        return {
+            k: v if isinstance(v, GraphNode) else DataNode(k, v) for k, v in self.operand("layer").items()
+        }
+
+
+class FromArray(ArrayExpr):
+    """Data in: a NumPy/CuPy (or any array-like) object cut into blocks."""
+
+    _parameters = ["array", "chunks", "dtype", "backend", "token"]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return "array"
+
+    def __dask_tokenize__(self) -> str:
+        return self.operand("token")
+
+    def _block_task(self, index: Index) -> GraphNode:
+        slices = tuple(slice(o, o + s) for o, s in zip(self.block_offset(index), self.block_shape(index)))
+        piece = self.operand("array")[slices]
+        return Task(self.key(index), _blocks.as_block, DataNode(None, piece), self.dtype, self.backend)
+
+
+class Creation(ArrayExpr):
+    """Blocks computed from their position alone: full, arange, linspace, eye, random draws."""
+
+    _parameters = ["kind", "chunks", "dtype", "backend", "params"]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return self.operand("kind").replace("_", "-")
+
+    def _block_task(self, index: Index) -> GraphNode:
+        return Task(
+            self.key(index),
+            _blocks.create,
+            self.operand("kind"),
+            self.block_offset(index),
+            self.block_shape(index),
+            self.shape,
+            self.dtype,
+            self.backend,
+            self.operand("params"),
+        )
+
+
+class Elemwise(ArrayExpr):
+    """A NumPy-style elementwise function of N inputs (arrays and scalars), broadcasting on aligned chunks.
+
+    Array operands have been rechunked by the caller so that every dimension they share with the output
+    (and do not broadcast) has the output's chunks.
+    """
+
+    _parameters = ["op", "dtype", "kwargs"]
+
+    @property
+    def args(self) -> list[Any]:
+        return self.operands[len(self._parameters) :]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return self.operand("op").replace("_", "-")
+
+    @functools.cached_property
+    def backend(self) -> str:
+        backends = {a.backend for a in self.args if isinstance(a, ArrayExpr)}
+        return "cupy" if "cupy" in backends else "numpy"
+
+    @functools.cached_property
+    def chunks(self) -> Chunks:
+        arrays = [a for a in self.args if isinstance(a, ArrayExpr)]
+        ndim = max(a.ndim for a in arrays)
+        out: list[tuple[int, ...]] = []
+        for d in range(ndim):
+            dims = [a.chunks[d - ndim + a.ndim] for a in arrays if d - ndim + a.ndim >= 0]
+            out.append(max(dims, key=lambda c: (sum(c), len(c))))
+        return tuple(out)
+
+    def _arg_index(self, arg: ArrayExpr, index: Index) -> Index:
+        lead = self.ndim - arg.ndim
+        return tuple(
+            0 if arg.numblocks[d] == 1 else index[lead + d] for d in range(arg.ndim)
+        )
+
+    def _block_task(self, index: Index) -> GraphNode:
+        args = [a.ref(self._arg_index(a, index)) if isinstance(a, ArrayExpr) else a for a in self.args]
+        return Task(
+            self.key(index), _blocks.elemwise, self.operand("op"), self.dtype, self.operand("kwargs"), *args
+        )
+
+
+class Transpose(ArrayExpr):
+    """Axes permuted, block by block."""
+
+    _parameters = ["array", "axes"]
+
+    @functools.cached_property
+    def chunks(self) -> Chunks:
+        return tuple(self.array.chunks[a] for a in self.axes)
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        return self.array.dtype
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self.array.backend
+
+    def _block_task(self, index: Index) -> GraphNode:
+        source = [0] * self.ndim
+        for out_axis, in_axis in enumerate(self.axes):
+            source[in_axis] = index[out_axis]
+        return Task(self.key(index), _blocks.transpose, self.array.ref(tuple(source)), tuple(self.axes))
+
+
+class BlockReshape(ArrayExpr):
+    """Each output block is exactly one input block, reshaped (inserting or removing size-1 axes, or
+    splitting/merging whole rows when the chunking allows it)."""
+
+    _parameters = ["array", "chunks", "source_of"]
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        return self.array.dtype
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self.array.backend
+
+    def _block_task(self, index: Index) -> GraphNode:
+        source = self.operand("source_of")[index]
+        return Task(self.key(index), _blocks.reshape, self.array.ref(source), self.block_shape(index))
+
+
+class Broadcast(ArrayExpr):
+    """The array broadcast to more (leading) axes or stretched along length-1 axes."""
+
+    _parameters = ["array", "chunks"]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return "broadcast-to"
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        return self.array.dtype
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self.array.backend
+
+    def _block_task(self, index: Index) -> GraphNode:
+        a = self.array
+        lead = self.ndim - a.ndim
+        source = tuple(0 if a.numblocks[d] == 1 else index[lead + d] for d in range(a.ndim))
+        return Task(self.key(index), _blocks.broadcast, a.ref(source), self.block_shape(index))
+
+
+Piece = tuple[int, int, Any]  # (source number, input block index along the axis, slice or int array)
+
+
+class Gather(ArrayExpr):
+    """Output blocks assembled from pieces of input blocks: rechunk, basic and integer-array indexing,
+    flip, roll, concatenate.
+
+    ``plan`` is one entry per output axis: for each output chunk along it, ``(pieces, permutation)`` where
+    pieces are ``(source, input chunk, local index)`` concatenated in order and ``permutation`` (or None)
+    reorders the result along the axis. At most one axis names a source other than 0. Axes listed in
+    ``drop`` have a single integer piece and are removed from the output.
+    """
+
+    _parameters = ["plan", "drop", "dtype"]
+
+    @property
+    def sources(self) -> list[ArrayExpr]:
+        return self.operands[len(self._parameters) :]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return "getitem"
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self.sources[0].backend
+
+    @functools.cached_property
+    def _full_chunks(self) -> Chunks:
+        out = []
+        for axis_plan in self.operand("plan"):
+            out.append(tuple(_pieces_length(p) for p, _ in axis_plan))
+        return tuple(out)
+
+    @functools.cached_property
+    def chunks(self) -> Chunks:
+        drop = self.operand("drop")
+        return tuple(c for d, c in enumerate(self._full_chunks) if d not in drop)
+
+    def _full_index(self, index: Index) -> Index:
+        drop = self.operand("drop")
+        it = iter(index)
+        return tuple(0 if d in drop else next(it) for d in range(len(self._full_chunks)))
+
+    def _block_task(self, index: Index) -> GraphNode:
+        plan = self.operand("plan")
+        full = self._full_index(index)
+        per_axis = [plan[d][i] for d, i in enumerate(full)]
+        grid = tuple(len(pieces) for pieces, _ in per_axis)
+        refs, locals_ = [], []
+        for combo in itertools.product(*(pieces for pieces, _ in per_axis)):
+            source = max(p[0] for p in combo) if combo else 0
+            refs.append(self.sources[source].ref(tuple(p[1] for p in combo)))
+            locals_.append(tuple(p[2] for p in combo))
+        perms = tuple(perm for _, perm in per_axis)
+        return Task(
+            self.key(index), _blocks.assemble, List(*refs), locals_, grid, perms, tuple(self.operand("drop"))
+        )
+
+
+def _pieces_length(pieces: Sequence[Piece]) -> int:
+    return sum(len(range(*ix.indices(2**62))) if isinstance(ix, slice) else len(ix) for _, _, ix in pieces)
+
+
+class SetItem(ArrayExpr):
+    """Functional update ``x[region] = value``: blocks meeting the region get the matching part of
+    ``value`` (already broadcast and chunked like the region), the others are passed through."""
+
+    _parameters = ["array", "value", "region_plan"]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return "setitem"
+
+    @functools.cached_property
+    def chunks(self) -> Chunks:
+        return self.array.chunks
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        return self.array.dtype
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self.array.backend
+
+    def _block_task(self, index: Index) -> GraphNode:
+        # region_plan: per axis, per input chunk -> (value chunk index, local slice) or None
+        plan = self.operand("region_plan")
+        hits = [plan[d][i] for d, i in enumerate(index)]
+        if any(h is None for h in hits):
+            return Alias(self.key(index), self.array.key(index))
+        value = self.operand("value")
+        local = tuple(h[1] for h in hits)
+        if isinstance(value, ArrayExpr):
+            value = value.ref(tuple(h[0] for h in hits))
+        return Task(self.key(index), _blocks.setitem, self.array.ref(index), local, value)
+
+
+class Finalize(ArrayExpr):
+    """All blocks concatenated into one array: what ``compute()`` returns."""
+
+    _parameters = ["array"]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return "finalize"
+
+    @functools.cached_property
+    def chunks(self) -> Chunks:
+        return tuple((s,) for s in self.array.shape)
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        return self.array.dtype
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self.array.backend
+
+    def __dask_keys__(self) -> list:
+        return [self.key(())]
+
+    def _layer(self) -> dict:
+        a = self.array
+        refs = List(*(a.ref(i) for i in a.block_indices()))
+        return {self.key(()): Task(self.key(()), _blocks.concatenate_grid, refs, a.numblocks)}
+
+
+class Reduction(ArrayExpr):
+    """A tree reduction over ``axes``: a partial per block, partials combined ``split_every`` at a time,
+    then finished (mean divides, var normalizes, ...). Partials are dicts of arrays that keep the reduced
+    axes with length 1, so combining is concatenation followed by the same reduction."""
+
+    _parameters = ["array", "kind", "axes", "keepdims", "dtype", "split_every", "params"]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return self.operand("kind")
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self.array.backend
+
+    @functools.cached_property
+    def chunks(self) -> Chunks:
+        axes, keep = self.operand("axes"), self.operand("keepdims")
+        return tuple(
+            (1,) if d in axes else c for d, c in enumerate(self.array.chunks) if keep or d not in axes
+        )
+
+    def _stage_name(self, stage: str) -> str:
+        return f"{self.operand('kind')}-{stage}-{self.deterministic_token}"
+
+    def _group_sizes(self) -> dict[int, int]:
+        axes = self.operand("axes")
+        per_axis = max(2, int(round(self.operand("split_every") ** (1 / max(len(axes), 1)))))
+        return {d: per_axis for d in axes}
+
+    def _layer(self) -> dict:
+        x = self.array
+        kind, axes, params = self.operand("kind"), self.operand("axes"), self.operand("params")
+        layer: dict = {}
+        name = self._stage_name("partial")
+        numblocks = list(x.numblocks)
+        level = 0
+        for index in x.block_indices():
+            key = (name, level, *index)
+            layer[key] = Task(
+                key, _blocks.reduce_chunk, kind, x.ref(index), axes, self.dtype, params,
+                tuple(x.block_offset(index)[d] for d in axes),
+            )
+        groups = self._group_sizes()
+        while any(numblocks[d] > 1 for d in axes):
+            new_numblocks = [
+                -(-n // groups[d]) if d in axes else n for d, n in enumerate(numblocks)
+            ]
+            for index in itertools.product(*(range(n) for n in new_numblocks)):
+                ranges = [
+                    range(i * groups[d], min((i + 1) * groups[d], numblocks[d])) if d in axes else (i,)
+                    for d, i in enumerate(index)
+                ]
+                members = [TaskRef((name, level, *m)) for m in itertools.product(*ranges)]
+                grid = tuple(len(r) for r in ranges)
+                key = (name, level + 1, *index)
+                layer[key] = Task(key, _blocks.reduce_combine, kind, List(*members), grid, axes, params)
+            numblocks, level = new_numblocks, level + 1
+        keep = self.operand("keepdims")
+        for index in self.block_indices():
+            rest = iter(index)
+            source = tuple(0 if d in axes else next(rest) for d in range(x.ndim)) if not keep else index
+            key = self.key(index)
+            layer[key] = Task(
+                key, _blocks.reduce_finish, kind, TaskRef((name, level, *source)), axes, keep, self.dtype, params
+            )
+        return layer
+
+
+class Scan(ArrayExpr):
+    """A cumulative reduction along one axis: each block's local scan plus the carry of the blocks before."""
+
+    _parameters = ["array", "kind", "axis", "dtype"]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return self.operand("kind")
+
+    @functools.cached_property
+    def chunks(self) -> Chunks:
+        return self.array.chunks
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self.array.backend
+
+    def _layer(self) -> dict:
+        x, kind, axis = self.array, self.operand("kind"), self.operand("axis")
+        local = f"{kind}-local-{self.deterministic_token}"
+        carry = f"{kind}-carry-{self.deterministic_token}"
+        layer: dict = {}
+        for index in x.block_indices():
+            layer[(local, *index)] = Task((local, *index), _blocks.scan_local, kind, x.ref(index), axis, self.dtype)
+            key = self.key(index)
+            if index[axis] == 0:
+                layer[key] = Alias(key, (local, *index))
+                continue
+            before = (*index[:axis], index[axis] - 1, *index[axis + 1 :])
+            carry_key = (carry, *index)
+            previous = TaskRef((carry, *before)) if index[axis] > 1 else None
+            layer[carry_key] = Task(
+                carry_key, _blocks.scan_carry, kind, previous, TaskRef((local, *before)), axis
+            )
+            layer[key] = Task(key, _blocks.scan_apply, kind, TaskRef((local, *index)), TaskRef(carry_key))
+        return layer

@@ -1,0 +1,116 @@
+"""Operators and NumPy-style methods of ``Array``, each a one-line delegation to the gnp function."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _elementwise, _manipulation, _reductions
+from ._array import Array
+from ._creation import as_operand
+
+# operator -> elementwise function name
+_BINARY_OPERATORS = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide", "floordiv": "floor_divide",
+    "mod": "remainder", "pow": "pow", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
+}
+_COMPARISONS = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
+                "ge": "greater_equal"}
+_UNARY_OPERATORS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "bitwise_invert"}
+
+
+def _operand_ok(other: Any) -> bool:
+    try:
+        as_operand(other, None) if not isinstance(other, Array) else None
+    except TypeError:
+        return False
+    return True
+
+
+def _binary(func: str) -> tuple:
+    def forward(self: Array, other: Any) -> Any:
+        if not _operand_ok(other):
+            return NotImplemented
+        return _elementwise.elementwise(func, self, other)
+
+    def reflected(self: Array, other: Any) -> Any:
+        if not _operand_ok(other):
+            return NotImplemented
+        return _elementwise.elementwise(func, other, self)
+
+    def inplace(self: Array, other: Any) -> Any:
+        # Arrays are immutable: ``x += y`` rebinds x to a new Array, with NumPy's in-place casting rule.
+        if not _operand_ok(other):
+            return NotImplemented
+        out = _elementwise.elementwise(func, self, other)
+        if out.dtype != self.dtype:
+            if not np.can_cast(out.dtype, self.dtype, casting="same_kind"):
+                raise TypeError(
+                    f"Cannot cast ufunc '{func}' output from {out.dtype} to {self.dtype} with casting rule 'same_kind'"
+                )
+            out = out.astype(self.dtype)
+        return out
+
+    return forward, reflected, inplace
+
+
+for _op, _func in _BINARY_OPERATORS.items():
+    _f, _r, _i = _binary(_func)
+    setattr(Array, f"__{_op}__", _f)
+    setattr(Array, f"__r{_op}__", _r)
+    setattr(Array, f"__i{_op}__", _i)
+for _op, _func in _COMPARISONS.items():
+    setattr(Array, f"__{_op}__", _binary(_func)[0])
+for _op, _func in _UNARY_OPERATORS.items():
+    setattr(Array, f"__{_op}__", (lambda f: lambda self: _elementwise.elementwise(f, self))(_func))
+Array.__matmul__ = lambda self, other: NotImplemented  # contractions arrive with the linalg issue
+Array.__hash__ = None  # type: ignore[assignment]  # __eq__ is elementwise
+
+
+def _method(func: Any) -> Any:
+    def method(self: Array, *args: Any, **kwargs: Any) -> Any:
+        return func(self, *args, **kwargs)
+
+    method.__name__ = func.__name__
+    method.__doc__ = func.__doc__
+    return method
+
+
+for _name in ("sum", "prod", "mean", "var", "std", "min", "max", "all", "any", "argmin", "argmax", "cumsum",
+              "cumprod"):
+    setattr(Array, _name, _method(getattr(_reductions, _name)))
+for _name in ("squeeze", "swapaxes", "rechunk"):
+    setattr(Array, _name, _method(getattr(_manipulation, _name)))
+for _name in ("round", "clip", "astype"):
+    setattr(Array, _name, _method(getattr(_elementwise, _name)))
+
+
+def _transpose_method(self: Array, *axes: Any) -> Array:
+    """Axes reversed, or reordered (``x.transpose(1, 0)`` or ``x.transpose((1, 0))``)."""
+    if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+        axes = tuple(axes[0]) if axes[0] is not None else ()
+    return _manipulation.transpose(self, axes or None)
+
+
+def _reshape_method(self: Array, *shape: Any, **kwargs: Any) -> Array:
+    """The array with a new shape (``x.reshape(2, 3)`` or ``x.reshape((2, 3))``)."""
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        shape = tuple(shape[0])
+    return _manipulation.reshape(self, shape, **kwargs)
+
+
+def _copy(self: Array) -> Array:
+    """The same Array (Arrays are immutable, so no data need be copied)."""
+    return Array(self.expr)
+
+
+Array.transpose = _transpose_method
+Array.reshape = _reshape_method
+Array.copy = _copy
+Array.flatten = Array.ravel = _method(_manipulation.ravel)
+Array.T = property(lambda self: _manipulation.transpose(self))
+Array.mT = property(lambda self: _manipulation.matrix_transpose(self))
+Array.real = property(lambda self: _elementwise.real(self))
+Array.imag = property(lambda self: _elementwise.imag(self))
+Array.conj = Array.conjugate = _method(_elementwise.conj)

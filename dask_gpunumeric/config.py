@@ -1,0 +1,56 @@
+"""Settings of dask_gpunumeric, kept in Dask's configuration under ``gpunumeric.*``.
+
+>>> import dask_gpunumeric as gnp
+>>> with gnp.config.set(backend="numpy"):
+...     gnp.config.backend()
+'numpy'
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+
+from . import _backend
+
+DEFAULTS: dict[str, Any] = {
+    "backend": "auto",  # "auto" (CuPy when a GPU is usable), "numpy" or "cupy"
+    "chunk-size": "auto",  # "auto": 128 MiB blocks on NumPy, 1 GiB on CuPy; or bytes / a string like "256MiB"
+    "allow-scalar": False,
+    "allow-promotion": False,
+    "allow-fetch": False,
+    "split-every": 8,  # fan-in of tree reductions
+}
+
+dask.config.update_defaults({"gpunumeric": DEFAULTS})
+
+
+def get(key: str) -> Any:
+    """The value of one setting, e.g. ``get("allow-scalar")``."""
+    return dask.config.get(f"gpunumeric.{key}")
+
+
+def set(**settings: Any) -> dask.config.set:  # noqa: A001 - mirrors dask.config.set
+    """Change settings, globally or as a context manager: ``gnp.config.set(backend="numpy")``.
+
+    Keyword names use underscores (``allow_scalar=True``); they map to ``gpunumeric.allow-scalar``.
+    """
+    unknown = sorted(k for k in settings if k.replace("_", "-") not in DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown dask_gpunumeric setting(s) {unknown}; known: {sorted(DEFAULTS)}")
+    if "backend" in settings:
+        _backend.resolve(settings["backend"])  # validate now, not at first use
+    return dask.config.set({f"gpunumeric.{k.replace('_', '-')}": v for k, v in settings.items()})
+
+
+def backend() -> str:
+    """The backend new arrays get: "cupy" when a GPU is usable (or asked for), else "numpy"."""
+    return _backend.resolve(get("backend"))
+
+
+def chunk_bytes(backend_name: str) -> int:
+    """Target block size in bytes for "auto" chunking on this backend."""
+    value = get("chunk-size")
+    if value == "auto":
+        return 2**30 if backend_name == "cupy" else 2**27
+    return dask.utils.parse_bytes(value)
