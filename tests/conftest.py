@@ -1,0 +1,66 @@
+"""Shared test helpers: the backend under test (NumPy blocks in CI, CuPy blocks with GNP_BACKEND=cupy on a
+GPU machine), comparison against NumPy, hypothesis profiles and a 2-worker distributed cluster."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+import dask_gpunumeric as gnp
+
+BACKEND = gnp.config.backend()
+
+settings.register_profile(
+    "default", max_examples=int(os.environ.get("GNP_HYPOTHESIS_EXAMPLES", "40")), deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("default")
+
+
+def to_host(value: Any) -> Any:
+    """A NumPy array (or Python scalar) from a computed block of either backend."""
+    if type(value).__module__.startswith("cupy"):
+        return value.get()
+    return value
+
+
+def assert_eq(actual: Any, expected: Any, *, rtol: float | None = None, atol: float = 0.0,
+              check_dtype: bool = True) -> None:
+    """Check a gnp result against NumPy's: metadata before computing, then the computed values.
+
+    For an Array: its declared shape and dtype equal NumPy's, the computed block has that shape and dtype and
+    lives on the backend under test, and the values match (exactly for integers and booleans, to ``rtol``
+    for floats, NaNs in the same places).
+    """
+    expected = np.asarray(expected)
+    if isinstance(actual, gnp.Array):
+        assert actual.shape == expected.shape, (actual.shape, expected.shape)
+        if check_dtype:
+            assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+        computed = actual.compute()
+        backend = "cupy" if type(computed).__module__.startswith("cupy") else "numpy"
+        assert backend == actual.backend, (backend, actual.backend)
+        assert computed.shape == actual.shape and computed.dtype == actual.dtype, (computed.shape, computed.dtype)
+        actual = to_host(computed)
+    actual = np.asarray(actual)
+    if check_dtype:
+        assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    if expected.dtype.kind in "fc":
+        if rtol is None:
+            rtol = 1e-5 if expected.dtype in (np.float32, np.complex64) else 1e-10
+            rtol = 1e-2 if expected.dtype == np.float16 else rtol
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.fixture(scope="session")
+def client():
+    """A distributed Client on a 2-worker LocalCluster (worker processes), shared by the session."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+        yield c
