@@ -6,7 +6,8 @@ Side by side, in one run, each computing (20/n) * sum(exp(-(20*u - 10)**2)) for 
 samples u (an estimate of sqrt(pi)):
 
 - ``gnp``: this library, ``gnp.fetch(monte_carlo(n, 10.0))`` from the example (the baseline of the
-  ratios);
+  ratios), and ``gnp-unfused``: the same with the fusion pass turned off (``gpunumeric.fusion``);
+- ``jax-jit`` where JAX is installed (on its default device);
 - with a GPU: ``cupy`` (eager CuPy) and ``dask.array+cupy`` (dask.array over CuPy blocks, the
   threaded scheduler);
 - without one: ``dask.array+numpy`` and ``numpy`` (eager NumPy), as references.
@@ -54,6 +55,25 @@ def cupy_eager(cp, n, x_max):
     raw = cp.random.default_rng(42).random(n, dtype=cp.float32)
     samples = omega * raw - x_max
     return float((omega / n) * cp.sum(cp.exp(-samples ** 2)))
+
+
+def jax_jit(n, x_max):
+    """The example under ``jax.jit`` (compiled once, then timed), or None without JAX."""
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    omega = 2 * x_max
+
+    @jax.jit
+    def estimate(key):
+        raw = jax.random.uniform(key, (n,), dtype=jnp.float32)
+        samples = omega * raw - x_max
+        return (omega / n) * jnp.sum(jnp.exp(-samples ** 2))
+
+    key = jax.random.PRNGKey(42)
+    return lambda: float(estimate(key))
 
 
 def numpy_eager(n, x_max):
@@ -119,16 +139,25 @@ def main(argv=None) -> int:
         example = load_example()
         backend = gnp.config.backend()
         gnp_run = lambda: gnp.fetch(example.monte_carlo(n, X_MAX))  # noqa: E731
+
+        def gnp_unfused_run():
+            with gnp.config.set(fusion=False):
+                return gnp.fetch(example.monte_carlo(n, X_MAX))
     except Exception as exc:  # still measure the baselines
         backend, import_error = "-", exc
 
         def gnp_run():
             raise import_error
 
+        gnp_unfused_run = gnp_run
+
     print(f"Monte-Carlo sqrt(pi) benchmark: n = {n} float32, gnp backend {backend}, "
           f"{H.device_name()}", flush=True)
 
-    runs = [("gnp", gnp_run)]
+    runs = [("gnp", gnp_run), ("gnp-unfused", gnp_unfused_run)]
+    jax_run = jax_jit(n, X_MAX)
+    if jax_run is not None:
+        runs.append(("jax-jit", jax_run))
     if cp is not None:
         runs.append(("cupy", lambda: cupy_eager(cp, n, X_MAX)))
         runs.append(("dask.array+cupy", lambda: dask_array(dask_rng(cp), n, X_MAX, args.chunk)))

@@ -11,6 +11,7 @@ import numpy as _np
 
 from . import config, random
 from . import _operators  # noqa: F401  (attaches operators and methods to Array)
+from ._accelerate import accelerate
 from ._array import Array
 from ._creation import (
     arange, asarray, empty, empty_like, eye, from_array, from_dask_array, full, full_like, linspace, ones,
@@ -19,6 +20,7 @@ from ._creation import (
 from ._elementwise import *  # noqa: F403  (every elementwise function by its standard and NumPy name)
 from ._elementwise import FUNCTIONS as _ELEMENTWISE
 from ._elementwise import astype, clip, round, where  # noqa: A004
+from ._explain import explain
 from ._guards import FetchError, PromotionError, ScalarIndexingError, allowfetch, allowpromotion, allowscalar
 from ._manipulation import (
     broadcast_arrays, broadcast_to, concat, expand_dims, flip, matrix_transpose, moveaxis, permute_dims, ravel,

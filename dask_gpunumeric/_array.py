@@ -12,7 +12,9 @@ from typing import Any, Union
 
 import dask
 import numpy as np
+from dask._task_spec import convert_legacy_graph, cull
 from dask.base import DaskMethodsMixin
+from dask.core import flatten
 
 from . import _guards
 from ._backend import device_name, to_numpy
@@ -72,10 +74,14 @@ class Array(DaskMethodsMixin):
         return self._rebuild, ()
 
     def _rebuild(self, dsk: Any, *args: Any, rename: dict | None = None) -> Array:
+        """An Array over ``dsk``: either this Array's computed blocks (persist) or a whole graph holding
+        them (``dask.optimize``, graph manipulation; ``rename`` gives the blocks' new name), culled to them."""
         e = self._expr
         name = (rename or {}).get(e._name, e._name)
-        keys = {k for k in dsk if isinstance(k, tuple) and k and k[0] == e._name}
-        layer = {(name, *k[1:]) if name != e._name else k: dsk[k] for k in keys} if keys else dict(dsk)
+        keys = [(name, *k[1:]) for k in flatten(self.__dask_keys__())]
+        layer = dict(dsk)
+        if layer.keys() != set(keys):
+            layer = cull(convert_legacy_graph(layer), keys)
         return Array(FromGraph(layer, name, e.chunks, e.dtype, e.backend))
 
     def __reduce__(self) -> tuple:
@@ -159,7 +165,7 @@ class Array(DaskMethodsMixin):
     def __repr__(self) -> str:
         return (
             f"gnp.Array<shape={self.shape}, dtype={self.dtype}, chunksize={self.chunksize}, "
-            f"numblocks={self.numblocks}, backend={self.backend}, name={self.name}>"
+            f"numblocks={self.numblocks}, backend={self.backend}, device={self.device}, name={self.name}>"
         )
 
     def _repr_html_(self) -> str:
@@ -223,7 +229,6 @@ class Array(DaskMethodsMixin):
     def to_backend(self, backend: str) -> Array:
         """The same Array with blocks moved to "numpy" (host) or "cupy" (device)."""
         from ._backend import resolve
-        from ._expr import Elemwise
 
         backend = resolve(backend)
         if backend == self.backend:

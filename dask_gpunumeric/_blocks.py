@@ -37,16 +37,21 @@ def create(
     if kind == "empty":
         return xp.empty(shape, dtype=dtype)
     if kind == "arange":
+        # NumPy's values, bit for bit: x[0] = start and x[1] = start + step cast to the dtype, then
+        # x[i] = x[0] + i * (x[1] - x[0]) computed in the dtype
         start, step = params
-        n = shape[0]
-        return (start + step * xp.arange(offset[0], offset[0] + n, dtype=np.float64 if dtype.kind == "f" else None)).astype(dtype)
+        first, second = dtype.type(start), dtype.type(start + step)
+        out = first + xp.arange(offset[0], offset[0] + shape[0]).astype(dtype) * (second - first)
+        if offset[0] <= 1 < offset[0] + shape[0]:
+            out[1 - offset[0]] = second
+        return out.astype(dtype, copy=False)
     if kind == "linspace":
         start, step, num, stop, endpoint = params
         i = xp.arange(offset[0], offset[0] + shape[0], dtype=np.float64)
         out = start + i * step
         if endpoint and num > 1 and offset[0] + shape[0] == num:
             out[-1] = stop
-        return out.astype(dtype)
+        return (xp.floor(out) if dtype.kind in "iu" else out).astype(dtype)  # NumPy floors for integers
     if kind == "eye":
         (k,) = params
         rows = xp.arange(offset[0], offset[0] + shape[0])[:, None]
@@ -168,13 +173,13 @@ def reduce_chunk(
     if kind in ("sum", "prod"):
         return {"v": getattr(xp, kind)(block, dtype=dtype, **kw)}
     if kind in ("min", "max"):
-        return {"v": getattr(xp, kind)(block, **kw)}
+        return {"v": _extreme(kind, block, axes)}
     if kind in ("all", "any"):
         return {"v": getattr(xp, kind)(block, **kw)}
     if kind in ("argmin", "argmax"):
         (axis,) = axes
-        if block.shape[axis] == 0:
-            raise ValueError(f"attempt to get {kind} of an empty sequence")
+        if block.shape[axis] == 0:  # an empty partial, skipped when joined with its neighbours
+            return {"v": block, "i": xp.zeros(block.shape, dtype=np.intp)}
         i = getattr(xp, kind)(block, axis=axis, keepdims=True)
         return {"v": xp.take_along_axis(block, i, axis=axis), "i": i + offsets[0]}
     acc = params[0]
@@ -196,6 +201,8 @@ def reduce_combine(
         (axis,) = axes
         v = _join(partials, "v", grid)
         xp = namespace(v)
+        if v.shape[axis] == 0:  # every partial of the group was empty
+            return {"v": v, "i": _join(partials, "i", grid)}
         pick = getattr(xp, kind)(v, axis=axis, keepdims=True)
         return {"v": xp.take_along_axis(v, pick, axis=axis), "i": xp.take_along_axis(_join(partials, "i", grid), pick, axis=axis)}
     if kind == "mean":
@@ -204,9 +211,20 @@ def reduce_combine(
     if kind == "var":
         return _combine_var(partials, grid, axes)
     v = _join(partials, "v", grid)
+    if kind in ("min", "max"):
+        return {"v": _extreme(kind, v, axes)}
     xp = namespace(v)
     kw = {"axis": axes, "keepdims": True}
     return {"v": getattr(xp, kind)(v, dtype=v.dtype, **kw) if kind in ("sum", "prod") else getattr(xp, kind)(v, **kw)}
+
+
+def _extreme(kind: str, v: Any, axes: tuple[int, ...]) -> Any:
+    """min or max over ``axes``, kept with length 1; where ``v`` is empty along a reduced axis (a block of
+    length 0 there), an empty partial instead: length 0 on that axis and at most 1 on the other reduced
+    axes, so that joining it with its neighbours skips it."""
+    if all(v.shape[d] for d in axes):
+        return getattr(namespace(v), kind)(v, axis=axes, keepdims=True)
+    return v[tuple(slice(0, 1) if d in axes else slice(None) for d in range(v.ndim))]
 
 
 def _join(partials: Sequence[dict[str, Any]], field: str, grid: tuple[int, ...]) -> Any:
@@ -242,8 +260,7 @@ def reduce_finish(
     elif kind == "var":
         ddof, sqrt = params[1], params[2]
         with np.errstate(all="ignore"):
-            denom = max(partial["n"] - ddof, 0)
-            out = partial["m2"] / denom if denom else partial["m2"] * np.nan
+            out = partial["m2"] / max(partial["n"] - ddof, 0)  # as NumPy: inf (or nan for 0/0) when N <= ddof
             if sqrt:
                 out = xp.sqrt(out)
     else:

@@ -20,21 +20,35 @@ Shape = int | tuple[int, ...]
 
 def normalize_chunks(chunks: Any, shape: tuple[int, ...], dtype: np.dtype, backend: str,
                      previous_chunks: Any = None) -> tuple[tuple[int, ...], ...]:
-    """Chunks in every form Dask accepts ("auto", an int, a block shape, explicit tuples, -1/None per axis)
-    turned into explicit tuples; "auto" aims at the backend's block size (``gnp.config``)."""
-    limit = config.chunk_bytes(backend)
+    """Chunks in every form Dask accepts ("auto", a byte size like "64MiB", an int, a block shape, explicit
+    tuples, -1/None per axis, a dict by axis) turned into explicit tuples; "auto" aims at the backend's
+    block size (``gnp.config``). With ``previous_chunks`` (a rechunk), axes that a dict leaves out or that
+    are None keep their chunks, as in ``dask.array.rechunk``. Invalid chunks raise ValueError."""
     if isinstance(chunks, dict):
-        chunks = tuple(chunks.get(d, chunks.get(d - len(shape), -1)) for d in range(len(shape)))
+        chunks = tuple(chunks.get(d, chunks.get(d - len(shape))) for d in range(len(shape)))
+    if previous_chunks is not None and isinstance(chunks, (tuple, list)) and len(chunks) == len(shape):
+        chunks = tuple(p if c is None else c for c, p in zip(chunks, previous_chunks))
+    parts = chunks if isinstance(chunks, (tuple, list)) else (chunks,)
+    if 0 in shape:  # no data to size blocks by (Dask would divide by zero): "auto" and byte sizes mean whole axes
+        parts = tuple(-1 if isinstance(c, str) else c for c in parts)
+        chunks = parts if isinstance(chunks, (tuple, list)) else parts[0]
+    # a byte size given in chunks sets the block size itself (Dask refuses a second, different limit)
+    limit = None if any(isinstance(c, str) and c != "auto" for c in parts) else config.chunk_bytes(backend)
     try:
-        return _dask_normalize_chunks(chunks, shape, limit=limit, dtype=dtype, previous_chunks=previous_chunks)
-    except (ValueError, TypeError) as e:
+        out = _dask_normalize_chunks(chunks, shape, limit=limit, dtype=dtype, previous_chunks=previous_chunks)
+    except (ValueError, TypeError, ZeroDivisionError) as e:
         raise ValueError(f"invalid chunks {chunks!r} for shape {shape}: {e}") from None
+    if any(c < 0 for axis in out for c in axis):
+        raise ValueError(f"invalid chunks {chunks!r} for shape {shape}: negative block lengths")
+    return out
 
 
 def _shape(shape: Shape) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (int(shape),)
     try:
+        if any(isinstance(s, bool) for s in shape):  # NumPy takes no bools as lengths
+            raise TypeError
         shape = tuple(int(operator_index(s)) for s in shape)
     except TypeError:
         raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
@@ -79,8 +93,8 @@ def from_array(x: Any, chunks: Any = "auto", *, dtype: Any = None, backend: str 
     if backend_of(x) != "cupy":
         try:
             x = np.asarray(x)
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"cannot make an Array from {type(x).__name__}: {e}") from None
+        except (TypeError, ValueError) as e:  # NumPy's exception type (ValueError for ragged lists)
+            raise type(e)(f"cannot make an Array from {type(x).__name__}: {e}") from None
         if x.dtype == object:
             raise TypeError(f"cannot make an Array from {type(x).__name__} of Python objects (dtype object)")
     dtype = np.dtype(dtype) if dtype is not None else x.dtype
@@ -92,15 +106,24 @@ def from_array(x: Any, chunks: Any = "auto", *, dtype: Any = None, backend: str 
 def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None,
             chunks: Any = "auto") -> Array:
     """Convert to an Array (array API ``asarray``): Arrays are returned as they are (cast if ``dtype``);
-    other data go through ``from_array``. ``device`` may be "cpu"/"numpy" or "gpu"/"cupy"."""
+    other data go through ``from_array``. ``device`` may be "cpu"/"numpy" or "gpu"/"cupy".
+
+    ``copy=True`` gives a new Array object (``__setitem__`` on it leaves ``obj`` alone) and snapshots array
+    data (later writes to ``obj`` don't reach the Array); ``copy=False`` raises ValueError where a copy is
+    needed (a dtype change, or input that is not an array), as NumPy does.
+    """
     backend = {None: None, "cpu": "numpy", "numpy": "numpy", "gpu": "cupy", "cuda": "cupy", "cupy": "cupy"}.get(
         device if device is None or isinstance(device, str) else str(device)
     )
+    is_array = isinstance(obj, (Array, np.ndarray)) or backend_of(obj) == "cupy"
+    if copy is False and (not is_array or dtype is not None and np.dtype(dtype) != obj.dtype):
+        raise ValueError("copy=False was asked for, but this input needs a copy to become an Array")
     if isinstance(obj, Array):
         out = obj if backend is None else obj.to_backend(backend)
-        return out if dtype is None else out.astype(dtype, copy=bool(copy))
-    if copy is False and backend_of(obj) == "numpy" and not isinstance(obj, np.ndarray):
-        raise ValueError("copy=False was asked for, but this input needs a copy to become an Array")
+        out = out if dtype is None else out.astype(dtype, copy=False)
+        return Array(out.expr) if copy and out is obj else out
+    if copy and not _is_dask_array(obj):
+        obj = obj.copy() if backend_of(obj) == "cupy" else np.array(obj, copy=True)
     return from_array(obj, chunks=chunks, dtype=dtype, backend=backend)
 
 

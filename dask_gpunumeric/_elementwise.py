@@ -67,12 +67,17 @@ def result_dtype(op: str, args: list[Any], kwargs: dict) -> np.dtype:
         return np.asarray(func(*[_dtype_probe(a) for a in args], **kwargs)).dtype
 
 
+# ops whose trailing operands keep their own dtype (ldexp's integer exponent): how many leading ones are promoted
+_PROMOTED_OPERANDS = {"ldexp": 1}
+
+
 def _check_promotion(op: str, args: list[Any], skip: int) -> None:
-    arrays = [a for a in args[skip:] if isinstance(a, ArrayExpr)]
-    if len(args) - skip < 2 or not arrays:
+    args = args[skip:][: _PROMOTED_OPERANDS.get(op)]
+    arrays = [a for a in args if isinstance(a, ArrayExpr)]
+    if len(args) < 2 or not arrays:
         return
     dtypes = [a.dtype for a in arrays]
-    common = np.result_type(*[_dtype_probe(a) for a in args[skip:]])
+    common = np.result_type(*[_dtype_probe(a) for a in args])
     _guards.check_promotion(op, dtypes, common)
 
 
@@ -115,14 +120,21 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     operands = [as_operand(a, backend) for a in args]
     if not any(isinstance(a, ArrayExpr) for a in operands):
         operands[0] = as_operand(np.asarray(operands[0]), backend, force_array=True)
-    out_dtype = np.dtype(dtype) if dtype is not None else result_dtype(op, operands, kwargs)
+    ufunc_dtype = dtype is not None and isinstance(getattr(np, BLOCK_FUNCTION[op]), np.ufunc)
+    if ufunc_dtype:  # a ufunc's dtype= (numpy.add(x, y, dtype=...)): the loop's dtype, checked by NumPy here
+        kwargs = {**kwargs, "dtype": np.dtype(dtype)}
+    out_dtype = np.dtype(dtype) if dtype is not None and not ufunc_dtype else result_dtype(op, operands, kwargs)
     if dtype is None:
         _check_promotion(op, operands, skip_promotion)
     arrays = [a for a in operands if isinstance(a, ArrayExpr)]
     shape = broadcast_shape(op, [a.shape for a in arrays])
     aligned = align_chunks(arrays, shape)
     operands = [aligned[a._name] if isinstance(a, ArrayExpr) else a for a in operands]
-    return Array(Elemwise(BLOCK_FUNCTION[op], out_dtype, kwargs, *operands))
+    func = BLOCK_FUNCTION[op]
+    if func == "power" and type(operands[1]) is int and operands[1] == 2 and out_dtype.kind in "iuf":
+        # x ** 2 is x * x, bit for bit (NumPy takes the same shortcut); kernels skip a pow() call
+        func, operands = "square", operands[:1]
+    return Array(Elemwise(func, out_dtype, kwargs, *operands))
 
 
 def _make_unary(name: str) -> Any:
@@ -157,14 +169,18 @@ def where(condition: ArrayLike, x1: ArrayLike, x2: ArrayLike, /) -> Array:
 
 
 def clip(x: ArrayLike, /, min: ArrayLike | None = None, max: ArrayLike | None = None) -> Array:  # noqa: A002
-    """Values of ``x`` limited to ``[min, max]`` (either bound may be None), keeping ``x``'s dtype."""
-    if min is None and max is None:
-        return as_array(x)
+    """Values of ``x`` limited to ``[min, max]`` (either bound may be None), as ``numpy.clip``: the result
+    dtype is that of ``x`` and the bounds together, and a Python int beyond an integer ``x``'s range is no bound.
+    """
     out = as_array(x)
+    if out.dtype.kind in "iu":
+        info = np.iinfo(out.dtype)
+        min = None if type(min) is int and min <= info.min else min  # noqa: A001
+        max = None if type(max) is int and max >= info.max else max  # noqa: A001
     if min is not None:
-        out = elementwise("maximum", out, min, dtype=out.dtype)
+        out = elementwise("maximum", out, min)
     if max is not None:
-        out = elementwise("minimum", out, max, dtype=out.dtype)
+        out = elementwise("minimum", out, max)
     return out
 
 

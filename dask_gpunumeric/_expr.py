@@ -14,6 +14,7 @@ subtree with the root's keys unchanged (persist rebuilds collections from those 
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import math
 from collections.abc import Iterator, Sequence
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 from dask._expr import Expr
-from dask._task_spec import Alias, DataNode, GraphNode, List, Task, TaskRef
+from dask._task_spec import Alias, DataNode, GraphNode, List, Task, TaskRef, _is_dask_future
 
 from . import _blocks
 from ._backend import empty_meta
@@ -30,8 +31,36 @@ Chunks = tuple[tuple[int, ...], ...]
 Index = tuple[int, ...]
 
 
+_PLAIN = (str, int, float, complex, bool, type(None), slice, np.dtype, np.generic)
+
+
+def _plain_repr(value: Any) -> str | None:
+    """An exact text form of small plain values (what tokens are made of), or None for anything else."""
+    if isinstance(value, Expr):
+        return value._name
+    if isinstance(value, _PLAIN):
+        return f"{type(value).__name__}:{value!r}"
+    if isinstance(value, (tuple, list)):
+        parts = [_plain_repr(v) for v in value]
+        return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
+    if isinstance(value, dict):
+        parts = [(_plain_repr(k), _plain_repr(v)) for k, v in value.items()]
+        return None if any(None in p for p in parts) else "dict(" + ",".join(f"{k}={v}" for k, v in parts) + ")"
+    return None
+
+
 class ArrayExpr(Expr):
     """Base of all array expressions: shape, chunks, dtype and backend, and one task per block."""
+
+    def __dask_tokenize__(self) -> str:
+        # Expressions are made on every operation: hash the operands' exact text where they are plain
+        # values and sub-expressions (their names), and use Dask's tokenize only for anything else.
+        if not self._determ_token:
+            text = _plain_repr(self.operands)
+            if text is None:
+                return super().__dask_tokenize__()
+            self._determ_token = hashlib.sha1(f"{type(self).__qualname__}|{text}".encode()).hexdigest()[:32]
+        return self._determ_token
 
     def _operands_for_repr(self) -> list[str]:
         return [f"shape={self.shape}", f"dtype={self.dtype}", f"chunks={self.chunksize}"]
@@ -113,13 +142,14 @@ class ArrayExpr(Expr):
         return Materialized((self,))
 
     def finalize_compute(self) -> Expr:
-        return Finalize(self)
+        return self if all(n == 1 for n in self.numblocks) else Finalize(self)
 
 
 class Materialized(ArrayExpr):
     """A whole expression tree as one node, whose graph is the tree's tasks with the root's keys."""
 
     _parameters = ["wrapped"]
+    _pickle_functools_cache = False  # the graph is made where it is needed (the scheduler), not shipped
 
     @property
     def root(self) -> ArrayExpr:
@@ -144,7 +174,32 @@ class Materialized(ArrayExpr):
         return None
 
     def _layer(self) -> dict:
-        return graph_of(self.root)
+        return self._graph
+
+    @functools.cached_property
+    def _graph(self) -> dict:
+        from ._fusion import optimize
+
+        root = self.root
+        optimized = optimize(root)
+        graph = graph_of(optimized)
+        if optimized._name != root._name:  # keep the root's keys: persist rebuilds from them
+            for old, new in zip(_flat_keys(root), _flat_keys(optimized)):
+                graph[old] = Alias(old, new)
+        return graph
+
+
+def _flat_keys(expr: ArrayExpr) -> list:
+    keys = expr.__dask_keys__()
+    out: list = []
+    stack = [keys]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+        else:
+            out.append(item)
+    return out
 
 
 def graph_of(root: ArrayExpr) -> dict:
@@ -175,8 +230,11 @@ class FromGraph(ArrayExpr):
         return self.operand("name")
 
     def _layer(self) -> dict:
+        # A block persisted on a cluster is a Future of its own key: left as it is, Dask's graph conversion
+        # drops it (the scheduler already holds the block) instead of submitting it as a new task.
         return {
-            k: v if isinstance(v, GraphNode) else DataNode(k, v) for k, v in self.operand("layer").items()
+            k: v if isinstance(v, GraphNode) or _is_dask_future(v) else DataNode(k, v)
+            for k, v in self.operand("layer").items()
         }
 
 
@@ -250,7 +308,8 @@ class Elemwise(ArrayExpr):
         out: list[tuple[int, ...]] = []
         for d in range(ndim):
             dims = [a.chunks[d - ndim + a.ndim] for a in arrays if d - ndim + a.ndim >= 0]
-            out.append(max(dims, key=lambda c: (sum(c), len(c))))
+            # a length-1 axis broadcasts against any other length (0 too): prefer the others
+            out.append(max(dims, key=lambda c: (sum(c) != 1, len(c))))
         return tuple(out)
 
     def _arg_index(self, arg: ArrayExpr, index: Index) -> Index:
@@ -467,7 +526,8 @@ class Reduction(ArrayExpr):
     then finished (mean divides, var normalizes, ...). Partials are dicts of arrays that keep the reduced
     axes with length 1, so combining is concatenation followed by the same reduction."""
 
-    _parameters = ["array", "kind", "axes", "keepdims", "dtype", "split_every", "params"]
+    _parameters = ["array", "kind", "axes", "keepdims", "dtype", "split_every", "params", "prereduced"]
+    _defaults = {"prereduced": False}
 
     @functools.cached_property
     def _funcname(self) -> str:
@@ -488,9 +548,11 @@ class Reduction(ArrayExpr):
         return f"{self.operand('kind')}-{stage}-{self.deterministic_token}"
 
     def _group_sizes(self) -> dict[int, int]:
-        axes = self.operand("axes")
-        per_axis = max(2, int(round(self.operand("split_every") ** (1 / max(len(axes), 1)))))
-        return {d: per_axis for d in axes}
+        """Blocks combined per reduced axis at each level of the tree: ``split_every`` in all, shared among
+        the axes that have several blocks (at least 2 each, so that the tree shrinks)."""
+        axes = [d for d in self.operand("axes") if self.array.numblocks[d] > 1]
+        per_axis = max(2, int(self.operand("split_every") ** (1 / max(len(axes), 1)) + 1e-9))
+        return {d: per_axis if d in axes else 1 for d in self.operand("axes")}
 
     def _layer(self) -> dict:
         x = self.array
@@ -501,6 +563,9 @@ class Reduction(ArrayExpr):
         level = 0
         for index in x.block_indices():
             key = (name, level, *index)
+            if self.operand("prereduced"):  # the input's blocks are partials already (a fused kernel's)
+                layer[key] = Alias(key, x.key(index))
+                continue
             layer[key] = Task(
                 key, _blocks.reduce_chunk, kind, x.ref(index), axes, self.dtype, params,
                 tuple(x.block_offset(index)[d] for d in axes),
@@ -567,3 +632,58 @@ class Scan(ArrayExpr):
             )
             layer[key] = Task(key, _blocks.scan_apply, kind, TaskRef((local, *index)), TaskRef(carry_key))
         return layer
+
+
+class Fused(ArrayExpr):
+    """A group of elementwise operations, random draws and reduction partials run as one kernel per block
+    (made by the fusion pass; ``_codegen`` describes ``program``). Its blocks are the program's output,
+    or a tuple of outputs picked by ``FusedOutput``."""
+
+    _parameters = ["program", "chunks", "backend", "scalars"]
+
+    @property
+    def inputs(self) -> list[ArrayExpr]:
+        return self.operands[len(self._parameters) :]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        from ._codegen import describe
+
+        return "fused-" + describe(self.operand("program"))
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        _, _, instrs, outputs = self.operand("program")
+        return np.dtype(instrs[outputs[0][1]][2]) if outputs[0][0] == "store" else np.dtype(outputs[0][4])
+
+    def _input_index(self, arg: ArrayExpr, index: Index) -> Index:
+        lead = self.ndim - arg.ndim
+        return tuple(0 if arg.numblocks[d] == 1 else index[lead + d] for d in range(arg.ndim))
+
+    def _block_task(self, index: Index) -> GraphNode:
+        from ._codegen import run
+
+        refs = [a.ref(self._input_index(a, index)) for a in self.inputs]
+        return Task(
+            self.key(index), run, self.operand("program"), self.operand("scalars"), self.block_offset(index),
+            self.block_shape(index), self.shape, self.backend, *refs,
+        )
+
+
+class FusedOutput(ArrayExpr):
+    """Output ``k`` of a multi-output ``Fused`` node."""
+
+    _parameters = ["fused", "k", "chunks", "dtype"]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return f"{self.fused._funcname}-out"
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self.fused.backend
+
+    def _block_task(self, index: Index) -> GraphNode:
+        from ._codegen import pick
+
+        return Task(self.key(index), pick, self.fused.ref(index), self.operand("k"))

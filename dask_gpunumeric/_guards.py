@@ -109,11 +109,16 @@ def check_iteration(shape: tuple[int, ...]) -> None:
         )
 
 
+def _precision(dtype: np.dtype) -> int:
+    """Bytes per real number (a complex number holds two): float32 -> complex64 is no widening."""
+    return dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
+
+
 def check_promotion(op: str, operand_dtypes: list[np.dtype], common: np.dtype) -> None:
     """Raise PromotionError when ``common`` is wider than one of the (non-boolean) array operands' dtypes."""
     if allowpromotion.enabled():
         return
-    widened = [d for d in operand_dtypes if d.kind != "b" and common.itemsize > d.itemsize]
+    widened = [d for d in operand_dtypes if d.kind != "b" and _precision(common) > _precision(d)]
     if widened:
         names = ", ".join(str(d) for d in operand_dtypes)
         raise PromotionError(

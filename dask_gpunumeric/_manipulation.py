@@ -158,22 +158,25 @@ def squeeze(x: ArrayLike, /, axis: Any = None) -> Array:
                 raise ValueError("cannot select an axis to squeeze out which has size not equal to one")
     if not axes:
         return a
+    expr = a.expr
+    if any(a.numblocks[d] > 1 for d in axes):  # a length-1 axis cut with empty blocks, e.g. (0, 1)
+        expr = rechunk_expr(expr, tuple((1,) if d in axes else c for d, c in enumerate(a.chunks)))
     source_axes = [d for d in range(a.ndim) if d not in axes]
-    return _block_reshape(a.expr, tuple(a.chunks[d] for d in source_axes), source_axes)
+    return _block_reshape(expr, tuple(a.chunks[d] for d in source_axes), source_axes)
 
 
 def _resolve_shape(shape: Any, size: int) -> tuple[int, ...]:
     from ._creation import operator_index
 
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(operator_index(s) for s in shape)
-    unknown = [i for i, s in enumerate(shape) if s == -1]
+    unknown = [i for i, s in enumerate(shape) if s < 0]  # NumPy takes any negative length as -1
     if len(unknown) > 1:
         raise ValueError("can only specify one unknown dimension")
-    known = math.prod(s for s in shape if s != -1)
+    known = math.prod(s for s in shape if s >= 0)
     if unknown:
         if known == 0 or size % known:
             raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
-        shape = tuple(size // known if s == -1 else s for s in shape)
+        shape = tuple(size // known if s < 0 else s for s in shape)
     if math.prod(shape) != size:
         raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
     return shape

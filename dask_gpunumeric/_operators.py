@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _elementwise, _manipulation, _reductions
 from ._array import Array
-from ._creation import as_operand
+from ._creation import as_operand, full_like
 
 # operator -> elementwise function name
 _BINARY_OPERATORS = {
@@ -21,6 +21,10 @@ _UNARY_OPERATORS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert"
 
 
 def _operand_ok(other: Any) -> bool:
+    """Whether ``other`` can be an operand; if not, the operator returns NotImplemented (as NumPy's do, also
+    for objects that opt out of NumPy's operators with ``__array_ufunc__ = None``)."""
+    if getattr(type(other), "__array_ufunc__", False) is None:
+        return False
     try:
         as_operand(other, None) if not isinstance(other, Array) else None
     except TypeError:
@@ -60,8 +64,21 @@ for _op, _func in _BINARY_OPERATORS.items():
     setattr(Array, f"__{_op}__", _f)
     setattr(Array, f"__r{_op}__", _r)
     setattr(Array, f"__i{_op}__", _i)
+def _equality(func: str) -> Any:
+    forward = _binary(func)[0]
+
+    def compare(self: Array, other: Any) -> Any:
+        out = forward(self, other)
+        if out is NotImplemented and getattr(type(other), "__array_ufunc__", False) is not None:
+            # as NumPy: == and != with an object that is no array operand (None, a str, ...) compare unequal
+            return full_like(self, func == "not_equal", dtype=np.bool_)
+        return out
+
+    return compare
+
+
 for _op, _func in _COMPARISONS.items():
-    setattr(Array, f"__{_op}__", _binary(_func)[0])
+    setattr(Array, f"__{_op}__", _equality(_func) if _op in ("eq", "ne") else _binary(_func)[0])
 for _op, _func in _UNARY_OPERATORS.items():
     setattr(Array, f"__{_op}__", (lambda f: lambda self: _elementwise.elementwise(f, self))(_func))
 Array.__matmul__ = lambda self, other: NotImplemented  # contractions arrive with the linalg issue
@@ -114,3 +131,13 @@ Array.mT = property(lambda self: _manipulation.matrix_transpose(self))
 Array.real = property(lambda self: _elementwise.real(self))
 Array.imag = property(lambda self: _elementwise.imag(self))
 Array.conj = Array.conjugate = _method(_elementwise.conj)
+
+
+def _explain(self: Array, *, source: bool = False) -> str:
+    """Print the optimized plan (see ``gnp.explain``)."""
+    from ._explain import explain
+
+    return explain(self, source=source)
+
+
+Array.explain = _explain

@@ -31,7 +31,7 @@ def warn_fallback(name: str) -> None:
         f"dask_gpunumeric has no native {name}; it runs through dask.array on the same blocks "
         "(correct, but not fused and possibly slower).",
         FallbackWarning,
-        stacklevel=4,
+        stacklevel=5,  # the caller of the NumPy function (through Array.__array_function__/__array_ufunc__)
     )
 
 
@@ -101,8 +101,6 @@ def fetch(x: Any) -> Any:
     """Compute and copy to the host, explicitly: a 0-d Array becomes a Python number, an n-d Array a NumPy
     array; a tuple or list of Arrays is computed together (shared work done once)."""
     import dask
-
-    from ._backend import to_numpy
 
     if isinstance(x, (list, tuple)):
         values = dask.compute(*x)

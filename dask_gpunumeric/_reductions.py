@@ -29,7 +29,9 @@ def _reduce(kind: str, x: ArrayLike, axis: Any, keepdims: bool, dtype: np.dtype,
     a = _as_array(x)
     axes = normalize_axes(axis, a.ndim)
     if kind in ("min", "max", "argmin", "argmax") and builtins.any(a.shape[d] == 0 for d in axes):
-        name = {"min": "minimum", "max": "maximum"}.get(kind, kind)
+        if kind in ("argmin", "argmax"):
+            raise ValueError(f"attempt to get {kind} of an empty sequence")
+        name = {"min": "minimum", "max": "maximum"}[kind]
         raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
     split = split_every or config.get("split-every")
     return Array(Reduction(a.expr, kind, axes, bool(keepdims), np.dtype(dtype), split, params))

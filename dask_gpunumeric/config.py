@@ -20,6 +20,7 @@ DEFAULTS: dict[str, Any] = {
     "allow-promotion": False,
     "allow-fetch": False,
     "split-every": 8,  # fan-in of tree reductions
+    "fusion": True,  # fuse elementwise chains, random draws and reductions into one kernel per block
 }
 
 dask.config.update_defaults({"gpunumeric": DEFAULTS})

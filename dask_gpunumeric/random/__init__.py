@@ -41,7 +41,9 @@ class Generator:
 
     def uniform(self, low: float = 0.0, high: float = 1.0, size: Any = None, dtype: Any = np.float64, *,
                 chunks: Any = "auto", backend: str | None = None) -> Array:
-        """Uniform floats in [low, high)."""
+        """Uniform floats in [low, high) (``high == low`` gives ``low``; ``high < low`` is a ValueError)."""
+        if high < low:
+            raise ValueError("high - low < 0")
         return self._draw("uniform", size, dtype, (low, high), chunks, backend)
 
     def standard_normal(self, size: Any = None, dtype: Any = np.float64, *, chunks: Any = "auto",

@@ -482,6 +482,31 @@ __device__ __forceinline__ double gnp_u64_to_f64(unsigned int a, unsigned int b)
                      1.1102230246251565404236316680908203125e-16);
 }
 
+/* Word-level transforms (the element's words in order), shared by the per-element functions below
+   and by fused kernels that draw several elements from one Philox block. */
+__device__ __forceinline__ float gnp_w_standard_normal_f32(unsigned int a, unsigned int b)
+{
+    const float u1 = gnp_u32_to_f32_nonzero(a);
+    const float u2 = gnp_u32_to_f32(b);
+    return __fmul_rn(__fsqrt_rn(__fmul_rn(logf(u1), -2.0f)), cosf(__fmul_rn(u2, 6.2831855f)));
+}
+
+__device__ __forceinline__ double gnp_w_standard_normal_f64(unsigned int a, unsigned int b,
+                                                            unsigned int c, unsigned int d)
+{
+    const double u1 = __dsub_rn(1.0, gnp_u64_to_f64(a, b));
+    const double u2 = gnp_u64_to_f64(c, d);
+    return __dmul_rn(__dsqrt_rn(__dmul_rn(log(u1), -2.0)), cos(__dmul_rn(u2, 6.283185307179586)));
+}
+
+/* low + u % span in uint64 (wrapping), u = (a << 32) | b; span == 0 means 2**64. */
+__device__ __forceinline__ unsigned long long gnp_w_integers_u64(unsigned int a, unsigned int b,
+                                                                 unsigned long long low, unsigned long long span)
+{
+    const unsigned long long u = ((unsigned long long)a << 32) | (unsigned long long)b;
+    return low + (span == 0ull ? u : u % span);
+}
+
 __device__ __forceinline__ float gnp_random_f32(unsigned int k0, unsigned int k1,
                                                 unsigned long long stream, unsigned long long i)
 {
@@ -513,18 +538,14 @@ __device__ __forceinline__ float gnp_standard_normal_f32(unsigned int k0, unsign
 {
     unsigned int a, b;
     gnp_words2(k0, k1, stream, i, a, b);
-    const float u1 = gnp_u32_to_f32_nonzero(a);
-    const float u2 = gnp_u32_to_f32(b);
-    return __fmul_rn(__fsqrt_rn(__fmul_rn(logf(u1), -2.0f)), cosf(__fmul_rn(u2, 6.2831855f)));
+    return gnp_w_standard_normal_f32(a, b);
 }
 
 __device__ __forceinline__ double gnp_standard_normal_f64(unsigned int k0, unsigned int k1,
                                                           unsigned long long stream, unsigned long long i)
 {
     const gnp_u32x4 r = gnp_philox_block(k0, k1, stream, i);
-    const double u1 = __dsub_rn(1.0, gnp_u64_to_f64(r.x, r.y));
-    const double u2 = gnp_u64_to_f64(r.z, r.w);
-    return __dmul_rn(__dsqrt_rn(__dmul_rn(log(u1), -2.0)), cos(__dmul_rn(u2, 6.283185307179586)));
+    return gnp_w_standard_normal_f64(r.x, r.y, r.z, r.w);
 }
 
 __device__ __forceinline__ float gnp_normal_f32(unsigned int k0, unsigned int k1, unsigned long long stream,
@@ -539,15 +560,13 @@ __device__ __forceinline__ double gnp_normal_f64(unsigned int k0, unsigned int k
     return __dadd_rn(__dmul_rn(gnp_standard_normal_f64(k0, k1, stream, i), scale), loc);
 }
 
-/* low + u % span in uint64 (wrapping), u = (a << 32) | b; span == 0 means 2**64. */
 __device__ __forceinline__ unsigned long long gnp_integers_u64(unsigned int k0, unsigned int k1,
                                                                unsigned long long stream, unsigned long long i,
                                                                unsigned long long low, unsigned long long span)
 {
     unsigned int a, b;
     gnp_words2(k0, k1, stream, i, a, b);
-    const unsigned long long u = ((unsigned long long)a << 32) | (unsigned long long)b;
-    return low + (span == 0ull ? u : u % span);
+    return gnp_w_integers_u64(a, b, low, span);
 }
 #endif  /* GNP_PHILOX_DEVICE_SOURCE */
 """

@@ -1,0 +1,72 @@
+"""``gnp.explain``: what the optimizer made of an expression, per block."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from ._array import Array
+from ._expr import ArrayExpr, Fused, graph_of
+
+
+def _block_bytes(expr: ArrayExpr) -> int:
+    return int(np.prod(expr.chunksize)) * expr.dtype.itemsize if expr.ndim else expr.dtype.itemsize
+
+
+def plan(x: Array | ArrayExpr) -> dict[str, Any]:
+    """The optimized plan as data: fused groups (ops, inputs, outputs, bytes per block), tasks by kind."""
+    from ._codegen import describe
+    from ._fusion import _DAG, optimize
+
+    from ._accelerate import Bundle, Region
+
+    root = x.expr if isinstance(x, Array) else x
+    optimized = optimize(root)
+    nodes = _DAG(optimized).order
+    for region in [n for n in nodes if isinstance(n, Region)]:  # accelerated calls: their plan's nodes
+        nodes += _DAG(Bundle(*region.operand("plan").optimized)).order
+    groups = []
+    for node in nodes:
+        if not isinstance(node, Fused):
+            continue
+        program = node.operand("program")
+        _, _, instrs, outputs = program
+        ops = [ins[1] if ins[0] == "op" else f"random.{ins[1]}" if ins[0] == "random" else ins[0]
+               for ins in instrs if ins[0] in ("op", "random", "full")]
+        read = sum(_block_bytes(i) for i in node.inputs)
+        written = sum(
+            int(np.prod(node.chunksize)) * np.dtype(instrs[o[1]][2]).itemsize for o in outputs if o[0] == "store"
+        )
+        groups.append({
+            "name": node._name, "kernel": describe(program), "ops": ops, "blocks": int(np.prod(node.numblocks)),
+            "inputs": len(node.inputs), "outputs": [o[0] if o[0] == "store" else f"{o[2]}-partial" for o in outputs],
+            "bytes_read_per_block": read, "bytes_written_per_block": written, "program": program,
+        })
+    graph = graph_of(optimized)
+    prefixes = Counter(k[0].rsplit("-", 1)[0] if isinstance(k, tuple) else str(k) for k in graph)
+    return {"groups": groups, "tasks": len(graph), "tasks_by_prefix": dict(prefixes)}
+
+
+def explain(x: Array, *, source: bool = False) -> str:
+    """Print (and return) the optimized plan of ``x``: its fused groups (one kernel per block each), the
+    tasks per block, the estimated bytes each kernel moves per block, and with ``source=True`` the
+    generated CUDA of each kernel."""
+    from ._codegen import kernel_source
+
+    info = plan(x)
+    lines = [f"{x!r}", f"optimized graph: {info['tasks']} tasks"]
+    for prefix, n in sorted(info["tasks_by_prefix"].items()):
+        lines.append(f"  {n:6d} x {prefix}")
+    if not info["groups"]:
+        lines.append("no fused kernels (nothing to fuse, or fusion is off: gpunumeric.fusion)")
+    for g in info["groups"]:
+        lines.append(f"fused kernel {g['kernel']}: 1 kernel per block, {g['blocks']} block(s)")
+        lines.append(f"  ops:     {', '.join(g['ops'])}")
+        lines.append(f"  outputs: {', '.join(g['outputs'])}; inputs: {g['inputs']}")
+        lines.append(f"  per block: reads {g['bytes_read_per_block']:,} B, writes {g['bytes_written_per_block']:,} B")
+        if source:
+            lines.append(kernel_source(g["program"], "flat", 1)[0])
+    text = "\n".join(lines)
+    print(text)
+    return text

@@ -1,0 +1,188 @@
+"""gnp Arrays on a distributed cluster (the session's 2-worker LocalCluster): Client.compute/persist,
+dask.compute with the client active, identical results and random streams on the cluster and locally,
+persisted blocks reused without recomputation, and readable task prefixes on the scheduler."""
+from __future__ import annotations
+
+import logging
+import re
+
+import dask
+import numpy as np
+import pytest
+from dask.core import flatten
+from dask.utils import key_split
+
+import dask_gpunumeric as gnp
+from conftest import BACKEND, assert_eq, to_host
+
+distributed = pytest.importorskip("distributed")
+
+READABLE_PREFIX = re.compile(r"[a-z]+(?:-[a-z]+)*")
+
+
+@pytest.fixture(autouse=True)
+def on_cluster(client):
+    """Every test here runs with the cluster's client as the current scheduler."""
+    with client.as_current(), dask.config.set(scheduler="dask.distributed"):
+        yield
+
+
+def data(seed: int, shape: tuple[int, ...] = (60, 40)) -> np.ndarray:
+    """Test data unique to a test (so that its task keys are too)."""
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def scheduler_runs(client, keys) -> dict:
+    """How many times the scheduler sent each key to a worker (from the scheduler's story of the keys)."""
+    counts = dict.fromkeys(keys, 0)
+    for entry in client.story(*keys):
+        if entry[0] == "scheduler" and entry[3] == "processing":
+            counts[entry[1]] += 1
+    return counts
+
+
+class SchedulerWarnings(logging.Handler):
+    """Collects the warnings of the (in-process) scheduler, e.g. about one key submitted with two tasks."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> SchedulerWarnings:
+        logging.getLogger("distributed.scheduler").addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("distributed.scheduler").removeHandler(self)
+
+
+def test_client_compute(client):
+    ref = data(1)
+    x = gnp.asarray(ref, chunks=(16, 16))
+    out = client.compute(gnp.exp(x) * 2).result()
+    assert type(out).__module__.split(".")[0] == BACKEND
+    np.testing.assert_allclose(to_host(out), np.exp(ref) * 2, rtol=1e-12)
+    s = client.compute(gnp.sum(x, axis=0)).result()
+    np.testing.assert_allclose(to_host(s), ref.sum(axis=0), rtol=1e-10)
+    f1, f2 = client.compute([gnp.max(x), x.T[::3]])
+    np.testing.assert_array_equal(to_host(f1.result()), ref.max())
+    np.testing.assert_array_equal(to_host(f2.result()), ref.T[::3])
+
+
+def test_client_persist_then_compute(client):
+    ref = data(2)
+    x = gnp.asarray(ref, chunks=(16, 16))
+    p = client.persist(gnp.sin(x) + 1)
+    assert isinstance(p, gnp.Array)
+    distributed.wait(p)
+    assert p.chunks == x.chunks and p.dtype == x.dtype and p.backend == BACKEND
+    assert_eq(p, np.sin(ref) + 1)
+    assert_eq(gnp.mean(p, axis=1), (np.sin(ref) + 1).mean(axis=1))
+
+
+def test_persisted_array_reused(client):
+    ref = data(3)
+    x = gnp.asarray(ref, chunks=(20, 20))
+    p = client.persist(gnp.exp(x))
+    distributed.wait(p)
+    keys = list(flatten(p.__dask_keys__()))
+    with SchedulerWarnings() as log:
+        assert_eq(gnp.sum(p, axis=0), np.exp(ref).sum(axis=0))
+        assert_eq(p * 2 - 1, np.exp(ref) * 2 - 1)
+        total, top = dask.compute(gnp.sum(p), gnp.max(p))
+    np.testing.assert_allclose(to_host(total), np.exp(ref).sum(), rtol=1e-10)
+    np.testing.assert_array_equal(to_host(top), np.exp(ref).max())
+    assert scheduler_runs(client, keys) == dict.fromkeys(keys, 1)  # computed once, by persist
+    assert not [m for m in log.messages if "run_spec" in m], log.messages
+
+
+def test_dask_persist_with_client(client):
+    ref = data(4)
+    x = gnp.asarray(ref, chunks=(16, 16))
+    (p,) = dask.persist(gnp.abs(x))
+    distributed.wait(p)
+    assert_eq(p + x, np.abs(ref) + ref)
+
+
+def test_dask_compute_with_client_shares_work(client):
+    ref = data(5)
+    x = gnp.asarray(ref, chunks=(16, 16))
+    t = gnp.cumsum(x, axis=0)  # a scan: its blocks are tasks of their own, whatever the optimizer fuses
+    a, b = t + 1, gnp.sum(gnp.exp(t), axis=1)
+    ra, rb = dask.compute(a, b)
+    np.testing.assert_allclose(to_host(ra), np.cumsum(ref, axis=0) + 1, rtol=1e-12)
+    np.testing.assert_allclose(to_host(rb), np.exp(np.cumsum(ref, axis=0)).sum(axis=1), rtol=1e-10)
+    keys = list(flatten(t.__dask_keys__())) + list(flatten(x.__dask_keys__()))
+    assert scheduler_runs(client, keys) == dict.fromkeys(keys, 1)  # the shared blocks ran once
+
+
+def test_monte_carlo_same_on_cluster_and_locally(client):
+    x = gnp.random.default_rng(42).random(10**6, dtype=gnp.float32)
+    estimate = gnp.sum(gnp.exp(-x**2))
+    assert estimate.dtype == np.float32
+    on_cluster = to_host(estimate.compute())
+    on_cluster_futures = to_host(client.compute(estimate).result())
+    locally = to_host(estimate.compute(scheduler="threads"))
+    assert on_cluster == locally == on_cluster_futures
+    samples = to_host(x.compute(scheduler="threads"))
+    np.testing.assert_allclose(on_cluster, np.exp(-samples**2).sum(dtype=np.float64), rtol=1e-5)
+    assert abs(float(on_cluster) / 10**6 - 0.746824) < 2e-3  # the integral of exp(-x^2) over [0, 1)
+    # the same over 8 blocks: a tree reduction, still identical on both schedulers
+    y = gnp.random.default_rng(42).random(10**6, dtype=gnp.float32, chunks=125_000)
+    blocked = gnp.sum(gnp.exp(-y**2))
+    assert to_host(blocked.compute()) == to_host(blocked.compute(scheduler="threads"))
+    np.testing.assert_allclose(to_host(blocked.compute()), on_cluster, rtol=1e-5)
+
+
+@pytest.mark.parametrize("draw", [
+    lambda g, chunks: g.random(1000, chunks=chunks),
+    lambda g, chunks: g.standard_normal(1000, dtype=np.float32, chunks=chunks),
+    lambda g, chunks: g.integers(0, 100, size=1000, chunks=chunks),
+], ids=["random", "standard_normal", "integers"])
+def test_random_streams_identical(client, draw):
+    eight = draw(gnp.random.default_rng(2024), 125)
+    assert eight.numblocks == (8,)
+    on_cluster = to_host(client.compute(eight).result())
+    locally = to_host(eight.compute(scheduler="threads"))
+    one_block = to_host(draw(gnp.random.default_rng(2024), 1000).compute(scheduler="threads"))
+    np.testing.assert_array_equal(on_cluster, locally)
+    np.testing.assert_array_equal(on_cluster, one_block)
+    assert on_cluster.dtype == eight.dtype
+
+
+def test_reduction_over_many_blocks(client):
+    ref = data(6, (400, 90))
+    x = gnp.asarray(ref, chunks=(20, 30))
+    assert x.npartitions == 60  # several levels of the reduction tree along axis 0
+    total, col_mean, row_max, spread = dask.compute(
+        gnp.sum(x), gnp.mean(x, axis=0), gnp.max(x, axis=1), gnp.std(x)
+    )
+    np.testing.assert_allclose(to_host(total), ref.sum(), rtol=1e-9)
+    np.testing.assert_allclose(to_host(col_mean), ref.mean(axis=0), rtol=1e-9)
+    np.testing.assert_array_equal(to_host(row_max), ref.max(axis=1))
+    np.testing.assert_allclose(to_host(spread), ref.std(), rtol=1e-9)
+
+
+def test_scheduler_sees_readable_prefixes(client):
+    ref = data(7)
+    x = gnp.asarray(ref, chunks=(16, 16))
+    y = gnp.sum(gnp.tanh(x) * 2, axis=0)
+    graph_prefixes = {key_split(k) for k in y.__dask_graph__()}  # the optimized graph, as the scheduler makes it
+    assert {"array", "sum"} <= graph_prefixes
+    np.testing.assert_allclose(to_host(client.compute(y).result()), (np.tanh(ref) * 2).sum(axis=0), rtol=1e-10)
+    seen = set(client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes)))
+    assert graph_prefixes <= seen, graph_prefixes - seen
+    assert all(READABLE_PREFIX.fullmatch(p) for p in graph_prefixes), graph_prefixes
+    # persisted blocks stay on the scheduler: their task states carry the op name as prefix
+    p = client.persist(gnp.tanh(x) * 3)
+    distributed.wait(p)
+    keys = list(flatten(p.__dask_keys__()))
+
+    def prefixes_of(dask_scheduler, keys=keys):
+        return sorted({dask_scheduler.tasks[k].prefix.name for k in keys})
+
+    assert client.run_on_scheduler(prefixes_of) == ["multiply"]
+    assert all(key_split(k) == "multiply" for k in keys)

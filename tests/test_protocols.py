@@ -1,0 +1,164 @@
+"""NumPy interoperability: ``__array_ufunc__`` and ``__array_function__`` route NumPy calls on gnp Arrays to
+gnp (results stay gnp Arrays), ``__array_priority__`` wins over ndarray operators, ``__array_namespace__``,
+``np.asarray``, and the dask.array fallback for NumPy functions gnp has no native version of."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dask_gpunumeric as gnp
+from conftest import assert_eq
+
+REF = np.arange(1.0, 25.0).reshape(4, 6) / 5
+
+
+@pytest.fixture
+def x() -> gnp.Array:
+    return gnp.asarray(REF, chunks=(3, 4))
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, a: m.exp(a),
+    lambda m, a: m.add(a, 1),
+    lambda m, a: m.multiply(a, a),
+    lambda m, a: m.sqrt(a, dtype=np.float64),
+    lambda m, a: m.sum(a),
+    lambda m, a: m.sum(a, axis=1, keepdims=True),
+    lambda m, a: m.mean(a, axis=0),
+    lambda m, a: m.max(a, axis=1),
+    lambda m, a: m.concatenate([a, a]),
+    lambda m, a: m.concatenate([a, a], axis=1),
+    lambda m, a: m.transpose(a),
+    lambda m, a: m.where(a > 2, a, 0.0),
+    lambda m, a: m.add.reduce(a),
+    lambda m, a: m.add.reduce(a, axis=1),
+    lambda m, a: m.multiply.reduce(a, axis=0),
+    lambda m, a: m.maximum.reduce(a, axis=1),
+    lambda m, a: m.add.accumulate(a),
+    lambda m, a: m.add.accumulate(a, axis=1),
+    lambda m, a: m.multiply.accumulate(a),
+], ids=["exp", "add", "multiply", "sqrt-dtype", "sum", "sum-keepdims", "mean-axis0", "max", "concatenate",
+        "concatenate-axis1", "transpose", "where", "add.reduce", "add.reduce-axis1", "multiply.reduce",
+        "maximum.reduce", "add.accumulate", "add.accumulate-axis1", "multiply.accumulate"])
+def test_numpy_calls_return_gnp_arrays(x, call):
+    out = call(np, x)
+    assert isinstance(out, gnp.Array), type(out)
+    assert_eq(out, call(np, REF))
+
+
+@pytest.mark.parametrize("op", [
+    lambda a, b: a + b, lambda a, b: a - b, lambda a, b: a * b, lambda a, b: a / b, lambda a, b: a ** b,
+    lambda a, b: a > b, lambda a, b: a == b,
+], ids=["add", "sub", "mul", "div", "pow", "gt", "eq"])
+def test_mixed_with_ndarray_gives_gnp_array(x, op):
+    other = np.linspace(0.5, 2.0, 24).reshape(4, 6)
+    for out, ref in ((op(x, other), op(REF, other)), (op(other, x), op(other, REF))):
+        assert isinstance(out, gnp.Array), type(out)
+        assert_eq(out, ref)
+
+
+def test_ndarray_scalar_and_broadcasting(x):
+    row = np.arange(6.0)
+    assert isinstance(row + x, gnp.Array)
+    assert_eq(row + x, row + REF)
+    assert_eq(x * np.float64(2), REF * np.float64(2))
+    assert_eq(np.float64(2) * x, np.float64(2) * REF)
+
+
+def test_array_priority():
+    assert gnp.Array.__array_priority__ > np.ndarray([]).__array_priority__
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, o: np.exp(x, out=o),
+    lambda x, o: np.add(x, 1, out=(o,)),
+    lambda x, o: np.add.reduce(x, axis=0, out=o[0]),
+    lambda x, o: np.add.accumulate(x, out=o),
+], ids=["exp", "add", "reduce", "accumulate"])
+def test_out_is_rejected(x, call):
+    with pytest.raises(TypeError, match="out="):
+        call(x, np.empty_like(REF))
+
+
+def test_array_namespace(x):
+    assert x.__array_namespace__() is gnp
+    assert x.__array_namespace__(api_version="2024.12") is gnp
+    assert x.__array_namespace__(api_version="2023.12") is gnp
+    with pytest.raises(ValueError, match="2099.01"):
+        x.__array_namespace__(api_version="2099.01")
+    assert gnp.__array_api_version__ == "2024.12"
+    xp = x.__array_namespace__()
+    assert_eq(xp.sum(xp.exp(x), axis=0), np.exp(REF).sum(axis=0))
+
+
+def test_np_asarray_gives_numpy_data(x):
+    out = np.asarray(x)
+    assert type(out) is np.ndarray
+    np.testing.assert_array_equal(out, REF)
+    out32 = np.asarray(gnp.exp(x), dtype=np.float32)
+    assert out32.dtype == np.float32
+    np.testing.assert_allclose(out32, np.exp(REF).astype(np.float32), rtol=1e-6)
+    np.testing.assert_allclose(np.array(gnp.sum(x)), np.array(REF.sum()), rtol=1e-12)
+
+
+@pytest.fixture
+def fresh_fallback_warnings(monkeypatch):
+    """Forget which fallbacks have warned already in this process (other tests may have used them)."""
+    from dask_gpunumeric import _protocols
+
+    monkeypatch.setattr(_protocols, "_WARNED", set())
+
+
+@pytest.mark.parametrize("name, call", [
+    ("diff", lambda m, a: m.diff(a)),
+    ("pad", lambda m, a: m.pad(a, 1)),
+    ("tril", lambda m, a: m.tril(a)),
+], ids=["diff", "pad", "tril"])
+def test_fallback_returns_gnp_array_and_warns_once(x, name, call, fresh_fallback_warnings):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = call(np, x)
+        again = call(np, x)
+    assert isinstance(out, gnp.Array) and isinstance(again, gnp.Array)
+    assert_eq(out, call(np, REF))
+    assert_eq(again, call(np, REF))
+    ours = [w for w in caught if issubclass(w.category, gnp.FallbackWarning)]
+    assert len(ours) == 1, [str(w.message) for w in ours]
+    assert f"numpy.{name}" in str(ours[0].message)
+    assert ours[0].filename == __file__  # points at the caller, not into gnp
+
+
+def test_fallback_warns_once_per_function(x, fresh_fallback_warnings):
+    with pytest.warns(gnp.FallbackWarning, match="numpy.diff") as first:
+        np.diff(x, axis=0)
+    assert len([w for w in first if issubclass(w.category, gnp.FallbackWarning)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnp.FallbackWarning)
+        assert_eq(np.diff(x, axis=1), np.diff(REF, axis=1))  # no second warning for diff
+    with pytest.warns(gnp.FallbackWarning, match="numpy.tril"):
+        assert_eq(np.tril(x, k=1), np.tril(REF, k=1))  # another function warns on its own
+    assert issubclass(gnp.FallbackWarning, UserWarning)
+
+
+def test_fallback_result_composes(x, fresh_fallback_warnings):
+    with pytest.warns(gnp.FallbackWarning):
+        d = np.diff(x, axis=1)
+    assert_eq(gnp.sum(d * 2, axis=0), (np.diff(REF, axis=1) * 2).sum(axis=0))
+    assert_eq(np.exp(d), np.exp(np.diff(REF, axis=1)))
+
+
+def test_ufunc_fallback(fresh_fallback_warnings):
+    ref = np.arange(5.0) / 2
+    v = gnp.asarray(ref, chunks=2)
+    with pytest.warns(gnp.FallbackWarning, match=r"numpy\.add\.outer"):
+        outer = np.add.outer(v, v)
+    assert isinstance(outer, gnp.Array)
+    assert_eq(outer, np.add.outer(ref, ref))
+    with pytest.warns(gnp.FallbackWarning, match=r"numpy\.modf"):
+        frac, whole = np.modf(v)
+    ref_frac, ref_whole = np.modf(ref)
+    assert isinstance(frac, gnp.Array) and isinstance(whole, gnp.Array)
+    assert_eq(frac, ref_frac)
+    assert_eq(whole, ref_whole)
