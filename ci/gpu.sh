@@ -2,14 +2,14 @@
 # The one command for the GPU machine (offline; dask, distributed, dask-cuda, bokeh and UCXX travel
 # as wheels in .whl/, see ../shared/device/README.md): installs the wheels into /tmp/site, prints
 # the GPU and versions, runs the whole test suite on CuPy blocks, then the benchmarks, and ends
-# with a short summary. Logs go to $OUT/tests.log and $OUT/bench.log (and $OUT/bench.json) when
+# with a short summary. Logs go to $OUT/tests.log and $OUT/bench.log (and $OUT/<benchmark>.json) when
 # $OUT is set. Exits non-zero when tests or benchmarks failed; failed tests don't stop the
 # benchmarks.
 #
 #   bash ci/gpu.sh [--quick] [-- BENCHMARK ARGS...]
 #
 #   --quick   benchmarks only (skip the tests)
-#   -- ...    passed to benchmarks/monte_carlo.py, e.g. -- --n 2**28 --repeat 5
+#   -- ...    passed to every benchmark, e.g. -- --repeat 5
 set -uo pipefail  # no -e: the benchmarks run even when tests fail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit
@@ -64,14 +64,24 @@ tests_rc=0
 if ((quick)); then
     echo "== tests skipped (--quick)"
 else
-    echo "== tests: GNP_BACKEND=cupy python3 -m pytest -q -p no:cacheprovider tests"
-    GNP_BACKEND=cupy python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$log_dir/tests.log"
+    # pytest-xdist (on the GPU image) spreads the suite over a few processes sharing the GPU
+    xdist=()
+    python3 -c 'import xdist' 2>/dev/null && xdist=(-n "${GNP_TEST_WORKERS:-6}")
+    export GNP_HYPOTHESIS_EXAMPLES="${GNP_HYPOTHESIS_EXAMPLES:-20}"
+    echo "== tests: GNP_BACKEND=cupy python3 -m pytest -q -p no:cacheprovider ${xdist[*]} tests"
+    GNP_BACKEND=cupy python3 -m pytest -q -p no:cacheprovider "${xdist[@]}" tests 2>&1 | tee "$log_dir/tests.log"
     tests_rc=${PIPESTATUS[0]}
 fi
 
-echo "== benchmarks: python3 benchmarks/monte_carlo.py ${bench_args[*]}"
-python3 benchmarks/monte_carlo.py --json "$log_dir/bench.json" "${bench_args[@]}" 2>&1 | tee "$log_dir/bench.log"
-bench_rc=${PIPESTATUS[0]}
+BENCHMARKS=(monte_carlo black_scholes)
+bench_rc=0
+: >"$log_dir/bench.log"
+for bench in "${BENCHMARKS[@]}"; do
+    echo "== benchmark: python3 benchmarks/$bench.py ${bench_args[*]}"
+    python3 "benchmarks/$bench.py" --json "$log_dir/$bench.json" "${bench_args[@]}" 2>&1 | tee -a "$log_dir/bench.log"
+    rc=${PIPESTATUS[0]}
+    ((rc != 0)) && bench_rc=$rc
+done
 
 echo
 echo "== summary"
@@ -82,10 +92,10 @@ else
     echo "tests:      ${summary:-no pytest summary line (see tests.log)} (exit code $tests_rc)"
 fi
 echo "benchmarks: exit code $bench_rc"
-if [[ -s "$log_dir/bench.json" ]]; then
-    python3 benchmarks/_harness.py show "$log_dir/bench.json"
-fi
-[[ -n "${OUT:-}" ]] && echo "logs: $OUT/tests.log, $OUT/bench.log, $OUT/bench.json"
+for bench in "${BENCHMARKS[@]}"; do
+    [[ -s "$log_dir/$bench.json" ]] && python3 benchmarks/_harness.py show "$log_dir/$bench.json"
+done
+[[ -n "${OUT:-}" ]] && echo "logs: $OUT/tests.log, $OUT/bench.log, $OUT/*.json"
 
 if ((tests_rc != 0)); then exit "$tests_rc"; fi
 exit "$bench_rc"

@@ -21,7 +21,7 @@ import numpy as np
 from dask._task_spec import Alias, DataNode, GraphNode, Task
 
 from ._array import Array
-from ._expr import ArrayExpr, graph_of
+from ._expr import ArrayExpr, Bundle, graph_of
 
 _CACHE_SIZE = 128
 
@@ -34,18 +34,6 @@ class Placeholder(ArrayExpr):
     @functools.cached_property
     def _funcname(self) -> str:
         return f"arg{self.operand('i')}"
-
-    def _layer(self) -> dict:
-        return {}
-
-
-class Bundle(ArrayExpr):
-    """The outputs of a traced function as one root, so that the optimizer sees them together."""
-
-    _parameters: list[str] = []
-    chunks = ()
-    dtype = np.dtype(bool)
-    backend = "numpy"
 
     def _layer(self) -> dict:
         return {}
@@ -154,9 +142,6 @@ class RegionOutput(ArrayExpr):
 
     def _layer(self) -> dict:
         return {}
-
-    def _lower(self) -> None:
-        return None
 
     def finalize_compute(self) -> ArrayExpr:
         from ._expr import Finalize

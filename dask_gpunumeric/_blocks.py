@@ -41,7 +41,7 @@ def create(
         # x[i] = x[0] + i * (x[1] - x[0]) computed in the dtype
         start, step = params
         first, second = dtype.type(start), dtype.type(start + step)
-        out = first + xp.arange(offset[0], offset[0] + shape[0]).astype(dtype) * (second - first)
+        out = xp.arange(offset[0], offset[0] + shape[0]).astype(dtype) * (second - first) + first
         if offset[0] <= 1 < offset[0] + shape[0]:
             out[1 - offset[0]] = second
         return out.astype(dtype, copy=False)
@@ -70,6 +70,7 @@ def create(
 # --- elementwise --------------------------------------------------------------------------------------
 
 _SPECIAL = {"astype", "where", "clip"}
+_LOGICAL = {"logical_and", "logical_or", "logical_xor", "logical_not"}
 
 
 def elemwise(op: str, dtype: np.dtype, kwargs: dict, *args: Any) -> Any:
@@ -78,6 +79,8 @@ def elemwise(op: str, dtype: np.dtype, kwargs: dict, *args: Any) -> Any:
     if op == "astype":
         return args[0].astype(dtype, copy=False)
     func = getattr(xp, op)
+    if op in _LOGICAL:  # CuPy has no complex loops for these; a complex number is true when nonzero
+        args = tuple(a != 0 if np.iscomplexobj(a) else a for a in args)
     with np.errstate(all="ignore"):
         out = func(*args, **kwargs)
     if not isinstance(out, xp.ndarray) or out.dtype != dtype:

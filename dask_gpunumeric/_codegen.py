@@ -292,7 +292,7 @@ def describe(program: tuple) -> str:
     words = []
     for ins in program[2]:
         if ins[0] == "op":
-            words.append(ins[1].replace("_", ""))
+            words.append("".join(c for c in ins[1] if c.isalpha()))  # dashboard prefixes are letters
         elif ins[0] == "random":
             words.append("random")
     words += [out[2] for out in program[3] if out[0] == "reduce"]
@@ -650,7 +650,8 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
 
     from . import _cuda
 
-    ndim, _, instrs, outputs = program
+    ndim, input_dtypes, instrs, outputs = program
+    inputs = [a if a.dtype == np.dtype(dt) else a.astype(dt) for a, dt in zip(inputs, input_dtypes)]
     size = int(np.prod(shape))
     mode, group, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
     source, name = kernel_source(program, mode, group)

@@ -19,7 +19,8 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
     from ._codegen import describe
     from ._fusion import _DAG, optimize
 
-    from ._accelerate import Bundle, Region
+    from ._accelerate import Region
+    from ._expr import Bundle
 
     root = x.expr if isinstance(x, Array) else x
     optimized = optimize(root)

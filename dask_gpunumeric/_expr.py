@@ -141,6 +141,19 @@ class ArrayExpr(Expr):
     def _lower(self) -> Expr | None:
         return Materialized((self,))
 
+    def _simplify_up(self, parent: Expr, dependents: Any) -> Expr | None:
+        # dask.compute(a, b) / dask.persist(a, b): optimize our arrays together (one fused kernel can
+        # serve several outputs), keeping each output's keys.
+        if type(parent).__name__ != "_ExprSequence":
+            return None
+        ours = [op for op in parent.operands if isinstance(op, ArrayExpr)]
+        if len(ours) < 2 or any(isinstance(op, JointOutput) for op in ours):
+            return None
+        joint = Materialized((Bundle(*ours),))
+        k = iter(range(len(ours)))
+        return type(parent)(*[JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op
+                              for op in parent.operands])
+
     def finalize_compute(self) -> Expr:
         return self if all(n == 1 for n in self.numblocks) else Finalize(self)
 
@@ -183,9 +196,11 @@ class Materialized(ArrayExpr):
         root = self.root
         optimized = optimize(root)
         graph = graph_of(optimized)
-        if optimized._name != root._name:  # keep the root's keys: persist rebuilds from them
-            for old, new in zip(_flat_keys(root), _flat_keys(optimized)):
-                graph[old] = Alias(old, new)
+        pairs = zip(root.operands, optimized.operands) if isinstance(root, Bundle) else [(root, optimized)]
+        for before, after in pairs:
+            if after._name != before._name:  # keep the roots' keys: persist rebuilds from them
+                for old, new in zip(_flat_keys(before), _flat_keys(after)):
+                    graph[old] = Alias(old, new)
         return graph
 
 
@@ -200,6 +215,65 @@ def _flat_keys(expr: ArrayExpr) -> list:
         else:
             out.append(item)
     return out
+
+
+class Bundle(ArrayExpr):
+    """Several roots as one, so that the optimizer sees them together; it has no tasks of its own."""
+
+    _parameters: list[str] = []
+    chunks = ()
+    dtype = np.dtype(bool)
+    backend = "numpy"
+
+    def _layer(self) -> dict:
+        return {}
+
+
+class JointOutput(ArrayExpr):
+    """Root ``k`` of a jointly optimized ``Materialized(Bundle(...))``: the root's own keys, made there."""
+
+    _parameters = ["joint", "k"]
+
+    @property
+    def _root(self) -> ArrayExpr:
+        return self.joint.root.operands[self.operand("k")]
+
+    @functools.cached_property
+    def _name(self) -> str:
+        return self._root._name
+
+    def __dask_tokenize__(self) -> str:
+        return f"joint-{self.joint._name}-{self.operand('k')}"
+
+    @functools.cached_property
+    def chunks(self) -> Chunks:
+        return self._root.chunks
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        return self._root.dtype
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self._root.backend
+
+    def __dask_keys__(self) -> list:
+        return self._root.__dask_keys__()
+
+    def dependencies(self) -> list[Expr]:
+        return [self.joint]
+
+    def _layer(self) -> dict:
+        return {}
+
+    def _lower(self) -> None:
+        return None
+
+    def _simplify_up(self, parent: Expr, dependents: Any) -> None:
+        return None
+
+    def finalize_compute(self) -> Expr:
+        return self
 
 
 def graph_of(root: ArrayExpr) -> dict:
@@ -531,7 +605,8 @@ class Reduction(ArrayExpr):
 
     @functools.cached_property
     def _funcname(self) -> str:
-        return self.operand("kind")
+        kind = self.operand("kind")
+        return "std" if kind == "var" and self.operand("params")[2] else kind
 
     @functools.cached_property
     def backend(self) -> str:

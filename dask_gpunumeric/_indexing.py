@@ -198,7 +198,9 @@ def _pointwise_getitem(x: Array, index: tuple[Any, ...]) -> Array:
         arrays = np.broadcast_arrays(*(np.asarray(entries[d]) for d in adv_axes))
     except ValueError:
         shapes = " ".join(str(np.shape(entries[d])) for d in adv_axes)
-        raise IndexError(f"shape mismatch: indexing arrays could not be broadcast together with shapes {shapes}") from None
+        raise IndexError(
+            f"shape mismatch: indexing arrays could not be broadcast together with shapes {shapes}"
+        ) from None
     lengths = tuple(x.shape[d] for d in adv_axes)
     flat = np.ravel_multi_index(
         tuple(_check_bounds(a.reshape(-1), n, d) for a, n, d in zip(arrays, lengths, adv_axes)), lengths

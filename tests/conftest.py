@@ -62,5 +62,5 @@ def client():
     """A distributed Client on a 2-worker LocalCluster (worker processes), shared by the session."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
+                                  dashboard_address=":0") as cluster, distributed.Client(cluster, set_as_default=False) as c:
         yield c

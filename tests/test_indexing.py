@@ -89,7 +89,9 @@ def basic_indices(draw: st.DrawFn, shape: tuple[int, ...]) -> object:
 def selects_one(index: object, ndim: int) -> bool:
     """Whether ``index`` picks a single element with integers only (what allowscalar guards)."""
     items = index if isinstance(index, tuple) else (index,)
-    ints = [i for i in items if isinstance(i, int) or (isinstance(i, np.ndarray) and i.shape == () and i.dtype.kind == "i")]
+    ints = [i for i in items if isinstance(i, int) or (
+        isinstance(i, np.ndarray) and i.shape == () and i.dtype.kind == "i"
+    )]
     return ndim > 0 and len(ints) == ndim and all(any(i is j for j in ints) or i is Ellipsis for i in items)
 
 
@@ -685,3 +687,24 @@ def test_setitem_advanced_array_value(data: st.DataObject) -> None:
         a[index] = value if form == "numpy" else gnp.from_array(value, chunks=2)
     assert_eq(a, x)
     check_blocks(a)
+
+
+# --- on a distributed cluster -------------------------------------------------------------------------
+
+
+def test_indexing_on_distributed_cluster(client: object) -> None:
+    x = np.arange(120.0).reshape(4, 6, 5)
+    a = gnp.from_array(x, chunks=(3, (2, 1, 3), 2))
+    assert a.backend == BACKEND
+    index = (slice(None, None, -1), [4, 0, -1], slice(1, None, 2))
+    np.testing.assert_array_equal(to_host(client.compute(a[index]).result()), x[index])
+    mask = x[:, :, 0] > 30
+    np.testing.assert_array_equal(to_host(client.compute(a[mask]).result()), x[mask])
+    b = client.persist(a)
+    y = x.copy()
+    b[1:, ::2] = -1.0
+    y[1:, ::2] = -1.0
+    b[[0, 0], :, [1, 3]] = np.array([7.0])
+    y[[0, 0], :, [1, 3]] = np.array([7.0])
+    np.testing.assert_array_equal(to_host(client.compute(b).result()), y)
+    np.testing.assert_array_equal(to_host(client.compute(b[1, [0, 2]]).result()), y[1, [0, 2]])

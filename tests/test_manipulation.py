@@ -8,7 +8,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import assert_eq
+from conftest import BACKEND, assert_eq, to_host
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -282,7 +282,9 @@ def test_broadcast_to(data: st.DataObject) -> None:
     check(np.broadcast_to(a, target), np.broadcast_to(x, target))
 
 
-@pytest.mark.parametrize("shape, target", [((3,), (4,)), ((2, 3), (3,)), ((2, 3), (2, 1)), ((3,), (3, 2)), ((0,), (1,))])
+@pytest.mark.parametrize(
+    "shape, target", [((3,), (4,)), ((2, 3), (3,)), ((2, 3), (2, 1)), ((3,), (3, 2)), ((0,), (1,))]
+)
 def test_broadcast_to_bad(shape: tuple, target: tuple) -> None:
     x = np.zeros(shape)
     a = gnp.from_array(x, chunks=2)
@@ -616,3 +618,20 @@ def test_random_layout_chain(data: st.DataObject) -> None:
         x, a = _apply(name, params, x, np), _apply(name, params, a, gnp)
         assert a.shape == x.shape, (steps, a.shape, x.shape)
     check(a, x)
+
+
+# --- on a distributed cluster -------------------------------------------------------------------------
+
+
+def test_layout_on_distributed_cluster(client: object) -> None:
+    x = np.arange(120.0).reshape(4, 6, 5)
+    a = gnp.from_array(x, chunks=(3, (2, 1, 3), 2))
+    out = gnp.roll(gnp.concat([a, gnp.flip(a, axis=0)], axis=1).reshape(8, 30).T, 7, axis=0)
+    expected = np.roll(np.concatenate([x, np.flip(x, axis=0)], axis=1).reshape(8, 30).T, 7, axis=0)
+    assert out.backend == BACKEND
+    np.testing.assert_array_equal(to_host(client.compute(out).result()), expected)
+    persisted = client.persist(out.rechunk((5, 3)))
+    assert persisted.chunks == ((5,) * 6, (3, 3, 2))
+    moved = gnp.moveaxis(persisted.reshape(2, 15, 8), 0, -1)
+    expected = np.moveaxis(expected.reshape(2, 15, 8), 0, -1)
+    np.testing.assert_array_equal(to_host(client.compute(moved).result()), expected)

@@ -113,8 +113,9 @@ def test_different_seeds_differ() -> None:
 
 
 def test_default_rng_of_a_generator_is_itself() -> None:
+    reference = np.random.default_rng(1)
+    assert np.random.default_rng(reference) is reference
     g = gnp.random.default_rng(1)
-    assert np.random.default_rng(np.random.default_rng(1)) is not None  # NumPy returns the generator itself
     assert gnp.random.default_rng(g) is g
 
 
