@@ -77,7 +77,12 @@ def elemwise(op: str, dtype: np.dtype, kwargs: dict, *args: Any) -> Any:
     """Apply the array module's function ``op`` to the arguments and return a block of ``dtype``."""
     xp = namespace(*args)
     if op == "astype":
-        return args[0].astype(dtype, copy=False)
+        src = args[0]
+        if src.dtype.kind == "f" and dtype.kind == "u" and dtype.itemsize < 8:
+            # NumPy (x86) converts floats to small unsigned ints through int64, wrapping negatives;
+            # CuPy clamps them: go through int64 on both so that the values agree
+            src = src.astype(np.int64)
+        return src.astype(dtype, copy=False)
     func = getattr(xp, op)
     if op in _LOGICAL:  # CuPy has no complex loops for these; a complex number is true when nonzero
         args = tuple(a != 0 if np.iscomplexobj(a) else a for a in args)
@@ -183,7 +188,7 @@ def reduce_chunk(
         (axis,) = axes
         if block.shape[axis] == 0:  # an empty partial, skipped when joined with its neighbours
             return {"v": block, "i": xp.zeros(block.shape, dtype=np.intp)}
-        i = getattr(xp, kind)(block, axis=axis, keepdims=True)
+        i = _arg_extreme(kind, block, axis)
         return {"v": xp.take_along_axis(block, i, axis=axis), "i": i + offsets[0]}
     acc = params[0]
     n = _count(block, axes)
@@ -206,7 +211,7 @@ def reduce_combine(
         xp = namespace(v)
         if v.shape[axis] == 0:  # every partial of the group was empty
             return {"v": v, "i": _join(partials, "i", grid)}
-        pick = getattr(xp, kind)(v, axis=axis, keepdims=True)
+        pick = _arg_extreme(kind, v, axis)
         return {"v": xp.take_along_axis(v, pick, axis=axis), "i": xp.take_along_axis(_join(partials, "i", grid), pick, axis=axis)}
     if kind == "mean":
         s = _join(partials, "s", grid)
@@ -219,6 +224,17 @@ def reduce_combine(
     xp = namespace(v)
     kw = {"axis": axes, "keepdims": True}
     return {"v": getattr(xp, kind)(v, dtype=v.dtype, **kw) if kind in ("sum", "prod") else getattr(xp, kind)(v, **kw)}
+
+
+def _arg_extreme(kind: str, v: Any, axis: int) -> Any:
+    """argmin/argmax along ``axis`` (kept), the first NaN winning as in NumPy (CuPy does not do that)."""
+    xp = namespace(v)
+    i = getattr(xp, kind)(v, axis=axis, keepdims=True)
+    if v.dtype.kind in "fc":
+        nan = xp.isnan(v)
+        first_nan = xp.argmax(nan, axis=axis, keepdims=True)
+        i = xp.where(xp.any(nan, axis=axis, keepdims=True), first_nan, i)
+    return i
 
 
 def _extreme(kind: str, v: Any, axes: tuple[int, ...]) -> Any:

@@ -19,6 +19,7 @@ small final reduction); random numbers are drawn in registers, one Philox block 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -551,6 +552,8 @@ def _instr_code(i: int, ins: tuple, instrs: Sequence[tuple], mode: str, group: i
     ct = _ctype(compute)
     if category == "where":
         operands = [f"v{args[0]}", f"({ct})v{args[1]}", f"({ct})v{args[2]}"]
+    elif category == "astype" and arg_dts[0].kind == "f" and out_dt.kind in "iu" and out_dt.itemsize < 8:
+        operands = [f"({ct})(long long)v{args[0]}"]  # as NumPy: through int64, wrapping
     else:
         operands = [f"({ct})v{j}" for j in args]
     f = "f" if compute == np.float32 else ""
@@ -648,14 +651,11 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     """Run a program on one block of CuPy arrays with its generated kernel; returns the outputs."""
     import cupy
 
-    from . import _cuda
-
     ndim, input_dtypes, instrs, outputs = program
     inputs = [a if a.dtype == np.dtype(dt) else a.astype(dt) for a, dt in zip(inputs, input_dtypes)]
     size = int(np.prod(shape))
     mode, group, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
-    source, name = kernel_source(program, mode, group)
-    kernel = _cuda.compile_module(source).get_function(name)
+    kernel = _kernel(program, mode, group)
     threads = 256
     work = -(-size // group) if size else 0
     blocks = max(1, min(-(-work // threads), _max_blocks()))
@@ -697,10 +697,26 @@ def _scalar_arg(scalars: Sequence[Any], k: int, ctype: str, instrs: Sequence[tup
     return _NP_OF_CTYPE[ctype].type(scalars[k])
 
 
+@functools.lru_cache(maxsize=256)
+def _kernel(program: tuple, mode: str, group: int) -> Any:
+    """The compiled kernel of a program variant (compiled once per process; CuPy also caches on disk)."""
+    from . import _cuda
+
+    source, name = kernel_source(program, mode, group)
+    return _cuda.compile_module(source).get_function(name)
+
+
 def _max_blocks() -> int:
     import cupy
 
-    return cupy.cuda.Device().attributes["MultiProcessorCount"] * 8
+    return _multiprocessors(cupy.cuda.Device().id) * 8
+
+
+@functools.lru_cache(maxsize=None)
+def _multiprocessors(device: int) -> int:
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"]
 
 
 def _finish_full(out: tuple, partials: Any, size: int, ndim: int, nblocks: int) -> dict[str, Any]:

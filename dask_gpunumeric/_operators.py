@@ -7,7 +7,8 @@ import numpy as np
 
 from . import _elementwise, _manipulation, _reductions
 from ._array import Array
-from ._creation import as_operand, full_like
+from ._backend import backend_of
+from ._creation import full_like
 
 # operator -> elementwise function name
 _BINARY_OPERATORS = {
@@ -25,11 +26,8 @@ def _operand_ok(other: Any) -> bool:
     for objects that opt out of NumPy's operators with ``__array_ufunc__ = None``)."""
     if getattr(type(other), "__array_ufunc__", False) is None:
         return False
-    try:
-        as_operand(other, None) if not isinstance(other, Array) else None
-    except TypeError:
-        return False
-    return True
+    return isinstance(other, (Array, bool, int, float, complex, np.generic, np.ndarray, list, tuple)) or \
+        hasattr(other, "__array__") or backend_of(other) == "cupy"
 
 
 def _binary(func: str) -> tuple:
