@@ -6,6 +6,7 @@ users reach for. Each maps to the function of the same behaviour in NumPy and Cu
 """
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -62,9 +63,21 @@ def _dtype_probe(value: Any) -> Any:
 
 def result_dtype(op: str, args: list[Any], kwargs: dict) -> np.dtype:
     """The dtype NumPy gives ``op`` on operands of these dtypes (NEP 50: Python scalars are weak)."""
+    key = tuple(a.dtype if isinstance(a, ArrayExpr) else (type(a), a) for a in args)
+    try:
+        return _result_dtype(op, key, tuple(sorted(kwargs.items())))
+    except TypeError as e:
+        if "unhashable" not in str(e):
+            raise
+        return _result_dtype.__wrapped__(op, key, tuple(sorted(kwargs.items())))
+
+
+@functools.lru_cache(maxsize=4096)
+def _result_dtype(op: str, operands: tuple, kwargs: tuple) -> np.dtype:
+    probes = [np.empty((0,), dtype=o) if isinstance(o, np.dtype) else o[1] for o in operands]
     func = getattr(np, BLOCK_FUNCTION[op])
     with np.errstate(all="ignore"):
-        return np.asarray(func(*[_dtype_probe(a) for a in args], **kwargs)).dtype
+        return np.asarray(func(*probes, **dict(kwargs))).dtype
 
 
 # ops whose trailing operands keep their own dtype (ldexp's integer exponent): how many leading ones are promoted

@@ -13,6 +13,7 @@ subtree with the root's keys unchanged (persist rebuilds collections from those 
 """
 from __future__ import annotations
 
+import collections
 import functools
 import hashlib
 import itertools
@@ -191,6 +192,25 @@ class Materialized(ArrayExpr):
 
     @functools.cached_property
     def _graph(self) -> dict:
+        from . import config
+
+        root = self.root
+        key = (root._name, config.get("fusion"))
+        cached = _GRAPH_CACHE.get(key)
+        if cached is not None:
+            _GRAPH_CACHE.move_to_end(key)
+            return dict(cached)
+        graph = self._optimized_graph()
+        if _cacheable(root):
+            # rebuilding the same expression, as a loop or a benchmark does, then skips optimizing and
+            # lowering
+            _GRAPH_CACHE[key] = graph
+            while len(_GRAPH_CACHE) > _GRAPH_CACHE_SIZE:
+                _GRAPH_CACHE.popitem(last=False)
+            return dict(graph)
+        return graph
+
+    def _optimized_graph(self) -> dict:
         from ._fusion import optimize
 
         root = self.root
@@ -276,18 +296,45 @@ class JointOutput(ArrayExpr):
         return self
 
 
-def graph_of(root: ArrayExpr) -> dict:
-    """All tasks of an expression tree, each node's layer once."""
-    layers: dict = {}
-    stack: list[Expr] = [root]
-    seen: set[str] = set()
+_GRAPH_CACHE: collections.OrderedDict = collections.OrderedDict()
+_GRAPH_CACHE_SIZE = 64
+
+
+_CACHE_DATA_LIMIT = 2**20
+
+
+def _cacheable(root: Expr) -> bool:
+    """May the graph of this tree be cached? Only if the data it holds is small host data (the cache must
+    not keep large arrays, or any device or cluster memory, alive)."""
+    held = 0
+    for node in _walk(root):
+        if isinstance(node, FromGraph):
+            return False
+        if isinstance(node, FromArray):
+            array = node.operand("array")
+            if not isinstance(array, np.ndarray):
+                return False
+            held += array.nbytes
+    return held <= _CACHE_DATA_LIMIT
+
+
+def _walk(root: Expr) -> Iterator[Expr]:
+    """Every node of an expression tree once."""
+    stack, seen = [root], set()
     while stack:
         node = stack.pop()
         if node._name in seen:
             continue
         seen.add(node._name)
-        layers.update(node._layer())
+        yield node
         stack.extend(node.dependencies())
+
+
+def graph_of(root: ArrayExpr) -> dict:
+    """All tasks of an expression tree, each node's layer once."""
+    layers: dict = {}
+    for node in _walk(root):
+        layers.update(node._layer())
     return layers
 
 

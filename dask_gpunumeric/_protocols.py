@@ -107,7 +107,32 @@ def fetch(x: Any) -> Any:
         return type(x)(_host(v) for v in values)
     if not isinstance(x, Array):
         return x
-    return _host(x.compute())
+    return _host(_compute_local(x) if _local_scheduler(x) else x.compute())
+
+
+def _local_scheduler(x: Array) -> bool:
+    """True when ``x`` would run on Dask's local scheduler (no distributed client or other scheduler set)."""
+    import dask.base
+
+    return dask.base.get_scheduler(collections=[x]) is x.__dask_scheduler__
+
+
+def _compute_local(x: Array) -> Any:
+    """``x.compute()`` on the local scheduler without the collection machinery of ``dask.compute``: the
+    optimized graph of the array (cached for pure computations) straight to the scheduler."""
+    from ._expr import Materialized
+
+    import dask.local
+
+    expr = x.expr.finalize_compute()
+    (key,) = expr.__dask_keys__()
+    graph = Materialized((expr,))._graph
+    # a handful of tasks gains nothing from threads: run them in order, in this thread
+    get = dask.local.get_sync if len(graph) <= _SMALL_GRAPH else x.__dask_scheduler__
+    return get(graph, [key])[0]
+
+
+_SMALL_GRAPH = 8
 
 
 def _host(value: Any) -> Any:
