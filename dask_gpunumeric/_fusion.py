@@ -63,38 +63,46 @@ class _DAG:
 
 
 class _Groups:
-    """Union-find over node names."""
+    """Union-find over node names, with each group's members."""
 
     def __init__(self) -> None:
         self.parent: dict[str, str] = {}
+        self.members: dict[str, set[str]] = {}
 
     def find(self, name: str) -> str:
-        self.parent.setdefault(name, name)
+        if name not in self.parent:
+            self.parent[name] = name
+            self.members[name] = {name}
         while self.parent[name] != name:
             self.parent[name] = self.parent[self.parent[name]]
             name = self.parent[name]
         return name
 
     def union(self, a: str, b: str) -> None:
-        self.parent[self.find(a)] = self.find(b)
+        ra, rb = self.find(a), self.find(b)
+        if len(self.members[ra]) > len(self.members[rb]):
+            ra, rb = rb, ra
+        self.parent[ra] = rb
+        self.members[rb] |= self.members.pop(ra)
 
 
 def _creates_cycle(dag: _DAG, groups: _Groups, a: str, b: str) -> bool:
-    """Would merging the groups of ``a`` and ``b`` put an outside node both after and before the group?"""
-    ga, gb = groups.find(a), groups.find(b)
-    members = {n for n in dag.by_name if groups.find(n) in (ga, gb)}
-    # walk downstream from the members through outside nodes; reaching a member again is a cycle
+    """Would merging the groups of ``a`` and ``b`` make a cycle between kernels? Walks downstream from the
+    merged group, a reached group counting as a whole (it becomes one task), and looks for a way back."""
+    members = groups.members[groups.find(a)] | groups.members[groups.find(b)]
     stack = [c._name for m in members for c in dag.consumers[m] if c._name not in members]
     seen: set[str] = set()
     while stack:
         name = stack.pop()
         if name in seen:
             continue
-        seen.add(name)
-        for c in dag.consumers[name]:
-            if c._name in members:
-                return True
-            stack.append(c._name)
+        for n in groups.members[groups.find(name)] if name in groups.parent else (name,):
+            seen.add(n)
+            for c in dag.consumers[n]:
+                if c._name in members:
+                    return True
+                if c._name not in seen:
+                    stack.append(c._name)
     return False
 
 
