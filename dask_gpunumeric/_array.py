@@ -287,14 +287,7 @@ class _ToBackend(ArrayExpr):
     """Blocks moved between host (NumPy) and device (CuPy)."""
 
     _parameters = ["array", "backend"]
-
-    @property
-    def chunks(self) -> Any:
-        return self.array.chunks
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.array.dtype
+    _like = "array"
 
     def _block_task(self, index: Any) -> Any:
         from dask._task_spec import Task

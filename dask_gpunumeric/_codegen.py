@@ -594,19 +594,22 @@ def _random_code(i: int, ins: tuple, group: int) -> str:
         if kind == "random":
             return r
         lo, hi = f"s{slot + 3}", f"s{slot + 4}"
-        if dt == np.float32:
-            return f"__fadd_rn({lo}, __fmul_rn({r}, __fsub_rn({hi}, {lo})))"
-        return f"__dadd_rn({lo}, __dmul_rn({r}, __dsub_rn({hi}, {lo})))"
+        sub = "__fsub_rn" if dt == np.float32 else "__dsub_rn"
+        return _rn_affine(dt, r, f"{sub}({hi}, {lo})", lo)
     if kind in ("standard_normal", "normal"):
         z = f"gnp_w_standard_normal_{suffix}({', '.join(words)})"
         if kind == "standard_normal":
             return z
-        loc, scale = f"s{slot + 3}", f"s{slot + 4}"
-        if dt == np.float32:
-            return f"__fadd_rn(__fmul_rn({z}, {scale}), {loc})"
-        return f"__dadd_rn(__dmul_rn({z}, {scale}), {loc})"
+        return _rn_affine(dt, z, f"s{slot + 4}", f"s{slot + 3}")
     value = f"gnp_w_integers_u64({words[0]}, {words[1]}, s{slot + 3}, s{slot + 4})"
     return f"({_ctype(dt)})(long long){value}" if dt.kind == "i" else f"({_ctype(dt)}){value}"
+
+
+def _rn_affine(dt: np.dtype, x: str, scale: str, offset: str) -> str:
+    """``offset + x * scale`` rounded after each operation (never an FMA), as the Philox stream defines."""
+    if dt == np.float32:
+        return f"__fadd_rn({offset}, __fmul_rn({x}, {scale}))"
+    return f"__dadd_rn({offset}, __dmul_rn({x}, {scale}))"
 
 
 _WORD = r"""

@@ -67,17 +67,28 @@ class ArrayExpr(Expr):
         return [f"shape={self.shape}", f"dtype={self.dtype}", f"chunks={self.chunksize}"]
 
     # --- metadata -------------------------------------------------------------------------------------
+    # An operand (or property) whose chunks, dtype and backend a node keeps where it has no such
+    # parameter of its own.
+    _like: str | None = None
+
+    def _meta_attr(self, name: str) -> Any:
+        if name in self._parameters:
+            return self.operand(name)
+        if self._like is None:
+            raise NotImplementedError(f"{type(self).__name__} must define {name}")
+        return getattr(getattr(self, self._like), name)
+
     @functools.cached_property
     def chunks(self) -> Chunks:
-        return self.operand("chunks")
+        return self._meta_attr("chunks")
 
     @functools.cached_property
     def dtype(self) -> np.dtype:
-        return np.dtype(self.operand("dtype"))
+        return np.dtype(self._meta_attr("dtype"))
 
     @functools.cached_property
     def backend(self) -> str:
-        return self.operand("backend")
+        return self._meta_attr("backend")
 
     @functools.cached_property
     def shape(self) -> tuple[int, ...]:
@@ -163,23 +174,12 @@ class Materialized(ArrayExpr):
     """A whole expression tree as one node, whose graph is the tree's tasks with the root's keys."""
 
     _parameters = ["wrapped"]
+    _like = "root"
     _pickle_functools_cache = False  # the graph is made where it is needed (the scheduler), not shipped
 
     @property
     def root(self) -> ArrayExpr:
         return self.operand("wrapped")[0]
-
-    @functools.cached_property
-    def chunks(self) -> Chunks:
-        return self.root.chunks
-
-    @functools.cached_property
-    def dtype(self) -> np.dtype:
-        return self.root.dtype
-
-    @functools.cached_property
-    def backend(self) -> str:
-        return self.root.backend
 
     def __dask_keys__(self) -> list:
         return self.root.__dask_keys__()
@@ -253,6 +253,7 @@ class JointOutput(ArrayExpr):
     """Root ``k`` of a jointly optimized ``Materialized(Bundle(...))``: the root's own keys, made there."""
 
     _parameters = ["joint", "k"]
+    _like = "_root"
 
     @property
     def _root(self) -> ArrayExpr:
@@ -264,18 +265,6 @@ class JointOutput(ArrayExpr):
 
     def __dask_tokenize__(self) -> str:
         return f"joint-{self.joint._name}-{self.operand('k')}"
-
-    @functools.cached_property
-    def chunks(self) -> Chunks:
-        return self._root.chunks
-
-    @functools.cached_property
-    def dtype(self) -> np.dtype:
-        return self._root.dtype
-
-    @functools.cached_property
-    def backend(self) -> str:
-        return self._root.backend
 
     def __dask_keys__(self) -> list:
         return self._root.__dask_keys__()
@@ -450,18 +439,11 @@ class Transpose(ArrayExpr):
     """Axes permuted, block by block."""
 
     _parameters = ["array", "axes"]
+    _like = "array"
 
     @functools.cached_property
     def chunks(self) -> Chunks:
         return tuple(self.array.chunks[a] for a in self.axes)
-
-    @functools.cached_property
-    def dtype(self) -> np.dtype:
-        return self.array.dtype
-
-    @functools.cached_property
-    def backend(self) -> str:
-        return self.array.backend
 
     def _block_task(self, index: Index) -> GraphNode:
         source = [0] * self.ndim
@@ -475,14 +457,7 @@ class BlockReshape(ArrayExpr):
     splitting/merging whole rows when the chunking allows it)."""
 
     _parameters = ["array", "chunks", "source_of"]
-
-    @functools.cached_property
-    def dtype(self) -> np.dtype:
-        return self.array.dtype
-
-    @functools.cached_property
-    def backend(self) -> str:
-        return self.array.backend
+    _like = "array"
 
     def _block_task(self, index: Index) -> GraphNode:
         source = self.operand("source_of")[index]
@@ -493,18 +468,11 @@ class Broadcast(ArrayExpr):
     """The array broadcast to more (leading) axes or stretched along length-1 axes."""
 
     _parameters = ["array", "chunks"]
+    _like = "array"
 
     @functools.cached_property
     def _funcname(self) -> str:
         return "broadcast-to"
-
-    @functools.cached_property
-    def dtype(self) -> np.dtype:
-        return self.array.dtype
-
-    @functools.cached_property
-    def backend(self) -> str:
-        return self.array.backend
 
     def _block_task(self, index: Index) -> GraphNode:
         a = self.array
@@ -582,22 +550,11 @@ class SetItem(ArrayExpr):
     ``value`` (already broadcast and chunked like the region), the others are passed through."""
 
     _parameters = ["array", "value", "region_plan"]
+    _like = "array"
 
     @functools.cached_property
     def _funcname(self) -> str:
         return "setitem"
-
-    @functools.cached_property
-    def chunks(self) -> Chunks:
-        return self.array.chunks
-
-    @functools.cached_property
-    def dtype(self) -> np.dtype:
-        return self.array.dtype
-
-    @functools.cached_property
-    def backend(self) -> str:
-        return self.array.backend
 
     def _block_task(self, index: Index) -> GraphNode:
         # region_plan: per axis, per input chunk -> (value chunk index, local slice) or None
@@ -616,6 +573,7 @@ class Finalize(ArrayExpr):
     """All blocks concatenated into one array: what ``compute()`` returns."""
 
     _parameters = ["array"]
+    _like = "array"
 
     @functools.cached_property
     def _funcname(self) -> str:
@@ -624,14 +582,6 @@ class Finalize(ArrayExpr):
     @functools.cached_property
     def chunks(self) -> Chunks:
         return tuple((s,) for s in self.array.shape)
-
-    @functools.cached_property
-    def dtype(self) -> np.dtype:
-        return self.array.dtype
-
-    @functools.cached_property
-    def backend(self) -> str:
-        return self.array.backend
 
     def __dask_keys__(self) -> list:
         return [self.key(())]
@@ -648,16 +598,13 @@ class Reduction(ArrayExpr):
     axes with length 1, so combining is concatenation followed by the same reduction."""
 
     _parameters = ["array", "kind", "axes", "keepdims", "dtype", "split_every", "params", "prereduced"]
+    _like = "array"
     _defaults = {"prereduced": False}
 
     @functools.cached_property
     def _funcname(self) -> str:
         kind = self.operand("kind")
         return "std" if kind == "var" and self.operand("params")[2] else kind
-
-    @functools.cached_property
-    def backend(self) -> str:
-        return self.array.backend
 
     @functools.cached_property
     def chunks(self) -> Chunks:
@@ -722,18 +669,11 @@ class Scan(ArrayExpr):
     """A cumulative reduction along one axis: each block's local scan plus the carry of the blocks before."""
 
     _parameters = ["array", "kind", "axis", "dtype"]
+    _like = "array"
 
     @functools.cached_property
     def _funcname(self) -> str:
         return self.operand("kind")
-
-    @functools.cached_property
-    def chunks(self) -> Chunks:
-        return self.array.chunks
-
-    @functools.cached_property
-    def backend(self) -> str:
-        return self.array.backend
 
     def _layer(self) -> dict:
         x, kind, axis = self.array, self.operand("kind"), self.operand("axis")
@@ -796,14 +736,11 @@ class FusedOutput(ArrayExpr):
     """Output ``k`` of a multi-output ``Fused`` node."""
 
     _parameters = ["fused", "k", "chunks", "dtype"]
+    _like = "fused"
 
     @functools.cached_property
     def _funcname(self) -> str:
         return f"{self.fused._funcname}-out"
-
-    @functools.cached_property
-    def backend(self) -> str:
-        return self.fused.backend
 
     def _block_task(self, index: Index) -> GraphNode:
         from ._codegen import pick

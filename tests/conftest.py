@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
 
@@ -18,6 +19,16 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("default")
+
+
+@st.composite
+def axis_chunks(draw: st.DrawFn, n: int) -> tuple[int, ...]:
+    """A random partition of an axis of length ``n`` into chunks."""
+    if n <= 1:
+        return (n,)
+    cuts = sorted(draw(st.sets(st.integers(1, n - 1), max_size=n - 1)))
+    edges = [0, *cuts, n]
+    return tuple(b - a for a, b in zip(edges, edges[1:]))
 
 
 def to_host(value: Any) -> Any:

@@ -6,7 +6,7 @@ import warnings
 import dask
 import numpy as np
 import pytest
-from conftest import BACKEND, assert_eq, to_host
+from conftest import BACKEND, assert_eq, axis_chunks, to_host
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,16 +22,6 @@ def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_protocols, "_WARNED", set())
 
 # --- strategies ---------------------------------------------------------------------------------------
-
-
-@st.composite
-def axis_chunks(draw: st.DrawFn, n: int) -> tuple[int, ...]:
-    """A random partition of an axis of length ``n`` into chunks."""
-    if n <= 1:
-        return (n,)
-    cuts = sorted(draw(st.sets(st.integers(1, n - 1), max_size=n - 1)))
-    edges = [0, *cuts, n]
-    return tuple(b - a for a, b in zip(edges, edges[1:]))
 
 
 @st.composite

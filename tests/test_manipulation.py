@@ -8,7 +8,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import BACKEND, assert_eq, to_host
+from conftest import BACKEND, assert_eq, axis_chunks, to_host
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,16 +17,6 @@ import dask_gpunumeric as gnp
 DTYPES = [np.int64, np.float32, np.float64]
 
 # --- strategies ---------------------------------------------------------------------------------------
-
-
-@st.composite
-def axis_chunks(draw: st.DrawFn, n: int) -> tuple[int, ...]:
-    """A random partition of an axis of length ``n`` into chunks."""
-    if n <= 1:
-        return (n,)
-    cuts = sorted(draw(st.sets(st.integers(1, n - 1), max_size=n - 1)))
-    edges = [0, *cuts, n]
-    return tuple(b - a for a, b in zip(edges, edges[1:]))
 
 
 @st.composite
