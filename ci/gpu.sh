@@ -82,6 +82,15 @@ for bench in "${BENCHMARKS[@]}"; do
     rc=${PIPESTATUS[0]}
     ((rc != 0)) && bench_rc=$rc
 done
+n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if ((n_gpus >= 2)); then  # weak scaling from 1 to every GPU of the machine (powers of two)
+    counts=1; k=2
+    while ((k <= n_gpus)); do counts+=",$k"; k=$((k * 2)); done
+    echo "== benchmark: python3 benchmarks/weak_scaling.py --workers $counts"
+    python3 benchmarks/weak_scaling.py --workers "$counts" --json "$log_dir/weak_scaling.json" 2>&1 | tee -a "$log_dir/bench.log"
+    rc=${PIPESTATUS[0]}
+    ((rc != 0)) && bench_rc=$rc
+fi
 
 echo
 echo "== summary"

@@ -13,6 +13,8 @@ from . import config, random
 from . import _operators  # noqa: F401  (attaches operators and methods to Array)
 from ._accelerate import accelerate
 from ._array import Array
+from ._cluster import cluster
+from ._contraction import matmul
 from ._creation import (
     arange, asarray, empty, empty_like, eye, from_array, from_dask_array, full, full_like, linspace, ones,
     ones_like, zeros, zeros_like,
@@ -55,7 +57,7 @@ for _name, _func in {
     "expand_dims": expand_dims, "flip": flip, "matrix_transpose": matrix_transpose, "moveaxis": moveaxis,
     "permute_dims": permute_dims, "ravel": ravel, "reshape": reshape, "roll": roll, "squeeze": squeeze,
     "stack": stack, "swapaxes": swapaxes, "transpose": transpose, "zeros_like": zeros_like,
-    "ones_like": ones_like, "full_like": full_like, "empty_like": empty_like,
+    "ones_like": ones_like, "full_like": full_like, "empty_like": empty_like, "matmul": matmul,
 }.items():
     if hasattr(_np, _name):
         _register(getattr(_np, _name), _func)

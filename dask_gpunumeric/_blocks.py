@@ -165,6 +165,16 @@ def setitem(block: Any, local: tuple[slice, ...], value: Any) -> Any:
     return out
 
 
+def matmul_sum(a_blocks: Sequence[Any], b_blocks: Sequence[Any], dtype: np.dtype) -> Any:
+    """The sum of the products of matching blocks (one output block of a blocked matrix product)."""
+    xp = namespace(*a_blocks, *b_blocks)
+    out = None
+    for a, b in zip(a_blocks, b_blocks):
+        product = xp.matmul(a, b)
+        out = product if out is None else out + product
+    return out.astype(dtype, copy=False)
+
+
 # --- reductions ---------------------------------------------------------------------------------------
 
 

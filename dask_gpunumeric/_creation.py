@@ -24,6 +24,10 @@ def normalize_chunks(chunks: Any, shape: tuple[int, ...], dtype: np.dtype, backe
     tuples, -1/None per axis, a dict by axis) turned into explicit tuples; "auto" aims at the backend's
     block size (``gnp.config``). With ``previous_chunks`` (a rechunk), axes that a dict leaves out or that
     are None keep their chunks, as in ``dask.array.rechunk``. Invalid chunks raise ValueError."""
+    if isinstance(chunks, str) and chunks == "auto" and previous_chunks is None:
+        per_worker = _chunks_per_worker(shape, np.dtype(dtype), config.chunk_bytes(backend))
+        if per_worker is not None:
+            return per_worker
     if isinstance(chunks, dict):
         chunks = tuple(chunks.get(d, chunks.get(d - len(shape))) for d in range(len(shape)))
     if previous_chunks is not None and isinstance(chunks, (tuple, list)) and len(chunks) == len(shape):
@@ -41,6 +45,21 @@ def normalize_chunks(chunks: Any, shape: tuple[int, ...], dtype: np.dtype, backe
     if any(c < 0 for axis in out for c in axis):
         raise ValueError(f"invalid chunks {chunks!r} for shape {shape}: negative block lengths")
     return out
+
+
+def _chunks_per_worker(shape: tuple[int, ...], dtype: np.dtype, limit: int) -> tuple[tuple[int, ...], ...] | None:
+    """With a cluster active: the leading axis split evenly over the workers (one block each, or a few
+    each where a worker's share exceeds the block-size target), the other axes whole."""
+    from ._cluster import active_workers
+
+    workers = len(active_workers())
+    if workers < 2 or not shape or shape[0] < workers:
+        return None
+    share_bytes = -(-shape[0] // workers) * math.prod(shape[1:]) * dtype.itemsize
+    blocks = workers * max(1, -(-share_bytes // limit))
+    blocks = min(blocks, shape[0])
+    base, extra = divmod(shape[0], blocks)
+    return (tuple(base + (1 if i < extra else 0) for i in range(blocks)), *((n,) for n in shape[1:]))
 
 
 def _shape(shape: Shape) -> tuple[int, ...]:

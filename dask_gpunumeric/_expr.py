@@ -151,7 +151,14 @@ class ArrayExpr(Expr):
 
     # --- hooks into Dask's optimizer ------------------------------------------------------------------
     def _lower(self) -> Expr | None:
-        return Materialized((self,))
+        from ._cluster import active_workers
+
+        return Materialized((self,), tuple(active_workers()))
+
+    def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
+        """(key, block index, block grid) of this node's per-block tasks, for placement on owner workers."""
+        for index in self.block_indices():
+            yield self.key(index), index, self.numblocks
 
     def _simplify_up(self, parent: Expr, dependents: Any) -> Expr | None:
         # dask.compute(a, b) / dask.persist(a, b): optimize our arrays together (one fused kernel can
@@ -161,7 +168,9 @@ class ArrayExpr(Expr):
         ours = [op for op in parent.operands if isinstance(op, ArrayExpr)]
         if len(ours) < 2 or any(isinstance(op, JointOutput) for op in ours):
             return None
-        joint = Materialized((Bundle(*ours),))
+        from ._cluster import active_workers
+
+        joint = Materialized((Bundle(*ours),), tuple(active_workers()))
         k = iter(range(len(ours)))
         return type(parent)(*[JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op
                               for op in parent.operands])
@@ -173,7 +182,8 @@ class ArrayExpr(Expr):
 class Materialized(ArrayExpr):
     """A whole expression tree as one node, whose graph is the tree's tasks with the root's keys."""
 
-    _parameters = ["wrapped"]
+    _parameters = ["wrapped", "workers"]
+    _defaults = {"workers": ()}
     _like = "root"
     _pickle_functools_cache = False  # the graph is made where it is needed (the scheduler), not shipped
 
@@ -210,11 +220,32 @@ class Materialized(ArrayExpr):
             return dict(graph)
         return graph
 
-    def _optimized_graph(self) -> dict:
+    @functools.cached_property
+    def _optimized(self) -> ArrayExpr:
         from ._fusion import optimize
 
+        return optimize(self.root)
+
+    def __dask_annotations__(self) -> dict[str, dict]:
+        """Owner-computes placement on a cluster: each block task on the worker owning that block position
+        (``_cluster.owner``), so chains of per-block work move no data; other workers may still run it
+        if the owner is gone."""
+        from ._cluster import owner
+
+        workers = self.operand("workers")
+        if not workers:
+            return {}
+        graph = self._graph
+        placement = {}
+        for node in _walk(self._optimized):
+            for key, index, numblocks in node._owned_blocks():
+                if key in graph:
+                    placement[key] = [workers[owner(index, numblocks, len(workers))]]
+        return {"workers": placement, "allow_other_workers": dict.fromkeys(placement, True)}
+
+    def _optimized_graph(self) -> dict:
         root = self.root
-        optimized = optimize(root)
+        optimized = self._optimized
         graph = graph_of(optimized)
         pairs = zip(root.operands, optimized.operands) if isinstance(root, Bundle) else [(root, optimized)]
         for before, after in pairs:
@@ -283,6 +314,9 @@ class JointOutput(ArrayExpr):
 
     def finalize_compute(self) -> Expr:
         return self
+
+    def __dask_annotations__(self) -> dict[str, dict]:
+        return self.joint.__dask_annotations__()
 
 
 _GRAPH_CACHE: collections.OrderedDict = collections.OrderedDict()
@@ -613,6 +647,12 @@ class Reduction(ArrayExpr):
             (1,) if d in axes else c for d, c in enumerate(self.array.chunks) if keep or d not in axes
         )
 
+    def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
+        # the first stage runs where the input blocks live; combines go wherever the scheduler likes
+        x = self.array
+        for index in x.block_indices():
+            yield (self._stage_name("partial"), 0, *index), index, x.numblocks
+
     def _stage_name(self, stage: str) -> str:
         return f"{self.operand('kind')}-{stage}-{self.deterministic_token}"
 
@@ -746,3 +786,21 @@ class FusedOutput(ArrayExpr):
         from ._codegen import pick
 
         return Task(self.key(index), pick, self.fused.ref(index), self.operand("k"))
+
+
+class MatMul(ArrayExpr):
+    """Matrix product of two 2-d arrays on block grids: output block (i, j) is the sum over k of
+    ``a[i, k] @ b[k, j]`` (the caller aligns a's column chunks with b's row chunks)."""
+
+    _parameters = ["a", "b", "dtype"]
+    _like = "a"
+
+    @functools.cached_property
+    def chunks(self) -> Chunks:
+        return (self.a.chunks[0], self.b.chunks[1])
+
+    def _block_task(self, index: Index) -> GraphNode:
+        i, j = index
+        k = range(self.a.numblocks[1])
+        return Task(self.key(index), _blocks.matmul_sum, List(*(self.a.ref((i, kk)) for kk in k)),
+                    List(*(self.b.ref((kk, j)) for kk in k)), self.dtype)

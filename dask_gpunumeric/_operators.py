@@ -79,7 +79,20 @@ for _op, _func in _COMPARISONS.items():
     setattr(Array, f"__{_op}__", _equality(_func) if _op in ("eq", "ne") else _binary(_func)[0])
 for _op, _func in _UNARY_OPERATORS.items():
     setattr(Array, f"__{_op}__", (lambda f: lambda self: _elementwise.elementwise(f, self))(_func))
-Array.__matmul__ = lambda self, other: NotImplemented  # contractions arrive with the linalg issue
+def _matmul(self: Array, other: Any) -> Any:
+    from ._contraction import matmul
+
+    return matmul(self, other) if _operand_ok(other) else NotImplemented
+
+
+def _rmatmul(self: Array, other: Any) -> Any:
+    from ._contraction import matmul
+
+    return matmul(other, self) if _operand_ok(other) else NotImplemented
+
+
+Array.__matmul__ = _matmul
+Array.__rmatmul__ = _rmatmul
 Array.__hash__ = None  # type: ignore[assignment]  # __eq__ is elementwise
 
 

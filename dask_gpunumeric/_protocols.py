@@ -84,6 +84,8 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
         raise TypeError(f"numpy.{ufunc.__name__}: out= is not supported: Arrays are immutable, assign the result")
     kwargs = {k: v for k, v in kwargs.items() if k != "out"}
     name = ufunc.__name__
+    if method == "__call__" and name == "matmul" and not kwargs:
+        return gnp.matmul(*inputs)
     if method == "__call__" and name in FUNCTIONS and set(kwargs) <= {"dtype"}:
         return elementwise(name, *inputs, dtype=kwargs.get("dtype"))
     if method == "reduce" and name in _UFUNC_REDUCE and set(kwargs) <= {"axis", "dtype", "keepdims"}:

@@ -1,0 +1,114 @@
+"""Clusters: ``gnp.cluster()`` starts one Dask worker per GPU (dask-cuda's ``LocalCUDACluster``, over UCX
+when distributed-ucxx imports, else TCP) or, without a GPU, a ``LocalCluster`` of worker processes with
+NumPy blocks. It also knows the workers of the active client, which decide the default partitioning (one
+block per worker along the leading axis) and each block's owner (tasks run where their inputs live).
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ._backend import gpu_available
+
+
+def _new_client_class() -> type:
+    import distributed
+
+    class Client(distributed.Client):
+        """A ``distributed.Client`` that also closes the cluster ``gnp.cluster`` started for it."""
+
+        _gnp_owned_cluster: Any = None
+
+        def close(self, *args: Any, **kwargs: Any) -> Any:
+            result = super().close(*args, **kwargs)
+            if self._gnp_owned_cluster is not None:
+                cluster, self._gnp_owned_cluster = self._gnp_owned_cluster, None
+                cluster.close()
+            return result
+
+    return Client
+
+
+def _protocol(protocol: str | None) -> str:
+    if protocol is not None:
+        return protocol
+    return "ucx" if importlib.util.find_spec("distributed_ucxx") is not None else "tcp"
+
+
+def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = None, address: str | None = None,
+            protocol: str | None = None, n_workers: int | None = None, **cluster_kwargs: Any) -> Any:
+    """Start (or connect to) a cluster and return a connected ``distributed.Client``.
+
+    - ``client=`` or ``address=``: use an existing cluster (a multi-node dask-cuda cluster, say).
+    - With a GPU: ``LocalCUDACluster`` with one worker per visible GPU, or per GPU of ``n_gpus`` (a count,
+      or device ids like ``[0, 1]`` / ``"0,1"``), over ``protocol`` ("ucx" when distributed-ucxx imports,
+      else "tcp"), with dask-cuda's device-memory limit and spilling.
+    - Without one: a ``LocalCluster`` of ``n_workers`` (default ``n_gpus`` or 2) single-threaded worker
+      processes with NumPy blocks, so the same code runs (and is tested) on CPUs.
+
+    The Client is the default scheduler while it lives, and works as a context manager: leaving the
+    ``with`` block closes it and the cluster started for it.
+    """
+    import distributed
+
+    if client is not None:
+        return client
+    if address is not None:
+        return distributed.Client(address)
+    if gpu_available():
+        from dask_cuda import LocalCUDACluster
+
+        devices = n_gpus
+        if isinstance(devices, int):
+            import cupy
+
+            devices = list(range(min(devices, cupy.cuda.runtime.getDeviceCount())))
+        if isinstance(devices, (list, tuple)):
+            devices = ",".join(str(d) for d in devices)
+        new = LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, protocol=_protocol(protocol), **cluster_kwargs)
+    else:
+        workers = n_workers or (n_gpus if isinstance(n_gpus, int) else 2)
+        new = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                       protocol=protocol or "tcp", **cluster_kwargs)
+    out = _new_client_class()(new)
+    out._gnp_owned_cluster = new
+    return out
+
+
+_WORKERS_TTL_S = 2.0
+_workers_cache: dict[int, tuple[float, list[str]]] = {}
+
+
+def active_workers() -> list[str]:
+    """Addresses of the workers of the default distributed client, in a stable order (by worker name, so
+    GPU ids for dask-cuda); empty when no client is active. Asked of the scheduler at most every 2 s."""
+    if "distributed" not in sys.modules:
+        return []
+    import distributed
+
+    try:
+        client = distributed.default_client()
+    except ValueError:
+        return []
+    now = time.monotonic()
+    cached = _workers_cache.get(id(client))
+    if cached is not None and now - cached[0] < _WORKERS_TTL_S:
+        return cached[1]
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    workers = [addr for addr, _ in sorted(info.items(), key=lambda kv: (str(kv[1].get("name")), kv[0]))]
+    _workers_cache[id(client)] = (now, workers)
+    return workers
+
+
+def owner(index: Sequence[int], numblocks: Sequence[int], n_workers: int) -> int:
+    """The worker (0..n_workers-1) owning a block: blocks in C order split into equal contiguous runs,
+    so with one block per worker along the leading axis block i belongs to worker i."""
+    total = 1
+    flat = 0
+    for i, n in zip(index, numblocks):
+        flat = flat * n + i
+        total *= n
+    return flat * n_workers // max(total, 1)
