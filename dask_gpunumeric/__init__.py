@@ -13,6 +13,7 @@ from . import config, random
 from . import _operators  # noqa: F401  (attaches operators and methods to Array)
 from ._accelerate import accelerate
 from ._array import Array
+from ._blockwise import map_blocks
 from ._cluster import cluster
 from ._contraction import matmul
 from ._creation import (

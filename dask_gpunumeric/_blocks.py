@@ -93,6 +93,13 @@ def elemwise(op: str, dtype: np.dtype, kwargs: dict, *args: Any) -> Any:
     return out
 
 
+def apply(func: Any, kwargs: dict, dtype: np.dtype, *blocks: Any) -> Any:
+    """``func(*blocks, **kwargs)`` as a block of ``dtype`` (the task of a ``map_blocks``)."""
+    out = func(*blocks, **kwargs)
+    xp = namespace(*blocks) if blocks else np
+    return out if isinstance(out, xp.ndarray) and out.dtype == dtype else xp.asarray(out).astype(dtype, copy=False)
+
+
 # --- layout -------------------------------------------------------------------------------------------
 
 

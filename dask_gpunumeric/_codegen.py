@@ -634,7 +634,9 @@ def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, .
     group = 1
     if flat and contiguous_in_global and randoms:
         group = 4 // max(_words(ins) for ins in randoms)
-    if flat:
+    if flat and (contiguous_in_global or not randoms):
+        # flat mode keys random draws by goff + t: only right when the block is contiguous in the global
+        # array; otherwise the strided mode maps each element to its global index
         return "flat", group, [np.int64(size), np.int64(goff)] + [np.bool_(a.size == 1) for a in inputs]
     geometry: list[Any] = [np.int64(size), np.int64(goff)]
     for d in range(ndim):
@@ -678,7 +680,7 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
         if out[0] == "store":
             results.append(buf)
         elif is_full:
-            results.append(_finish_full(out, buf, size, ndim, blocks if size else 0))
+            results.append(_finish_full(out, buf, size, shape, blocks if size else 0))
         else:
             results.append(_blocks.reduce_chunk(out[2], buf, out[3], np.dtype(out[4]), out[5], ()))
     return results
@@ -722,12 +724,16 @@ def _multiprocessors(device: int) -> int:
     return cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"]
 
 
-def _finish_full(out: tuple, partials: Any, size: int, ndim: int, nblocks: int) -> dict[str, Any]:
-    """The partial dict of a full reduction from the kernel's per-thread-block partials."""
+def _finish_full(out: tuple, partials: Any, size: int, shape: tuple[int, ...], nblocks: int) -> dict[str, Any]:
+    """The partial dict of a full reduction of a block of ``shape`` from the kernel's per-thread-block
+    partials."""
     import cupy
 
     kind, dt, params = out[2], np.dtype(out[4]), out[5]
     parts = partials[:nblocks] if nblocks else partials[:0]
+    if kind in ("min", "max") and not nblocks:
+        # an empty block: an empty partial, as _blocks.reduce_chunk makes it (skipped when partials are joined)
+        return {"v": parts.astype(dt).reshape(tuple(min(s, 1) for s in shape))}
     if kind in ("sum", "mean"):
         total = cupy.sum(parts) if nblocks else cupy.zeros((), partials.dtype)
     elif kind == "prod":
@@ -738,7 +744,7 @@ def _finish_full(out: tuple, partials: Any, size: int, ndim: int, nblocks: int) 
         total = cupy.any(parts)
     else:
         total = getattr(cupy, kind)(parts)
-    keep = (1,) * ndim
+    keep = (1,) * len(shape)
     if kind == "mean":
         return {"s": total.astype(np.dtype(params[0])).reshape(keep), "n": size}
     return {"v": total.astype(dt).reshape(keep)}

@@ -804,3 +804,36 @@ class MatMul(ArrayExpr):
         k = range(self.a.numblocks[1])
         return Task(self.key(index), _blocks.matmul_sum, List(*(self.a.ref((i, kk)) for kk in k)),
                     List(*(self.b.ref((kk, j)) for kk in k)), self.dtype)
+
+
+class MapBlocks(ArrayExpr):
+    """An opaque per-block function (the ``Blockwise`` primitive): output block ``i`` is
+    ``func(*input blocks i, **kwargs)``, the inputs sharing the output's block grid (inputs with one block
+    along an axis are broadcast along it). With ``offsets=True`` the function also gets ``block_offset=``
+    and ``global_shape=`` of the output block. ``func`` is a top-level function that works on NumPy and
+    CuPy blocks alike."""
+
+    _parameters = ["func", "name", "chunks", "dtype", "kwargs", "offsets"]
+
+    @property
+    def inputs(self) -> list[ArrayExpr]:
+        return self.operands[len(self._parameters) :]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return self.operand("name")
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self.inputs[0].backend
+
+    def _input_index(self, arg: ArrayExpr, index: Index) -> Index:
+        lead = self.ndim - arg.ndim
+        return tuple(0 if arg.numblocks[d] == 1 else index[lead + d] for d in range(arg.ndim))
+
+    def _block_task(self, index: Index) -> GraphNode:
+        kwargs = dict(self.operand("kwargs"))
+        if self.operand("offsets"):
+            kwargs.update(block_offset=self.block_offset(index), global_shape=self.shape)
+        refs = [a.ref(self._input_index(a, index)) for a in self.inputs]
+        return Task(self.key(index), _blocks.apply, self.operand("func"), kwargs, self.dtype, *refs)
