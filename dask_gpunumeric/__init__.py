@@ -25,6 +25,7 @@ from ._elementwise import FUNCTIONS as _ELEMENTWISE
 from ._elementwise import astype, clip, round, where  # noqa: A004
 from ._explain import explain
 from ._guards import FetchError, PromotionError, ScalarIndexingError, allowfetch, allowpromotion, allowscalar
+from ._namespace import __array_namespace_info__, can_cast, finfo, iinfo, isdtype, result_type
 from ._manipulation import (
     broadcast_arrays, broadcast_to, concat, expand_dims, flip, matrix_transpose, moveaxis, permute_dims, ravel,
     rechunk, reshape, roll, squeeze, stack, swapaxes, transpose,
@@ -45,7 +46,6 @@ uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 complex64, complex128 = _np.complex64, _np.complex128
 e, pi, inf, nan, newaxis = _np.e, _np.pi, _np.inf, _np.nan, None
-finfo, iinfo, result_type, can_cast, isdtype = _np.finfo, _np.iinfo, _np.result_type, _np.can_cast, _np.isdtype
 concatenate = concat
 
 # numpy.f(gnp_array, ...) -> gnp.f(...)

@@ -11,7 +11,6 @@ import sys
 from typing import Any
 
 import numpy as np
-from dask.array.core import common_blockdim
 
 from . import _guards
 from ._array import Array, ArrayLike
@@ -106,12 +105,16 @@ def broadcast_shape(op: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
 
 
 def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, ArrayExpr]:
-    """Rechunk arrays so that every non-broadcast axis shares the same chunks (the common refinement)."""
+    """Rechunk arrays so that every non-broadcast axis shares the same chunks: where operands disagree,
+    the chunking with the fewest blocks (the first such operand's on a tie). Unlike the common refinement
+    of all chunkings, this keeps the block count of repeated misaligned operations (stencils written with
+    shifted slices) from growing step after step."""
     ndim = len(shape)
     target: list[tuple[int, ...] | None] = []
     for d in range(ndim):
-        dims = {a.chunks[d - ndim + a.ndim] for a in arrays if d - ndim + a.ndim >= 0 and a.shape[d - ndim + a.ndim] == shape[d]}
-        target.append(dims.pop() if len(dims) == 1 else common_blockdim(dims) if dims else None)
+        dims = [a.chunks[d - ndim + a.ndim] for a in arrays
+                if d - ndim + a.ndim >= 0 and a.shape[d - ndim + a.ndim] == shape[d]]
+        target.append(min(dims, key=len) if dims else None)
     out = {}
     for a in arrays:
         lead = ndim - a.ndim
