@@ -205,20 +205,22 @@ class Materialized(ArrayExpr):
         from . import config
 
         root = self.root
+        if not _cacheable(root):
+            # checked before the lookup too: a persisted Array (FromGraph) keeps the name of the expression
+            # it came from (and so do expressions built on it), so a cached graph of that expression would
+            # recompute the blocks instead of using the persisted ones
+            return self._optimized_graph()
         key = (root._name, config.get("fusion"))
         cached = _GRAPH_CACHE.get(key)
         if cached is not None:
             _GRAPH_CACHE.move_to_end(key)
             return dict(cached)
         graph = self._optimized_graph()
-        if _cacheable(root):
-            # rebuilding the same expression, as a loop or a benchmark does, then skips optimizing and
-            # lowering
-            _GRAPH_CACHE[key] = graph
-            while len(_GRAPH_CACHE) > _GRAPH_CACHE_SIZE:
-                _GRAPH_CACHE.popitem(last=False)
-            return dict(graph)
-        return graph
+        # rebuilding the same expression, as a loop or a benchmark does, then skips optimizing and lowering
+        _GRAPH_CACHE[key] = graph
+        while len(_GRAPH_CACHE) > _GRAPH_CACHE_SIZE:
+            _GRAPH_CACHE.popitem(last=False)
+        return dict(graph)
 
     @functools.cached_property
     def _optimized(self) -> ArrayExpr:

@@ -59,7 +59,6 @@ class _DAG:
             for dep in node.dependencies():
                 self.consumers[dep._name].append(node)
                 stack.append((dep, False))
-        self.by_name = {n._name: n for n in self.order}
 
 
 class _Groups:
