@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from dask._task_spec import Alias, DataNode, GraphNode, Task
 
+from . import config
 from ._array import Array
 from ._expr import ArrayExpr, Bundle, graph_of
 
@@ -190,12 +191,13 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        arrays = [(i, a) for i, a in enumerate(args) if isinstance(a, Array)]
-        static = tuple((i, a) for i, a in enumerate(args) if not isinstance(a, Array))
-        signature = (
-            tuple((i, a.shape, a.chunks, a.dtype.str, a.backend) for i, a in arrays),
-            static, tuple(sorted(kwargs.items())),
-        )
+        # arrays by position (an int) or keyword (a str); the other arguments with their types; and whether
+        # fusion is on (a plan is optimized when traced)
+        named = [*enumerate(args), *sorted(kwargs.items())]
+        arrays = [(i, a) for i, a in named if isinstance(a, Array)]
+        static = tuple((i, _static_key(a)) for i, a in named if not isinstance(a, Array))
+        signature = (tuple((i, a.shape, a.chunks, a.dtype.str, a.backend) for i, a in arrays), static,
+                     bool(config.get("fusion")))
         try:
             hash(signature)
         except TypeError:
@@ -216,12 +218,23 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _trace(func: Callable[..., Any], args: tuple, kwargs: dict, arrays: list[tuple[int, Array]],
+def _static_key(value: Any) -> Any:
+    """A non-array argument as part of a plan's key: its value with its type, through tuples (1, 1.0 and
+    True are equal in Python but trace to different dtypes)."""
+    if isinstance(value, tuple):
+        return type(value), tuple(_static_key(v) for v in value)
+    return type(value), value
+
+
+def _trace(func: Callable[..., Any], args: tuple, kwargs: dict, arrays: list[tuple[int | str, Array]],
            signature: Any) -> Plan:
     sig_token = hashlib.sha1(repr(signature).encode()).hexdigest()[:16]
     placeholders = [Placeholder(i, sig_token, a.chunks, a.dtype, a.backend) for i, a in arrays]
-    traced_args = list(args)
+    traced_args, traced_kwargs = list(args), dict(kwargs)
     for (i, _), p in zip(arrays, placeholders):
-        traced_args[i] = Array(p)
-    outputs, structure = _flatten(func(*traced_args, **kwargs))
+        if isinstance(i, str):
+            traced_kwargs[i] = Array(p)
+        else:
+            traced_args[i] = Array(p)
+    outputs, structure = _flatten(func(*traced_args, **traced_kwargs))
     return Plan([o.expr for o in outputs], placeholders, structure)

@@ -1,0 +1,855 @@
+"""The fusion pass and its kernels: random expression DAGs give the same values fused and unfused (and as
+NumPy), the optimized plan has the expected fused groups, scalar values are kernel arguments, ``gnp.accelerate``
+traces once per signature, generated CUDA sources compile with nvcc (no GPU needed), and bad input still
+raises NumPy's exceptions."""
+from __future__ import annotations
+
+import shutil
+import warnings
+from typing import Any
+
+import dask
+import numpy as np
+import pytest
+from conftest import BACKEND, assert_eq, to_host
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+import dask_gpunumeric as gnp
+from dask_gpunumeric import _codegen, _cuda
+from dask_gpunumeric._explain import plan
+from dask_gpunumeric._expr import Bundle, Materialized
+
+try:
+    from distributed.utils import key_split
+except ImportError:  # pragma: no cover
+    from dask.utils import key_split
+
+FLOAT_RTOL = {np.dtype("float64"): 1e-9, np.dtype("float32"): 1e-4}
+
+
+# --- random expression DAGs ---------------------------------------------------------------------------
+#
+# A DAG is a list of node specs evaluated in order; a spec refers to earlier nodes by position, so any node
+# can be used several times (shared subexpressions). The same specs are evaluated with ``xp = gnp`` (fused
+# and unfused) and with ``xp = np`` (random leaves take the values gnp drew).
+
+
+# name -> function of (xp, *operands); operands are node values or scalars
+BINARY = {
+    "add": lambda xp, a, b: a + b,
+    "subtract": lambda xp, a, b: a - b,
+    "multiply": lambda xp, a, b: a * b,
+    "divide": lambda xp, a, b: a / (xp.abs(b) + 1),  # a denominator >= 1
+    "maximum": lambda xp, a, b: xp.maximum(a, b),
+    "minimum": lambda xp, a, b: xp.minimum(a, b),
+    "less": lambda xp, a, b: a < b,
+    "greater_equal": lambda xp, a, b: a >= b,
+    "equal": lambda xp, a, b: a == b,
+    "not_equal": lambda xp, a, b: a != b,
+    "logical_and": lambda xp, a, b: xp.logical_and(a, b),
+    "logical_or": lambda xp, a, b: xp.logical_or(a, b),
+    "hypot": lambda xp, a, b: xp.hypot(a, b),
+}
+UNARY = {
+    "negative": lambda xp, a: -a,
+    "abs": lambda xp, a: xp.abs(a),
+    "sin": lambda xp, a: xp.sin(a),
+    "cos": lambda xp, a: xp.cos(a),
+    "tanh": lambda xp, a: xp.tanh(a),
+    "exp_tanh": lambda xp, a: xp.exp(xp.tanh(a)),  # bounded: no overflow
+    "sqrt_abs": lambda xp, a: xp.sqrt(xp.abs(a)),
+    "log1p_abs": lambda xp, a: xp.log1p(xp.abs(a)),
+    "square": lambda xp, a: a**2,
+    "isnan": lambda xp, a: xp.isnan(a),
+    "logical_not": lambda xp, a: xp.logical_not(a),
+    "floor": lambda xp, a: xp.floor(a),
+    "sign": lambda xp, a: xp.sign(a),
+    # not fused (integer remainder, scans, a reordering gather): group boundaries inside a chain, where a
+    # careless merge would make a cycle between kernels (``a + flip(a)``)
+    "mod3": lambda xp, a: a % 3,
+    "cumsum": lambda xp, a: xp.cumsum(a, axis=0),
+    "flip": lambda xp, a: xp.flip(a, axis=-1),
+}
+CASTS = ["float64", "float32", "int64", "int32", "bool"]
+REDUCTIONS = ["sum", "prod", "min", "max", "mean", "all", "any"]
+OK_DTYPES = {np.dtype(d) for d in ("bool", "int32", "int64", "float32", "float64")}
+
+
+def _scalars() -> st.SearchStrategy:
+    return st.one_of(
+        st.sampled_from([0.5, -1.25, 2.0, 3, -2, 0, 1, True, False]),
+        st.sampled_from([np.float64(1.5), np.float32(-0.75), np.int32(3), np.int64(-1), np.bool_(True)]),
+    )
+
+
+def _probe(op: tuple, operands: list[Any]) -> np.ndarray | None:
+    """A stand-in (zeros of the right shape and dtype) of a node spec's value given stand-ins of its
+    operands (None: NumPy refuses it, or gives a dtype the tests leave out, such as float16)."""
+    try:
+        with np.errstate(all="ignore"):
+            out = _apply(op, operands, np)
+    except (TypeError, ValueError):
+        return None
+    out = np.asarray(out)
+    return np.zeros(out.shape, out.dtype) if out.dtype in OK_DTYPES else None
+
+
+def _apply(spec: tuple, values: list[Any], xp: Any) -> Any:
+    kind, name = spec[0], spec[1]
+    if kind == "unary":
+        return UNARY[name](xp, *values)
+    if kind == "binary":
+        return BINARY[name](xp, *values)
+    if kind == "where":
+        return xp.where(*values)
+    if kind == "astype":
+        return values[0].astype(name)
+    raise AssertionError(spec)
+
+
+@st.composite
+def axis_chunks(draw: Any, n: int) -> tuple[int, ...]:
+    """A random partition of ``n``, now and then with zero-length blocks (not on length-1 axes, which may
+    broadcast, nor on length-0 axes: the elementwise alignment of those fails with fusion off as well)."""
+    if n <= 1:
+        return (n,)
+    if draw(st.integers(0, 5)) == 0:
+        cuts = draw(st.lists(st.integers(0, n), max_size=3))
+    else:
+        cuts = draw(st.lists(st.integers(1, n - 1), max_size=3, unique=True))
+    bounds = [0, *sorted(cuts), n]
+    return tuple(b - a for a, b in zip(bounds, bounds[1:]))
+
+
+@st.composite
+def dags(draw: Any) -> dict:
+    """A random DAG: leaves (inputs, maybe broadcasting and differently chunked; random draws), 2-12
+    operation nodes over earlier nodes and scalars, an optional final reduction and an optional second
+    output computed together with the first."""
+    ndim = draw(st.integers(1, 3))
+    shape = tuple(draw(st.lists(st.integers(1, 7) if draw(st.integers(0, 9)) else st.integers(0, 7),
+                                min_size=ndim, max_size=ndim)))
+    chunks = tuple(draw(axis_chunks(n)) for n in shape)
+    leaves: list[dict] = []
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["input", "input", "input", "random", "full"]))
+        if kind == "input":
+            lead = draw(st.integers(0, ndim - 1))
+            lshape = tuple(1 if draw(st.integers(0, 3)) == 0 else n for n in shape[lead:])
+            same = all(a == b for a, b in zip(lshape, shape[lead:])) and draw(st.booleans())
+            lchunks = chunks[lead:] if same else tuple(draw(axis_chunks(n)) for n in lshape)
+            dtype = np.dtype(draw(st.sampled_from(["float64", "float64", "int64", "int32", "bool", "float32"])))
+            leaves.append({"kind": "input", "shape": lshape, "chunks": lchunks, "dtype": dtype,
+                           "seed": draw(st.integers(0, 2**16))})
+        elif kind == "full":
+            value = draw(st.sampled_from([2.5, -1, 0, True, np.float32(0.25), np.int32(4)]))
+            dtype = np.dtype(draw(st.sampled_from([None, "float64", "int32"])) or np.asarray(value).dtype)
+            leaves.append({"kind": "full", "value": value, "shape": shape, "chunks": chunks, "dtype": dtype})
+        else:
+            method, dtype = draw(st.sampled_from([
+                ("random", "float64"), ("random", "float32"), ("normal", "float64"), ("standard_normal", "float32"),
+                ("uniform", "float64"), ("integers", "int64"), ("integers", "int32"),
+            ]))
+            dtype = np.dtype(dtype)
+            leaves.append({"kind": "random", "method": method, "shape": shape, "chunks": chunks, "dtype": dtype,
+                           "seed": draw(st.integers(0, 2**63))})
+    probes: list[np.ndarray] = [np.zeros(leaf["shape"], leaf["dtype"]) for leaf in leaves]
+    ops: list[tuple] = []
+    n_ops = draw(st.integers(2, 12))
+    while len(ops) < n_ops:
+        # later nodes prefer recent ones (chains), but any earlier node may be reused
+        def operand(allow_scalar: bool = True) -> Any:
+            if allow_scalar and draw(st.integers(0, 4)) == 0:
+                return ("s", draw(_scalars()))
+            n = len(probes)
+            i = draw(st.integers(0, n - 1))
+            return ("n", max(i, n - 3) if draw(st.booleans()) else i)
+
+        kind = draw(st.sampled_from(["unary", "binary", "binary", "where", "astype"]))
+        if kind == "unary":
+            spec = ("unary", draw(st.sampled_from(sorted(UNARY))), [operand(False)])
+        elif kind == "binary":
+            a, b = operand(), operand()
+            if a[0] == "s" and b[0] == "s":
+                a = operand(False)
+            spec = ("binary", draw(st.sampled_from(sorted(BINARY))), [a, b])
+        elif kind == "where":
+            spec = ("where", "where", [operand(False), operand(), operand()])
+        else:
+            spec = ("astype", draw(st.sampled_from(CASTS)), [operand(False)])
+        args = [probes[o[1]] if o[0] == "n" else o[1] for o in spec[2]]
+        if spec[0] == "where" and args[0].dtype != np.bool_:
+            continue  # where's condition: a boolean node
+        if spec[0] == "astype" and spec[1] in ("int64", "int32") and args[0].dtype.kind == "f":
+            continue  # float -> int of inf/nan is platform-defined
+        out = _probe(spec, args)
+        if out is None:
+            continue
+        ops.append(spec)
+        probes.append(out)
+    final = None
+    if draw(st.booleans()):
+        kind = draw(st.sampled_from(REDUCTIONS))
+        last = probes[-1]
+        axis = None if draw(st.booleans()) else tuple(sorted(draw(st.sets(st.integers(0, last.ndim - 1), min_size=1))))
+        if kind in ("min", "max") and 0 in [last.shape[d] for d in (axis or range(last.ndim))]:
+            kind = "sum"  # no identity: NumPy's ValueError (tested elsewhere)
+        # then maybe elementwise work on the reduced (maybe 0-d) result: a group on the reduced grid
+        boolean = kind in ("all", "any") or kind in ("min", "max") and last.dtype == np.bool_
+        post = None if boolean else draw(st.sampled_from([None, "sqrt_abs", "tanh"]))  # (no float16 of bools)
+        final = (kind, axis, draw(st.booleans()), post)
+    second = None
+    if draw(st.booleans()):
+        # a second output over an earlier node (a member with consumers outside the group)
+        node = draw(st.integers(len(leaves), len(probes) - 1))
+        kind = draw(st.sampled_from(["sum", "max", "none"]))
+        second = (node, "sum" if kind == "max" and probes[node].shape[0] == 0 else kind)
+    return {"ndim": ndim, "shape": shape, "chunks": chunks, "leaves": leaves, "ops": ops, "final": final,
+            "second": second}
+
+
+def _leaf_data(leaf: dict) -> np.ndarray:
+    rng = np.random.default_rng(leaf["seed"])
+    if leaf["dtype"].kind == "f":
+        return rng.uniform(-2, 2, leaf["shape"]).astype(leaf["dtype"])
+    if leaf["dtype"].kind == "b":
+        return rng.random(leaf["shape"]) < 0.5
+    return rng.integers(-5, 6, leaf["shape"]).astype(leaf["dtype"])
+
+
+def _gnp_leaf(leaf: dict) -> gnp.Array:
+    if leaf["kind"] == "input":
+        return gnp.asarray(_leaf_data(leaf), chunks=leaf["chunks"])
+    if leaf["kind"] == "full":
+        return gnp.full(leaf["shape"], leaf["value"], dtype=leaf["dtype"], chunks=leaf["chunks"])
+    rng = gnp.random.default_rng(leaf["seed"])
+    args = {"normal": (0.5, 2.0), "uniform": (-1.0, 3.0), "integers": (-3, 9)}.get(leaf["method"], ())
+    return getattr(rng, leaf["method"])(*args, size=leaf["shape"], dtype=leaf["dtype"], chunks=leaf["chunks"])
+
+
+def _evaluate(dag: dict, leaves: list[Any], xp: Any, scale: list[float] | None = None) -> list[Any]:
+    """The outputs of a DAG with the given leaf values, under the array module ``xp`` (gnp or np). With
+    NumPy values, ``scale`` gets the largest finite magnitude of any float value in the DAG times the
+    largest number of elements (what rounding errors are relative to)."""
+    values = list(leaves)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's mean of an empty array
+        for spec in dag["ops"]:
+            args = [values[o[1]] if o[0] == "n" else o[1] for o in spec[2]]
+            values.append(_apply(spec, args, xp))
+        if scale is not None:
+            floats = [np.abs(v[np.isfinite(v)]) for v in map(np.asarray, values) if v.dtype.kind == "f"]
+            largest = max([float(f.max()) for f in floats if f.size] + [1.0])
+            scale.append(largest * max([np.size(v) for v in values] + [1]))
+        out = values[-1]
+        results = []
+        if dag["final"] is not None:
+            kind, axis, keepdims, post = dag["final"]
+            out = getattr(xp, kind)(out, axis=axis, keepdims=keepdims)
+            if post is not None:
+                out = UNARY[post](xp, out) * 2 + 1
+        results.append(out)
+        if dag["second"] is not None:
+            node, red = dag["second"]
+            results.append(values[node] if red == "none" else getattr(xp, red)(values[node], axis=0))
+    return results
+
+
+def _assert_same(actual: Any, expected: Any, exact: bool, scale: float = 1.0) -> None:
+    """Equal dtype, shape and values: exactly, or (floats) to the dtype's rounding relative to the values
+    and to ``scale`` (the magnitudes that went into them)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, (actual.dtype, expected.dtype)
+    if exact or expected.dtype.kind != "f":
+        np.testing.assert_array_equal(actual, expected)
+    else:
+        finite = np.abs(expected[np.isfinite(expected)])
+        scale = max(float(finite.max()) if finite.size else 1.0, scale, 1.0)
+        rtol = FLOAT_RTOL[expected.dtype]
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale, equal_nan=True)
+
+
+@given(dag=dags())
+@settings(max_examples=5 * settings.default.max_examples)
+def test_random_dags_fused_equal_unfused_and_numpy(dag: dict) -> None:
+    """Fused and unfused results agree (bit for bit on NumPy blocks, where the fused interpreter calls the
+    same block functions; to rounding on CuPy blocks) and agree with NumPy on the same leaf values."""
+    with gnp.allowpromotion():
+        leaves = [_gnp_leaf(leaf) for leaf in dag["leaves"]]
+        outs = _evaluate(dag, leaves, gnp)
+    event(f"fused groups: {len(plan(Bundle(*[o.expr for o in outs]))['groups'])}")
+    with gnp.config.set(fusion=True):
+        fused = [to_host(v) for v in dask.compute(*outs)]
+    with gnp.config.set(fusion=False):
+        unfused = [to_host(v) for v in dask.compute(*outs)]
+        host_leaves = [to_host(leaf.compute()) for leaf in leaves]
+    for spec, value in zip(dag["leaves"], host_leaves):
+        if spec["kind"] == "full":
+            assert_eq(value, np.full(spec["shape"], spec["value"], dtype=spec["dtype"]))
+    scale: list[float] = []
+    expected = _evaluate(dag, host_leaves, np, scale)
+    for out, f, u, e in zip(outs, fused, unfused, expected):
+        assert out.shape == np.shape(e) and out.dtype == np.asarray(e).dtype
+        _assert_same(f, u, exact=BACKEND == "numpy", scale=scale[0])
+        _assert_same(f, e, exact=False, scale=scale[0])
+
+
+# --- structure of the optimized plan ------------------------------------------------------------------
+
+
+def _data(seed: int, shape: tuple[int, ...] = (40,)) -> np.ndarray:
+    """Test data unique to a test (so that its expressions and graphs are too)."""
+    return np.random.default_rng(seed).uniform(-1, 1, shape)
+
+
+def _graph_prefixes(*arrays: gnp.Array) -> dict[str, int]:
+    """Task counts by key prefix of the graph Dask gets for these arrays (computed together)."""
+    from dask.base import collections_to_expr
+
+    expr = collections_to_expr(list(arrays)).optimize() if len(arrays) > 1 else Materialized((arrays[0].expr,))
+    graph = expr.__dask_graph__() if len(arrays) > 1 else expr._graph
+    counts: dict[str, int] = {}
+    for key in graph:
+        counts[key_split(key)] = counts.get(key_split(key), 0) + 1
+    return counts
+
+
+def _fused_tasks(prefixes: dict[str, int]) -> dict[str, int]:
+    """The kernel tasks (not the output pickers) among task prefixes."""
+    return {p: n for p, n in prefixes.items() if p.startswith("fused-") and not p.endswith("-out")}
+
+
+def test_chain_with_reduction_is_one_group_one_task_per_block() -> None:
+    xn = _data(1)
+    x = gnp.asarray(xn, chunks=10)
+    y = gnp.sum(gnp.exp(-x**2) * 3 + 1)
+    info = plan(y)
+    assert len(info["groups"]) == 1
+    (g,) = info["groups"]
+    assert g["outputs"] == ["sum-partial"]  # the reduction's partial comes from the kernel
+    assert g["ops"] == ["square", "negative", "exp", "multiply", "add"]
+    assert g["blocks"] == 4 and g["inputs"] == 1
+    assert g["bytes_read_per_block"] == 10 * 8 and g["bytes_written_per_block"] == 0
+    prefixes = _graph_prefixes(y)
+    assert _fused_tasks(prefixes) == {"fused-square-negative-exp-multiply": 4}
+    assert not any(p in prefixes for p in ("exp", "square", "multiply", "add", "negative"))
+    text = gnp.explain(y)
+    assert "fused kernel square-negative-exp-multiply: 1 kernel per block, 4 block(s)" in text
+    assert "outputs: sum-partial" in text
+    with_source = y.explain(source=True)
+    assert with_source.startswith(text) and 'extern "C" __global__' in with_source
+    assert_eq(y, np.sum(np.exp(-xn**2) * 3 + 1))
+    with gnp.config.set(fusion=False):
+        assert plan(y)["groups"] == []
+        assert "no fused kernels" in y.explain()
+        prefixes = _graph_prefixes(y)
+        assert not any(p.startswith("fused") for p in prefixes) and prefixes["exp"] == 4
+        assert_eq(y, np.sum(np.exp(-xn**2) * 3 + 1))
+
+
+def test_member_used_outside_group_gives_multi_output_kernel() -> None:
+    xn = _data(2, (12, 10))
+    x = gnp.asarray(xn, chunks=(4, 5))
+    y = gnp.exp(x)
+    a, b = y + 1, y.sum(axis=0)
+    info = plan(Bundle(a.expr, b.expr))  # as dask.compute(a, b) optimizes them: together
+    (g,) = [g for g in info["groups"] if "exp" in g["ops"]]
+    assert sorted(g["outputs"]) == ["store", "sum-partial"]
+    assert g["ops"].count("exp") == 1  # y computed once, for both of its uses
+    out_a, out_b = dask.compute(a, b)
+    assert_eq(out_a, np.exp(xn) + 1)
+    assert_eq(out_b, np.exp(xn).sum(axis=0))
+    prefixes = _graph_prefixes(a, b)
+    assert list(_fused_tasks(prefixes).values()) == [6]  # one kernel per block serves both
+    assert any(p.endswith("-out") for p in prefixes)
+
+
+def test_common_subexpressions_appear_once_in_the_program() -> None:
+    xn = _data(3)
+    x = gnp.asarray(xn, chunks=20)
+    s = gnp.sin(x)
+    t = s * s + s
+    y = t * t - gnp.cos(s)
+    (g,) = plan(y)["groups"]
+    _, _, instrs, outputs = g["program"]
+    ops = [ins[1] for ins in instrs if ins[0] == "op"]
+    assert ops.count("sin") == 1 and ops.count("cos") == 1 and len(ops) == 6
+    assert [ins[0] for ins in instrs].count("load") == 1  # x is read once
+    assert outputs == (("store", len(instrs) - 1),)
+    sn = np.sin(xn)
+    assert_eq(y, (sn * sn + sn) ** 2 - np.cos(sn))
+
+
+def test_compute_and_persist_together_fuse_into_one_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    xn = _data(4, (30,))
+    x = gnp.asarray(xn, chunks=10)
+    y = gnp.exp(-x)
+    a, b = y + 1, gnp.sum(y * 2)
+    prefixes = _graph_prefixes(a, b)
+    assert _fused_tasks(prefixes) == {"fused-negative-exp-multiply-add": 3}
+    separately = {**_fused_tasks(_graph_prefixes(a)), **_fused_tasks(_graph_prefixes(b))}
+    assert len(separately) == 2 and sum(separately.values()) == 6
+
+    calls = []
+    original = _codegen.run
+
+    def counting_run(*args: Any) -> Any:
+        calls.append(args[2])  # the block offset
+        return original(*args)
+
+    monkeypatch.setattr(_codegen, "run", counting_run)
+    x = gnp.asarray(xn * 2, chunks=10)  # new expressions (no graph made before the patch)
+    y = gnp.exp(-x)
+    ra, rb = dask.compute(y + 1, gnp.sum(y * 2))
+    assert sorted(calls) == [(0,), (10,), (20,)]  # one kernel per block for both outputs
+    assert_eq(ra, np.exp(-xn * 2) + 1)
+    assert_eq(rb, np.sum(np.exp(-xn * 2) * 2))
+    calls.clear()
+    z = gnp.asarray(xn + 1, chunks=10)
+    w = gnp.tanh(z)
+    pa, pb = dask.persist(w * 3, gnp.max(w))
+    assert len(calls) == 3
+    assert_eq(pa, np.tanh(xn + 1) * 3)
+    assert_eq(pb, np.max(np.tanh(xn + 1)))
+    calls.clear()
+    assert_eq(pa + pb, np.tanh(xn + 1) * 3 + np.max(np.tanh(xn + 1)))  # persisted: nothing rerun
+    assert calls == []
+
+
+def test_fused_key_names_are_readable() -> None:
+    x = gnp.asarray(_data(5), chunks=10)
+    y = gnp.exp(x) * 2
+    keys = list(Materialized((y.expr,))._graph)
+    fused = {key_split(k) for k in keys if key_split(k).startswith("fused")}
+    assert fused == {"fused-exp-multiply"}
+    assert all(isinstance(k, tuple) for k in keys if key_split(k).startswith("fused"))
+    assert "fused-exp-multiply" in gnp.explain(y)
+    # keys of the root stay the root's own (persist rebuilds collections from them)
+    root_keys = {k for k in keys if isinstance(k, tuple) and k[0] == y.name}
+    assert len(root_keys) == 4
+
+
+def test_group_boundaries_and_cycles() -> None:
+    """``y - y.mean()`` and ``a + flip(a)``: a consumer that depends on a member through a node outside the
+    group cannot join it (that would be a cycle between kernels); the values are still right."""
+    xn = _data(6, (8, 6))
+    x = gnp.asarray(xn, chunks=(4, 3))
+    y = gnp.exp(x)
+    z = gnp.sqrt(gnp.abs(y - y.mean())) + 1
+    info = plan(z)
+    assert len(info["groups"]) == 2
+    outputs = sorted(tuple(g["outputs"]) for g in info["groups"])
+    assert outputs == [("store",), ("store", "mean-partial")]
+    assert_eq(z, np.sqrt(np.abs(np.exp(xn) - np.exp(xn).mean())) + 1)
+    a = gnp.sin(x) * 2
+    w = gnp.exp(a + gnp.flip(a, axis=1))
+    info = plan(w)
+    assert sorted((g["ops"], g["outputs"]) for g in info["groups"]) == [
+        (["add", "exp"], ["store"]), (["sin", "multiply"], ["store"])]
+    assert info["tasks_by_prefix"]["getitem"] == 4
+    an = np.sin(xn) * 2
+    assert_eq(w, np.exp(an + np.flip(an, axis=1)))
+
+
+# --- scalars are kernel arguments ---------------------------------------------------------------------
+
+
+def test_scalar_values_are_arguments_not_program() -> None:
+    xn = _data(7)
+    x = gnp.asarray(xn, chunks=10)
+    a = gnp.sum(gnp.where(x > 0.25, x * 2.5, -1.5) + 7)
+    b = gnp.sum(gnp.where(x > -0.5, x * 1234.5, 9.75) + 3)
+    pa, pb = plan(a)["groups"][0]["program"], plan(b)["groups"][0]["program"]
+    assert pa == pb
+    for mode, group in (("flat", 1), ("strided", 1)):
+        assert _codegen.kernel_source(pa, mode, group) == _codegen.kernel_source(pb, mode, group)
+    assert a.name != b.name and plan(a)["groups"][0]["name"] != plan(b)["groups"][0]["name"]
+    ra, rb = dask.compute(a, b)  # together: no cache or key mixes them up
+    assert_eq(ra, np.sum(np.where(xn > 0.25, xn * 2.5, -1.5) + 7))
+    assert_eq(rb, np.sum(np.where(xn > -0.5, xn * 1234.5, 9.75) + 3))
+    assert not np.allclose(to_host(ra), to_host(rb))
+    # NumPy scalars too (their dtype is part of the program, their value is not)
+    c, d = x * np.float32(0.5) + np.int32(3), x * np.float32(4.0) + np.int32(-8)
+    assert plan(c)["groups"][0]["program"] == plan(d)["groups"][0]["program"]
+    assert_eq(c, xn * np.float32(0.5) + np.int32(3))
+    assert_eq(d, xn * np.float32(4.0) + np.int32(-8))
+
+
+# --- gnp.accelerate -----------------------------------------------------------------------------------
+
+A = (0.31938153, -0.356563782, 1.781477937, -1.821255978, 1.330274429)
+
+
+def black_scholes(xp: Any, S: Any, K: Any, T: Any, r: float = 0.02, v: float = 0.3) -> tuple[Any, Any]:
+    def cnd(d: Any) -> Any:
+        k = 1.0 / (1.0 + 0.2316419 * xp.abs(d))
+        w = 0.3989422804014327 * xp.exp(-0.5 * d * d) * (k * (A[0] + k * (A[1] + k * (A[2] + k * (A[3] + k * A[4])))))
+        return xp.where(d > 0, 1.0 - w, w)
+
+    sqrt_t = xp.sqrt(T)
+    d1 = (xp.log(S / K) + (r + 0.5 * v * v) * T) / (v * sqrt_t)
+    d2 = d1 - v * sqrt_t
+    discount = K * xp.exp(-r * T)
+    return S * cnd(d1) - discount * cnd(d2), discount * (1.0 - cnd(d2)) - S * (1.0 - cnd(d1))
+
+
+def _options(seed: int, n: int = 500) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.uniform(5, 30, n), rng.uniform(1, 100, n), rng.uniform(0.25, 10, n)
+
+
+def test_accelerate_black_scholes() -> None:
+    traced = []
+
+    @gnp.accelerate
+    def price(S: gnp.Array, K: gnp.Array, T: gnp.Array, r: float, v: float) -> tuple:
+        traced.append(1)
+        return black_scholes(gnp, S, K, T, r, v)
+
+    host = _options(8)
+    S, K, T = (gnp.asarray(h, chunks=125) for h in host)
+    call, put = price(S, K, T, 0.02, 0.3)
+    plain_call, plain_put = black_scholes(gnp, S, K, T, 0.02, 0.3)
+    np_call, np_put = black_scholes(np, *host, 0.02, 0.3)
+    # prices near 0 lose relative precision to cancellation: compare to 1e-9 of prices up to 100 as well
+    assert_eq(call, np_call, atol=1e-9)
+    assert_eq(put, np_put, atol=1e-9)
+    assert_eq(call, to_host(plain_call.compute()), atol=1e-9)
+    assert_eq(put, to_host(plain_put.compute()), atol=1e-9)
+    assert len(traced) == 1 and len(price.plans) == 1
+    # both outputs from one kernel per block, reading each input once
+    info = plan(call)
+    (g,) = info["groups"]
+    assert g["outputs"] == ["store", "store"] and g["inputs"] == 3 and g["blocks"] == 4
+    assert "fused kernel" in gnp.explain(put)
+    # same signature: no new trace, new values
+    host2 = _options(9)
+    call2, put2 = price(*(gnp.asarray(h, chunks=125) for h in host2), 0.02, 0.3)
+    assert len(traced) == 1 and len(price.plans) == 1
+    np_call2, np_put2 = black_scholes(np, *host2, 0.02, 0.3)
+    r1, r2 = dask.compute(call, call2)  # two calls' outputs together keep apart
+    assert_eq(r1, np_call, atol=1e-9)
+    assert_eq(r2, np_call2, atol=1e-9)
+    assert_eq(put2, np_put2, atol=1e-9)
+    # another scalar value (a non-array argument selects the plan), other chunks, another shape: traced
+    assert_eq(price(S, K, T, 0.05, 0.3)[0], black_scholes(np, *host, 0.05, 0.3)[0], atol=1e-9)
+    assert len(traced) == 2
+    price(*(gnp.asarray(h, chunks=100) for h in host), 0.02, 0.3)
+    assert len(traced) == 3
+    small = [h[:50] for h in host]
+    assert_eq(price(*(gnp.asarray(h, chunks=125) for h in small), 0.02, 0.3)[1], black_scholes(np, *small)[1],
+              atol=1e-9)
+    assert len(traced) == 4 and len(price.plans) == 4
+
+
+def test_accelerate_loop_and_dict() -> None:
+    traced = []
+
+    def body(x: Any, y: Any, steps: int, xp: Any = gnp) -> dict:
+        traced.append(1)
+        out = x
+        for i in range(steps):
+            out = xp.sin(out) * y + i
+            out = xp.where(out > 0.5, out, -out)
+            out = out / (1 + xp.abs(out))
+        return {"field": out, "energy": xp.sum(out * out), "peak": xp.max(out, axis=0)}
+
+    f = gnp.accelerate(body)
+    xn, yn = _data(10, (12, 10)), _data(11, (10,))
+    x, y = gnp.asarray(xn, chunks=(4, 5)), gnp.asarray(yn, chunks=5)
+    r = f(x, y, 4)
+    assert isinstance(r, dict) and list(r) == ["field", "energy", "peak"]
+    expected = body(xn, yn, 4, np)
+    plain = body(x, y, 4)
+    for k in expected:
+        assert_eq(r[k], expected[k], atol=1e-12)
+        assert_eq(r[k], to_host(plain[k].compute()), atol=1e-12)
+    n = len(traced)
+    r2 = f(gnp.asarray(xn * 2, chunks=(4, 5)), y, 4)
+    assert len(traced) == n and len(f.plans) == 1
+    assert_eq(r2["energy"], body(xn * 2, yn, 4, np)["energy"])
+    # outputs in further lazy ops and in dask.persist
+    assert_eq(r["field"] - r["peak"], expected["field"] - expected["peak"], atol=1e-12)
+    field, energy = dask.persist(r["field"] * 2, r["energy"])
+    assert_eq(field, expected["field"] * 2)
+    assert_eq(energy, expected["energy"])
+    # the loop unrolled into one kernel: all statements, three outputs
+    groups = plan(r["energy"])["groups"]
+    assert len(groups) == 1 and groups[0]["ops"].count("sin") == 4
+    assert sorted(groups[0]["outputs"]) == ["max-partial", "store", "sum-partial"]
+    text = gnp.explain(r["field"])
+    assert "fused kernel sin-multiply-add-negative" in text and "outputs: store, max-partial, sum-partial" in text
+
+
+def test_accelerate_signature() -> None:
+    """Arrays may be keyword arguments; non-array arguments select the plan by value *and type* (``1``,
+    ``1.0`` and ``True`` are equal in Python but give different dtypes); fusion off is a plan of its own."""
+    traced = []
+
+    @gnp.accelerate
+    def f(a: gnp.Array, k: Any, *, b: gnp.Array | None = None, shift: Any = 0) -> gnp.Array:
+        traced.append(1)
+        return a * k + (b if b is not None else 0) + shift
+
+    xn = np.arange(12)
+    xi = gnp.asarray(xn, chunks=4)
+    for k in (1, 1.0, True, np.float32(1), 1):
+        assert_eq(f(xi, k), xn * k)
+    assert len(f.plans) == 4 and len(traced) == 4
+    bn = np.linspace(0, 1, 12)
+    assert_eq(f(xi, 2, b=gnp.asarray(bn, chunks=4)), xn * 2 + bn)
+    assert_eq(f(xi, 2, b=gnp.asarray(bn * 3, chunks=4)), xn * 2 + bn * 3)  # same plan, other array
+    assert_eq(f(xi, 2, b=xi, shift=0.5), xn * 2 + xn + 0.5)
+    assert len(f.plans) == 6 and len(traced) == 6
+    n = len(traced)
+    with gnp.config.set(fusion=False):
+        y = f(xi, 3, shift=1)
+        assert plan(y)["groups"] == []
+        assert_eq(y, xn * 3 + 1)
+    assert len(traced) == n + 1
+    assert plan(f(xi, 3, shift=1))["groups"]
+
+
+def test_accelerate_errors() -> None:
+    @gnp.accelerate
+    def scale(x: gnp.Array, factors: Any) -> gnp.Array:
+        return x * factors[0]
+
+    x = gnp.asarray(_data(12), chunks=10)
+    with pytest.raises(TypeError, match="hashable"):
+        scale(x, [2.0])
+    assert_eq(scale(x, (2.0,)), _data(12) * 2.0)
+
+    @gnp.accelerate
+    def not_an_array(x: gnp.Array) -> Any:
+        return 3
+
+    with pytest.raises(TypeError, match="must return Arrays"):
+        not_an_array(x)
+
+    @gnp.accelerate
+    def mixed(x: gnp.Array) -> Any:
+        return x + 1, "label"
+
+    with pytest.raises(TypeError, match="must return Arrays"):
+        mixed(x)
+
+
+# --- generated CUDA (no GPU needed) -------------------------------------------------------------------
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+
+
+def _programs() -> dict[str, tuple]:
+    x = gnp.asarray(_data(13, (20, 6)), chunks=(10, 3))
+    xi = gnp.asarray(np.arange(120).reshape(20, 6), chunks=(10, 3))
+    rng = gnp.random.default_rng(5)
+    r = rng.normal(1.0, 2.0, (20, 6), chunks=(10, 6))
+    u = rng.random((20, 6), dtype=np.float32, chunks=(10, 6))  # float32 draws: elements share a Philox block
+    y = gnp.exp(x)
+    exprs = {
+        "random-reduction": gnp.sum(gnp.exp(-r**2) * 1234.5 + rng.integers(-9, 9, (20, 6), chunks=(10, 6))),
+        "random32-reduction": gnp.max(u * 1234.5 - rng.standard_normal((20, 6), np.float32, chunks=(10, 6))),
+        "where-compare-bool": gnp.logical_and(gnp.where(x > 1234.5, x, -x) <= 0.5, gnp.isfinite(x / 3)),
+        "int": (gnp.maximum(xi * 3 + 1234, 7) ^ 5).astype(np.int32) - gnp.abs(xi).astype(np.int32) * np.int32(1234),
+        # a store, a partial reduction over some axes and a full reduction from one kernel
+        "multi-output": Bundle((y + 1234.5).expr, y.max(axis=1).expr, gnp.sum(y).expr),
+    }
+    out = {}
+    for name, e in exprs.items():
+        groups = plan(e)["groups"]
+        assert groups, name
+        out[name] = max(groups, key=lambda g: len(g["ops"]))["program"]
+    return out
+
+
+def test_programs_for_codegen() -> None:
+    programs = _programs()
+    _, _, instrs, outputs = programs["where-compare-bool"]
+    assert instrs[outputs[0][1]][2] == "|b1" and outputs[0][0] == "store"
+    assert any(ins[0] == "random" for ins in programs["random-reduction"][2])
+    assert programs["random-reduction"][3][0][0] == "reduce"
+    assert all(np.dtype(ins[2]).kind in "iu" for ins in programs["int"][2] if ins[0] == "op")
+    assert [o[0] for o in programs["multi-output"][3]] == ["store", "reduce", "reduce"]
+    assert {o[3] for o in programs["multi-output"][3][1:]} == {(1,), (0, 1)}
+    assert any(ins[0] == "scalar" and ins[2] == "<i4" for ins in programs["int"][2])
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", ["random-reduction", "random32-reduction", "where-compare-bool", "int",
+                                  "multi-output"])
+def test_kernel_sources_compile(name: str) -> None:
+    program = _programs()[name]
+    randoms = [ins for ins in program[2] if ins[0] == "random"]
+    group = 4 // max(_codegen._words(ins) for ins in randoms) if randoms else 1
+    for mode, g in (("flat", group), ("strided", 1)):
+        source, kernel = _codegen.kernel_source(program, mode, g)
+        assert f"void __launch_bounds__(256) {kernel}(" in source
+        assert "1234.5" not in source and "1234" not in source.split(kernel)[1]  # values are arguments
+        _cuda.nvcc_compile_check(source)
+
+
+def test_record_sources_writes_every_variant(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    programs = _programs()
+    monkeypatch.setenv("GNP_KERNEL_DUMP_DIR", str(tmp_path / "a"))
+    program = programs["random32-reduction"]
+    _codegen.record_sources(program)
+    files = sorted((tmp_path / "a").glob("*.cu"))
+    assert len(files) == 3  # flat, strided and flat with elements sharing a Philox block
+    sources = {f.read_text() for f in files}
+    assert sources == {_codegen.kernel_source(program, m, g)[0] for m, g in (("flat", 1), ("strided", 1), ("flat", 2))}
+    # the fusion pass records what it generates
+    monkeypatch.setenv("GNP_KERNEL_DUMP_DIR", str(tmp_path / "b"))
+    x = gnp.asarray(_data(14), chunks=10)
+    y = gnp.cosh(x) * 3
+    (g,) = plan(y)["groups"]
+    written = {f.read_text() for f in (tmp_path / "b").glob("*.cu")}
+    assert {_codegen.kernel_source(g["program"], m, 1)[0] for m in ("flat", "strided")} <= written
+    monkeypatch.delenv("GNP_KERNEL_DUMP_DIR")
+    _codegen.record_sources(programs["int"])
+    assert len(list(tmp_path.rglob("*.cu"))) == len(files) + len(written)
+
+
+def _kernel_global_indices(mode: str, geometry: list, ndim: int) -> np.ndarray:
+    """The global flat index ``gi`` each element ``t`` of a block gets in a generated kernel (what random
+    draws are keyed by), computed as the kernel source does from the launch geometry."""
+    n, goff = int(geometry[0]), int(geometry[1])
+    if mode == "flat":
+        return goff + np.arange(n)
+    shapes = [int(geometry[2 + 2 * d]) for d in range(ndim)]
+    gstrides = [int(geometry[3 + 2 * d]) for d in range(ndim)]
+    out = np.empty(n, np.int64)
+    for t in range(n):
+        rem, gi = t, goff
+        for d in range(ndim - 1, -1, -1):
+            c = rem % shapes[d]
+            rem //= shapes[d]
+            gi += c * gstrides[d]
+        out[t] = gi
+    return out
+
+
+@pytest.mark.parametrize("chunks", [(3, 10), (3, 4), (7, (2, 3, 5))])
+def test_launch_geometry_keys_random_draws_by_global_index(chunks: tuple) -> None:
+    """Every block, wherever it lies, draws the random numbers of its own global elements: the kernel's
+    element -> global index map equals NumPy's ravel_multi_index (a block that is not contiguous in the
+    global array must not take the flat path)."""
+    r = gnp.random.default_rng(3).random((7, 10), chunks=chunks)
+    expr = r + 1.0
+    (g,) = plan(expr)["groups"]
+    program = g["program"]
+    global_shape = expr.shape
+    for index in expr.expr.block_indices():
+        offset, shape = expr.expr.block_offset(index), expr.expr.block_shape(index)
+        mode, group, geometry = _codegen._launch_geometry(program, [], offset, shape, global_shape)
+        local = np.indices(shape).reshape(len(shape), -1)
+        expected = np.ravel_multi_index(tuple(local[d] + offset[d] for d in range(len(shape))), global_shape)
+        np.testing.assert_array_equal(_kernel_global_indices(mode, geometry, len(shape)), expected)
+        if group > 1:
+            assert mode == "flat" and shape[1:] == global_shape[1:]
+    assert_eq(expr, to_host(r.compute()) + 1.0)
+
+
+# --- GPU only -----------------------------------------------------------------------------------------
+
+gpu_only = pytest.mark.skipif(BACKEND != "cupy", reason="CuPy blocks only (GNP_BACKEND=cupy)")
+
+
+@gpu_only
+def test_gpu_strided_path_fused_equals_unfused() -> None:
+    xn, yn = _data(15, (12, 20)), _data(16, (20, 12))
+    x = gnp.asarray(xn, chunks=(4, 10))
+    yt = gnp.asarray(yn, chunks=(10, 4)).T  # transposed blocks: the kernel takes the strided path
+    row = gnp.asarray(_data(17, (20,)), chunks=10)  # broadcast along rows
+    e = gnp.where(x > yt, gnp.exp(x) * row, yt - 1.5)
+    outs = (e, gnp.sum(e, axis=0), gnp.max(e))
+    with gnp.config.set(fusion=False):
+        unfused = [to_host(v) for v in dask.compute(*outs)]
+    assert plan(e)["groups"]
+    fused = [to_host(v) for v in dask.compute(*outs)]
+    for f, u in zip(fused, unfused):
+        _assert_same(f, u, exact=False)
+    expected = np.where(xn > yn.T, np.exp(xn) * _data(17, (20,)), yn.T - 1.5)
+    assert_eq(e, expected)
+
+
+@gpu_only
+@pytest.mark.parametrize("method, args, dtype", [
+    ("random", (), "float64"), ("random", (), "float32"), ("integers", (-5, 1000), "int64"),
+    ("integers", (0, 200), "uint8"), ("normal", (1.0, 2.0), "float64"),
+])
+@pytest.mark.parametrize("chunks", [(9, 12), (4, 5), (9, (0, 5, 7))])
+def test_gpu_random_draws_fused_equal_unfused(method: str, args: tuple, dtype: str, chunks: tuple) -> None:
+    r = getattr(gnp.random.default_rng(11), method)(*args, size=(9, 12), dtype=dtype, chunks=chunks)
+    fused = r + 0 if np.dtype(dtype).kind in "iu" else r * 1.0
+    assert plan(fused)["groups"]
+    with gnp.config.set(fusion=False):
+        unfused = to_host(r.compute())
+    got = to_host(fused.compute())
+    if method == "normal":
+        np.testing.assert_allclose(got, unfused, rtol=1e-12)
+    else:
+        np.testing.assert_array_equal(got, unfused)
+    assert_eq(gnp.max(fused), unfused.max())  # a full reduction, zero-length blocks included
+
+
+# --- errors -------------------------------------------------------------------------------------------
+
+
+def test_bad_input_raises_numpy_exceptions() -> None:
+    assert gnp.config.get("fusion")
+    x = gnp.asarray(_data(18), chunks=10)
+    xi = gnp.asarray(np.arange(40), chunks=10)
+    with pytest.raises(ValueError):
+        gnp.exp(x) + gnp.ones(7)
+    with pytest.raises(ValueError):
+        gnp.where(x > 0, gnp.ones((3, 40)), gnp.ones((2, 40)))
+    with pytest.raises(TypeError):
+        gnp.sin(x) & 1  # no bitwise ops on floats
+    with pytest.raises(TypeError):
+        gnp.exp(x).astype(np.int32, casting="safe")
+    with pytest.raises(TypeError):
+        y = xi * 2
+        y += 1.5
+    with pytest.raises(ValueError):
+        gnp.max(gnp.exp(x)[:0])
+    with pytest.raises(np.exceptions.AxisError):
+        gnp.sum(gnp.exp(x), axis=1)
+
+    @gnp.accelerate
+    def bad(a: gnp.Array, b: gnp.Array) -> gnp.Array:
+        return gnp.exp(a) * b
+
+    with pytest.raises(ValueError):  # raised while tracing; no plan is kept
+        bad(x, gnp.ones(7))
+    assert len(bad.plans) == 0
+    with pytest.raises(TypeError):
+        bad(xi, x) & 1
+    assert_eq(bad(x, x), np.exp(_data(18)) * _data(18))
+
+
+# --- on a cluster -------------------------------------------------------------------------------------
+
+
+def test_fused_and_accelerated_on_a_cluster(client: Any) -> None:
+    """Fused kernels and accelerated plans run on a 2-worker cluster (programs and scalars pickled to the
+    workers), with the values they have locally."""
+    xn = _data(20, (30, 8))
+    x = gnp.asarray(xn, chunks=(10, 4))
+    y = gnp.exp(x * 0.5)
+
+    @gnp.accelerate
+    def f(a: gnp.Array) -> tuple:
+        return gnp.tanh(a) * 2, gnp.sum(gnp.tanh(a))
+
+    outs = (y + 1, gnp.max(y, axis=0), *f(x))
+    local = [to_host(v) for v in dask.compute(*outs)]
+    with client.as_current(), dask.config.set(scheduler="dask.distributed"):
+        remote = [to_host(v) for v in dask.compute(*outs)]
+    for r, lo in zip(remote, local):
+        _assert_same(r, lo, exact=BACKEND == "numpy")
+    assert_eq(local[0], np.exp(xn * 0.5) + 1)
+    assert_eq(local[1], np.exp(xn * 0.5).max(axis=0))
+    assert_eq(local[2], np.tanh(xn) * 2)
+    assert_eq(local[3], np.tanh(xn).sum())
