@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import numpy as _np
 
-from . import config, random
+from . import config, fft, linalg, random
 from . import _operators  # noqa: F401  (attaches operators and methods to Array)
 from ._accelerate import accelerate
 from ._array import Array
 from ._blockwise import map_blocks
 from ._cluster import cluster
+from ._coverage import coverage
 from ._contraction import matmul
 from ._creation import (
     arange, asarray, empty, empty_like, eye, from_array, from_dask_array, full, full_like, linspace, ones,
@@ -31,6 +32,9 @@ from ._manipulation import (
     rechunk, reshape, roll, squeeze, stack, swapaxes, transpose,
 )
 from ._protocols import FallbackWarning, fetch, register as _register
+from ._tensor import dot, einsum, outer, tensordot, vecdot
+from ._utility import *  # noqa: F403  (take, tile, repeat, meshgrid, tril, triu, diff, pad, convolve, ...)
+from . import _tensor, _utility
 from ._reductions import (
     all, any, argmax, argmin, cumprod, cumsum, cumulative_prod, cumulative_sum, max, mean, min, prod, std, sum,
     var,
@@ -62,3 +66,11 @@ for _name, _func in {
 }.items():
     if hasattr(_np, _name):
         _register(getattr(_np, _name), _func)
+for _module in (_utility, _tensor):
+    for _name in _module.__all__:
+        if hasattr(_np, _name):
+            _register(getattr(_np, _name), getattr(_module, _name))
+for _numpy_module, _gnp_module in ((_np.linalg, linalg), (_np.fft, fft)):
+    for _name in _gnp_module.__all__:
+        if callable(getattr(_numpy_module, _name, None)) and not isinstance(getattr(_numpy_module, _name), type):
+            _register(getattr(_numpy_module, _name), getattr(_gnp_module, _name))

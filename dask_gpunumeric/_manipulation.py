@@ -3,6 +3,7 @@ stack, flip, roll. All of them build ``Gather``, ``Transpose`` or ``BlockReshape
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ from ._expr import ArrayExpr, BlockReshape, Broadcast, Gather, Transpose
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
     """A non-negative axis, with NumPy's AxisError for out-of-range axes."""
     try:
-        axis = int(axis)
+        axis = operator.index(axis)  # as NumPy: a float axis is a TypeError, not truncated
     except TypeError:
         raise TypeError(f"{what} must be an integer, got {type(axis).__name__}") from None
     if not -ndim <= axis < ndim:

@@ -256,9 +256,10 @@ def _evaluate(dag: dict, leaves: list[Any], xp: Any, scale: list[float] | None =
     return results
 
 
-def _assert_same(actual: Any, expected: Any, exact: bool, scale: float = 1.0) -> None:
-    """Equal dtype, shape and values: exactly, or (floats) to the dtype's rounding relative to the values
-    and to ``scale`` (the magnitudes that went into them)."""
+def _assert_same(actual: Any, expected: Any, exact: bool, scale: float = 1.0, rtol: float = 0.0) -> None:
+    """Equal dtype, shape and values: exactly, or (floats) to the rounding of the result's dtype, or of
+    ``rtol`` where the values went through a less precise dtype, relative to the values and to ``scale``
+    (the magnitudes that went into them)."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     assert actual.dtype == expected.dtype and actual.shape == expected.shape, (actual.dtype, expected.dtype)
     if exact or expected.dtype.kind != "f":
@@ -266,7 +267,7 @@ def _assert_same(actual: Any, expected: Any, exact: bool, scale: float = 1.0) ->
     else:
         finite = np.abs(expected[np.isfinite(expected)])
         scale = max(float(finite.max()) if finite.size else 1.0, scale, 1.0)
-        rtol = FLOAT_RTOL[expected.dtype]
+        rtol = max(FLOAT_RTOL[expected.dtype], rtol)
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale, equal_nan=True)
 
 
@@ -292,7 +293,10 @@ def test_random_dags_fused_equal_unfused_and_numpy(dag: dict) -> None:
     for out, f, u, e in zip(outs, fused, unfused, expected):
         assert out.shape == np.shape(e) and out.dtype == np.asarray(e).dtype
         _assert_same(f, u, exact=BACKEND == "numpy", scale=scale[0])
-        _assert_same(f, e, exact=False, scale=scale[0])
+        # blocked scans round in another order than NumPy's sequential one: allow the least precise
+        # float dtype of the DAG's leaves
+        leaf_rtol = max([FLOAT_RTOL.get(np.dtype(spec["dtype"]), 0.0) for spec in dag["leaves"]] + [0.0])
+        _assert_same(f, e, exact=False, scale=scale[0], rtol=leaf_rtol)
 
 
 # --- structure of the optimized plan ------------------------------------------------------------------
