@@ -83,3 +83,14 @@ def test_numpy_written_rk4_runs_on_gnp() -> None:
     assert isinstance(got, gnp.Array)
     assert_eq(got, expected, rtol=1e-10)
     assert got.chunks == ((5, 5, 5, 1), (6, 6, 6))
+
+
+def test_opt_einsum_contract_on_gnp_arrays() -> None:
+    opt_einsum = pytest.importorskip("opt_einsum")
+    rng = np.random.default_rng(2)
+    a, b, c = rng.random((6, 5)), rng.random((5, 7)), rng.random((7, 4))
+    ga, gb, gc = (gnp.from_array(m, chunks=3) for m in (a, b, c))
+    got = opt_einsum.contract("ij,jk,kl->il", ga, gb, gc)
+    assert isinstance(got, gnp.Array)
+    assert_eq(got, np.einsum("ij,jk,kl->il", a, b, c), rtol=1e-10)
+    assert_eq(opt_einsum.contract("ij,ij->", ga, ga), np.einsum("ij,ij->", a, a), rtol=1e-10)
