@@ -3,6 +3,7 @@ GPU machine), comparison against NumPy, hypothesis profiles and a 2-worker distr
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,12 +23,18 @@ settings.load_profile("default")
 
 
 @st.composite
-def axis_chunks(draw: st.DrawFn, n: int) -> tuple[int, ...]:
-    """A random partition of an axis of length ``n`` into chunks."""
-    if n <= 1:
-        return (n,)
-    cuts = sorted(draw(st.sets(st.integers(1, n - 1), max_size=n - 1)))
-    edges = [0, *cuts, n]
+def axis_chunks(draw: st.DrawFn, n: int, empty: bool = False) -> tuple[int, ...]:
+    """A random partition of an axis of length ``n`` into chunks; with ``empty``, now and then with
+    zero-length blocks too."""
+    if n == 0:
+        return (0,)
+    if empty and draw(st.integers(0, 4)) == 0:
+        cuts = draw(st.lists(st.integers(0, n), max_size=5))
+    elif n > 1:
+        cuts = draw(st.lists(st.integers(1, n - 1), max_size=5, unique=True))
+    else:
+        cuts = []
+    edges = [0, *sorted(cuts), n]
     return tuple(b - a for a, b in zip(edges, edges[1:]))
 
 
@@ -66,6 +73,23 @@ def assert_eq(actual: Any, expected: Any, *, rtol: float | None = None, atol: fl
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
     else:
         np.testing.assert_array_equal(actual, expected)
+
+
+def check_like_numpy(ours: Callable[[], Any], numpy: Callable[[], Any], **tolerance: Any) -> None:
+    """Our result equals NumPy's, or we raise the exception NumPy raises (a subclass of it)."""
+    try:
+        expected = numpy()
+    except Exception as e:  # noqa: BLE001 - whatever NumPy raises, we must raise too
+        with pytest.raises(type(e)):
+            ours()
+        return
+    result = ours()
+    if isinstance(expected, tuple):
+        assert isinstance(result, tuple) and len(result) == len(expected)
+        for r, x in zip(result, expected):
+            assert_eq(r, x, **tolerance)
+    else:
+        assert_eq(result, expected, **tolerance)
 
 
 @pytest.fixture(scope="session")

@@ -3,12 +3,11 @@ axes split or not), lengths, axes and normalizations; dtypes as NumPy 2 gives th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import assert_eq, axis_chunks
+from conftest import assert_eq, axis_chunks, check_like_numpy
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -46,17 +45,6 @@ def numpy_transform(name: str, x: np.ndarray, **kwargs: Any) -> np.ndarray:
     irfft and hfft leave such output uninitialized)."""
     out = getattr(np.fft, name)(x, **kwargs)
     return np.zeros_like(out) if x.size == 0 else out
-
-
-def check_like_numpy(ours: Callable[[], Any], numpy: Callable[[], Any], **tol: Any) -> None:
-    """Our result equals NumPy's (dtype included), or we raise the exception NumPy raises (a subclass)."""
-    try:
-        expected = numpy()
-    except Exception as e:  # noqa: BLE001 - whatever NumPy raises, we must raise too
-        with pytest.raises(type(e)):
-            ours()
-        return
-    assert_eq(ours(), expected, **tol)
 
 
 @given(st.data(), st.sampled_from(ONE_D))

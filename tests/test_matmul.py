@@ -17,28 +17,13 @@ from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric import _protocols
-from conftest import BACKEND, assert_eq, to_host
+from conftest import BACKEND, assert_eq, axis_chunks, to_host
 
 DTYPES = ["int32", "int64", "float32", "float64", "complex128"]
 STYLES = ["function", "operator", "numpy"]
 
 
 # --- strategies and helpers -------------------------------------------------------------------------
-
-
-@st.composite
-def axis_chunks(draw: Any, n: int) -> tuple[int, ...]:
-    """Chunks of one axis of length ``n``: a random partition, sometimes with zero-length blocks."""
-    if n == 0:
-        return (0,)
-    if draw(st.integers(0, 4)) == 0:
-        cuts = draw(st.lists(st.integers(0, n), max_size=4))
-    elif n > 1:
-        cuts = draw(st.lists(st.integers(1, n - 1), max_size=4, unique=True))
-    else:
-        cuts = []
-    bounds = [0, *sorted(cuts), n]
-    return tuple(b - a for a, b in zip(bounds, bounds[1:]))
 
 
 def data(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
@@ -89,8 +74,8 @@ def matmul_tasks(z: gnp.Array) -> list:
 @st.composite
 def matrix_pair(draw: Any) -> tuple:
     n, k, m = (draw(st.integers(0, 7)) for _ in range(3))
-    chunks_a = (draw(axis_chunks(n)), draw(axis_chunks(k)))
-    chunks_b = (draw(axis_chunks(k)), draw(axis_chunks(m)))
+    chunks_a = (draw(axis_chunks(n, empty=True)), draw(axis_chunks(k, empty=True)))
+    chunks_b = (draw(axis_chunks(k, empty=True)), draw(axis_chunks(m, empty=True)))
     dtype = draw(st.sampled_from(DTYPES))
     style = draw(st.sampled_from(STYLES))
     return (n, k, m), chunks_a, chunks_b, dtype, style
@@ -137,13 +122,13 @@ def vector_case(draw: Any) -> tuple:
     style = draw(st.sampled_from(STYLES))
     if kind == "vec@mat":
         shapes = ((k,), (k, n))
-        chunks = ((draw(axis_chunks(k)),), (draw(axis_chunks(k)), draw(axis_chunks(n))))
+        chunks = ((draw(axis_chunks(k, empty=True)),), (draw(axis_chunks(k, empty=True)), draw(axis_chunks(n, empty=True))))
     elif kind == "mat@vec":
         shapes = ((n, k), (k,))
-        chunks = ((draw(axis_chunks(n)), draw(axis_chunks(k))), (draw(axis_chunks(k)),))
+        chunks = ((draw(axis_chunks(n, empty=True)), draw(axis_chunks(k, empty=True))), (draw(axis_chunks(k, empty=True)),))
     else:
         shapes = ((k,), (k,))
-        chunks = ((draw(axis_chunks(k)),), (draw(axis_chunks(k)),))
+        chunks = ((draw(axis_chunks(k, empty=True)),), (draw(axis_chunks(k, empty=True)),))
     return shapes, chunks, dtype, style
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import dask
 import numpy as np
 import pytest
-from conftest import BACKEND, assert_eq, to_host
+from conftest import BACKEND, assert_eq, axis_chunks, to_host
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,20 +27,10 @@ DRAWS = [
 
 
 @st.composite
-def axis_chunks(draw: Any, n: int) -> tuple[int, ...]:
-    """A random partition of ``n`` (zero-length blocks allowed)."""
-    if n == 0:
-        return (0,)
-    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=5)))
-    bounds = [0, *cuts, n]
-    return tuple(b - a for a, b in zip(bounds, bounds[1:]))
-
-
-@st.composite
 def shape_and_two_chunkings(draw: Any) -> tuple:
     shape = tuple(draw(st.lists(st.integers(0, 30), min_size=1, max_size=1)) if draw(st.booleans())
                   else draw(st.lists(st.integers(0, 12), min_size=2, max_size=2)))
-    return shape, tuple(draw(axis_chunks(n)) for n in shape), tuple(draw(axis_chunks(n)) for n in shape)
+    return shape, tuple(draw(axis_chunks(n, empty=True)) for n in shape), tuple(draw(axis_chunks(n, empty=True)) for n in shape)
 
 
 def draw(seed: Any, method: str, args: tuple, size: Any, **kwargs: Any) -> gnp.Array:

@@ -10,7 +10,7 @@ from typing import Any
 import dask
 import numpy as np
 import pytest
-from conftest import assert_eq, to_host
+from conftest import assert_eq, axis_chunks, to_host
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,26 +25,10 @@ STYLES = ["function", "method", "numpy"]
 
 
 @st.composite
-def axis_chunks(draw: Any, n: int) -> tuple[int, ...]:
-    """Chunks of one axis of length ``n``: a random partition, sometimes with zero-length blocks."""
-    if n == 0:
-        return (0,)
-    with_empty = draw(st.integers(0, 4)) == 0
-    if with_empty:
-        cuts = draw(st.lists(st.integers(0, n), max_size=5))
-    elif n > 1:
-        cuts = draw(st.lists(st.integers(1, n - 1), max_size=5, unique=True))
-    else:
-        cuts = []
-    bounds = [0, *sorted(cuts), n]
-    return tuple(b - a for a, b in zip(bounds, bounds[1:]))
-
-
-@st.composite
 def shapes_and_chunks(draw: Any, min_ndim: int = 0, max_ndim: int = 3, max_side: int = 12) -> tuple:
     ndim = draw(st.integers(min_ndim, max_ndim))
     shape = tuple(draw(st.lists(st.integers(0, max_side), min_size=ndim, max_size=ndim)))
-    return shape, tuple(draw(axis_chunks(n)) for n in shape)
+    return shape, tuple(draw(axis_chunks(n, empty=True)) for n in shape)
 
 
 @st.composite

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import BACKEND, assert_eq, axis_chunks
+from conftest import BACKEND, assert_eq, axis_chunks, check_like_numpy
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -42,23 +41,6 @@ def arrays(draw: st.DrawFn, min_dims: int = 0, max_dims: int = 3, max_side: int 
     size = math.prod(shape)
     x = (np.arange(size) - size // 2).astype(draw(st.sampled_from(dtypes))).reshape(shape)
     return x, chunk(draw, x)
-
-
-def check_like_numpy(ours: Callable[[], Any], numpy: Callable[[], Any], **tolerance: Any) -> None:
-    """Our result equals NumPy's, or we raise the exception NumPy raises (a subclass of it)."""
-    try:
-        expected = numpy()
-    except Exception as e:  # noqa: BLE001 - whatever NumPy raises, we must raise too
-        with pytest.raises(type(e)):
-            ours()
-        return
-    result = ours()
-    if isinstance(expected, tuple):
-        assert isinstance(result, tuple) and len(result) == len(expected)
-        for r, x in zip(result, expected):
-            assert_eq(r, x, **tolerance)
-    else:
-        assert_eq(result, expected, **tolerance)
 
 
 @pytest.fixture
