@@ -32,9 +32,11 @@ from ._manipulation import (
     rechunk, reshape, roll, squeeze, stack, swapaxes, transpose,
 )
 from ._protocols import FallbackWarning, fetch, register as _register
+from ._sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, unique_*, count_nonzero, ...)
+from ._statistics import *  # noqa: F403  (nan* reductions, median, percentile, quantile, histogram, ...)
 from ._tensor import dot, einsum, outer, tensordot, vecdot
 from ._utility import *  # noqa: F403  (take, tile, repeat, meshgrid, tril, triu, diff, pad, convolve, ...)
-from . import _tensor, _utility
+from . import _sorting, _statistics, _tensor, _utility
 from ._reductions import (
     all, any, argmax, argmin, cumprod, cumsum, cumulative_prod, cumulative_sum, max, mean, min, prod, std, sum,
     var,
@@ -66,7 +68,7 @@ for _name, _func in {
 }.items():
     if hasattr(_np, _name):
         _register(getattr(_np, _name), _func)
-for _module in (_utility, _tensor):
+for _module in (_utility, _tensor, _sorting, _statistics):
     for _name in _module.__all__:
         if hasattr(_np, _name):
             _register(getattr(_np, _name), getattr(_module, _name))

@@ -1,0 +1,355 @@
+"""Statistics against NumPy: the NaN-skipping reductions and scans (all-NaN slices included), median and
+quantiles (every method, NaNs, keepdims, axis tuples), histogram, bincount, digitize, average, ptp, cov and
+corrcoef, on random shapes (zero-size included) and chunkings; laziness; bad input raising NumPy's errors."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import assert_eq, axis_chunks
+from hypothesis import given, reject, settings
+from hypothesis import strategies as st
+from test_sorting import FLOATS, TaskCounter, arrays, axis_or_none, check, quiet, values
+
+import dask_gpunumeric as gnp
+from dask_gpunumeric import _statistics as S
+
+NUMBERS = [np.int32, np.int64, np.float32, np.float64]
+
+
+@st.composite
+def axes(draw: st.DrawFn, ndim: int) -> Any:
+    """None, an int or a tuple of distinct axes (maybe negative)."""
+    form = draw(st.sampled_from(["none", "int", "tuple"]))
+    if form == "none" or ndim == 0:
+        return None
+    if form == "int":
+        return draw(st.integers(-ndim, ndim - 1))
+    k = draw(st.integers(1, ndim))
+    return tuple(draw(st.permutations(range(ndim)))[:k])
+
+
+def _nonempty_slices(x: np.ndarray, axis: Any) -> bool:
+    reduced = range(x.ndim) if axis is None else np.atleast_1d(axis) % max(x.ndim, 1)
+    return all(x.shape[d] for d in reduced)
+
+
+# --- NaN-skipping reductions and scans ----------------------------------------------------------------
+
+
+@given(data=st.data(), func=st.sampled_from(["nansum", "nanprod", "nanmean", "nanvar", "nanstd", "nanmin", "nanmax"]),
+       keepdims=st.booleans())
+def test_nan_reductions(data: st.DataObject, func: str, keepdims: bool) -> None:
+    x, a = data.draw(arrays(dtypes=NUMBERS))
+    axis = data.draw(axes(x.ndim))
+    if func in ("nanmin", "nanmax") and not _nonempty_slices(x, axis):
+        with pytest.raises(ValueError, match="zero-size"):
+            getattr(S, func)(a, axis=axis)
+        return
+    kwargs: dict[str, Any] = {"keepdims": keepdims}
+    if func in ("nanvar", "nanstd"):
+        kwargs["ddof"] = data.draw(st.integers(0, 2))
+    expected = quiet(getattr(np, func), x, axis=axis, **kwargs)
+    check(getattr(S, func)(a, axis=axis, **kwargs), expected, rtol=1e-4 if x.dtype == np.float32 else None)
+
+
+@given(data=st.data())
+@settings(max_examples=15)
+def test_nan_reductions_dtype_and_correction(data: st.DataObject) -> None:
+    x, a = data.draw(arrays(dtypes=FLOATS, min_dims=1))
+    assert_eq(S.nansum(a, dtype=np.float64), quiet(np.nansum, x, dtype=np.float64))
+    assert_eq(S.nanmean(a, axis=0, dtype=np.float64), quiet(np.nanmean, x, axis=0, dtype=np.float64))
+    assert_eq(S.nanvar(a, axis=-1, correction=1), quiet(np.nanvar, x, axis=-1, correction=1),
+              rtol=1e-4 if x.dtype == np.float32 else None)
+
+
+@given(data=st.data(), func=st.sampled_from(["nanargmin", "nanargmax"]), keepdims=st.booleans())
+def test_nanargmin_nanargmax(data: st.DataObject, func: str, keepdims: bool) -> None:
+    x, a = data.draw(arrays(dtypes=NUMBERS, min_dims=1))
+    axis = data.draw(axis_or_none(x.ndim))
+    if not _nonempty_slices(x, axis):
+        with pytest.raises(ValueError):
+            getattr(S, func)(a, axis=axis)
+        return
+    result = getattr(S, func)(a, axis=axis, keepdims=keepdims)  # lazy: an all-NaN slice raises when computed
+    try:
+        expected = getattr(np, func)(x, axis=axis, keepdims=keepdims)
+    except ValueError:
+        with pytest.raises(ValueError, match="All-NaN slice"):
+            result.compute()
+        return
+    check(result, expected)
+
+
+@given(data=st.data(), func=st.sampled_from(["nancumsum", "nancumprod"]))
+def test_nan_scans(data: st.DataObject, func: str) -> None:
+    x, a = data.draw(arrays(dtypes=NUMBERS))
+    axis = data.draw(axis_or_none(x.ndim))
+    check(getattr(S, func)(a, axis=axis), getattr(np, func)(x, axis=axis))
+
+
+# --- order statistics ---------------------------------------------------------------------------------
+
+
+def numpy_order_statistic(func: str, x: np.ndarray, *args: Any, **kwargs: Any) -> np.ndarray:
+    """NumPy's result; cases where NumPy fails to reshape zero-size data (several reduced axes) are skipped."""
+    try:
+        return quiet(getattr(np, func), x, *args, **kwargs)
+    except ValueError as e:
+        if x.size or "cannot reshape" not in str(e):
+            raise
+        reject()
+
+
+@given(data=st.data(), func=st.sampled_from(["median", "nanmedian"]), keepdims=st.booleans())
+def test_median(data: st.DataObject, func: str, keepdims: bool) -> None:
+    x, a = data.draw(arrays(dtypes=[*NUMBERS, np.bool_]))
+    axis = data.draw(axes(x.ndim))
+    expected = numpy_order_statistic(func, x, axis=axis, keepdims=keepdims)
+    check(getattr(S, func)(a, axis=axis, keepdims=keepdims), expected)
+
+
+@given(data=st.data(), func=st.sampled_from(["percentile", "quantile", "nanpercentile", "nanquantile"]),
+       method=st.sampled_from(["linear", "lower", "higher", "midpoint", "nearest"]), keepdims=st.booleans())
+def test_quantiles(data: st.DataObject, func: str, method: str, keepdims: bool) -> None:
+    x, a = data.draw(arrays(dtypes=NUMBERS))
+    axis = data.draw(axes(x.ndim))
+    scale = 100 if "percentile" in func else 1
+    # (NumPy's nan-quantiles misplace results for 2-d q over several axes: 2-d q for the others only)
+    two_d = [] if func.startswith("nan") else [[[0.1, 1.0], [0.0, 0.5]]]
+    q = data.draw(st.sampled_from([0.5, 0, 1, [0.25, 0.75], *two_d]))
+    q = np.multiply(q, scale).tolist() if isinstance(q, list) else q * scale
+    try:
+        expected = numpy_order_statistic(func, x, q, axis=axis, method=method, keepdims=keepdims)
+    except IndexError:  # NumPy's error for quantiles of empty slices
+        with pytest.raises(IndexError):
+            getattr(S, func)(a, q, axis=axis, method=method, keepdims=keepdims)
+        return
+    # NumPy's nan-quantiles of all-NaN float32 slices may come as float32 where other data give float64
+    all_nan_quirk = func.startswith("nan") and x.dtype == np.float32 and bool(np.isnan(x).any())
+    check(getattr(S, func)(a, q, axis=axis, method=method, keepdims=keepdims), expected,
+          rtol=1e-5 if x.dtype == np.float32 else 1e-12, check_dtype=not all_nan_quirk)
+
+
+def test_quantile_errors() -> None:
+    a = gnp.from_array(np.arange(6.0), chunks=4)
+    with pytest.raises(ValueError, match="Percentiles"):
+        S.percentile(a, 101)
+    with pytest.raises(ValueError, match="Quantiles"):
+        S.quantile(a, [0.5, -0.1])
+    with pytest.raises(ValueError, match="method"):
+        S.quantile(a, 0.5, method="bogus")
+    with pytest.raises(NotImplementedError, match="method"):
+        S.quantile(a, 0.5, method="weibull")
+    with pytest.raises(TypeError):
+        S.quantile(gnp.asarray(np.ones(3, dtype=complex)), 0.5)
+    with pytest.raises(IndexError):
+        S.quantile(gnp.zeros((2, 0)), 0.5, axis=1)
+    with pytest.raises(np.exceptions.AxisError):
+        S.median(a, axis=1)
+    with pytest.raises(TypeError, match="out="):
+        S.median(a, out=np.empty(()))
+
+
+# --- counting -----------------------------------------------------------------------------------------
+
+
+@given(data=st.data(), density=st.booleans())
+def test_histogram(data: st.DataObject, density: bool) -> None:
+    x, a = data.draw(arrays(dtypes=[*NUMBERS, np.bool_], nans=False))
+    form = data.draw(st.sampled_from(["count", "range", "edges"]))
+    if form == "count" and x.size:
+        kwargs: dict[str, Any] = {"bins": data.draw(st.integers(1, 7))}
+    elif form == "range" or form == "count":
+        ranges = st.sampled_from([(-2, 2), (0.5, 1.5), (1, 1)])
+        kwargs = {"bins": data.draw(st.integers(1, 7)), "range": data.draw(ranges)}
+    else:
+        kwargs = {"bins": data.draw(st.sampled_from([[-3, 0, 0.5, 3], [0, 1], [-1, -1, 2], np.float32([-2.5, 2.5])]))}
+    weights = None
+    if data.draw(st.booleans()):
+        w_dtype = data.draw(st.sampled_from([np.float32, np.float64, np.int64]))
+        w = values(x.shape, w_dtype, data.draw(st.integers(0, 99)))
+        weights = (w, gnp.from_array(w, chunks=a.chunks))
+    expected = quiet(np.histogram, x, density=density, weights=None if weights is None else weights[0], **kwargs)
+    counts, edges = S.histogram(a, density=density, weights=None if weights is None else weights[1], **kwargs)
+    check(counts, expected[0])
+    assert_eq(edges, expected[1])
+
+
+def test_histogram_errors_and_nans() -> None:
+    x = np.array([1.0, np.nan, 3.0])
+    a = gnp.from_array(x, chunks=2)
+    with pytest.raises(ValueError, match="not finite"):
+        S.histogram(a)
+    counts, _ = S.histogram(a, bins=2, range=(0, 4))  # NaNs fall outside every bin
+    assert_eq(counts, np.histogram(x, bins=2, range=(0, 4))[0])
+    with pytest.raises(ValueError, match="monotonically"):
+        S.histogram(a, bins=[0, 2, 1])
+    with pytest.raises(ValueError, match="positive"):
+        S.histogram(a, bins=0, range=(0, 1))
+    with pytest.raises(ValueError, match="max must be larger"):
+        S.histogram(a, bins=2, range=(2, 1))
+    with pytest.raises(ValueError, match="same shape"):
+        S.histogram(a, weights=np.ones(2))
+    with pytest.raises(NotImplementedError, match="estimator"):
+        S.histogram(a, bins="auto")
+
+
+@given(data=st.data(), minlength=st.integers(0, 9), weighted=st.booleans())
+def test_bincount(data: st.DataObject, minlength: int, weighted: bool) -> None:
+    n = data.draw(st.integers(0, 12))
+    dtype = data.draw(st.sampled_from([np.int64, np.uint8, np.int32, np.bool_]))
+    x = values((n,), dtype, data.draw(st.integers(0, 99)), low=0, high=6)
+    a = gnp.from_array(x, chunks=data.draw(axis_chunks(n)))
+    if weighted:
+        w = values((n,), np.float32, data.draw(st.integers(0, 99)))
+        check(S.bincount(a, weights=gnp.from_array(w, chunks=3), minlength=minlength),
+              np.bincount(x, weights=w, minlength=minlength))
+    else:
+        check(S.bincount(a, minlength=minlength), np.bincount(x, minlength=minlength))
+
+
+def test_bincount_errors() -> None:
+    with pytest.raises(ValueError, match="negative elements"):
+        S.bincount(gnp.from_array(np.array([1, -1, 2]), chunks=2))
+    with pytest.raises(ValueError, match="minlength"):
+        S.bincount(gnp.arange(3), minlength=-1)
+    with pytest.raises(TypeError, match="safe"):
+        S.bincount(gnp.asarray(np.array([1.0, 2.0])))
+    with pytest.raises(ValueError, match="too deep"):
+        S.bincount(gnp.ones((2, 2), dtype=np.int64))
+    with pytest.raises(ValueError, match="too small depth"):
+        S.bincount(gnp.asarray(np.int64(3)))
+    with pytest.raises(ValueError, match="same length"):
+        S.bincount(gnp.arange(3), weights=np.ones(2))
+
+
+@given(data=st.data(), right=st.booleans(),
+       bins=st.sampled_from([[0.0], [-1, 0, 2], [3, 1, 1, -2], [1, 1], [], [-2.5, -0.5, 0.5, 2.5]]))
+def test_digitize(data: st.DataObject, right: bool, bins: list) -> None:
+    x, a = data.draw(arrays(dtypes=NUMBERS))
+    edges = np.asarray(bins, dtype=float)
+    check(S.digitize(a, edges, right=right), np.digitize(x, edges, right=right))
+
+
+def test_digitize_errors() -> None:
+    a = gnp.from_array(np.arange(4.0), chunks=3)
+    with pytest.raises(ValueError, match="monotonically"):
+        S.digitize(a, [1, 3, 2])
+    with pytest.raises(ValueError, match="too deep"):
+        S.digitize(a, [[1, 2]])
+    with pytest.raises(TypeError, match="complex"):
+        S.digitize(gnp.asarray(np.ones(2, dtype=complex)), [1, 2])
+
+
+# --- averages, spread, covariance ---------------------------------------------------------------------
+
+
+@given(data=st.data(), returned=st.booleans(), keepdims=st.booleans())
+def test_average(data: st.DataObject, returned: bool, keepdims: bool) -> None:
+    x, a = data.draw(arrays(dtypes=NUMBERS, nans=False, min_dims=1))
+    axis = data.draw(axes(x.ndim))
+    form = data.draw(st.sampled_from(["none", "full", "axis"] if axis is not None else ["none", "full"]))
+    kwargs: dict[str, Any] = {"axis": axis, "returned": returned, "keepdims": keepdims}
+    if form == "none":
+        w = None
+        if x.size == 0 or quiet(np.mean, x, axis=axis).size == 0:
+            return  # NumPy divides by zero computing the number of elements averaged
+    else:
+        shape = x.shape if form == "full" else tuple(x.shape[d] for d in np.atleast_1d(axis))
+        w = values(shape, data.draw(st.sampled_from([np.float32, np.int64])), data.draw(st.integers(0, 99)), low=1)
+    try:
+        expected = quiet(np.average, x, weights=w, **kwargs)
+    except ZeroDivisionError:
+        result = S.average(a, weights=w, **kwargs)  # lazy: raises when computed
+        with pytest.raises(ZeroDivisionError):
+            (result[0] if returned else result).compute()
+        return
+    got = S.average(a, weights=w, **kwargs)
+    if returned:
+        check(got[0], expected[0])
+        check(got[1], expected[1])
+    else:
+        check(got, expected)
+
+
+def test_average_errors() -> None:
+    a = gnp.from_array(np.arange(6.0).reshape(2, 3), chunks=1)
+    with pytest.raises(TypeError, match="Axis must be specified"):
+        S.average(a, weights=[1, 2, 3])
+    with pytest.raises(ValueError, match="consistent"):
+        S.average(a, axis=0, weights=[1, 2, 3])
+    with pytest.raises(ZeroDivisionError):
+        S.average(a, axis=1, weights=[1, -1, 0]).compute()
+    expected = np.average(np.arange(6.0).reshape(2, 3), axis=1, weights=[1, 0, 2])
+    assert_eq(S.average(a, axis=1, weights=[1, 0, 2]), expected)
+
+
+@given(data=st.data(), keepdims=st.booleans())
+def test_ptp(data: st.DataObject, keepdims: bool) -> None:
+    x, a = data.draw(arrays(dtypes=NUMBERS))
+    axis = data.draw(axes(x.ndim))
+    if not _nonempty_slices(x, axis):
+        with pytest.raises(ValueError):
+            S.ptp(a, axis=axis)
+        return
+    check(S.ptp(a, axis=axis, keepdims=keepdims), np.ptp(x, axis=axis, keepdims=keepdims))
+
+
+@given(data=st.data(), rowvar=st.booleans(), bias=st.booleans(), with_y=st.booleans())
+@settings(max_examples=25)
+def test_cov_corrcoef(data: st.DataObject, rowvar: bool, bias: bool, with_y: bool) -> None:
+    x, a = data.draw(arrays(dtypes=NUMBERS, nans=False, min_dims=1, max_dims=2))
+    y = b = None
+    if with_y:
+        observations = x.shape[-1] if x.ndim == 1 or rowvar else x.shape[0]
+        shape = (observations,) if x.ndim == 1 else ((data.draw(st.integers(2, 3)), observations) if rowvar
+                                                    else (observations, data.draw(st.integers(2, 3))))
+        y, b = data.draw(arrays(dtypes=FLOATS, nans=False, shape=shape))
+    ddof = data.draw(st.sampled_from([None, 0, 2]))
+    try:
+        expected = quiet(np.cov, x, y, rowvar=rowvar, bias=bias, ddof=ddof)
+    except ValueError:  # observations of x and y that don't match
+        with pytest.raises(ValueError):
+            S.cov(a, b, rowvar=rowvar, bias=bias, ddof=ddof)
+        return
+    check(S.cov(a, b, rowvar=rowvar, bias=bias, ddof=ddof), expected, atol=1e-12)
+    if expected.size:
+        assert_eq(S.corrcoef(a, b, rowvar=rowvar), quiet(np.corrcoef, x, y, rowvar=rowvar), atol=1e-12)
+
+
+def test_cov_corrcoef_complex_dtype_and_errors() -> None:
+    x = np.array([[1 + 2j, 2, 4 - 1j], [0, 1j, 3]])
+    a = gnp.from_array(x, chunks=(1, 2))
+    assert_eq(S.cov(a), np.cov(x))
+    assert_eq(S.corrcoef(a), np.corrcoef(x))
+    r = np.arange(6.0).reshape(2, 3)
+    assert_eq(S.cov(gnp.from_array(r, chunks=1), dtype=np.float32), np.cov(r, dtype=np.float32))
+    with pytest.raises(ValueError, match="more than 2"):
+        S.cov(gnp.ones((2, 2, 2)))
+    with pytest.raises(NotImplementedError, match="weights"):
+        S.cov(a, fweights=[1, 1, 1])
+    with pytest.raises(ValueError):
+        S.cov(a, gnp.ones((2, 4)))
+
+
+# --- laziness -----------------------------------------------------------------------------------------
+
+
+def test_lazy() -> None:
+    """Only the data-deciding parts compute: histogram edges without a range, bincount's length."""
+    a = gnp.from_array(np.array([[1.0, np.nan, 2.0], [3.0, 4.0, np.nan]]), chunks=1)
+    with TaskCounter() as counter:
+        for func in (S.nansum, S.nanmean, S.nanstd, S.nanmin, S.nanargmax, S.nancumsum, S.median, S.nanmedian, S.ptp):
+            func(a, axis=1)
+        S.percentile(a, [10, 90], axis=0)
+        S.histogram(a, bins=3, range=(0, 5))
+        S.digitize(a, [1, 2])
+        S.average(a, axis=1, weights=[1, 2, 3], returned=True)
+        S.cov(a)
+        S.corrcoef(a)
+    assert counter.count == 0
+    with TaskCounter() as counter:
+        S.bincount(gnp.from_array(np.array([0, 3, 1]), chunks=2))
+    assert counter.count > 0
