@@ -92,6 +92,15 @@ def check_like_numpy(ours: Callable[[], Any], numpy: Callable[[], Any], **tolera
         assert_eq(result, expected, **tolerance)
 
 
+def scheduler_runs(client: Any, keys: Any) -> dict:
+    """How many times the scheduler sent each key to a worker (from the scheduler's story of the keys)."""
+    counts = dict.fromkeys(keys, 0)
+    for entry in client.story(*keys):
+        if entry[0] == "scheduler" and entry[3] == "processing":
+            counts[entry[1]] += 1
+    return counts
+
+
 @pytest.fixture(scope="session")
 def client():
     """A distributed Client on a 2-worker LocalCluster (worker processes), shared by the session."""

@@ -22,7 +22,7 @@ from dask.array.core import normalize_chunks
 from dask.core import flatten
 
 import dask_gpunumeric as gnp
-from conftest import assert_eq, to_host
+from conftest import assert_eq, scheduler_runs, to_host
 from dask_gpunumeric._backend import gpu_available
 from dask_gpunumeric._cluster import active_workers, owner
 
@@ -42,15 +42,6 @@ def _scheduler_gone(address: str) -> bool:
         return False
 
     return asyncio.run(probe())
-
-
-def scheduler_runs(client, keys) -> dict:
-    """How many times the scheduler sent each key to a worker (from the scheduler's story of the keys)."""
-    counts = dict.fromkeys(keys, 0)
-    for entry in client.story(*keys):
-        if entry[0] == "scheduler" and entry[3] == "processing":
-            counts[entry[1]] += 1
-    return counts
 
 
 def _worker_count(client) -> int:

@@ -13,7 +13,7 @@ from dask.core import flatten
 from dask.utils import key_split
 
 import dask_gpunumeric as gnp
-from conftest import BACKEND, assert_eq, to_host
+from conftest import BACKEND, assert_eq, scheduler_runs, to_host
 
 distributed = pytest.importorskip("distributed")
 
@@ -30,15 +30,6 @@ def on_cluster(client):
 def data(seed: int, shape: tuple[int, ...] = (60, 40)) -> np.ndarray:
     """Test data unique to a test (so that its task keys are too)."""
     return np.random.default_rng(seed).standard_normal(shape)
-
-
-def scheduler_runs(client, keys) -> dict:
-    """How many times the scheduler sent each key to a worker (from the scheduler's story of the keys)."""
-    counts = dict.fromkeys(keys, 0)
-    for entry in client.story(*keys):
-        if entry[0] == "scheduler" and entry[3] == "processing":
-            counts[entry[1]] += 1
-    return counts
 
 
 class SchedulerWarnings(logging.Handler):
