@@ -43,39 +43,7 @@ if ((${#kernels[@]} == 0)); then
 elif ! command -v nvcc >/dev/null 2>&1; then
     echo "ci: nvcc not on PATH: ${#kernels[@]} generated kernels not compiled"
 else
-    fail_dir="$(mktemp -d "${TMPDIR:-/tmp}/gnp-nvcc.XXXXXX")"
-    # Identical sources compile once (sha256sum marks names holding '\' or newlines: skip that).
-    mapfile -t unique < <(sha256sum -- "${kernels[@]}" | sort -s -u -k1,1 | cut -c67-)
-    echo "ci: compiling ${#unique[@]} generated kernels (${#kernels[@]} files) with $(nvcc --version | tail -n 1)"
-    export GNP_NVCC_FAIL_DIR="$fail_dir"
-    # shellcheck disable=SC2016
-    printf '%s\0' "${unique[@]}" | xargs -0 -n 1 -P "$(nproc 2>/dev/null || echo 2)" bash -c '
-        f=$1
-        # shellcheck disable=SC2086
-        if ! out=$(nvcc -std=c++17 -arch=sm_90 ${GNP_NVCC_FLAGS:-} -c -o /dev/null "$f" 2>&1); then
-            printf "%s\n" "$out" >"$GNP_NVCC_FAIL_DIR/$(printf %s "$f" | sha1sum | cut -c1-16).log"
-            printf "%s\n" "$f" >>"$GNP_NVCC_FAIL_DIR/failed"
-        fi' _ || true
-    if [[ -s "$fail_dir/failed" ]]; then
-        mapfile -t failed < <(sort "$fail_dir/failed")
-        echo "ci: FAILED: ${#failed[@]} of ${#unique[@]} generated kernels did not compile:" >&2
-        shown=0
-        for f in "${failed[@]}"; do
-            echo "ci:   $f" >&2
-            if ((shown < 3)); then  # the first few in full, so that a CI log shows the error
-                shown=$((shown + 1))
-                sed 's/^/      nvcc| /' "$fail_dir/$(printf %s "$f" | sha1sum | cut -c1-16).log" >&2
-                echo "      --- source (first 150 lines) ---" >&2
-                nl -ba -- "$f" | head -n 150 | sed 's/^/      /' >&2
-            fi
-        done
-        keep_kernels=1
-        echo "ci: kept the generated kernels in $GNP_KERNEL_DUMP_DIR" >&2
-        kernels_rc=1
-    else
-        echo "ci: compiled ${#unique[@]} generated kernels with nvcc -std=c++17 -arch=sm_90: all OK"
-    fi
-    rm -rf "$fail_dir"
+    python ci/compile_kernels.py "$GNP_KERNEL_DUMP_DIR" || { kernels_rc=1; keep_kernels=1; echo "ci: kept the generated kernels in $GNP_KERNEL_DUMP_DIR" >&2; }
 fi
 
 if ((pytest_rc != 0)); then exit "$pytest_rc"; fi

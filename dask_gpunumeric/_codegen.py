@@ -120,6 +120,8 @@ _OPS: dict[str, tuple[int, str, str, str]] = {
 }
 
 _HELPERS = r"""
+#ifndef GNP_FUSED_HELPERS
+#define GNP_FUSED_HELPERS
 template <typename T> __device__ __forceinline__ bool gnp_isnan(T x) { return x != x; }
 template <typename T> __device__ __forceinline__ bool gnp_isinf(T x) { return x == x && (x - x) != (x - x); }
 template <typename T> __device__ __forceinline__ bool gnp_isfinite(T x) { return (x - x) == (x - x); }
@@ -162,6 +164,9 @@ template <typename T> __device__ __forceinline__ T gnp_floor_divide(T a, T b) {
     else floordiv = copysign((T)0, a / b);
     return floordiv;
 }
+__device__ __forceinline__ unsigned int gnp_word(const gnp_u32x4 r, int j)
+{ return j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w; }
+#endif  /* GNP_FUSED_HELPERS */
 """
 
 
@@ -610,13 +615,6 @@ def _rn_affine(dt: np.dtype, x: str, scale: str, offset: str) -> str:
     if dt == np.float32:
         return f"__fadd_rn({offset}, __fmul_rn({x}, {scale}))"
     return f"__dadd_rn({offset}, __dmul_rn({x}, {scale}))"
-
-
-_WORD = r"""
-__device__ __forceinline__ unsigned int gnp_word(const gnp_u32x4 r, int j)
-{ return j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w; }
-"""
-_HELPERS += _WORD
 
 
 def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
