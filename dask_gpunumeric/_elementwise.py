@@ -119,7 +119,9 @@ def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, A
     for a in arrays:
         lead = ndim - a.ndim
         want = tuple(
-            target[lead + d] if a.shape[d] == shape[lead + d] and target[lead + d] is not None else a.chunks[d]
+            target[lead + d] if a.shape[d] == shape[lead + d] and target[lead + d] is not None
+            else (1,) if a.shape[d] == 1  # a broadcast axis is one block (not, say, chunks (0, 1))
+            else a.chunks[d]
             for d in range(a.ndim)
         )
         out[a._name] = a if want == a.chunks else rechunk_expr(a, want)

@@ -116,7 +116,7 @@ def dags(draw: Any) -> dict:
     ndim = draw(st.integers(1, 3))
     shape = tuple(draw(st.lists(st.integers(1, 7) if draw(st.integers(0, 9)) else st.integers(0, 7),
                                 min_size=ndim, max_size=ndim)))
-    chunks = tuple(draw(axis_chunks(n, empty=n > 1)) for n in shape)
+    chunks = tuple(draw(axis_chunks(n, empty=True)) for n in shape)
     leaves: list[dict] = []
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["input", "input", "input", "random", "full"]))
@@ -124,7 +124,7 @@ def dags(draw: Any) -> dict:
             lead = draw(st.integers(0, ndim - 1))
             lshape = tuple(1 if draw(st.integers(0, 3)) == 0 else n for n in shape[lead:])
             same = all(a == b for a, b in zip(lshape, shape[lead:])) and draw(st.booleans())
-            lchunks = chunks[lead:] if same else tuple(draw(axis_chunks(n, empty=n > 1)) for n in lshape)
+            lchunks = chunks[lead:] if same else tuple(draw(axis_chunks(n, empty=True)) for n in lshape)
             dtype = np.dtype(draw(st.sampled_from(["float64", "float64", "int64", "int32", "bool", "float32"])))
             leaves.append({"kind": "input", "shape": lshape, "chunks": lchunks, "dtype": dtype,
                            "seed": draw(st.integers(0, 2**16))})
