@@ -79,7 +79,7 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
 
 
 _WORKERS_TTL_S = 2.0
-_workers_cache: dict[int, tuple[float, list[str]]] = {}
+_workers_cache: dict[tuple[int, str], tuple[float, list[str]]] = {}
 
 
 def active_workers() -> list[str]:
@@ -94,12 +94,13 @@ def active_workers() -> list[str]:
     except ValueError:
         return []
     now = time.monotonic()
-    cached = _workers_cache.get(id(client))
+    key = (id(client), client.scheduler.address)  # the address too: a new client may reuse an old id
+    cached = _workers_cache.get(key)
     if cached is not None and now - cached[0] < _WORKERS_TTL_S:
         return cached[1]
     info = client.scheduler_info(n_workers=-1)["workers"]
     workers = [addr for addr, _ in sorted(info.items(), key=lambda kv: (str(kv[1].get("name")), kv[0]))]
-    _workers_cache[id(client)] = (now, workers)
+    _workers_cache[key] = (now, workers)
     return workers
 
 
