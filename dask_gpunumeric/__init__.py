@@ -18,7 +18,7 @@ from ._cluster import cluster
 from ._coverage import coverage
 from ._contraction import matmul
 from ._creation import (
-    arange, asarray, empty, empty_like, eye, from_array, from_dask_array, full, full_like, linspace, ones,
+    arange, asarray, empty, empty_like, eye, from_array, from_dask_array, from_dlpack, full, full_like, linspace, ones,
     ones_like, zeros, zeros_like,
 )
 from ._elementwise import *  # noqa: F403  (every elementwise function by its standard and NumPy name)
@@ -29,7 +29,7 @@ from ._guards import FetchError, PromotionError, ScalarIndexingError, allowfetch
 from ._namespace import __array_namespace_info__, can_cast, finfo, iinfo, isdtype, result_type
 from ._manipulation import (
     broadcast_arrays, broadcast_to, concat, expand_dims, flip, matrix_transpose, moveaxis, permute_dims, ravel,
-    rechunk, reshape, roll, squeeze, stack, swapaxes, transpose,
+    rechunk, reshape, roll, squeeze, stack, swapaxes, transpose, unstack,
 )
 from ._protocols import FallbackWarning, fetch, register as _register
 from ._sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, unique_*, count_nonzero, ...)

@@ -232,6 +232,19 @@ class Array(DaskMethodsMixin):
         for i in range(self.shape[0]):
             yield self[i]
 
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: bool | None = None) -> Any:
+        """DLPack export of the computed data (an explicit transfer: it computes the Array)."""
+        return self.compute().__dlpack__(**({"stream": stream} if stream is not None else {}))
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(device type, id) of the blocks: (1, 0) for the CPU, (2, id) for a CUDA device."""
+        if self.backend == "cupy":
+            import cupy
+
+            return (2, cupy.cuda.Device().id)
+        return (1, 0)
+
     def to_backend(self, backend: str) -> Array:
         """The same Array with blocks moved to "numpy" (host) or "cupy" (device)."""
         from ._backend import resolve

@@ -2,6 +2,7 @@
 from nothing (full, arange, linspace, eye). Blocks of created arrays are computed where they are needed."""
 from __future__ import annotations
 
+import hashlib
 import math
 import uuid
 from typing import Any
@@ -62,6 +63,15 @@ def _chunks_per_worker(shape: tuple[int, ...], dtype: np.dtype, limit: int) -> t
     return (tuple(base + (1 if i < extra else 0) for i in range(blocks)), *((n,) for n in shape[1:]))
 
 
+def _data_token(x: np.ndarray) -> str:
+    """A token of host data: its exact bytes for small arrays (Dask's tokenize gives the same token to 0-d
+    NaNs of either sign), Dask's content hash for large ones."""
+    if x.nbytes <= 2**20:
+        data = np.ascontiguousarray(x)
+        return hashlib.sha1(f"{data.dtype.str}{data.shape}".encode() + data.tobytes()).hexdigest()
+    return tokenize(x)
+
+
 def _shape(shape: Shape) -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (int(shape),)
@@ -84,6 +94,20 @@ def operator_index(value: Any) -> int:
         return operator.index(value)
     except TypeError:
         raise TypeError(f"'{type(value).__name__}' object cannot be interpreted as an integer") from None
+
+
+_DEVICE_BACKENDS = {"cpu": "numpy", "numpy": "numpy", "gpu": "cupy", "cuda": "cupy", "cupy": "cupy"}
+
+
+def device_backend(device: Any, backend: str | None = None) -> str | None:
+    """The backend named by an array API ``device`` ("cpu"/"numpy" or "gpu"/"cuda"/"cupy"; None: the
+    default), unless ``backend`` is given."""
+    if backend is not None or device is None:
+        return backend
+    name = str(device).split(":")[0].split(" ")[0]
+    if name not in _DEVICE_BACKENDS:
+        raise ValueError(f"unknown device {device!r}: use 'cpu' or 'gpu'")
+    return _DEVICE_BACKENDS[name]
 
 
 def _backend(backend: str | None) -> str:
@@ -117,7 +141,7 @@ def from_array(x: Any, chunks: Any = "auto", *, dtype: Any = None, backend: str 
         if x.dtype == object:
             raise TypeError(f"cannot make an Array from {type(x).__name__} of Python objects (dtype object)")
     dtype = np.dtype(dtype) if dtype is not None else x.dtype
-    token = tokenize(x) if backend_of(x) != "cupy" else uuid.uuid4().hex
+    token = _data_token(x) if backend_of(x) != "cupy" else uuid.uuid4().hex
     chunks = normalize_chunks(chunks, x.shape, dtype, backend)
     return Array(FromArray(x, chunks, dtype, backend, tokenize(token, chunks, str(dtype), backend)))
 
@@ -131,9 +155,7 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
     data (later writes to ``obj`` don't reach the Array); ``copy=False`` raises ValueError where a copy is
     needed (a dtype change, or input that is not an array), as NumPy does.
     """
-    backend = {None: None, "cpu": "numpy", "numpy": "numpy", "gpu": "cupy", "cuda": "cupy", "cupy": "cupy"}.get(
-        device if device is None or isinstance(device, str) else str(device)
-    )
+    backend = device_backend(device)
     is_array = isinstance(obj, (Array, np.ndarray)) or backend_of(obj) == "cupy"
     if copy is False and (not is_array or dtype is not None and np.dtype(dtype) != obj.dtype):
         raise ValueError("copy=False was asked for, but this input needs a copy to become an Array")
@@ -144,6 +166,18 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
     if copy and not _is_dask_array(obj):
         obj = obj.copy() if backend_of(obj) == "cupy" else np.array(obj, copy=True)
     return from_array(obj, chunks=chunks, dtype=dtype, backend=backend)
+
+
+def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Array:
+    """An Array from any object with ``__dlpack__`` (host data through NumPy, CUDA data through CuPy)."""
+    kind, _ = x.__dlpack_device__()
+    if kind == 1:
+        data = np.from_dlpack(x)
+    else:
+        import cupy
+
+        data = cupy.from_dlpack(x)
+    return asarray(data, device=device, copy=copy)
 
 
 def as_operand(value: Any, backend: str | None, force_array: bool = False) -> Any:
@@ -182,7 +216,7 @@ def _creation(kind: str, shape: tuple[int, ...], dtype: np.dtype, chunks: Any, b
     return Array(Creation(kind, normalize_chunks(chunks, shape, dtype, backend), dtype, backend, params))
 
 
-def full(shape: Shape, fill_value: Any, *, dtype: Any = None, chunks: Any = "auto",
+def full(shape: Shape, fill_value: Any, *, dtype: Any = None, device: Any = None, chunks: Any = "auto",
          backend: str | None = None) -> Array:
     """An Array of ``shape`` filled with ``fill_value`` (dtype from the value unless given)."""
     if isinstance(fill_value, Array):
@@ -191,57 +225,62 @@ def full(shape: Shape, fill_value: Any, *, dtype: Any = None, chunks: Any = "aut
         check_fetch("using a lazy Array as fill_value of full()")
         fill_value = fill_value.item()
     dtype = np.dtype(dtype) if dtype is not None else np.asarray(fill_value).dtype
-    return _creation("full", _shape(shape), dtype, chunks, backend, (fill_value,))
+    return _creation("full", _shape(shape), dtype, chunks, device_backend(device, backend), (fill_value,))
 
 
-def zeros(shape: Shape, *, dtype: Any = None, chunks: Any = "auto", backend: str | None = None) -> Array:
+def zeros(shape: Shape, *, dtype: Any = None, device: Any = None, chunks: Any = "auto",
+          backend: str | None = None) -> Array:
     """An Array of zeros (float64 unless ``dtype``)."""
-    return full(shape, 0, dtype=dtype or np.float64, chunks=chunks, backend=backend)
+    return full(shape, 0, dtype=dtype or np.float64, device=device, chunks=chunks, backend=backend)
 
 
-def ones(shape: Shape, *, dtype: Any = None, chunks: Any = "auto", backend: str | None = None) -> Array:
+def ones(shape: Shape, *, dtype: Any = None, device: Any = None, chunks: Any = "auto",
+          backend: str | None = None) -> Array:
     """An Array of ones (float64 unless ``dtype``)."""
-    return full(shape, 1, dtype=dtype or np.float64, chunks=chunks, backend=backend)
+    return full(shape, 1, dtype=dtype or np.float64, device=device, chunks=chunks, backend=backend)
 
 
-def empty(shape: Shape, *, dtype: Any = None, chunks: Any = "auto", backend: str | None = None) -> Array:
+def empty(shape: Shape, *, dtype: Any = None, device: Any = None, chunks: Any = "auto",
+          backend: str | None = None) -> Array:
     """An uninitialized Array (float64 unless ``dtype``)."""
     dtype = np.dtype(dtype or np.float64)
-    return _creation("empty", _shape(shape), dtype, chunks, backend, ())
+    return _creation("empty", _shape(shape), dtype, chunks, device_backend(device, backend), ())
 
 
-def _like(x: ArrayLike, dtype: Any, shape: Shape | None) -> tuple[tuple[int, ...], np.dtype, Any, str]:
+def _like(x: ArrayLike, dtype: Any, shape: Shape | None, device: Any) -> tuple[tuple[int, ...], np.dtype, Any, str]:
     from ._elementwise import as_array
 
     a = as_array(x)
     shape_ = _shape(shape) if shape is not None else a.shape
-    return shape_, np.dtype(dtype) if dtype is not None else a.dtype, a.chunks if shape is None else "auto", a.backend
+    dtype_ = np.dtype(dtype) if dtype is not None else a.dtype
+    return shape_, dtype_, a.chunks if shape is None else "auto", device_backend(device) or a.backend
 
 
-def full_like(x: ArrayLike, fill_value: Any, *, dtype: Any = None, shape: Shape | None = None) -> Array:
+def full_like(x: ArrayLike, /, fill_value: Any, *, dtype: Any = None, device: Any = None,
+              shape: Shape | None = None) -> Array:
     """An Array like ``x`` (shape, chunks, backend; dtype unless given) filled with ``fill_value``."""
-    shape_, dtype_, chunks, backend = _like(x, dtype, shape)
+    shape_, dtype_, chunks, backend = _like(x, dtype, shape, device)
     return full(shape_, fill_value, dtype=dtype_, chunks=chunks, backend=backend)
 
 
-def zeros_like(x: ArrayLike, *, dtype: Any = None, shape: Shape | None = None) -> Array:
+def zeros_like(x: ArrayLike, /, *, dtype: Any = None, device: Any = None, shape: Shape | None = None) -> Array:
     """Zeros like ``x``."""
-    return full_like(x, 0, dtype=dtype, shape=shape)
+    return full_like(x, 0, dtype=dtype, device=device, shape=shape)
 
 
-def ones_like(x: ArrayLike, *, dtype: Any = None, shape: Shape | None = None) -> Array:
+def ones_like(x: ArrayLike, /, *, dtype: Any = None, device: Any = None, shape: Shape | None = None) -> Array:
     """Ones like ``x``."""
-    return full_like(x, 1, dtype=dtype, shape=shape)
+    return full_like(x, 1, dtype=dtype, device=device, shape=shape)
 
 
-def empty_like(x: ArrayLike, *, dtype: Any = None, shape: Shape | None = None) -> Array:
+def empty_like(x: ArrayLike, /, *, dtype: Any = None, device: Any = None, shape: Shape | None = None) -> Array:
     """An uninitialized Array like ``x``."""
-    shape_, dtype_, chunks, backend = _like(x, dtype, shape)
+    shape_, dtype_, chunks, backend = _like(x, dtype, shape, device)
     return empty(shape_, dtype=dtype_, chunks=chunks, backend=backend)
 
 
-def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, chunks: Any = "auto",
-           backend: str | None = None) -> Array:
+def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
+           chunks: Any = "auto", backend: str | None = None) -> Array:
     """Evenly spaced values in ``[start, stop)``, as ``numpy.arange``."""
     if stop is None:
         start, stop = 0, start
@@ -249,11 +288,11 @@ def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
         raise ZeroDivisionError("arange: step must not be zero")
     n = max(0, math.ceil((stop - start) / step))
     dtype = np.dtype(dtype) if dtype is not None else np.arange(start, start + step, step).dtype
-    return _creation("arange", (n,), dtype, chunks, backend, (start, step))
+    return _creation("arange", (n,), dtype, chunks, device_backend(device, backend), (start, step))
 
 
-def linspace(start: Any, stop: Any, /, num: int = 50, *, endpoint: bool = True, dtype: Any = None,
-             chunks: Any = "auto", backend: str | None = None) -> Array:
+def linspace(start: Any, stop: Any, /, num: int = 50, *, dtype: Any = None, device: Any = None,
+             endpoint: bool = True, chunks: Any = "auto", backend: str | None = None) -> Array:
     """``num`` evenly spaced values from ``start`` to ``stop``, as ``numpy.linspace``."""
     num = operator_index(num)
     if num < 0:
@@ -261,11 +300,13 @@ def linspace(start: Any, stop: Any, /, num: int = 50, *, endpoint: bool = True, 
     div = (num - 1) if endpoint else num
     step = (stop - start) / div if div > 0 else (stop - start) * 0.0
     dtype = np.dtype(dtype) if dtype is not None else np.result_type(float(0.0), start, stop)
-    return _creation("linspace", (num,), dtype, chunks, backend, (start, step, num, stop, endpoint))
+    return _creation("linspace", (num,), dtype, chunks, device_backend(device, backend),
+                     (start, step, num, stop, endpoint))
 
 
-def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None, chunks: Any = "auto",
-        backend: str | None = None) -> Array:
+def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None, device: Any = None,
+        chunks: Any = "auto", backend: str | None = None) -> Array:
     """A 2-D Array with ones on diagonal ``k`` and zeros elsewhere."""
     shape = _shape((n_rows, n_rows if n_cols is None else n_cols))
-    return _creation("eye", shape, np.dtype(dtype or np.float64), chunks, backend, (operator_index(k),))
+    return _creation("eye", shape, np.dtype(dtype or np.float64), chunks, device_backend(device, backend),
+                     (operator_index(k),))

@@ -207,9 +207,13 @@ def round(x: ArrayLike, /, decimals: int = 0) -> Array:  # noqa: A001
     return elementwise("round", x, decimals=decimals)
 
 
-def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, casting: str = "unsafe") -> Array:
-    """The array converted to ``dtype`` (explicit: never guarded)."""
+def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, device: Any = None, casting: str = "unsafe") -> Array:
+    """The array converted to ``dtype`` (explicit: never guarded), on ``device`` if given."""
+    from ._creation import device_backend
+
     arr = as_array(x)
+    if device is not None:
+        arr = arr.to_backend(device_backend(device))
     dtype = np.dtype(dtype)
     if not np.can_cast(arr.dtype, dtype, casting=casting):
         raise TypeError(f"Cannot cast array data from {arr.dtype} to {dtype} according to the rule {casting!r}")

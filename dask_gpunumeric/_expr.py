@@ -39,6 +39,9 @@ def _plain_repr(value: Any) -> str | None:
     """An exact text form of small plain values (what tokens are made of), or None for anything else."""
     if isinstance(value, Expr):
         return value._name
+    if isinstance(value, (float, complex, np.inexact)):
+        # the exact bits: repr() is the same for NaNs of either sign (and of any payload)
+        return f"{type(value).__name__}:{np.asarray(value).tobytes().hex()}"
     if isinstance(value, _PLAIN):
         return f"{type(value).__name__}:{value!r}"
     if isinstance(value, (tuple, list)):

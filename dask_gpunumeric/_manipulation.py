@@ -348,3 +348,15 @@ def roll(x: ArrayLike, /, shift: Any, *, axis: Any = None) -> Array:
         if s:
             segments[d] = ([(0, n - s, 1, s), (0, 0, 1, n - s)], a.chunks[d])
     return _gather_axes(a, segments) if segments else a
+
+
+def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple[Array, ...]:
+    """The arrays along ``axis``, as a tuple (the inverse of ``stack``)."""
+    a = _as_array(x)
+    if a.ndim == 0:
+        raise ValueError("unstack needs an array of at least one dimension")
+    axis = normalize_axis(axis, a.ndim)
+    from ._indexing import getitem
+
+    before = (slice(None),) * axis
+    return tuple(squeeze(getitem(a, (*before, slice(i, i + 1))), axis=axis) for i in range(a.shape[axis]))
