@@ -266,6 +266,16 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
+def finish(report: dict, json_path: str | None) -> int:
+    """Print the report's table, write it as JSON if asked, and return the exit code (1 if it failed)."""
+    print()
+    print(render(report))
+    if json_path:
+        write_json(json_path, report)
+        print(f"results written to {json_path}")
+    return 0 if report["passed"] else 1
+
+
 def write_json(path: str, report: dict) -> None:
     with open(path, "w") as f:
         json.dump(report, f, indent=2)

@@ -123,11 +123,7 @@ def main(argv=None) -> int:
         for r in results:
             if not r.error and not floor.error:
                 print(f"  {r.name:12s} {r.median_ms:8.3f} ms  x copy {r.median_ms / floor.median_ms:5.2f}")
-    print()
-    print(H.render(report))
-    if args.json:
-        H.write_json(args.json, report)
-    return 0 if report["passed"] else 1
+    return H.finish(report, args.json)
 
 
 if __name__ == "__main__":

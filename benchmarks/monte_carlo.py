@@ -180,16 +180,11 @@ def main(argv=None) -> int:
     }
     report = H.make_report("monte_carlo", results, baseline="gnp", params=params,
                            value_name="estimate")
-    print()
-    print(H.render(report))
-    if args.json:
-        H.write_json(args.json, report)
-        print(f"results written to {args.json}")
-    if not report["passed"]:
+    code = H.finish(report, args.json)
+    if code:
         print("FAILED: an implementation raised or its estimate is off sqrt(pi) by 1e-2 or more",
               file=sys.stderr)
-        return 1
-    return 0
+    return code
 
 
 if __name__ == "__main__":

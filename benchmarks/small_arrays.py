@@ -53,11 +53,7 @@ def main(argv=None) -> int:
     print(f"small-array latency: n = {args.n} float64, gnp backend {gnp.config.backend()}, {H.device_name()}")
     results = [H.measure(name, fn, repeat=args.repeat, warmup=args.warmup, check=check) for name, fn in runs]
     report = H.make_report("small_arrays", results, baseline="gnp", params={"n": args.n}, value_name="value")
-    print()
-    print(H.render(report))
-    if args.json:
-        H.write_json(args.json, report)
-    return 0 if report["passed"] else 1
+    return H.finish(report, args.json)
 
 
 if __name__ == "__main__":
