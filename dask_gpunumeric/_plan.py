@@ -33,6 +33,9 @@ def split_even(n: int, size: int) -> tuple[int, ...]:
 def _split_segment(chunks: Sequence[int], start: int, step: int, count: int) -> list[tuple[int, slice, int]]:
     """Cut one arithmetic run into (chunk, local slice, length) pieces, in run order."""
     offs = offsets(chunks)
+    last_position = start + step * (count - 1)
+    if count > 0 and not (0 <= start < sum(chunks) and 0 <= last_position < sum(chunks)):
+        raise IndexError(f"segment {start}:{last_position + step}:{step} is outside an axis of length {sum(chunks)}")
     out = []
     pos, left = start, count
     while left > 0:

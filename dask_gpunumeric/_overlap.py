@@ -1,0 +1,139 @@
+"""``map_overlap``: run a function on blocks extended by halos from their neighbours (stencils).
+
+Each block gets ``depth`` elements from each neighbour along each axis (only those strips move), the
+function runs on the extended block, and the halos are trimmed off its result. At the array's edges the
+halo comes from ``boundary``: "periodic" (wrap around), "nearest" (repeat the edge), "reflect" (mirror,
+edge excluded, as ``numpy.pad``'s "reflect"), "symmetric" (mirror, edge included), "none" (no halo at the
+edges: edge blocks are smaller), or a number (a constant).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _plan
+from ._array import Array, ArrayLike
+from ._blockwise import map_blocks
+from ._expr import Gather
+
+_EDGE_MAPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
+    "periodic": lambda p, n: p % n,
+    "nearest": lambda p, n: np.clip(p, 0, n - 1),
+    "reflect": lambda p, n: np.where(p < 0, -p, np.where(p >= n, 2 * (n - 1) - p, p)),
+    "symmetric": lambda p, n: np.where(p < 0, -p - 1, np.where(p >= n, 2 * n - 1 - p, p)),
+}
+
+
+def _runs(indices: np.ndarray) -> list[_plan.Segment]:
+    """Source-0 segments (runs of step +1 or -1, else single elements) selecting ``indices`` in order."""
+    segments: list[_plan.Segment] = []
+    i = 0
+    while i < len(indices):
+        step = int(indices[i + 1] - indices[i]) if i + 1 < len(indices) else 0
+        j = i  # the run is indices[i..j]
+        if step in (1, -1):
+            while j + 1 < len(indices) and indices[j + 1] - indices[j] == step:
+                j += 1
+        segments.append((0, int(indices[i]), step if j > i else 1, j - i + 1))
+        i = j + 1
+    return segments
+
+
+def _axis_halos(chunks: Sequence[int], depth: int, boundary: str) -> tuple[list[list[_plan.Segment]], tuple[int, ...], list[int]]:
+    """Per block: the segments of its extended range, the extended chunk lengths, and its left halo size."""
+    n = sum(chunks)
+    offsets = _plan.offsets(chunks)
+    segments, lengths, lefts = [], [], []
+    for o, size in zip(offsets, chunks):
+        left = np.arange(o - depth, o)
+        right = np.arange(o + size, o + size + depth)
+        if boundary == "none":
+            left, right = left[left >= 0], right[right < n]
+        else:
+            left, right = _EDGE_MAPS[boundary](left, n), _EDGE_MAPS[boundary](right, n)
+        block = ([(0, o, 1, size)] if size else [])
+        segments.append(_runs(left) + block + _runs(right))
+        lengths.append(len(left) + size + len(right))
+        lefts.append(len(left))
+    return segments, tuple(lengths), lefts
+
+
+def _normalize(value: Any, ndim: int, default: Any, what: str) -> tuple[Any, ...]:
+    if isinstance(value, dict):
+        return tuple(value.get(d, value.get(d - ndim, default)) for d in range(ndim))
+    if isinstance(value, (tuple, list)):
+        if len(value) != ndim:
+            raise ValueError(f"map_overlap: {what} has {len(value)} entries for {ndim} axes")
+        return tuple(value)
+    return (value,) * ndim
+
+
+def _extend(a: Array, depths: tuple[int, ...], boundaries: tuple[Any, ...]) -> tuple[Array, list[list[int]]]:
+    """The array with every block extended by its halos, and each block's left halo size per axis."""
+    from ._utility import pad
+
+    constant = [not isinstance(b, str) for b in boundaries]
+    if any(constant):  # constants: pad those axes first, then take halos from inside the padded array
+        widths = [(d, d) if c else (0, 0) for d, c in zip(depths, constant)]
+        values = [(b, b) if c else (0, 0) for b, c in zip(boundaries, constant)]
+        padded = pad(a, widths, mode="constant", constant_values=values)
+    else:
+        padded = a
+    plan, lefts = [], []
+    for axis, (chunks, depth, boundary) in enumerate(zip(a.chunks, depths, boundaries)):
+        if constant[axis]:
+            offsets = _plan.offsets(chunks)
+            segs = [[(0, o, 1, size + 2 * depth)] for o, size in zip(offsets, chunks)]
+            lengths, left = tuple(size + 2 * depth for size in chunks), [depth] * len(chunks)
+        else:
+            if boundary not in (*_EDGE_MAPS, "none"):
+                raise ValueError(f"map_overlap: unknown boundary {boundary!r}; use 'periodic', 'nearest', "
+                                 "'reflect', 'symmetric', 'none' or a number")
+            if depth > sum(chunks) and boundary != "none":
+                raise ValueError(f"map_overlap: depth {depth} exceeds the axis length {sum(chunks)}")
+            segs, lengths, left = _axis_halos(chunks, depth, boundary)
+        source = padded.chunks[axis]
+        plan.append(tuple(
+            (tuple(p for p in _plan.segments_plan([source], s, (n,))[0][0]), None) for s, n in zip(segs, lengths)
+        ))
+        lefts.append(left)
+    return Array(Gather(tuple(plan), (), a.dtype, padded.expr)), lefts
+
+
+def map_overlap(func: Callable[..., Any], *arrays: ArrayLike, depth: Any = 1, boundary: Any = "none",
+                trim: bool = True, dtype: Any = None, name: str | None = None, **kwargs: Any) -> Array:
+    """``func`` on every block extended by ``depth`` elements of its neighbours (per axis: an int, a tuple or
+    a dict by axis), with ``boundary`` at the array's edges (per axis too; see the module docstring); the
+    halos are trimmed off the results unless ``trim=False``. Arrays must have the same shape (they are
+    rechunked to the first one's chunks). ``func`` must return a block of its input's shape and be a
+    picklable top-level function working on NumPy and CuPy blocks, like ``map_blocks``'s."""
+    from ._elementwise import as_array
+
+    if not arrays:
+        raise TypeError("map_overlap needs at least one array")
+    arrs = [as_array(a) for a in arrays]
+    first = arrs[0]
+    if any(a.shape != first.shape for a in arrs):
+        raise ValueError(f"map_overlap: arrays must have the same shape, got {[a.shape for a in arrs]}")
+    arrs = [a if a.chunks == first.chunks else a.rechunk(first.chunks) for a in arrs]
+    depths = tuple(int(d) for d in _normalize(depth, first.ndim, 0, "depth"))
+    if any(d < 0 for d in depths):
+        raise ValueError("map_overlap: depth must be non-negative")
+    boundaries = _normalize(boundary, first.ndim, "none", "boundary")
+    extended = [_extend(a, depths, boundaries) for a in arrs]
+    lefts = extended[0][1]
+    out = map_blocks(func, *[e for e, _ in extended], dtype=dtype, name=name or getattr(func, "__name__", None),
+                     **kwargs)
+    if not trim:
+        return out
+    plan = tuple(
+        tuple(
+            (tuple(_plan.segments_plan([out.chunks[axis]], [(0, sum(out.chunks[axis][:i]) + left, 1, size)],
+                                       (size,))[0][0]), None)
+            for i, (left, size) in enumerate(zip(lefts[axis], first.chunks[axis]))
+        )
+        for axis in range(first.ndim)
+    )
+    return Array(Gather(plan, (), out.dtype, out.expr))
