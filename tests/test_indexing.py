@@ -295,6 +295,10 @@ def test_pointwise_getitem(data: st.DataObject) -> None:
         (1, [0, -1], slice(None)), (slice(None), [[1], [2]], [0, 4, 3]), ([[0, 1]], 2, [3]),
         (np.array([True, False, True, False]), [5, 0]), (np.arange(24).reshape(4, 6) % 7 == 0, [1]),
         (slice(None, None, -1), np.array([True, False, True, False, True, False]), [0, 1, 2]),
+        # new axes (None) and 0-d masks (True/False) next to advanced indices
+        (None, [0, 2]), ([0, 1], None, 1), (Ellipsis, None, [1, 0]), (True, [0, 1]), (True, [[0], [1]]),
+        (False, 1, [0]), (slice(None), False, [0]), (True, True), (False, False), (True, 1), (True, slice(None), 1),
+        (slice(None), [0, 1], True), (None, True, None, [0, 1], None), (1, None, slice(None), [2, 0]),
     ],
 )
 def test_pointwise_getitem_examples(index: tuple, fresh_warnings: None) -> None:
@@ -316,21 +320,6 @@ def test_pointwise_getitem_errors() -> None:
         a[[0, 1], np.ones(5, bool)]
 
 
-@pytest.mark.parametrize(
-    "index",
-    [
-        (None, [0, 2]), ([0, 1], None, 1), (Ellipsis, None, [1, 0]), (True, [0, 1]), (True, [[0], [1]]),
-        (False, 1, [0]), (slice(None), False, [0]), (True, True), (False, False), (True, 1), (True, slice(None), 1),
-        (slice(None), [0, 1], True), (None, True, None, [0, 1], None), (1, None, slice(None), [2, 0]),
-    ],
-)
-def test_getitem_new_axes_with_advanced(index: tuple, fresh_warnings: None) -> None:
-    x = np.arange(120).reshape(4, 6, 5)
-    a = gnp.from_array(x, chunks=(3, (2, 1, 3), 2))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", gnp.FallbackWarning)
-        out = a[index]
-    assert_eq(out, x[index])
 
 
 # --- errors -------------------------------------------------------------------------------------------
