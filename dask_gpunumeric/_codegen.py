@@ -190,7 +190,7 @@ def elemwise_supported(node: Expr) -> bool:
         return False
     if node.operand("kwargs") and not (func == "round" and node.operand("kwargs") == {"decimals": 0}):
         return False
-    arity, category, kinds, _ = _OPS[func]
+    arity, _, kinds, _ = _OPS[func]
     args = node.args
     if len(args) != arity:
         return False
@@ -200,7 +200,7 @@ def elemwise_supported(node: Expr) -> bool:
                 return False
         elif not _scalar_supported(a):
             return False
-    compute = _compute_dtype(func, category, node.dtype, [_probe_dtype(a) for a in args], args)
+    compute = _op_compute_dtype(node)
     if compute is None:
         return False
     if kinds == "float" and compute.kind != "f":
@@ -221,6 +221,12 @@ def creation_supported(node: Expr) -> bool:
 
 def _probe_dtype(arg: Any) -> Any:
     return arg.dtype if hasattr(arg, "chunks") else arg
+
+
+def _op_compute_dtype(node: Expr) -> np.dtype | None:
+    """The dtype an Elemwise node's kernel computes in (None where NumPy's rules can't be followed)."""
+    func = node.operand("op")
+    return _compute_dtype(func, _OPS[func][1], node.dtype, [_probe_dtype(a) for a in node.args], node.args)
 
 
 def _compute_dtype(func: str, category: str, out: np.dtype, probes: list[Any], args: Sequence[Any]) -> np.dtype | None:
@@ -265,7 +271,7 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
             index[arg._name] = len(instrs) - 1  # load once
             return index[arg._name]
         scalars.append(arg)
-        instrs.append(("scalar", len(scalars) - 1, np.asarray(arg).dtype.str, not isinstance(arg, np.generic)))
+        instrs.append(("scalar", len(scalars) - 1, np.asarray(arg).dtype.str))
         return len(instrs) - 1
 
     for node in nodes:
@@ -282,7 +288,7 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
         else:
             args = tuple(value_of(a) for a in node.args)
             kwargs = tuple(sorted(node.operand("kwargs").items()))
-            instrs.append(("op", node.operand("op"), node.dtype.str, kwargs, args))
+            instrs.append(("op", node.operand("op"), node.dtype.str, kwargs, args, _op_compute_dtype(node).str))
         index[node._name] = len(instrs) - 1
     outputs = [("store", index[n._name]) for n in stores]
     for r in reductions:
@@ -333,7 +339,7 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
             values.append(_philox.draw_block(kind, key, scalars[slot + 2], global_shape, offset, shape, dt,
                                              tuple(scalars[slot + 3 : slot + 3 + nparams]), xp=xp))
         else:
-            _, func, dt, kwargs, args = ins
+            _, func, dt, kwargs, args, _ = ins
             values.append(_blocks.elemwise(func, np.dtype(dt), dict(kwargs), *[values[j] for j in args]))
     return [_output(out, values, shape) for out in program[3]]
 
@@ -544,16 +550,10 @@ def _instr_code(i: int, ins: tuple, instrs: Sequence[tuple], mode: str, group: i
         return f"const {_ctype(ins[2])} v{i} = s{ins[1]};"
     if tag == "random":
         return f"const {_ctype(ins[2])} v{i} = {_random_code(i, ins, group)};"
-    _, func, dt, kwargs, args = ins
+    _, func, dt, kwargs, args, compute = ins
     arity, category, _, template = _OPS[func]
-    out_dt = np.dtype(dt)
+    out_dt, compute = np.dtype(dt), np.dtype(compute)
     arg_dts = [_value_dtype(instrs[j]) for j in args]
-    if category == "predicate":
-        compute = arg_dts[0]
-    elif category == "compare":
-        compute = np.result_type(*arg_dts) if not any(instrs[j][0] == "scalar" for j in args) else _weak_common(args, instrs)
-    else:
-        compute = out_dt
     ct = _ctype(compute)
     if category == "where":
         operands = [f"v{args[0]}", f"({ct})v{args[1]}", f"({ct})v{args[2]}"]
@@ -564,20 +564,6 @@ def _instr_code(i: int, ins: tuple, instrs: Sequence[tuple], mode: str, group: i
     f = "f" if compute == np.float32 else ""
     expr = template.format(*operands, T=ct, f=f)
     return f"const {_ctype(out_dt)} v{i} = ({_ctype(out_dt)}){expr};"
-
-
-def _weak_common(args: Sequence[int], instrs: Sequence[tuple]) -> np.dtype:
-    """NEP 50 common dtype of comparison operands where scalars are weak."""
-    probes: list[Any] = []
-    for j in args:
-        ins = instrs[j]
-        if ins[0] == "scalar" and ins[3]:
-            probes.append(type(np.asarray(0, dtype=ins[2]).item())(0))  # weak: a Python scalar of that kind
-        elif ins[0] == "scalar":
-            probes.append(np.dtype(ins[2]).type(0))
-        else:
-            probes.append(np.empty(0, np.dtype(ins[2])))
-    return np.result_type(*probes)
 
 
 def _random_code(i: int, ins: tuple, group: int) -> str:

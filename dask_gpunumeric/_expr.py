@@ -130,6 +130,12 @@ class ArrayExpr(Expr):
         """All block indices in C order."""
         return itertools.product(*(range(n) for n in self.numblocks))
 
+    def operand_block(self, operand: ArrayExpr, index: Index) -> Index:
+        """The block of a broadcasting operand (aligned on trailing axes) that output block ``index`` reads:
+        the same position along shared axes, block 0 along axes where the operand has one block."""
+        lead = self.ndim - operand.ndim
+        return tuple(0 if operand.numblocks[d] == 1 else index[lead + d] for d in range(operand.ndim))
+
     def block_shape(self, index: Index) -> tuple[int, ...]:
         return tuple(c[i] for c, i in zip(self.chunks, index))
 
@@ -461,14 +467,8 @@ class Elemwise(ArrayExpr):
             out.append(max(dims, key=lambda c: (sum(c) != 1, len(c))))
         return tuple(out)
 
-    def _arg_index(self, arg: ArrayExpr, index: Index) -> Index:
-        lead = self.ndim - arg.ndim
-        return tuple(
-            0 if arg.numblocks[d] == 1 else index[lead + d] for d in range(arg.ndim)
-        )
-
     def _block_task(self, index: Index) -> GraphNode:
-        args = [a.ref(self._arg_index(a, index)) if isinstance(a, ArrayExpr) else a for a in self.args]
+        args = [a.ref(self.operand_block(a, index)) if isinstance(a, ArrayExpr) else a for a in self.args]
         return Task(
             self.key(index), _blocks.elemwise, self.operand("op"), self.dtype, self.operand("kwargs"), *args
         )
@@ -515,8 +515,7 @@ class Broadcast(ArrayExpr):
 
     def _block_task(self, index: Index) -> GraphNode:
         a = self.array
-        lead = self.ndim - a.ndim
-        source = tuple(0 if a.numblocks[d] == 1 else index[lead + d] for d in range(a.ndim))
+        source = self.operand_block(a, index)
         return Task(self.key(index), _blocks.broadcast, a.ref(source), self.block_shape(index))
 
 
@@ -763,14 +762,10 @@ class Fused(ArrayExpr):
         _, _, instrs, outputs = self.operand("program")
         return np.dtype(instrs[outputs[0][1]][2]) if outputs[0][0] == "store" else np.dtype(outputs[0][4])
 
-    def _input_index(self, arg: ArrayExpr, index: Index) -> Index:
-        lead = self.ndim - arg.ndim
-        return tuple(0 if arg.numblocks[d] == 1 else index[lead + d] for d in range(arg.ndim))
-
     def _block_task(self, index: Index) -> GraphNode:
         from ._codegen import run
 
-        refs = [a.ref(self._input_index(a, index)) for a in self.inputs]
+        refs = [a.ref(self.operand_block(a, index)) for a in self.inputs]
         return Task(
             self.key(index), run, self.operand("program"), self.operand("scalars"), self.block_offset(index),
             self.block_shape(index), self.shape, self.backend, *refs,
@@ -832,13 +827,9 @@ class MapBlocks(ArrayExpr):
     def backend(self) -> str:
         return self.inputs[0].backend
 
-    def _input_index(self, arg: ArrayExpr, index: Index) -> Index:
-        lead = self.ndim - arg.ndim
-        return tuple(0 if arg.numblocks[d] == 1 else index[lead + d] for d in range(arg.ndim))
-
     def _block_task(self, index: Index) -> GraphNode:
         kwargs = dict(self.operand("kwargs"))
         if self.operand("offsets"):
             kwargs.update(block_offset=self.block_offset(index), global_shape=self.shape)
-        refs = [a.ref(self._input_index(a, index)) for a in self.inputs]
+        refs = [a.ref(self.operand_block(a, index)) for a in self.inputs]
         return Task(self.key(index), _blocks.apply, self.operand("func"), kwargs, self.dtype, *refs)
