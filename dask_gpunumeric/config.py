@@ -21,6 +21,7 @@ DEFAULTS: dict[str, Any] = {
     "allow-fetch": False,
     "split-every": 8,  # fan-in of tree reductions
     "fusion": True,  # fuse elementwise chains, random draws and reductions into one kernel per block
+    "stencil-sweeps": "auto",  # stencil sweeps per task: "auto" (halo within 1/8 of a block) or an int
 }
 
 dask.config.update_defaults({"gpunumeric": DEFAULTS})
