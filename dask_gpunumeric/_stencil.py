@@ -180,6 +180,7 @@ class _Kernel:
     region_values: tuple = ()
     scalars: tuple = ()
     reach: tuple[int, ...] = ()
+    after: set[str] = field(default_factory=set)  # fields that sources it reads depend on: earlier groups
 
 
 class _Pass:
@@ -285,23 +286,37 @@ class _Pass:
                     tuple(None if r == (0, n) else r for r, n in zip(region, node.shape)))  # type: ignore[arg-type]
         return (node.shape, node.chunks, node.backend, None)
 
+    def fields_below(self) -> dict[str, set[str]]:
+        """For each node outside the clusters, the nearest fields it depends on."""
+        below: dict[str, set[str]] = {}
+        for node in self.dag.order:
+            if node._name not in self.cluster:
+                below[node._name] = set().union(*[{d._name} if d._name in self.fields else below.get(d._name, set())
+                                                  for d in node.dependencies()])
+        return below
+
     # --- kernels ---
     def kernels(self) -> list[_Kernel]:
         level: dict[str, int] = {}
         by_key: dict[tuple, _Kernel] = {}
+        below = self.fields_below()
         for name in sorted(self.fields, key=self.order.__getitem__):
             cls = self.node_class(name)
             pure = cls[3] is None
-            lvl = 0
+            lvl, after = 0, set()
             for target, e, cyclic in self.frontier(name):
                 if target in self.fields:
                     same = pure and not any(e) and not cyclic and self.node_class(target) == cls
                     lvl = max(lvl, level[target] + (0 if same else 1))
+                else:  # a source computed from fields (a concatenation, say): after them, in another group
+                    after |= below[target]
+                    lvl = max([lvl, *[level[f] + 1 for f in below[target]]])
             level[name] = lvl
             key = (lvl, cls)
             if key not in by_key:
                 by_key[key] = _Kernel(lvl, cls[:3], [], cls[3])
             by_key[key].fields.append(name)
+            by_key[key].after |= after
         kernels = sorted(by_key.values(), key=lambda k: (k.level, self.order[k.fields[0]]))
         for kernel in kernels:
             self.build(kernel)
@@ -394,6 +409,11 @@ class _Pass:
                 g = group_of.get(target)
                 if g is not None and open_groups.get(groups[g][0].frame) == g and groups[g][0].frame != kernel.frame:
                     del open_groups[groups[g][0].frame]  # read across frames: both groups end here
+                    open_groups.pop(kernel.frame, None)
+            for f in kernel.after:
+                g = group_of[f]
+                if open_groups.get(groups[g][0].frame) == g:  # read through a source: the group ends there
+                    del open_groups[groups[g][0].frame]
                     open_groups.pop(kernel.frame, None)
             g = open_groups.get(kernel.frame)
             if g is None or not self.fits(groups[g], kernel, limit):

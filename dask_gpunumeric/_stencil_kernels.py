@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from . import _blocks, _codegen, _plan
-from ._backend import module
+from ._backend import backend_of, module
 
 Box = tuple[tuple[int, int], ...]
 
@@ -194,6 +194,8 @@ def _last_reads(plan: tuple) -> dict[int, int]:
 
 def _trim(array: Any, origin: tuple[int, ...], block: Box) -> Any:
     """The block's part of a buffer (a copy when it is only a part, so that the buffer can be freed)."""
+    if _empty(block):  # an empty block: no kernel computed it
+        return module(backend_of(array)).empty(tuple(hi - lo for lo, hi in block), dtype=array.dtype)
     index = tuple(slice(lo - o, hi - o) for (lo, hi), o in zip(block, origin))
     if all(ix.stop - ix.start == n for ix, n in zip(index, array.shape)):
         return array
