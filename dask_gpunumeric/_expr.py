@@ -219,7 +219,7 @@ class Materialized(ArrayExpr):
             # it came from (and so do expressions built on it), so a cached graph of that expression would
             # recompute the blocks instead of using the persisted ones
             return self._optimized_graph()
-        key = (root._name, config.get("fusion"))
+        key = (root._name, config.optimizer_settings())
         cached = _GRAPH_CACHE.get(key)
         if cached is not None:
             _GRAPH_CACHE.move_to_end(key)

@@ -183,6 +183,50 @@ class _Kernel:
     after: set[str] = field(default_factory=set)  # fields that sources it reads depend on: earlier groups
 
 
+@dataclass
+class _Group:
+    """Consecutive levels of kernels of one frame, run as one task per block (one ``Stencil`` node)."""
+
+    frame: tuple
+    kernels: list[_Kernel] = field(default_factory=list)
+    fields: set[str] = field(default_factory=set)
+    reach: dict[int, tuple[int, ...]] = field(default_factory=dict)  # per level: the largest offsets read
+    periodic: set[int] = field(default_factory=set)  # axes along which kernels read the group's fields cyclically
+    cyclic: set[int] = field(default_factory=set)  # axes along which anything is read cyclically
+
+    def cyclic_reads(self, kernel: _Kernel) -> set[int]:
+        return {d for t, w in zip(kernel.targets, kernel.wraps) if t in self.fields for d, x in enumerate(w) if x}
+
+    def fits(self, kernel: _Kernel, limit: Any, nodes: dict[str, Expr]) -> bool:
+        """May ``kernel`` join: within the group size rule (module docstring), and where fields are read
+        cyclically, with nothing that is not (no region restricting that axis, sources of the same length)?"""
+        shape, chunks = self.frame[0], self.frame[1]
+        periodic = self.periodic | self.cyclic_reads(kernel)
+        for k, axes in [(kernel, periodic), *[(k, periodic - self.periodic) for k in self.kernels]]:
+            for d in axes:
+                if k.region is not None and k.region[d] is not None:
+                    return False
+                if any(nodes[t].shape[d] != shape[d] for t in k.targets if t not in self.fields):
+                    return False
+        if limit != "auto":
+            return len({*self.reach, kernel.level}) <= limit
+        reach = dict(self.reach)
+        reach[kernel.level] = tuple(map(max, reach.get(kernel.level, kernel.reach), kernel.reach))
+        cyclic = periodic | self.cyclic | {d for w in kernel.wraps for d, x in enumerate(w) if x}
+        for d in range(len(shape)):
+            if len(chunks[d]) > 1 or d in cyclic:
+                if sum(r[d] for r in reach.values()) > min((c for c in chunks[d] if c), default=0) // 8:
+                    return False
+        return True
+
+    def add(self, kernel: _Kernel) -> None:
+        self.periodic |= self.cyclic_reads(kernel)
+        self.cyclic |= {d for w in kernel.wraps for d, x in enumerate(w) if x}
+        self.reach[kernel.level] = tuple(map(max, self.reach.get(kernel.level, kernel.reach), kernel.reach))
+        self.kernels.append(kernel)
+        self.fields |= set(kernel.fields)
+
+
 class _Pass:
     """The state of one run of the pass over a DAG (see the module docstring for the steps)."""
 
@@ -395,78 +439,47 @@ class _Pass:
         kernel.reach = tuple(reach)
 
     # --- groups ---
-    def groups(self, kernels: list[_Kernel]) -> list[list[_Kernel]]:
+    def groups(self, kernels: list[_Kernel]) -> list[_Group]:
+        """Kernels in runs of consecutive levels of one frame: a group ends where the next kernel does not
+        fit (``fits``), or where a kernel reads a field of an open group of another frame, or a source
+        computed from an open group's field (that group must finish first)."""
         from . import config
 
         limit = config.get("stencil-sweeps")
         if limit != "auto" and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             raise ValueError(f"gpunumeric.stencil-sweeps must be 'auto' or a positive int, got {limit!r}")
-        groups: list[list[_Kernel]] = []
-        open_groups: dict[tuple, int] = {}  # frame -> index of its open group
-        group_of: dict[str, int] = {}
+        groups: list[_Group] = []
+        open_groups: dict[tuple, _Group] = {}  # by frame
+        group_of: dict[str, _Group] = {}
         for kernel in kernels:
-            for target in kernel.targets:
-                g = group_of.get(target)
-                if g is not None and open_groups.get(groups[g][0].frame) == g and groups[g][0].frame != kernel.frame:
-                    del open_groups[groups[g][0].frame]  # read across frames: both groups end here
+            ended = [group_of[t] for t in kernel.targets if t in group_of and group_of[t].frame != kernel.frame]
+            ended += [group_of[f] for f in kernel.after]
+            for g in ended:
+                if open_groups.get(g.frame) is g:
+                    del open_groups[g.frame]
                     open_groups.pop(kernel.frame, None)
-            for f in kernel.after:
-                g = group_of[f]
-                if open_groups.get(groups[g][0].frame) == g:  # read through a source: the group ends there
-                    del open_groups[groups[g][0].frame]
-                    open_groups.pop(kernel.frame, None)
-            g = open_groups.get(kernel.frame)
-            if g is None or not self.fits(groups[g], kernel, limit):
-                groups.append([])
-                g = open_groups[kernel.frame] = len(groups) - 1
-            groups[g].append(kernel)
-            for f in kernel.fields:
-                group_of[f] = g
+            group = open_groups.get(kernel.frame)
+            if group is None or not group.fits(kernel, limit, self.nodes):
+                group = open_groups[kernel.frame] = _Group(kernel.frame)
+                groups.append(group)
+            group.add(kernel)
+            group_of.update(dict.fromkeys(kernel.fields, group))
         return groups
 
-    def fits(self, group: list[_Kernel], kernel: _Kernel, limit: Any) -> bool:
-        """May ``kernel`` join ``group`` (the group size rule, and cyclic fields only where all is cyclic)?"""
-        kernels = [*group, kernel]
-        levels = sorted({k.level for k in kernels})
-        if limit != "auto":
-            return len(levels) <= limit
-        fields = {f for k in kernels for f in k.fields}
-        shape, chunks = kernel.frame[0], kernel.frame[1]
-        periodic = self.periodic(kernels, fields)
-        for k in kernels:
-            for d in periodic:
-                if k.region is not None and k.region[d] is not None:
-                    return False
-                if any(self.nodes[t].shape[d] != shape[d] for t in k.targets if t not in fields):
-                    return False
-        for d in range(len(shape)):
-            cyclic = d in periodic or any(w[d] for k in kernels for w in k.wraps)
-            if len(chunks[d]) == 1 and not cyclic:
-                continue
-            halo = sum(max(k.reach[d] for k in kernels if k.level == lvl) for lvl in levels)
-            if halo > min((c for c in chunks[d] if c), default=0) // 8:
-                return False
-        return True
-
-    def periodic(self, kernels: list[_Kernel], fields: set[str]) -> set[int]:
-        """Axes along which kernels read fields of their own group cyclically."""
-        return {d for k in kernels for t, w in zip(k.targets, k.wraps) if t in fields for d, x in enumerate(w) if x}
-
-    def lower(self, groups: list[list[_Kernel]]) -> dict[str, Expr]:
+    def lower(self, groups: list[_Group]) -> dict[str, Expr]:
         """The Stencil node of each group, and what replaces each field used outside its group."""
-        group_of = {f: g for g, kernels in enumerate(groups) for k in kernels for f in k.fields}
         read_by: dict[str, set[int]] = defaultdict(set)
-        for g, kernels in enumerate(groups):
-            for k in kernels:
+        for g, group in enumerate(groups):
+            for k in group.kernels:
                 for t in k.targets:
                     read_by[t].add(g)
         replaced: dict[str, Expr] = {}
-        for g, kernels in enumerate(groups):
+        for g, group in enumerate(groups):
+            kernels, periodic = group.kernels, group.periodic
             fields = [f for k in kernels for f in k.fields]
-            sources = list(dict.fromkeys(t for k in kernels for t in k.targets if t not in fields))
+            sources = list(dict.fromkeys(t for k in kernels for t in k.targets if t not in group.fields))
             number = {name: i for i, name in enumerate([*sources, *fields])}
             outputs = [f for f in fields if f in self.outside or read_by[f] - {g}]
-            periodic = self.periodic(kernels, set(fields))
             ndim = len(kernels[0].frame[0])
             wraps = {s: [d in periodic for d in range(ndim)] for s in sources}
             for k in kernels:
