@@ -73,7 +73,7 @@ else
     tests_rc=${PIPESTATUS[0]}
 fi
 
-BENCHMARKS=(monte_carlo black_scholes small_arrays)
+BENCHMARKS=(monte_carlo black_scholes heat small_arrays)
 bench_rc=0
 : >"$log_dir/bench.log"
 for bench in "${BENCHMARKS[@]}"; do

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ._array import Array
 from . import _stencil_kernels
+from ._array import Array
 from ._expr import ArrayExpr, Fused, Stencil, graph_of
 
 

@@ -6,8 +6,9 @@ The pass is a pure function of the expression DAG (``stencils(root) -> root'``),
 
 * a *view* is a chain of Gathers reading its base at a constant shift per axis, cyclically or not:
   ``view[i] = base[(i + c) mod n]`` (slices with step 1, ``roll``, rechunks);
-* *pointwise* nodes are fusable ``Elemwise`` nodes whose array operands all have its shape, and ``SetItem``
-  nodes over a box (a scalar or an array value); each reads its operands through views;
+* *pointwise* nodes are fusable ``Elemwise`` nodes whose array operands all have its shape (or none: 0-d
+  arrays, read as scalars), and ``SetItem`` nodes over a box (a scalar or an array value); each reads its
+  operands through views;
 * a *cluster* is a connected set of pointwise nodes with at least one ``Elemwise`` and one shifted read;
 * *placement*: a node is computed at position ``p`` of its kernel as ``node[p + t]``. A node that all of
   its readers read at the same shift is inlined into them (``t`` follows), any other is a *field*: stored,
@@ -146,7 +147,7 @@ def _pointwise_reads(node: Expr, views: _Views) -> list[Read] | None:
         return None
     if isinstance(node, Elemwise):
         arrays = [a for a in node.args if isinstance(a, ArrayExpr)]
-        if not _codegen.elemwise_supported(node) or any(a.shape != node.shape for a in arrays):
+        if not _codegen.elemwise_supported(node) or any(a.shape not in (node.shape, ()) for a in arrays):
             return None
     else:
         region = _region(node)
@@ -206,17 +207,17 @@ class _Group:
             for d in axes:
                 if k.region is not None and k.region[d] is not None:
                     return False
-                if any(nodes[t].shape[d] != shape[d] for t in k.targets if t not in self.fields):
+                if any(nodes[t].ndim and nodes[t].shape[d] != shape[d] for t in k.targets if t not in self.fields):
                     return False
         if limit != "auto":
             return len({*self.reach, kernel.level}) <= limit
         reach = dict(self.reach)
         reach[kernel.level] = tuple(map(max, reach.get(kernel.level, kernel.reach), kernel.reach))
         cyclic = periodic | self.cyclic | {d for w in kernel.wraps for d, x in enumerate(w) if x}
-        for d in range(len(shape)):
-            if len(chunks[d]) > 1 or d in cyclic:
-                if sum(r[d] for r in reach.values()) > min((c for c in chunks[d] if c), default=0) // 8:
-                    return False
+        for d in range(len(shape)):  # a halo along axes with several blocks or a cyclic halo costs work
+            halo = sum(r[d] for r in reach.values())
+            if (len(chunks[d]) > 1 or d in cyclic) and halo > min((c for c in chunks[d] if c), default=0) // 8:
+                return False
         return True
 
     def add(self, kernel: _Kernel) -> None:
@@ -387,7 +388,7 @@ class _Pass:
             if target._name not in slots:
                 slots[target._name] = len(kernel.targets)
                 kernel.targets.append(target._name)
-                kernel.wraps.append((False,) * ndim)
+                kernel.wraps.append((False,) * target.ndim)
             return slots[target._name]
 
         def read(reader: str, r: Read) -> int:
@@ -434,8 +435,9 @@ class _Pass:
                        tuple(self.nodes[f].dtype.str for f in kernel.fields))
         kernel.scalars = tuple(scalars)
         reach = [0] * ndim
-        for _, offset in [*load_list, *[b for b in bases if b is not None]]:
-            reach = [max(r, abs(e)) for r, e in zip(reach, offset)]
+        for _, offset in [*load_list, *bases]:
+            if offset:  # not a 0-d array
+                reach = [max(r, abs(e)) for r, e in zip(reach, offset)]
         kernel.reach = tuple(reach)
 
     # --- groups ---
@@ -481,7 +483,7 @@ class _Pass:
             number = {name: i for i, name in enumerate([*sources, *fields])}
             outputs = [f for f in fields if f in self.outside or read_by[f] - {g}]
             ndim = len(kernels[0].frame[0])
-            wraps = {s: [d in periodic for d in range(ndim)] for s in sources}
+            wraps = {s: [d in periodic for d in range(self.nodes[s].ndim)] for s in sources}
             for k in kernels:
                 for t, w in zip(k.targets, k.wraps):
                     if t in wraps:

@@ -10,7 +10,7 @@ A *plan* is a tokenizable tuple ``(ndim, shape, kernels, outputs, periodic, wrap
 * ``code`` is what the generated kernel depends on (identical sweeps share it, and so one compiled kernel):
   ``(program, buffer_dtypes, loads, restricted, bases, out_dtypes)``, where ``program`` is a fused program
   (``_codegen``) whose ``("load", k, dtype)`` reads buffer slot ``loads[k][0]`` at the constant offset
-  ``loads[k][1]`` from the element computed, ``restricted`` lists the axes where ``region`` applies, and
+  ``loads[k][1]`` from the element computed (``()`` for a 0-d array, read as a scalar), ``restricted`` lists the axes where ``region`` applies, and
   ``bases[j]`` is ``(slot, offset)`` of what output ``j`` keeps outside the region (None for a kernel
   without a region);
 * ``outputs``: the buffers a task returns (trimmed to its block);
@@ -355,7 +355,8 @@ def _run_cuda(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple
             buffer = (cupy.empty((0,) * len(box), dtype=dt), (0,) * len(box))
         array, origin = buffer
         arrays.append(array)
-        geometry += [np.int64(o) for o in origin] + [np.int64(s // array.itemsize) for s in array.strides]
+        pad = (0,) * (len(box) - array.ndim)  # a 0-d array: the same element everywhere
+        geometry += [np.int64(o) for o in origin + pad] + [np.int64(s // array.itemsize) for s in array.strides + pad]
     types = _codegen._scalar_ctypes(instrs)
     args = arrays + outs + [_codegen._scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)]
     args += [np.int64(lo) for lo, _ in box] + [np.int64(n) for n in extent] + geometry
