@@ -49,11 +49,14 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
     for node in nodes:
         if isinstance(node, Stencil):
             stencil_plan = node.operand("plan")
+            kinds = Counter("halo" if k[0].startswith("halo-") else "interior" if k[0].endswith(
+                f"-interior-{node.deterministic_token}") else "bands" for k in node._layer())
             stencils.append({
                 "name": node._name, "kernel": _stencil_kernels.describe(stencil_plan),
                 "kernels": _stencil_kernels.sweeps(stencil_plan), "blocks": int(np.prod(node.numblocks)),
                 "halo": _stencil_kernels.halo_depth(stencil_plan), "inputs": len(node.sources),
                 "outputs": [f"store {b}" for b in stencil_plan[3]], "plan": stencil_plan,
+                "tasks": {kind: kinds[kind] for kind in ("interior", "bands", "halo")},
             })
     graph = graph_of(optimized)
     prefixes = Counter(k[0].rsplit("-", 1)[0] if isinstance(k, tuple) else str(k) for k in graph)
@@ -73,8 +76,11 @@ def explain(x: Array, *, source: bool = False) -> str:
     if not info["groups"] and not info["stencils"]:
         lines.append("no fused kernels (nothing to fuse, or fusion is off: gpunumeric.fusion)")
     for g in info["stencils"]:
-        lines.append(f"stencil group {g['kernel']}: 1 task per block, {g['blocks']} block(s), "
-                     f"{g['kernels']} kernel(s) per task, one per sweep")
+        tasks = g["tasks"]
+        lines.append(f"stencil group {g['kernel']}: {g['blocks']} block(s), {g['kernels']} kernel(s) per block "
+                     "part, one per sweep")
+        lines.append(f"  tasks: {tasks['interior']} for block interiors (no halo), {tasks['bands']} for blocks or "
+                     f"their edge bands, {tasks['halo']} halo strips")
         lines.append(f"  halo depth per axis: {g['halo']}; inputs: {g['inputs']}; outputs: {len(g['outputs'])}")
         if source:
             lines += [_stencil_kernels.kernel_source(code)[0] for code, _, _ in g["plan"][2]]

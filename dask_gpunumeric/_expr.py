@@ -866,13 +866,17 @@ class Stencil(ArrayExpr):
 
     @functools.cached_property
     def _tasks(self) -> dict:
+        """Per block: a task for its interior (``_stencil_kernels.split``), then one for the bands around
+        it that writes them into the interior's output blocks (each is the block's task when alone), and
+        the halo strips the bands read."""
         from . import _stencil_kernels
 
-        plan, sources = self.operand("plan"), self.sources
+        plan, sources, backend = self.operand("plan"), self.sources, self.backend
+        inner_name = f"{self._funcname}-interior-{self.deterministic_token}"
         layer: dict = {}
-        for index in self.block_indices():
-            block = tuple((o, o + n) for o, n in zip(self.block_offset(index), self.block_shape(index)))
-            kernel_boxes, source_boxes = _stencil_kernels.boxes(plan, [s.shape for s in sources], block)
+
+        def part(target: tuple) -> tuple[tuple, list]:
+            kernel_boxes, source_boxes = _stencil_kernels.boxes(plan, [s.shape for s in sources], target)
             refs, layouts, origins = [], [], []
             for source, box, axis_pieces in zip(sources, source_boxes,
                                                 _stencil_kernels.source_pieces(plan, sources, source_boxes)):
@@ -886,10 +890,22 @@ class Stencil(ArrayExpr):
                 refs.append(pieces)
                 layouts.append(layout)
                 origins.append(tuple(lo for lo, _ in box))
-            layer[self.key(index)] = Task(
-                self.key(index), _stencil_kernels.run, plan, self.operand("scalars"), tuple(kernel_boxes),
-                tuple(origins), block, self.backend, tuple(layouts), *refs,
-            )
+            return (target, tuple(kernel_boxes), tuple(origins), tuple(layouts)), refs
+
+        for index in self.block_indices():
+            block = tuple((o, o + n) for o, n in zip(self.block_offset(index), self.block_shape(index)))
+            interior, bands = _stencil_kernels.split(plan, sources, self.chunks, block)
+            inner = None
+            if interior is not None:
+                key = (inner_name, *index) if bands else self.key(index)
+                spec, refs = part(interior)
+                layer[key] = Task(key, _stencil_kernels.run, plan, self.operand("scalars"), block, backend, None,
+                                  (spec,), *refs)
+                inner = TaskRef(key)
+            if bands:
+                specs, refs = zip(*[part(band) for band in bands])
+                layer[self.key(index)] = Task(self.key(index), _stencil_kernels.run, plan, self.operand("scalars"),
+                                              block, backend, inner, specs, *[r for rs in refs for r in rs])
         return layer
 
     def _layer(self) -> dict:
@@ -897,6 +913,10 @@ class Stencil(ArrayExpr):
 
     def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
         yield from super()._owned_blocks()
+        inner_name = f"{self._funcname}-interior-{self.deterministic_token}"
+        for key in self._tasks:
+            if key[0] == inner_name:
+                yield key, key[1:], self.numblocks
         for source in self.sources:
             yield from _owned_strips(self._tasks, source)
 

@@ -1,5 +1,5 @@
-"""What one task of a ``Stencil`` group does: its source blocks extended by halos in, one kernel per sweep on
-a shrinking region, the group's output blocks out.
+"""What the tasks of a ``Stencil`` group do: source blocks extended by halos in, one kernel per sweep on a
+shrinking region, the group's output blocks out.
 
 A *plan* is a tokenizable tuple ``(ndim, shape, kernels, outputs, periodic, wraps)``:
 
@@ -10,17 +10,23 @@ A *plan* is a tokenizable tuple ``(ndim, shape, kernels, outputs, periodic, wrap
 * ``code`` is what the generated kernel depends on (identical sweeps share it, and so one compiled kernel):
   ``(program, buffer_dtypes, loads, restricted, bases, out_dtypes)``, where ``program`` is a fused program
   (``_codegen``) whose ``("load", k, dtype)`` reads buffer slot ``loads[k][0]`` at the constant offset
-  ``loads[k][1]`` from the element computed (``()`` for a 0-d array, read as a scalar), ``restricted`` lists the axes where ``region`` applies, and
-  ``bases[j]`` is ``(slot, offset)`` of what output ``j`` keeps outside the region (None for a kernel
-  without a region);
-* ``outputs``: the buffers a task returns (trimmed to its block);
+  ``loads[k][1]`` from the element computed (``()`` for a 0-d array, read as a scalar), ``restricted``
+  lists the axes where ``region`` applies, and ``bases[j]`` is ``(slot, offset)`` of what output ``j``
+  keeps outside the region (None for a kernel without a region);
+* ``outputs``: the buffers a task returns (its block of each);
 * ``periodic``: per axis, whether fields are extended cyclically (a group reading its own fields with
   ``roll``); ``wraps``: per source and axis, whether its halo wraps around the array's ends.
 
 Coordinates are those of the fields (a source is read at ``position + offset`` in its own coordinates). A
 buffer covers a box ``[lo, hi)`` per axis; along periodic axes boxes may leave ``[0, n)`` (positions are
-meant modulo ``n``). ``boxes`` works back from a block to the box each kernel computes and each source must
-cover: the last sweeps compute the block itself, earlier ones as much more as later ones read (the halo).
+meant modulo ``n``). ``boxes`` works back from a *target* box to the box each kernel computes and each
+source must cover: the last sweeps compute the target itself, earlier ones as much more as later ones read
+(the halo).
+
+A block is computed in two tasks where it can (``split``): its *interior*, which needs nothing but the
+source blocks at its own place (it starts at once, and on a GPU its kernels run while halos travel), then
+the *bands* along its edges, from the halo strips of its neighbours, written into the interior task's
+output blocks (in place: the values are the same whoever computes them).
 
 Kernels: on NumPy blocks a program is interpreted on windows of the buffers (``_codegen.run_numpy``); on CuPy
 blocks it is one generated CUDA kernel per sweep, one thread per element with the last axis along
@@ -37,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from . import _blocks, _codegen, _plan
-from ._backend import backend_of, module
+from ._backend import module
 
 Box = tuple[tuple[int, int], ...]
 
@@ -89,16 +95,21 @@ def _shifted(box: Box, offset: Sequence[int]) -> Box:
     return tuple((lo + e, hi + e) for (lo, hi), e in zip(box, offset))
 
 
-def boxes(plan: tuple, source_shapes: Sequence[tuple[int, ...]], block: Box) -> tuple[list[Box], list[Box | None]]:
-    """The box each kernel computes and each source must cover (None: not read) for one output block."""
+def _field_kernels(plan: tuple) -> dict[int, tuple[int, int]]:
+    """Buffer number of each field -> (its kernel, its output number there)."""
+    owner, buffer = {}, len(plan[5])
+    for k, (code, _, _) in enumerate(plan[2]):
+        for j in range(len(code[5])):
+            owner[buffer] = (k, j)
+            buffer += 1
+    return owner
+
+
+def boxes(plan: tuple, source_shapes: Sequence[tuple[int, ...]], target: Box) -> tuple[list[Box], list[Box | None]]:
+    """The box each kernel computes and each source must cover (None: not read) to compute ``target``."""
     _, shape, kernels, outputs, periodic, wraps = plan
     n_sources = len(source_shapes)
-    owner = {}
-    buffer = n_sources
-    for k, (code, _, _) in enumerate(kernels):
-        for _ in code[5]:
-            owner[buffer] = k
-            buffer += 1
+    owner = _field_kernels(plan)
     kernel_need: list[Box | None] = [None] * len(kernels)
     source_need: list[Box | None] = [None] * n_sources
 
@@ -108,17 +119,18 @@ def boxes(plan: tuple, source_shapes: Sequence[tuple[int, ...]], block: Box) -> 
             if not _empty(box):
                 source_need[buffer] = _hull(source_need[buffer], box)
         elif not _empty(box):
-            kernel_need[owner[buffer]] = _hull(kernel_need[owner[buffer]], box)
+            k = owner[buffer][0]
+            kernel_need[k] = _hull(kernel_need[k], box)
 
     for buffer in outputs:
-        need(buffer, block)
+        need(buffer, target)
     kernel_boxes: list[Box] = [()] * len(kernels)
     for k in reversed(range(len(kernels))):
         (_, _, loads, restricted, bases, _), slots, region = kernels[k]
         box = kernel_need[k]
         box = None if box is None else _within(box, shape, periodic)
         if box is None or _empty(box):
-            kernel_boxes[k] = tuple((lo, lo) for lo, _ in block)
+            kernel_boxes[k] = tuple((lo, lo) for lo, _ in target)
             continue
         kernel_boxes[k] = box
         value = _value_box(box, restricted, region)
@@ -144,6 +156,36 @@ def halo_depth(plan: tuple) -> tuple[int, ...]:
     return tuple(depth)
 
 
+def split(plan: tuple, sources: Sequence[Any], chunks: tuple, block: Box) -> tuple[Box | None, list[Box]]:
+    """A block's interior (None if it has none: then the block is one band) and the bands around it.
+
+    The interior is what the sources' blocks at the block's own place suffice for (sources of another shape
+    or chunking have no such place: the block is then one band); the bands are disjoint boxes covering the
+    rest of the block (along each axis, the slabs below and above the interior)."""
+    shape = plan[1]
+    if any(s.ndim and (s.shape != shape or s.chunks != chunks) for s in sources):
+        return None, [block]
+    shapes = [s.shape for s in sources]
+    lo, hi = [b[0] for b in block], [b[1] for b in block]
+    for source, box in zip(sources, boxes(plan, shapes, block)[1]):
+        for d, ((a, b), (b_lo, b_hi)) in enumerate(zip(box or (), block) if source.ndim else ()):
+            lo[d], hi[d] = max(lo[d], 2 * b_lo - a), min(hi[d], 2 * b_hi - b)  # shrunk by the halo
+    interior = tuple(zip(lo, hi))
+    if interior == block:
+        return block, []
+    if _empty(interior) or any(
+        source.ndim and box is not None and any(a < b_lo or b > b_hi for (a, b), (b_lo, b_hi) in zip(box, block))
+        for source, box in zip(sources, boxes(plan, shapes, interior)[1])
+    ):
+        return None, [block]
+    bands = []
+    for d in range(len(block)):
+        for band in ((block[d][0], interior[d][0]), (interior[d][1], block[d][1])):
+            if band[1] > band[0]:
+                bands.append(tuple(interior[e] if e < d else band if e == d else block[e] for e in range(len(block))))
+    return interior, bands
+
+
 def source_pieces(plan: tuple, sources: Sequence[Any], source_boxes: Sequence[Box | None]) -> Iterator[list | None]:
     """Per source, the pieces of its blocks covering its box along each axis (None where it is not read)."""
     from ._overlap import axis_segments
@@ -159,28 +201,54 @@ def source_pieces(plan: tuple, sources: Sequence[Any], source_boxes: Sequence[Bo
         ]
 
 
-# --- one task -----------------------------------------------------------------------------------------
+# --- tasks --------------------------------------------------------------------------------------------
 
 
-def run(plan: tuple, scalars: tuple, kernel_boxes: tuple[Box, ...], origins: tuple, block: Box, backend: str,
-        layouts: tuple, *pieces: Sequence[Any]) -> Any:
-    """Task function of a Stencil block: the group's output blocks (one, or a tuple of several)."""
-    _, shape, kernels, outputs, _, _ = plan
-    n_sources = len(layouts)
+def run(plan: tuple, scalars: tuple, block: Box, backend: str, into: Any, parts: tuple, *pieces: Sequence[Any]) -> Any:
+    """Task function of a Stencil block: the group's output blocks (one, or a tuple of several).
+
+    Computes each part ``(target, kernel_boxes, origins, layouts)`` (a box of the block, the box of each
+    kernel, and the origin and layout of each source's extended block) into the output blocks ``into``
+    (another task's outputs, written in place) or new ones. ``pieces`` are each part's sources' pieces."""
+    xp = module(backend)
+    extent = tuple(hi - lo for lo, hi in block)
+    if into is None:
+        outs = [xp.empty(extent, dtype=dt) for dt in output_dtypes(plan)]
+    else:
+        outs = list(into) if isinstance(into, tuple) else [into]
+    n_sources = len(plan[5])
+    for p, part in enumerate(parts):
+        _run_part(plan, scalars, part, pieces[p * n_sources : (p + 1) * n_sources], block, outs, backend)
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], block: Box, outs: list,
+              backend: str) -> None:
+    target, kernel_boxes, origins, layouts = part
+    kernels, outputs = plan[2], plan[3]
+    xp = module(backend)
+    origin = tuple(lo for lo, _ in block)
     buffers: dict[int, tuple[Any, tuple[int, ...]]] = {
         s: (_blocks.halo_block(pieces[s], layout), origins[s]) for s, layout in enumerate(layouts) if layout is not None
     }
     last_read = _last_reads(plan)
-    buffer = n_sources
+    output_of = {b: j for j, b in enumerate(outputs)}
+    buffer = len(layouts)
     for k, ((code, slots, region), box) in enumerate(zip(kernels, kernel_boxes)):
-        inputs = [buffers.get(b) for b in slots]
-        for out in _run_kernel(code, inputs, region, box, scalars[k], shape, backend):
-            buffers[buffer] = (out, tuple(lo for lo, _ in box))
-            buffer += 1
-        for b in [b for b, last in last_read.items() if last == k and b not in outputs]:
+        fields = range(buffer, buffer + len(code[5]))
+        # a field that is an output computed just for the target goes straight into the output block
+        dests = [(outs[output_of[f]], origin) if f in output_of and box == target
+                 else (xp.empty(tuple(hi - lo for lo, hi in box), dtype=dt), tuple(lo for lo, _ in box))
+                 for f, dt in zip(fields, code[5])]
+        if not _empty(box):
+            _run_kernel(code, [buffers.get(b) for b in slots], region, box, scalars[k], plan[1], backend, dests)
+        for f, dest in zip(fields, dests):
+            buffers[f] = dest
+            if f in output_of and box != target and not _empty(target):
+                _window((outs[output_of[f]], origin), target, ())[...] = _window(dest, target, ())
+        buffer += len(code[5])
+        for b in [b for b, last in last_read.items() if last == k]:
             buffers.pop(b, None)
-    results = [_trim(*buffers[b], block) for b in outputs]
-    return results[0] if len(results) == 1 else tuple(results)
 
 
 def _last_reads(plan: tuple) -> dict[int, int]:
@@ -192,53 +260,38 @@ def _last_reads(plan: tuple) -> dict[int, int]:
     return last
 
 
-def _trim(array: Any, origin: tuple[int, ...], block: Box) -> Any:
-    """The block's part of a buffer (a copy when it is only a part, so that the buffer can be freed)."""
-    if _empty(block):  # an empty block: no kernel computed it
-        return module(backend_of(array)).empty(tuple(hi - lo for lo, hi in block), dtype=array.dtype)
-    index = tuple(slice(lo - o, hi - o) for (lo, hi), o in zip(block, origin))
-    if all(ix.stop - ix.start == n for ix, n in zip(index, array.shape)):
-        return array
-    return array[index].copy()
-
-
-def _run_kernel(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple, shape: tuple[int, ...],
-                backend: str) -> list[Any]:
-    """One sweep over ``box``: its outputs, each an array of the box's shape."""
-    out_dtypes = code[5]
-    extent = tuple(hi - lo for lo, hi in box)
-    if 0 in extent:
-        xp = module(backend)
-        return [xp.empty(extent, dtype=dt) for dt in out_dtypes]
-    if backend == "cupy":
-        return _run_cuda(code, inputs, region, box, scalars)
-    return _run_interpreted(code, inputs, region, box, scalars, shape, backend)
-
-
 def _window(buffer: tuple[Any, tuple[int, ...]], box: Box, offset: Sequence[int]) -> Any:
+    """The part of a buffer (an array and the position of its first element) at ``box + offset``."""
     array, origin = buffer
+    offset = tuple(offset) or (0,) * len(origin)
     return array[tuple(slice(lo + e - o, hi + e - o) for (lo, hi), e, o in zip(box, offset, origin))]
 
 
+def _run_kernel(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple, shape: tuple[int, ...],
+                backend: str, dests: list) -> None:
+    """One sweep over ``box``, written into ``dests`` (per output: an array and its origin)."""
+    if backend == "cupy":
+        _run_cuda(code, inputs, region, box, scalars, dests)
+    else:
+        _run_interpreted(code, inputs, region, box, scalars, shape, backend, dests)
+
+
 def _run_interpreted(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple, shape: tuple[int, ...],
-                     backend: str) -> list[Any]:
-    program, _, loads, restricted, bases, out_dtypes = code
-    xp = module(backend)
-    extent = tuple(hi - lo for lo, hi in box)
-    outs = [xp.empty(extent, dtype=dt) for dt in out_dtypes]
+                     backend: str, dests: list) -> None:
+    program, _, loads, restricted, bases, _ = code
+    outs = [_window(dest, box, ()) for dest in dests]
     for out, base in zip(outs, bases):
         if base is not None:
             out[...] = _window(inputs[base[0]], box, base[1])
     value = _value_box(box, restricted, region)
     if _empty(value):
-        return outs
+        return
     views = [_window(inputs[slot], value, offset) for slot, offset in loads]
     inner = tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(value, box))
     values = _codegen.run_numpy(program, scalars, tuple(lo for lo, _ in value), tuple(hi - lo for lo, hi in value),
                                 shape, views, backend)
     for out, v in zip(outs, values):
         out[inner] = v
-    return outs
 
 
 # --- CUDA ---------------------------------------------------------------------------------------------
@@ -251,7 +304,8 @@ _GRID_LIMITS = {"x": 2**20, "y": 65535, "z": 65535}
 
 def kernel_source(code: tuple) -> tuple[str, str]:
     """CUDA C++ source and kernel name of one sweep's code: each thread computes the elements of the box at
-    ``lo + i`` (grid-stride loops per axis), reading buffer ``s`` at ``(p - o_s + offset) . stride_s``."""
+    ``p = lo + i`` (grid-stride loops per axis), reading buffer ``s`` at ``(p - o_s + offset) . stride_s`` and
+    writing output ``j`` at ``(p - oo_j) . ostride_j``."""
     from .random._philox import PHILOX_DEVICE_SOURCE
 
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
@@ -263,6 +317,8 @@ def kernel_source(code: tuple) -> tuple[str, str]:
     params += [f"const long long lo{d}" for d in range(ndim)] + [f"const long long n{d}" for d in range(ndim)]
     for s in range(len(buffer_dtypes)):
         params += [f"const long long o{s}_{d}" for d in range(ndim)] + [f"const long long st{s}_{d}" for d in range(ndim)]
+    for j in range(len(out_dtypes)):
+        params += [f"const long long oo{j}_{d}" for d in range(ndim)] + [f"const long long ost{j}_{d}" for d in range(ndim)]
     for d in restricted:
         params += [f"const long long rlo{d}", f"const long long rhi{d}"]
 
@@ -277,13 +333,12 @@ def kernel_source(code: tuple) -> tuple[str, str]:
                     f"i{d} < n{d}; i{d} += (long long)gridDim.{dim} * blockDim.{dim}) {{")
         indent += "    "
         body.append(f"{indent}const long long p{d} = lo{d} + i{d};")
-    flat = "i0"
-    for d in range(1, ndim):
-        flat = f"({flat}) * n{d} + i{d}"
-    body.append(f"{indent}const long long t = {flat};")
     for s in range(len(buffer_dtypes)):
         terms = " + ".join(f"(p{d} - o{s}_{d}) * st{s}_{d}" for d in range(ndim))
         body.append(f"{indent}const long long q{s} = {terms};")
+    for j in range(len(out_dtypes)):
+        terms = " + ".join(f"(p{d} - oo{j}_{d}) * ost{j}_{d}" for d in range(ndim))
+        body.append(f"{indent}const long long w{j} = {terms};")
     value: list[str] = []
     for i, ins in enumerate(instrs):
         if ins[0] == "load":
@@ -291,13 +346,13 @@ def kernel_source(code: tuple) -> tuple[str, str]:
             value.append(f"const {ctype(ins[2])} v{i} = {at(slot, offset)};")
         else:
             value.append(_codegen._instr_code(i, ins, instrs, "flat", 1))
-    value += [f"out{j}[t] = ({ctype(dt)})v{out[1]};" for j, (out, dt) in enumerate(zip(outputs, out_dtypes))]
+    value += [f"out{j}[w{j}] = ({ctype(dt)})v{out[1]};" for j, (out, dt) in enumerate(zip(outputs, out_dtypes))]
     if restricted:
         inside = " && ".join(f"p{d} >= rlo{d} && p{d} < rhi{d}" for d in restricted)
         body.append(f"{indent}if ({inside}) {{")
         body += [f"{indent}    {line}" for line in value]
         body.append(f"{indent}}} else {{")
-        body += [f"{indent}    out{j}[t] = {at(*base)};" for j, base in enumerate(bases)]
+        body += [f"{indent}    out{j}[w{j}] = {at(*base)};" for j, base in enumerate(bases)]
         body.append(f"{indent}}}")
     else:
         body += [f"{indent}{line}" for line in value]
@@ -342,25 +397,29 @@ def _launch_shape(extent: tuple[int, ...]) -> tuple[tuple[int, int, int], tuple[
     return grid, threads  # type: ignore[return-value]
 
 
-def _run_cuda(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple) -> list[Any]:
+def _geometry(array: Any, origin: tuple[int, ...], ndim: int) -> list[Any]:
+    """Origin and strides (in elements) of a buffer as kernel arguments; a 0-d array has stride 0 along
+    every axis (the same element everywhere)."""
+    pad = (0,) * (ndim - array.ndim)
+    return [np.int64(o) for o in origin + pad] + [np.int64(s // array.itemsize) for s in array.strides + pad]
+
+
+def _run_cuda(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple, dests: list) -> None:
     import cupy
 
-    program, buffer_dtypes, _, _, _, out_dtypes = code
-    instrs = program[2]
-    extent = tuple(hi - lo for lo, hi in box)
-    outs = [cupy.empty(extent, dtype=dt) for dt in out_dtypes]
+    program, buffer_dtypes, _, _, _, _ = code
+    instrs, ndim = program[2], len(box)
     arrays, geometry = [], []
     for buffer, dt in zip(inputs, buffer_dtypes):
         if buffer is None:  # read only inside a region this box misses
-            buffer = (cupy.empty((0,) * len(box), dtype=dt), (0,) * len(box))
-        array, origin = buffer
-        arrays.append(array)
-        pad = (0,) * (len(box) - array.ndim)  # a 0-d array: the same element everywhere
-        geometry += [np.int64(o) for o in origin + pad] + [np.int64(s // array.itemsize) for s in array.strides + pad]
+            buffer = (cupy.empty((0,) * ndim, dtype=dt), (0,) * ndim)
+        arrays.append(buffer[0])
+        geometry += _geometry(*buffer, ndim)
+    for out, origin in dests:
+        geometry += _geometry(out, origin, ndim)
     types = _codegen._scalar_ctypes(instrs)
-    args = arrays + outs + [_codegen._scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)]
-    args += [np.int64(lo) for lo, _ in box] + [np.int64(n) for n in extent] + geometry
+    args = arrays + [out for out, _ in dests] + [_codegen._scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)]
+    args += [np.int64(lo) for lo, _ in box] + [np.int64(hi - lo) for lo, hi in box] + geometry
     args += [np.int64(v) for bounds in region for v in bounds]
-    grid, threads = _launch_shape(extent)
+    grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box))
     _kernel(code)(grid, threads, tuple(args))
-    return outs

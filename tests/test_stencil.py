@@ -194,6 +194,8 @@ def _stencil_tasks(x: gnp.Array) -> list:
 
 @pytest.mark.parametrize("per_task", [1, 2, 4])
 def test_explain_one_kernel_per_block_per_sweep(per_task: int) -> None:
+    """Each group: per block an interior task (no halo needed) and a task for the edge bands, each running
+    one kernel per sweep of the group; nothing else runs but the halo strips."""
     x = np.random.default_rng(0).random((16, 16), dtype=np.float32)
     u = sweeps(jacobi, gnp, gnp.from_array(x, chunks=8), 8)
     with gnp.config.set(stencil_sweeps=per_task):
@@ -201,11 +203,13 @@ def test_explain_one_kernel_per_block_per_sweep(per_task: int) -> None:
         text = gnp.explain(u)
     groups = info["stencils"]
     assert len(groups) == 8 // per_task
-    assert all(g["kernels"] == per_task and g["blocks"] == 4 and g["halo"] == (per_task, per_task) for g in groups)
+    for g in groups:
+        assert g["kernels"] == per_task and g["blocks"] == 4 and g["halo"] == (per_task, per_task)
+        assert g["tasks"]["interior"] == g["tasks"]["bands"] == 4
     assert not info["groups"]  # no other kernels: slices, setitems and arithmetic are all in the stencils
-    assert set(info["tasks_by_prefix"]) == {"array", "halo", "stencil-add-multiply"}
+    assert set(info["tasks_by_prefix"]) == {"array", "halo", "stencil-add-multiply", "stencil-add-multiply-interior"}
     assert info["tasks_by_prefix"]["stencil-add-multiply"] == 4 * len(groups)
-    assert f"{per_task} kernel(s) per task, one per sweep" in text
+    assert f"{per_task} kernel(s) per block part, one per sweep" in text
 
 
 def test_group_size_rule() -> None:
