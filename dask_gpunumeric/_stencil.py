@@ -239,7 +239,6 @@ class _Pass:
         self.nodes = {n._name: n for n in self.dag.order}
         self.views = _Views()
         self.reads: dict[str, list[Read]] = {}
-        self.frontier_memo: dict[str, list[tuple[str, tuple[int, ...], bool]]] = {}
         for node in self.dag.order:
             reads = _pointwise_reads(node, self.views)
             if reads is not None:
@@ -309,21 +308,23 @@ class _Pass:
         e = [a + b for a, b in zip(self.t[reader], c)]
         return tuple(((x + n // 2) % n) - n // 2 if w and n else x for x, w, n in zip(e, wraps, target.shape))
 
-    def frontier(self, name: str) -> list[tuple[str, tuple[int, ...], bool]]:
-        """(field or source, offset, cyclic) that a node reads, through the nodes inlined into it."""
-        memo = self.frontier_memo
-        if name not in memo:
-            out = []
+    def frontiers(self) -> dict[str, list[tuple[str, tuple[int, ...], bool]]]:
+        """Per cluster node, the (field or source, offset, cyclic) it reads through the nodes inlined into it."""
+        out: dict[str, list[tuple[str, tuple[int, ...], bool]]] = {}
+        for name in sorted(self.cluster, key=self.order.__getitem__):  # producers first
+            reads: list = []
             for read in self.reads[name]:
                 target = read[0]._name
                 if target in self.cluster and target not in self.fields:
-                    out += self.frontier(target)
+                    reads += out[target]
                 else:
-                    out.append((target, self.offset(name, read), any(read[2])))
-            memo[name] = list(dict.fromkeys(out))
-        return memo[name]
+                    reads.append((target, self.offset(name, read), any(read[2])))
+            out[name] = list(dict.fromkeys(reads))
+        return out
 
-    def node_class(self, name: str) -> tuple:
+    def field_class(self, name: str) -> tuple:
+        """(shape, chunks, backend, region): the fields of one sweep with the same class share a kernel; the
+        region is None for an elementwise field, per axis a SetItem's box (None where it spans the axis)."""
         node = self.nodes[name]
         if isinstance(node, SetItem):
             region = _region(node)
@@ -345,13 +346,15 @@ class _Pass:
         level: dict[str, int] = {}
         by_key: dict[tuple, _Kernel] = {}
         below = self.fields_below()
+        frontiers = self.frontiers()
+        classes = {name: self.field_class(name) for name in self.fields}
         for name in sorted(self.fields, key=self.order.__getitem__):
-            cls = self.node_class(name)
+            cls = classes[name]
             pure = cls[3] is None
             lvl, after = 0, set()
-            for target, e, cyclic in self.frontier(name):
+            for target, e, cyclic in frontiers[name]:
                 if target in self.fields:
-                    same = pure and not any(e) and not cyclic and self.node_class(target) == cls
+                    same = pure and not any(e) and not cyclic and classes[target] == cls
                     lvl = max(lvl, level[target] + (0 if same else 1))
                 else:  # a source computed from fields (a concatenation, say): after them, in another group
                     after |= below[target]
