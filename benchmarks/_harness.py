@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import importlib
 import importlib.metadata
 import json
 import math
@@ -21,7 +20,10 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from types import ModuleType
 from typing import Any, Callable
+
+import numpy as np
 
 
 # --- device -------------------------------------------------------------------------------------
@@ -41,10 +43,15 @@ def cupy_gpu():
 
 
 def sync() -> None:
-    """Wait for all work queued on the GPU (no-op without one): CuPy kernels are asynchronous."""
+    """Wait for all work queued on the GPU (no-op without one): CuPy kernels are asynchronous, and so are
+    cuPyNumeric's tasks once it is imported."""
     cp = cupy_gpu()
     if cp is not None:
         cp.cuda.runtime.deviceSynchronize()
+    if "cupynumeric" in sys.modules:
+        from legate.core import get_legate_runtime
+
+        get_legate_runtime().issue_execution_fence(block=True)
 
 
 def free_device_memory() -> None:
@@ -69,26 +76,81 @@ def device_name() -> str:
 
 
 def versions(*modules: str) -> dict[str, str]:
-    """Python's version and each module's (``"-"`` when it does not import)."""
+    """Python's version and each module's (``"-"`` when it is not installed), without importing any:
+    from the module when it is imported already, else from the distribution that installed it."""
+    distributions = importlib.metadata.packages_distributions()
     out = {"python": platform.python_version()}
     for name in modules:
-        try:
-            mod = importlib.import_module(name)
-        except Exception:
-            out[name] = "-"
-            continue
-        version = getattr(mod, "__version__", None)
-        if version is None:
+        version = getattr(sys.modules.get(name), "__version__", None)
+        for distribution in [] if version else distributions.get(name, [name]):
             try:
-                version = importlib.metadata.version(name)
-            except Exception:
-                version = "?"
-        out[name] = str(version)
+                version = importlib.metadata.version(distribution)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        out[name] = str(version or "-")
     return out
 
 
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def parse_int(text: str) -> int:
+    """An int, also written as a power: ``1073741824``, ``2**30``."""
+    if "**" in text:
+        base, exp = text.split("**")
+        return int(base) ** int(exp)
+    return int(text)
+
+
+# --- the other systems ----------------------------------------------------------------------------
+
+
+def jax_modules() -> tuple[ModuleType, ModuleType] | None:
+    """``(jax, jax.numpy)`` when JAX imports, else None. JAX is asked not to preallocate most of the GPU's
+    memory up front, since it shares the device with CuPy in the same process."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    return jax, jnp
+
+
+def cupynumeric_module() -> ModuleType | None:
+    """cuPyNumeric when it imports (it brings its own Legate runtime), else None."""
+    try:
+        import cupynumeric
+    except ImportError:
+        return None
+    return cupynumeric
+
+
+def jax_row_sharding(devices: list) -> Any:
+    """A JAX sharding that splits axis 0 of an array evenly over ``devices`` (one block per device)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    return NamedSharding(Mesh(np.array(devices), ("workers",)), PartitionSpec("workers"))
+
+
+def dask_array_system() -> str:
+    """The name of the dask.array baseline here: over CuPy blocks with a GPU, else over NumPy blocks."""
+    return "dask.array+cupy" if cupy_gpu() is not None else "dask.array+numpy"
+
+
+def to_host(value: Any) -> np.ndarray:
+    """A NumPy copy of an array of any system measured: gnp, dask.array, CuPy, JAX or cuPyNumeric."""
+    if hasattr(value, "__dask_graph__"):  # gnp and dask.array: compute, giving NumPy or CuPy
+        value = value.compute()
+    if type(value).__module__.startswith("cupy"):
+        value = value.get()
+    return np.asarray(value)
+
+
+MODULES = ("numpy", "cupy", "dask", "distributed", "dask_gpunumeric", "jax", "cupynumeric")
+"""The modules whose versions a report records."""
 
 
 # --- measuring ----------------------------------------------------------------------------------
@@ -150,11 +212,13 @@ def measure(
             value = fn()
             sync()
             result.times_s.append(time.perf_counter() - start)
-        result.value = _plain(value)
+        value = _plain(value)
         if check is not None:
-            result.ok, result.detail = check(result.value)
+            result.ok, result.detail = check(value)
+        if _jsonable(value) is value:  # keep numbers and strings; let go of arrays (device memory)
+            result.value = value
     except Exception as exc:  # one failing implementation must not stop the others
-        result.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+        result.error = describe_error(exc)
     finally:
         try:
             free_device_memory()
@@ -166,6 +230,11 @@ def measure(
         else:
             print(f" median {result.median_ms:.2f} ms", flush=True)
     return result
+
+
+def describe_error(exc: BaseException) -> str:
+    """An exception in one short line: its type and the first line of its message."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
 
 
 def _plain(value):
@@ -191,7 +260,7 @@ def make_report(
     baseline: str,
     params: dict,
     value_name: str = "value",
-    modules: tuple[str, ...] = ("numpy", "cupy", "dask", "dask_gpunumeric"),
+    modules: tuple[str, ...] = MODULES,
 ) -> dict:
     """Everything :func:`render` prints and :func:`write_json` saves."""
     base = next((r for r in results if r.name == baseline and r.error is None), None)

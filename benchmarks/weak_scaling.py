@@ -1,26 +1,35 @@
 """Weak scaling: the same work per worker on 1, 2, ... workers (GPUs, or CPU worker processes).
 
-    python benchmarks/weak_scaling.py [--workers 1,2] [--repeat 5] [--json PATH] [--small]
+    python benchmarks/weak_scaling.py [--workers 1,2] [--repeat 5] [--warmup 1] [--scale S] [--only W,...]
+                                      [--json PATH]
 
-For each worker count k it starts ``gnp.cluster(n_gpus=k)`` (one worker per GPU; CPU worker processes
-without a GPU) and times, with the work per worker fixed:
+The workloads are the benchmark modules named in ``WORKLOADS`` that exist in ``benchmarks/`` and define
 
-- ``monte_carlo``: the example at 2^30 float32 samples per worker (gnp, and dask.array + CuPy/NumPy on
-  the same cluster);
-- ``black_scholes``: 2^27 options per worker, inputs persisted first, outputs persisted;
-- ``matmul``: float32 matrices with 16384^2 elements per worker (the leading axis grows with k).
+- ``weak_scaling(k, scale)``: (system, run) pairs, made while ``gnp.cluster(n_gpus=k)`` is the default
+  client; ``run(i)`` does one timed unit of work, its size per worker fixed (divided by ``scale``), and
+  folds ``i`` into a scalar of the computation so that no run reuses a result the cluster still holds;
+- ``jax_sharded(devices, scale)`` (optional): one such ``run`` under JAX, its data sharded over
+  ``devices``; it runs after the cluster is closed, on the first k devices that JAX sees (without a GPU,
+  XLA is asked for as many host devices).
 
-Efficiency at k workers is time(1) / time(k). ``--small`` divides every size by 2^8 (CPU runs).
+Each workload module's docstring says its size per worker (the Monte-Carlo example at 2^30 samples,
+Black-Scholes at 2^27 options, a matrix product of 16384^2 elements). The systems are ``gnp`` and
+``gnp-unfused``, ``dask.array+cupy`` (or ``+numpy``) on the same cluster, and ``jax-sharding``. Every
+run ends with a device synchronisation on every worker; the median of ``--repeat`` runs after
+``--warmup`` runs is reported. Efficiency at k workers is time(1) / time(k): 100% is perfect weak
+scaling. ``--scale`` defaults to 1 with a GPU and 2^8 without one (CPU runs).
 """
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import pathlib
 import statistics
 import sys
 import time
-
-import numpy as np
+from collections.abc import Callable
+from typing import Any
 
 import _harness as H
 
@@ -29,91 +38,185 @@ for extra in (ROOT, ROOT / "benchmarks"):
     if str(extra) not in sys.path:
         sys.path.append(str(extra))
 
+WORKLOADS = ("monte_carlo", "black_scholes", "heat", "gray_scott", "cg", "matmul")
+"""Benchmark modules with a weak-scaling workload, in the order they run; missing ones are skipped."""
 
-def timed(fn, repeat: int) -> float:
-    """Median ms of ``fn(i)`` over ``repeat`` calls after one warm-up. Each call gets its own ``i``, which
-    the workloads fold into a scalar, so that no call can reuse results a cluster still holds."""
-    fn(0)
-    times = []
-    for i in range(1, repeat + 1):
-        start = time.perf_counter()
-        fn(i)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+JAX_SYSTEM = "jax-sharding"
+
+Row = dict[str, Any]
+"""One measurement: workload, system, workers, times_s, median_ms, error."""
 
 
-def workloads(k: int, scale: int):
-    """(name, system, function) for k workers; each function runs one timed unit of work."""
-    import dask
-    import dask.array as da
-    from distributed import wait
+def load_workloads(names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The importable workload modules among ``names`` that define ``weak_scaling``, and why each other
+    one is left out."""
+    modules, skipped = {}, {}
+    for name in names:
+        if not (ROOT / "benchmarks" / f"{name}.py").exists():
+            skipped[name] = f"benchmarks/{name}.py does not exist"
+            continue
+        module = importlib.import_module(name)
+        if hasattr(module, "weak_scaling"):
+            modules[name] = module
+        else:
+            skipped[name] = f"benchmarks/{name}.py defines no weak_scaling(k, scale)"
+    return modules, skipped
 
-    import black_scholes as bs
+
+def sync_workers(client: Any) -> None:
+    """Wait for the GPU of every worker: a finished Dask task may have left its kernels running."""
+
+    def device_synchronize() -> None:  # a local function: pickled by value, so workers need not import this file
+        try:
+            import cupy
+        except ImportError:
+            return
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            cupy.cuda.runtime.deviceSynchronize()
+
+    client.run(device_synchronize)
+
+
+def new_row(workload: str, system: str, k: int, error: str | None = None) -> Row:
+    """A measurement with no times yet (or none at all, with ``error``)."""
+    return {"workload": workload, "system": system, "workers": k, "times_s": [], "median_ms": None,
+            "error": error}
+
+
+def measure_run(workload: str, system: str, k: int, run: Callable[[int], Any], *, repeat: int, warmup: int,
+                sync: Callable[[], None]) -> Row:
+    """Time ``run(i)`` (a different ``i`` each call) ``repeat`` times after ``warmup`` calls, each ended by
+    ``sync()``. An exception is recorded, not raised."""
+    row = new_row(workload, system, k)
+    try:
+        for i in range(warmup + repeat):
+            sync()
+            start = time.perf_counter()
+            run(i)
+            sync()
+            if i >= warmup:
+                row["times_s"].append(time.perf_counter() - start)
+        row["median_ms"] = 1e3 * statistics.median(row["times_s"])
+    except Exception as exc:  # one failing system must not stop the others
+        row["error"] = H.describe_error(exc)
+    print(f"  {workload:14s} {system:18s} {k} worker(s): "
+          + (f"ERROR {row['error']}" if row["error"] else f"{row['median_ms']:10.2f} ms"), flush=True)
+    return row
+
+
+def measure_cluster(modules: dict[str, Any], k: int, scale: int, repeat: int, warmup: int) -> list[Row]:
+    """Every workload's systems on ``gnp.cluster`` with ``k`` workers."""
     import dask_gpunumeric as gnp
-    import monte_carlo as mc_benchmark
 
-    mc = mc_benchmark.load_example()
-
-    n_mc = k * 2**30 // scale
-    yield "monte_carlo", "gnp", lambda i: gnp.fetch(mc.monte_carlo(n_mc, 10.0 + 1e-7 * i))
-
-    def dask_mc(i: int) -> float:
-        raw = da.random.default_rng(42).random(n_mc, dtype=np.float32, chunks=n_mc // k)
-        samples = 20.0 * raw - (10.0 + 1e-7 * i)
-        return float(((20.0 / n_mc) * da.sum(da.exp(-samples ** 2))).compute())
-
-    yield "monte_carlo", "dask.array", dask_mc
-
-    rng = gnp.random.default_rng(0)
-    n_bs = k * 2**27 // scale
-    S, K, T = dask.persist(rng.uniform(5.0, 30.0, n_bs, dtype=np.float32),
-                           rng.uniform(1.0, 100.0, n_bs, dtype=np.float32),
-                           rng.uniform(0.25, 10.0, n_bs, dtype=np.float32))
-    price = gnp.accelerate(lambda S, K, T, r: bs.price(gnp, S, K, T, r=r))
-    rate = lambda i: gnp.asarray(np.float32(0.02 + 1e-6 * i))  # noqa: E731  (an array: one plan for all)
-    yield "black_scholes", "gnp", lambda i: wait(dask.persist(*price(S, K, T, rate(i))))
-
-    side = int(16384 / scale ** 0.5)
-    A = rng.random((k * side, side), dtype=np.float32).persist()
-    B = rng.random((side, side), dtype=np.float32).persist()
-    yield "matmul", "gnp", lambda i: wait(((A * np.float32(1 + 1e-7 * i)) @ B).persist())
+    rows = []
+    with gnp.cluster(n_gpus=k, n_workers=k, dashboard_address=":0") as client:
+        print(f"{k} worker(s): {sorted(client.scheduler_info(n_workers=-1)['workers'])}", flush=True)
+        for name, module in modules.items():
+            try:
+                for system, run in module.weak_scaling(k, scale):
+                    rows.append(measure_run(name, system, k, run, repeat=repeat, warmup=warmup,
+                                            sync=lambda: sync_workers(client)))
+            except Exception as exc:  # setting the workload up failed: the next one still runs
+                rows.append(new_row(name, "setup", k, H.describe_error(exc)))
+    return rows
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", default="1,2", help="worker counts, e.g. 1,2,4,8")
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--small", action="store_true", help="sizes / 2^8 (for CPU runs)")
-    parser.add_argument("--json", metavar="PATH")
-    args = parser.parse_args(argv)
+def measure_jax(modules: dict[str, Any], k: int, scale: int, repeat: int, warmup: int) -> list[Row]:
+    """Every workload's ``jax_sharded`` run on JAX's first ``k`` devices (none without JAX)."""
+    jax_modules = H.jax_modules()
+    if jax_modules is None:
+        return []
+    devices = jax_modules[0].devices()
+    rows = []
+    for name, module in modules.items():
+        if not hasattr(module, "jax_sharded"):
+            continue
+        if len(devices) < k:
+            rows.append(new_row(name, JAX_SYSTEM, k, f"JAX sees {len(devices)} device(s), fewer than {k}"))
+            continue
+        try:
+            run = module.jax_sharded(devices[:k], scale)
+        except Exception as exc:
+            rows.append(new_row(name, JAX_SYSTEM, k, H.describe_error(exc)))
+            continue
+        rows.append(measure_run(name, JAX_SYSTEM, k, run, repeat=repeat, warmup=warmup, sync=H.sync))
+    return rows
 
-    import dask_gpunumeric as gnp
 
-    scale = 2**8 if args.small else 1
-    rows: dict[tuple[str, str], dict[int, float]] = {}
-    for k in (int(w) for w in args.workers.split(",")):
-        with gnp.cluster(n_gpus=k, n_workers=k, dashboard_address=":0") as client:
-            print(f"{k} worker(s): {sorted(client.scheduler_info(n_workers=-1)['workers'])}", flush=True)
-            for name, system, fn in workloads(k, scale):
-                ms = timed(fn, args.repeat)
-                rows.setdefault((name, system), {})[k] = ms
-                print(f"  {name:14s} {system:11s} {ms:10.2f} ms", flush=True)
-    counts = sorted({k for times in rows.values() for k in times})
+def efficiencies(rows: list[Row]) -> dict[tuple[str, str], dict[int, float]]:
+    """time(fewest workers) / time(k) for every (workload, system) and worker count k measured."""
+    times: dict[tuple[str, str], dict[int, float]] = {}
+    for row in rows:
+        if row["median_ms"] is not None:
+            times.setdefault((row["workload"], row["system"]), {})[row["workers"]] = row["median_ms"]
+    return {key: {k: by_k[min(by_k)] / ms for k, ms in by_k.items()} for key, by_k in times.items()}
+
+
+def render(rows: list[Row]) -> str:
+    """A table: one line per (workload, system), the median ms at each worker count, then efficiencies."""
+    counts = sorted({row["workers"] for row in rows})
+    efficiency = efficiencies(rows)
+    median: dict[tuple[str, str], dict[int, str]] = {}
+    for row in rows:
+        cell = "ERROR" if row["error"] else f"{row['median_ms']:.2f}"
+        median.setdefault((row["workload"], row["system"]), {})[row["workers"]] = cell
     header = ["workload", "system"] + [f"{k} w ms" for k in counts] + [f"eff {k}" for k in counts[1:]]
-    table = []
-    for (name, system), times in rows.items():
-        base = times.get(counts[0])
-        table.append([name, system] + [f"{times.get(k, float('nan')):.2f}" for k in counts]
-                     + [f"{base / times[k]:.0%}" if base and k in times else "-" for k in counts[1:]])
-    print(f"\nweak scaling, {H.device_name()}, work per worker fixed" + (" (sizes / 2^8)" if args.small else ""))
-    print(H.format_table(header, table))
-    if args.json:
-        import json
+    table = [[workload, system] + [cells.get(k, "-") for k in counts]
+             + [f"{efficiency[(workload, system)][k]:.0%}" if k in efficiency.get((workload, system), {}) else "-"
+                for k in counts[1:]]
+             for (workload, system), cells in median.items()]
+    return H.format_table(header, table, align="ll" + "r" * (len(header) - 2))
 
-        with open(args.json, "w") as f:
-            json.dump({"device": H.device_name(), "small": args.small,
-                       "results": [{"workload": n, "system": s, "ms": t} for (n, s), t in rows.items()]}, f, indent=1)
-    return 0
+
+def main(argv: list[str] | None = None) -> int:
+    cpu_only = H.cupy_gpu() is None
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", default="1,2", help="worker counts, e.g. 1,2,4,8 (default 1,2)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs (default 5)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
+    parser.add_argument("--scale", type=H.parse_int, default=2**8 if cpu_only else 1,
+                        help="divide every size per worker by this (default 1 with a GPU, 2**8 without)")
+    parser.add_argument("--only", help="comma-separated workloads to run (default: all of WORKLOADS)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    counts = [int(w) for w in args.workers.split(",")]
+    if cpu_only:  # JAX on the CPU: as many host devices as workers (read when JAX is first imported)
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + f" --xla_force_host_platform_device_count={max(counts)}").strip()
+
+    names = tuple(args.only.split(",")) if args.only else WORKLOADS
+    unknown = sorted(set(names) - set(WORKLOADS))
+    if unknown:
+        parser.error(f"unknown workload(s) {unknown}; known: {list(WORKLOADS)}")
+    modules, skipped = load_workloads(names)
+    for name, reason in skipped.items():
+        print(f"skipped {name}: {reason}", flush=True)
+
+    rows: list[Row] = []
+    for k in counts:  # every cluster before JAX: clusters start before the client process touches a GPU
+        rows += measure_cluster(modules, k, args.scale, args.repeat, args.warmup)
+    for k in counts:
+        rows += measure_jax(modules, k, args.scale, args.repeat, args.warmup)
+
+    import dask_gpunumeric  # noqa: F401  (imported already: for its version in the report)
+
+    report = {
+        "benchmark": "weak_scaling",
+        "date": H.now(),
+        "device": H.device_name(),
+        "versions": H.versions(*H.MODULES),
+        "params": {"workers": counts, "scale": args.scale, "repeat": args.repeat, "warmup": args.warmup},
+        "results": rows,
+        "skipped": skipped,
+        "passed": all(row["error"] is None for row in rows),
+    }
+    print(f"\nweak scaling, {report['device']}, work per worker fixed"
+          + (f" (sizes / {args.scale})" if args.scale != 1 else ""))
+    print(render(rows))
+    if args.json:
+        H.write_json(args.json, report)
+        print(f"results written to {args.json}")
+    return 0 if report["passed"] else 1
 
 
 if __name__ == "__main__":
