@@ -153,6 +153,19 @@ MODULES = ("numpy", "cupy", "dask", "distributed", "dask_gpunumeric", "jax", "cu
 """The modules whose versions a report records."""
 
 
+TITLES = {
+    "monte_carlo": "Monte-Carlo (example)", "black_scholes": "Black-Scholes", "heat": "2-D heat (Jacobi)",
+    "gray_scott": "Gray-Scott reaction-diffusion", "cg": "Conjugate gradient (2-D Laplacian)",
+    "matmul": "Dense matrix product", "small_arrays": "Small-array latency", "long_run": "Long run",
+}
+"""Display names of the benchmarks and weak-scaling workloads (others show their file name)."""
+
+
+def title(name: str) -> str:
+    """The display name of a benchmark or workload."""
+    return TITLES.get(name, name.replace("_", " "))
+
+
 # --- measuring ----------------------------------------------------------------------------------
 
 

@@ -152,20 +152,22 @@ def efficiencies(rows: list[Row]) -> dict[tuple[str, str], dict[int, float]]:
     return {key: {k: by_k[min(by_k)] / ms for k, ms in by_k.items()} for key, by_k in times.items()}
 
 
-def render(rows: list[Row]) -> str:
-    """A table: one line per (workload, system), the median ms at each worker count, then efficiencies."""
+def table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
+    """Headers and lines of a table: one line per (workload, system), grouped by workload, with the median ms
+    at each worker count ("error" where it failed), then the efficiency at each count after the first."""
     counts = sorted({row["workers"] for row in rows})
     efficiency = efficiencies(rows)
-    median: dict[tuple[str, str], dict[int, str]] = {}
+    medians: dict[tuple[str, str], dict[int, str]] = {}
     for row in rows:
-        cell = "ERROR" if row["error"] else f"{row['median_ms']:.2f}"
-        median.setdefault((row["workload"], row["system"]), {})[row["workers"]] = cell
-    header = ["workload", "system"] + [f"{k} w ms" for k in counts] + [f"eff {k}" for k in counts[1:]]
-    table = [[workload, system] + [cells.get(k, "-") for k in counts]
+        cell = "error" if row["error"] else f"{row['median_ms']:.2f}"
+        medians.setdefault((row["workload"], row["system"]), {})[row["workers"]] = cell
+    headers = ["workload", "system"] + [f"{k} w ms" for k in counts] + [f"eff {k}" for k in counts[1:]]
+    workloads = list(dict.fromkeys(row["workload"] for row in rows))
+    lines = [[workload, system] + [cells.get(k, "-") for k in counts]
              + [f"{efficiency[(workload, system)][k]:.0%}" if k in efficiency.get((workload, system), {}) else "-"
                 for k in counts[1:]]
-             for (workload, system), cells in median.items()]
-    return H.format_table(header, table, align="ll" + "r" * (len(header) - 2))
+             for (workload, system), cells in sorted(medians.items(), key=lambda item: workloads.index(item[0][0]))]
+    return headers, lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"\nweak scaling, {report['device']}, work per worker fixed"
           + (f" (sizes / {args.scale})" if args.scale != 1 else ""))
-    print(render(rows))
+    headers, lines = table(rows)
+    print(H.format_table(headers, lines, align="ll" + "r" * (len(headers) - 2)))
     if args.json:
         H.write_json(args.json, report)
         print(f"results written to {args.json}")
