@@ -52,6 +52,9 @@ _BINARY = {
 }
 BLOCK_FUNCTION = {**_UNARY, **_BINARY, "where": "where", "clip": "clip", "round": "round", "astype": "astype"}
 
+# the public functions (``from ._elementwise import *`` in the package): the helpers below stay internal
+__all__ = [*_UNARY, *_BINARY, "where", "clip", "round", "astype"]
+
 
 def _dtype_probe(value: Any) -> Any:
     """A stand-in with the same dtype behaviour as an operand: a size-0 array, or the Python scalar."""
