@@ -47,15 +47,31 @@ BENCHMARKS = ("monte_carlo", "black_scholes", "heat", "gray_scott", "cg", "matmu
 ``--warmup N`` and writes a ``_harness.make_report`` dictionary."""
 
 class Progress(Protocol):
-    """What the suite needs of a progress bar (tqdm's interface)."""
+    """Steps counted on a progress display, with lines of output shown alongside."""
 
     def set_description(self, desc: str) -> None: ...
-    def update(self, n: int = 1) -> None: ...
+    def update(self) -> None: ...
     def write(self, line: str) -> None: ...
 
 
+class BarProgress:
+    """A tqdm bar on stderr; lines are written above it."""
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+
+    def set_description(self, desc: str) -> None:
+        self.bar.set_description(desc)
+
+    def update(self) -> None:
+        self.bar.update()
+
+    def write(self, line: str) -> None:
+        self.bar.write(line, file=sys.stderr)
+
+
 class PlainProgress:
-    """Progress lines on stderr, for when tqdm is not installed."""
+    """A line on stderr per step, for when tqdm is not installed or stderr is not a terminal."""
 
     def __init__(self, total: int) -> None:
         self.total, self.done = total, 0
@@ -63,8 +79,8 @@ class PlainProgress:
     def set_description(self, desc: str) -> None:
         print(f"[suite {self.done}/{self.total}] {desc}", file=sys.stderr, flush=True)
 
-    def update(self, n: int = 1) -> None:
-        self.done += n
+    def update(self) -> None:
+        self.done += 1
 
     def write(self, line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -72,17 +88,17 @@ class PlainProgress:
 
 @contextlib.contextmanager
 def progress_bar(total: int) -> Iterator[Progress]:
-    """A tqdm bar on stderr counting ``total`` steps (plain lines without tqdm or a terminal)."""
+    """A tqdm bar on stderr counting ``total`` steps (plain lines without tqdm or a terminal: a bar redrawn
+    with carriage returns garbles a log file)."""
     try:
         from tqdm import tqdm
     except ImportError:
         tqdm = None
-    if tqdm is None or not sys.stderr.isatty():  # a bar redrawn with carriage returns garbles a log file
+    if tqdm is None or not sys.stderr.isatty():
         yield PlainProgress(total)
         return
     with tqdm(total=total, unit="step", file=sys.stderr, dynamic_ncols=True) as bar:
-        bar.write = lambda line: tqdm.write(line, file=sys.stderr)  # above the bar
-        yield bar
+        yield BarProgress(bar)
 
 
 def gpu_count() -> int:
