@@ -135,6 +135,17 @@ def jax_row_sharding(devices: list) -> Any:
     return NamedSharding(Mesh(np.array(devices), ("workers",)), PartitionSpec("workers"))
 
 
+def persisted(*collections: Any) -> tuple:
+    """``dask.persist`` the collections and wait until the scheduler holds every block (on a distributed
+    cluster persisting returns at once); the persisted collections."""
+    import dask
+    from distributed import wait
+
+    out = dask.persist(*collections)
+    wait(out)
+    return out
+
+
 def dask_array_system() -> str:
     """The name of the dask.array baseline here: over CuPy blocks with a GPU, else over NumPy blocks."""
     return "dask.array+cupy" if cupy_gpu() is not None else "dask.array+numpy"

@@ -147,37 +147,35 @@ OPTIONS_PER_WORKER = 2**27
 
 
 def weak_scaling(k: int, scale: int):
-    """(system, run) pairs for ``benchmarks/weak_scaling.py`` on the active cluster of ``k`` workers:
+    """(system, run, check) for ``benchmarks/weak_scaling.py`` on the active cluster of ``k`` workers:
     ``OPTIONS_PER_WORKER // scale`` options per worker, inputs persisted first, outputs persisted. ``run(i)``
-    folds ``i`` into the rate so that no run reuses another's result."""
-    import dask
+    folds ``i`` into the rate so that no run reuses another's result, and returns the outputs."""
     import dask.array as da
-    from distributed import wait
 
     import dask_gpunumeric as gnp
 
     n = k * OPTIONS_PER_WORKER // scale
     rng = gnp.random.default_rng(0)
-    S, K, T = dask.persist(rng.uniform(5.0, 30.0, n, dtype=np.float32),
-                           rng.uniform(1.0, 100.0, n, dtype=np.float32),
-                           rng.uniform(0.25, 10.0, n, dtype=np.float32))
+    S, K, T = H.persisted(rng.uniform(5.0, 30.0, n, dtype=np.float32), rng.uniform(1.0, 100.0, n, dtype=np.float32),
+                          rng.uniform(0.25, 10.0, n, dtype=np.float32))
+    check = prices_check(tuple(H.to_host(x[:CHECKED]) for x in (S, K, T)))
     accelerated = gnp.accelerate(lambda S, K, T, r: price(gnp, S, K, T, r=r))
     rate = lambda i: RATE + 1e-6 * i  # noqa: E731
 
-    def run_unfused(i: int) -> None:
+    def run_unfused(i: int) -> tuple:
         with gnp.config.set(fusion=False):
-            wait(dask.persist(*price(gnp, S, K, T, r=rate(i))))
+            return H.persisted(*price(gnp, S, K, T, r=rate(i)))
 
     dS, dK, dT = (x.to_dask_array() for x in (S, K, T))  # the same blocks, on the same workers
     # the rate as a 0-d array: one accelerated plan serves every run
-    yield "gnp", lambda i: wait(dask.persist(*accelerated(S, K, T, gnp.asarray(np.float32(rate(i))))))
-    yield "gnp-unfused", run_unfused
-    yield H.dask_array_system(), lambda i: wait(dask.persist(*price(da, dS, dK, dT, r=rate(i))))
+    yield "gnp", lambda i: H.persisted(*accelerated(S, K, T, gnp.asarray(np.float32(rate(i))))), check
+    yield "gnp-unfused", run_unfused, check
+    yield H.dask_array_system(), lambda i: H.persisted(*price(da, dS, dK, dT, r=rate(i))), check
 
 
 def jax_sharded(devices: list, scale: int):
-    """The pricing under ``jax.jit``, inputs and outputs sharded over ``devices`` (same size per device as
-    ``weak_scaling``); needs JAX."""
+    """(run, check) of the pricing under ``jax.jit``, inputs and outputs sharded over ``devices`` (same size
+    per device as ``weak_scaling``); needs JAX."""
     jax, jnp = H.jax_modules()
     n = len(devices) * OPTIONS_PER_WORKER // scale
     blocks = H.jax_row_sharding(devices)
@@ -191,7 +189,8 @@ def jax_sharded(devices: list, scale: int):
 
     S, K, T = draw(jax.random.PRNGKey(0))
     priced = jax.jit(lambda S, K, T, r: price(jnp, S, K, T, r=r), out_shardings=(blocks, blocks))
-    return lambda i: [out.block_until_ready() for out in priced(S, K, T, RATE + 1e-6 * i)]
+    check = prices_check(tuple(np.asarray(x[:CHECKED]) for x in (S, K, T)))
+    return (lambda i: [out.block_until_ready() for out in priced(S, K, T, RATE + 1e-6 * i)]), check
 
 
 if __name__ == "__main__":

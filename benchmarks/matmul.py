@@ -109,34 +109,32 @@ def main(argv: list[str] | None = None) -> int:
 SIDE_PER_WORKER = 16384
 
 
-def weak_scaling(k: int, scale: int) -> Iterator[tuple[str, Callable[[int], Any]]]:
-    """(system, run) pairs for ``benchmarks/weak_scaling.py`` on the active cluster of ``k`` workers:
+def weak_scaling(k: int, scale: int) -> Iterator[tuple[str, Callable[[int], Any], Callable[[Any], tuple[bool, str]]]]:
+    """(system, run, check) for ``benchmarks/weak_scaling.py`` on the active cluster of ``k`` workers:
     ``A @ B`` with ``A`` of ``k * side`` rows (one block per worker) and ``B`` of ``side x side``, where
     ``side = SIDE_PER_WORKER / sqrt(scale)``. ``run(i)`` scales ``A`` by a factor that depends on ``i``
-    so that no run reuses another's result."""
-    import dask
-    from distributed import wait
-
+    so that no run reuses another's result, and returns the product."""
     import dask_gpunumeric as gnp
 
     side = int(SIDE_PER_WORKER / scale ** 0.5)
     rng = gnp.random.default_rng(0)
-    a, b = dask.persist(rng.random((k * side, side), dtype=np.float32), rng.random((side, side), dtype=np.float32))
+    a, b = H.persisted(rng.random((k * side, side), dtype=np.float32), rng.random((side, side), dtype=np.float32))
+    check = product_check(H.to_host(a[:CHECKED_ROWS]), H.to_host(b))
     dask_a, dask_b = a.to_dask_array(), b.to_dask_array()  # the same blocks, on the same workers
     factor = lambda i: np.float32(1 + 1e-7 * i)  # noqa: E731
 
-    def run_gnp_unfused(i: int) -> None:
+    def run_gnp_unfused(i: int) -> Any:
         with gnp.config.set(fusion=False):
-            wait(((a * factor(i)) @ b).persist())
+            return H.persisted((a * factor(i)) @ b)[0]
 
-    yield "gnp", lambda i: wait(((a * factor(i)) @ b).persist())
-    yield "gnp-unfused", run_gnp_unfused
-    yield H.dask_array_system(), lambda i: wait(((dask_a * factor(i)) @ dask_b).persist())
+    yield "gnp", lambda i: H.persisted((a * factor(i)) @ b)[0], check
+    yield "gnp-unfused", run_gnp_unfused, check
+    yield H.dask_array_system(), lambda i: H.persisted((dask_a * factor(i)) @ dask_b)[0], check
 
 
-def jax_sharded(devices: list, scale: int) -> Callable[[int], Any]:
-    """The product under ``jax.jit`` with ``A``'s rows sharded over ``devices`` and ``B`` on every one of
-    them (same sizes per device as ``weak_scaling``); needs JAX."""
+def jax_sharded(devices: list, scale: int) -> tuple[Callable[[int], Any], Callable[[Any], tuple[bool, str]]]:
+    """(run, check) of the product under ``jax.jit`` with ``A``'s rows sharded over ``devices`` and ``B`` on
+    every one of them (same sizes per device as ``weak_scaling``); needs JAX."""
     jax, jnp = H.jax_modules()
     from jax.sharding import NamedSharding, PartitionSpec
 
@@ -148,7 +146,8 @@ def jax_sharded(devices: list, scale: int) -> Callable[[int], Any]:
                 out_shardings=rows)(key_a)
     b = jax.jit(lambda key: jax.random.uniform(key, (side, side), jnp.float32), out_shardings=replicated)(key_b)
     product = jax.jit(lambda x, y, f: jnp.matmul(x * f, y, precision="highest"), out_shardings=rows)
-    return lambda i: product(a, b, np.float32(1 + 1e-7 * i)).block_until_ready()
+    check = product_check(np.asarray(a[:CHECKED_ROWS]), np.asarray(b))
+    return (lambda i: product(a, b, np.float32(1 + 1e-7 * i)).block_until_ready()), check
 
 
 if __name__ == "__main__":

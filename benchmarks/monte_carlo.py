@@ -114,9 +114,9 @@ SAMPLES_PER_WORKER = 2**30
 
 
 def weak_scaling(k: int, scale: int):
-    """(system, run) pairs for ``benchmarks/weak_scaling.py`` on the active cluster of ``k`` workers:
+    """(system, run, check) for ``benchmarks/weak_scaling.py`` on the active cluster of ``k`` workers:
     ``SAMPLES_PER_WORKER // scale`` samples per worker. ``run(i)`` folds ``i`` into ``x_max`` so that no
-    run reuses another's result."""
+    run reuses another's result, and returns the estimate."""
     import dask_gpunumeric as gnp
 
     example = load_example()
@@ -130,14 +130,14 @@ def weak_scaling(k: int, scale: int):
             return run_gnp(i)
 
     rng = dask_rng(H.cupy_gpu())
-    yield "gnp", run_gnp
-    yield "gnp-unfused", run_gnp_unfused
-    yield H.dask_array_system(), lambda i: float(dask_estimate(rng, n, X_MAX + 1e-7 * i, n // k).compute())
+    yield "gnp", run_gnp, check
+    yield "gnp-unfused", run_gnp_unfused, check
+    yield H.dask_array_system(), lambda i: float(dask_estimate(rng, n, X_MAX + 1e-7 * i, n // k).compute()), check
 
 
 def jax_sharded(devices: list, scale: int):
-    """The example under ``jax.jit`` with its samples sharded over ``devices`` (same size per device as
-    ``weak_scaling``); needs JAX."""
+    """(run, check) of the example under ``jax.jit`` with its samples sharded over ``devices`` (same size
+    per device as ``weak_scaling``); needs JAX."""
     jax, jnp = H.jax_modules()
     n = len(devices) * SAMPLES_PER_WORKER // scale
     blocks = H.jax_row_sharding(devices)
@@ -149,7 +149,7 @@ def jax_sharded(devices: list, scale: int):
         return (2 * x_max / n) * jnp.sum(jnp.exp(-samples ** 2))
 
     key = jax.random.PRNGKey(42)
-    return lambda i: float(estimate(key, X_MAX + 1e-7 * i))
+    return (lambda i: float(estimate(key, X_MAX + 1e-7 * i))), check
 
 
 def main(argv=None) -> int:

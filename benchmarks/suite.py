@@ -176,7 +176,7 @@ def run_suite(args: argparse.Namespace) -> dict:
                 weak["params"] = report["params"]
             progress.update()
     results["passed"] = (all(report["passed"] for report in results["benchmarks"].values())
-                         and not weak["errors"] and all(row["error"] is None for row in weak["results"]))
+                         and not weak["errors"] and all(weak_scaling.passed(row) for row in weak["results"]))
     return results
 
 

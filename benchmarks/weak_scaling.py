@@ -5,10 +5,12 @@
 
 The workloads are the benchmark modules named in ``WORKLOADS`` that exist in ``benchmarks/`` and define
 
-- ``weak_scaling(k, scale)``: (system, run) pairs, made while ``gnp.cluster(n_gpus=k)`` is the default
-  client; ``run(i)`` does one timed unit of work, its size per worker fixed (divided by ``scale``), and
-  folds ``i`` into a scalar of the computation so that no run reuses a result the cluster still holds;
-- ``jax_sharded(devices, scale)`` (optional): one such ``run`` under JAX, its data sharded over
+- ``weak_scaling(k, scale)``: yields (system, run, check), made while ``gnp.cluster(n_gpus=k)`` is the
+  default client. ``run(i)`` does one timed unit of work, its size per worker fixed (divided by
+  ``scale``), folds ``i`` into a scalar of the computation so that no run reuses a result the cluster
+  still holds, and returns its result (persisted arrays, or a number); ``check(result)`` (or None)
+  compares the last run's result, or a small part of it, with NumPy and returns (ok, detail);
+- ``jax_sharded(devices, scale)`` (optional): (run, check) of the same under JAX, its data sharded over
   ``devices``; it runs after the cluster is closed, on the first k devices that JAX sees (without a GPU,
   XLA is asked for as many host devices).
 
@@ -44,7 +46,9 @@ WORKLOADS = ("monte_carlo", "black_scholes", "heat", "gray_scott", "cg", "matmul
 JAX_SYSTEM = "jax-sharding"
 
 Row = dict[str, Any]
-"""One measurement: workload, system, workers, times_s, median_ms, error."""
+"""One measurement: workload, system, workers, times_s, median_ms, ok and detail (the check), error."""
+
+Check = Callable[[Any], tuple[bool, str]]
 
 
 def load_workloads(names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -80,27 +84,31 @@ def sync_workers(client: Any) -> None:
 def new_row(workload: str, system: str, k: int, error: str | None = None) -> Row:
     """A measurement with no times yet (or none at all, with ``error``)."""
     return {"workload": workload, "system": system, "workers": k, "times_s": [], "median_ms": None,
-            "error": error}
+            "ok": None, "detail": "", "error": error}
 
 
-def measure_run(workload: str, system: str, k: int, run: Callable[[int], Any], *, repeat: int, warmup: int,
-                sync: Callable[[], None]) -> Row:
+def measure_run(workload: str, system: str, k: int, run: Callable[[int], Any], check: Check | None, *,
+                repeat: int, warmup: int, sync: Callable[[], None]) -> Row:
     """Time ``run(i)`` (a different ``i`` each call) ``repeat`` times after ``warmup`` calls, each ended by
-    ``sync()``. An exception is recorded, not raised."""
+    ``sync()``, and check the last result. An exception is recorded, not raised."""
     row = new_row(workload, system, k)
     try:
         for i in range(warmup + repeat):
             sync()
             start = time.perf_counter()
-            run(i)
+            result = run(i)
             sync()
             if i >= warmup:
                 row["times_s"].append(time.perf_counter() - start)
         row["median_ms"] = 1e3 * statistics.median(row["times_s"])
+        if check is not None:
+            row["ok"], row["detail"] = check(result)
     except Exception as exc:  # one failing system must not stop the others
         row["error"] = H.describe_error(exc)
+    verdict = {True: "ok", False: "WRONG", None: ""}[row["ok"]]
     print(f"  {workload:14s} {system:18s} {k} worker(s): "
-          + (f"ERROR {row['error']}" if row["error"] else f"{row['median_ms']:10.2f} ms"), flush=True)
+          + (f"ERROR {row['error']}" if row["error"] else f"{row['median_ms']:10.2f} ms  {row['detail']} {verdict}"),
+          flush=True)
     return row
 
 
@@ -113,8 +121,8 @@ def measure_cluster(modules: dict[str, Any], k: int, scale: int, repeat: int, wa
         print(f"{k} worker(s): {sorted(client.scheduler_info(n_workers=-1)['workers'])}", flush=True)
         for name, module in modules.items():
             try:
-                for system, run in module.weak_scaling(k, scale):
-                    rows.append(measure_run(name, system, k, run, repeat=repeat, warmup=warmup,
+                for system, run, check in module.weak_scaling(k, scale):
+                    rows.append(measure_run(name, system, k, run, check, repeat=repeat, warmup=warmup,
                                             sync=lambda: sync_workers(client)))
             except Exception as exc:  # setting the workload up failed: the next one still runs
                 rows.append(new_row(name, "setup", k, H.describe_error(exc)))
@@ -135,31 +143,37 @@ def measure_jax(modules: dict[str, Any], k: int, scale: int, repeat: int, warmup
             rows.append(new_row(name, JAX_SYSTEM, k, f"JAX sees {len(devices)} device(s), fewer than {k}"))
             continue
         try:
-            run = module.jax_sharded(devices[:k], scale)
+            run, check = module.jax_sharded(devices[:k], scale)
         except Exception as exc:
             rows.append(new_row(name, JAX_SYSTEM, k, H.describe_error(exc)))
             continue
-        rows.append(measure_run(name, JAX_SYSTEM, k, run, repeat=repeat, warmup=warmup, sync=H.sync))
+        rows.append(measure_run(name, JAX_SYSTEM, k, run, check, repeat=repeat, warmup=warmup, sync=H.sync))
     return rows
 
 
+def passed(row: Row) -> bool:
+    """True when the system ran and its result, if checked, was right."""
+    return row["error"] is None and row["ok"] is not False
+
+
 def efficiencies(rows: list[Row]) -> dict[tuple[str, str], dict[int, float]]:
-    """time(fewest workers) / time(k) for every (workload, system) and worker count k measured."""
+    """time(fewest workers) / time(k) for every (workload, system) and worker count k measured and passed."""
     times: dict[tuple[str, str], dict[int, float]] = {}
     for row in rows:
-        if row["median_ms"] is not None:
+        if passed(row) and row["median_ms"] is not None:
             times.setdefault((row["workload"], row["system"]), {})[row["workers"]] = row["median_ms"]
     return {key: {k: by_k[min(by_k)] / ms for k, ms in by_k.items()} for key, by_k in times.items()}
 
 
 def table(rows: list[Row]) -> tuple[list[str], list[list[str]]]:
     """Headers and lines of a table: one line per (workload, system), grouped by workload, with the median ms
-    at each worker count ("error" where it failed), then the efficiency at each count after the first."""
+    at each worker count ("error" where it raised, "WRONG" where its check failed), then the efficiency at
+    each count after the first."""
     counts = sorted({row["workers"] for row in rows})
     efficiency = efficiencies(rows)
     medians: dict[tuple[str, str], dict[int, str]] = {}
     for row in rows:
-        cell = "error" if row["error"] else f"{row['median_ms']:.2f}"
+        cell = "error" if row["error"] else "WRONG" if row["ok"] is False else f"{row['median_ms']:.2f}"
         medians.setdefault((row["workload"], row["system"]), {})[row["workers"]] = cell
     headers = ["workload", "system"] + [f"{k} w ms" for k in counts] + [f"eff {k}" for k in counts[1:]]
     workloads = list(dict.fromkeys(row["workload"] for row in rows))
@@ -210,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         "params": {"workers": counts, "scale": args.scale, "repeat": args.repeat, "warmup": args.warmup},
         "results": rows,
         "skipped": skipped,
-        "passed": all(row["error"] is None for row in rows),
+        "passed": all(passed(row) for row in rows),
     }
     print(f"\nweak scaling, {report['device']}, work per worker fixed"
           + (f" (sizes / {args.scale})" if args.scale != 1 else ""))

@@ -43,13 +43,15 @@ def test_suite_runs_on_the_cpu(tmp_path: pathlib.Path) -> None:
 
 
 def test_weak_scaling_efficiency_and_table() -> None:
-    def row(system: str, workers: int, ms: float | None) -> weak_scaling.Row:
+    def row(system: str, workers: int, ms: float | None, ok: bool | None = True) -> weak_scaling.Row:
         error = None if ms is not None else "RuntimeError: lost"
-        return {**weak_scaling.new_row("matmul", system, workers, error), "median_ms": ms}
+        return {**weak_scaling.new_row("matmul", system, workers, error), "median_ms": ms, "ok": ok}
 
-    rows = [row("gnp", 1, 10.0), row("gnp", 2, 12.5), row("jax-sharding", 1, 8.0), row("jax-sharding", 2, None)]
+    rows = [row("gnp", 1, 10.0), row("gnp", 2, 12.5), row("jax-sharding", 1, 8.0), row("jax-sharding", 2, None),
+            row("dask.array+numpy", 1, 5.0, ok=False)]
     assert weak_scaling.efficiencies(rows) == {("matmul", "gnp"): {1: 1.0, 2: 0.8},
                                                ("matmul", "jax-sharding"): {1: 1.0}}
     headers, lines = weak_scaling.table(rows)
     assert headers == ["workload", "system", "1 w ms", "2 w ms", "eff 2"]
-    assert lines == [["matmul", "gnp", "10.00", "12.50", "80%"], ["matmul", "jax-sharding", "8.00", "error", "-"]]
+    assert lines == [["matmul", "gnp", "10.00", "12.50", "80%"], ["matmul", "jax-sharding", "8.00", "error", "-"],
+                     ["matmul", "dask.array+numpy", "WRONG", "-", "-"]]
