@@ -133,17 +133,23 @@ def measure(
     warmup: int,
     check: Callable[[Any], tuple[bool, str]] | None = None,
     verbose: bool = True,
+    min_warmup_s: float = 0.3,
 ) -> Result:
-    """Time ``fn()`` ``repeat`` times after ``warmup`` untimed calls, synchronising the device
-    before starting and before stopping each clock. An exception is recorded, not raised."""
+    """Time ``fn()`` ``repeat`` times after at least ``warmup`` untimed calls and ``min_warmup_s`` seconds
+    of them (a GPU raises its clocks only after some busy time: without it, whichever implementation
+    runs first is timed at lower clocks), synchronising the device before starting and before stopping
+    each clock. An exception is recorded, not raised."""
     result = Result(name)
     if verbose:
         print(f"  {name}: {warmup} warm-up + {repeat} timed runs ...", end="", flush=True)
     try:
         value = None
-        for _ in range(warmup):
+        warm_start = time.perf_counter()
+        done = 0
+        while done < warmup or (done and time.perf_counter() - warm_start < min_warmup_s):
             value = fn()
             sync()
+            done += 1
         for _ in range(max(repeat, 1)):
             sync()
             start = time.perf_counter()

@@ -22,14 +22,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import dask.local
+import dask.callbacks
 import dask.threaded
 import numpy as np
 from dask._task_spec import Alias, DataNode, GraphNode, Task, _is_dask_future
 
 from . import _cluster, config
 from ._array import Array
-from ._expr import ArrayExpr, Bundle, FromArray, FromGraph, graph_of
+from ._expr import ArrayExpr, Bundle, FromArray, FromGraph, flat_keys, graph_of, run_in_order, schedule_of
 
 _CACHE_SIZE = 128
 
@@ -60,6 +60,7 @@ class Plan:
         for out in optimized:
             self.graph.update(graph_of(out))
         self.outputs = [(out._name, out.chunks, out.dtype, out.backend) for out in optimized]
+        self.schedule = schedule_of(self.graph, {k for out in optimized for k in flat_keys(out)})
         self.placeholders = [p._name for p in placeholders]
         self.structure = structure
         self.token = hashlib.sha1(repr(sorted(self.graph, key=repr)).encode()).hexdigest()[:16]
@@ -101,18 +102,28 @@ class Region(ArrayExpr):
         mapping.update({p: a._name for p, a in zip(plan.placeholders, self.args)})
         return mapping
 
-    def _layer(self) -> dict:
+    @functools.cached_property
+    def _rename_key(self) -> Callable[[Any], Any]:
         mapping = self.name_map()
 
         def key(k: Any) -> Any:
             return (mapping.get(k[0], k[0]), *k[1:]) if isinstance(k, tuple) else mapping.get(k, k)
 
+        return key
+
+    def _layer(self) -> dict:
+        key = self._rename_key
         layer = {}
         for k, node in self.operand("plan").graph.items():
             new_key = key(k)
             subs = {d: key(d) for d in node.dependencies}
             layer[new_key] = _substitute(node, subs, new_key)
         return layer
+
+    def schedule(self) -> list[tuple[Any, tuple]]:
+        """The plan's schedule (``_expr.run_in_order``) with this call's keys."""
+        key = self._rename_key
+        return [(key(k), tuple(key(d) for d in done)) for k, done in self.operand("plan").schedule]
 
 
 def _substitute(node: GraphNode, subs: dict, key: Any) -> GraphNode:
@@ -238,13 +249,18 @@ def _in_memory(args: list[ArrayExpr]) -> bool:
 
 
 def _run_now(region: Region, outputs: list[RegionOutput]) -> list[FromGraph]:
-    """Run a region on the local scheduler now; its outputs as persisted blocks."""
+    """Run a region now, in this thread in its plan's order with CuPy blocks (the kernels queue on the
+    device), else on Dask's threaded scheduler; its outputs as persisted blocks."""
     graph = region._layer()
+    inputs: dict = {}
     for a in region.args:
-        graph.update(a._layer())
+        inputs.update(a._layer())
     keys = [o.key(index) for o in outputs for index in o.block_indices()]
-    scheduler = dask.local.get_sync if any(o.backend == "cupy" for o in outputs) else dask.threaded.get
-    blocks = dict(zip(keys, scheduler(graph, keys)))
+    if any(o.backend == "cupy" for o in outputs) and not dask.callbacks.Callback.active:
+        values = run_in_order({**inputs, **graph}, [(k, ()) for k in inputs] + region.schedule(), keys)
+    else:
+        values = dask.threaded.get({**inputs, **graph}, keys)
+    blocks = dict(zip(keys, values))
     return [FromGraph({o.key(i): blocks[o.key(i)] for i in o.block_indices()}, o._name, o.chunks, o.dtype, o.backend)
             for o in outputs]
 

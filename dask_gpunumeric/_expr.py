@@ -238,15 +238,13 @@ class Materialized(ArrayExpr):
 
     @functools.cached_property
     def _graph(self) -> dict:
-        from . import config
-
         root = self.root
         if not _cacheable(root):
             # checked before the lookup too: a persisted Array (FromGraph) keeps the name of the expression
             # it came from (and so do expressions built on it), so a cached graph of that expression would
             # recompute the blocks instead of using the persisted ones
             return self._optimized_graph()
-        key = (root._name, config.get("fusion"))
+        key = (root._name, _config_fusion())
         cached = _GRAPH_CACHE.get(key)
         if cached is not None:
             _GRAPH_CACHE.move_to_end(key)
@@ -257,6 +255,19 @@ class Materialized(ArrayExpr):
         while len(_GRAPH_CACHE) > _GRAPH_CACHE_SIZE:
             _GRAPH_CACHE.popitem(last=False)
         return dict(graph)
+
+    def schedule(self) -> list[tuple[Any, tuple]]:
+        """The graph's keys in ``dask.order``'s order, each with the keys that no later task needs (to free
+        after it): how a run in one thread goes (``run_in_order``); kept with a cached graph."""
+        key = (self.root._name, _config_fusion()) if _cacheable(self.root) else None
+        cached = _SCHEDULE_CACHE.get(key) if key else None
+        if cached is None:
+            cached = schedule_of(self._graph, set(flat_keys(self.root)))
+            if key:
+                _SCHEDULE_CACHE[key] = cached
+                while len(_SCHEDULE_CACHE) > _GRAPH_CACHE_SIZE:
+                    _SCHEDULE_CACHE.popitem(last=False)
+        return cached
 
     @functools.cached_property
     def _optimized(self) -> ArrayExpr:
@@ -288,12 +299,13 @@ class Materialized(ArrayExpr):
         pairs = zip(root.operands, optimized.operands) if isinstance(root, Bundle) else [(root, optimized)]
         for before, after in pairs:
             if after._name != before._name:  # keep the roots' keys: persist rebuilds from them
-                for old, new in zip(_flat_keys(before), _flat_keys(after)):
+                for old, new in zip(flat_keys(before), flat_keys(after)):
                     graph[old] = Alias(old, new)
         return graph
 
 
-def _flat_keys(expr: ArrayExpr) -> list:
+def flat_keys(expr: ArrayExpr) -> list:
+    """The block keys of an expression, flat, in C order."""
     keys = expr.__dask_keys__()
     out: list = []
     stack = [keys]
@@ -358,7 +370,41 @@ class JointOutput(ArrayExpr):
 
 
 _GRAPH_CACHE: collections.OrderedDict = collections.OrderedDict()
+_SCHEDULE_CACHE: collections.OrderedDict = collections.OrderedDict()
 _GRAPH_CACHE_SIZE = 64
+
+
+def _config_fusion() -> bool:
+    from . import config
+
+    return bool(config.get("fusion"))
+
+
+def schedule_of(graph: dict, outputs: set) -> list[tuple[Any, tuple]]:
+    """The keys of a graph in ``dask.order``'s order, each with the keys (not among ``outputs``) whose last
+    use it is."""
+    from dask.order import order
+
+    priority = order(graph)
+    keys = sorted(graph, key=priority.__getitem__)
+    last_use = {dep: i for i, k in enumerate(keys) for dep in graph[k].dependencies}
+    release: dict[int, list] = collections.defaultdict(list)
+    for dep, i in last_use.items():
+        if dep not in outputs:
+            release[i].append(dep)
+    return [(k, tuple(release[i])) for i, k in enumerate(keys)]
+
+
+def run_in_order(graph: dict, schedule: list[tuple[Any, tuple]], keys: list) -> list:
+    """Run a graph in this thread in its schedule's order (what ``dask.local.get_sync`` does, without its
+    per-call ordering and bookkeeping: what a handful of tasks launching GPU kernels needs), freeing each
+    intermediate after its last use; the values of ``keys``."""
+    cache: dict = {}
+    for key, done in schedule:
+        cache[key] = graph[key](cache)
+        for dep in done:
+            del cache[dep]
+    return [cache[k] for k in keys]
 
 
 _CACHE_DATA_LIMIT = 2**20
