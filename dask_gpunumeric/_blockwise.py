@@ -54,12 +54,15 @@ def _parse_signature(signature: str) -> tuple[list[tuple[str, ...]], list[tuple[
     return sides[0], sides[1], len(sides[1]) > 1
 
 
-def _gufunc_block(*blocks: Any, gufunc: Callable[..., Any], loop_ndim: int, core_slots: tuple[tuple[int, int], ...],
-                  out_slot: tuple[int, int], out_index: int | None, ndim: int, **kwargs: Any) -> Any:
-    """One block of an ``apply_gufunc`` output: each input block loses the length-1 axes that stand for the
-    other operands' core dimensions, ``gufunc`` runs, and its output ``out_index`` (when several) gets such
-    axes back around its own core dimensions (``out_slot`` of ``ndim`` axes)."""
-    args = [b.reshape(b.shape[:loop_ndim] + b.shape[start:stop]) for b, (start, stop) in zip(blocks, core_slots)]
+def _gufunc_block(*blocks: Any, gufunc: Callable[..., Any], loop_ndim: int,
+                  layouts: tuple[tuple[int, int, int], ...], out_slot: tuple[int, int], out_index: int | None,
+                  ndim: int, **kwargs: Any) -> Any:
+    """One block of an ``apply_gufunc`` output: each input block gets back its own layout (``layouts``: its
+    number of loop axes and the slot of its core axes), dropping the length-1 axes that stand for loop axes
+    it lacks and for the other operands' core dimensions; ``gufunc`` runs, and its output ``out_index``
+    (when several) gets such axes back around its own core dimensions (``out_slot`` of ``ndim`` axes)."""
+    args = [b.reshape(b.shape[loop_ndim - loops:loop_ndim] + b.shape[start:stop])
+            for b, (loops, start, stop) in zip(blocks, layouts)]
     out = gufunc(*args, **kwargs)
     out = namespace(*blocks).asarray(out if out_index is None else out[out_index])
     loop = out.shape[: out.ndim - (out_slot[1] - out_slot[0])]
@@ -129,13 +132,13 @@ def apply_gufunc(func: Callable[..., Any], signature: str, *args: ArrayLike, out
     if len(dtypes) != len(core_out):
         raise ValueError(f"apply_gufunc: {len(core_out)} output(s) in the signature, {len(dtypes)} output_dtypes")
     loop_chunks = tuple(max((p.chunks[d] for p in padded), key=len) for d in range(loop_ndim))
-    core_slots = tuple(slots[: len(core_in)])
+    layouts = tuple((len(loop), *slot) for loop, slot in zip(loops, slots))
     outputs = []
     for k, (dims, slot, dtype) in enumerate(zip(core_out, slots[len(core_in):], dtypes)):
         chunks = loop_chunks + tuple((1,) if not slot[0] <= d < slot[1] else (sizes[dims[d - slot[0]]],)
                                      for d in range(loop_ndim, start))
         out = map_blocks(_gufunc_block, *padded, chunks=chunks, dtype=dtype, name=getattr(func, "__name__", None),
-                         gufunc=func, loop_ndim=loop_ndim, core_slots=core_slots, out_slot=slot,
+                         gufunc=func, loop_ndim=loop_ndim, layouts=layouts, out_slot=slot,
                          out_index=k if several else None, ndim=start, **kwargs)
         trailing = tuple(d for d in range(slot[1], start))
         out = squeeze(out, axis=tuple(range(loop_ndim, slot[0])) + trailing) if slot[0] > loop_ndim or trailing else out

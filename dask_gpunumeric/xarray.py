@@ -25,14 +25,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from xarray.core import indexing
 from xarray.namedarray.daskmanager import DaskManager
 from xarray.namedarray.parallelcompat import ChunkManagerEntrypoint, list_chunkmanagers
 
 from . import config
 from ._array import Array
 from ._backend import backend_of
+from ._manipulation import moveaxis
 
-__all__ = ["DaskArrayManager", "GpuNumericManager", "register"]
+__all__ = ["DaskArrayManager", "DaskIndexingAdapter", "GpuNumericManager", "register"]
 
 
 class GpuNumericManager(ChunkManagerEntrypoint[Array]):
@@ -148,11 +150,46 @@ class DaskArrayManager(DaskManager):
     def is_chunked_array(self, data: Any) -> bool:
         return not isinstance(data, Array) and super().is_chunked_array(data)
 
+    def from_array(self, data: Any, chunks: Any, **kwargs: Any) -> Any:
+        """A dask.array over ``data``; a gnp Array is only rechunked (``.chunk()`` of a gnp-backed object
+        without ``chunked_array_type`` keeps its kind rather than wrapping one collection in another)."""
+        if isinstance(data, Array):
+            return data.rechunk(chunks)
+        return super().from_array(data, chunks, **kwargs)
+
+
+class DaskIndexingAdapter(indexing.DaskIndexingAdapter):
+    """xarray's indexing adapter for Dask collections, which gnp Arrays are, with NumPy's indexing rules
+    taken into account for them: dask.array refuses several index arrays (and xarray then indexes one axis
+    at a time), whereas gnp, like NumPy, selects points with them; and gnp has no ``vindex``."""
+
+    def _oindex_get(self, indexer: indexing.OuterIndexer) -> Any:
+        if not isinstance(self.array, Array):
+            return super()._oindex_get(indexer)
+        value = self.array
+        for axis, key in reversed(list(enumerate(indexer.tuple))):  # orthogonal: one axis at a time
+            value = value[(slice(None),) * axis + (key,)]
+        return value
+
+    def _vindex_get(self, indexer: indexing.VectorizedIndexer) -> Any:
+        if not isinstance(self.array, Array):
+            return super()._vindex_get(indexer)
+        key = indexer.tuple
+        value = self.array[key]
+        arrays = [d for d, k in enumerate(key) if not isinstance(k, slice)]
+        if arrays and arrays[0] > 0 and arrays == list(range(arrays[0], arrays[-1] + 1)):
+            # NumPy leaves adjacent index arrays' dimensions where they are; xarray wants them first
+            n = np.broadcast(*(key[d] for d in arrays)).ndim
+            value = moveaxis(value, tuple(range(arrays[0], arrays[0] + n)), tuple(range(n)))
+        return value
+
 
 def register() -> None:
-    """Make xarray use gnp Arrays through ``GpuNumericManager`` ("gpunumeric") and narrow xarray's own dask
-    manager ("dask") to dask.arrays. Idempotent; runs on ``import dask_gpunumeric`` when xarray is
-    importable."""
+    """Make xarray use gnp Arrays through ``GpuNumericManager`` ("gpunumeric"), narrow xarray's own dask
+    manager ("dask") to dask.arrays, and index gnp Arrays with NumPy's rules (``DaskIndexingAdapter``).
+    Idempotent; runs on ``import dask_gpunumeric`` when xarray is importable."""
+    if indexing.DaskIndexingAdapter is DaskIndexingAdapter.__base__:
+        indexing.DaskIndexingAdapter = DaskIndexingAdapter  # what xarray.core.indexing.as_indexable makes
     managers = list_chunkmanagers()
     if not isinstance(managers.get("gpunumeric"), GpuNumericManager):
         managers["gpunumeric"] = GpuNumericManager()
