@@ -10,7 +10,9 @@ two managers claiming one array make xarray raise "Multiple ChunkManagers recogn
 therefore puts two managers in xarray's registry: ours under "gpunumeric", and under "dask" xarray's own
 dask manager narrowed to leave gnp Arrays alone (``DaskArrayManager``). dask.array-backed objects keep
 working exactly as before, side by side with gnp-backed ones; only a "dask" manager that is xarray's own
-is replaced (another library's manager there is left as it is).
+is replaced (another library's manager there is left as it is). For the same reason xarray indexes gnp
+Arrays through its adapter for Dask collections, which expects dask.array's indexing rules: ``register()``
+installs a subclass of it (``DaskIndexingAdapter``) that uses NumPy's rules, gnp's, for gnp Arrays.
 
 ``register()`` runs when ``dask_gpunumeric`` is imported with xarray importable (dask.array imports
 xarray anyway when it is installed), so nothing is needed in user code; an installed package also declares
@@ -76,7 +78,7 @@ class GpuNumericManager(ChunkManagerEntrypoint[Array]):
             return from_array(data, chunks)
         import dask.array as da
 
-        if tuple(chunks) and any(s == 0 for s in data.shape):
+        if any(s == 0 for s in data.shape):
             chunks = data.shape  # dask cannot size "auto" blocks of an empty axis
         return from_dask_array(da.from_array(data, chunks, meta=np.ndarray, **kwargs), backend=config.backend())
 
