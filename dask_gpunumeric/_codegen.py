@@ -433,6 +433,8 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
     body.append("    const long long nthreads = (long long)gridDim.x * blockDim.x;")
     if group > 1:
         body += _grouped_loop(program, full_reductions, group)
+    elif mode == "flat":
+        body += _unrolled_loop(program, full_reductions)
     else:
         body.append("    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nthreads) {")
         indent = "        "
@@ -465,11 +467,13 @@ def _full_reductions(program: tuple) -> list[int]:
 
 
 def _element_code(program: tuple, full_reductions: list[int], mode: str, group: int,
-                  partial: dict[int, str]) -> list[str]:
+                  partial: dict[int, str], loaded: dict[int, str] | None = None) -> list[str]:
     """The statements computing one element ``t`` (global index ``gi``): every instruction, then each
-    output stored or folded into its accumulator (``partial[k]``, where given, instead of ``acc<k>``)."""
+    output stored or folded into its accumulator (``partial[k]``, where given, instead of ``acc<k>``).
+    ``loaded`` names registers already holding the values of load instructions."""
     _, _, instrs, outputs = program
-    lines = [_instr_code(i, ins, instrs, mode, group) for i, ins in enumerate(instrs)]
+    lines = [f"const {_ctype(ins[2])} v{i} = {loaded[i]};" if loaded and i in loaded
+             else _instr_code(i, ins, instrs, mode, group) for i, ins in enumerate(instrs)]
     for k, out in enumerate(outputs):
         if k in full_reductions:
             acc = partial.get(k, f"acc{k}")
@@ -477,6 +481,36 @@ def _element_code(program: tuple, full_reductions: list[int], mode: str, group: 
             lines.append(f"{acc} = {_COMBINE[out[2]].format(a=acc, b=f'({ct})v{out[1]}')};")
         else:
             lines.append(f"out{k}[t] = v{out[1]};")
+    return lines
+
+
+UNROLL = 4  # elements per thread per iteration of a flat kernel without Philox groups
+
+
+def _unrolled_loop(program: tuple, full_reductions: list[int]) -> list[str]:
+    """The flat loop, ``UNROLL`` elements per thread per iteration, a thread block's width apart (loads
+    stay coalesced): where all of them are inside the block, every input load of all of them is issued
+    before any arithmetic, so that a memory-bound kernel keeps several loads in flight per thread."""
+    _, _, instrs, _ = program
+    loads = [i for i, ins in enumerate(instrs) if ins[0] == "load"]
+    lines = [f"    for (long long base = (long long)blockIdx.x * blockDim.x * {UNROLL} + threadIdx.x; base < n; "
+             f"base += nthreads * {UNROLL}) {{",
+             f"        if (base + {UNROLL - 1} * (long long)blockDim.x < n) {{"]
+    for u in range(UNROLL):
+        lines.append(f"            const long long t{u} = base + {u} * (long long)blockDim.x;")
+        for i in loads:
+            k = instrs[i][1]
+            lines.append(f"            const {_ctype(instrs[i][2])} ld{i}_{u} = in{k}[single{k} ? 0 : t{u}];")
+    for u in range(UNROLL):
+        lines += ["            {", f"                const long long t = t{u};", "                const long long gi = goff + t;"]
+        element = _element_code(program, full_reductions, "flat", 1, {}, {i: f"ld{i}_{u}" for i in loads})
+        lines += ["                " + line for line in element]
+        lines.append("            }")
+    lines += ["        } else {",
+              "            for (long long t = base; t < n; t += blockDim.x) {",
+              "                const long long gi = goff + t;"]
+    lines += ["                " + line for line in _element_code(program, full_reductions, "flat", 1, {})]
+    lines += ["            }", "        }", "    }"]
     return lines
 
 
@@ -724,7 +758,8 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
         return [_empty_output(out, instrs, shape) for out in outputs]
     mode, group, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
     kernel, grid_limit = _kernel(program, mode, group)
-    blocks = max(1, min(-(-size // (group * _THREADS)), grid_limit))
+    per_thread = group if group > 1 else UNROLL if mode == "flat" else 1
+    blocks = max(1, min(-(-size // (per_thread * _THREADS)), grid_limit))
     full = _full_reductions(program)
     bufs, results = [], []
     for k, out in enumerate(outputs):

@@ -403,7 +403,7 @@ def run_in_order(graph: dict, schedule: list[tuple[Any, tuple]], keys: list) -> 
     for key, done in schedule:
         cache[key] = graph[key](cache)
         for dep in done:
-            del cache[dep]
+            cache.pop(dep, None)  # a block used under two names (f(x, x)) is released once
     return [cache[k] for k in keys]
 
 

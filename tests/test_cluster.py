@@ -298,6 +298,8 @@ def _slow_copy(block, delay):
 def test_worker_killed_mid_computation(cluster_client, workers):
     # runs last: it kills a worker of the module's cluster (its nanny starts a new one)
     n = len(workers)
+    if n < 2:
+        pytest.skip("needs two workers (one GPU gives a one-worker cluster): the survivor redoes the lost work")
     victim = workers[-1]
     # 20 blocks per worker of 0.1 s each: about 2 s of work, in contiguous runs of blocks per worker
     x = gnp.random.default_rng(5).random(20_000 * n, chunks=1000)

@@ -153,7 +153,9 @@ def test_chunk_managers_side_by_side(climate: Any) -> None:
     assert isinstance((theirs.tas - theirs.tas.mean("time")).data, da.Array)  # dask.array objects unaffected
     mixed = ours.tas + theirs.tas  # gnp adopts the dask.array's blocks
     assert isinstance(mixed.data, gnp.Array)
-    xr.testing.assert_allclose(mixed.compute().as_numpy(), climate.tas * 2)
+    # non-index coordinates on two devices (CuPy and NumPy) don't compare equal: xarray drops them
+    expected = (climate.tas * 2).drop_vars("coslat")
+    xr.testing.assert_allclose(mixed.compute().as_numpy().drop_vars("coslat", errors="ignore"), expected)
 
 
 def test_register_after_the_registry_was_cleared(climate: Any) -> None:
@@ -262,7 +264,10 @@ def test_open_mfdataset(climate: Any, tmp_path: Any) -> None:
     pytest.importorskip("scipy")
     paths = [tmp_path / "a.nc", tmp_path / "b.nc"]
     xr.save_mfdataset([climate.isel(time=slice(0, 24)), climate.isel(time=slice(24, 48))], paths, engine="scipy")
-    with xr.open_mfdataset(paths, chunked_array_type="gpunumeric", engine="scipy") as ds:
+    # coords="minimal", compat="override": files' shared coordinates taken from the first file, unread (with
+    # CuPy blocks, xarray's default comparison of them meets CuPy and gnp arrays together, which it refuses)
+    with xr.open_mfdataset(paths, chunked_array_type="gpunumeric", engine="scipy", coords="minimal",
+                           compat="override") as ds:
         assert isinstance(ds.tas.data, gnp.Array) and ds.tas.data.chunks[0] == (24, 24)
         xr.testing.assert_allclose(ds.resample(time="7D").mean().compute().as_numpy(),
                                    climate.resample(time="7D").mean())
