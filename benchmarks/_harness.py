@@ -219,22 +219,31 @@ def measure(
     warmup: int,
     check: Callable[[Any], tuple[bool, str]] | None = None,
     verbose: bool = True,
+    min_warmup_s: float = 0.3,
+    synchronize: Callable[[], None] | None = None,
 ) -> Result:
-    """Time ``fn()`` ``repeat`` times after ``warmup`` untimed calls, synchronising the device
-    before starting and before stopping each clock. An exception is recorded, not raised."""
+    """Time ``fn()`` ``repeat`` times after at least ``warmup`` untimed calls and ``min_warmup_s`` seconds
+    of them (a GPU raises its clocks only after some busy time: without it, whichever implementation
+    runs first is timed at lower clocks), synchronising the device (``synchronize``, default
+    :func:`sync`: this process's GPU) before starting and before stopping each clock. An exception is
+    recorded, not raised."""
+    sync_device = synchronize or sync
     result = Result(name)
     if verbose:
         print(f"  {name}: {warmup} warm-up + {repeat} timed runs ...", end="", flush=True)
     try:
         value = None
-        for _ in range(warmup):
+        warm_start = time.perf_counter()
+        done = 0
+        while done < warmup or (done and time.perf_counter() - warm_start < min_warmup_s):
             value = fn()
-            sync()
+            sync_device()
+            done += 1
         for _ in range(max(repeat, 1)):
-            sync()
+            sync_device()
             start = time.perf_counter()
             value = fn()
-            sync()
+            sync_device()
             result.times_s.append(time.perf_counter() - start)
         value = _plain(value)
         if check is not None:

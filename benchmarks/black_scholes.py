@@ -6,16 +6,19 @@ Three input arrays (price, strike, years) and scalar rate and volatility give tw
 inputs live on the device before timing; outputs stay there (``dask.persist``), so every system is timed
 from device arrays to device arrays. Side by side:
 
-- ``gnp``: ``gnp.accelerate``-decorated pricing (one fused kernel per block for both outputs),
-  ``gnp-auto``: the same function undecorated (automatic fusion, outputs fused separately),
-  ``gnp-unfused``: fusion off;
+- ``gnp``: ``gnp.accelerate``-decorated pricing (one fused kernel per block for both outputs); its
+  arguments are in memory, so the call runs at once and returns device arrays, as JAX's ``jit`` does;
+  ``gnp-auto``: the same function undecorated, lazy, then ``dask.persist`` (automatic fusion of both
+  outputs together); ``gnp-unfused``: fusion off; with a GPU, ``gnp-kernel``: the fused kernel alone,
+  launched directly on the input arrays (what the Python around it costs is gnp minus gnp-kernel);
 - ``dask.array+cupy`` (or ``+numpy`` without a GPU) with the threaded scheduler, ``jax-jit`` where JAX is
   installed, ``cupynumeric`` where cuPyNumeric is;
 - with a GPU: ``cupy`` (eager), and ``copy``: one device copy of as many bytes as the inputs read plus the
   outputs written (the memory floor); ``x copy`` is each time over that floor (target for gnp: <= 1.3).
 
-Every system's first 4096 call and put prices are checked against NumPy in float64. ``weak_scaling`` and
-``jax_sharded`` give ``benchmarks/weak_scaling.py`` the same pricing at 2**27 options per worker.
+Every system's first 4096 call and put prices (but the kernel's alone) are checked against NumPy in
+float64. ``weak_scaling`` and ``jax_sharded`` give ``benchmarks/weak_scaling.py`` the same pricing at 2**27
+options per worker.
 """
 from __future__ import annotations
 
@@ -100,10 +103,24 @@ def main(argv=None) -> int:
         with gnp.config.set(fusion=False):
             return run_gnp(lambda *a: price(gnp, *a))
 
+    def fused_kernel(device_inputs):
+        """The one fused kernel of both outputs, launched on the device arrays without any scheduling."""
+        from dask_gpunumeric import _codegen
+        from dask_gpunumeric._expr import Bundle
+        from dask_gpunumeric._fusion import explain_groups
+
+        (fused,) = explain_groups(Bundle(*(o.expr for o in price(gnp, gS, gK, gT))))
+        by_name = {a.expr._name: d for a, d in zip((gS, gK, gT), device_inputs)}
+        inputs = [by_name[a._name] for a in fused.inputs]
+        index = (0,) * fused.ndim
+        args = (fused.operand("program"), fused.operand("scalars"), fused.block_offset(index),
+                fused.block_shape(index), fused.shape, inputs)
+        return lambda: _codegen.run_cuda(*args)
+
     xp = np if cp is None else cp
     device = [xp.asarray(h) for h in host]
     dS, dK, dT = dask.persist(*(da.from_array(d, chunks=gS.chunks) for d in device), scheduler="threads")
-    runs = [("gnp", lambda: run_gnp(accelerated)), ("gnp-auto", lambda: run_gnp(lambda *a: price(gnp, *a))),
+    runs = [("gnp", lambda: accelerated(gS, gK, gT)), ("gnp-auto", lambda: run_gnp(lambda *a: price(gnp, *a))),
             ("gnp-unfused", unfused),
             (H.dask_array_system(), lambda: dask.persist(*price(da, dS, dK, dT), scheduler="threads"))]
     modules = H.jax_modules()
@@ -118,6 +135,8 @@ def main(argv=None) -> int:
         runs.append(("cupynumeric", lambda: price(cn, cS, cK, cT)))
     floor_name = None
     if cp is not None:
+        if gS.numblocks == (1,):
+            runs.append(("gnp-kernel", fused_kernel(device)))
         runs.append(("cupy", lambda: price(cp, *device)))
         nbytes = 5 * 4 * n  # three inputs read, two outputs written
         src = cp.empty(nbytes // 2, dtype=cp.uint8)
@@ -130,7 +149,8 @@ def main(argv=None) -> int:
     check = prices_check(host)
     results = []
     for name, fn in runs:
-        r = H.measure(name, fn, repeat=args.repeat, warmup=args.warmup, check=None if name == "copy" else check)
+        r = H.measure(name, fn, repeat=args.repeat, warmup=args.warmup,
+                      check=None if name in ("copy", "gnp-kernel") else check)
         r.value = r.detail or None  # the outputs themselves are device arrays: show the check instead
         results.append(r)
     params = {"n": n, "dtype": "float32", "bytes_moved": 20 * n, "floor": floor_name}

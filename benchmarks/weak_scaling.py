@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import os
 import pathlib
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -89,27 +88,13 @@ def new_row(workload: str, system: str, k: int, error: str | None = None) -> Row
 
 def measure_run(workload: str, system: str, k: int, run: Callable[[int], Any], check: Check | None, *,
                 repeat: int, warmup: int, sync: Callable[[], None]) -> Row:
-    """Time ``run(i)`` (a different ``i`` each call) ``repeat`` times after ``warmup`` calls, each ended by
-    ``sync()``, and check the last result. An exception is recorded, not raised."""
-    row = new_row(workload, system, k)
-    try:
-        for i in range(warmup + repeat):
-            sync()
-            start = time.perf_counter()
-            result = run(i)
-            sync()
-            if i >= warmup:
-                row["times_s"].append(time.perf_counter() - start)
-        row["median_ms"] = 1e3 * statistics.median(row["times_s"])
-        if check is not None:
-            row["ok"], row["detail"] = check(result)
-    except Exception as exc:  # one failing system must not stop the others
-        row["error"] = H.describe_error(exc)
-    verdict = {True: "ok", False: "WRONG", None: ""}[row["ok"]]
-    print(f"  {workload:14s} {system:18s} {k} worker(s): "
-          + (f"ERROR {row['error']}" if row["error"] else f"{row['median_ms']:10.2f} ms  {row['detail']} {verdict}"),
-          flush=True)
-    return row
+    """Time ``run(i)`` (a different ``i`` each call) with ``_harness.measure``, each call ended by ``sync()``,
+    and check the last result. An exception is recorded, not raised."""
+    calls = itertools.count()
+    result = H.measure(f"{workload} {system}, {k} worker(s)", lambda: run(next(calls)), repeat=repeat,
+                       warmup=warmup, check=check, synchronize=sync)
+    return {**new_row(workload, system, k, result.error), "times_s": result.times_s, "ok": result.ok,
+            "median_ms": None if result.error else result.median_ms, "detail": result.detail}
 
 
 def measure_cluster(modules: dict[str, Any], k: int, scale: int, repeat: int, warmup: int) -> list[Row]:

@@ -1,7 +1,7 @@
 """Every code example of the documentation runs, on NumPy blocks.
 
 - README.md and docs/**/*.md: the ```python blocks of a page run in order in one namespace (so a page
-  reads like a notebook); its ```pycon blocks run as doctests in that namespace, their output compared
+  reads like a notebook), in a temporary folder; its ```pycon blocks run as doctests in that namespace, their output compared
   (``...`` matches anything; an exception is compared by its type). ``--8<-- "path:section"`` lines (the
   snippets the site includes) are replaced by that section of the file, as the site shows it.
 - The docstrings of the package: their doctests.
@@ -77,7 +77,9 @@ def numpy_blocks() -> Iterator[None]:
 
 @pytest.mark.parametrize("page", [page for page in PAGES if code_blocks(page)],
                          ids=lambda page: str(page.relative_to(ROOT)))
-def test_page_examples_run(page: pathlib.Path, numpy_blocks: None) -> None:
+def test_page_examples_run(page: pathlib.Path, numpy_blocks: None, tmp_path: pathlib.Path,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # files the examples write land here
     namespace: dict[str, Any] = {"__name__": f"docs.{page.stem}"}
     for kind, code, line in code_blocks(page):
         name = f"{page.relative_to(ROOT)}:{line}"

@@ -5,8 +5,8 @@ A page of ``docs/api/`` holds markers, one per line:
 
 - ``<!-- api: _creation _utility -->``: every public name of the ``gnp`` namespace whose object is defined
   in those private modules of the package, sorted by name;
-- ``<!-- api: linalg -->``: every public function and class of that public submodule (``gnp.linalg.qr``,
-  ...) that the package defines.
+- ``<!-- api: linalg -->``, ``<!-- api: lib.stride_tricks -->``: every public function and class of that
+  public submodule (``gnp.linalg.qr``, ...) that the package defines.
 
 Each marker becomes one mkdocstrings block (``::: dask_gpunumeric.NAME``) per name. A public name that no
 marker listed is a warning, which fails ``mkdocs build --strict``.
@@ -19,15 +19,15 @@ import types
 from typing import Any
 
 PACKAGE = "dask_gpunumeric"
-MARKER = re.compile(r"^<!-- api: ([\w ]+) -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- api: ([\w. ]+) -->$", re.MULTILINE)
 
 log = logging.getLogger(f"mkdocs.hooks.{__name__}")  # under "mkdocs": strict builds count its warnings
 listed: set[str] = set()
 
 
 def public_names() -> dict[str, list[str]]:
-    """Module name (``_creation``, or a submodule such as ``linalg``) -> the dotted paths of the public
-    names it contributes to the package's namespace."""
+    """Module name (``_creation``, or a public submodule such as ``linalg`` or ``lib.stride_tricks``) ->
+    the dotted paths of the public names it contributes."""
     import importlib
 
     package = importlib.import_module(PACKAGE)
@@ -36,12 +36,25 @@ def public_names() -> dict[str, list[str]]:
         obj = getattr(package, name)
         if name.startswith("_"):
             continue
-        if isinstance(obj, types.ModuleType):
-            if obj.__name__ == f"{PACKAGE}.{name}":
-                groups[name] = [f"{PACKAGE}.{name}.{member}" for member in submodule_members(obj)]
+        if is_submodule(package, name, obj):
+            add_submodule(groups, obj)
         elif callable(obj) and getattr(obj, "__module__", "").startswith(f"{PACKAGE}."):
             groups.setdefault(obj.__module__.removeprefix(f"{PACKAGE}."), []).append(f"{PACKAGE}.{name}")
     return groups
+
+
+def is_submodule(parent: types.ModuleType, name: str, obj: Any) -> bool:
+    """True when ``parent.name`` is a submodule of ``parent`` (not a module it merely imported)."""
+    return isinstance(obj, types.ModuleType) and obj.__name__ == f"{parent.__name__}.{name}"
+
+
+def add_submodule(groups: dict[str, list[str]], module: types.ModuleType) -> None:
+    """The group of a public submodule, and those of its own public submodules."""
+    groups[module.__name__.removeprefix(f"{PACKAGE}.")] = [f"{module.__name__}.{member}"
+                                                          for member in submodule_members(module)]
+    for name in getattr(module, "__all__", dir(module)):
+        if is_submodule(module, name, obj := getattr(module, name)):
+            add_submodule(groups, obj)
 
 
 def submodule_members(module: types.ModuleType) -> list[str]:
