@@ -68,7 +68,8 @@ def plot_times(results: dict, path: pathlib.Path) -> None:
                 ax.annotate(note, (row["median_ms"], y), xytext=(3, 0), textcoords="offset points", va="center",
                             fontsize=8)
         ax.set_xscale("log")
-        ax.set_xlim(right=4 * max((ms for ms in times if not math.isnan(ms)), default=1.0))  # room for the notes
+        measured = [ms for ms in times if not math.isnan(ms)] or [1.0]
+        ax.set_xlim(min(measured) / 3, 4 * max(measured))  # every bar visible; room for the notes
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.invert_yaxis()
