@@ -17,8 +17,9 @@ The workloads are the benchmark modules named in ``WORKLOADS`` that exist in ``b
 Each workload module's docstring says its size per worker (the Monte-Carlo example at 2^30 samples,
 Black-Scholes at 2^27 options, a matrix product of 16384^2 elements). The systems are ``gnp`` and
 ``gnp-unfused``, ``dask.array+cupy`` (or ``+numpy``) on the same cluster, and ``jax-sharding``. Every
-run ends with a device synchronisation on every worker; the median of ``--repeat`` runs after
-``--warmup`` runs is reported. Efficiency at k workers is time(1) / time(k): 100% is perfect weak
+run ends with a device synchronisation on every worker (a round trip whose cost with nothing to wait for,
+measured once per cluster, is taken off the times); the median of ``--repeat`` runs after ``--warmup``
+runs is reported. Efficiency at k workers is time(1) / time(k): 100% is perfect weak
 scaling. ``--scale`` defaults to 1 with a GPU and 2^8 without one (CPU runs).
 """
 from __future__ import annotations
@@ -28,7 +29,9 @@ import importlib
 import itertools
 import os
 import pathlib
+import statistics
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -45,7 +48,8 @@ WORKLOADS = ("monte_carlo", "black_scholes", "heat", "gray_scott", "cg", "matmul
 JAX_SYSTEM = "jax-sharding"
 
 Row = dict[str, Any]
-"""One measurement: workload, system, workers, times_s, median_ms, ok and detail (the check), error."""
+"""One measurement: workload, system, workers, times_s, median_ms, sync_ms (the cost of the final
+synchronisation, taken off the times), ok and detail (the check), error."""
 
 Check = Callable[[Any], tuple[bool, str]]
 
@@ -83,18 +87,36 @@ def sync_workers(client: Any) -> None:
 def new_row(workload: str, system: str, k: int, error: str | None = None) -> Row:
     """A measurement with no times yet (or none at all, with ``error``)."""
     return {"workload": workload, "system": system, "workers": k, "times_s": [], "median_ms": None,
-            "ok": None, "detail": "", "error": error}
+            "sync_ms": 0.0, "ok": None, "detail": "", "error": error}
 
 
 def measure_run(workload: str, system: str, k: int, run: Callable[[int], Any], check: Check | None, *,
-                repeat: int, warmup: int, sync: Callable[[], None]) -> Row:
+                repeat: int, warmup: int, sync: Callable[[], None], sync_s: float = 0.0) -> Row:
     """Time ``run(i)`` (a different ``i`` each call) with ``_harness.measure``, each call ended by ``sync()``,
-    and check the last result. An exception is recorded, not raised."""
+    and check the last result. ``sync_s``, what ``sync()`` costs with nothing to wait for, is taken off
+    every time. An exception is recorded, not raised."""
     calls = itertools.count()
     result = H.measure(f"{workload} {system}, {k} worker(s)", lambda: run(next(calls)), repeat=repeat,
-                       warmup=warmup, check=check, synchronize=sync)
-    return {**new_row(workload, system, k, result.error), "times_s": result.times_s, "ok": result.ok,
-            "median_ms": None if result.error else result.median_ms, "detail": result.detail}
+                       warmup=warmup, check=check, synchronize=sync, verbose=False)
+    times_s = [max(t - sync_s, 0.0) for t in result.times_s]
+    row = {**new_row(workload, system, k, result.error), "times_s": times_s, "sync_ms": 1e3 * sync_s,
+           "median_ms": None if result.error else 1e3 * statistics.median(times_s), "ok": result.ok,
+           "detail": result.detail}
+    verdict = {True: "ok", False: "WRONG", None: ""}[row["ok"]]
+    print(f"  {workload:14s} {system:18s} {k} worker(s): "
+          + (f"ERROR {row['error']}" if row["error"] else f"{row['median_ms']:10.2f} ms  {row['detail']} {verdict}"),
+          flush=True)
+    return row
+
+
+def idle_sync_seconds(client: Any, calls: int = 7) -> float:
+    """The median time of ``sync_workers`` with nothing running: a round trip to every worker."""
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        sync_workers(client)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def measure_cluster(modules: dict[str, Any], k: int, scale: int, repeat: int, warmup: int) -> list[Row]:
@@ -103,12 +125,18 @@ def measure_cluster(modules: dict[str, Any], k: int, scale: int, repeat: int, wa
 
     rows = []
     with gnp.cluster(n_gpus=k, n_workers=k, dashboard_address=":0") as client:
-        print(f"{k} worker(s): {sorted(client.scheduler_info(n_workers=-1)['workers'])}", flush=True)
+        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        if len(workers) != k:  # dask-cuda starts one worker per GPU there is, at most
+            return [new_row(name, "setup", k, f"asked for {k} workers, the cluster has {len(workers)}")
+                    for name in modules]
+        sync_s = idle_sync_seconds(client)
+        print(f"{k} worker(s): {workers}; synchronising them costs {1e3 * sync_s:.2f} ms, taken off every time",
+              flush=True)
         for name, module in modules.items():
             try:
                 for system, run, check in module.weak_scaling(k, scale):
                     rows.append(measure_run(name, system, k, run, check, repeat=repeat, warmup=warmup,
-                                            sync=lambda: sync_workers(client)))
+                                            sync=lambda: sync_workers(client), sync_s=sync_s))
             except Exception as exc:  # setting the workload up failed: the next one still runs
                 rows.append(new_row(name, "setup", k, H.describe_error(exc)))
     return rows
