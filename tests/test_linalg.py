@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import BACKEND, assert_eq, axis_chunks, to_host
+from conftest import assert_eq, axis_chunks, to_host
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
