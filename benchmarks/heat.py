@@ -1,277 +1,213 @@
-"""Benchmark: 2-D Jacobi sweeps (heat equation, fixed boundary), against eager CuPy, JAX and dask.array.
+"""Benchmark: the 2-D heat equation, Jacobi sweeps with fixed boundaries, against eager CuPy, JAX and dask.array.
 
-    python benchmarks/heat.py [--n N] [--sweeps 20] [--gpus 1,2] [--repeat 10] [--warmup 2] [--json PATH]
+    python benchmarks/heat.py [--n N] [--sweeps 20] [--repeat 10] [--warmup 2] [--json PATH]
 
 Every system runs ``--sweeps`` sweeps of
 
     v = u.copy(); v[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
 
-on an n x n float32 grid (n = 16384 with a GPU, 1024 without) that is on the device before timing; results
-stay there. First weak scaling (``--gpus``, default 1,2 where there are two GPUs or none): n x n per GPU
-(the leading axis grows with the GPU count k) on ``gnp.cluster(n_gpus=k)`` (CPU worker processes without a
-GPU), for gnp (``gnp.accelerate``: one stencil group, halo strips between neighbours) and dask.array
-``map_overlap`` (one per sweep) over the same blocks, and JAX sharding over k devices where installed; each
-run is timed to the end of the device work on every worker, and efficiency at k is time(1) / time(k).
-Then one device, side by side (the local scheduler):
+on an n x n float32 grid (n = 16384 with a GPU, 1024 without) that is on the device before timing; the
+result stays there. Side by side:
 
-- ``gnp``: the sweeps in ``gnp.accelerate`` (traced once), ``gnp-auto``: the same loop undecorated
-  (expressions built each call), ``gnp-unfused``: fusion and the stencil pass off;
-- ``jax-jit`` where JAX is installed (on its default device);
-- with a GPU: ``cupy`` (eager, also the reference of the checks), ``dask.array+cupy`` (``map_overlap`` per
-  sweep) and ``copy``: one device copy of the grid per sweep, the memory floor (a sweep reads and writes
-  the grid once);
-- without one: ``numpy`` (eager, the reference) and ``dask.array+numpy``.
+- ``gnp``: the sweeps in ``gnp.accelerate`` (one stencil group: one task running a kernel per sweep); its
+  argument is in memory, so the call runs at once and returns device arrays, as JAX's ``jit`` does;
+  ``gnp-auto``: the same loop undecorated, lazy, then persisted (expressions built on every call);
+  ``gnp-unfused``: fusion and the stencil pass off;
+- ``dask.array+cupy`` (or ``+numpy`` without a GPU): ``map_overlap`` once per sweep, the threaded scheduler;
+  ``jax-jit`` where JAX is installed, ``cupynumeric`` where cuPyNumeric is;
+- with a GPU: ``cupy`` (eager), and ``copy``: one device copy of the grid per sweep, the memory floor (a
+  sweep reads and writes the grid once); ``x copy`` is each time over that floor.
 
-Targets on H200s (16384^2 per GPU, 20 sweeps): gnp <= 15 ms on one GPU (the memory floor, ``copy``, is
-about 10 ms) and >= 90% weak-scaling efficiency from 1 to 2 GPUs. Exits 1 when an implementation fails or
-its grid differs from the reference (on the cluster: gnp's from dask.array's) by more than 1e-5.
+Targets on an H200 (16384^2, 20 sweeps): gnp <= 15 ms (the floor is about 10 ms), and >= 90% weak-scaling
+efficiency from 1 to 2 GPUs. Every system's first rows are checked against NumPy (run on the top rows of
+the grid, which the sweeps can't reach past). ``weak_scaling`` and ``jax_sharded`` give
+``benchmarks/weak_scaling.py`` the same sweeps on 16384^2 per worker, the leading axis growing with the
+worker count.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
-import statistics
 import sys
-import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
 
 import _harness as H
-import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))
 
+SWEEPS = 20
+WEIGHT = 0.25
+SIDE_PER_WORKER = 16384
+CHECKED = 64  # rows checked against NumPy
 TOLERANCE = 1e-5
 
 
-def jacobi(u):
-    """One sweep on a NumPy, CuPy or gnp array (or a dask.array block with its halo)."""
+def jacobi(u, w=WEIGHT):
+    """One sweep on a NumPy, CuPy, cuPyNumeric or gnp array (or a dask.array block with its halo)."""
     v = u.copy()
-    v[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+    v[1:-1, 1:-1] = w * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
     return v
 
 
-def relax(u, sweeps: int):
+def relax(u, w=WEIGHT, sweeps: int = SWEEPS):
     for _ in range(sweeps):
-        u = jacobi(u)
+        u = jacobi(u, w)
     return u
 
 
-def dask_relax(x, sweeps: int):
-    """dask.array: one ``map_overlap`` per sweep (halo 1; no halo at the grid's edges, which stay fixed)."""
+def dask_relax(x, w=WEIGHT, sweeps: int = SWEEPS):
+    """dask.array: one ``map_overlap`` per sweep (halo 1; none at the grid's edges, which stay fixed)."""
     for _ in range(sweeps):
-        x = x.map_overlap(jacobi, depth=1, boundary="none", dtype=x.dtype, meta=x._meta)
+        x = x.map_overlap(jacobi, depth=1, boundary="none", dtype=x.dtype, meta=x._meta, w=w)
     return x
 
 
-def jax_relax(sweeps: int):
-    """The sweeps as a JAX function (to jit), or None without JAX."""
-    try:
-        import jax.numpy as jnp  # noqa: F401
-    except ImportError:
-        return None
-
-    def run(u):
+def jax_relax(sweeps: int = SWEEPS) -> Callable:
+    """The sweeps as a function of (grid, weight) for ``jax.jit``."""
+    def run(u, w):
         for _ in range(sweeps):
-            u = u.at[1:-1, 1:-1].set(0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]))
+            u = u.at[1:-1, 1:-1].set(w * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]))
         return u
 
     return run
 
 
-def _device_sync() -> None:
-    """Wait for the GPU of the worker this runs on (nothing without one)."""
-    try:
-        import cupy
+def rows_check(top: np.ndarray, sweeps: int, weight: Callable[[], float]) -> Callable[[Any], tuple[bool, str]]:
+    """A check of any system's grid: its first ``CHECKED`` rows against NumPy's sweeps of ``top`` (the first
+    ``CHECKED + sweeps`` rows of the grid: the rows below can't reach the checked ones), with the weight
+    of the last run."""
+    def check(value):
+        reference = relax(top, np.float32(weight()), sweeps)[:CHECKED]
+        err = float(np.max(np.abs(H.to_host(value[:CHECKED]) - reference)))
+        return err <= TOLERANCE, f"max |err| {err:.1e}"
 
-        cupy.cuda.runtime.deviceSynchronize()
-    except (ImportError, RuntimeError):  # no CuPy, or no GPU
-        return
-
-
-def median_ms(fn, repeat: int, warmup: int) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
+    return check
 
 
-def weak_scaling(counts: list[int], n: int, sweeps: int, repeat: int, warmup: int) -> tuple[dict, list[str]]:
-    """{system: {k: ms}} at n x n per worker, and the checks that failed."""
-    import dask_gpunumeric as gnp
-
-    times: dict[str, dict[int, float]] = {}
-    failed: list[str] = []
-    for k in counts:
-        with gnp.cluster(n_gpus=k, n_workers=k, dashboard_address=":0") as client:
-            print(f"{k} worker(s): {sorted(client.scheduler_info(n_workers=-1)['workers'])}", flush=True)
-            for system, ms in on_cluster(client, k, n, sweeps, repeat, warmup, failed).items():
-                times.setdefault(system, {})[k] = ms
-    jax_times = jax_sharding(counts, n, sweeps, repeat, warmup, failed)
-    if jax_times:
-        times["jax-sharding"] = jax_times
-    return times, failed
-
-
-def on_cluster(client, k: int, n: int, sweeps: int, repeat: int, warmup: int, failed: list[str]) -> dict:
-    """gnp and dask.array on a cluster of k workers: {system: ms}; failed checks go to ``failed``."""
-    import dask
-    from distributed import wait
-
-    import dask_gpunumeric as gnp
-
-    # an input per run (keys differ, so no run can reuse a result the cluster still holds), the same for
-    # both systems: seeds 0, 1, ...
-    grids = [gnp.random.default_rng(seed).random((k * n, n), dtype=np.float32, chunks=(n, n)).persist()
-             for seed in range(repeat + warmup)]
-    wait(grids)
-    inputs = {"gnp": list(grids), "dask.array": [g.to_dask_array() for g in grids]}
-    accelerated = gnp.accelerate(relax)
-    steps = {"gnp": lambda u: accelerated(u, sweeps), "dask.array": lambda x: dask_relax(x, sweeps)}
-    outs, times = {}, {}
-
-    for system, step in steps.items():
-        def run():
-            outs[system] = step(inputs[system].pop(0)).persist()  # noqa: B023  (run now, in this loop)
-            wait(outs[system])  # noqa: B023
-            client.run(_device_sync)
-
-        times[system] = median_ms(run, repeat, warmup)
-        print(f"  {system:12s} {times[system]:10.2f} ms", flush=True)
-    with dask.config.set(scheduler=client):
-        err = gnp.fetch(gnp.max(gnp.abs(outs["gnp"] - gnp.from_dask_array(outs["dask.array"]))))
-    print(f"  max |gnp - dask.array| {err:.1e}", flush=True)
-    if not err <= TOLERANCE:
-        failed.append(f"weak scaling k={k}: gnp differs from dask.array by {err:.1e}")
-    return times
-
-
-def jax_sharding(counts: list[int], n: int, sweeps: int, repeat: int, warmup: int, failed: list[str]) -> dict:
-    """JAX ``jit`` with the grid sharded by rows over k devices, where JAX is installed (and sees k devices):
-    {k: ms}; failed checks go to ``failed``."""
-    run = jax_relax(sweeps)
-    if run is None:
-        return {}
-    import jax
-    import jax.numpy as jnp
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-    times = {}
-    for k in counts:
-        if len(jax.devices()) < k:
-            continue
-        sharding = NamedSharding(Mesh(np.array(jax.devices()[:k]), ("rows",)), PartitionSpec("rows", None))
-        u = jax.jit(lambda key: jax.random.uniform(key, (k * n, n), jnp.float32),  # noqa: B023
-                    out_shardings=sharding)(
-            jax.random.key(0))
-        sharded = jax.jit(run, in_shardings=sharding, out_shardings=sharding)
-        times[k] = median_ms(lambda: sharded(u).block_until_ready(), repeat, warmup)  # noqa: B023
-        print(f"  jax-sharding {times[k]:10.2f} ms ({k} device(s))", flush=True)
-        one = jax.jit(run)(jax.device_put(u, jax.devices()[0]))
-        err = float(np.max(np.abs(np.asarray(sharded(u)) - np.asarray(one))))
-        if not err <= TOLERANCE:
-            failed.append(f"jax sharding k={k}: differs from one device by {err:.1e}")
-    return times
-
-
-def one_device(n: int, sweeps: int, repeat: int, warmup: int) -> list:
-    """The single-device runs, checked against eager CuPy (NumPy without a GPU)."""
-    import dask
-
-    import dask_gpunumeric as gnp
-
+def main(argv=None) -> int:
     cp = H.cupy_gpu()
-    u = gnp.random.default_rng(0).random((n, n), dtype=np.float32, chunks=(n, n)).persist()
-    grid = u.compute()  # a CuPy array on a GPU, NumPy elsewhere: the eager runs' input
-    xp = cp if cp is not None else np
-    reference = relax(grid, sweeps)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=H.parse_int, default=SIDE_PER_WORKER if cp is not None else 1024,
+                        help="grid side (default 16384 with a GPU, 1024 without)")
+    parser.add_argument("--sweeps", type=int, default=SWEEPS)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--json", metavar="PATH")
+    args = parser.parse_args(argv)
+    n, sweeps = args.n, args.sweeps
+
+    import dask
+    import dask.array as da
+
+    import dask_gpunumeric as gnp
+
+    (u,) = dask.persist(gnp.random.default_rng(0).random((n, n), dtype=np.float32, chunks=(n, n)))
+    grid = u.compute()  # a CuPy array with a GPU, NumPy without: the other systems' input
     accelerated = gnp.accelerate(relax)
 
     def unfused():
         with gnp.config.set(fusion=False):
-            return relax(u, sweeps).persist()
+            return dask.persist(relax(u, sweeps=sweeps))[0]
 
-    def check(value):
-        if isinstance(value, gnp.Array):
-            value = value.compute()
-        elif type(value).__module__.startswith("jax"):
-            value = np.asarray(value) if cp is None else cp.from_dlpack(value)
-        elif hasattr(value, "dask"):
-            value = value.compute(scheduler="threads")
-        err = float(xp.max(xp.abs(value - reference)))
-        return err <= TOLERANCE, f"max |err| {err:.1e}"
-
-    x = u.to_dask_array()
-    runs = [("gnp", lambda: accelerated(u, sweeps).persist()), ("gnp-auto", lambda: relax(u, sweeps).persist()),
-            ("gnp-unfused", unfused)]
-    run = jax_relax(sweeps)
-    if run is not None:
-        import jax
-
-        jitted, start = jax.jit(run), (jax.device_put(grid) if cp is None else jax.dlpack.from_dlpack(grid))
-        runs.append(("jax-jit", lambda: jitted(start).block_until_ready()))
+    (x,) = dask.persist(da.from_array(grid, chunks=(n, n)), scheduler="threads")
+    runs = [("gnp", lambda: accelerated(u, WEIGHT, sweeps)),
+            ("gnp-auto", lambda: dask.persist(relax(u, sweeps=sweeps))[0]), ("gnp-unfused", unfused),
+            (H.dask_array_system(), lambda: dask.persist(dask_relax(x, sweeps=sweeps), scheduler="threads")[0])]
+    modules = H.jax_modules()
+    if modules is not None:
+        jax, _ = modules
+        jitted, start = jax.jit(jax_relax(sweeps)), jax.device_put(H.to_host(grid))
+        runs.append(("jax-jit", lambda: jitted(start, np.float32(WEIGHT)).block_until_ready()))
+    cn = H.cupynumeric_module()
+    if cn is not None:
+        cgrid = cn.asarray(H.to_host(grid))
+        runs.append(("cupynumeric", lambda: relax(cgrid, WEIGHT, sweeps)))
+    floor_name = None
     if cp is not None:
-        runs.append(("cupy", lambda: relax(grid, sweeps)))
-        runs.append(("dask.array+cupy", lambda: dask.persist(dask_relax(x, sweeps), scheduler="threads")[0]))
+        runs.append(("cupy", lambda: relax(grid, WEIGHT, sweeps)))
         a, b = cp.empty_like(grid), cp.empty_like(grid)
 
         def copies():
             for _ in range(sweeps):
                 cp.copyto(b, a)
+
         runs.append(("copy", copies))
-    else:
-        runs.append(("numpy", lambda: relax(grid, sweeps)))
-        runs.append(("dask.array+numpy", lambda: dask.persist(dask_relax(x, sweeps), scheduler="threads")[0]))
+        floor_name = "copy"
+
+    print(f"heat benchmark: {sweeps} Jacobi sweeps of {n}^2 float32, gnp backend {gnp.config.backend()}, "
+          f"{H.device_name()}", flush=True)
+    check = rows_check(H.to_host(grid[:CHECKED + sweeps]), sweeps, lambda: WEIGHT)
     results = []
     for name, fn in runs:
-        r = H.measure(name, fn, repeat=repeat, warmup=warmup, check=None if name == "copy" else check)
-        r.value = r.detail or None  # the grids themselves stay on the device: show the check instead
+        r = H.measure(name, fn, repeat=args.repeat, warmup=args.warmup, check=None if name == "copy" else check)
+        r.value = r.detail or None  # the grids stay on the device: show the check instead
         results.append(r)
-    return results
+    params = {"n": n, "sweeps": sweeps, "dtype": "float32", "bytes_moved": 8 * n * n * sweeps, "floor": floor_name}
+    report = H.make_report("heat", results, baseline="gnp", params=params, value_name="check")
+    if floor_name:
+        floor = next(r for r in results if r.name == floor_name)
+        for r in results:
+            if not r.error and not floor.error:
+                print(f"  {r.name:16s} {r.median_ms:8.3f} ms  x copy {r.median_ms / floor.median_ms:5.2f}")
+    return H.finish(report, args.json)
 
 
-def main(argv=None) -> int:
-    cp = H.cupy_gpu()
-    gpus = cp.cuda.runtime.getDeviceCount() if cp is not None else 0
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=16384 if cp is not None else 1024, help="grid side per device")
-    parser.add_argument("--sweeps", type=int, default=20)
-    parser.add_argument("--gpus", default="1,2" if gpus != 1 else "",
-                        help="worker counts for weak scaling, e.g. 1,2 ('' to skip)")
-    parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--json", metavar="PATH")
-    args = parser.parse_args(argv)
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX shares the GPUs with the others
+def weight(i: int) -> np.float32:
+    """The weight of run ``i`` of weak scaling: each run its own, so that no run reuses another's result."""
+    return np.float32(WEIGHT * (1 + 1e-6 * i))
 
+
+def weak_scaling(k: int, scale: int) -> Iterator[tuple[str, Callable[[int], Any], Callable[[Any], tuple[bool, str]]]]:
+    """(system, run, check) for ``benchmarks/weak_scaling.py`` on the active cluster of ``k`` workers: the
+    sweeps on a grid of ``k * side`` rows (one block per worker) and ``side`` columns, where
+    ``side = SIDE_PER_WORKER / sqrt(scale)``. ``run(i)`` sweeps with ``weight(i)`` and returns the grid."""
     import dask_gpunumeric as gnp
 
-    print(f"heat benchmark: {args.sweeps} Jacobi sweeps, {args.n}^2 float32 per device, gnp backend "
-          f"{gnp.config.backend()}, {H.device_name()}", flush=True)
-    counts = [int(k) for k in args.gpus.split(",") if k]
-    scaling, failed = weak_scaling(counts, args.n, args.sweeps, args.repeat, args.warmup) if counts else ({}, [])
-    results = one_device(args.n, args.sweeps, args.repeat, args.warmup)  # after the clusters: no CUDA context before
+    side = int(SIDE_PER_WORKER / scale ** 0.5)
+    (u,) = H.persisted(gnp.random.default_rng(0).random((k * side, side), dtype=np.float32, chunks=(side, side)))
+    last: dict[str, float] = {}
+    check = rows_check(H.to_host(u[:CHECKED + SWEEPS]), SWEEPS, lambda: last["w"])
+    accelerated = gnp.accelerate(relax)
+    x = u.to_dask_array()  # the same blocks, on the same workers
 
-    params = {"n": args.n, "sweeps": args.sweeps, "dtype": "float32", "bytes_per_sweep": 8 * args.n**2,
-              "tolerance": TOLERANCE}
-    report = H.make_report("heat", results, baseline="gnp", params=params, value_name="check")
-    if scaling:
-        header = ["system"] + [f"{k} dev ms" for k in counts] + [f"eff {k}" for k in counts[1:]]
-        rows = [[system] + [f"{t[k]:.2f}" if k in t else "-" for k in counts]
-                + [f"{t[counts[0]] / t[k]:.0%}" if counts[0] in t and k in t else "-" for k in counts[1:]]
-                for system, t in scaling.items()]
-        print(f"\nweak scaling: {args.n}^2 float32 per device, {args.sweeps} sweeps")
-        print(H.format_table(header, rows))
-        report["weak_scaling"] = {system: {str(k): ms for k, ms in t.items()} for system, t in scaling.items()}
-    for message in failed:
-        print(f"FAILED: {message}", file=sys.stderr)
-    report["passed"] = report["passed"] and not failed
-    return H.finish(report, args.json)
+    def recorded(sweep: Callable[[int], Any]) -> Callable[[int], Any]:
+        """``sweep``, with its weight kept for the check."""
+        def run(i: int) -> Any:
+            last["w"] = weight(i)
+            return sweep(i)
+        return run
+
+    def gnp_unfused(i: int) -> Any:
+        with gnp.config.set(fusion=False):
+            return H.persisted(relax(u, weight(i)))[0]
+
+    # the weight as a 0-d array: one accelerated plan serves every run
+    yield "gnp", recorded(lambda i: H.persisted(accelerated(u, gnp.asarray(weight(i))))[0]), check
+    yield "gnp-unfused", recorded(gnp_unfused), check
+    yield H.dask_array_system(), recorded(lambda i: H.persisted(dask_relax(x, float(weight(i))))[0]), check
+
+
+def jax_sharded(devices: list, scale: int) -> tuple[Callable[[int], Any], Callable[[Any], tuple[bool, str]]]:
+    """(run, check) of the sweeps under ``jax.jit`` with the grid's rows sharded over ``devices`` (same size
+    per device as ``weak_scaling``); needs JAX."""
+    jax, jnp = H.jax_modules()
+    side = int(SIDE_PER_WORKER / scale ** 0.5)
+    rows = H.jax_row_sharding(devices)
+    grid = jax.jit(lambda key: jax.random.uniform(key, (len(devices) * side, side), jnp.float32),
+                   out_shardings=rows)(jax.random.PRNGKey(0))
+    sweeps = jax.jit(jax_relax(), out_shardings=rows)
+    last: dict[str, float] = {}
+
+    def run(i: int) -> Any:
+        last["w"] = weight(i)
+        return sweeps(grid, last["w"]).block_until_ready()
+
+    return run, rows_check(np.asarray(grid[:CHECKED + SWEEPS]), SWEEPS, lambda: last["w"])
 
 
 if __name__ == "__main__":

@@ -7,7 +7,12 @@ Beyond the automatic fusion every computation gets, an accelerated function
   subexpressions are computed once, inputs read once), where separately computed outputs fuse separately;
 * skips tracing and optimizing on later calls with the same argument shapes, dtypes, chunks and backends
   (and equal non-array arguments): the optimized task graph is reused with its keys renamed;
-* returns only its outputs: intermediates are never materialized or exposed.
+* returns only its outputs: intermediates are never materialized or exposed;
+* dispatches at once when its array arguments are already in memory (persisted, or made from arrays) and
+  no distributed cluster is active: the call launches the kernels (asynchronously on a GPU, as JAX does)
+  and returns persisted outputs, so that Python's work after the call overlaps the device's. With lazy
+  arguments, on a cluster, or with the setting ``dispatch="lazy"``, the outputs stay lazy (and fuse with
+  what consumes them).
 """
 from __future__ import annotations
 
@@ -17,12 +22,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import dask.callbacks
+import dask.threaded
 import numpy as np
-from dask._task_spec import Alias, DataNode, GraphNode, Task
+from dask._task_spec import Alias, DataNode, GraphNode, Task, _is_dask_future
 
-from . import config
+from . import _cluster, config
 from ._array import Array
-from ._expr import ArrayExpr, Bundle, graph_of
+from ._expr import ArrayExpr, Bundle, FromArray, FromGraph, flat_keys, graph_of, run_in_order, schedule_of
 
 _CACHE_SIZE = 128
 
@@ -53,6 +60,7 @@ class Plan:
         for out in optimized:
             self.graph.update(graph_of(out))
         self.outputs = [(out._name, out.chunks, out.dtype, out.backend) for out in optimized]
+        self.schedule = schedule_of(self.graph, {k for out in optimized for k in flat_keys(out)})
         self.placeholders = [p._name for p in placeholders]
         self.structure = structure
         self.token = hashlib.sha1(repr(sorted(self.graph, key=repr)).encode()).hexdigest()[:16]
@@ -94,18 +102,28 @@ class Region(ArrayExpr):
         mapping.update({p: a._name for p, a in zip(plan.placeholders, self.args)})
         return mapping
 
-    def _layer(self) -> dict:
+    @functools.cached_property
+    def _rename_key(self) -> Callable[[Any], Any]:
         mapping = self.name_map()
 
         def key(k: Any) -> Any:
             return (mapping.get(k[0], k[0]), *k[1:]) if isinstance(k, tuple) else mapping.get(k, k)
 
+        return key
+
+    def _layer(self) -> dict:
+        key = self._rename_key
         layer = {}
         for k, node in self.operand("plan").graph.items():
             new_key = key(k)
             subs = {d: key(d) for d in node.dependencies}
             layer[new_key] = _substitute(node, subs, new_key)
         return layer
+
+    def schedule(self) -> list[tuple[Any, tuple]]:
+        """The plan's schedule (``_expr.run_in_order``) with this call's keys."""
+        key = self._rename_key
+        return [(key(k), tuple(key(d) for d in done)) for k, done in self.operand("plan").schedule]
 
 
 def _substitute(node: GraphNode, subs: dict, key: Any) -> GraphNode:
@@ -211,11 +229,40 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
                     plans.pop(next(iter(plans)))
                 plans[signature] = plan
         region = Region(plan, *[a.expr for _, a in arrays])
-        outputs = [Array(RegionOutput(region, k)) for k in range(len(plan.outputs))]
-        return _unflatten(outputs, plan.structure)
+        outputs = [RegionOutput(region, k) for k in range(len(plan.outputs))]
+        if config.get("dispatch") == "auto" and _in_memory(region.args) and not _cluster.active_workers():
+            outputs = _run_now(region, outputs)
+        return _unflatten([Array(o) for o in outputs], plan.structure)
 
     wrapper.plans = plans  # type: ignore[attr-defined]
     return wrapper
+
+
+def _in_memory(args: list[ArrayExpr]) -> bool:
+    """Are these expressions blocks already in this process (persisted locally, or cut from an array)?"""
+    return all(
+        isinstance(a, FromArray)
+        or isinstance(a, FromGraph) and not any(isinstance(v, GraphNode) or _is_dask_future(v)
+                                                for v in a.operand("layer").values())
+        for a in args
+    )
+
+
+def _run_now(region: Region, outputs: list[RegionOutput]) -> list[FromGraph]:
+    """Run a region now, in this thread in its plan's order with CuPy blocks (the kernels queue on the
+    device), else on Dask's threaded scheduler; its outputs as persisted blocks."""
+    graph = region._layer()
+    inputs: dict = {}
+    for a in region.args:
+        inputs.update(a._layer())
+    keys = [o.key(index) for o in outputs for index in o.block_indices()]
+    if any(o.backend == "cupy" for o in outputs) and not dask.callbacks.Callback.active:
+        values = run_in_order({**inputs, **graph}, [(k, ()) for k in inputs] + region.schedule(), keys)
+    else:
+        values = dask.threaded.get({**inputs, **graph}, keys)
+    blocks = dict(zip(keys, values))
+    return [FromGraph({o.key(i): blocks[o.key(i)] for i in o.block_indices()}, o._name, o.chunks, o.dtype, o.backend)
+            for o in outputs]
 
 
 def _static_key(value: Any) -> Any:

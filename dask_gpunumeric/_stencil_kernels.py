@@ -314,6 +314,7 @@ def kernel_source(code: tuple) -> tuple[str, str]:
     params = [f"const {ctype(dt)}* __restrict__ b{s}" for s, dt in enumerate(buffer_dtypes)]
     params += [f"{ctype(dt)}* __restrict__ out{j}" for j, dt in enumerate(out_dtypes)]
     params += [f"const {ct} s{k}" for k, ct in sorted(_codegen._scalar_ctypes(instrs).items())]
+    params += [f"const {ct} {_codegen._cast_name(j, ct)}" for j, ct in _codegen._scalar_casts(instrs)]
     params += [f"const long long lo{d}" for d in range(ndim)] + [f"const long long n{d}" for d in range(ndim)]
     for s in range(len(buffer_dtypes)):
         params += [f"const long long o{s}_{d}" for d in range(ndim)] + [f"const long long st{s}_{d}" for d in range(ndim)]
@@ -419,6 +420,7 @@ def _run_cuda(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple
         geometry += _geometry(out, origin, ndim)
     types = _codegen._scalar_ctypes(instrs)
     args = arrays + [out for out, _ in dests] + [_codegen._scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)]
+    args += [_codegen._cast_arg(scalars, instrs, j, ct) for j, ct in _codegen._scalar_casts(instrs)]
     args += [np.int64(lo) for lo, _ in box] + [np.int64(hi - lo) for lo, hi in box] + geometry
     args += [np.int64(v) for bounds in region for v in bounds]
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box))
