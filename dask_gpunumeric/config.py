@@ -21,6 +21,9 @@ DEFAULTS: dict[str, Any] = {
     "allow-fetch": False,
     "split-every": 8,  # fan-in of tree reductions
     "fusion": True,  # fuse elementwise chains, random draws and reductions into one kernel per block
+    "region-lowering": "programs",  # accelerated regions as one task per worker ("programs") or per block ("tasks")
+    "region-timeout": "60s",  # how long a region's per-worker task waits for its peers before failing
+    "region-transport": "auto",  # between workers: "nccl" (CuPy blocks, a GPU each), "comm" (Dask's comms), "auto"
 }
 
 dask.config.update_defaults({"gpunumeric": DEFAULTS})
