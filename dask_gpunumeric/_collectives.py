@@ -38,7 +38,7 @@ class RegionError(RuntimeError):
     """A region's per-worker tasks could not run together."""
 
 
-class RegionTimeoutError(RegionError, TimeoutError):
+class RegionTimeoutError(RegionError):
     """A region's peers did not start, or did not send what they owe, within ``gpunumeric.region-timeout``."""
 
 
@@ -230,7 +230,7 @@ def connect(region: str, rank: int, size: int, timeout: float, transport: str, b
         raise RegionError("the scheduler has no gnp region rendezvous (gnp._collectives.install() adds it)")
     if meeting["status"] == "timeout":
         raise RegionTimeoutError(
-            f"rank {rank} of region {region}: ranks {meeting['missing']} of {size} did not start within {timeout:g} s "
+            f"rank {rank} of region {region}: ranks {list(meeting['missing'])} of {size} did not start within {timeout:g} s "
             "(their workers are busy, lost or gone); raise gpunumeric.region-timeout if they need longer")
     members = meeting["members"]
     comm = CommTransport(channels, region, meeting["generation"], rank, [m["address"] for m in members], timeout)

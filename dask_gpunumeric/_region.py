@@ -243,8 +243,7 @@ def build(outputs: Sequence[ArrayExpr], inputs: Sequence[ArrayExpr], layout: Lay
     (placeholders; and blocks that are Futures already), each output block left on one rank."""
     builder = _Scope(layout, itertools.count(1), {})
     programs = builder.build(outputs, inputs, required=None)
-    placement = {k: builder.placement[k] for p in programs for k in p.outputs}
-    return Built(layout, programs, placement, builder.external, builder.sizes)
+    return Built(layout, programs, builder.required, builder.external, builder.sizes)
 
 
 class _Scope:
@@ -259,6 +258,7 @@ class _Scope:
         self.inputs: list[Key] = []
         self.owned: dict[Key, int] = {}
         self.external: dict[Key, Any] = {}
+        self.required: dict[Key, frozenset[int]] = {}  # where each output must end up
 
     # -- placement -------------------------------------------------------------------------------------
     def _static(self, key: Key) -> frozenset[int]:
@@ -266,12 +266,28 @@ class _Scope:
         return frozenset({self.owned[key]}) if key in self.owned else self.layout.everywhere
 
     def _place(self, key: Key, task: GraphNode) -> frozenset[int]:
+        if _is_gather(task):
+            near = self._nearest(task)
+            if near is not None:
+                return frozenset({near})
         if key in self.owned:
             return frozenset({self.owned[key]})
         located = {r for d in task.dependencies if len(self.placement[d]) == 1 for r in self.placement[d]}
-        if len(located) == 1 and all(len(self.placement[d]) in (1, self.layout.size) for d in task.dependencies):
+        if len(located) == 1:
             return frozenset(located)
         return self.layout.everywhere  # no located inputs, or inputs on several ranks: replicated
+
+    def _nearest(self, task: Task) -> int | None:
+        """The rank holding most of the elements a gather takes (a block moved, or one of a rechunk whose
+        blocks straddle ranks, is assembled where its data is), or None where its inputs are not located."""
+        refs, locals_ = task.args[0].args, task.args[1]
+        elements: dict[int, int] = defaultdict(int)
+        for ref, local in zip(refs, locals_):
+            where = self.placement[ref.key]
+            if len(where) != 1:
+                return None
+            elements[min(where)] += _piece_size(self.sizes[ref.key], local)[1]
+        return max(sorted(elements), key=lambda r: elements[r]) if elements else None
 
     # -- the scope ---------------------------------------------------------------------------------------
     def build(self, outputs: Sequence[ArrayExpr], inputs: Sequence[ArrayExpr],
@@ -305,6 +321,7 @@ class _Scope:
         if required is None:  # a region's output: where it is made, one rank for a replicated one
             required = {k: self.placement[k] if len(self.placement[k]) == 1 else frozenset({self.layout.home})
                         for k in out_keys}
+        self.required = required
         self._prune(required)
         return self._programs(required)
 
@@ -370,7 +387,7 @@ class _Scope:
         units: list[_Unit] = []
         for unit in self.units:
             task = unit.task
-            if task is None or getattr(task, "func", None) is not _blocks.assemble or len(self.placement[unit.key]) != 1:
+            if task is None or not _is_gather(task) or len(self.placement[unit.key]) != 1:
                 units.append(unit)
                 continue
             (here,) = self.placement[unit.key]
@@ -463,6 +480,11 @@ class _Scope:
             outputs = tuple(dict.fromkeys(k for k, ranks in required.items() if rank in ranks))
             programs.append(Program(inputs, _with_frees(steps, inputs, outputs), outputs))
         return programs
+
+
+def _is_gather(task: GraphNode) -> bool:
+    """Whether a task assembles a block from pieces of others (``Gather``'s tasks)."""
+    return getattr(task, "func", None) is _blocks.assemble
 
 
 def _grouped(pairs: Iterable[tuple[int, Key]]) -> tuple[tuple[int, tuple[Key, ...]], ...]:
