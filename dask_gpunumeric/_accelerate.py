@@ -139,7 +139,8 @@ class Region(ArrayExpr):
 
             arguments, outputs = self._argument_names(), self.name_map()
             return _region.layer(
-                self._name, self.plan.built(len(self.workers)), _renamer(arguments), _renamer(outputs),
+                self._name, f"{self.plan.token}-{len(self.workers)}", self.plan.built(len(self.workers)),
+                _renamer(arguments), _renamer(outputs),
                 self.timeout, self.transport, "cupy" if "cupy" in {o[3] for o in self.plan.outputs} else "numpy",
             )
         key = _renamer(self.name_map())

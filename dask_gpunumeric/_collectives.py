@@ -3,7 +3,8 @@
 * Rendezvous: each task of a region reports to the scheduler (a handler that ``install`` adds once per
   cluster) and waits until all of them have, or fails with ``RegionTimeoutError`` after
   ``gpunumeric.region-timeout``. One round trip per region call, none per iteration. A task that runs
-  again (a retry after a lost peer) starts a new round, so a recomputed region meets afresh.
+  again (a retry after a lost peer, or a lost result) starts a new round, and its peers that had finished
+  run again too, so a recomputed region meets afresh.
 * Channels: every worker (a plugin, also on workers that join later) keeps one connection to each peer it
   talks to, reused by every region, and an inbox of the messages from its peers. A closed connection means
   a lost peer: the tasks waiting on it fail at once with ``RegionPeerError`` (the scheduler then runs the
@@ -82,6 +83,7 @@ class _Round:
     generation: int
     members: dict[int, dict[str, Any]] = field(default_factory=dict)
     complete: asyncio.Event = field(default_factory=asyncio.Event)
+    exclusive: bool = False  # no other running region shares a worker with it
 
 
 class _Rendezvous(_scheduler_plugin_base()):  # type: ignore[misc]
@@ -91,7 +93,10 @@ class _Rendezvous(_scheduler_plugin_base()):  # type: ignore[misc]
     idempotent = True
 
     async def start(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
         self.rounds: OrderedDict[str, _Round] = OrderedDict()
+        self.busy: dict[str, str] = {}  # worker id -> the region using it exclusively
+        self.running: dict[str, set[int]] = {}  # such a region -> its ranks still running
         scheduler.handlers[_MEET] = self.meet
 
     async def meet(self, region: str, rank: int, size: int, member: dict[str, Any], timeout: float) -> dict:
@@ -103,15 +108,42 @@ class _Rendezvous(_scheduler_plugin_base()):  # type: ignore[misc]
             self.rounds.move_to_end(region)
             while len(self.rounds) > _ROUNDS_KEPT:
                 self.rounds.popitem(last=False)
+            if current.generation:
+                self._run_again(region, [r for r in range(size) if r != rank])
         current.members[rank] = member
         if len(current.members) == size:
+            ids = [m["id"] for m in current.members.values()]
+            current.exclusive = not any(i in self.busy for i in ids)
+            if current.exclusive:
+                self.busy.update(dict.fromkeys(ids, region))
+                self.running[region] = set(range(size))
             current.complete.set()
         try:
             await asyncio.wait_for(current.complete.wait(), timeout)
         except asyncio.TimeoutError:
             return {"status": "timeout", "missing": sorted(set(range(size)) - set(current.members))}
-        return {"status": "OK", "generation": current.generation,
+        return {"status": "OK", "generation": current.generation, "exclusive": current.exclusive,
                 "members": [current.members[r] for r in range(size)]}
+
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        """A task of an exclusive region that stops running frees its worker for the next region."""
+        if start == "processing" and isinstance(key, tuple) and key[0] in self.running:
+            ranks = self.running[key[0]]
+            ranks.discard(key[1])
+            if not ranks:
+                del self.running[key[0]]
+                self.busy = {i: r for i, r in self.busy.items() if r != key[0]}
+
+    def _run_again(self, region: str, ranks: list[int]) -> None:
+        """A region's task runs again (its worker was lost, or its result): its peers that finished run again
+        too, so that they meet it (a peer still running fails on its own, and its retry meets it)."""
+        stimulus = f"gnp-region-rerun-{time.time()}"
+        for rank in ranks:
+            ts = self.scheduler.tasks.get((region, rank))
+            if ts is not None and ts.state == "memory":
+                self.scheduler.transitions({ts.key: "released"}, stimulus)
+            if ts is not None and ts.state == "released":
+                self.scheduler.transitions({ts.key: "waiting"}, stimulus)
 
 
 class _ChannelsPlugin(_worker_plugin_base()):  # type: ignore[misc]
@@ -139,12 +171,12 @@ class Channels:
         self.worker = worker
         self.loop = worker.loop.asyncio_loop
         self.arrived = threading.Condition()
-        self.inbox: dict[tuple, list[Any]] = {}  # (region, generation, source rank, number) -> values
-        self.aborted: dict[tuple[str, int], str] = {}  # (region, generation) -> why
+        self.inbox: dict[tuple, list[Any]] = {}  # (region, generation, source, target, number) -> values
+        self.aborted: OrderedDict[tuple[str, int], str] = OrderedDict()  # (region, generation) -> why
         self.lost: set[str] = set()  # peers whose connection here closed
         self.comms: dict[str, Any] = {}
         self.locks: dict[str, asyncio.Lock] = {}
-        self.communicators: dict[tuple, Any] = {}  # NCCL communicators by their members
+        self.communicators: dict[tuple, _Communicator] = {}  # NCCL's, by their members
 
     async def serve(self, comm: Any, source: str) -> None:
         """Handler of a peer's connection: its messages into the inbox until it closes."""
@@ -166,8 +198,11 @@ class Channels:
         with self.arrived:
             if "abort" in msg:
                 self.aborted[(msg["region"], msg["generation"])] = msg["abort"]
+                while len(self.aborted) > _ROUNDS_KEPT:
+                    self.aborted.popitem(last=False)
             elif "values" in msg:
-                self.inbox[(msg["region"], msg["generation"], msg["source"], msg["number"])] = msg["values"]
+                tag = (msg["region"], msg["generation"], msg["source"], msg["target"], msg["number"])
+                self.inbox[tag] = msg["values"]
             self.arrived.notify_all()
 
     def send(self, address: str, msg: dict[str, Any]) -> concurrent.futures.Future:
@@ -189,27 +224,27 @@ class Channels:
         """Run a coroutine on the worker's event loop and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
-    def discard(self, region: str, generation: int) -> None:
+    def discard(self, region: str, generation: int, rank: int) -> None:
+        """Forget the messages to one rank of a region (another rank may share the worker)."""
         with self.arrived:
-            for tag in [t for t in self.inbox if t[:2] == (region, generation)]:
+            for tag in [t for t in self.inbox if t[:2] == (region, generation) and t[3] == rank]:
                 del self.inbox[tag]
-            self.aborted.pop((region, generation), None)
 
     async def close(self) -> None:
         for comm in self.comms.values():
             comm.abort()
         for communicator in self.communicators.values():
-            communicator.destroy()
+            communicator.nccl.destroy()
 
 
 # --- meeting --------------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
-def connect(region: str, rank: int, size: int, timeout: float, transport: str, backend: str
+def connect(region: str, plan: str, rank: int, size: int, timeout: float, transport: str, backend: str
             ) -> Iterator[CommTransport | NcclTransport]:
-    """The transport of rank ``rank`` of a region, once all ``size`` tasks have met; a failure inside tells
-    the peers."""
+    """The transport of rank ``rank`` of a call ``region`` of ``plan``, once all ``size`` tasks have met; a
+    failure inside tells the peers."""
     import distributed
 
     try:
@@ -235,8 +270,8 @@ def connect(region: str, rank: int, size: int, timeout: float, transport: str, b
     members = meeting["members"]
     comm = CommTransport(channels, region, meeting["generation"], rank, [m["address"] for m in members], timeout)
     chosen: CommTransport | NcclTransport = comm
-    if _use_nccl(transport, backend, members):
-        chosen = NcclTransport(comm, members)
+    if _use_nccl(transport, backend, members, meeting["exclusive"]):
+        chosen = NcclTransport(comm, members, plan)
     try:
         yield chosen
     except BaseException as e:
@@ -245,21 +280,19 @@ def connect(region: str, rank: int, size: int, timeout: float, transport: str, b
     chosen.close()
 
 
-def _use_nccl(transport: str, backend: str, members: Sequence[dict[str, Any]]) -> bool:
-    """NCCL when asked for, or by default for CuPy blocks when it is available and every rank is on a
-    worker of its own (the same decision on every rank: it depends only on what all of them share)."""
+def _use_nccl(transport: str, backend: str, members: Sequence[dict[str, Any]], exclusive: bool) -> bool:
+    """NCCL for CuPy blocks, when asked for or available, if every rank is on a worker of its own and no other
+    region is running on them (a communicator serves one region at a time). The same decision on every
+    rank: it depends only on what all of them share."""
     if transport == "comm" or backend != "cupy":
         return False
     distinct = len({m["id"] for m in members}) == len(members)
     if transport == "nccl":
-        if not distinct:
-            raise RegionError("gpunumeric.region-transport='nccl' needs each rank of a region on a worker of its "
-                              "own; two share one (after a lost worker): use 'auto'")
-        return True
+        return distinct and exclusive
     try:
         from cupy.cuda import nccl
 
-        return distinct and nccl.available
+        return distinct and exclusive and nccl.available
     except ImportError:
         return False
 
@@ -285,7 +318,7 @@ class CommTransport(Transport):
                 self._send(peer, {"hello": True})
 
     def _send(self, peer: int, body: dict[str, Any]) -> None:
-        msg = {"region": self.region, "generation": self.generation, "source": self.rank, **body}
+        msg = {"region": self.region, "generation": self.generation, "source": self.rank, "target": peer, **body}
         self.pending.append((peer, self.channels.send(self.addresses[peer], msg)))
 
     def _check_sends(self) -> None:
@@ -306,7 +339,7 @@ class CommTransport(Transport):
             self.sent[peer] += 1
         tags = {}
         for peer in sources:
-            tags[peer] = (self.region, self.generation, peer, self.received[peer])
+            tags[peer] = (self.region, self.generation, peer, self.rank, self.received[peer])
             self.received[peer] += 1
         return self._wait(tags)
 
@@ -338,7 +371,7 @@ class CommTransport(Transport):
             if peer != self.rank:
                 self._send(peer, {"abort": why})
         concurrent.futures.wait([f for _, f in self.pending], timeout=5)
-        self.channels.discard(self.region, self.generation)
+        self.channels.discard(self.region, self.generation, self.rank)
 
     def close(self) -> None:
         """Wait until every message sent has left (a failure to send is an error)."""
@@ -347,66 +380,76 @@ class CommTransport(Transport):
         if self.pending:
             raise RegionTimeoutError(f"rank {self.rank} of region {self.region} could not send its last messages "
                                      f"within {self.timeout:g} s")
-        self.channels.discard(self.region, self.generation)
+        self.channels.discard(self.region, self.generation, self.rank)
+
+
+@dataclass
+class _Communicator:
+    """An NCCL communicator of a set of workers, and the layouts of the messages of the exchanges it has run
+    (by plan, exchange, direction and peer), kept from one call of a region to the next."""
+
+    nccl: Any
+    layouts: dict[tuple, Any] = field(default_factory=dict)
 
 
 class NcclTransport(Transport):
     """CuPy arrays through NCCL on the current stream, each exchange's sends and receives grouped; what else
     the values hold (their structure, shapes, dtypes, counts) goes through ``control`` the first time an
-    exchange runs, and every time for values holding anything but arrays and ints."""
+    exchange of a plan runs on these workers, and every time for values holding anything but arrays and
+    ints."""
 
-    def __init__(self, control: CommTransport, members: Sequence[dict[str, Any]]) -> None:
+    def __init__(self, control: CommTransport, members: Sequence[dict[str, Any]], plan: str) -> None:
         self.control = control
         self.rank, self.size = control.rank, control.size
-        self.known: dict[tuple[int, str, int], Any] = {}  # (exchange, "to"/"from", peer) -> static layout
-        key = tuple((m["address"], m["id"]) for m in members)
-        self.key = key
+        self.plan = plan
+        self.key = tuple((m["address"], m["id"]) for m in members)
         communicators = control.channels.communicators
-        if all(key in m["communicators"] for m in members):
-            self.communicator = communicators[key]
-        else:  # made once per set of workers, rank 0's unique id going to the others through the channels
+        if not all(self.key in m["communicators"] for m in members):
+            # made once per set of workers, rank 0's unique id going to the others through the channels
             from cupy.cuda import nccl
 
-            if key in communicators:
-                communicators.pop(key).destroy()
+            if self.key in communicators:
+                communicators.pop(self.key).nccl.destroy()
             if self.rank == 0:
                 uid = nccl.get_unique_id()
                 control.exchange(0, {p: [uid] for p in range(1, self.size)}, [])
             else:
                 uid = control.exchange(0, {}, [0])[0][0]
-            self.communicator = nccl.NcclCommunicator(self.size, uid, self.rank)
-            communicators[key] = self.communicator
+            communicators[self.key] = _Communicator(nccl.NcclCommunicator(self.size, uid, self.rank))
+        self.communicator = communicators[self.key]
 
     def exchange(self, step: int, outgoing: dict[int, list[Any]], sources: Sequence[int]) -> dict[int, list[Any]]:
         import cupy
         from cupy.cuda import nccl
 
+        known = self.communicator.layouts
         sends = {peer: _split(values) for peer, values in outgoing.items()}
-        tell = {peer: [layout] for peer, (_, layout) in sends.items() if (step, "to", peer) not in self.known}
-        ask = [peer for peer in sources if (step, "from", peer) not in self.known]
-        layouts = {peer: self.known.get((step, "from", peer)) for peer in sources}
+        tell = {peer: [layout] for peer, (_, layout) in sends.items() if (self.plan, step, "to", peer) not in known}
+        ask = [peer for peer in sources if (self.plan, step, "from", peer) not in known]
+        layouts = {peer: known.get((self.plan, step, "from", peer)) for peer in sources}
         if tell or ask:
             told = self.control.exchange(step, tell, ask)
-            for peer, (_, layout) in sends.items():
+            for peer, [layout] in tell.items():
                 if _static(layout):
-                    self.known[(step, "to", peer)] = layout
+                    known[(self.plan, step, "to", peer)] = layout
             for peer in ask:
                 layouts[peer] = told[peer][0]
                 if _static(layouts[peer]):
-                    self.known[(step, "from", peer)] = layouts[peer]
+                    known[(self.plan, step, "from", peer)] = layouts[peer]
         stream = cupy.cuda.get_current_stream().ptr
+        communicator = self.communicator.nccl
         received: dict[int, list[Any]] = {}
         nccl.groupStart()
         try:
             for peer, (arrays, _) in sends.items():
                 for a in arrays:
                     if a.nbytes:
-                        self.communicator.send(a.data.ptr, a.nbytes, nccl.NCCL_UINT8, peer, stream)
+                        communicator.send(a.data.ptr, a.nbytes, nccl.NCCL_UINT8, peer, stream)
             for peer in sources:
                 arrays = [cupy.empty(shape, dtype) for shape, dtype in _array_specs(layouts[peer])]
                 for a in arrays:
                     if a.nbytes:
-                        self.communicator.recv(a.data.ptr, a.nbytes, nccl.NCCL_UINT8, peer, stream)
+                        communicator.recv(a.data.ptr, a.nbytes, nccl.NCCL_UINT8, peer, stream)
                 received[peer] = _join(layouts[peer], iter(arrays))
         finally:
             nccl.groupEnd()
@@ -423,13 +466,16 @@ class NcclTransport(Transport):
             why = channels.aborted.get((self.control.region, self.control.generation))
             lost = [a for a in self.control.addresses if a in channels.lost]
             if why or lost:
-                self.communicator.abort()
+                self.communicator.nccl.abort()
                 channels.communicators.pop(self.key, None)
                 raise RegionPeerError(f"region {self.control.region}: {why or f'lost the worker at {lost[0]}'}")
             time.sleep(0.001)
-        self.communicator.check_async_error()
+        self.communicator.nccl.check_async_error()
 
     def abort(self, why: str) -> None:
+        """Tell the peers, and drop the communicator: a failed region may have left it mid-exchange (every rank
+        of the next region on these workers then makes a new one)."""
+        self.control.channels.communicators.pop(self.key, None)
         self.control.abort(why)
 
     def close(self) -> None:

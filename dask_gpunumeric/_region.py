@@ -605,7 +605,8 @@ class RankSpec:
     """What a per-worker task runs: its program, as rank ``rank`` of ``size`` in region ``region``."""
 
     program: Program
-    region: str
+    region: str  # the call
+    plan: str  # what every call of the same plan and layout shares (their exchanges are the same)
     rank: int
     size: int
     timeout: float  # seconds to wait for peers
@@ -621,7 +622,8 @@ def run_rank(spec: RankSpec, *inputs: Any) -> dict[Key, Any]:
     else:
         from ._collectives import connect
 
-        with connect(spec.region, spec.rank, spec.size, spec.timeout, spec.transport, spec.backend) as transport:
+        with connect(spec.region, spec.plan, spec.rank, spec.size, spec.timeout, spec.transport,
+                     spec.backend) as transport:
             execute(spec.program, env, transport)
     return {k: env[k] for k in spec.program.outputs}
 
@@ -647,16 +649,16 @@ def rank_keys(name: str, built: Built) -> list[Key]:
     return [(name, rank) for rank in range(built.layout.size)]
 
 
-def layer(name: str, built: Built, input_key: Callable[[Key], Key], output_key: Callable[[Key], Key],
+def layer(name: str, plan: str, built: Built, input_key: Callable[[Key], Key], output_key: Callable[[Key], Key],
           timeout: float, transport: str, backend: str) -> dict[Key, Any]:
-    """The tasks of a region called as ``name``: one per rank (``(name, rank)``), one per output block
+    """The tasks of a call ``name`` of a plan (``plan`` names it and its layout): one per rank (``(name, rank)``), one per output block
     (picking it from its rank's outputs), and with several ranks one small task per rank that the output
     blocks all depend on. ``input_key``/``output_key`` turn the plan's keys into the call's."""
     out: dict[Key, Any] = dict(built.external)
     size = built.layout.size
     done = _done_name(name)
     for rank, program in enumerate(built.programs):
-        spec = RankSpec(program, name, rank, size, timeout, transport, backend)
+        spec = RankSpec(program, name, plan, rank, size, timeout, transport, backend)
         out[(name, rank)] = Task((name, rank), run_rank, spec, *(TaskRef(input_key(k)) for k in program.inputs))
         if size > 1:
             out[(done, rank)] = Task((done, rank), finished, TaskRef((name, rank)))

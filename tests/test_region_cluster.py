@@ -2,7 +2,8 @@
 reduction partials directly. Conjugate gradients, a stencil time loop with a periodic reduction and a
 ``while_loop`` with a data-dependent stop give NumPy's results; the scheduler sees the same tasks whatever
 the number of iterations; outputs are ordinary blocks on their owners; a failing rank stops its peers at
-once; peers that cannot meet fail with a clear error; a region whose peer dies is run again.
+once; peers that cannot meet fail with a clear error; a region whose peer dies, or whose output block is lost,
+is run again.
 
 On a GPU machine the same tests run with one worker per GPU (``gnp.cluster`` reads the worker count)."""
 from __future__ import annotations
@@ -154,7 +155,7 @@ def test_a_failing_rank_stops_its_peers(cluster_client, workers) -> None:
 def _lonely_rank() -> None:
     from dask_gpunumeric._collectives import connect
 
-    with connect("region-lonely", 0, 2, 1.0, "auto", "numpy"):
+    with connect("region-lonely", "plan", 0, 2, 1.0, "auto", "numpy"):
         pass
 
 
@@ -164,6 +165,28 @@ def test_peers_that_cannot_meet_fail_clearly(cluster_client, workers) -> None:
     gnp.fori_loop(1, lambda i, u: u, gnp.asarray(np.zeros(8)))  # a region: the cluster gets its plugins
     with pytest.raises(RegionTimeoutError, match=r"ranks \[1\] of 2 did not start within 1 s"):
         cluster_client.submit(_lonely_rank, pure=False).result(timeout=30)
+
+
+def test_lost_output_block_runs_the_region_again(cluster_client, workers) -> None:
+    """A persisted output block lost with its worker is recomputed: the region runs again, all its ranks."""
+    xn = np.random.default_rng(5).random((24, 6))
+
+    @gnp.accelerate
+    def smooth(a: gnp.Array) -> gnp.Array:
+        return gnp.fori_loop(5, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)) + gnp.mean(u), a)
+
+    expected = xn.copy()
+    for _ in range(5):
+        expected = 0.5 * (expected + np.roll(expected, 1, axis=0)) + expected.mean()
+    out = smooth(gnp.asarray(xn))
+    ranks = [k for k in out.__dask_graph__() if dask.utils.key_split(k) == "region"]
+    p = out.persist()
+    distributed.wait(p)
+    (victim,) = cluster_client.who_has(p)[list(flatten(p.__dask_keys__()))[1]]
+    with contextlib.suppress(OSError):
+        cluster_client.run(os._exit, 1, workers=[victim])
+    assert_eq(p * 2, expected * 2, rtol=1e-12)
+    assert all(n >= 2 for n in scheduler_runs(cluster_client, ranks).values())
 
 
 def _slow_copy(block: Any, delay: float) -> Any:
@@ -183,17 +206,20 @@ def test_region_whose_peer_dies_is_recomputed(cluster_client, workers) -> None:
     expected = xn.copy()
     for _ in range(60):
         expected = 0.5 * (expected + np.roll(expected, 1)) + 1e-3 * expected.sum()
-    ranks = [k for k in out.__dask_graph__() if dask.utils.key_split(k) == "region"]
+    ranks = sorted(k for k in out.__dask_graph__() if dask.utils.key_split(k) == "region")
     future = cluster_client.compute(out)
     deadline = time.monotonic() + 30
-    while sum(len(keys) for keys in cluster_client.processing().values()) < 2 or not any(
-            k in ranks for keys in cluster_client.processing().values() for k in keys):
+    while True:
+        where = {k: w for w, keys in cluster_client.processing().items() for k in keys if k in ranks}
+        if len(where) == 2:
+            break
         assert time.monotonic() < deadline, "the region never started"
         time.sleep(0.05)
+    assert where[ranks[0]] != where[ranks[1]], where  # one task per worker
     time.sleep(1.0)  # well into the loop
     assert not future.done()
     with contextlib.suppress(OSError):  # the worker dies before it answers
-        cluster_client.run(os._exit, 1, workers=[workers[1]])
+        cluster_client.run(os._exit, 1, workers=[where[ranks[1]]])
     np.testing.assert_allclose(to_host(future.result(timeout=120)), expected, rtol=1e-10)
     runs = scheduler_runs(cluster_client, ranks)
     assert all(n >= 2 for n in runs.values()), runs  # both ranks ran again: the survivor failed cleanly
