@@ -9,8 +9,8 @@ longer) it runs:
   ``gnp.cluster(n_gpus=k)`` on more (one task per GPU, the GPUs exchanging halos and reduction partials);
 - JAX: ``jit`` with ``lax.fori_loop``, the arrays sharded by rows over k devices;
 - cuPyNumeric (when it imports): a Python loop, on the GPUs its runtime was started with (the 1-GPU row);
-- NumPy (``--numpy``, or ``--small``): a Python loop, the reference the others are checked against (without
-  it, each system is checked against JAX on the same number of GPUs).
+- NumPy (``--numpy``, or ``--small``): a Python loop on each grid, the reference the others are checked
+  against (without it, each system is checked against JAX on the same number of GPUs).
 
 Times are medians of ``--repeat`` calls after warm-ups, relative to JAX on one GPU; then each system's
 weak-scaling efficiency, time(1 GPU) / time(k GPUs), and the benchmark's targets for gnp.
@@ -159,13 +159,14 @@ def main(it: Iteration, description: str, argv: list[str] | None = None) -> int:
         runner = _loop_runner(it, args.steps, cupynumeric)
         arrays = tuple(cupynumeric.asarray(a) for a in inputs[counts[0]])
         results.append(H.measure(_label("cupynumeric", counts[0]), lambda: runner(arrays), **run))
-    reference = None
-    if args.numpy or args.small:
+    references: dict[int, H.Result] = {}
+    if args.numpy or args.small:  # on each grid: (k * n) x n
         runner = _loop_runner(it, args.steps, np)
-        reference = H.measure(f"numpy {counts[0]}x", lambda: runner(inputs[counts[0]]), repeat=1, warmup=0)
-        results.append(reference)
+        for k in counts:
+            references[k] = H.measure(f"numpy {k}x", lambda: runner(inputs[k]), repeat=1, warmup=0)
+            results.append(references[k])
     for k, group in _by_count(results, counts).items():
-        ref = reference if reference is not None and k == counts[0] else jax_results.get(k)
+        ref = references.get(k) or jax_results.get(k)
         for r in group:
             if r is not ref and ref is not None and ref.error is None and r.error is None:
                 err = abs(r.value - ref.value) / max(abs(ref.value), 1e-30)
@@ -188,11 +189,10 @@ def _import(name: str) -> Any:
 
 
 def _by_count(results: list[H.Result], counts: list[int]) -> dict[int, list[H.Result]]:
-    """Results by GPU count (NumPy's and cuPyNumeric's count as the smallest)."""
+    """Results by GPU count (the grid they ran on): "gnp 2 GPUs", "numpy 2x"."""
     groups: dict[int, list[H.Result]] = {k: [] for k in counts}
     for r in results:
-        word = r.name.split(" ")[1]
-        groups[int(word) if word.isdigit() else counts[0]].append(r)
+        groups[int(r.name.split(" ")[1].rstrip("x"))].append(r)
     return groups
 
 
