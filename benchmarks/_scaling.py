@@ -18,6 +18,8 @@ weak-scaling efficiency, time(1 GPU) / time(k GPUs), and the benchmark's targets
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,15 +94,9 @@ def _gnp(it: Iteration, steps: int, counts: list[int], inputs: dict, run: dict) 
 
     out = {}
     for k in sorted(counts, reverse=True):
-        runner = _gnp_runner(it, steps)
-        if k == 1:
+        with gnp.cluster(n_gpus=k, n_workers=k, dashboard_address=":0") if k > 1 else contextlib.nullcontext():
             arrays = [gnp.asarray(a).persist() for a in inputs[k]]
-            out[k] = H.measure(_label("gnp", k), lambda: runner(arrays), **run)
-            continue
-        with gnp.cluster(n_gpus=k, n_workers=k, dashboard_address=":0") as client:
-            client.wait_for_workers(k)
-            arrays = [gnp.asarray(a).persist() for a in inputs[k]]
-            out[k] = H.measure(_label("gnp", k), lambda: runner(arrays), **run)
+            out[k] = H.measure(_label("gnp", k), functools.partial(_gnp_runner(it, steps), arrays), **run)
             if k == max(counts):
                 for region in plan(_gnp_region(it, steps, gnp.asarray(np.float32(0)), arrays))["regions"]:
                     print("\n".join(_region_lines(region)))
@@ -131,7 +127,7 @@ def _jax(it: Iteration, steps: int, counts: list[int], inputs: dict, run: dict) 
             continue
         rows = NamedSharding(Mesh(np.array(devices), ("rows",)), PartitionSpec("rows"))
         arrays = [jax.device_put(a, rows) for a in inputs[k]]
-        out[k] = H.measure(_label("jax", k), lambda: runner(arrays), **run)
+        out[k] = H.measure(_label("jax", k), functools.partial(runner, arrays), **run)
     return out
 
 
@@ -158,12 +154,12 @@ def main(it: Iteration, description: str, argv: list[str] | None = None) -> int:
     if cupynumeric is not None:
         runner = _loop_runner(it, args.steps, cupynumeric)
         arrays = tuple(cupynumeric.asarray(a) for a in inputs[counts[0]])
-        results.append(H.measure(_label("cupynumeric", counts[0]), lambda: runner(arrays), **run))
+        results.append(H.measure(_label("cupynumeric", counts[0]), functools.partial(runner, arrays), **run))
     references: dict[int, H.Result] = {}
     if args.numpy or args.small:  # on each grid: (k * n) x n
         runner = _loop_runner(it, args.steps, np)
         for k in counts:
-            references[k] = H.measure(f"numpy {k}x", lambda: runner(inputs[k]), repeat=1, warmup=0)
+            references[k] = H.measure(f"numpy {k}x", functools.partial(runner, inputs[k]), repeat=1, warmup=0)
             results.append(references[k])
     for k, group in _by_count(results, counts).items():
         ref = references.get(k) or jax_results.get(k)

@@ -120,7 +120,7 @@ class _Rendezvous(_scheduler_plugin_base()):  # type: ignore[misc]
             current.complete.set()
         try:
             await asyncio.wait_for(current.complete.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return {"status": "timeout", "missing": sorted(set(range(size)) - set(current.members))}
         return {"status": "OK", "generation": current.generation, "exclusive": current.exclusive,
                 "members": [current.members[r] for r in range(size)]}

@@ -176,7 +176,7 @@ class Layout:
 
     @property
     def home(self) -> int:
-        """The rank that keeps a replicated output (that of a 0-d block's owner, worker 0, when it takes part)."""
+        """The rank that keeps a replicated output: worker 0's (the owner of 0-d blocks) where it takes part."""
         return self.workers.index(0) if 0 in self.workers else 0
 
 
@@ -261,6 +261,13 @@ class _Scope:
         self.required: dict[Key, frozenset[int]] = {}  # where each output must end up
 
     # -- placement -------------------------------------------------------------------------------------
+    def _own(self, nodes: Iterable[ArrayExpr]) -> None:
+        """Record the owners of the nodes' blocks (0-d values have none: they are wherever they are needed)."""
+        for node in nodes:
+            for key, index, numblocks in node._owned_blocks():
+                if numblocks:
+                    self.owned[key] = self.layout.rank_of(index, numblocks)
+
     def _static(self, key: Key) -> frozenset[int]:
         """Where a block with no task of its own is: on its owner; a 0-d value everywhere."""
         return frozenset({self.owned[key]}) if key in self.owned else self.layout.everywhere
@@ -297,10 +304,7 @@ class _Scope:
 
         input_names = {i._name for i in inputs}
         nodes = [n for n in _DAG(Bundle(*outputs)).order if not isinstance(n, Bundle)]
-        for node in nodes:
-            if node.ndim:
-                for key, index, numblocks in node._owned_blocks():
-                    self.owned[key] = self.layout.rank_of(index, numblocks)
+        self._own([*inputs, *nodes])
         for node in nodes:
             if node._name in input_names:
                 for index in node.block_indices():
@@ -339,11 +343,7 @@ class _Scope:
         body_outputs = body.optimized
         flag_out = body_outputs[loop.n_state] if loop.is_while else None
         inner = _Scope(self.layout, self.steps, self.sizes)
-        inner.owned = dict(self.owned)
-        for ph in placeholders:  # the body's placeholders are owned as the blocks they stand for
-            if ph.ndim:
-                for key, index, numblocks in ph._owned_blocks():
-                    inner.owned[key] = self.layout.rank_of(index, numblocks)
+        inner._own(placeholders)
         required: dict[Key, frozenset[int]] = defaultdict(frozenset)
         for ph, out in zip(states, body_outputs):
             for index in ph.block_indices():
@@ -631,7 +631,6 @@ def run_rank(spec: RankSpec, *inputs: Any) -> dict[Key, Any]:
 def finished(outputs: dict[Key, Any]) -> None:
     """Task function marking a rank done: output blocks depend on every rank through these (small values),
     so that computing any of a region's blocks runs all of its ranks."""
-    return None
 
 
 def pick(outputs: dict[Key, Any], key: Key, *peers_finished: None) -> Any:

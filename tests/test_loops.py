@@ -55,7 +55,7 @@ def test_while_loop_data_dependent_stop() -> None:
         return 0.25 * xp.roll(u, 1) + 0.5 * u + 0.25 * xp.roll(u, -1)
 
     def changing(state: tuple) -> gnp.Array:
-        u, _, step = state
+        u = state[0]
         return gnp.max(gnp.abs(sweep(u, gnp) - u)) > 1e-3
 
     def body(state: tuple) -> tuple:
