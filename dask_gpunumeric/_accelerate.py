@@ -10,7 +10,12 @@ Beyond the automatic fusion every computation gets, an accelerated function
 * returns only its outputs: intermediates are never materialized or exposed;
 * runs as one program per worker (``_region``): on a cluster, one long-running task per worker owning its
   blocks, the workers exchanging halos and reduction partials directly; without one, a single task. With
-  ``gpunumeric.region-lowering`` set to "tasks" it runs as one task per block instead (not with loops).
+  ``gpunumeric.region-lowering`` set to "tasks" it runs as one task per block instead (not with loops);
+* dispatches at once when its array arguments are already in memory (persisted, or made from arrays) and
+  no distributed cluster is active: the call launches the kernels (asynchronously on a GPU, as JAX does)
+  and returns persisted outputs, so that Python's work after the call overlaps the device's. With lazy
+  arguments, on a cluster, or with the setting ``dispatch="lazy"``, the outputs stay lazy (and fuse with
+  what consumes them).
 
 An accelerated function called while another is traced is traced inline, as part of the outer one.
 """
@@ -23,12 +28,15 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import dask.callbacks
+import dask.local
+import dask.threaded
 import numpy as np
-from dask._task_spec import Alias, DataNode, GraphNode, Task
+from dask._task_spec import Alias, DataNode, GraphNode, Task, _is_dask_future
 
-from . import config
+from . import _cluster, config
 from ._array import Array
-from ._expr import ArrayExpr, Bundle, graph_of
+from ._expr import ArrayExpr, Bundle, FromArray, FromGraph, flat_keys, graph_of, run_in_order, schedule_of
 
 _CACHE_SIZE = 128
 _RETRIES = 3  # times the scheduler re-runs a failed per-worker task (a peer lost mid-region fails them all)
@@ -71,6 +79,7 @@ class Plan:
             for out in optimized:
                 self.graph.update(graph_of(out))
         self.outputs = [(out._name, out.chunks, out.dtype, out.backend) for out in optimized]
+        self.schedule = schedule_of(self.graph, {k for out in optimized for k in flat_keys(out)})
         self.structure = structure
         names = sorted(n._name for n in _DAG(bundle).order)
         self.token = hashlib.sha1(repr(names).encode()).hexdigest()[:16]
@@ -130,6 +139,10 @@ class Region(ArrayExpr):
         mapping.update(self._argument_names())
         return mapping
 
+    @functools.cached_property
+    def _rename_key(self) -> Callable[[Any], Any]:
+        return _renamer(self.name_map())
+
     def _argument_names(self) -> dict[str, str]:
         return {p._name: a._name for p, a in zip(self.plan.inputs, self.args)}
 
@@ -143,7 +156,7 @@ class Region(ArrayExpr):
                 _renamer(arguments), _renamer(outputs),
                 self.timeout, self.transport, "cupy" if "cupy" in {o[3] for o in self.plan.outputs} else "numpy",
             )
-        key = _renamer(self.name_map())
+        key = self._rename_key
         layer = {}
         for k, node in self.operand("plan").graph.items():
             new_key = key(k)
@@ -155,11 +168,11 @@ class Region(ArrayExpr):
         if self.as_programs:
             from . import _region
 
-            yield from _region.owned(self._name, self.plan.built(len(self.workers)), _renamer(self.name_map()))
+            yield from _region.owned(self._name, self.plan.built(len(self.workers)), self._rename_key)
             return
         from ._fusion import _DAG
 
-        key = _renamer(self.name_map())
+        key = self._rename_key
         for node in _DAG(Bundle(*self.plan.optimized)).order:
             for k, index, numblocks in node._owned_blocks():
                 yield key(k), index, numblocks
@@ -171,6 +184,11 @@ class Region(ArrayExpr):
 
         return {"retries": dict.fromkeys(_region.rank_keys(self._name, self.plan.built(len(self.workers))),
                                          _RETRIES)}
+
+    def schedule(self) -> list[tuple[Any, tuple]]:
+        """The plan's schedule (``_expr.run_in_order``) with this call's keys (lowered as tasks)."""
+        key = self._rename_key
+        return [(key(k), tuple(key(d) for d in done)) for k, done in self.operand("plan").schedule]
 
 
 def _renamer(mapping: dict[str, str]) -> Callable[[Any], Any]:
@@ -290,11 +308,43 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
                     plans.pop(next(iter(plans)))
                 plans[signature] = plan
         region = _region_of(plan, [a.expr for _, a in arrays])
-        outputs = [Array(RegionOutput(region, k)) for k in range(len(plan.outputs))]
-        return _unflatten(outputs, plan.structure)
+        outputs = [RegionOutput(region, k) for k in range(len(plan.outputs))]
+        if config.get("dispatch") == "auto" and _in_memory(region.args) and not _cluster.active_workers():
+            outputs = _run_now(region, outputs)
+        return _unflatten([Array(o) for o in outputs], plan.structure)
 
     wrapper.plans = plans  # type: ignore[attr-defined]
     return wrapper
+
+
+def _in_memory(args: list[ArrayExpr]) -> bool:
+    """Are these expressions blocks already in this process (persisted locally, or cut from an array)?"""
+    return all(
+        isinstance(a, FromArray)
+        or isinstance(a, FromGraph) and not any(isinstance(v, GraphNode) or _is_dask_future(v)
+                                                for v in a.operand("layer").values())
+        for a in args
+    )
+
+
+def _run_now(region: Region, outputs: list[RegionOutput]) -> list[FromGraph]:
+    """Run a region now, in this thread: as programs, its one task; as tasks, in its plan's order with CuPy
+    blocks (the kernels queue on the device), else on Dask's threaded scheduler. Its outputs as persisted
+    blocks."""
+    graph = region._layer()
+    inputs: dict = {}
+    for a in region.args:
+        inputs.update(a._layer())
+    keys = [o.key(index) for o in outputs for index in o.block_indices()]
+    if region.as_programs:
+        values = dask.local.get_sync({**inputs, **graph}, keys)
+    elif any(o.backend == "cupy" for o in outputs) and not dask.callbacks.Callback.active:
+        values = run_in_order({**inputs, **graph}, [(k, ()) for k in inputs] + region.schedule(), keys)
+    else:
+        values = dask.threaded.get({**inputs, **graph}, keys)
+    blocks = dict(zip(keys, values))
+    return [FromGraph({o.key(i): blocks[o.key(i)] for i in o.block_indices()}, o._name, o.chunks, o.dtype, o.backend)
+            for o in outputs]
 
 
 def _static_key(value: Any) -> Any:
@@ -329,14 +379,12 @@ def _region_of(plan: Plan, args: list[ArrayExpr]) -> Region:
     regions (once)."""
     from dask.utils import parse_timedelta
 
-    from ._cluster import active_workers
-
     lowering, transport = config.get("region-lowering"), config.get("region-transport")
     if lowering not in ("programs", "tasks"):
         raise ValueError(f"gpunumeric.region-lowering must be 'programs' or 'tasks', got {lowering!r}")
     if transport not in ("auto", "comm", "nccl"):
         raise ValueError(f"gpunumeric.region-transport must be 'auto', 'comm' or 'nccl', got {transport!r}")
-    workers = tuple(active_workers())
+    workers = tuple(_cluster.active_workers())
     region = Region(plan, workers, lowering, float(parse_timedelta(config.get("region-timeout"))), transport, *args)
     if region.as_programs and plan.built(len(workers)).layout.size > 1:
         from ._collectives import install

@@ -18,11 +18,12 @@ import functools
 import hashlib
 import itertools
 import math
+import struct
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from dask._expr import Expr
+from dask._expr import Expr, _unpack_collections
 from dask._task_spec import Alias, DataNode, GraphNode, List, Task, TaskRef, _is_dask_future
 
 from . import _blocks
@@ -35,12 +36,23 @@ Index = tuple[int, ...]
 _PLAIN = (str, int, float, complex, bool, type(None), slice, np.dtype, np.generic)
 
 
+_OWN_OPERANDS = (Expr, str, int, float, bool, type(None), tuple, dict, np.dtype, np.generic)
+
+
 def _plain_repr(value: Any) -> str | None:
     """An exact text form of small plain values (what tokens are made of), or None for anything else."""
+    kind = type(value)
+    if kind is int or kind is str:
+        return f"{kind.__name__}:{value!r}"
+    if kind is tuple and all(type(v) is int for v in value):  # chunks and shapes: the common case
+        return f"tuple{value!r}"
     if isinstance(value, Expr):
         return value._name
+    if kind is float:
+        return f"float:{struct.pack('<d', value).hex()}"  # exact bits: repr() is "nan" for every NaN
+    if isinstance(value, np.dtype) and value.names is None:
+        return f"dtype:{value.str}"  # .str names byte order, kind, size and datetime unit
     if isinstance(value, (float, complex, np.inexact)):
-        # the exact bits: repr() is the same for NaNs of either sign (and of any payload)
         return f"{type(value).__name__}:{np.asarray(value).tobytes().hex()}"
     if isinstance(value, _PLAIN):
         return f"{type(value).__name__}:{value!r}"
@@ -55,6 +67,21 @@ def _plain_repr(value: Any) -> str | None:
 
 class ArrayExpr(Expr):
     """Base of all array expressions: shape, chunks, dtype and backend, and one task per block."""
+
+    def __new__(cls, *args: Any, _determ_token: str | None = None, **kwargs: Any) -> ArrayExpr:
+        # dask's Expr.__new__, without its per-operand search for collections to unpack (an import and
+        # an attribute lookup each): our operands are expressions and plain values, and this runs on
+        # every operation a user writes
+        operands = list(args)
+        for parameter in cls._parameters[len(operands):]:
+            operands.append(kwargs.pop(parameter) if parameter in kwargs else cls._defaults[parameter])
+        if kwargs:
+            raise TypeError(f"{cls.__name__} got unexpected arguments {sorted(kwargs)}")
+        inst = object.__new__(cls)
+        inst._determ_token = _determ_token
+        inst.operands = [o if isinstance(o, _OWN_OPERANDS) else _unpack_collections(o) for o in operands]
+        inst._name  # noqa: B018 - computed once here, as dask does
+        return inst
 
     def __dask_tokenize__(self) -> str:
         # Expressions are made on every operation: hash the operands' exact text where they are plain
@@ -215,15 +242,13 @@ class Materialized(ArrayExpr):
 
     @functools.cached_property
     def _graph(self) -> dict:
-        from . import config
-
         root = self.root
         if not _cacheable(root):
             # checked before the lookup too: a persisted Array (FromGraph) keeps the name of the expression
             # it came from (and so do expressions built on it), so a cached graph of that expression would
             # recompute the blocks instead of using the persisted ones
             return self._optimized_graph()
-        key = (root._name, config.get("fusion"))
+        key = (root._name, _config_fusion())
         cached = _GRAPH_CACHE.get(key)
         if cached is not None:
             _GRAPH_CACHE.move_to_end(key)
@@ -234,6 +259,19 @@ class Materialized(ArrayExpr):
         while len(_GRAPH_CACHE) > _GRAPH_CACHE_SIZE:
             _GRAPH_CACHE.popitem(last=False)
         return dict(graph)
+
+    def schedule(self) -> list[tuple[Any, tuple]]:
+        """The graph's keys in ``dask.order``'s order, each with the keys that no later task needs (to free
+        after it): how a run in one thread goes (``run_in_order``); kept with a cached graph."""
+        key = (self.root._name, _config_fusion()) if _cacheable(self.root) else None
+        cached = _SCHEDULE_CACHE.get(key) if key else None
+        if cached is None:
+            cached = schedule_of(self._graph, set(flat_keys(self.root)))
+            if key:
+                _SCHEDULE_CACHE[key] = cached
+                while len(_SCHEDULE_CACHE) > _GRAPH_CACHE_SIZE:
+                    _SCHEDULE_CACHE.popitem(last=False)
+        return cached
 
     @functools.cached_property
     def _optimized(self) -> ArrayExpr:
@@ -268,12 +306,13 @@ class Materialized(ArrayExpr):
         pairs = zip(root.operands, optimized.operands) if isinstance(root, Bundle) else [(root, optimized)]
         for before, after in pairs:
             if after._name != before._name:  # keep the roots' keys: persist rebuilds from them
-                for old, new in zip(_flat_keys(before), _flat_keys(after)):
+                for old, new in zip(flat_keys(before), flat_keys(after)):
                     graph[old] = Alias(old, new)
         return graph
 
 
-def _flat_keys(expr: ArrayExpr) -> list:
+def flat_keys(expr: ArrayExpr) -> list:
+    """The block keys of an expression, flat, in C order."""
     keys = expr.__dask_keys__()
     out: list = []
     stack = [keys]
@@ -338,7 +377,41 @@ class JointOutput(ArrayExpr):
 
 
 _GRAPH_CACHE: collections.OrderedDict = collections.OrderedDict()
+_SCHEDULE_CACHE: collections.OrderedDict = collections.OrderedDict()
 _GRAPH_CACHE_SIZE = 64
+
+
+def _config_fusion() -> bool:
+    from . import config
+
+    return bool(config.get("fusion"))
+
+
+def schedule_of(graph: dict, outputs: set) -> list[tuple[Any, tuple]]:
+    """The keys of a graph in ``dask.order``'s order, each with the keys (not among ``outputs``) whose last
+    use it is."""
+    from dask.order import order
+
+    priority = order(graph)
+    keys = sorted(graph, key=priority.__getitem__)
+    last_use = {dep: i for i, k in enumerate(keys) for dep in graph[k].dependencies}
+    release: dict[int, list] = collections.defaultdict(list)
+    for dep, i in last_use.items():
+        if dep not in outputs:
+            release[i].append(dep)
+    return [(k, tuple(release[i])) for i, k in enumerate(keys)]
+
+
+def run_in_order(graph: dict, schedule: list[tuple[Any, tuple]], keys: list) -> list:
+    """Run a graph in this thread in its schedule's order (what ``dask.local.get_sync`` does, without its
+    per-call ordering and bookkeeping: what a handful of tasks launching GPU kernels needs), freeing each
+    intermediate after its last use; the values of ``keys``."""
+    cache: dict = {}
+    for key, done in schedule:
+        cache[key] = graph[key](cache)
+        for dep in done:
+            cache.pop(dep, None)  # a block used under two names (f(x, x)) is released once
+    return [cache[k] for k in keys]
 
 
 _CACHE_DATA_LIMIT = 2**20

@@ -15,7 +15,7 @@ from . import _backend
 
 DEFAULTS: dict[str, Any] = {
     "backend": "auto",  # "auto" (CuPy when a GPU is usable), "numpy" or "cupy"
-    "chunk-size": "auto",  # "auto": 128 MiB blocks on NumPy, 1 GiB on CuPy; or bytes / a string like "256MiB"
+    "chunk-size": "auto",  # "auto": 128 MiB blocks on NumPy, 4 GiB on CuPy (one GPU gains nothing from more blocks, and each costs a task); or bytes / a string like "256MiB"
     "allow-scalar": False,
     "allow-promotion": False,
     "allow-fetch": False,
@@ -24,6 +24,9 @@ DEFAULTS: dict[str, Any] = {
     "region-lowering": "programs",  # accelerated regions as one task per worker ("programs") or per block ("tasks")
     "region-timeout": "60s",  # how long a region's per-worker task waits for its peers before failing
     "region-transport": "auto",  # between workers: "nccl" (CuPy blocks, a GPU each), "comm" (Dask's comms), "auto"
+    # "auto": an accelerated function whose array arguments are in memory runs when called (its kernels
+    # queued on the device at once); "lazy": its outputs stay lazy until computed
+    "dispatch": "auto",
 }
 
 dask.config.update_defaults({"gpunumeric": DEFAULTS})
@@ -56,5 +59,5 @@ def chunk_bytes(backend_name: str) -> int:
     """Target block size in bytes for "auto" chunking on this backend."""
     value = get("chunk-size")
     if value == "auto":
-        return 2**30 if backend_name == "cupy" else 2**27
+        return 2**32 if backend_name == "cupy" else 2**27
     return dask.utils.parse_bytes(value)

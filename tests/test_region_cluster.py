@@ -19,7 +19,7 @@ import pytest
 from dask.core import flatten
 
 import dask_gpunumeric as gnp
-from _iterative import gnp_cg, gnp_simulation, numpy_cg, numpy_simulation
+from _solvers import gnp_cg, gnp_simulation, numpy_cg, numpy_simulation
 from conftest import assert_eq, scheduler_runs, to_host
 from dask_gpunumeric._cluster import active_workers, owner
 from dask_gpunumeric._explain import plan
