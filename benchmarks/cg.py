@@ -1,12 +1,14 @@
-"""Conjugate gradients on a matrix-free 2-D Laplacian (5-point, zero Dirichlet boundaries), float32, n x n per
-GPU, 30 iterations: gnp (one accelerated region with ``gnp.fori_loop``: one task per GPU, the GPUs exchanging
-halos and reduction partials directly) next to JAX (``jit`` + ``lax.fori_loop``, sharded by rows), cuPyNumeric
-and NumPy (see ``_scaling``).
+"""Benchmark: conjugate gradients on a matrix-free 2-D Laplacian (5-point, zero Dirichlet boundaries),
+float32, 30 iterations: gnp (one accelerated region, the iterations a ``gnp.fori_loop``) next to JAX
+(``jit`` + ``lax.fori_loop``), cuPyNumeric and NumPy (see ``_iterative``).
 
-    python benchmarks/cg.py [--gpus 1,2] [--n 8192] [--steps 30] [--repeat 5] [--numpy] [--json PATH]
-    python benchmarks/cg.py --small        # a CPU run: 256 x 256 per worker, checked against NumPy
+    python benchmarks/cg.py [--n 8192] [--steps 30] [--repeat 10] [--warmup 2] [--json PATH]
+    python benchmarks/weak_scaling.py --workers 1,2 --only cg      # 8192^2 per GPU on 1 and 2 GPUs
 
-Targets on H200s: at most 15 ms on one GPU (JAX: 18.4 ms), at least 92% weak-scaling efficiency from 1 to 2.
+The grid is 8192 x 8192 with a GPU, 256 x 256 without (checked against NumPy). ``weak_scaling`` and
+``jax_sharded`` give ``benchmarks/weak_scaling.py`` 8192^2 grid points per worker (divided by its scale).
+Targets on H200s: at most 15 ms on one GPU (JAX: 18.4 ms), at least 92% weak-scaling efficiency from 1
+to 2 GPUs.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-import _scaling
+import _iterative
 
 
 def laplacian(u: Any, xp: Any) -> Any:
@@ -53,8 +55,18 @@ def checksum(state: tuple, xp: Any) -> Any:
     return xp.sum(state[0] * state[0])
 
 
-CG = _scaling.Iteration("cg", inputs, initial, step, checksum, steps=30, rtol=1e-3,
-                        targets={"ms_1": 15.0, "efficiency": 0.92})
+CG = _iterative.Iteration("cg", inputs, initial, step, checksum, steps=30, rtol=1e-3, side=8192)
+
+
+def weak_scaling(k: int, scale: int):
+    """For ``benchmarks/weak_scaling.py``: 8192^2 / scale grid points per worker (see ``_iterative``)."""
+    return _iterative.weak_scaling(CG, k, scale)
+
+
+def jax_sharded(devices: list, scale: int):
+    """For ``benchmarks/weak_scaling.py``: the same under JAX, sharded by rows over ``devices``."""
+    return _iterative.jax_sharded(CG, devices, scale)
+
 
 if __name__ == "__main__":
-    sys.exit(_scaling.main(CG, __doc__.splitlines()[0]))
+    sys.exit(_iterative.main(CG, __doc__.splitlines()[0]))

@@ -1,11 +1,14 @@
-"""Gray-Scott reaction-diffusion, periodic 5-point Laplacian (rolls), float32, n x n per GPU, 20 steps: gnp (one
-accelerated region with ``gnp.fori_loop``: one task per GPU, the GPUs exchanging halos directly) next to JAX
-(``jit`` + ``lax.fori_loop``, sharded by rows), cuPyNumeric and NumPy (see ``_scaling``).
+"""Benchmark: Gray-Scott reaction-diffusion (periodic 5-point Laplacian by rolls), float32, 20 steps: gnp
+(one accelerated region, the steps a ``gnp.fori_loop``) next to JAX (``jit`` + ``lax.fori_loop``),
+cuPyNumeric and NumPy (see ``_iterative``).
 
-    python benchmarks/gray_scott.py [--gpus 1,2] [--n 8192] [--steps 20] [--repeat 5] [--numpy] [--json PATH]
-    python benchmarks/gray_scott.py --small        # a CPU run: 256 x 256 per worker, checked against NumPy
+    python benchmarks/gray_scott.py [--n 8192] [--steps 20] [--repeat 10] [--warmup 2] [--json PATH]
+    python benchmarks/weak_scaling.py --workers 1,2 --only gray_scott   # 8192^2 per GPU on 1 and 2 GPUs
 
-Targets on H200s: at most 7 ms on one GPU (JAX: 11.9 ms), at least 97% weak-scaling efficiency from 1 to 2.
+The grid is 8192 x 8192 with a GPU, 256 x 256 without (checked against NumPy). ``weak_scaling`` and
+``jax_sharded`` give ``benchmarks/weak_scaling.py`` 8192^2 grid points per worker (divided by its scale).
+Targets on H200s: at most 7 ms on one GPU (JAX: 11.9 ms), at least 97% weak-scaling efficiency from 1 to
+2 GPUs.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-import _scaling
+import _iterative
 
 DU, DV, FEED, KILL, DT = 0.16, 0.08, 0.035, 0.065, 1.0
 
@@ -55,8 +58,19 @@ def checksum(state: tuple, xp: Any) -> Any:
     return xp.sum(v) + xp.sum(u)
 
 
-GRAY_SCOTT = _scaling.Iteration("gray_scott", inputs, initial, step, checksum, steps=20, rtol=1e-4,
-                                targets={"ms_1": 7.0, "efficiency": 0.97})
+GRAY_SCOTT = _iterative.Iteration("gray_scott", inputs, initial, step, checksum, steps=20, rtol=1e-4,
+                                  side=8192)
+
+
+def weak_scaling(k: int, scale: int):
+    """For ``benchmarks/weak_scaling.py``: 8192^2 / scale grid points per worker (see ``_iterative``)."""
+    return _iterative.weak_scaling(GRAY_SCOTT, k, scale)
+
+
+def jax_sharded(devices: list, scale: int):
+    """For ``benchmarks/weak_scaling.py``: the same under JAX, sharded by rows over ``devices``."""
+    return _iterative.jax_sharded(GRAY_SCOTT, devices, scale)
+
 
 if __name__ == "__main__":
-    sys.exit(_scaling.main(GRAY_SCOTT, __doc__.splitlines()[0]))
+    sys.exit(_iterative.main(GRAY_SCOTT, __doc__.splitlines()[0]))
