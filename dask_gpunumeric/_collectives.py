@@ -268,11 +268,11 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
             f"rank {rank} of region {region}: ranks {list(meeting['missing'])} of {size} did not start within {timeout:g} s "
             "(their workers are busy, lost or gone); raise gpunumeric.region-timeout if they need longer")
     members = meeting["members"]
-    comm = CommTransport(channels, region, meeting["generation"], rank, [m["address"] for m in members], timeout)
-    chosen: CommTransport | NcclTransport = comm
-    if _use_nccl(transport, backend, members, meeting["exclusive"]):
-        chosen = NcclTransport(comm, members, plan)
+    chosen: CommTransport | NcclTransport = CommTransport(
+        channels, region, meeting["generation"], rank, [m["address"] for m in members], timeout)
     try:
+        if _use_nccl(transport, backend, members, meeting["exclusive"]):
+            chosen = NcclTransport(chosen, members, plan)
         yield chosen
     except BaseException as e:
         chosen.abort(f"rank {rank} failed: {type(e).__name__}: {e}")
@@ -281,20 +281,18 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
 
 
 def _use_nccl(transport: str, backend: str, members: Sequence[dict[str, Any]], exclusive: bool) -> bool:
-    """NCCL for CuPy blocks, when asked for or available, if every rank is on a worker of its own and no other
-    region is running on them (a communicator serves one region at a time). The same decision on every
-    rank: it depends only on what all of them share."""
-    if transport == "comm" or backend != "cupy":
+    """NCCL for CuPy blocks (asked for, or available with "auto") when every rank is on a worker of its own
+    and no other region runs on them (a communicator serves one region at a time). The same decision on
+    every rank: it depends only on what all of them share."""
+    if transport == "comm" or backend != "cupy" or not exclusive or len({m["id"] for m in members}) < len(members):
         return False
-    distinct = len({m["id"] for m in members}) == len(members)
-    if transport == "nccl":
-        return distinct and exclusive
+    if transport == "nccl":  # asked for: NCCL missing is an error, raised where it is used
+        return True
     try:
         from cupy.cuda import nccl
-
-        return distinct and exclusive and nccl.available
     except ImportError:
         return False
+    return bool(nccl.available)
 
 
 # --- transports -----------------------------------------------------------------------------------------

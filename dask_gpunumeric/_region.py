@@ -18,6 +18,7 @@ A region on one worker (or without a cluster) is one program with no exchanges.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections import defaultdict
@@ -45,6 +46,33 @@ class Run:
 
     key: Key
     task: GraphNode
+
+    @functools.cached_property
+    def _args(self) -> tuple[tuple[str, Any], ...] | None:
+        """How to call a plain task directly: its arguments, each a value, a key, keys or a nested node (what
+        Task.__call__ does, without checking its inputs again on every call in a loop's body)."""
+        task = self.task
+        return tuple(_argument(a) for a in task.args) if type(task) is Task and not task.kwargs else None
+
+    def __call__(self, env: dict[Key, Any]) -> Any:
+        """The task's value, its inputs taken from ``env``."""
+        args = self._args
+        if args is None:
+            return self.task({d: env[d] for d in self.task.dependencies})
+        return self.task.func(*[a if kind is _VALUE else env[a] if kind is _KEY else [env[k] for k in a]
+                                if kind is _KEYS else a({d: env[d] for d in a.dependencies}) for kind, a in args])
+
+
+_VALUE, _KEY, _KEYS, _NODE = "value", "key", "keys", "node"
+
+
+def _argument(a: Any) -> tuple[str, Any]:
+    """How ``Run`` finds a task argument: a value, a key, a list of keys, or a node to call."""
+    if isinstance(a, TaskRef):
+        return _KEY, a.key
+    if isinstance(a, List) and all(isinstance(x, TaskRef) for x in a.args):
+        return _KEYS, tuple(x.key for x in a.args)
+    return (_NODE, a) if isinstance(a, GraphNode) else (_VALUE, a)
 
 
 @dataclass(frozen=True)
@@ -110,8 +138,7 @@ def execute(program: Program, env: dict[Key, Any], transport: Transport | None) 
     for step in program.steps:
         kind = type(step)
         if kind is Run:
-            task = step.task
-            env[step.key] = task({d: env[d] for d in task.dependencies})
+            env[step.key] = step(env)
         elif kind is Exchange:
             assert transport is not None, "an exchange in a program of one rank"
             outgoing = {peer: [env[k] for k in keys] for peer, keys in step.sends}
