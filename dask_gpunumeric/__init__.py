@@ -14,6 +14,7 @@ import numpy as _np
 from . import config, fft, lib, linalg, random
 from . import _operators  # noqa: F401  (attaches operators and methods to Array)
 from ._accelerate import accelerate
+from ._loops import fori_loop, while_loop
 from ._array import Array
 from ._blockwise import apply_gufunc, map_blocks
 from ._overlap import map_overlap

@@ -196,6 +196,10 @@ class ArrayExpr(Expr):
         for index in self.block_indices():
             yield self.key(index), index, self.numblocks
 
+    def _task_annotations(self) -> dict[str, dict]:
+        """Other annotations of this node's tasks on a cluster, by kind and key (e.g. ``retries``)."""
+        return {}
+
     def _simplify_up(self, parent: Expr, dependents: Any) -> Expr | None:
         # dask.compute(a, b) / dask.persist(a, b): optimize our arrays together (one fused kernel can
         # serve several outputs), keeping each output's keys.
@@ -286,11 +290,14 @@ class Materialized(ArrayExpr):
             return {}
         graph = self._graph
         placement = {}
+        annotations: dict[str, dict] = {}
         for node in _walk(self._optimized):
             for key, index, numblocks in node._owned_blocks():
                 if key in graph:
                     placement[key] = [workers[owner(index, numblocks, len(workers))]]
-        return {"workers": placement, "allow_other_workers": dict.fromkeys(placement, True)}
+            for kind, values in node._task_annotations().items():
+                annotations.setdefault(kind, {}).update(values)
+        return {"workers": placement, "allow_other_workers": dict.fromkeys(placement, True), **annotations}
 
     def _optimized_graph(self) -> dict:
         root = self.root
