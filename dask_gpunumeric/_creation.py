@@ -282,12 +282,14 @@ def empty_like(x: ArrayLike, /, *, dtype: Any = None, device: Any = None, shape:
 def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
            chunks: Any = "auto", backend: str | None = None) -> Array:
     """Evenly spaced values in ``[start, stop)``, as ``numpy.arange``."""
+    if dtype is None:  # NumPy's rule: at least the default integer, promoted with each argument's dtype
+        dtype = np.result_type(np.intp, *(np.asarray(v).dtype for v in (start, stop, step) if v is not None))
     if stop is None:
         start, stop = 0, start
     if step == 0:
         raise ZeroDivisionError("arange: step must not be zero")
     n = max(0, math.ceil((stop - start) / step))
-    dtype = np.dtype(dtype) if dtype is not None else np.arange(start, start + step, step).dtype
+    dtype = np.dtype(dtype)
     return _creation("arange", (n,), dtype, chunks, device_backend(device, backend), (start, step))
 
 
