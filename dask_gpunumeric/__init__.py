@@ -26,6 +26,7 @@ from ._elementwise import *  # noqa: F403  (every elementwise function by its st
 from ._elementwise import FUNCTIONS as _ELEMENTWISE
 from ._elementwise import astype, clip, round, where  # noqa: A004
 from ._explain import explain
+from ._faults import OutOfMemoryError
 from ._guards import FetchError, PromotionError, ScalarIndexingError, allowfetch, allowpromotion, allowscalar
 from ._namespace import __array_namespace_info__, can_cast, finfo, iinfo, isdtype, result_type
 from ._manipulation import (
