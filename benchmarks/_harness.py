@@ -87,6 +87,15 @@ def versions(*modules: str) -> dict[str, str]:
     return out
 
 
+def parse_int(text: str) -> int:
+    """A count from the command line: an int, also written as a power: ``1073741824``, ``2**30`` (parsed,
+    never evaluated)."""
+    if "**" in text:
+        base, exp = text.split("**")
+        return int(base) ** int(exp)
+    return int(text)
+
+
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 

@@ -57,7 +57,7 @@ def inputs(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def main(argv=None) -> int:
     cp = H.cupy_gpu()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=lambda s: int(eval(s, {})), default=2**27 if cp is not None else 2**20)
+    parser.add_argument("--n", type=H.parse_int, default=2**27 if cp is not None else 2**20)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--json", metavar="PATH")

@@ -36,7 +36,7 @@ def median_ms(fn, repeat: int) -> float:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=lambda s: int(eval(s, {})), default=2**30 if H.cupy_gpu() else 2**22)
+    parser.add_argument("--n", type=H.parse_int, default=2**30 if H.cupy_gpu() else 2**22)
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args(argv)
 

@@ -112,22 +112,14 @@ def dask_array(rng, n, x_max, chunk):
     return float(estimate.compute(scheduler="threads"))
 
 
-def parse_int(text: str) -> int:
-    """An int, also written as a power of two: ``1073741824``, ``2**30``."""
-    if "**" in text:
-        base, exp = text.split("**")
-        return int(base) ** int(exp)
-    return int(text)
-
-
 def main(argv=None) -> int:
     cp = H.cupy_gpu()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=parse_int, default=2**30 if cp is not None else 2**22,
+    parser.add_argument("--n", type=H.parse_int, default=2**30 if cp is not None else 2**22,
                         help="samples (default 2**30 with a GPU, 2**22 without)")
     parser.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
-    parser.add_argument("--chunk", type=parse_int, default=2**27,
+    parser.add_argument("--chunk", type=H.parse_int, default=2**27,
                         help="chunk size in elements for dask.array (default 2**27)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
