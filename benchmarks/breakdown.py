@@ -3,12 +3,17 @@
     python benchmarks/breakdown.py [--n 2**30] [--repeat 20]
 
 Prints the median of: building the expression; building + fetching at a tiny size (overhead floor); the
-full estimate; and, on a GPU, the fused kernel of one block run directly (device-synchronised).
+full estimate; and, on a GPU, the fused kernel of one block run directly (device-synchronised) beside a
+hand-written kernel of the same estimate (Philox draws in registers, four samples per draw, a float32
+partial per thread, a block tree and one float64 atomic per block: the floor our generated kernel is held
+to). ``--profile`` adds the Python functions the estimate spends most time in.
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
 import pathlib
+import pstats
 import statistics
 import sys
 import time
@@ -34,10 +39,56 @@ def median_ms(fn, repeat: int) -> float:
     return statistics.median(times) * 1e3
 
 
+HAND_WRITTEN = r"""
+extern "C" __global__ void __launch_bounds__(256) mc_hand(double* out, unsigned int k0, unsigned int k1,
+                                                          unsigned long long stream, long long n4)
+{
+    float acc = 0.0f;
+    for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < n4; c += (long long)gridDim.x * blockDim.x) {
+        const gnp_u32x4 r = gnp_philox_block(k0, k1, stream, (unsigned long long)c);
+        const unsigned int w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float x = 20.0f * gnp_u32_to_f32(w[j]) - 10.0f;
+            acc += expf(-(x * x));
+        }
+    }
+    __shared__ float sh[256];
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = 128; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicAdd(out, (double)sh[0]);
+}
+"""
+
+
+def hand_written(n: int):
+    """The Monte-Carlo sum as one hand-written kernel (n a multiple of 4), or None without a GPU."""
+    cp = H.cupy_gpu()
+    if cp is None:
+        return None
+    from dask_gpunumeric.random._philox import PHILOX_DEVICE_SOURCE
+
+    kernel = cp.RawKernel(PHILOX_DEVICE_SOURCE + HAND_WRITTEN, "mc_hand")
+    out = cp.zeros(1, dtype=cp.float64)
+    blocks = cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"] * 4
+
+    def run():
+        out.fill(0)
+        kernel((blocks,), (256,), (out, cp.uint32(1), cp.uint32(2), cp.uint64(3), cp.int64(n // 4)))
+        return out
+
+    return run
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=H.parse_int, default=2**30 if H.cupy_gpu() else 2**22)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--profile", action="store_true", help="print the top Python functions of one estimate")
     args = parser.parse_args(argv)
 
     import monte_carlo as mc
@@ -59,9 +110,14 @@ def main(argv=None) -> int:
                  fused.block_shape(index), fused.shape)
         rows.append((f"fused kernel, one block of {fused.block_shape(index)} ({fused.numblocks} blocks)",
                      median_ms(lambda: _codegen.run_cuda(*block, []), args.repeat)))
+        rows.append((f"hand-written kernel, n={args.n}", median_ms(hand_written(args.n), args.repeat)))
     print(f"breakdown of the Monte-Carlo estimate, backend {gnp.config.backend()}, {H.device_name()}")
     for label, ms in rows:
         print(f"  {label:55s} {ms:9.3f} ms")
+    if args.profile:
+        profile = cProfile.Profile()
+        profile.runcall(lambda: [gnp.fetch(mc.monte_carlo(args.n, 10.0)) for _ in range(args.repeat)])
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
     return 0
 
 

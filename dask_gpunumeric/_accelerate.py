@@ -7,7 +7,12 @@ Beyond the automatic fusion every computation gets, an accelerated function
   subexpressions are computed once, inputs read once), where separately computed outputs fuse separately;
 * skips tracing and optimizing on later calls with the same argument shapes, dtypes, chunks and backends
   (and equal non-array arguments): the optimized task graph is reused with its keys renamed;
-* returns only its outputs: intermediates are never materialized or exposed.
+* returns only its outputs: intermediates are never materialized or exposed;
+* dispatches at once when its array arguments are already in memory (persisted, or made from arrays) and
+  no distributed cluster is active: the call launches the kernels (asynchronously on a GPU, as JAX does)
+  and returns persisted outputs, so that Python's work after the call overlaps the device's. With lazy
+  arguments, on a cluster, or with the setting ``dispatch="lazy"``, the outputs stay lazy (and fuse with
+  what consumes them).
 """
 from __future__ import annotations
 
@@ -17,12 +22,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import dask.local
+import dask.threaded
 import numpy as np
-from dask._task_spec import Alias, DataNode, GraphNode, Task
+from dask._task_spec import Alias, DataNode, GraphNode, Task, _is_dask_future
 
-from . import config
+from . import _cluster, config
 from ._array import Array
-from ._expr import ArrayExpr, Bundle, graph_of
+from ._expr import ArrayExpr, Bundle, FromArray, FromGraph, graph_of
 
 _CACHE_SIZE = 128
 
@@ -211,11 +218,35 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
                     plans.pop(next(iter(plans)))
                 plans[signature] = plan
         region = Region(plan, *[a.expr for _, a in arrays])
-        outputs = [Array(RegionOutput(region, k)) for k in range(len(plan.outputs))]
-        return _unflatten(outputs, plan.structure)
+        outputs = [RegionOutput(region, k) for k in range(len(plan.outputs))]
+        if config.get("dispatch") == "auto" and _in_memory(region.args) and not _cluster.active_workers():
+            outputs = _run_now(region, outputs)
+        return _unflatten([Array(o) for o in outputs], plan.structure)
 
     wrapper.plans = plans  # type: ignore[attr-defined]
     return wrapper
+
+
+def _in_memory(args: list[ArrayExpr]) -> bool:
+    """Are these expressions blocks already in this process (persisted locally, or cut from an array)?"""
+    return all(
+        isinstance(a, FromArray)
+        or isinstance(a, FromGraph) and not any(isinstance(v, GraphNode) or _is_dask_future(v)
+                                                for v in a.operand("layer").values())
+        for a in args
+    )
+
+
+def _run_now(region: Region, outputs: list[RegionOutput]) -> list[FromGraph]:
+    """Run a region on the local scheduler now; its outputs as persisted blocks."""
+    graph = region._layer()
+    for a in region.args:
+        graph.update(a._layer())
+    keys = [o.key(index) for o in outputs for index in o.block_indices()]
+    scheduler = dask.local.get_sync if any(o.backend == "cupy" for o in outputs) else dask.threaded.get
+    blocks = dict(zip(keys, scheduler(graph, keys)))
+    return [FromGraph({o.key(i): blocks[o.key(i)] for i in o.block_indices()}, o._name, o.chunks, o.dtype, o.backend)
+            for o in outputs]
 
 
 def _static_key(value: Any) -> Any:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -391,19 +392,26 @@ def _minmax_identity(kind: str, dt: np.dtype) -> str:
 def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
     """CUDA C++ source and kernel name of a program. ``mode`` is "flat" (every input is the block's shape
     and contiguous, or a single element) or "strided"; ``group`` elements per iteration (1, 2 or 4) share
-    one Philox block (only with flat mode and a block contiguous in the global array)."""
+    one Philox block (only with flat mode and a block contiguous in the global array).
+
+    A full reduction is finished in the same launch: each thread block writes its partial, and the last
+    thread block to finish (a ticket counter) combines the partials in block order (so the result does
+    not depend on timing) into the final one-element output ``fin<k>``, and resets the ticket."""
     from .random._philox import PHILOX_DEVICE_SOURCE
 
     ndim, input_dtypes, instrs, outputs = program
-    full_reductions = [k for k, o in enumerate(outputs) if o[0] == "reduce" and tuple(o[3]) == tuple(range(ndim))]
+    full_reductions = _full_reductions(program)
     params: list[str] = []
     for k, dt in enumerate(input_dtypes):
         params.append(f"const {_ctype(dt)}* __restrict__ in{k}")
     for k, out in enumerate(outputs):
         if k in full_reductions:
             params.append(f"{_ctype(_reduce_acc(out, instrs))}* __restrict__ out{k}")
+            params.append(f"{_ctype(_final_dtype(out))}* __restrict__ fin{k}")
         else:
             params.append(f"{_ctype(_value_dtype(instrs[out[1]]))}* __restrict__ out{k}")
+    if full_reductions:
+        params.append("unsigned int* __restrict__ ticket")
     scalar_types = _scalar_ctypes(instrs)
     for k, ct in sorted(scalar_types.items()):
         params.append(f"const {ct} s{k}")
@@ -413,8 +421,8 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
             params += [f"const long long shape{d}", f"const long long gstride{d}"]
         for k in range(len(input_dtypes)):
             params += [f"const long long istride{k}_{d}" for d in range(ndim)]
-    flat_inputs = [f"const bool single{k}" for k in range(len(input_dtypes))] if mode == "flat" else []
-    params += flat_inputs
+    if mode == "flat":
+        params += [f"const bool single{k}" for k in range(len(input_dtypes))]
 
     name = "gnp_fused_" + hashlib.sha256(repr((program, mode, group)).encode()).hexdigest()[:16]
     body: list[str] = []
@@ -424,18 +432,7 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
         body.append(f"    {_ctype(acc)} acc{k} = {_reduce_identity(out, acc)};")
     body.append("    const long long nthreads = (long long)gridDim.x * blockDim.x;")
     if group > 1:
-        body.append(f"    const long long g0 = goff / {group}, g1 = (goff + n + {group - 1}) / {group};")
-        body.append("    for (long long g = g0 + (long long)blockIdx.x * blockDim.x + threadIdx.x; g < g1; g += nthreads) {")
-        for ins_i, ins in enumerate(instrs):
-            if ins[0] == "random":
-                w = _words(ins)
-                body.append(f"        const gnp_u32x4 r{ins_i} = gnp_philox_block(s{ins[3]}, s{ins[3] + 1}, s{ins[3] + 2}, (unsigned long long)((g * {group} * {w}) / 4));")
-        body.append("        #pragma unroll")
-        body.append(f"        for (int j = 0; j < {group}; ++j) {{")
-        body.append(f"            const long long gi = g * {group} + j;")
-        body.append("            const long long t = gi - goff;")
-        body.append("            if (t < 0 || t >= n) continue;")
-        indent = "            "
+        body += _grouped_loop(program, full_reductions, group)
     else:
         body.append("    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nthreads) {")
         indent = "        "
@@ -450,38 +447,118 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
                 body.append(f"{indent}}}")
         else:
             body.append(f"{indent}const long long gi = goff + t;")
-    for i, ins in enumerate(instrs):
-        body.append(indent + _instr_code(i, ins, instrs, mode, group))
-    for k, out in enumerate(outputs):
-        if k in full_reductions:
-            acc = _reduce_acc(out, instrs)
-            v = f"({_ctype(acc)})v{out[1]}"
-            body.append(f"{indent}acc{k} = {_COMBINE[out[2]].format(a=f'acc{k}', b=v)};")
-        else:
-            body.append(f"{indent}out{k}[t] = v{out[1]};")
-    if group > 1:
-        body.append("        }")
-    body.append("    }")
-    for k in full_reductions:
-        out = outputs[k]
-        ct = _ctype(_reduce_acc(out, instrs))
-        combine = _COMBINE[out[2]].format(a=f"sh{k}[threadIdx.x]", b=f"sh{k}[threadIdx.x + s]")
-        body += [
-            f"    __shared__ {ct} sh{k}[256];",
-            f"    sh{k}[threadIdx.x] = acc{k};",
-            "    __syncthreads();",
-            "    for (int s = blockDim.x / 2; s > 0; s >>= 1) {",
-            f"        if (threadIdx.x < s) sh{k}[threadIdx.x] = {combine};",
-            "        __syncthreads();",
-            "    }",
-            f"    if (threadIdx.x == 0) out{k}[blockIdx.x] = sh{k}[0];",
-        ]
+        body += [indent + line for line in _element_code(program, full_reductions, mode, 1, {})]
+        body.append("    }")
+    body += _finish_reductions(program, full_reductions)
     source = (
         PHILOX_DEVICE_SOURCE + _HELPERS
         + f'\nextern "C" __global__ void __launch_bounds__(256) {name}(\n    ' + ",\n    ".join(params) + ")\n{\n"
         + "\n".join(body) + "\n}\n"
     )
     return source, name
+
+
+def _full_reductions(program: tuple) -> list[int]:
+    """Indices of the outputs that reduce over every axis (finished in the kernel)."""
+    ndim, outputs = program[0], program[3]
+    return [k for k, o in enumerate(outputs) if o[0] == "reduce" and tuple(o[3]) == tuple(range(ndim))]
+
+
+def _element_code(program: tuple, full_reductions: list[int], mode: str, group: int,
+                  partial: dict[int, str]) -> list[str]:
+    """The statements computing one element ``t`` (global index ``gi``): every instruction, then each
+    output stored or folded into its accumulator (``partial[k]``, where given, instead of ``acc<k>``)."""
+    _, _, instrs, outputs = program
+    lines = [_instr_code(i, ins, instrs, mode, group) for i, ins in enumerate(instrs)]
+    for k, out in enumerate(outputs):
+        if k in full_reductions:
+            acc = partial.get(k, f"acc{k}")
+            ct = "float" if k in partial else _ctype(_reduce_acc(out, instrs))
+            lines.append(f"{acc} = {_COMBINE[out[2]].format(a=acc, b=f'({ct})v{out[1]}')};")
+        else:
+            lines.append(f"out{k}[t] = v{out[1]};")
+    return lines
+
+
+def _grouped_loop(program: tuple, full_reductions: list[int], group: int) -> list[str]:
+    """The flat loop over groups of ``group`` consecutive global elements that share Philox blocks: the
+    draws are made once per group; whole groups inside the block skip the per-element bounds checks, and
+    float32 sums fold a group in float before adding it to the float64 accumulator."""
+    _, _, instrs, outputs = program
+    partial = {k: f"p{k}" for k in full_reductions
+               if outputs[k][2] in ("sum", "mean") and _value_dtype(instrs[outputs[k][1]]) == np.float32
+               and _reduce_acc(outputs[k], instrs) == np.float64}
+    lines = [f"    const long long g0 = goff / {group}, g1 = (goff + n + {group - 1}) / {group};",
+             "    for (long long g = g0 + (long long)blockIdx.x * blockDim.x + threadIdx.x; g < g1; g += nthreads) {"]
+    for i, ins in enumerate(instrs):
+        if ins[0] == "random":
+            w = _words(ins)
+            lines.append(f"        const gnp_u32x4 r{i} = gnp_philox_block(s{ins[3]}, s{ins[3] + 1}, s{ins[3] + 2}, "
+                         f"(unsigned long long)((g * {group * w}) / 4));")
+    lines += [f"        float {p} = 0.0f;" for p in partial.values()]
+    lines.append(f"        const long long t0 = g * {group} - goff;")
+    element = _element_code(program, full_reductions, "flat", group, partial)
+    for check, head in ((False, "if (t0 >= 0 && t0 + {G} <= n) {{"), (True, "}} else {{")):
+        lines.append("        " + head.format(G=group))
+        lines += ["            #pragma unroll", f"            for (int j = 0; j < {group}; ++j) {{",
+                  "                const long long t = t0 + j;"]
+        if check:
+            lines.append("                if (t < 0 || t >= n) continue;")
+        lines.append(f"                const long long gi = g * {group} + j;")
+        lines += ["                " + line for line in element]
+        lines.append("            }")
+    lines.append("        }")
+    for k, p in partial.items():
+        lines.append(f"        acc{k} = acc{k} + (double){p};")
+    lines.append("    }")
+    return lines
+
+
+def _finish_reductions(program: tuple, full_reductions: list[int]) -> list[str]:
+    """Thread-block partials of the full reductions, then the last thread block's final combine."""
+    if not full_reductions:
+        return []
+    _, _, instrs, outputs = program
+    lines: list[str] = []
+    for k in full_reductions:
+        out = outputs[k]
+        acc = _reduce_acc(out, instrs)
+        lines += [f"    __shared__ {_ctype(acc)} sh{k}[256];", f"    sh{k}[threadIdx.x] = acc{k};"]
+    lines += _block_tree(program, full_reductions)
+    lines.append("    __shared__ bool last;")
+    lines.append("    if (threadIdx.x == 0) {")
+    lines += [f"        out{k}[blockIdx.x] = sh{k}[0];" for k in full_reductions]
+    lines += ["        __threadfence();", "        last = atomicAdd(ticket, 1u) == gridDim.x - 1;", "    }",
+              "    __syncthreads();", "    if (!last) return;"]
+    for k in full_reductions:
+        out = outputs[k]
+        acc = _reduce_acc(out, instrs)
+        ct = _ctype(acc)
+        combine = _COMBINE[out[2]].format(a=f"a{k}", b=f"((volatile {ct}*)out{k})[i]")
+        lines += [f"    {ct} a{k} = {_reduce_identity(out, acc)};",
+                  f"    for (unsigned int i = threadIdx.x; i < gridDim.x; i += blockDim.x) a{k} = {combine};",
+                  f"    sh{k}[threadIdx.x] = a{k};"]
+    lines += _block_tree(program, full_reductions)
+    lines.append("    if (threadIdx.x == 0) {")
+    lines += [f"        fin{k}[0] = ({_ctype(_final_dtype(outputs[k]))})sh{k}[0];" for k in full_reductions]
+    lines += ["        *ticket = 0u;", "    }"]
+    return lines
+
+
+def _block_tree(program: tuple, full_reductions: list[int]) -> list[str]:
+    """Combine ``sh<k>[0..blockDim.x)`` into ``sh<k>[0]`` (a fixed-order tree)."""
+    outputs = program[3]
+    lines = ["    __syncthreads();", "    for (int s = blockDim.x / 2; s > 0; s >>= 1) {", "        if (threadIdx.x < s) {"]
+    for k in full_reductions:
+        combine = _COMBINE[outputs[k][2]].format(a=f"sh{k}[threadIdx.x]", b=f"sh{k}[threadIdx.x + s]")
+        lines.append(f"            sh{k}[threadIdx.x] = {combine};")
+    lines += ["        }", "        __syncthreads();", "    }"]
+    return lines
+
+
+def _final_dtype(out: tuple) -> np.dtype:
+    """The dtype of a full reduction's one-element result (a mean keeps its sum in the mean's sum dtype)."""
+    return np.dtype(out[5][0]) if out[2] == "mean" else np.dtype(out[4])
 
 
 def record_sources(program: tuple) -> None:
@@ -571,8 +648,8 @@ def _random_code(i: int, ins: tuple, group: int) -> str:
     w = _words(ins)
     k0, k1, st = f"s{slot}", f"s{slot + 1}", f"s{slot + 2}"
     if group > 1:
-        # this element's words inside the thread's Philox block r{i}
-        base = f"(int)((gi * {w}) & 3)"
+        # this element's words inside the group's Philox block r{i}: j * w on when the group fills the block
+        base = f"j * {w}" if group * w == 4 else f"(int)((gi * {w}) & 3)"
         word = lambda off: f"gnp_word(r{i}, {base} + {off})"  # noqa: E731
     else:
         block = f"gnp_philox_block({k0}, {k1}, {st}, (unsigned long long)((gi * {w}) / 4))"
@@ -637,37 +714,62 @@ def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, .
 
 def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
              global_shape: tuple[int, ...], inputs: Sequence[Any]) -> list[Any]:
-    """Run a program on one block of CuPy arrays with its generated kernel; returns the outputs."""
+    """Run a program on one block of CuPy arrays with its generated kernel (one launch); returns the outputs."""
     import cupy
 
     ndim, input_dtypes, instrs, outputs = program
     inputs = [a if a.dtype == np.dtype(dt) else a.astype(dt) for a, dt in zip(inputs, input_dtypes)]
-    size = int(np.prod(shape))
+    size = math.prod(shape)
+    if not size:
+        return [_empty_output(out, instrs, shape) for out in outputs]
     mode, group, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
-    kernel = _kernel(program, mode, group)
-    threads = 256
-    work = -(-size // group) if size else 0
-    blocks = max(1, min(-(-work // threads), _max_blocks()))
-    full = [o[0] == "reduce" and tuple(o[3]) == tuple(range(ndim)) for o in outputs]
-    bufs = []
-    for out, is_full in zip(outputs, full):
-        if is_full:
-            bufs.append(cupy.empty(blocks, dtype=_reduce_acc(out, instrs)))
+    kernel, grid_limit = _kernel(program, mode, group)
+    blocks = max(1, min(-(-size // (group * _THREADS)), grid_limit))
+    full = _full_reductions(program)
+    bufs, results = [], []
+    for k, out in enumerate(outputs):
+        if k in full:
+            final = cupy.empty((1,) * ndim, dtype=_final_dtype(out))
+            bufs += [cupy.empty(blocks, dtype=_reduce_acc(out, instrs)), final]
+            results.append({"s": final, "n": size} if out[2] == "mean" else {"v": final})
         else:
             bufs.append(cupy.empty(shape, dtype=_value_dtype(instrs[out[1]])))
+            results.append(bufs[-1])
+    if full:
+        bufs.append(_ticket())
     types = _scalar_ctypes(instrs)
-    args = list(inputs) + bufs + [_scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)] + geometry
-    if size:
-        kernel((blocks,), (threads,), tuple(args))
-    results = []
-    for out, buf, is_full in zip(outputs, bufs, full):
-        if out[0] == "store":
-            results.append(buf)
-        elif is_full:
-            results.append(_finish_full(out, buf, size, shape, blocks if size else 0))
-        else:
-            results.append(_blocks.reduce_chunk(out[2], buf, out[3], np.dtype(out[4]), out[5], ()))
-    return results
+    args = [*inputs, *bufs, *(_scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)), *geometry]
+    kernel((blocks,), (_THREADS,), tuple(args))
+    return [r if k in full or out[0] == "store" else _blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
+            for k, (out, r) in enumerate(zip(outputs, results))]
+
+
+def _empty_output(out: tuple, instrs: Sequence[tuple], shape: tuple[int, ...]) -> Any:
+    """An output of a program on an empty block, as the unfused block functions give it."""
+    import cupy
+
+    empty = cupy.empty(shape, dtype=_value_dtype(instrs[out[1]]))
+    if out[0] == "store":
+        return empty
+    return _blocks.reduce_chunk(out[2], empty, out[3], np.dtype(out[4]), out[5], ())
+
+
+_THREADS = 256  # threads per block: the kernels' __launch_bounds__ and shared-memory trees assume it
+
+
+@functools.lru_cache(maxsize=None)
+def _ticket_for(device: int, stream: int) -> Any:
+    import cupy
+
+    return cupy.zeros(1, dtype=np.uint32)
+
+
+def _ticket() -> Any:
+    """The zeroed counter full reductions use to find their last thread block, one per device and stream
+    (launches on one stream run in order; each kernel resets it to zero when it finishes)."""
+    import cupy
+
+    return _ticket_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
 
 
 _NP_OF_CTYPE = {v: np.dtype(k) for k, v in CTYPES.items()}
@@ -687,18 +789,21 @@ def _scalar_arg(scalars: Sequence[Any], k: int, ctype: str, instrs: Sequence[tup
 
 
 @functools.lru_cache(maxsize=256)
-def _kernel(program: tuple, mode: str, group: int) -> Any:
-    """The compiled kernel of a program variant (compiled once per process; CuPy also caches on disk)."""
+def _kernel(program: tuple, mode: str, group: int) -> tuple[Any, int]:
+    """The compiled kernel of a program variant (compiled once per process; CuPy also caches on disk), and
+    the most thread blocks worth launching: as many as the device keeps resident at once."""
+    import cupy
+
     from . import _cuda
 
     source, name = kernel_source(program, mode, group)
-    return _cuda.compile_module(source).get_function(name)
-
-
-def _max_blocks() -> int:
-    import cupy
-
-    return _multiprocessors(cupy.cuda.Device().id) * 8
+    function = _cuda.compile_module(source).get_function(name)
+    device = cupy.cuda.Device().id
+    try:
+        per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, _THREADS, 0)
+    except AttributeError:  # a CuPy without the occupancy call
+        per_sm = 2048 // _THREADS
+    return function, _multiprocessors(device) * max(1, per_sm)
 
 
 @functools.lru_cache(maxsize=None)
@@ -706,32 +811,6 @@ def _multiprocessors(device: int) -> int:
     import cupy
 
     return cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"]
-
-
-def _finish_full(out: tuple, partials: Any, size: int, shape: tuple[int, ...], nblocks: int) -> dict[str, Any]:
-    """The partial dict of a full reduction of a block of ``shape`` from the kernel's per-thread-block
-    partials."""
-    import cupy
-
-    kind, dt, params = out[2], np.dtype(out[4]), out[5]
-    parts = partials[:nblocks] if nblocks else partials[:0]
-    if kind in ("min", "max") and not nblocks:
-        # an empty block: an empty partial, as _blocks.reduce_chunk makes it (skipped when partials are joined)
-        return {"v": parts.astype(dt).reshape(tuple(min(s, 1) for s in shape))}
-    if kind in ("sum", "mean"):
-        total = cupy.sum(parts) if nblocks else cupy.zeros((), partials.dtype)
-    elif kind == "prod":
-        total = cupy.prod(parts) if nblocks else cupy.ones((), partials.dtype)
-    elif kind == "all":
-        total = cupy.all(parts)
-    elif kind == "any":
-        total = cupy.any(parts)
-    else:
-        total = getattr(cupy, kind)(parts)
-    keep = (1,) * len(shape)
-    if kind == "mean":
-        return {"s": total.astype(np.dtype(params[0])).reshape(keep), "n": size}
-    return {"v": total.astype(dt).reshape(keep)}
 
 
 def run(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],

@@ -53,13 +53,6 @@ _BINARY = {
 BLOCK_FUNCTION = {**_UNARY, **_BINARY, "where": "where", "clip": "clip", "round": "round", "astype": "astype"}
 
 
-def _dtype_probe(value: Any) -> Any:
-    """A stand-in with the same dtype behaviour as an operand: a size-0 array, or the Python scalar."""
-    if isinstance(value, ArrayExpr):
-        return np.empty((0,), dtype=value.dtype)
-    return value
-
-
 def result_dtype(op: str, args: list[Any], kwargs: dict) -> np.dtype:
     """The dtype NumPy gives ``op`` on operands of these dtypes (NEP 50: Python scalars are weak)."""
     key = tuple(a.dtype if isinstance(a, ArrayExpr) else (type(a), a) for a in args)
@@ -88,9 +81,20 @@ def _check_promotion(op: str, args: list[Any], skip: int) -> None:
     arrays = [a for a in args if isinstance(a, ArrayExpr)]
     if len(args) < 2 or not arrays:
         return
-    dtypes = [a.dtype for a in arrays]
-    common = np.result_type(*[_dtype_probe(a) for a in args])
-    _guards.check_promotion(op, dtypes, common)
+    key = tuple(a.dtype if isinstance(a, ArrayExpr) else (type(a), a) for a in args)
+    try:
+        common = _common_dtype(key)
+    except TypeError as e:
+        if "unhashable" not in str(e):
+            raise
+        common = _common_dtype.__wrapped__(key)
+    _guards.check_promotion(op, [a.dtype for a in arrays], common)
+
+
+@functools.lru_cache(maxsize=4096)
+def _common_dtype(operands: tuple) -> np.dtype:
+    """NumPy's common dtype of operands given as dtypes or ``(type, value)`` of Python scalars."""
+    return np.result_type(*[np.empty((0,), dtype=o) if isinstance(o, np.dtype) else o[1] for o in operands])
 
 
 def broadcast_shape(op: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
@@ -109,6 +113,8 @@ def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, A
     the chunking with the fewest blocks (the first such operand's on a tie). Unlike the common refinement
     of all chunkings, this keeps the block count of repeated misaligned operations (stencils written with
     shifted slices) from growing step after step."""
+    if len(arrays) == 1:  # nothing to agree with
+        return {arrays[0]._name: arrays[0]}
     ndim = len(shape)
     target: list[tuple[int, ...] | None] = []
     for d in range(ndim):

@@ -18,11 +18,12 @@ import functools
 import hashlib
 import itertools
 import math
+import struct
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from dask._expr import Expr
+from dask._expr import Expr, _unpack_collections
 from dask._task_spec import Alias, DataNode, GraphNode, List, Task, TaskRef, _is_dask_future
 
 from . import _blocks
@@ -35,12 +36,23 @@ Index = tuple[int, ...]
 _PLAIN = (str, int, float, complex, bool, type(None), slice, np.dtype, np.generic)
 
 
+_OWN_OPERANDS = (Expr, str, int, float, bool, type(None), tuple, dict, np.dtype, np.generic)
+
+
 def _plain_repr(value: Any) -> str | None:
     """An exact text form of small plain values (what tokens are made of), or None for anything else."""
+    kind = type(value)
+    if kind is int or kind is str:
+        return f"{kind.__name__}:{value!r}"
+    if kind is tuple and all(type(v) is int for v in value):  # chunks and shapes: the common case
+        return f"tuple{value!r}"
     if isinstance(value, Expr):
         return value._name
+    if kind is float:
+        return f"float:{struct.pack('<d', value).hex()}"  # exact bits: repr() is "nan" for every NaN
+    if isinstance(value, np.dtype) and value.names is None:
+        return f"dtype:{value.str}"  # .str names byte order, kind, size and datetime unit
     if isinstance(value, (float, complex, np.inexact)):
-        # the exact bits: repr() is the same for NaNs of either sign (and of any payload)
         return f"{type(value).__name__}:{np.asarray(value).tobytes().hex()}"
     if isinstance(value, _PLAIN):
         return f"{type(value).__name__}:{value!r}"
@@ -55,6 +67,21 @@ def _plain_repr(value: Any) -> str | None:
 
 class ArrayExpr(Expr):
     """Base of all array expressions: shape, chunks, dtype and backend, and one task per block."""
+
+    def __new__(cls, *args: Any, _determ_token: str | None = None, **kwargs: Any) -> ArrayExpr:
+        # dask's Expr.__new__, without its per-operand search for collections to unpack (an import and
+        # an attribute lookup each): our operands are expressions and plain values, and this runs on
+        # every operation a user writes
+        operands = list(args)
+        for parameter in cls._parameters[len(operands):]:
+            operands.append(kwargs.pop(parameter) if parameter in kwargs else cls._defaults[parameter])
+        if kwargs:
+            raise TypeError(f"{cls.__name__} got unexpected arguments {sorted(kwargs)}")
+        inst = object.__new__(cls)
+        inst._determ_token = _determ_token
+        inst.operands = [o if isinstance(o, _OWN_OPERANDS) else _unpack_collections(o) for o in operands]
+        inst._name  # noqa: B018 - computed once here, as dask does
+        return inst
 
     def __dask_tokenize__(self) -> str:
         # Expressions are made on every operation: hash the operands' exact text where they are plain

@@ -15,12 +15,15 @@ from . import _backend
 
 DEFAULTS: dict[str, Any] = {
     "backend": "auto",  # "auto" (CuPy when a GPU is usable), "numpy" or "cupy"
-    "chunk-size": "auto",  # "auto": 128 MiB blocks on NumPy, 1 GiB on CuPy; or bytes / a string like "256MiB"
+    "chunk-size": "auto",  # "auto": 128 MiB blocks on NumPy, 4 GiB on CuPy (one GPU gains nothing from more blocks, and each costs a task); or bytes / a string like "256MiB"
     "allow-scalar": False,
     "allow-promotion": False,
     "allow-fetch": False,
     "split-every": 8,  # fan-in of tree reductions
     "fusion": True,  # fuse elementwise chains, random draws and reductions into one kernel per block
+    # "auto": an accelerated function whose array arguments are in memory runs when called (its kernels
+    # queued on the device at once); "lazy": its outputs stay lazy until computed
+    "dispatch": "auto",
 }
 
 dask.config.update_defaults({"gpunumeric": DEFAULTS})
@@ -53,5 +56,5 @@ def chunk_bytes(backend_name: str) -> int:
     """Target block size in bytes for "auto" chunking on this backend."""
     value = get("chunk-size")
     if value == "auto":
-        return 2**30 if backend_name == "cupy" else 2**27
+        return 2**32 if backend_name == "cupy" else 2**27
     return dask.utils.parse_bytes(value)

@@ -508,11 +508,14 @@ def test_accelerate_black_scholes() -> None:
     assert_eq(call, to_host(plain_call.compute()), atol=1e-9)
     assert_eq(put, to_host(plain_put.compute()), atol=1e-9)
     assert len(traced) == 1 and len(price.plans) == 1
-    # both outputs from one kernel per block, reading each input once
-    info = plan(call)
+    # both outputs from one kernel per block, reading each input once (seen on lazy outputs: with in-memory
+    # arguments a call runs at once)
+    with gnp.config.set(dispatch="lazy"):
+        lazy_call, lazy_put = price(S, K, T, 0.02, 0.3)
+    info = plan(lazy_call)
     (g,) = info["groups"]
     assert g["outputs"] == ["store", "store"] and g["inputs"] == 3 and g["blocks"] == 4
-    assert "fused kernel" in gnp.explain(put)
+    assert "fused kernel" in gnp.explain(lazy_put)
     # same signature: no new trace, new values
     host2 = _options(9)
     call2, put2 = price(*(gnp.asarray(h, chunks=125) for h in host2), 0.02, 0.3)
@@ -531,6 +534,34 @@ def test_accelerate_black_scholes() -> None:
     assert_eq(price(*(gnp.asarray(h, chunks=125) for h in small), 0.02, 0.3)[1], black_scholes(np, *small)[1],
               atol=1e-9)
     assert len(traced) == 4 and len(price.plans) == 4
+
+
+def test_accelerate_dispatch() -> None:
+    """With arguments in memory a call runs at once and returns persisted blocks; with lazy arguments, or
+    the setting dispatch="lazy", its outputs stay lazy; the values are the same either way."""
+    from dask_gpunumeric._accelerate import RegionOutput
+    from dask_gpunumeric._expr import FromGraph
+
+    @gnp.accelerate
+    def step(x: gnp.Array, y: gnp.Array) -> tuple:
+        return gnp.sqrt(x * x + y), (x - y).sum()
+
+    hx, hy = _data(30), _data(31) ** 2
+    x, y = gnp.asarray(hx, chunks=7), gnp.asarray(hy, chunks=7)
+    expected = (np.sqrt(hx * hx + hy), (hx - hy).sum())
+    eager = step(x, y)
+    assert all(isinstance(o.expr, FromGraph) for o in eager)
+    with gnp.config.set(dispatch="lazy"):
+        lazy = step(x, y)
+    from_lazy_args = step(x + 0, *dask.persist(y))
+    for outputs in (eager, lazy, from_lazy_args):
+        assert_eq(outputs[0], expected[0])
+        assert_eq(outputs[1], expected[1])
+    assert all(isinstance(o.expr, RegionOutput) for o in (*lazy, *from_lazy_args))
+    # persisted arguments count as in memory; the outputs persist and compute as any array
+    eager2 = step(*dask.persist(x, y))
+    assert isinstance(eager2[0].expr, FromGraph)
+    assert_eq(dask.persist(*eager2)[0], expected[0])
 
 
 def test_accelerate_loop_and_dict() -> None:
@@ -564,11 +595,13 @@ def test_accelerate_loop_and_dict() -> None:
     field, energy = dask.persist(r["field"] * 2, r["energy"])
     assert_eq(field, expected["field"] * 2)
     assert_eq(energy, expected["energy"])
-    # the loop unrolled into one kernel: all statements, three outputs
-    groups = plan(r["energy"])["groups"]
+    # the loop unrolled into one kernel: all statements, three outputs (seen on a lazy call)
+    with gnp.config.set(dispatch="lazy"):
+        lazy = f(x, y, 4)
+    groups = plan(lazy["energy"])["groups"]
     assert len(groups) == 1 and groups[0]["ops"].count("sin") == 4
     assert sorted(groups[0]["outputs"]) == ["max-partial", "store", "sum-partial"]
-    text = gnp.explain(r["field"])
+    text = gnp.explain(lazy["field"])
     assert "fused kernel sin-multiply-add-negative" in text and "outputs: store, max-partial, sum-partial" in text
 
 
@@ -593,12 +626,13 @@ def test_accelerate_signature() -> None:
     assert_eq(f(xi, 2, b=xi, shift=0.5), xn * 2 + xn + 0.5)
     assert len(f.plans) == 6 and len(traced) == 6
     n = len(traced)
-    with gnp.config.set(fusion=False):
+    with gnp.config.set(fusion=False, dispatch="lazy"):
         y = f(xi, 3, shift=1)
         assert plan(y)["groups"] == []
         assert_eq(y, xn * 3 + 1)
     assert len(traced) == n + 1
-    assert plan(f(xi, 3, shift=1))["groups"]
+    with gnp.config.set(dispatch="lazy"):
+        assert plan(f(xi, 3, shift=1))["groups"]
 
 
 def test_accelerate_errors() -> None:
