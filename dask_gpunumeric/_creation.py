@@ -140,9 +140,9 @@ def from_array(x: Any, chunks: Any = "auto", *, dtype: Any = None, backend: str 
             raise type(e)(f"cannot make an Array from {type(x).__name__}: {e}") from None
         if x.dtype == object:
             raise TypeError(f"cannot make an Array from {type(x).__name__} of Python objects (dtype object)")
-    dtype = np.dtype(dtype) if dtype is not None else x.dtype
-    if backend == "cupy":  # device arrays are in the machine's byte order (big-endian data is converted)
-        dtype = dtype.newbyteorder("=")
+    # in the machine's byte order (big-endian data is converted block by block): CuPy knows no other, and
+    # NumPy's operations would return native blocks from non-native ones
+    dtype = (np.dtype(dtype) if dtype is not None else x.dtype).newbyteorder("=")
     token = _data_token(x) if backend_of(x) != "cupy" else uuid.uuid4().hex
     chunks = normalize_chunks(chunks, x.shape, dtype, backend)
     return Array(FromArray(x, chunks, dtype, backend, tokenize(token, chunks, str(dtype), backend)))
