@@ -14,6 +14,7 @@ from . import _operators  # noqa: F401  (attaches operators and methods to Array
 from ._accelerate import accelerate
 from ._array import Array
 from ._blockwise import map_blocks
+from ._checkpoint import checkpoint
 from ._overlap import map_overlap
 from ._cluster import cluster
 from ._coverage import coverage

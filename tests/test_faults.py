@@ -181,28 +181,44 @@ def _wait_for_release(block):
     return block * 1
 
 
-def _interrupt_main_when(started, timeout: float = 30.0) -> threading.Thread:
-    """A thread that sends SIGINT (a Ctrl-C) to the main thread once ``started()`` returns true."""
-    def run() -> None:
-        if started(timeout):
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+@contextlib.contextmanager
+def _ctrl_c_when(started):
+    """Press Ctrl-C once ``started(timeout)`` is true: SIGINT to the main thread, sent again until it lands (a
+    signal arriving just before the main thread blocks on a lock is only seen when the lock is released);
+    one KeyboardInterrupt only."""
+    interrupted = threading.Event()
 
-    thread = threading.Thread(target=run, daemon=True)
+    def once(signum, frame):
+        if not interrupted.is_set():
+            interrupted.set()
+            raise KeyboardInterrupt
+
+    def press() -> None:
+        if started(30):
+            while not interrupted.is_set():
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                interrupted.wait(0.1)
+
+    previous = signal.signal(signal.SIGINT, once)
+    thread = threading.Thread(target=press, daemon=True)
     thread.start()
-    return thread
+    try:
+        yield
+    finally:
+        interrupted.set()
+        thread.join()
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_keyboard_interrupt_leaves_the_local_scheduler_usable():
     _release.clear()
     _started.clear()
     x = gnp.arange(40.0, chunks=10)
-    thread = _interrupt_main_when(_started.wait)
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt), _ctrl_c_when(_started.wait):
             gnp.sum(gnp.map_blocks(_wait_for_release, x)).compute(scheduler="threads")
     finally:
         _release.set()
-        thread.join()
     assert_eq(gnp.sum(gnp.map_blocks(_wait_for_release, x) * 2), np.float64(2 * 780.0))
 
 
@@ -233,14 +249,12 @@ def test_keyboard_interrupt_leaves_the_cluster_usable(own_client):
     keys = set(interrupted.__dask_graph__())
     started = distributed.Event("gnp-test-started", client=own_client)
     release = distributed.Event("gnp-test-release", client=own_client)
-    thread = _interrupt_main_when(started.wait)
     with own_client.as_current(), dask.config.set(scheduler="dask.distributed"):
         try:
-            with pytest.raises(KeyboardInterrupt):
+            with pytest.raises(KeyboardInterrupt), _ctrl_c_when(started.wait):
                 interrupted.compute()
         finally:
             release.set()
-            thread.join()
 
         def leftovers(dask_scheduler, keys=keys):
             return [k for k in keys if k in dask_scheduler.tasks]
@@ -250,22 +264,53 @@ def test_keyboard_interrupt_leaves_the_cluster_usable(own_client):
         assert_eq(gnp.sum(gnp.map_blocks(_wait_for_cluster_release, x) * 2), np.float64(2 * 780.0))
 
 
+def _kill_worker_holding(client, future) -> str:
+    """Kill the worker process holding ``future``'s data (its nanny starts a new one); its address."""
+    victim = next(iter(client.who_has([future])[future.key]))
+    with contextlib.suppress(OSError):  # the worker dies before it answers
+        client.run(os._exit, 1, workers=[victim])
+    _eventually(lambda: victim not in client.scheduler_info(n_workers=-1)["workers"])
+    return victim
+
+
 def test_lost_worker_holding_persisted_blocks(own_client):
-    # runs last: it kills a worker of the module's cluster (its nanny starts a new one)
+    # kills a worker of the module's cluster (its nanny starts a new one)
+    own_client.wait_for_workers(2, timeout=60)
     ref = np.random.default_rng(7).standard_normal((40, 6))
     with own_client.as_current(), dask.config.set(scheduler="dask.distributed"):
         p = (gnp.from_array(ref, chunks=(10, 6)) * 2 + 1).persist()
         distributed.wait(p)
         keys = list(flatten(p.__dask_keys__()))
         who_has = own_client.who_has(p)
-        victim = next(iter(who_has[keys[-1]]))
+        victim = _kill_worker_holding(own_client, p.expr.operand("layer")[keys[-1]])
         lost = [k for k in keys if victim in who_has[k]]
-        with contextlib.suppress(OSError):  # the worker dies before it answers
-            own_client.run(os._exit, 1, workers=[victim])
-        _eventually(lambda: victim not in own_client.scheduler_info(n_workers=-1)["workers"])
         expected = ref * 2 + 1
         assert_eq(gnp.sum(p * p, axis=0), (expected * expected).sum(axis=0))
         assert_eq(p, expected)
         runs = scheduler_runs(own_client, lost)
         assert all(n >= 2 for n in runs.values()), runs  # the lost blocks were computed again
         np.testing.assert_array_equal(to_host(p.compute()), expected)
+
+
+def test_checkpoint_forgets_history(own_client):
+    ref = np.arange(40.0)
+    x = gnp.from_array(ref, chunks=10) * 2 + 1
+    local = gnp.checkpoint(x)  # no cluster: persisted blocks, plain data
+    assert all(type(v).__name__ == "DataNode" for v in local.__dask_graph__().values())
+    assert_eq(local, ref * 2 + 1)
+    with pytest.raises(TypeError, match="gnp Arrays"):
+        gnp.checkpoint(ref)
+    own_client.wait_for_workers(2, timeout=60)
+    with own_client.as_current(), dask.config.set(scheduler="dask.distributed"):
+        c, d = gnp.checkpoint(x, x - 1)
+        keys = list(flatten(c.__dask_keys__()))
+
+        def history(dask_scheduler, keys=keys):
+            return [(dask_scheduler.tasks[k].run_spec, len(dask_scheduler.tasks[k].dependencies)) for k in keys]
+
+        assert own_client.run_on_scheduler(history) == [(None, 0)] * len(keys)  # data without a history
+        assert_eq(c * d, (ref * 2 + 1) * (ref * 2))
+        # the price: a lost checkpointed block cannot be recomputed; what needs it fails at once
+        _kill_worker_holding(own_client, c.expr.operand("layer")[keys[0]])
+        with pytest.raises(distributed.client.FutureCancelledError, match="lost dependencies"):
+            gnp.sum(c).compute()
