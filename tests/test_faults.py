@@ -22,7 +22,7 @@ from dask.core import flatten
 from dask.utils import format_bytes
 
 import dask_gpunumeric as gnp
-from conftest import assert_eq, scheduler_runs, to_host
+from conftest import BACKEND, assert_eq, scheduler_runs, to_host
 from dask_gpunumeric._faults import BlockFunction, is_out_of_memory, out_of_memory_message
 
 distributed = pytest.importorskip("distributed")
@@ -114,6 +114,31 @@ def test_out_of_gpu_memory_is_a_clear_memory_error():
     assert "Out of memory allocating 8,388,608 bytes" in message  # CuPy's own words
     for fix in ("smaller blocks", "chunk_size", "gnp.cluster()", "spills", "persist less"):
         assert fix in message, fix
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(BACKEND != "cupy", reason="CuPy blocks only (GNP_BACKEND=cupy on a GPU machine)")
+def test_out_of_gpu_memory_for_real():
+    """CuPy's memory pool limited to 64 MiB more than it holds: 16 MiB blocks of a 256 MiB array can be
+    reduced one by one, but not persisted together."""
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+    limit = pool.get_limit()
+    pool.free_all_blocks()
+    held = pool.used_bytes()
+    pool.set_limit(size=held + 64 * 2**20)
+    try:
+        y = gnp.random.default_rng(0).random(2**26, dtype=np.float32, chunks=2**22) * 2 + 1
+        assert abs(gnp.fetch(gnp.sum(y, dtype=np.float64)) / 2**26 - 2) < 1e-3
+        with pytest.raises(gnp.OutOfMemoryError, match=r"out of GPU memory while computing block \(\d+,\) of "
+                                                      r"fused-random-multiply-add \(\(4194304,\) float32, 16.00 MiB\)"):
+            y.persist()
+        gc.collect()
+        assert pool.used_bytes() <= held + 2 * 16 * 2**20  # the error let the blocks go
+        assert abs(gnp.fetch(gnp.mean(y[: 2**22], dtype=np.float64)) - 2) < 1e-2  # and the process computes
+    finally:
+        pool.set_limit(size=limit)
 
 
 def test_out_of_host_memory():
