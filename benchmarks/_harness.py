@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import importlib
 import importlib.metadata
 import json
 import math
@@ -21,7 +20,10 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from types import ModuleType
 from typing import Any, Callable
+
+import numpy as np
 
 
 # --- device -------------------------------------------------------------------------------------
@@ -41,10 +43,15 @@ def cupy_gpu():
 
 
 def sync() -> None:
-    """Wait for all work queued on the GPU (no-op without one): CuPy kernels are asynchronous."""
+    """Wait for all work queued on the GPU (no-op without one): CuPy kernels are asynchronous, and so are
+    cuPyNumeric's tasks once it is imported."""
     cp = cupy_gpu()
     if cp is not None:
         cp.cuda.runtime.deviceSynchronize()
+    if "cupynumeric" in sys.modules:
+        from legate.core import get_legate_runtime
+
+        get_legate_runtime().issue_execution_fence(block=True)
 
 
 def free_device_memory() -> None:
@@ -69,35 +76,105 @@ def device_name() -> str:
 
 
 def versions(*modules: str) -> dict[str, str]:
-    """Python's version and each module's (``"-"`` when it does not import)."""
+    """Python's version and each module's (``"-"`` when it is not installed), without importing any:
+    from the module when it is imported already, else from the distribution that installed it."""
+    distributions = importlib.metadata.packages_distributions()
     out = {"python": platform.python_version()}
     for name in modules:
-        try:
-            mod = importlib.import_module(name)
-        except Exception:
-            out[name] = "-"
-            continue
-        version = getattr(mod, "__version__", None)
-        if version is None:
+        version = getattr(sys.modules.get(name), "__version__", None)
+        for distribution in [] if version else distributions.get(name, [name]):
             try:
-                version = importlib.metadata.version(name)
-            except Exception:
-                version = "?"
-        out[name] = str(version)
+                version = importlib.metadata.version(distribution)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        out[name] = str(version or "-")
     return out
 
 
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def parse_int(text: str) -> int:
-    """A count from the command line: an int, also written as a power: ``1073741824``, ``2**30`` (parsed,
-    never evaluated)."""
+    """An int, also written as a power: ``1073741824``, ``2**30``."""
     if "**" in text:
         base, exp = text.split("**")
         return int(base) ** int(exp)
     return int(text)
 
 
-def now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+# --- the other systems ----------------------------------------------------------------------------
+
+
+def jax_modules() -> tuple[ModuleType, ModuleType] | None:
+    """``(jax, jax.numpy)`` when JAX imports, else None. JAX is asked not to preallocate most of the GPU's
+    memory up front, since it shares the device with CuPy in the same process."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    return jax, jnp
+
+
+def cupynumeric_module() -> ModuleType | None:
+    """cuPyNumeric when it imports (it brings its own Legate runtime), else None."""
+    try:
+        import cupynumeric
+    except ImportError:
+        return None
+    return cupynumeric
+
+
+def jax_row_sharding(devices: list) -> Any:
+    """A JAX sharding that splits axis 0 of an array evenly over ``devices`` (one block per device)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    return NamedSharding(Mesh(np.array(devices), ("workers",)), PartitionSpec("workers"))
+
+
+def persisted(*collections: Any) -> tuple:
+    """``dask.persist`` the collections and wait until the scheduler holds every block (on a distributed
+    cluster persisting returns at once); the persisted collections."""
+    import dask
+    from distributed import wait
+
+    out = dask.persist(*collections)
+    wait(out)
+    return out
+
+
+def dask_array_system() -> str:
+    """The name of the dask.array baseline here: over CuPy blocks with a GPU, else over NumPy blocks."""
+    return "dask.array+cupy" if cupy_gpu() is not None else "dask.array+numpy"
+
+
+def to_host(value: Any) -> np.ndarray:
+    """A NumPy copy of an array of any system measured: gnp, dask.array, CuPy, JAX or cuPyNumeric."""
+    if hasattr(value, "__dask_graph__"):  # gnp and dask.array: compute, giving NumPy or CuPy
+        value = value.compute()
+    if type(value).__module__.startswith("cupy"):
+        value = value.get()
+    return np.asarray(value)
+
+
+MODULES = ("numpy", "cupy", "dask", "distributed", "dask_gpunumeric", "jax", "cupynumeric")
+"""The modules whose versions a report records."""
+
+
+TITLES = {
+    "monte_carlo": "Monte-Carlo (example)", "black_scholes": "Black-Scholes", "heat": "2-D heat (Jacobi)",
+    "gray_scott": "Gray-Scott reaction-diffusion", "cg": "Conjugate gradient (2-D Laplacian)",
+    "matmul": "Dense matrix product", "small_arrays": "Small-array latency", "long_run": "Long run",
+}
+"""Display names of the benchmarks and weak-scaling workloads (others show their file name)."""
+
+
+def title(name: str) -> str:
+    """The display name of a benchmark or workload."""
+    return TITLES.get(name, name.replace("_", " "))
 
 
 # --- measuring ----------------------------------------------------------------------------------
@@ -142,28 +219,39 @@ def measure(
     warmup: int,
     check: Callable[[Any], tuple[bool, str]] | None = None,
     verbose: bool = True,
+    min_warmup_s: float = 0.3,
+    synchronize: Callable[[], None] | None = None,
 ) -> Result:
-    """Time ``fn()`` ``repeat`` times after ``warmup`` untimed calls, synchronising the device
-    before starting and before stopping each clock. An exception is recorded, not raised."""
+    """Time ``fn()`` ``repeat`` times after at least ``warmup`` untimed calls and ``min_warmup_s`` seconds
+    of them (a GPU raises its clocks only after some busy time: without it, whichever implementation
+    runs first is timed at lower clocks), synchronising the device (``synchronize``, default
+    :func:`sync`: this process's GPU) before starting and before stopping each clock. An exception is
+    recorded, not raised."""
+    sync_device = synchronize or sync
     result = Result(name)
     if verbose:
         print(f"  {name}: {warmup} warm-up + {repeat} timed runs ...", end="", flush=True)
     try:
         value = None
-        for _ in range(warmup):
+        warm_start = time.perf_counter()
+        done = 0
+        while done < warmup or (done and time.perf_counter() - warm_start < min_warmup_s):
             value = fn()
-            sync()
+            sync_device()
+            done += 1
         for _ in range(max(repeat, 1)):
-            sync()
+            sync_device()
             start = time.perf_counter()
             value = fn()
-            sync()
+            sync_device()
             result.times_s.append(time.perf_counter() - start)
-        result.value = _plain(value)
+        value = _plain(value)
         if check is not None:
-            result.ok, result.detail = check(result.value)
+            result.ok, result.detail = check(value)
+        if _jsonable(value) is value:  # keep numbers and strings; let go of arrays (device memory)
+            result.value = value
     except Exception as exc:  # one failing implementation must not stop the others
-        result.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+        result.error = describe_error(exc)
     finally:
         try:
             free_device_memory()
@@ -175,6 +263,11 @@ def measure(
         else:
             print(f" median {result.median_ms:.2f} ms", flush=True)
     return result
+
+
+def describe_error(exc: BaseException) -> str:
+    """An exception in one short line: its type and the first line of its message."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
 
 
 def _plain(value):
@@ -200,7 +293,7 @@ def make_report(
     baseline: str,
     params: dict,
     value_name: str = "value",
-    modules: tuple[str, ...] = ("numpy", "cupy", "dask", "dask_gpunumeric"),
+    modules: tuple[str, ...] = MODULES,
 ) -> dict:
     """Everything :func:`render` prints and :func:`write_json` saves."""
     base = next((r for r in results if r.name == baseline and r.error is None), None)

@@ -7,7 +7,7 @@ samples u (an estimate of sqrt(pi)):
 
 - ``gnp``: this library, ``gnp.fetch(monte_carlo(n, 10.0))`` from the example (the baseline of the
   ratios), and ``gnp-unfused``: the same with the fusion pass turned off (``gpunumeric.fusion``);
-- ``jax-jit`` where JAX is installed (on its default device);
+- ``jax-jit`` where JAX is installed (on its default device), ``cupynumeric`` where cuPyNumeric is;
 - with a GPU: ``cupy`` (eager CuPy) and ``dask.array+cupy`` (dask.array over CuPy blocks, the
   threaded scheduler);
 - without one: ``dask.array+numpy`` and ``numpy`` (eager NumPy), as references.
@@ -15,6 +15,9 @@ samples u (an estimate of sqrt(pi)):
 n defaults to 2**30 with a GPU and 2**22 without. Every run is timed with device synchronisation
 after warm-up runs; the table gives the median and minimum in ms and each median relative to gnp's.
 Exits 1 when an implementation fails or its estimate is off sqrt(pi) by 1e-2 or more.
+
+``weak_scaling`` and ``jax_sharded`` give ``benchmarks/weak_scaling.py`` the same estimate at 2**30 samples
+per worker.
 """
 
 from __future__ import annotations
@@ -50,20 +53,12 @@ def check(value):
     return err < TOLERANCE, f"|err| {err:.1e}"
 
 
-def cupy_eager(cp, n, x_max):
-    omega = 2 * x_max
-    raw = cp.random.default_rng(42).random(n, dtype=cp.float32)
-    samples = omega * raw - x_max
-    return float((omega / n) * cp.sum(cp.exp(-samples ** 2)))
-
-
 def jax_jit(n, x_max):
     """The example under ``jax.jit`` (compiled once, then timed), or None without JAX."""
-    try:
-        import jax
-        import jax.numpy as jnp
-    except ImportError:
+    modules = H.jax_modules()
+    if modules is None:
         return None
+    jax, jnp = modules
     omega = 2 * x_max
 
     @jax.jit
@@ -76,13 +71,12 @@ def jax_jit(n, x_max):
     return lambda: float(estimate(key))
 
 
-def numpy_eager(n, x_max):
-    import numpy as np
-
+def eager(xp, n, x_max):
+    """The example in an eager NumPy-like namespace: NumPy itself or cuPyNumeric."""
     omega = 2 * x_max
-    raw = np.random.default_rng(42).random(n, dtype=np.float32)
+    raw = xp.random.default_rng(42).random(n, dtype=xp.float32)
     samples = omega * raw - x_max
-    return float((omega / n) * np.sum(np.exp(-samples ** 2)))
+    return float((omega / n) * xp.sum(xp.exp(-samples ** 2)))
 
 
 def dask_rng(cp):
@@ -97,7 +91,8 @@ def dask_rng(cp):
         return da.random.RandomState(42, RandomState=cp.random.RandomState)
 
 
-def dask_array(rng, n, x_max, chunk):
+def dask_estimate(rng, n, x_max, chunk):
+    """The example in dask.array (a lazy 0-d dask array), samples drawn by ``rng`` in blocks of ``chunk``."""
     import numpy as np
 
     import dask.array as da
@@ -108,8 +103,53 @@ def dask_array(rng, n, x_max, chunk):
     else:
         raw = rng.random_sample(n, dtype=np.float32, chunks=chunk)
     samples = omega * raw - x_max
-    estimate = (omega / n) * da.sum(da.exp(-samples ** 2))
-    return float(estimate.compute(scheduler="threads"))
+    return (omega / n) * da.sum(da.exp(-samples ** 2))
+
+
+def dask_array(rng, n, x_max, chunk):
+    return float(dask_estimate(rng, n, x_max, chunk).compute(scheduler="threads"))
+
+
+SAMPLES_PER_WORKER = 2**30
+
+
+def weak_scaling(k: int, scale: int):
+    """(system, run, check) for ``benchmarks/weak_scaling.py`` on the active cluster of ``k`` workers:
+    ``SAMPLES_PER_WORKER // scale`` samples per worker. ``run(i)`` folds ``i`` into ``x_max`` so that no
+    run reuses another's result, and returns the estimate."""
+    import dask_gpunumeric as gnp
+
+    example = load_example()
+    n = k * SAMPLES_PER_WORKER // scale
+
+    def run_gnp(i: int) -> float:
+        return gnp.fetch(example.monte_carlo(n, X_MAX + 1e-7 * i))
+
+    def run_gnp_unfused(i: int) -> float:
+        with gnp.config.set(fusion=False):
+            return run_gnp(i)
+
+    rng = dask_rng(H.cupy_gpu())
+    yield "gnp", run_gnp, check
+    yield "gnp-unfused", run_gnp_unfused, check
+    yield H.dask_array_system(), lambda i: float(dask_estimate(rng, n, X_MAX + 1e-7 * i, n // k).compute()), check
+
+
+def jax_sharded(devices: list, scale: int):
+    """(run, check) of the example under ``jax.jit`` with its samples sharded over ``devices`` (same size
+    per device as ``weak_scaling``); needs JAX."""
+    jax, jnp = H.jax_modules()
+    n = len(devices) * SAMPLES_PER_WORKER // scale
+    blocks = H.jax_row_sharding(devices)
+
+    @jax.jit
+    def estimate(key, x_max):
+        raw = jax.lax.with_sharding_constraint(jax.random.uniform(key, (n,), dtype=jnp.float32), blocks)
+        samples = 2 * x_max * raw - x_max
+        return (2 * x_max * (1.0 / n)) * jnp.sum(jnp.exp(-samples ** 2))  # 1/n a float: n may exceed int32
+
+    key = jax.random.PRNGKey(42)
+    return (lambda i: float(estimate(key, X_MAX + 1e-7 * i))), check
 
 
 def main(argv=None) -> int:
@@ -150,12 +190,16 @@ def main(argv=None) -> int:
     jax_run = jax_jit(n, X_MAX)
     if jax_run is not None:
         runs.append(("jax-jit", jax_run))
+    cn = H.cupynumeric_module()
+    if cn is not None:
+        runs.append(("cupynumeric", lambda: eager(cn, n, X_MAX)))
     if cp is not None:
-        runs.append(("cupy", lambda: cupy_eager(cp, n, X_MAX)))
-        runs.append(("dask.array+cupy", lambda: dask_array(dask_rng(cp), n, X_MAX, args.chunk)))
-    else:
-        runs.append(("dask.array+numpy", lambda: dask_array(dask_rng(None), n, X_MAX, args.chunk)))
-        runs.append(("numpy", lambda: numpy_eager(n, X_MAX)))
+        runs.append(("cupy", lambda: eager(cp, n, X_MAX)))
+    runs.append((H.dask_array_system(), lambda: dask_array(dask_rng(cp), n, X_MAX, args.chunk)))
+    if cp is None:
+        import numpy as np
+
+        runs.append(("numpy", lambda: eager(np, n, X_MAX)))
 
     results = [H.measure(name, fn, repeat=args.repeat, warmup=args.warmup, check=check)
                for name, fn in runs]

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The one command for the GPU machine (offline; dask, distributed, dask-cuda, bokeh and UCXX travel
 # as wheels in .whl/, see ../shared/device/README.md): installs the wheels into /tmp/site, prints
-# the GPU and versions, runs the whole test suite on CuPy blocks, then the benchmarks, and ends
-# with a short summary. Logs go to $OUT/tests.log and $OUT/bench.log (and $OUT/<benchmark>.json) when
-# $OUT is set. Exits non-zero when tests or benchmarks failed; failed tests don't stop the
-# benchmarks.
+# the GPU and versions, runs the whole test suite on CuPy blocks, then the benchmark suite
+# (benchmarks/suite.py: every benchmark, weak scaling on 1, 2, 4, ... GPUs, plots), and ends with a
+# short summary. Logs go to $OUT/tests.log and $OUT/bench.log, the suite's results.json, results.md
+# and plots to $OUT/benchmarks/, when $OUT is set. Exits non-zero when tests or benchmarks failed;
+# failed tests don't stop the benchmarks.
 #
-#   bash ci/gpu.sh [--quick] [-- BENCHMARK ARGS...]
+#   bash ci/gpu.sh [--quick] [-- SUITE ARGS...]
 #
 #   --quick   benchmarks only (skip the tests)
-#   -- ...    passed to every benchmark, e.g. -- --repeat 5
+#   -- ...    passed to benchmarks/suite.py, e.g. -- --repeat 5 --only monte_carlo,matmul
 set -uo pipefail  # no -e: the benchmarks run even when tests fail
 export PYTHONUNBUFFERED=1
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit
@@ -20,7 +21,7 @@ while (($#)); do
     case $1 in
         --quick) quick=1 ;;
         --) shift; bench_args=("$@"); break ;;
-        -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
         *) echo "ci/gpu.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
     esac
     shift
@@ -73,24 +74,9 @@ else
     tests_rc=${PIPESTATUS[0]}
 fi
 
-BENCHMARKS=(monte_carlo black_scholes small_arrays)
-bench_rc=0
-: >"$log_dir/bench.log"
-for bench in "${BENCHMARKS[@]}"; do
-    echo "== benchmark: python3 benchmarks/$bench.py ${bench_args[*]}"
-    python3 "benchmarks/$bench.py" --json "$log_dir/$bench.json" "${bench_args[@]}" 2>&1 | tee -a "$log_dir/bench.log"
-    rc=${PIPESTATUS[0]}
-    ((rc != 0)) && bench_rc=$rc
-done
-n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if ((n_gpus >= 2)); then  # weak scaling from 1 to every GPU of the machine (powers of two)
-    counts=1; k=2
-    while ((k <= n_gpus)); do counts+=",$k"; k=$((k * 2)); done
-    echo "== benchmark: python3 benchmarks/weak_scaling.py --workers $counts"
-    python3 benchmarks/weak_scaling.py --workers "$counts" --json "$log_dir/weak_scaling.json" 2>&1 | tee -a "$log_dir/bench.log"
-    rc=${PIPESTATUS[0]}
-    ((rc != 0)) && bench_rc=$rc
-fi
+echo "== benchmarks: python3 benchmarks/suite.py --out $log_dir/benchmarks ${bench_args[*]}"
+python3 benchmarks/suite.py --out "$log_dir/benchmarks" "${bench_args[@]}" 2>&1 | tee "$log_dir/bench.log"
+bench_rc=${PIPESTATUS[0]}
 
 echo
 echo "== summary"
@@ -100,11 +86,8 @@ else
     summary="$(grep -E '([0-9]+ (passed|failed|errors?|skipped|xfailed|xpassed|deselected)|no tests ran).* in [0-9.]+s' "$log_dir/tests.log" | tail -n 1)"
     echo "tests:      ${summary:-no pytest summary line (see tests.log)} (exit code $tests_rc)"
 fi
-echo "benchmarks: exit code $bench_rc"
-for bench in "${BENCHMARKS[@]}"; do
-    [[ -s "$log_dir/$bench.json" ]] && python3 benchmarks/_harness.py show "$log_dir/$bench.json"
-done
-[[ -n "${OUT:-}" ]] && echo "logs: $OUT/tests.log, $OUT/bench.log, $OUT/*.json"
+echo "benchmarks: exit code $bench_rc; results, table and plots in $log_dir/benchmarks/"
+[[ -n "${OUT:-}" ]] && echo "logs: $OUT/tests.log, $OUT/bench.log"
 
 if ((tests_rc != 0)); then exit "$tests_rc"; fi
 exit "$bench_rc"

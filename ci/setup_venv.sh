@@ -1,8 +1,8 @@
 # shellcheck shell=bash
-# Shared by ci/test.sh and ci/example.sh (sourced, not run): defines gnp_setup_venv.
+# Shared by ci/test.sh, ci/docs.sh and ci/example.sh (sourced, not run): defines gnp_setup_venv.
 #
 #   source ci/setup_venv.sh
-#   gnp_setup_venv [EXTRAS]      # e.g. gnp_setup_venv test
+#   gnp_setup_venv [EXTRAS]      # e.g. gnp_setup_venv test,bench
 #
 # Creates .venv in the repository root with `python3 -m venv` if it is missing (set PYTHON to use
 # another interpreter, >= 3.11), activates it, and installs this package editable with the given

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The test command (README): on a fresh machine, sets up .venv, runs the test suite, then compiles
-# every CUDA kernel the tests generated with nvcc (when nvcc is on PATH), so code-generation
-# errors show up without a GPU.
+# The test command (README): on a fresh machine, sets up .venv (test and bench extras), runs the test
+# suite, then compiles every CUDA kernel the tests generated with nvcc (when nvcc is on PATH), so
+# code-generation errors show up without a GPU.
 #
 #   bash ci/test.sh [PYTEST ARGS...]
 #
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=ci/setup_venv.sh
 source ci/setup_venv.sh
-gnp_setup_venv test
+gnp_setup_venv test,bench
 
 keep_kernels=0
 if [[ -n "${GNP_KERNEL_DUMP_DIR:-}" ]]; then

@@ -7,13 +7,16 @@
 """
 from __future__ import annotations
 
+import importlib.util as _importlib_util
+
 import numpy as _np
 
-from . import config, fft, linalg, random
+from . import config, fft, lib, linalg, random
 from . import _operators  # noqa: F401  (attaches operators and methods to Array)
 from ._accelerate import accelerate
+from ._loops import fori_loop, while_loop
 from ._array import Array
-from ._blockwise import map_blocks
+from ._blockwise import apply_gufunc, map_blocks
 from ._checkpoint import checkpoint
 from ._overlap import map_overlap
 from ._cluster import cluster
@@ -71,6 +74,7 @@ for _name, _func in {
 }.items():
     if hasattr(_np, _name):
         _register(getattr(_np, _name), _func)
+_register(_np.lib.stride_tricks.sliding_window_view, lib.stride_tricks.sliding_window_view)
 for _module in (_utility, _tensor, _sorting, _statistics):
     for _name in _module.__all__:
         if hasattr(_np, _name):
@@ -79,3 +83,8 @@ for _numpy_module, _gnp_module in ((_np.linalg, linalg), (_np.fft, fft)):
     for _name in _gnp_module.__all__:
         if callable(getattr(_numpy_module, _name, None)) and not isinstance(getattr(_numpy_module, _name), type):
             _register(getattr(_numpy_module, _name), getattr(_gnp_module, _name))
+
+if _importlib_util.find_spec("xarray") is not None:  # gnp Arrays in xarray objects (see dask_gpunumeric.xarray)
+    from . import xarray as _xarray
+
+    _xarray.register()

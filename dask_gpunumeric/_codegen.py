@@ -417,6 +417,7 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
     scalar_types = _scalar_ctypes(instrs)
     for k, ct in sorted(scalar_types.items()):
         params.append(f"const {ct} s{k}")
+    params += [f"const {ct} {_cast_name(j, ct)}" for j, ct in _scalar_casts(instrs)]
     params += ["const long long n", "const long long goff"]
     if mode == "strided":
         for d in range(ndim):
@@ -435,6 +436,8 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
     body.append("    const long long nthreads = (long long)gridDim.x * blockDim.x;")
     if group > 1:
         body += _grouped_loop(program, full_reductions, group)
+    elif mode == "flat":
+        body += _unrolled_loop(program, full_reductions)
     else:
         body.append("    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nthreads) {")
         indent = "        "
@@ -467,11 +470,13 @@ def _full_reductions(program: tuple) -> list[int]:
 
 
 def _element_code(program: tuple, full_reductions: list[int], mode: str, group: int,
-                  partial: dict[int, str]) -> list[str]:
+                  partial: dict[int, str], loaded: dict[int, str] | None = None) -> list[str]:
     """The statements computing one element ``t`` (global index ``gi``): every instruction, then each
-    output stored or folded into its accumulator (``partial[k]``, where given, instead of ``acc<k>``)."""
+    output stored or folded into its accumulator (``partial[k]``, where given, instead of ``acc<k>``).
+    ``loaded`` names registers already holding the values of load instructions."""
     _, _, instrs, outputs = program
-    lines = [_instr_code(i, ins, instrs, mode, group) for i, ins in enumerate(instrs)]
+    lines = [f"const {_ctype(ins[2])} v{i} = {loaded[i]};" if loaded and i in loaded
+             else _instr_code(i, ins, instrs, mode, group) for i, ins in enumerate(instrs)]
     for k, out in enumerate(outputs):
         if k in full_reductions:
             acc = partial.get(k, f"acc{k}")
@@ -479,6 +484,36 @@ def _element_code(program: tuple, full_reductions: list[int], mode: str, group: 
             lines.append(f"{acc} = {_COMBINE[out[2]].format(a=acc, b=f'({ct})v{out[1]}')};")
         else:
             lines.append(f"out{k}[t] = v{out[1]};")
+    return lines
+
+
+UNROLL = 4  # elements per thread per iteration of a flat kernel without Philox groups
+
+
+def _unrolled_loop(program: tuple, full_reductions: list[int]) -> list[str]:
+    """The flat loop, ``UNROLL`` elements per thread per iteration, a thread block's width apart (loads
+    stay coalesced): where all of them are inside the block, every input load of all of them is issued
+    before any arithmetic, so that a memory-bound kernel keeps several loads in flight per thread."""
+    _, _, instrs, _ = program
+    loads = [i for i, ins in enumerate(instrs) if ins[0] == "load"]
+    lines = [f"    for (long long base = (long long)blockIdx.x * blockDim.x * {UNROLL} + threadIdx.x; base < n; "
+             f"base += nthreads * {UNROLL}) {{",
+             f"        if (base + {UNROLL - 1} * (long long)blockDim.x < n) {{"]
+    for u in range(UNROLL):
+        lines.append(f"            const long long t{u} = base + {u} * (long long)blockDim.x;")
+        for i in loads:
+            k = instrs[i][1]
+            lines.append(f"            const {_ctype(instrs[i][2])} ld{i}_{u} = in{k}[single{k} ? 0 : t{u}];")
+    for u in range(UNROLL):
+        lines += ["            {", f"                const long long t = t{u};", "                const long long gi = goff + t;"]
+        element = _element_code(program, full_reductions, "flat", 1, {}, {i: f"ld{i}_{u}" for i in loads})
+        lines += ["                " + line for line in element]
+        lines.append("            }")
+    lines += ["        } else {",
+              "            for (long long t = base; t < n; t += blockDim.x) {",
+              "                const long long gi = goff + t;"]
+    lines += ["                " + line for line in _element_code(program, full_reductions, "flat", 1, {})]
+    lines += ["            }", "        }", "    }"]
     return lines
 
 
@@ -601,7 +636,8 @@ def _reduce_identity(out: tuple, acc: np.dtype) -> str:
     return f"({_ctype(acc)}){_IDENTITY[kind]}"
 
 
-def _scalar_ctypes(instrs: Sequence[tuple]) -> dict[int, str]:
+@functools.lru_cache(maxsize=256)
+def _scalar_ctypes(instrs: tuple) -> dict[int, str]:
     """Kernel argument type of each scalar slot."""
     types: dict[int, str] = {}
     for ins in instrs:
@@ -629,20 +665,52 @@ def _instr_code(i: int, ins: tuple, instrs: Sequence[tuple], mode: str, group: i
         return f"const {_ctype(ins[2])} v{i} = s{ins[1]};"
     if tag == "random":
         return f"const {_ctype(ins[2])} v{i} = {_random_code(i, ins, group)};"
-    _, func, dt, kwargs, args, compute = ins
-    arity, category, _, template = _OPS[func]
+    _, func, dt, _, args, compute = ins
+    category, template = _OPS[func][1], _OPS[func][3]
     out_dt, compute = np.dtype(dt), np.dtype(compute)
-    arg_dts = [_value_dtype(instrs[j]) for j in args]
     ct = _ctype(compute)
-    if category == "where":
-        operands = [f"v{args[0]}", f"({ct})v{args[1]}", f"({ct})v{args[2]}"]
-    elif category == "astype" and arg_dts[0].kind == "f" and out_dt.kind in "iu" and out_dt.itemsize < 8:
+    if category == "astype" and _value_dtype(instrs[args[0]]).kind == "f" and out_dt.kind in "iu" and out_dt.itemsize < 8:
         operands = [f"({ct})(long long)v{args[0]}"]  # as NumPy: through int64, wrapping
     else:
-        operands = [f"({ct})v{j}" for j in args]
+        operands = [f"v{j}" if cast is None else _cast_name(j, cast) if instrs[j][0] in ("scalar", "full")
+                    else f"({cast})v{j}" for j, cast in _operand_casts(ins)]
     f = "f" if compute == np.float32 else ""
     expr = template.format(*operands, T=ct, f=f)
     return f"const {_ctype(out_dt)} v{i} = ({_ctype(out_dt)}){expr};"
+
+
+def _operand_casts(ins: tuple) -> list[tuple[int, str | None]]:
+    """Each operand of an op instruction with the C type it is converted to (None: used as it is)."""
+    _, func, _, _, args, compute = ins
+    ct = _ctype(compute)
+    if _OPS[func][1] == "where":
+        return [(args[0], None), (args[1], ct), (args[2], ct)]
+    return [(j, ct) for j in args]
+
+
+def _cast_name(j: int, ctype: str) -> str:
+    return f"c{j}_{ctype.replace(' ', '_')}"
+
+
+@functools.lru_cache(maxsize=256)
+def _scalar_casts(instrs: tuple) -> list[tuple[int, str]]:
+    """(scalar instruction, C type) for each type a scalar operand is computed in: each is a kernel
+    argument of its own, converted on the host (a conversion in the kernel, which nvcc may repeat for
+    every element rather than keep a register, runs on a slow pipe for float64 to float32)."""
+    casts: dict[tuple[int, str], None] = {}
+    for ins in instrs:
+        if ins[0] == "op":
+            for j, cast in _operand_casts(ins):
+                if cast is not None and instrs[j][0] in ("scalar", "full"):
+                    casts[(j, cast)] = None
+    return list(casts)
+
+
+def _cast_arg(scalars: Sequence[Any], instrs: Sequence[tuple], j: int, ctype: str) -> Any:
+    """The value of scalar instruction ``j`` as its own C type, then converted to ``ctype`` (what ``(ctype)v``
+    gives in C: NumPy's casts round the same way)."""
+    own = _NP_OF_CTYPE[_ctype(instrs[j][2])].type(scalars[instrs[j][1]])
+    return _NP_OF_CTYPE[ctype].type(own)
 
 
 def _random_code(i: int, ins: tuple, group: int) -> str:
@@ -726,7 +794,8 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
         return [_empty_output(out, instrs, shape) for out in outputs]
     mode, group, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
     kernel, grid_limit = _kernel(program, mode, group)
-    blocks = max(1, min(-(-size // (group * _THREADS)), grid_limit))
+    per_thread = group if group > 1 else UNROLL if mode == "flat" else 1
+    blocks = max(1, min(-(-size // (per_thread * _THREADS)), grid_limit))
     full = _full_reductions(program)
     bufs, results = [], []
     for k, out in enumerate(outputs):
@@ -740,7 +809,8 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     if full:
         bufs.append(_ticket())
     types = _scalar_ctypes(instrs)
-    args = [*inputs, *bufs, *(_scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)), *geometry]
+    args = [*inputs, *bufs, *(_scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)),
+            *(_cast_arg(scalars, instrs, j, ct) for j, ct in _scalar_casts(instrs)), *geometry]
     kernel((blocks,), (_THREADS,), tuple(args))
     return [r if k in full or out[0] == "store" else _blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
             for k, (out, r) in enumerate(zip(outputs, results))]

@@ -2,6 +2,7 @@
 from nothing (full, arange, linspace, eye). Blocks of created arrays are computed where they are needed."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import uuid
@@ -40,12 +41,30 @@ def normalize_chunks(chunks: Any, shape: tuple[int, ...], dtype: np.dtype, backe
     # a byte size given in chunks sets the block size itself (Dask refuses a second, different limit)
     limit = None if any(isinstance(c, str) and c != "auto" for c in parts) else config.chunk_bytes(backend)
     try:
-        out = _dask_normalize_chunks(chunks, shape, limit=limit, dtype=dtype, previous_chunks=previous_chunks)
+        out = _dask_chunks(chunks, shape, limit, np.dtype(dtype), previous_chunks)
     except (ValueError, TypeError, ZeroDivisionError) as e:
         raise ValueError(f"invalid chunks {chunks!r} for shape {shape}: {e}") from None
     if any(c < 0 for axis in out for c in axis):
         raise ValueError(f"invalid chunks {chunks!r} for shape {shape}: negative block lengths")
     return out
+
+
+def _dask_chunks(chunks: Any, shape: tuple[int, ...], limit: int | None, dtype: np.dtype,
+                 previous_chunks: Any) -> tuple[tuple[int, ...], ...]:
+    """Dask's ``normalize_chunks``, remembered for hashable arguments (arrays are made on every call of
+    user code: the same shapes and chunk requests again and again)."""
+    try:
+        return _dask_chunks_cached(chunks, shape, limit, dtype, previous_chunks)
+    except TypeError as e:
+        if "unhashable" not in str(e):
+            raise
+        return _dask_normalize_chunks(chunks, shape, limit=limit, dtype=dtype, previous_chunks=previous_chunks)
+
+
+@functools.lru_cache(maxsize=1024)
+def _dask_chunks_cached(chunks: Any, shape: tuple[int, ...], limit: int | None, dtype: np.dtype,
+                        previous_chunks: Any) -> tuple[tuple[int, ...], ...]:
+    return _dask_normalize_chunks(chunks, shape, limit=limit, dtype=dtype, previous_chunks=previous_chunks)
 
 
 def _chunks_per_worker(shape: tuple[int, ...], dtype: np.dtype, limit: int) -> tuple[tuple[int, ...], ...] | None:

@@ -52,6 +52,9 @@ _BINARY = {
 }
 BLOCK_FUNCTION = {**_UNARY, **_BINARY, "where": "where", "clip": "clip", "round": "round", "astype": "astype"}
 
+# the public functions (``from ._elementwise import *`` in the package): the helpers below stay internal
+__all__ = [*_UNARY, *_BINARY, "where", "clip", "round", "astype"]
+
 
 def result_dtype(op: str, args: list[Any], kwargs: dict) -> np.dtype:
     """The dtype NumPy gives ``op`` on operands of these dtypes (NEP 50: Python scalars are weak)."""

@@ -10,12 +10,13 @@ Q), and ``svd``/``svdvals`` from the SVD of TSQR's R (wide matrices through thei
 ``pinv`` and ``lstsq`` are composed from that SVD.
 
 Everything is lazy, so errors that depend on the values (a singular matrix, a matrix that is not positive
-definite) are raised by ``compute``, with NumPy's ``LinAlgError`` on NumPy blocks. CuPy does not check by
-default: on CuPy blocks such matrices give inf/nan instead (``cupyx.errstate(linalg="raise")`` makes CuPy
-raise). Shape errors are raised when the expression is built. Computations run in NumPy's linalg dtypes
+definite) are raised by ``compute``, with NumPy's ``LinAlgError`` on either backend (on CuPy blocks the
+block functions run under ``cupyx.errstate(linalg="raise")``: CuPy otherwise returns inf/nan). Shape errors are raised when the expression is built. Computations run in NumPy's linalg dtypes
 (float32, float64, complex64, complex128; integers and booleans as float64).
 """
 from __future__ import annotations
+
+import contextlib
 
 import operator
 from typing import Any, NamedTuple
@@ -172,6 +173,16 @@ def _op_qr(xp: Any, a: Any, mode: str) -> tuple:
     return tuple(out) if isinstance(out, tuple) else (out,)  # mode "r" gives R alone
 
 
+def _value_errors(xp: Any) -> Any:
+    """A context in which the backend raises LinAlgError for singular or indefinite matrices, as NumPy
+    does (CuPy otherwise returns inf/nan: cuSOLVER's status is checked only when asked)."""
+    if xp.__name__ == "cupy":
+        import cupyx
+
+        return cupyx.errstate(linalg="raise")
+    return contextlib.nullcontext()
+
+
 _OPS: dict[str, Any] = {
     "inv": lambda xp, a: (xp.linalg.inv(a),),
     "solve": _op_solve,
@@ -204,7 +215,8 @@ def _packed_block(*blocks: Any, op: str, shapes: tuple[Shape, ...], params: dict
     """Run ``op`` of the backend's linalg on one block of stacked matrices and pack its outputs side by
     side into one block (``_layout``)."""
     xp = namespace(*blocks)
-    outs = _OPS[op](xp, *blocks, **params)
+    with _value_errors(xp):
+        outs = _OPS[op](xp, *blocks, **params)
     places, rows, cols = _layout(shapes)
     batch = outs[0].shape[: outs[0].ndim - len(shapes[0])]
     if len(outs) == 1:

@@ -152,3 +152,13 @@ def _explain(self: Array, *, source: bool = False) -> str:
 
 
 Array.explain = _explain
+
+
+def _map_blocks_method(self: Array, func: Any, *args: Any, **kwargs: Any) -> Array:
+    """``func`` on every block of this Array (and of ``args``): ``gnp.map_blocks(func, self, *args, ...)``."""
+    from ._blockwise import map_blocks
+
+    return map_blocks(func, self, *args, **kwargs)
+
+
+Array.map_blocks = _map_blocks_method

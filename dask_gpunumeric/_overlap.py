@@ -16,7 +16,7 @@ import numpy as np
 from . import _plan
 from ._array import Array, ArrayLike
 from ._blockwise import map_blocks
-from ._expr import Gather
+from ._expr import Gather, Overlap
 
 _EDGE_MAPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
     "periodic": lambda p, n: p % n,
@@ -41,23 +41,23 @@ def _runs(indices: np.ndarray) -> list[_plan.Segment]:
     return segments
 
 
+def axis_segments(lo: int, hi: int, n: int, boundary: str) -> list[_plan.Segment]:
+    """Source-0 segments selecting positions ``lo..hi-1`` of an axis of length ``n`` in order, positions
+    outside ``0..n-1`` mapped by ``boundary`` (left out for "none")."""
+    inside = [(0, max(lo, 0), 1, min(hi, n) - max(lo, 0))] if min(hi, n) > max(lo, 0) else []
+    if boundary == "none":
+        return inside
+    edge = _EDGE_MAPS[boundary]
+    return _runs(edge(np.arange(lo, min(hi, 0)), n)) + inside + _runs(edge(np.arange(max(lo, n), hi), n))
+
+
 def _axis_halos(chunks: Sequence[int], depth: int, boundary: str) -> tuple[list[list[_plan.Segment]], tuple[int, ...], list[int]]:
     """Per block: the segments of its extended range, the extended chunk lengths, and its left halo size."""
     n = sum(chunks)
-    offsets = _plan.offsets(chunks)
-    segments, lengths, lefts = [], [], []
-    for o, size in zip(offsets, chunks):
-        left = np.arange(o - depth, o)
-        right = np.arange(o + size, o + size + depth)
-        if boundary == "none":
-            left, right = left[left >= 0], right[right < n]
-        else:
-            left, right = _EDGE_MAPS[boundary](left, n), _EDGE_MAPS[boundary](right, n)
-        block = ([(0, o, 1, size)] if size else [])
-        segments.append(_runs(left) + block + _runs(right))
-        lengths.append(len(left) + size + len(right))
-        lefts.append(len(left))
-    return segments, tuple(lengths), lefts
+    segments = [axis_segments(o - depth, o + size + depth, n, boundary)
+                for o, size in zip(_plan.offsets(chunks), chunks)]
+    lefts = [min(depth, o) if boundary == "none" else depth for o in _plan.offsets(chunks)]
+    return segments, tuple(sum(seg[3] for seg in segs) for segs in segments), lefts
 
 
 def _normalize(value: Any, ndim: int, default: Any, what: str) -> tuple[Any, ...]:
@@ -99,7 +99,7 @@ def _extend(a: Array, depths: tuple[int, ...], boundaries: tuple[Any, ...]) -> t
             (tuple(p for p in _plan.segments_plan([source], s, (n,))[0][0]), None) for s, n in zip(segs, lengths)
         ))
         lefts.append(left)
-    return Array(Gather(tuple(plan), (), a.dtype, padded.expr)), lefts
+    return Array(Overlap(tuple(plan), (), a.dtype, padded.expr)), lefts
 
 
 def map_overlap(func: Callable[..., Any], *arrays: ArrayLike, depth: Any = 1, boundary: Any = "none",
@@ -137,3 +137,71 @@ def map_overlap(func: Callable[..., Any], *arrays: ArrayLike, depth: Any = 1, bo
         for axis in range(first.ndim)
     )
     return Array(Gather(plan, (), out.dtype, out.expr))
+
+
+def _window_view(block: Any, window: int, axis: int) -> Any:
+    """The sliding windows of one block extended by its forward halo (its trailing length-1 axis dropped):
+    a strided view, no copy."""
+    from ._backend import namespace
+
+    return namespace(block).lib.stride_tricks.sliding_window_view(block[..., 0], window, axis=axis)
+
+
+def _windows_along(a: Array, window: int, axis: int) -> Array:
+    """Windows of ``window`` elements along one axis, as a new last axis: output block i along ``axis``
+    is input block i extended by the ``window - 1`` elements after it (a forward halo), viewed as windows."""
+    from ._manipulation import expand_dims
+
+    n = a.shape[axis]
+    out_chunks, left = [], n - window + 1  # the output keeps the input's blocks, cut short at the end
+    for size in a.chunks[axis]:
+        out_chunks.append(min(size, left))
+        left -= out_chunks[-1]
+    out_chunks = [c for c in out_chunks if c] or [0]
+    plan = []
+    for d, chunks in enumerate(a.chunks):
+        if d == axis:
+            spans = [(o, size + window - 1) for o, size in zip(_plan.offsets(out_chunks), out_chunks)]
+        else:
+            spans = list(zip(_plan.offsets(chunks), chunks))
+        plan.append(tuple(_plan.segments_plan([chunks], [(0, o, 1, length)], (length,))[0] for o, length in spans))
+    extended = expand_dims(Array(Gather(tuple(plan), (), a.dtype, a.expr)), axis=-1)
+    chunks = tuple(tuple(out_chunks) if d == axis else c for d, c in enumerate(a.chunks)) + ((window,),)
+    return map_blocks(_window_view, extended, chunks=chunks, name="sliding-window", window=window, axis=axis)
+
+
+def sliding_window_view(x: ArrayLike, window_shape: Any, axis: Any = None, *, subok: bool = False,
+                        writeable: bool = False) -> Array:
+    """Sliding windows of ``window_shape`` over ``axis`` (all axes when None), each window along new last
+    axes, as ``numpy.lib.stride_tricks.sliding_window_view``. Each block holds views of its input block
+    extended by the ``window - 1`` elements that follow it, so the windows cost no copy of their own.
+    ``subok`` and ``writeable`` are accepted for NumPy compatibility; Arrays are read-only anyway."""
+    from ._elementwise import as_array
+    from ._manipulation import normalize_axis
+
+    a = as_array(x)
+    windows = (window_shape,) if np.ndim(window_shape) == 0 else tuple(window_shape)
+    windows = tuple(int(w) for w in windows)
+    if any(w < 0 for w in windows):
+        raise ValueError("`window_shape` cannot contain negative values")
+    if axis is None:
+        if len(windows) != a.ndim:
+            raise ValueError(f"Since axis is `None`, must provide window_shape for all dimensions of `x`; got "
+                             f"{len(windows)} window_shape elements and `x.ndim` is {a.ndim}.")
+        axes = tuple(range(a.ndim))
+    else:
+        axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+        if len(axes) != len(windows):
+            raise ValueError(f"Must provide matching length window_shape and axis; got {len(windows)} "
+                             f"window_shape elements and {len(axes)} axes elements.")
+        axes = tuple(normalize_axis(ax, a.ndim) for ax in axes)
+    lengths = list(a.shape)
+    for ax, w in zip(axes, windows):
+        if w > lengths[ax]:
+            raise ValueError("window shape cannot be larger than input array shape")
+        if w == 0:
+            raise ValueError("sliding_window_view: windows of length 0 are not supported; use a length of 1 or more")
+        lengths[ax] -= w - 1
+    for ax, w in zip(axes, windows):  # one axis at a time: NumPy's result, repeated axes included
+        a = _windows_along(a, w, ax)
+    return a

@@ -122,16 +122,19 @@ def _local_scheduler(x: Array) -> bool:
 def _compute_local(x: Array) -> Any:
     """``x.compute()`` on the local scheduler without the collection machinery of ``dask.compute``: the
     optimized graph of the array (cached for pure computations) straight to the scheduler."""
-    from ._expr import Materialized
+    import dask.callbacks
 
-    import dask.local
+    from ._expr import Materialized, run_in_order
 
     expr = x.expr.finalize_compute()
     (key,) = expr.__dask_keys__()
-    graph = Materialized((expr,))._graph
-    # a handful of tasks gains nothing from threads: run them in order, in this thread
-    get = dask.local.get_sync if len(graph) <= _SMALL_GRAPH else x.__dask_scheduler__
-    return get(graph, [key])[0]
+    materialized = Materialized((expr,))
+    graph = materialized._graph
+    if len(graph) <= _SMALL_GRAPH and not dask.callbacks.Callback.active:
+        # a handful of tasks gains nothing from threads: run them in order, in this thread (with Dask
+        # callbacks, such as a progress bar, active: on Dask's local scheduler, which calls them)
+        return run_in_order(graph, materialized.schedule(), [key])[0]
+    return x.__dask_scheduler__(graph, [key])[0]
 
 
 _SMALL_GRAPH = 8

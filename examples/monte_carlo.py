@@ -9,6 +9,7 @@ computation is one lazy expression; ``gnp.fetch`` runs it and brings back a Pyth
 import argparse
 import time
 
+# --8<-- [start:example]
 import dask_gpunumeric as gnp
 
 
@@ -21,6 +22,7 @@ def monte_carlo(n, x_max):
     raw = gnp.random.default_rng(42).random(n, dtype=gnp.float32)
     samples = omega * raw - x_max
     return (omega / n) * gnp.sum(integrand(samples))
+# --8<-- [end:example]
 
 
 def main(argv=None):

@@ -62,8 +62,8 @@ def assert_eq(actual: Any, expected: Any, *, rtol: float | None = None, atol: fl
         backend = "cupy" if type(computed).__module__.startswith("cupy") else "numpy"
         assert backend == actual.backend, (backend, actual.backend)
         assert computed.shape == actual.shape and computed.dtype == actual.dtype, (computed.shape, computed.dtype)
-        actual = to_host(computed)
-    actual = np.asarray(actual)
+        actual = computed
+    actual = np.asarray(to_host(actual))  # computed results (dask.compute) may be CuPy arrays
     if check_dtype:
         assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
     if expected.dtype.kind in "fc":

@@ -1,4 +1,5 @@
-"""``map_overlap``: stencils on blocks with halos, every boundary, against NumPy on the padded array."""
+"""``map_overlap``: stencils on blocks with halos, every boundary, against NumPy on the padded array; and
+``sliding_window_view`` (forward halos viewed as windows) against NumPy's."""
 from __future__ import annotations
 
 from typing import Any
@@ -97,3 +98,50 @@ def test_bad_input() -> None:
         gnp.map_overlap(laplacian, a, depth=5, boundary="periodic")
     with pytest.raises(TypeError):
         gnp.map_overlap(laplacian)
+
+
+@st.composite
+def windowed(draw: Any) -> tuple[np.ndarray, tuple, Any, Any]:
+    """Data, chunks, and a window shape with its axes (one or two windows, axes possibly repeated)."""
+    x, chunks = draw(grids(draw(st.integers(1, 3))))
+    axes = tuple(draw(st.lists(st.integers(0, x.ndim - 1), min_size=1, max_size=2)))
+    windows, left = [], list(x.shape)
+    for ax in axes:
+        windows.append(draw(st.integers(1, left[ax])))
+        left[ax] -= windows[-1] - 1
+    return x, chunks, tuple(windows), axes
+
+
+@given(data=windowed())
+def test_sliding_window_view(data: tuple) -> None:
+    x, chunks, windows, axes = data
+    expected = np.lib.stride_tricks.sliding_window_view(x, windows, axis=axes)
+    out = gnp.lib.stride_tricks.sliding_window_view(gnp.from_array(x, chunks=chunks), windows, axis=axes)
+    assert_eq(out, expected)
+    assert_eq(out.sum(axis=-1), expected.sum(axis=-1))  # a reduction over the windows (xarray's rolling)
+
+
+def test_sliding_window_view_whole_array_and_numpy_dispatch() -> None:
+    x = np.arange(24.0).reshape(4, 6)
+    a = gnp.from_array(x, chunks=(3, 2))
+    assert_eq(gnp.lib.stride_tricks.sliding_window_view(a, (2, 3)), np.lib.stride_tricks.sliding_window_view(x, (2, 3)))
+    out = np.lib.stride_tricks.sliding_window_view(a, 3, axis=1)
+    assert isinstance(out, gnp.Array)
+    assert_eq(out, np.lib.stride_tricks.sliding_window_view(x, 3, axis=1))
+
+
+@pytest.mark.parametrize("window, axis, message", [
+    (7, 1, "larger than input"), (-1, 1, "negative"), ((2, 2, 2), None, "for all dimensions"),
+    ((2, 2), 1, "matching length"),
+])
+def test_sliding_window_view_bad_input(window: Any, axis: Any, message: str) -> None:
+    x = np.ones((4, 6))
+    with pytest.raises(ValueError, match=message):
+        np.lib.stride_tricks.sliding_window_view(x, window, axis=axis)
+    with pytest.raises(ValueError, match=message):
+        gnp.lib.stride_tricks.sliding_window_view(gnp.from_array(x, chunks=2), window, axis=axis)
+
+
+def test_sliding_window_view_of_length_zero_is_refused() -> None:
+    with pytest.raises(ValueError, match="length 0"):
+        gnp.lib.stride_tricks.sliding_window_view(gnp.ones((4, 6), chunks=2), 0, axis=1)

@@ -162,3 +162,32 @@ def test_ufunc_fallback(fresh_fallback_warnings):
     assert isinstance(frac, gnp.Array) and isinstance(whole, gnp.Array)
     assert_eq(frac, ref_frac)
     assert_eq(whole, ref_whole)
+
+
+def test_fetch_runs_small_graphs_in_order_freeing_intermediates() -> None:
+    """gnp.fetch runs a small graph in this thread in dask.order's order, freeing each intermediate after
+    its last use; with Dask callbacks active (a progress bar) it goes through Dask's local scheduler,
+    which calls them."""
+    from dask.callbacks import Callback
+
+    from dask_gpunumeric._expr import Materialized
+
+    host = np.linspace(-1, 1, 12)
+    y = (gnp.asarray(host, chunks=4) * 2 + 1).sum()
+    expected = float((host * 2 + 1).sum())
+    assert gnp.fetch(y) == pytest.approx(expected)
+    materialized = Materialized((y.expr.finalize_compute(),))
+    schedule = materialized.schedule()
+    keys = [k for k, _ in schedule]
+    assert sorted(keys, key=str) == sorted(materialized._graph, key=str)
+    position = {k: i for i, k in enumerate(keys)}
+    released = [d for _, done in schedule for d in done]
+    (out,) = y.__dask_keys__()
+    assert sorted(released + [out], key=str) == sorted(keys, key=str)  # every intermediate freed once
+    for i, (key, _) in enumerate(schedule):
+        for dep in materialized._graph[key].dependencies:
+            assert position[dep] < i  # dependencies first
+    seen: list = []
+    with Callback(pretask=lambda key, dsk, state: seen.append(key)):
+        assert gnp.fetch(y) == pytest.approx(expected)
+    assert set(seen) == set(keys)

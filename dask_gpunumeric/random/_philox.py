@@ -63,6 +63,7 @@ Backends
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Any, Sequence
 
@@ -112,8 +113,16 @@ def seed_to_key(seed: int | np.random.SeedSequence | None) -> tuple[int, int]:
     ``seed`` is an int ``>= 0``, a ``numpy.random.SeedSequence``, or ``None`` for fresh OS
     entropy. The key is ``SeedSequence(seed).generate_state(2, numpy.uint32)``.
     """
+    if type(seed) is int:  # the common case, made on every draw: remembered
+        return _int_seed_key(seed)
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     k0, k1 = seq.generate_state(2, np.uint32)
+    return int(k0), int(k1)
+
+
+@functools.lru_cache(maxsize=1024)
+def _int_seed_key(seed: int) -> tuple[int, int]:
+    k0, k1 = np.random.SeedSequence(seed).generate_state(2, np.uint32)
     return int(k0), int(k1)
 
 

@@ -1,0 +1,57 @@
+"""The benchmark suite on the CPU at small sizes: it runs, checks every system, and writes its results,
+table and plots (times are not asserted: this machine's speed is not under test)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import weak_scaling  # noqa: E402  (benchmarks/ is not a package)
+
+
+@pytest.mark.slow
+def test_suite_runs_on_the_cpu(tmp_path: pathlib.Path) -> None:
+    # CUDA_VISIBLE_DEVICES="" hides any GPU: CPU sizes and NumPy blocks, on every machine
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--only", "small_arrays,matmul",
+               "--workers", "1,2", "--repeat", "1", "--warmup", "0", "--out", str(tmp_path)]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=280)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["suite"]["cpu_run"] and results["suite"]["versions"]["dask"] != "-"
+    assert set(results["benchmarks"]) == {"small_arrays", "matmul"}
+    for report in results["benchmarks"].values():
+        assert report["passed"] and report["device"] and report["date"]
+        assert all(row["ok"] for row in report["results"]), report["results"]
+    measured = {(row["workload"], row["system"], row["workers"]) for row in results["weak_scaling"]["results"]}
+    assert {("matmul", "gnp", 1), ("matmul", "gnp", 2), ("matmul", "dask.array+numpy", 2)} <= measured
+
+    table = (tmp_path / "results.md").read_text()
+    assert "CPU run" in table and "### Dense matrix product" in table and "### Weak scaling" in table
+    if importlib.util.find_spec("matplotlib") is not None:
+        for plot in ("times.png", "weak_scaling.png"):
+            assert (tmp_path / plot).read_bytes().startswith(b"\x89PNG")
+
+
+def test_weak_scaling_efficiency_and_table() -> None:
+    def row(system: str, workers: int, ms: float | None, ok: bool | None = True) -> weak_scaling.Row:
+        error = None if ms is not None else "RuntimeError: lost"
+        return {**weak_scaling.new_row("matmul", system, workers, error), "median_ms": ms, "ok": ok}
+
+    rows = [row("gnp", 1, 10.0), row("gnp", 2, 12.5), row("jax-sharding", 1, 8.0), row("jax-sharding", 2, None),
+            row("dask.array+numpy", 1, 5.0, ok=False)]
+    assert weak_scaling.efficiencies(rows) == {("matmul", "gnp"): {1: 1.0, 2: 0.8},
+                                               ("matmul", "jax-sharding"): {1: 1.0}}
+    headers, lines = weak_scaling.table(rows)
+    assert headers == ["workload", "system", "1 w ms", "2 w ms", "eff 2"]
+    assert lines == [["matmul", "gnp", "10.00", "12.50", "80%"], ["matmul", "jax-sharding", "8.00", "error", "-"],
+                     ["matmul", "dask.array+numpy", "WRONG", "-", "-"]]
