@@ -288,13 +288,13 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if tracing():  # called by a function being traced: part of its plan
             return func(*args, **kwargs)
-        # arrays by position (an int) or keyword (a str); the other arguments with their types; and whether
-        # fusion is on (a plan is optimized when traced)
+        # arrays by position (an int) or keyword (a str); the other arguments with their types; and the
+        # optimizer's settings (a plan is optimized when traced)
         named = [*enumerate(args), *sorted(kwargs.items())]
         arrays = [(i, a) for i, a in named if isinstance(a, Array)]
         static = tuple((i, _static_key(a)) for i, a in named if not isinstance(a, Array))
         signature = (tuple((i, a.shape, a.chunks, a.dtype.str, a.backend) for i, a in arrays), static,
-                     bool(config.get("fusion")))
+                     config.optimizer_settings())
         try:
             hash(signature)
         except TypeError:

@@ -159,6 +159,25 @@ def assemble(
     return out
 
 
+def cut(block: Any, local: tuple[slice, ...]) -> Any:
+    """A contiguous copy of ``block[local]``: a halo strip, so that only its elements travel."""
+    return namespace(block).ascontiguousarray(block[local])
+
+
+def halo_block(pieces: Sequence[Any], layout: tuple) -> Any:
+    """A block extended by halos from its pieces: ``layout`` is the extended shape and, per piece, the
+    local index to cut from it (None for a strip cut already) and where it goes. A single piece is a view."""
+    shape, places = layout
+    if len(pieces) == 1:
+        local = places[0][0]
+        return pieces[0] if local is None else pieces[0][local]
+    xp = namespace(*pieces)
+    out = xp.empty(shape, dtype=pieces[0].dtype)
+    for piece, (local, dest) in zip(pieces, places):
+        out[dest] = piece if local is None else piece[local]
+    return out
+
+
 def concatenate_grid(blocks: Sequence[Any], numblocks: tuple[int, ...]) -> Any:
     """All blocks of an array joined into one (what compute returns)."""
     return concatenate_nested(list(blocks), numblocks)

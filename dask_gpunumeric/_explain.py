@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from . import _stencil_kernels
 from ._array import Array
-from ._expr import ArrayExpr, Fused, graph_of
+from ._expr import ArrayExpr, Fused, Stencil, graph_of
 
 
 def _block_bytes(expr: ArrayExpr) -> int:
@@ -51,9 +52,23 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
             "inputs": len(node.inputs), "outputs": [o[0] if o[0] == "store" else f"{o[2]}-partial" for o in outputs],
             "bytes_read_per_block": read, "bytes_written_per_block": written, "program": program,
         })
+    stencils = []
+    for node in nodes:
+        if isinstance(node, Stencil):
+            stencil_plan = node.operand("plan")
+            kinds = Counter("halo" if k[0].startswith("halo-") else "interior" if k[0].endswith(
+                f"-interior-{node.deterministic_token}") else "bands" for k in node._layer())
+            stencils.append({
+                "name": node._name, "kernel": _stencil_kernels.describe(stencil_plan),
+                "kernels": _stencil_kernels.sweeps(stencil_plan), "blocks": int(np.prod(node.numblocks)),
+                "halo": _stencil_kernels.halo_depth(stencil_plan), "inputs": len(node.sources),
+                "outputs": [f"store {b}" for b in stencil_plan[3]], "plan": stencil_plan,
+                "tasks": {kind: kinds[kind] for kind in ("interior", "bands", "halo")},
+            })
     graph = graph_of(optimized)
     prefixes = Counter(k[0].rsplit("-", 1)[0] if isinstance(k, tuple) else str(k) for k in graph)
-    return {"groups": groups, "tasks": len(graph), "tasks_by_prefix": dict(prefixes), "regions": regions}
+    return {"groups": groups, "stencils": stencils, "tasks": len(graph), "tasks_by_prefix": dict(prefixes),
+            "regions": regions}
 
 
 def explain(x: Array, *, source: bool = False) -> str:
@@ -68,8 +83,17 @@ def explain(x: Array, *, source: bool = False) -> str:
         lines.append(f"  {n:6d} x {prefix}")
     for region in info["regions"]:
         lines += _region_lines(region)
-    if not info["groups"]:
+    if not info["groups"] and not info["stencils"]:
         lines.append("no fused kernels (nothing to fuse, or fusion is off: gpunumeric.fusion)")
+    for g in info["stencils"]:
+        tasks = g["tasks"]
+        lines.append(f"stencil group {g['kernel']}: {g['blocks']} block(s), {g['kernels']} kernel(s) per block "
+                     "part, one per sweep")
+        lines.append(f"  tasks: {tasks['interior']} for block interiors (no halo), {tasks['bands']} for blocks or "
+                     f"their edge bands, {tasks['halo']} halo strips")
+        lines.append(f"  halo depth per axis: {g['halo']}; inputs: {g['inputs']}; outputs: {len(g['outputs'])}")
+        if source:
+            lines += [_stencil_kernels.kernel_source(code)[0] for code, _, _ in g["plan"][2]]
     for g in info["groups"]:
         lines.append(f"fused kernel {g['kernel']}: 1 kernel per block, {g['blocks']} block(s)")
         lines.append(f"  ops:     {', '.join(g['ops'])}")

@@ -248,7 +248,7 @@ class Materialized(ArrayExpr):
             # it came from (and so do expressions built on it), so a cached graph of that expression would
             # recompute the blocks instead of using the persisted ones
             return self._optimized_graph()
-        key = (root._name, _config_fusion())
+        key = (root._name, _optimizer_settings())
         cached = _GRAPH_CACHE.get(key)
         if cached is not None:
             _GRAPH_CACHE.move_to_end(key)
@@ -263,7 +263,7 @@ class Materialized(ArrayExpr):
     def schedule(self) -> list[tuple[Any, tuple]]:
         """The graph's keys in ``dask.order``'s order, each with the keys that no later task needs (to free
         after it): how a run in one thread goes (``run_in_order``); kept with a cached graph."""
-        key = (self.root._name, _config_fusion()) if _cacheable(self.root) else None
+        key = (self.root._name, _optimizer_settings()) if _cacheable(self.root) else None
         cached = _SCHEDULE_CACHE.get(key) if key else None
         if cached is None:
             cached = schedule_of(self._graph, set(flat_keys(self.root)))
@@ -381,10 +381,10 @@ _SCHEDULE_CACHE: collections.OrderedDict = collections.OrderedDict()
 _GRAPH_CACHE_SIZE = 64
 
 
-def _config_fusion() -> bool:
+def _optimizer_settings() -> tuple:
     from . import config
 
-    return bool(config.get("fusion"))
+    return config.optimizer_settings()
 
 
 def schedule_of(graph: dict, outputs: set) -> list[tuple[Any, tuple]]:
@@ -660,7 +660,75 @@ class Gather(ArrayExpr):
 
 
 def _pieces_length(pieces: Sequence[Piece]) -> int:
-    return sum(len(range(*ix.indices(2**62))) if isinstance(ix, slice) else len(ix) for _, _, ix in pieces)
+    return sum(_piece_length(ix) for _, _, ix in pieces)
+
+
+def _piece_length(ix: Any) -> int:
+    return len(range(*ix.indices(2**62))) if isinstance(ix, slice) else len(ix)
+
+
+def halo_block_inputs(source: ArrayExpr, axis_pieces: Sequence[Sequence[Piece]]) -> tuple[dict, List, tuple]:
+    """Task inputs of one block extended by halos, from the pieces of its extended range along each axis
+    (slices of ``source``'s blocks, as ``_plan.segments_plan`` makes them): the largest piece is a whole
+    source block, cut inside the task; every other piece is a strip cut by a task of its own next to its
+    source block (keyed by source, block and bounds, so that users share it), so that only strips travel.
+    Returns the strip tasks, the pieces' references and their layout for ``_blocks.halo_block``."""
+    name = f"halo-{source.deterministic_token}"
+    lengths = [[_piece_length(ix) for _, _, ix in pieces] for pieces in axis_pieces]
+    starts = [list(itertools.accumulate(ls, initial=0)) for ls in lengths]
+    combos = list(itertools.product(*(range(len(pieces)) for pieces in axis_pieces)))
+    main = max(combos, key=lambda combo: math.prod(lengths[d][j] for d, j in enumerate(combo)))
+    strips: dict = {}
+    refs, places = [], []
+    for combo in combos:
+        block = tuple(axis_pieces[d][j][1] for d, j in enumerate(combo))
+        local = tuple(axis_pieces[d][j][2] for d, j in enumerate(combo))
+        dest = tuple(slice(starts[d][j], starts[d][j] + lengths[d][j]) for d, j in enumerate(combo))
+        if combo == main:
+            refs.append(source.ref(block))
+            places.append((local, dest))
+            continue
+        bounds = tuple(b for ix in local for b in (ix.start, -1 if ix.stop is None else ix.stop, ix.step))
+        key = (name, *block, *bounds)
+        strips[key] = Task(key, _blocks.cut, source.ref(block), local)
+        refs.append(TaskRef(key))
+        places.append((None, dest))
+    shape = tuple(s[-1] for s in starts)
+    return strips, List(*refs), (shape, tuple(places))
+
+
+def _owned_strips(layer: dict, source: ArrayExpr) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
+    """(key, source block, source grid) of the halo strips in a layer: they run where their block lives."""
+    name = f"halo-{source.deterministic_token}"
+    for key in layer:
+        if key[0] == name:
+            yield key, key[1 : 1 + source.ndim], source.numblocks
+
+
+class Overlap(Gather):
+    """Blocks extended by halos from their neighbours (``map_overlap``): a one-source ``Gather`` whose
+    pieces are assembled by ``halo_block_inputs``, so that only the strips of the neighbours travel."""
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return "overlap"
+
+    @functools.cached_property
+    def _tasks(self) -> dict:
+        plan, source = self.operand("plan"), self.sources[0]
+        layer: dict = {}
+        for index in self.block_indices():
+            strips, refs, layout = halo_block_inputs(source, [plan[d][i][0] for d, i in enumerate(index)])
+            layer.update(strips)
+            layer[self.key(index)] = Task(self.key(index), _blocks.halo_block, refs, layout)
+        return layer
+
+    def _layer(self) -> dict:
+        return dict(self._tasks)
+
+    def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
+        yield from super()._owned_blocks()
+        yield from _owned_strips(self._tasks, self.sources[0])
 
 
 class SetItem(ArrayExpr):
@@ -852,8 +920,89 @@ class Fused(ArrayExpr):
         )
 
 
+class Stencil(ArrayExpr):
+    """A group of stencil sweeps run as one task per block (made by the stencil pass; ``_stencil_kernels``
+    describes ``plan``): each task gets its source blocks extended by the halos the group needs (only the
+    strips of the neighbours travel) and runs the group's kernels, one per sweep, on shrinking regions.
+    Its blocks are the group's output, or a tuple of outputs picked by ``FusedOutput``."""
+
+    _parameters = ["plan", "chunks", "backend", "scalars"]
+
+    @property
+    def sources(self) -> list[ArrayExpr]:
+        return self.operands[len(self._parameters) :]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        from ._stencil_kernels import describe
+
+        return "stencil-" + describe(self.operand("plan"))
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        from ._stencil_kernels import output_dtypes
+
+        return output_dtypes(self.operand("plan"))[0]
+
+    @functools.cached_property
+    def _tasks(self) -> dict:
+        """Per block: a task for its interior (``_stencil_kernels.split``), then one for the bands around
+        it that writes them into the interior's output blocks (each is the block's task when alone), and
+        the halo strips the bands read."""
+        from . import _stencil_kernels
+
+        plan, sources, backend = self.operand("plan"), self.sources, self.backend
+        inner_name = f"{self._funcname}-interior-{self.deterministic_token}"
+        layer: dict = {}
+
+        def part(target: tuple) -> tuple[tuple, list]:
+            kernel_boxes, source_boxes = _stencil_kernels.boxes(plan, [s.shape for s in sources], target)
+            refs, layouts, origins = [], [], []
+            for source, box, axis_pieces in zip(sources, source_boxes,
+                                                _stencil_kernels.source_pieces(plan, sources, source_boxes)):
+                if box is None:
+                    refs.append(List())
+                    layouts.append(None)
+                    origins.append(None)
+                    continue
+                strips, pieces, layout = halo_block_inputs(source, axis_pieces)
+                layer.update(strips)
+                refs.append(pieces)
+                layouts.append(layout)
+                origins.append(tuple(lo for lo, _ in box))
+            return (target, tuple(kernel_boxes), tuple(origins), tuple(layouts)), refs
+
+        for index in self.block_indices():
+            block = tuple((o, o + n) for o, n in zip(self.block_offset(index), self.block_shape(index)))
+            interior, bands = _stencil_kernels.split(plan, sources, self.chunks, block)
+            inner = None
+            if interior is not None:
+                key = (inner_name, *index) if bands else self.key(index)
+                spec, refs = part(interior)
+                layer[key] = Task(key, _stencil_kernels.run, plan, self.operand("scalars"), block, backend, None,
+                                  (spec,), *refs)
+                inner = TaskRef(key)
+            if bands:
+                specs, refs = zip(*[part(band) for band in bands])
+                layer[self.key(index)] = Task(self.key(index), _stencil_kernels.run, plan, self.operand("scalars"),
+                                              block, backend, inner, specs, *[r for rs in refs for r in rs])
+        return layer
+
+    def _layer(self) -> dict:
+        return dict(self._tasks)
+
+    def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
+        yield from super()._owned_blocks()
+        inner_name = f"{self._funcname}-interior-{self.deterministic_token}"
+        for key in self._tasks:
+            if key[0] == inner_name:
+                yield key, key[1:], self.numblocks
+        for source in self.sources:
+            yield from _owned_strips(self._tasks, source)
+
+
 class FusedOutput(ArrayExpr):
-    """Output ``k`` of a multi-output ``Fused`` node."""
+    """Output ``k`` of a multi-output ``Fused`` or ``Stencil`` node."""
 
     _parameters = ["fused", "k", "chunks", "dtype"]
     _like = "fused"

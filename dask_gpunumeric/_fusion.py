@@ -173,8 +173,7 @@ def _rebuild(node: Expr, replaced: dict[str, Expr], memo: dict[str, Expr]) -> Ex
     if node._name in replaced:
         new = replaced[node._name]
         # the replacement's own inputs are outside the group: rebuild them too
-        if isinstance(new, (Fused, FusedOutput, Reduction)):
-            new = _rebuild_operands(new, replaced, memo)
+        new = _rebuild_operands(new, replaced, memo)
         memo[node._name] = new
         return new
     new = _rebuild_operands(node, replaced, memo)
@@ -193,10 +192,12 @@ def _rebuild_operands(node: Expr, replaced: dict[str, Expr], memo: dict[str, Exp
 
 
 def optimize(root: ArrayExpr) -> ArrayExpr:
-    """All graph-optimization passes, in order (fusion, when ``gpunumeric.fusion`` is on)."""
+    """All graph-optimization passes, in order (stencil grouping, then fusion; when ``gpunumeric.fusion``
+    is on)."""
     from . import config
+    from ._stencil import stencils
 
-    return fuse(root) if config.get("fusion") else root
+    return fuse(stencils(root)) if config.get("fusion") else root
 
 
 def explain_groups(root: ArrayExpr) -> list[Fused]:

@@ -16,7 +16,7 @@ import numpy as np
 from . import _plan
 from ._array import Array, ArrayLike
 from ._blockwise import map_blocks
-from ._expr import Gather
+from ._expr import Gather, Overlap
 
 _EDGE_MAPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
     "periodic": lambda p, n: p % n,
@@ -41,23 +41,23 @@ def _runs(indices: np.ndarray) -> list[_plan.Segment]:
     return segments
 
 
+def axis_segments(lo: int, hi: int, n: int, boundary: str) -> list[_plan.Segment]:
+    """Source-0 segments selecting positions ``lo..hi-1`` of an axis of length ``n`` in order, positions
+    outside ``0..n-1`` mapped by ``boundary`` (left out for "none")."""
+    inside = [(0, max(lo, 0), 1, min(hi, n) - max(lo, 0))] if min(hi, n) > max(lo, 0) else []
+    if boundary == "none":
+        return inside
+    edge = _EDGE_MAPS[boundary]
+    return _runs(edge(np.arange(lo, min(hi, 0)), n)) + inside + _runs(edge(np.arange(max(lo, n), hi), n))
+
+
 def _axis_halos(chunks: Sequence[int], depth: int, boundary: str) -> tuple[list[list[_plan.Segment]], tuple[int, ...], list[int]]:
     """Per block: the segments of its extended range, the extended chunk lengths, and its left halo size."""
     n = sum(chunks)
-    offsets = _plan.offsets(chunks)
-    segments, lengths, lefts = [], [], []
-    for o, size in zip(offsets, chunks):
-        left = np.arange(o - depth, o)
-        right = np.arange(o + size, o + size + depth)
-        if boundary == "none":
-            left, right = left[left >= 0], right[right < n]
-        else:
-            left, right = _EDGE_MAPS[boundary](left, n), _EDGE_MAPS[boundary](right, n)
-        block = ([(0, o, 1, size)] if size else [])
-        segments.append(_runs(left) + block + _runs(right))
-        lengths.append(len(left) + size + len(right))
-        lefts.append(len(left))
-    return segments, tuple(lengths), lefts
+    segments = [axis_segments(o - depth, o + size + depth, n, boundary)
+                for o, size in zip(_plan.offsets(chunks), chunks)]
+    lefts = [min(depth, o) if boundary == "none" else depth for o in _plan.offsets(chunks)]
+    return segments, tuple(sum(seg[3] for seg in segs) for segs in segments), lefts
 
 
 def _normalize(value: Any, ndim: int, default: Any, what: str) -> tuple[Any, ...]:
@@ -99,7 +99,7 @@ def _extend(a: Array, depths: tuple[int, ...], boundaries: tuple[Any, ...]) -> t
             (tuple(p for p in _plan.segments_plan([source], s, (n,))[0][0]), None) for s, n in zip(segs, lengths)
         ))
         lefts.append(left)
-    return Array(Gather(tuple(plan), (), a.dtype, padded.expr)), lefts
+    return Array(Overlap(tuple(plan), (), a.dtype, padded.expr)), lefts
 
 
 def map_overlap(func: Callable[..., Any], *arrays: ArrayLike, depth: Any = 1, boundary: Any = "none",

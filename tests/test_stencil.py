@@ -1,0 +1,281 @@
+"""The stencil pass: shifted slices, rolls and the ``v[1:-1, 1:-1] = expr`` update become one task and one
+kernel per block per sweep, several sweeps per task, with halos from the neighbours (only strips travel);
+results equal NumPy's for any chunking, fixed and periodic boundaries, 1-d to 3-d, several fields at once."""
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import dask
+import numpy as np
+import pytest
+from conftest import BACKEND, assert_eq, axis_chunks
+from hypothesis import given
+from hypothesis import strategies as st
+
+import dask_gpunumeric as gnp
+from dask_gpunumeric import _cuda, _stencil_kernels
+from dask_gpunumeric._explain import plan
+from dask_gpunumeric._expr import graph_of
+from dask_gpunumeric._fusion import _DAG, optimize
+
+SWEEPS_PER_TASK = st.sampled_from(["auto", 1, 2, 3, 5])
+
+
+def jacobi(xp: Any, u: Any) -> Any:
+    """One Jacobi sweep, fixed boundary: the interior from its four neighbours."""
+    v = u.copy()
+    v[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+    return v
+
+
+def jacobi_in_place(xp: Any, u: Any) -> Any:
+    u[1:-1, 1:-1] = (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]) / 4
+    return u
+
+
+def heat_periodic(xp: Any, u: Any) -> Any:
+    """An explicit heat step with periodic boundaries along every axis (``roll``)."""
+    lap = sum(xp.roll(u, s, axis=d) for d in range(u.ndim) for s in (1, -1)) - 2 * u.ndim * u
+    return u + 0.1 * lap
+
+
+def jacobi_3d(xp: Any, u: Any) -> Any:
+    u[1:-1, 1:-1, 1:-1] = (u[:-2, 1:-1, 1:-1] + u[2:, 1:-1, 1:-1] + u[1:-1, :-2, 1:-1] + u[1:-1, 2:, 1:-1]
+                           + u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:]) / 6
+    return u
+
+
+def smooth_1d(xp: Any, u: Any) -> Any:
+    """A 1-d three-point smoother of reach 2 on the left, fixed ends."""
+    u[2:-1] = 0.5 * u[2:-1] + 0.3 * u[1:-2] + 0.1 * u[:-3] + 0.1 * u[3:]
+    return u
+
+
+def periodic_x_fixed_y(xp: Any, u: Any) -> Any:
+    """Periodic along the last axis, fixed along the first."""
+    v = u.copy()
+    v[1:-1, :] = u[1:-1] + 0.2 * (xp.roll(u, 1, axis=1)[1:-1] + xp.roll(u, -1, axis=1)[1:-1] + u[2:] + u[:-2]
+                                  - 4 * u[1:-1])
+    return v
+
+
+def roll_inside_fixed(xp: Any, u: Any) -> Any:
+    """A cyclic read along the axis whose ends are fixed: fields can't be extended cyclically there."""
+    v = u.copy()
+    v[:-2] = (xp.roll(u, 3, axis=0) + xp.roll(u, -1, axis=0) + u)[:-2] / 3
+    return v
+
+
+UPDATES = {"jacobi": (jacobi, 2), "jacobi_in_place": (jacobi_in_place, 2), "heat_periodic_1d": (heat_periodic, 1),
+           "heat_periodic_2d": (heat_periodic, 2), "heat_periodic_3d": (heat_periodic, 3), "jacobi_3d": (jacobi_3d, 3),
+           "smooth_1d": (smooth_1d, 1), "periodic_x_fixed_y": (periodic_x_fixed_y, 2),
+           "roll_inside_fixed": (roll_inside_fixed, 2)}
+
+
+@st.composite
+def grids(draw: Any, ndim: int) -> tuple[np.ndarray, tuple]:
+    low = 4 if ndim < 3 else 3
+    shape = tuple(draw(st.lists(st.integers(low, 12 if ndim < 3 else 7), min_size=ndim, max_size=ndim)))
+    x = np.random.default_rng(draw(st.integers(0, 9))).random(shape, dtype=np.float32)
+    return x, tuple(draw(axis_chunks(n)) for n in shape)
+
+
+def sweeps(update: Any, xp: Any, u: Any, n: int) -> Any:
+    for _ in range(n):
+        u = update(xp, u)
+    return u
+
+
+@pytest.mark.parametrize("name", sorted(UPDATES))
+@given(data=st.data(), n=st.integers(1, 4), per_task=SWEEPS_PER_TASK)
+def test_sweeps_equal_numpy(name: str, data: Any, n: int, per_task: Any) -> None:
+    update, ndim = UPDATES[name]
+    x, chunks = data.draw(grids(ndim))
+    with gnp.config.set(stencil_sweeps=per_task):
+        result = sweeps(update, gnp, gnp.from_array(x, chunks=chunks), n)
+        assert result.chunks == chunks
+        assert_eq(result, sweeps(update, np, x.copy(), n), rtol=1e-5, atol=1e-6)
+        assert [type(n).__name__ for n in _DAG(optimize(result.expr)).order].count("Stencil") >= 1
+
+
+@given(data=grids(1), depth=st.integers(1, 3))
+def test_interior_slices_shrink(data: tuple, depth: int) -> None:
+    """Expressions over slices alone (no setitem): each result is smaller than its input."""
+    x, chunks = data
+    u, ref = gnp.from_array(x, chunks=chunks), x
+    for _ in range(depth):
+        if ref.shape[0] < 3:
+            break
+        u, ref = (u[:-2] - 2 * u[1:-1] + u[2:]) / 2, (ref[:-2] - 2 * ref[1:-1] + ref[2:]) / 2
+    assert_eq(u, ref)
+
+
+@given(data=grids(2), n=st.integers(1, 3), per_task=SWEEPS_PER_TASK)
+def test_two_fields_updated_together(data: tuple, n: int, per_task: Any) -> None:
+    """Gray-Scott reaction-diffusion (periodic): both fields in one kernel per block and sweep."""
+    x, chunks = data
+
+    def step(xp: Any, u: Any, v: Any) -> tuple[Any, Any]:
+        def lap(a: Any) -> Any:
+            return xp.roll(a, 1, axis=0) + xp.roll(a, -1, axis=0) + xp.roll(a, 1, axis=1) + xp.roll(a, -1, axis=1) - 4 * a
+        uvv = u * v * v
+        return u + (0.16 * lap(u) - uvv + 0.06 * (1 - u)), v + (0.08 * lap(v) + uvv - 0.122 * v)
+
+    u, v, ru, rv = gnp.from_array(x, chunks=chunks), gnp.from_array(1 - x, chunks=chunks), x, 1 - x
+    for _ in range(n):
+        (u, v), (ru, rv) = step(gnp, u, v), step(np, ru, rv)
+    with gnp.config.set(stencil_sweeps=per_task):
+        uu, vv = dask.compute(u, v)
+        np.testing.assert_allclose(np.asarray(uu if BACKEND == "numpy" else uu.get()), ru, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(vv if BACKEND == "numpy" else vv.get()), rv, rtol=1e-5, atol=1e-6)
+        info = plan(gnp.stack([u, v]))
+        assert info["stencils"] and all(len(g["outputs"]) == 2 for g in info["stencils"])
+
+
+def test_game_of_life_on_integers() -> None:
+    """Integer and boolean dtypes, comparisons and logic in a periodic stencil."""
+    board = (np.random.default_rng(3).random((9, 11)) < 0.4).astype(np.uint8)
+
+    def life(xp: Any, b: Any) -> Any:
+        n = sum(xp.roll(xp.roll(b, i, axis=0), j, axis=1) for i in (-1, 0, 1) for j in (-1, 0, 1) if (i, j) != (0, 0))
+        return ((n == 3) | ((b == 1) & (n == 2))).astype(np.uint8)
+
+    assert_eq(sweeps(life, gnp, gnp.from_array(board, chunks=(4, 5)), 4), sweeps(life, np, board, 4))
+
+
+def test_boundary_conditions_and_residual() -> None:
+    """Setitems of scalars on the edges each sweep, and a reduction over two consecutive iterates."""
+    x = np.random.default_rng(1).random((12, 10))
+
+    def step(xp: Any, u: Any) -> Any:
+        u[0, :] = 1.0
+        u[-1, :] = u[-2, :]
+        return jacobi(xp, u)
+
+    u, ref = gnp.from_array(x, chunks=(5, 4)), x.copy()
+    for _ in range(3):
+        u, ref = step(gnp, u), step(np, ref)
+    previous, ref_previous = u, ref
+    u, ref = step(gnp, u), step(np, ref.copy())
+    assert_eq(gnp.max(gnp.abs(u - previous)), np.max(np.abs(ref - ref_previous)))
+    assert_eq(u, ref)
+
+
+def test_accelerated_loop_with_array_coefficients() -> None:
+    """In ``gnp.accelerate``, with coefficients passed as 0-d arrays (one plan for every value)."""
+    x = np.random.default_rng(2).random((10, 12), dtype=np.float32)
+
+    def damped(xp: Any, u: Any, w: Any) -> Any:
+        v = u.copy()
+        v[1:-1, 1:-1] = w * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]) + (1 - 4 * w) * u[1:-1, 1:-1]
+        return v
+
+    @gnp.accelerate
+    def relax(u: Any, w: Any, n: int) -> Any:
+        for _ in range(n):
+            u = damped(gnp, u, w)
+        return u
+
+    u = gnp.from_array(x, chunks=(5, 6))
+    for w in (0.25, 0.2):
+        ref = x.copy()
+        for _ in range(6):
+            ref = damped(np, ref, np.float32(w))
+        assert_eq(relax(u, gnp.asarray(np.float32(w)), 6), ref)
+    assert len(relax.plans) == 1
+    with gnp.config.set(dispatch="lazy"):  # lazy outputs, to see the plan
+        assert plan(relax(u, gnp.asarray(np.float32(0.25)), 6))["stencils"]
+
+
+def _stencil_tasks(x: gnp.Array) -> list:
+    graph = graph_of(optimize(x.expr))
+    return [k for k in graph if isinstance(k, tuple) and k[0].startswith("stencil-")]
+
+
+@pytest.mark.parametrize("per_task", [1, 2, 4])
+def test_explain_one_kernel_per_block_per_sweep(per_task: int) -> None:
+    """Each group: per block an interior task (no halo needed) and a task for the edge bands, each running
+    one kernel per sweep of the group; nothing else runs but the halo strips."""
+    x = np.random.default_rng(0).random((16, 16), dtype=np.float32)
+    u = sweeps(jacobi, gnp, gnp.from_array(x, chunks=8), 8)
+    with gnp.config.set(stencil_sweeps=per_task):
+        info = plan(u)
+        text = gnp.explain(u)
+    groups = info["stencils"]
+    assert len(groups) == 8 // per_task
+    for g in groups:
+        assert g["kernels"] == per_task and g["blocks"] == 4 and g["halo"] == (per_task, per_task)
+        assert g["tasks"]["interior"] == g["tasks"]["bands"] == 4
+    assert not info["groups"]  # no other kernels: slices, setitems and arithmetic are all in the stencils
+    assert set(info["tasks_by_prefix"]) == {"array", "halo", "stencil-add-multiply", "stencil-add-multiply-interior"}
+    assert info["tasks_by_prefix"]["stencil-add-multiply"] == 4 * len(groups)
+    assert f"{per_task} kernel(s) per block part, one per sweep" in text
+
+
+def test_group_size_rule() -> None:
+    """auto: sweeps are grouped while the halo stays within 1/8 of the blocks; an unsplit fixed axis needs
+    no halo; a periodic one does."""
+    x = np.zeros((64, 64), dtype=np.float32)
+    split = sweeps(jacobi, gnp, gnp.from_array(x, chunks=(32, 64)), 10)  # halo 4 allowed along axis 0
+    assert [g["kernels"] for g in plan(split)["stencils"]] == [4, 4, 2]
+    single = sweeps(jacobi, gnp, gnp.from_array(x, chunks=64), 10)
+    assert [g["kernels"] for g in plan(single)["stencils"]] == [10]
+    periodic = sweeps(heat_periodic, gnp, gnp.from_array(x, chunks=64), 10)
+    assert [g["kernels"] for g in plan(periodic)["stencils"]] == [8, 2]
+    with gnp.config.set(stencil_sweeps=3):
+        assert [g["kernels"] for g in plan(single)["stencils"]] == [3, 3, 3, 1]
+    with gnp.config.set(stencil_sweeps=0), pytest.raises(ValueError, match="stencil-sweeps"):
+        plan(single)
+
+
+def test_only_halo_strips_travel() -> None:
+    """A stencil task reads its own block whole, and only strips (tasks of their own) of its neighbours."""
+    x = np.random.default_rng(0).random((12, 12))
+    u = gnp.from_array(x, chunks=4)
+    for v in (sweeps(jacobi, gnp, u, 2), gnp.map_overlap(lambda b: b, u, depth=1, boundary="periodic")):
+        graph = graph_of(optimize(v.expr))
+        for key, task in graph.items():
+            if key[0].split("-")[0] in ("stencil", "overlap"):
+                whole = [d for d in task.dependencies if not d[0].startswith("halo-")]
+                assert whole and all(d[1:] == key[1:] for d in whole)  # the block at the task's own place
+        for key, task in graph.items():
+            if key[0].startswith("halo-"):
+                strip = task.args[1]
+                assert sum(s.stop - s.start < 4 for s in strip) >= 1  # a strip: thin along some axis
+
+
+def test_not_stencils() -> None:
+    """Strided slices, reversed views and setitems of whole arrays stay as they were, with NumPy's values."""
+    x = np.arange(40.0).reshape(5, 8)
+    a = gnp.from_array(x, chunks=3)
+    assert_eq(a[:, ::2] + a[:, 1::2], x[:, ::2] + x[:, 1::2])
+    assert_eq(a + a[::-1], x + x[::-1])
+    b = a.copy()
+    b[1:3] = 7.0
+    y = x.copy()
+    y[1:3] = 7.0
+    assert_eq(b, y)
+    assert not plan(b)["stencils"]
+
+
+def test_on_a_cluster(client: Any) -> None:
+    """Halo strips are cut where their blocks live; results are those of the local scheduler."""
+    x = np.random.default_rng(0).random((16, 8))
+    with client.as_current(), dask.config.set(scheduler="dask.distributed"):
+        u = sweeps(heat_periodic, gnp, gnp.from_array(x, chunks=(4, 8)), 3)
+        assert_eq(u, sweeps(heat_periodic, np, x, 3))
+        persisted = sweeps(jacobi, gnp, gnp.from_array(x, chunks=(4, 8)), 3).persist()
+        assert_eq(persisted, sweeps(jacobi, np, x.copy(), 3))
+
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+
+
+@needs_nvcc
+def test_kernel_sources_compile() -> None:
+    u = gnp.from_array(np.zeros((6, 6, 6), dtype=np.float32), chunks=3)
+    codes = {code for group in [plan(jacobi_3d(gnp, u)), plan(heat_periodic(gnp, u[0]))]
+             for g in group["stencils"] for code, _, _ in g["plan"][2]}
+    source = "\n".join(_stencil_kernels.kernel_source(code)[0] for code in codes)
+    _cuda.nvcc_compile_check(source)
