@@ -32,7 +32,7 @@ from dask._task_spec import GraphNode, List, Task, TaskRef, _is_dask_future
 from . import _blocks
 from ._backend import module, to_numpy
 from ._cluster import owner
-from ._expr import ArrayExpr, Bundle, Reduction
+from ._expr import ArrayExpr, Bundle, Creation, Reduction
 
 Key = Hashable
 
@@ -286,6 +286,7 @@ class _Scope:
         self.owned: dict[Key, int] = {}
         self.external: dict[Key, Any] = {}
         self.required: dict[Key, frozenset[int]] = {}  # where each output must end up
+        self.anywhere: set[Key] = set()  # inputs given to whichever ranks need them (a loop's invariants)
 
     # -- placement -------------------------------------------------------------------------------------
     def _own(self, nodes: Iterable[ArrayExpr]) -> None:
@@ -299,7 +300,11 @@ class _Scope:
         """Where a block with no task of its own is: on its owner; a 0-d value everywhere."""
         return frozenset({self.owned[key]}) if key in self.owned else self.layout.everywhere
 
-    def _place(self, key: Key, task: GraphNode) -> frozenset[int]:
+    def _place(self, key: Key, task: GraphNode, node: ArrayExpr) -> frozenset[int]:
+        everywhere = self.layout.everywhere
+        if isinstance(node, Creation) and node.operand("kind") == "full" or task.dependencies and all(
+                self.placement[d] == everywhere for d in task.dependencies):
+            return everywhere  # constants, and what is made of them and of replicated values: made where needed
         if _is_gather(task):
             near = self._nearest(task)
             if near is not None:
@@ -309,7 +314,7 @@ class _Scope:
         located = {r for d in task.dependencies if len(self.placement[d]) == 1 for r in self.placement[d]}
         if len(located) == 1:
             return frozenset(located)
-        return self.layout.everywhere  # no located inputs, or inputs on several ranks: replicated
+        return everywhere  # no inputs, or inputs on several ranks: replicated
 
     def _nearest(self, task: Task) -> int | None:
         """The rank holding most of the elements a gather takes (a block moved, or one of a rechunk whose
@@ -344,9 +349,9 @@ class _Scope:
                         self.external[key] = task
                         self._add_input(key, _block_size(node, key[1:]))
                     else:
-                        self.placement[key] = self._place(key, task)
+                        self.placement[key] = self._place(key, task, node)
                         self.units.append(_Unit(key, task))
-                        self.sizes.setdefault(key, _task_size(node, key))
+                        self.sizes.setdefault(key, self._size(node, key, task))
         self._push_pieces_to_producers()
         out_keys = [k for o in outputs for k in _block_keys(o)]
         if required is None:  # a region's output: where it is made, one rank for a replicated one
@@ -356,8 +361,15 @@ class _Scope:
         self._prune(required)
         return self._programs(required)
 
+    def _size(self, node: ArrayExpr, key: Key, task: GraphNode) -> tuple[int, int]:
+        """Estimated (bytes, elements) of a task's value: a strip cut from a block (a halo), or see ``_task_size``."""
+        if getattr(task, "func", None) is _blocks.cut:
+            source, local = task.args
+            return _piece_size(self.sizes[source.key], local)
+        return _task_size(node, key)
+
     def _add_input(self, key: Key, size: tuple[int, int]) -> None:
-        self.placement[key] = self._static(key)
+        self.placement[key] = self.layout.everywhere if key in self.anywhere else self._static(key)
         self.inputs.append(key)
         self.sizes.setdefault(key, size)
 
@@ -369,8 +381,12 @@ class _Scope:
         states = placeholders[: loop.n_state]
         body_outputs = body.optimized
         flag_out = body_outputs[loop.n_state] if loop.is_while else None
+        index_ph = placeholders[loop.n_state] if not loop.is_while else None
+        invariant_phs = placeholders[loop.n_state + (0 if loop.is_while else 1):]
         inner = _Scope(self.layout, self.steps, self.sizes)
         inner._own(placeholders)
+        # an invariant goes once, before the loop, to each rank whose part of the body reads it
+        inner.anywhere = {ph.key(i) for ph in invariant_phs for i in ph.block_indices()}
         required: dict[Key, frozenset[int]] = defaultdict(frozenset)
         for ph, out in zip(states, body_outputs):
             for index in ph.block_indices():
@@ -378,8 +394,6 @@ class _Scope:
         if flag_out is not None:
             required[flag_out.key(())] = self.layout.everywhere
         programs = inner.build(body_outputs, placeholders, dict(required))
-        index_ph = placeholders[loop.n_state] if not loop.is_while else None
-        invariant_phs = placeholders[loop.n_state + (0 if loop.is_while else 1):]
         steps: list[Repeat] = []
         needs: list[list[Key]] = []
         produces: dict[Key, frozenset[int]] = {}
@@ -461,6 +475,8 @@ class _Scope:
             kept.append(unit)
         self.units = kept[::-1]
         self.inputs = [k for k in self.inputs if needed[k] or k in required]
+        for k in self.anywhere & set(self.inputs):
+            self.placement[k] = frozenset(needed[k])
 
     def _programs(self, required: dict[Key, frozenset[int]]) -> list[Program]:
         level: dict[Key, int] = dict.fromkeys(self.inputs, 0)
