@@ -146,7 +146,7 @@ def jax_sharded(devices: list, scale: int):
     def estimate(key, x_max):
         raw = jax.lax.with_sharding_constraint(jax.random.uniform(key, (n,), dtype=jnp.float32), blocks)
         samples = 2 * x_max * raw - x_max
-        return (2 * x_max / n) * jnp.sum(jnp.exp(-samples ** 2))
+        return (2 * x_max * (1.0 / n)) * jnp.sum(jnp.exp(-samples ** 2))  # 1/n a float: n may exceed int32
 
     key = jax.random.PRNGKey(42)
     return (lambda i: float(estimate(key, X_MAX + 1e-7 * i))), check

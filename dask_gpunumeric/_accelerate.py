@@ -8,21 +8,28 @@ Beyond the automatic fusion every computation gets, an accelerated function
 * skips tracing and optimizing on later calls with the same argument shapes, dtypes, chunks and backends
   (and equal non-array arguments): the optimized task graph is reused with its keys renamed;
 * returns only its outputs: intermediates are never materialized or exposed;
+* runs as one program per worker (``_region``): on a cluster, one long-running task per worker owning its
+  blocks, the workers exchanging halos and reduction partials directly; without one, a single task. With
+  ``gpunumeric.region-lowering`` set to "tasks" it runs as one task per block instead (not with loops);
 * dispatches at once when its array arguments are already in memory (persisted, or made from arrays) and
   no distributed cluster is active: the call launches the kernels (asynchronously on a GPU, as JAX does)
   and returns persisted outputs, so that Python's work after the call overlaps the device's. With lazy
   arguments, on a cluster, or with the setting ``dispatch="lazy"``, the outputs stay lazy (and fuse with
   what consumes them).
+
+An accelerated function called while another is traced is traced inline, as part of the outer one.
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dask.callbacks
+import dask.local
 import dask.threaded
 import numpy as np
 from dask._task_spec import Alias, DataNode, GraphNode, Task, _is_dask_future
@@ -32,6 +39,13 @@ from ._array import Array
 from ._expr import ArrayExpr, Bundle, FromArray, FromGraph, flat_keys, graph_of, run_in_order, schedule_of
 
 _CACHE_SIZE = 128
+_RETRIES = 3  # times the scheduler re-runs a failed per-worker task (a peer lost mid-region fails them all)
+_TRACING = contextvars.ContextVar("gnp_tracing", default=False)
+
+
+def tracing() -> bool:
+    """Whether an accelerated function is being traced in this context."""
+    return _TRACING.get()
 
 
 class Placeholder(ArrayExpr):
@@ -48,22 +62,37 @@ class Placeholder(ArrayExpr):
 
 
 class Plan:
-    """The optimized graph of a traced function, with placeholder keys, and its outputs' metadata."""
+    """The optimized expressions of a traced function (over placeholders), their per-block graph with
+    placeholder keys, its outputs' metadata, and its per-worker programs for a number of workers."""
 
     def __init__(self, outputs: list[ArrayExpr], placeholders: list[Placeholder], structure: Any) -> None:
-        from ._fusion import optimize
+        from ._fusion import _DAG, optimize
+        from ._loops import Loop
 
         bundle = optimize(Bundle(*outputs))
         optimized = list(bundle.operands)
         self.optimized = optimized
+        self.inputs = placeholders
+        self.has_loops = any(isinstance(n, Loop) for n in _DAG(bundle).order)
         self.graph: dict = {}
-        for out in optimized:
-            self.graph.update(graph_of(out))
+        if not self.has_loops:  # a plan with loops runs only as programs
+            for out in optimized:
+                self.graph.update(graph_of(out))
         self.outputs = [(out._name, out.chunks, out.dtype, out.backend) for out in optimized]
         self.schedule = schedule_of(self.graph, {k for out in optimized for k in flat_keys(out)})
-        self.placeholders = [p._name for p in placeholders]
         self.structure = structure
-        self.token = hashlib.sha1(repr(sorted(self.graph, key=repr)).encode()).hexdigest()[:16]
+        names = sorted(n._name for n in _DAG(bundle).order)
+        self.token = hashlib.sha1(repr(names).encode()).hexdigest()[:16]
+        self._built: dict[int, Any] = {}
+
+    def built(self, n_workers: int) -> Any:
+        """The per-worker programs (``_region.Built``) for a cluster of ``n_workers`` (0: no cluster)."""
+        from . import _region
+
+        if n_workers not in self._built:
+            layout = _region.layout_for(self.optimized, n_workers)
+            self._built[n_workers] = _region.build(self.optimized, self.inputs, layout)
+        return self._built[n_workers]
 
 
 def _rename(name: str, salt: str) -> str:
@@ -72,9 +101,13 @@ def _rename(name: str, salt: str) -> str:
 
 
 class Region(ArrayExpr):
-    """One call of an accelerated function: the plan's tasks with keys renamed for these arguments."""
+    """One call of an accelerated function on a cluster of ``workers`` (empty: none).
 
-    _parameters = ["plan"]
+    As programs (``_region``): one task per worker owning its blocks, each running its part of the plan and
+    talking to its peers directly, plus one small task per output block picking it from its worker's
+    results. As tasks (``lowering`` "tasks"): the plan's per-block tasks with keys renamed for the call."""
+
+    _parameters = ["plan", "workers", "lowering", "timeout", "transport"]
 
     @property
     def args(self) -> list[ArrayExpr]:
@@ -83,7 +116,7 @@ class Region(ArrayExpr):
     def __dask_tokenize__(self) -> str:
         if not self._determ_token:
             plan = self.operand("plan")
-            text = plan.token + "|" + "|".join(a._name for a in self.args)
+            text = "|".join([plan.token, self.lowering, *self.workers, *(a._name for a in self.args)])
             self._determ_token = hashlib.sha1(text.encode()).hexdigest()
         return self._determ_token
 
@@ -94,24 +127,35 @@ class Region(ArrayExpr):
     dtype = np.dtype(bool)
     backend = "numpy"
 
+    @property
+    def as_programs(self) -> bool:
+        return self.lowering == "programs" or self.plan.has_loops
+
     def name_map(self) -> dict[str, str]:
         """Template key names -> this call's key names (placeholders -> the arguments' names)."""
         plan = self.operand("plan")
-        names = {k[0] if isinstance(k, tuple) else k for k in plan.graph}
+        names = {k[0] if isinstance(k, tuple) else k for k in plan.graph} | {o[0] for o in plan.outputs}
         mapping = {n: _rename(n, self.deterministic_token) for n in names}
-        mapping.update({p: a._name for p, a in zip(plan.placeholders, self.args)})
+        mapping.update(self._argument_names())
         return mapping
 
     @functools.cached_property
     def _rename_key(self) -> Callable[[Any], Any]:
-        mapping = self.name_map()
+        return _renamer(self.name_map())
 
-        def key(k: Any) -> Any:
-            return (mapping.get(k[0], k[0]), *k[1:]) if isinstance(k, tuple) else mapping.get(k, k)
-
-        return key
+    def _argument_names(self) -> dict[str, str]:
+        return {p._name: a._name for p, a in zip(self.plan.inputs, self.args)}
 
     def _layer(self) -> dict:
+        if self.as_programs:
+            from . import _region
+
+            arguments, outputs = self._argument_names(), self.name_map()
+            return _region.layer(
+                self._name, f"{self.plan.token}-{len(self.workers)}", self.plan.built(len(self.workers)),
+                _renamer(arguments), _renamer(outputs),
+                self.timeout, self.transport, "cupy" if "cupy" in {o[3] for o in self.plan.outputs} else "numpy",
+            )
         key = self._rename_key
         layer = {}
         for k, node in self.operand("plan").graph.items():
@@ -120,10 +164,40 @@ class Region(ArrayExpr):
             layer[new_key] = _substitute(node, subs, new_key)
         return layer
 
+    def _owned_blocks(self) -> Iterator[tuple[tuple, tuple[int, ...], tuple[int, ...]]]:
+        if self.as_programs:
+            from . import _region
+
+            yield from _region.owned(self._name, self.plan.built(len(self.workers)), self._rename_key)
+            return
+        from ._fusion import _DAG
+
+        key = self._rename_key
+        for node in _DAG(Bundle(*self.plan.optimized)).order:
+            for k, index, numblocks in node._owned_blocks():
+                yield key(k), index, numblocks
+
+    def _task_annotations(self) -> dict[str, dict]:
+        if not self.as_programs or self.plan.built(len(self.workers)).layout.size < 2:
+            return {}
+        from . import _region
+
+        return {"retries": dict.fromkeys(_region.rank_keys(self._name, self.plan.built(len(self.workers))),
+                                         _RETRIES)}
+
     def schedule(self) -> list[tuple[Any, tuple]]:
-        """The plan's schedule (``_expr.run_in_order``) with this call's keys."""
+        """The plan's schedule (``_expr.run_in_order``) with this call's keys (lowered as tasks)."""
         key = self._rename_key
         return [(key(k), tuple(key(d) for d in done)) for k, done in self.operand("plan").schedule]
+
+
+def _renamer(mapping: dict[str, str]) -> Callable[[Any], Any]:
+    """Renames keys (``(name, i, ...)`` or ``name``) whose name is in ``mapping``."""
+
+    def key(k: Any) -> Any:
+        return (mapping.get(k[0], k[0]), *k[1:]) if isinstance(k, tuple) else mapping.get(k, k)
+
+    return key
 
 
 def _substitute(node: GraphNode, subs: dict, key: Any) -> GraphNode:
@@ -162,27 +236,30 @@ class RegionOutput(ArrayExpr):
     def _layer(self) -> dict:
         return {}
 
+    def _owned_blocks(self) -> Iterator[tuple[tuple, tuple[int, ...], tuple[int, ...]]]:
+        return iter(())  # the Region places its outputs
+
     def finalize_compute(self) -> ArrayExpr:
         from ._expr import Finalize
 
         return self if all(n == 1 for n in self.numblocks) else Finalize(self)
 
 
-def _flatten(value: Any) -> tuple[list[Array], Any]:
-    """Arrays in a (nested) tuple/list/dict, and a structure to rebuild it."""
-    if isinstance(value, Array):
+def _flatten(value: Any, is_leaf: Callable[[Any], bool] = lambda v: isinstance(v, Array)) -> tuple[list[Any], Any]:
+    """The leaves (Arrays) of a (nested) tuple/list/dict, and a structure (hashable) to rebuild it."""
+    if is_leaf(value):
         return [value], "array"
     if isinstance(value, (tuple, list)):
-        arrays: list[Array] = []
+        arrays: list[Any] = []
         parts = []
         for v in value:
-            a, s = _flatten(v)
+            a, s = _flatten(v, is_leaf)
             arrays += a
             parts.append((len(a), s))
-        return arrays, (type(value), parts)
+        return arrays, (type(value), tuple(parts))
     if isinstance(value, dict):
-        arrays, structure = _flatten(list(value.values()))
-        return arrays, (dict, list(value), structure)
+        arrays, structure = _flatten(list(value.values()), is_leaf)
+        return arrays, (dict, tuple(value), structure)
     raise TypeError(f"gnp.accelerate: a function must return Arrays (or tuples/lists/dicts of them), "
                     f"got {type(value).__name__}")
 
@@ -209,6 +286,8 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if tracing():  # called by a function being traced: part of its plan
+            return func(*args, **kwargs)
         # arrays by position (an int) or keyword (a str); the other arguments with their types; and the
         # optimizer's settings (a plan is optimized when traced)
         named = [*enumerate(args), *sorted(kwargs.items())]
@@ -228,7 +307,7 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
                 if len(plans) >= _CACHE_SIZE:
                     plans.pop(next(iter(plans)))
                 plans[signature] = plan
-        region = Region(plan, *[a.expr for _, a in arrays])
+        region = _region_of(plan, [a.expr for _, a in arrays])
         outputs = [RegionOutput(region, k) for k in range(len(plan.outputs))]
         if config.get("dispatch") == "auto" and _in_memory(region.args) and not _cluster.active_workers():
             outputs = _run_now(region, outputs)
@@ -249,14 +328,17 @@ def _in_memory(args: list[ArrayExpr]) -> bool:
 
 
 def _run_now(region: Region, outputs: list[RegionOutput]) -> list[FromGraph]:
-    """Run a region now, in this thread in its plan's order with CuPy blocks (the kernels queue on the
-    device), else on Dask's threaded scheduler; its outputs as persisted blocks."""
+    """Run a region now, in this thread: as programs, its one task; as tasks, in its plan's order with CuPy
+    blocks (the kernels queue on the device), else on Dask's threaded scheduler. Its outputs as persisted
+    blocks."""
     graph = region._layer()
     inputs: dict = {}
     for a in region.args:
         inputs.update(a._layer())
     keys = [o.key(index) for o in outputs for index in o.block_indices()]
-    if any(o.backend == "cupy" for o in outputs) and not dask.callbacks.Callback.active:
+    if region.as_programs:
+        values = dask.local.get_sync({**inputs, **graph}, keys)
+    elif any(o.backend == "cupy" for o in outputs) and not dask.callbacks.Callback.active:
         values = run_in_order({**inputs, **graph}, [(k, ()) for k in inputs] + region.schedule(), keys)
     else:
         values = dask.threaded.get({**inputs, **graph}, keys)
@@ -283,5 +365,29 @@ def _trace(func: Callable[..., Any], args: tuple, kwargs: dict, arrays: list[tup
             traced_kwargs[i] = Array(p)
         else:
             traced_args[i] = Array(p)
-    outputs, structure = _flatten(func(*traced_args, **traced_kwargs))
+    token = _TRACING.set(True)
+    try:
+        outputs, structure = _flatten(func(*traced_args, **traced_kwargs))
+    finally:
+        _TRACING.reset(token)
     return Plan([o.expr for o in outputs], placeholders, structure)
+
+
+def _region_of(plan: Plan, args: list[ArrayExpr]) -> Region:
+    """A call of a plan on the workers of the active cluster, as the settings ask. Its programs are built
+    here, before the Region travels to the scheduler, and the cluster gets the plugins of multi-worker
+    regions (once)."""
+    from dask.utils import parse_timedelta
+
+    lowering, transport = config.get("region-lowering"), config.get("region-transport")
+    if lowering not in ("programs", "tasks"):
+        raise ValueError(f"gpunumeric.region-lowering must be 'programs' or 'tasks', got {lowering!r}")
+    if transport not in ("auto", "comm", "nccl"):
+        raise ValueError(f"gpunumeric.region-transport must be 'auto', 'comm' or 'nccl', got {transport!r}")
+    workers = tuple(_cluster.active_workers())
+    region = Region(plan, workers, lowering, float(parse_timedelta(config.get("region-timeout"))), transport, *args)
+    if region.as_programs and plan.built(len(workers)).layout.size > 1:
+        from ._collectives import install
+
+        install()
+    return region

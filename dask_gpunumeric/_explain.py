@@ -16,18 +16,25 @@ def _block_bytes(expr: ArrayExpr) -> int:
 
 
 def plan(x: Array | ArrayExpr) -> dict[str, Any]:
-    """The optimized plan as data: fused groups (ops, inputs, outputs, bytes per block), tasks by kind."""
-    from ._codegen import describe
-    from ._fusion import _DAG, optimize
-
+    """The optimized plan as data: fused groups (ops, inputs, outputs, bytes per block), tasks by kind, and
+    how accelerated calls run (``_region.summary``)."""
     from ._accelerate import Region
+    from ._codegen import describe
     from ._expr import Bundle
+    from ._fusion import _DAG, optimize
+    from ._loops import Loop
+    from ._region import summary
 
     root = x.expr if isinstance(x, Array) else x
     optimized = optimize(root)
     nodes = _DAG(optimized).order
-    for region in [n for n in nodes if isinstance(n, Region)]:  # accelerated calls: their plan's nodes
-        nodes += _DAG(Bundle(*region.operand("plan").optimized)).order
+    regions = []
+    for node in nodes:  # accelerated calls and loops: their plans' nodes too
+        if isinstance(node, Region):
+            regions.append({"name": node._name, "lowering": "programs" if node.as_programs else "tasks",
+                            **(summary(node.plan.built(len(node.workers))) if node.as_programs else {})})
+        if isinstance(node, (Region, Loop)):
+            nodes += _DAG(Bundle(*(node.plan if isinstance(node, Region) else node.body).optimized)).order
     groups = []
     for node in nodes:
         if not isinstance(node, Fused):
@@ -60,7 +67,8 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
             })
     graph = graph_of(optimized)
     prefixes = Counter(k[0].rsplit("-", 1)[0] if isinstance(k, tuple) else str(k) for k in graph)
-    return {"groups": groups, "stencils": stencils, "tasks": len(graph), "tasks_by_prefix": dict(prefixes)}
+    return {"groups": groups, "stencils": stencils, "tasks": len(graph), "tasks_by_prefix": dict(prefixes),
+            "regions": regions}
 
 
 def explain(x: Array, *, source: bool = False) -> str:
@@ -73,6 +81,8 @@ def explain(x: Array, *, source: bool = False) -> str:
     lines = [f"{x!r}", f"optimized graph: {info['tasks']} tasks"]
     for prefix, n in sorted(info["tasks_by_prefix"].items()):
         lines.append(f"  {n:6d} x {prefix}")
+    for region in info["regions"]:
+        lines += _region_lines(region)
     if not info["groups"] and not info["stencils"]:
         lines.append("no fused kernels (nothing to fuse, or fusion is off: gpunumeric.fusion)")
     for g in info["stencils"]:
@@ -94,3 +104,23 @@ def explain(x: Array, *, source: bool = False) -> str:
     text = "\n".join(lines)
     print(text)
     return text
+
+
+def _region_lines(region: dict[str, Any]) -> list[str]:
+    """How an accelerated call runs: its tasks on the scheduler, and per worker its kernels and exchanges."""
+    if region["lowering"] == "tasks":
+        return [f"region {region['name']}: one task per block (gpunumeric.region-lowering='tasks')"]
+    ranks = region["ranks"]
+    where = f"one per worker, on workers {region['workers']}" if ranks > 1 else "one task, no exchanges"
+    lines = [f"region {region['name']}: {ranks} task(s) on the scheduler ({where})"]
+
+    def describe(program: dict[str, Any], indent: str, unit: str) -> None:
+        lines.append(f"{indent}{unit}: {program['tasks']} operation(s) ({program['kernels']} fused kernel(s)), "
+                     f"{program['exchanges']} exchange(s), {program['bytes_sent']:,} B sent")
+        for loop in program["loops"]:
+            times = loop["count"] if loop["kind"] == "fori" else f"<= {loop['count']}" if loop["count"] else "until done"
+            describe(loop, indent + "  ", f"{loop['kind']}_loop ({times} iterations), per iteration")
+
+    for rank, program in enumerate(region["programs"]):
+        describe(program, "  ", f"worker {region['workers'][rank]}" if ranks > 1 else "the task")
+    return lines

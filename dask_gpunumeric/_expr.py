@@ -196,6 +196,10 @@ class ArrayExpr(Expr):
         for index in self.block_indices():
             yield self.key(index), index, self.numblocks
 
+    def _task_annotations(self) -> dict[str, dict]:
+        """Other annotations of this node's tasks on a cluster, by kind and key (e.g. ``retries``)."""
+        return {}
+
     def _simplify_up(self, parent: Expr, dependents: Any) -> Expr | None:
         # dask.compute(a, b) / dask.persist(a, b): optimize our arrays together (one fused kernel can
         # serve several outputs), keeping each output's keys.
@@ -286,11 +290,14 @@ class Materialized(ArrayExpr):
             return {}
         graph = self._graph
         placement = {}
+        annotations: dict[str, dict] = {}
         for node in _walk(self._optimized):
             for key, index, numblocks in node._owned_blocks():
                 if key in graph:
                     placement[key] = [workers[owner(index, numblocks, len(workers))]]
-        return {"workers": placement, "allow_other_workers": dict.fromkeys(placement, True)}
+            for kind, values in node._task_annotations().items():
+                annotations.setdefault(kind, {}).update(values)
+        return {"workers": placement, "allow_other_workers": dict.fromkeys(placement, True), **annotations}
 
     def _optimized_graph(self) -> dict:
         root = self.root
@@ -438,10 +445,12 @@ def _walk(root: Expr) -> Iterator[Expr]:
 
 
 def graph_of(root: ArrayExpr) -> dict:
-    """All tasks of an expression tree, each node's layer once."""
+    """All tasks of an expression tree, each node's layer once, each task naming its block when it fails."""
+    from ._faults import label_tasks
+
     layers: dict = {}
     for node in _walk(root):
-        layers.update(node._layer())
+        layers.update(label_tasks(node, node._layer()))
     return layers
 
 
@@ -660,17 +669,20 @@ def _piece_length(ix: Any) -> int:
     return len(range(*ix.indices(2**62))) if isinstance(ix, slice) else len(ix)
 
 
-def halo_block_inputs(source: ArrayExpr, axis_pieces: Sequence[Sequence[Piece]]) -> tuple[dict, List, tuple]:
+def halo_block_inputs(source: ArrayExpr, axis_pieces: Sequence[Sequence[Piece]],
+                      own: Index | None = None) -> tuple[dict, List, tuple]:
     """Task inputs of one block extended by halos, from the pieces of its extended range along each axis
-    (slices of ``source``'s blocks, as ``_plan.segments_plan`` makes them): the largest piece is a whole
-    source block, cut inside the task; every other piece is a strip cut by a task of its own next to its
-    source block (keyed by source, block and bounds, so that users share it), so that only strips travel.
+    (slices of ``source``'s blocks, as ``_plan.segments_plan`` makes them): the piece of the source block at
+    the task's ``own`` position (where the task runs), or else the largest piece, is that whole block, cut
+    inside the task; every other piece is a strip cut by a task of its own next to its source block (keyed
+    by source, block and bounds, so that users share it), so that only strips travel.
     Returns the strip tasks, the pieces' references and their layout for ``_blocks.halo_block``."""
     name = f"halo-{source.deterministic_token}"
     lengths = [[_piece_length(ix) for _, _, ix in pieces] for pieces in axis_pieces]
     starts = [list(itertools.accumulate(ls, initial=0)) for ls in lengths]
     combos = list(itertools.product(*(range(len(pieces)) for pieces in axis_pieces)))
-    main = max(combos, key=lambda combo: math.prod(lengths[d][j] for d, j in enumerate(combo)))
+    mine = [c for c in combos if tuple(axis_pieces[d][j][1] for d, j in enumerate(c)) == own]
+    main = mine[0] if mine else max(combos, key=lambda combo: math.prod(lengths[d][j] for d, j in enumerate(combo)))
     strips: dict = {}
     refs, places = [], []
     for combo in combos:
@@ -711,7 +723,7 @@ class Overlap(Gather):
         plan, source = self.operand("plan"), self.sources[0]
         layer: dict = {}
         for index in self.block_indices():
-            strips, refs, layout = halo_block_inputs(source, [plan[d][i][0] for d, i in enumerate(index)])
+            strips, refs, layout = halo_block_inputs(source, [plan[d][i][0] for d, i in enumerate(index)], index)
             layer.update(strips)
             layer[self.key(index)] = Task(self.key(index), _blocks.halo_block, refs, layout)
         return layer
@@ -948,7 +960,7 @@ class Stencil(ArrayExpr):
         inner_name = f"{self._funcname}-interior-{self.deterministic_token}"
         layer: dict = {}
 
-        def part(target: tuple) -> tuple[tuple, list]:
+        def part(target: tuple, index: Index) -> tuple[tuple, list]:
             kernel_boxes, source_boxes = _stencil_kernels.boxes(plan, [s.shape for s in sources], target)
             refs, layouts, origins = [], [], []
             for source, box, axis_pieces in zip(sources, source_boxes,
@@ -958,7 +970,8 @@ class Stencil(ArrayExpr):
                     layouts.append(None)
                     origins.append(None)
                     continue
-                strips, pieces, layout = halo_block_inputs(source, axis_pieces)
+                own = index if source.numblocks == self.numblocks else None
+                strips, pieces, layout = halo_block_inputs(source, axis_pieces, own)
                 layer.update(strips)
                 refs.append(pieces)
                 layouts.append(layout)
@@ -971,12 +984,12 @@ class Stencil(ArrayExpr):
             inner = None
             if interior is not None:
                 key = (inner_name, *index) if bands else self.key(index)
-                spec, refs = part(interior)
+                spec, refs = part(interior, index)
                 layer[key] = Task(key, _stencil_kernels.run, plan, self.operand("scalars"), block, backend, None,
                                   (spec,), *refs)
                 inner = TaskRef(key)
             if bands:
-                specs, refs = zip(*[part(band) for band in bands])
+                specs, refs = zip(*[part(band, index) for band in bands])
                 layer[self.key(index)] = Task(self.key(index), _stencil_kernels.run, plan, self.operand("scalars"),
                                               block, backend, inner, specs, *[r for rs in refs for r in rs])
         return layer

@@ -22,6 +22,9 @@ DEFAULTS: dict[str, Any] = {
     "split-every": 8,  # fan-in of tree reductions
     "fusion": True,  # fuse elementwise chains, random draws and reductions into one kernel per block
     "stencil-sweeps": "auto",  # stencil sweeps per task: "auto" (halo within 1/8 of a block) or an int
+    "region-lowering": "programs",  # accelerated regions as one task per worker ("programs") or per block ("tasks")
+    "region-timeout": "60s",  # how long a region's per-worker task waits for its peers before failing
+    "region-transport": "auto",  # between workers: "nccl" (CuPy blocks, a GPU each), "comm" (Dask's comms), "auto"
     # "auto": an accelerated function whose array arguments are in memory runs when called (its kernels
     # queued on the device at once); "lazy": its outputs stay lazy until computed
     "dispatch": "auto",

@@ -42,6 +42,21 @@ def test_suite_runs_on_the_cpu(tmp_path: pathlib.Path) -> None:
             assert (tmp_path / plot).read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.parametrize("benchmark", ["cg", "gray_scott"])
+def test_iterative_benchmark_runs_and_checks_on_the_cpu(benchmark: str, tmp_path: pathlib.Path) -> None:
+    """The iterative benchmarks at a small size: every system's checksum checked against NumPy's."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    report_path = tmp_path / "report.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / f"{benchmark}.py"), "--n", "64", "--steps", "5",
+               "--repeat", "1", "--warmup", "0", "--json", str(report_path)]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    rows = {row["name"]: row for row in report["results"]}
+    assert report["passed"] and {"gnp", "numpy"} <= set(rows)
+    assert all(row["ok"] for name, row in rows.items() if name != "numpy"), report["results"]
+
+
 def test_weak_scaling_efficiency_and_table() -> None:
     def row(system: str, workers: int, ms: float | None, ok: bool | None = True) -> weak_scaling.Row:
         error = None if ms is not None else "RuntimeError: lost"

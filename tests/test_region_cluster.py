@@ -1,0 +1,236 @@
+"""Accelerated regions on a 2-worker cluster: one task per worker, the workers exchanging halos and
+reduction partials directly. Conjugate gradients, a stencil time loop with a periodic reduction and a
+``while_loop`` with a data-dependent stop give NumPy's results; the scheduler sees the same tasks whatever
+the number of iterations; outputs are ordinary blocks on their owners; a failing rank stops its peers at
+once; peers that cannot meet fail with a clear error; a region whose peer dies, or whose output block is lost,
+is run again.
+
+On a GPU machine the same tests run with one worker per GPU (two GPUs needed; with one they are skipped)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any
+
+import dask
+import numpy as np
+import pytest
+from dask.core import flatten
+
+import dask_gpunumeric as gnp
+from _solvers import gnp_cg, gnp_simulation, numpy_cg, numpy_simulation
+from conftest import assert_eq, scheduler_runs, to_host
+from dask_gpunumeric._cluster import active_workers, owner
+from dask_gpunumeric._explain import plan
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def cluster_client():
+    """The module's cluster (its own: a test kills one of its workers), the default client meanwhile. Without
+    work stealing, tasks run where they are placed (tiny test arrays make moving a region's task cheap)."""
+    with dask.config.set({"distributed.scheduler.work-stealing": False}), \
+            gnp.cluster(n_workers=2, dashboard_address=":0") as client:
+        yield client
+
+
+@pytest.fixture
+def workers(cluster_client) -> list[str]:
+    """The cluster's workers, all up, in the order that decides block owners (two CPU processes, or one
+    per GPU: the tests need two)."""
+    n = len(cluster_client.cluster.workers)
+    if n < 2:
+        pytest.skip("regions of several workers need two workers: a CPU run, or a machine with two GPUs")
+    deadline = time.monotonic() + 60
+    while True:
+        info = cluster_client.scheduler_info(n_workers=-1)["workers"]
+        running = {address for address, worker in info.items() if worker["status"] == "running"}
+        if len(running) == n == len(info) and set(active_workers()) == running:
+            return active_workers()
+        assert time.monotonic() < deadline, "the cluster's workers did not come up"
+        time.sleep(0.2)
+
+
+def _prefixes(records: list[dict]) -> list[str]:
+    return sorted(dask.utils.key_split(r["key"]) for r in records)
+
+
+def test_conjugate_gradient(cluster_client, workers) -> None:
+    bn = np.random.default_rng(0).standard_normal((64, 48))
+    b = gnp.asarray(bn)
+    assert b.numblocks == (len(workers), 1)
+    x = gnp_cg(b, 25)
+    info = plan(x)
+    (region,) = info["regions"]
+    assert region["ranks"] == len(workers)
+    for program in region["programs"]:
+        (loop,) = program["loops"]
+        assert loop["exchanges"] == 3  # a halo, then the partials of two reductions
+        assert 0 < loop["bytes_sent"] <= 2 * 48 * 8 + 16  # a halo row or two, and two partials
+    with distributed.get_task_stream(client=cluster_client) as ts:
+        result = x.compute()
+    np.testing.assert_allclose(to_host(result), numpy_cg(bn, 25), rtol=1e-8, atol=1e-10)
+    ran = {r["key"]: r["worker"] for r in ts.data if dask.utils.key_split(r["key"]) == "region"}
+    assert sorted(k[1] for k in ran) == list(range(len(workers))) and set(ran.values()) == set(workers)
+    with distributed.get_task_stream(client=cluster_client) as few:
+        gnp_cg(b, 2).compute()
+    assert _prefixes(few.data) == _prefixes(ts.data)  # the scheduler's tasks do not depend on the iterations
+
+
+def test_stencil_time_loop_with_periodic_reduction(cluster_client, workers) -> None:
+    rng = np.random.default_rng(1)
+    un, cn = rng.random((40, 16)), rng.random((40, 16))
+    u, energy = numpy_simulation(un, cn, 6, 4)
+    v, e = gnp_simulation(gnp.asarray(un), gnp.asarray(cn), 6, 4)
+    assert_eq(e, np.float64(energy), rtol=1e-10)
+    assert_eq(v, u, rtol=1e-10)
+    (region,) = plan(v)["regions"]
+    (outer,) = region["programs"][0]["loops"]
+    (inner,) = outer["loops"]
+    assert inner["exchanges"] == 1 and 16 * 8 <= inner["bytes_sent"] <= 2 * 16 * 8  # a halo row per step
+    # more steps: the same tasks on the scheduler
+    with distributed.get_task_stream(client=cluster_client) as few:
+        dask.compute(*gnp_simulation(gnp.asarray(un), gnp.asarray(cn), 2, 2))
+    with distributed.get_task_stream(client=cluster_client) as many:
+        dask.compute(*gnp_simulation(gnp.asarray(un), gnp.asarray(cn), 20, 10))
+    assert _prefixes(few.data) == _prefixes(many.data)
+
+
+def test_while_loop_data_dependent_stop(cluster_client, workers) -> None:
+    """Jacobi sweeps until the update is small: the workers evaluate the condition themselves."""
+    bn = np.random.default_rng(2).random((32, 8))
+
+    def sweep(u: Any, xp: Any) -> Any:
+        return 0.4 * u + 0.25 * (xp.roll(u, 1, axis=0) + xp.roll(u, -1, axis=0)) + 0.01 * bn_like(u, xp)
+
+    def bn_like(u: Any, xp: Any) -> Any:
+        return b if xp is gnp else bn
+
+    b = gnp.asarray(bn)
+    u, steps = np.zeros_like(bn), 0
+    while np.max(np.abs(sweep(u, np) - u)) > 1e-6:  # a contraction (by 0.9): it stops
+        u, steps = sweep(u, np), steps + 1
+
+    def going(state: tuple) -> gnp.Array:
+        u, _ = state
+        return gnp.max(gnp.abs(sweep(u, gnp) - u)) > 1e-6
+
+    def body(state: tuple) -> tuple:
+        u, n = state
+        return sweep(u, gnp), n + 1
+
+    out, n = gnp.while_loop(going, body, (gnp.zeros_like(b), 0), max_iter=1000)
+    assert steps > 20
+    assert_eq(n, np.asarray(steps))
+    assert_eq(out, u, rtol=1e-10)
+
+
+def test_outputs_are_blocks_on_their_owners(cluster_client, workers) -> None:
+    xn = np.random.default_rng(3).random((30, 5))
+
+    @gnp.accelerate
+    def f(a: gnp.Array) -> tuple:
+        return gnp.sin(a) + gnp.roll(a, 1, axis=0), gnp.sum(a * a)
+
+    field, total = f(gnp.asarray(xn))
+    assert_eq(total, np.sum(xn * xn))  # computing one output runs every rank
+    assert_eq(field[:3], (np.sin(xn) + np.roll(xn, 1, axis=0))[:3])  # and so does computing one block
+    p = field.persist()
+    distributed.wait(p)
+    who_has = cluster_client.who_has(p)
+    for i, key in enumerate(flatten(p.__dask_keys__())):
+        assert list(who_has[key]) == [workers[owner((i, 0), p.numblocks, len(workers))]]
+    assert_eq(p * 2, (np.sin(xn) + np.roll(xn, 1, axis=0)) * 2)
+
+
+def _fails_on_second_block(block: Any, block_offset: tuple, global_shape: tuple) -> Any:
+    if block_offset[0] > 0:
+        raise ValueError("boom in the second block")
+    return block
+
+
+def test_a_failing_rank_stops_its_peers(cluster_client, workers) -> None:
+    x = gnp.asarray(np.arange(20.0))
+    out = gnp.fori_loop(3, lambda i, u: gnp.map_blocks(_fails_on_second_block, u + gnp.sum(u), offsets=True), x)
+    start = time.monotonic()
+    with pytest.raises(Exception, match="boom in the second block"):
+        out.compute()
+    assert time.monotonic() - start < 30  # not the 60 s a peer would wait for a message that never comes
+
+
+def _lonely_rank() -> None:
+    from dask_gpunumeric._collectives import connect
+
+    with connect("region-lonely", "plan", 0, 2, 1.0, "auto", "numpy"):
+        pass
+
+
+def test_peers_that_cannot_meet_fail_clearly(cluster_client, workers) -> None:
+    from dask_gpunumeric._collectives import RegionTimeoutError
+
+    gnp.fori_loop(1, lambda i, u: u, gnp.asarray(np.zeros(8)))  # a region: the cluster gets its plugins
+    with pytest.raises(RegionTimeoutError, match=r"ranks \[1\] of 2 did not start within 1 s"):
+        cluster_client.submit(_lonely_rank, pure=False).result(timeout=30)
+
+
+def test_lost_output_block_runs_the_region_again(cluster_client, workers) -> None:
+    """A persisted output block lost with its worker is recomputed: the region runs again, all its ranks."""
+    xn = np.random.default_rng(5).random((24, 6))
+
+    @gnp.accelerate
+    def smooth(a: gnp.Array) -> gnp.Array:
+        return gnp.fori_loop(5, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)) + gnp.mean(u), a)
+
+    expected = xn.copy()
+    for _ in range(5):
+        expected = 0.5 * (expected + np.roll(expected, 1, axis=0)) + expected.mean()
+    out = smooth(gnp.asarray(xn))
+    ranks = [k for k in out.__dask_graph__() if dask.utils.key_split(k) == "region"]
+    p = out.persist()
+    distributed.wait(p)
+    (victim,) = cluster_client.who_has(p)[list(flatten(p.__dask_keys__()))[1]]
+    with contextlib.suppress(OSError):
+        cluster_client.run(os._exit, 1, workers=[victim])
+    assert_eq(p * 2, expected * 2, rtol=1e-12)
+    assert all(n >= 2 for n in scheduler_runs(cluster_client, ranks).values())
+
+
+def _slow_copy(block: Any, delay: float) -> Any:
+    """A copy of the block, after ``delay`` seconds (to keep a region running while a worker dies)."""
+    time.sleep(delay)
+    return block * 1
+
+
+def test_region_whose_peer_dies_is_recomputed(cluster_client, workers) -> None:
+    # runs last: it kills a worker of the module's cluster (its nanny starts a new one)
+    xn = np.random.default_rng(4).random(40)
+
+    def body(i: Any, u: Any) -> Any:
+        return 0.5 * (gnp.map_blocks(_slow_copy, u, delay=0.05) + gnp.roll(u, 1)) + 1e-3 * gnp.sum(u)
+
+    out = gnp.fori_loop(60, body, gnp.asarray(xn))
+    expected = xn.copy()
+    for _ in range(60):
+        expected = 0.5 * (expected + np.roll(expected, 1)) + 1e-3 * expected.sum()
+    ranks = sorted(k for k in out.__dask_graph__() if dask.utils.key_split(k) == "region")
+    future = cluster_client.compute(out)
+
+    def running(dask_scheduler: Any, keys: list = ranks) -> dict:
+        """Where the region's tasks run (they leave their worker's thread pool when they start)."""
+        return {ts.key: address for address, ws in dask_scheduler.workers.items() for ts in ws.long_running
+                if ts.key in keys}
+
+    deadline = time.monotonic() + 30
+    while len(where := cluster_client.run_on_scheduler(running)) < len(ranks):
+        assert time.monotonic() < deadline, "the region never started"
+        time.sleep(0.05)
+    assert len(set(where.values())) == len(ranks), where  # one task per worker
+    time.sleep(1.0)  # well into the loop
+    assert not future.done()
+    with contextlib.suppress(OSError):  # the worker dies before it answers
+        cluster_client.run(os._exit, 1, workers=[where[ranks[1]]])
+    np.testing.assert_allclose(to_host(future.result(timeout=120)), expected, rtol=1e-10)
+    runs = scheduler_runs(cluster_client, ranks)
+    assert all(n >= 2 for n in runs.values()), runs  # both ranks ran again: the survivor failed cleanly
