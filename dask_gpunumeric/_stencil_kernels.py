@@ -307,8 +307,10 @@ def kernel_source(code: tuple, index: str = "int") -> tuple[str, str]:
     ``p = lo + i`` (grid-stride loops per axis), reading buffer ``s`` at ``(p - o_s + offset) . stride_s`` and
     writing output ``j`` at ``(p - oo_j) . ostride_j``; the last axis has stride 1 (a 0-d buffer: one
     element). ``index`` is the C type of positions and offsets: "int" where they fit, else "long long"."""
+    from ._program_check import check_stencil_code
     from .random._philox import PHILOX_DEVICE_SOURCE
 
+    check_stencil_code(code, index)  # only our names and integers become source
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
     ndim, _, instrs, outputs = program
     ctype, last = _codegen._ctype, ndim - 1
