@@ -16,7 +16,8 @@ result stays there. Side by side:
 - ``dask.array+cupy`` (or ``+numpy`` without a GPU): ``map_overlap`` once per sweep, the threaded scheduler;
   ``jax-jit`` where JAX is installed, ``cupynumeric`` where cuPyNumeric is;
 - with a GPU: ``cupy`` (eager), and ``copy``: one device copy of the grid per sweep, the memory floor (a
-  sweep reads and writes the grid once); ``x copy`` is each time over that floor.
+  sweep reads and writes the grid once); ``x copy`` is each time over that floor; without one: ``numpy``
+  (eager).
 
 Targets on an H200 (16384^2, 20 sweeps): gnp <= 15 ms (the floor is about 10 ms), and >= 90% weak-scaling
 efficiency from 1 to 2 GPUs. Every system's first rows are checked against NumPy (run on the top rows of
@@ -128,7 +129,9 @@ def main(argv=None) -> int:
         cgrid = cn.asarray(H.to_host(grid))
         runs.append(("cupynumeric", lambda: relax(cgrid, WEIGHT, sweeps)))
     floor_name = None
-    if cp is not None:
+    if cp is None:
+        runs.append(("numpy", lambda: relax(grid, WEIGHT, sweeps)))
+    else:
         runs.append(("cupy", lambda: relax(grid, WEIGHT, sweeps)))
         a, b = cp.empty_like(grid), cp.empty_like(grid)
 
