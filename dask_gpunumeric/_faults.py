@@ -17,8 +17,10 @@ the failed computation, whose locals hold every block computed so far.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import traceback
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -157,9 +159,11 @@ def _host_memory() -> str:
 
 def release_blocks(exc: BaseException) -> None:
     """Clear the locals of every finished frame an exception (or its causes) reaches, through its traceback
-    and the callers of those frames: a failed local computation's frames hold every block computed so far.
-    Frames still running (the caller's) are left alone."""
+    and the callers of those frames, and empty the closures made by those calls: a failed local
+    computation's frames (and the closure of its scheduler's loop) hold every block computed so far. Frames
+    still running (the caller's) are left alone."""
     seen: set[int] = set()
+    finished: list[types.FrameType] = []
     chain: BaseException | None = exc
     while chain is not None and id(chain) not in seen:
         seen.add(id(chain))
@@ -170,9 +174,17 @@ def release_blocks(exc: BaseException) -> None:
                 seen.add(id(frame))
                 with contextlib.suppress(RuntimeError):  # a frame still running
                     frame.clear()
+                    finished.append(frame)
                 frame = frame.f_back
             tb = tb.tb_next
         chain = chain.__cause__ or chain.__context__
+    made_inside = {c for frame in finished for c in frame.f_code.co_consts if isinstance(c, types.CodeType)}
+    for frame in finished:
+        for function in gc.get_referents(frame):  # the function a frame runs
+            if isinstance(function, types.FunctionType) and function.__code__ in made_inside:
+                for cell in function.__closure__ or ():
+                    with contextlib.suppress(ValueError):  # already empty
+                        del cell.cell_contents
 
 
 def _releasing(get: Callable[..., Any]) -> Callable[..., Any]:

@@ -23,7 +23,7 @@ from dask.utils import format_bytes
 
 import dask_gpunumeric as gnp
 from conftest import BACKEND, assert_eq, scheduler_runs, to_host
-from dask_gpunumeric._faults import BlockFunction, is_out_of_memory, out_of_memory_message
+from dask_gpunumeric._faults import BlockFunction, is_out_of_memory, local_scheduler, out_of_memory_message
 
 distributed = pytest.importorskip("distributed")
 
@@ -166,11 +166,10 @@ def test_out_of_memory_message_parts():
     assert "task (1, 0, 2) of sum-partial" in out_of_memory_message(stage, MemoryError())
 
 
-@pytest.mark.xfail(os.environ.get("GNP_BACKEND") == "cupy", strict=False,
-                   reason="known bug: on CuPy blocks one computed block outlives the caught error (seen on an H200)")
-def test_out_of_memory_error_holds_no_blocks():
+@pytest.mark.parametrize("backend", ["cupy", "numpy"])  # the default local scheduler of each: sync, threads
+def test_out_of_memory_error_holds_no_blocks(backend):
     """Catching the error (a notebook keeps the last one) must free the memory of the blocks computed so far
-    (on the default local scheduler) and of the failed task's inputs."""
+    and of the failed task's inputs."""
     try:
         weakref.ref(gnp.zeros(1).compute())
     except TypeError:
@@ -178,7 +177,7 @@ def test_out_of_memory_error_holds_no_blocks():
     _kept.clear()
     kept = gnp.map_blocks(_keep, gnp.arange(400.0, chunks=100))
     with pytest.raises(gnp.OutOfMemoryError) as info:
-        dask.compute(kept, gnp.map_blocks(_host_out_of_memory, kept))
+        dask.compute(kept, gnp.map_blocks(_host_out_of_memory, kept), scheduler=local_scheduler(backend))
     assert _kept
     gc.collect()
     assert info.value is not None  # the error is alive here ...

@@ -157,6 +157,33 @@ def test_forged_programs_are_refused(forge):
         _codegen.kernel_source((ndim, inputs, tuple(instrs), outputs), "flat", 1)
 
 
+@pytest.mark.parametrize("forge", ["offset", "slot", "dtype", "index type", "program"])
+def test_forged_stencil_code_is_refused(forge):
+    """The same for the kernels of stencil groups: a sweep's code from the stencil pass, forged."""
+    from dask_gpunumeric import _stencil_kernels
+    from dask_gpunumeric._explain import plan
+
+    u = gnp.from_array(np.zeros((8, 8)), chunks=4)
+    step = u + 0.1 * (gnp.roll(u, 1, axis=0) + gnp.roll(u, -1, axis=0) - 2 * u)
+    code = plan(step)["stencils"][0]["plan"][2][0][0]
+    _stencil_kernels.kernel_source(code)  # as made: fine
+    program, dtypes, loads, restricted, bases, out_dtypes = code
+    index = "int"
+    if forge == "offset":
+        loads = ((loads[0][0], (PAYLOAD, 0)), *loads[1:])
+    elif forge == "slot":
+        loads = ((PAYLOAD, loads[0][1]), *loads[1:])
+    elif forge == "dtype":
+        out_dtypes = (PAYLOAD,)
+    elif forge == "index type":
+        index = PAYLOAD
+    else:
+        program = (program[0], program[1], ((program[2][0][0], program[2][0][1], PAYLOAD),) + program[2][1:],
+                   program[3])
+    with pytest.raises(ValueError, match="not a program of ours"):
+        _stencil_kernels.kernel_source((program, dtypes, loads, restricted, bases, out_dtypes), index)
+
+
 # --- no unpickling, no eval ----------------------------------------------------------------------------------
 
 _UNSAFE_MODULES = {"pickle", "cloudpickle", "dill", "marshal", "shelve", "jsonpickle", "joblib"}
