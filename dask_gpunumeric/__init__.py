@@ -17,6 +17,7 @@ from ._accelerate import accelerate
 from ._loops import fori_loop, while_loop
 from ._array import Array
 from ._blockwise import apply_gufunc, map_blocks
+from ._checkpoint import checkpoint
 from ._overlap import map_overlap
 from ._cluster import cluster
 from ._coverage import coverage
@@ -29,6 +30,7 @@ from ._elementwise import *  # noqa: F403  (every elementwise function by its st
 from ._elementwise import FUNCTIONS as _ELEMENTWISE
 from ._elementwise import astype, clip, round, where  # noqa: A004
 from ._explain import explain
+from ._faults import OutOfMemoryError
 from ._guards import FetchError, PromotionError, ScalarIndexingError, allowfetch, allowpromotion, allowscalar
 from ._namespace import __array_namespace_info__, can_cast, finfo, iinfo, isdtype, result_type
 from ._manipulation import (

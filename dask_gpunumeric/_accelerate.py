@@ -336,10 +336,12 @@ def _run_now(region: Region, outputs: list[RegionOutput]) -> list[FromGraph]:
     for a in region.args:
         inputs.update(a._layer())
     keys = [o.key(index) for o in outputs for index in o.block_indices()]
-    if region.as_programs:
+    in_order = region.as_programs or any(o.backend == "cupy" for o in outputs)
+    if in_order and not dask.callbacks.Callback.active:  # (callbacks, a progress bar: Dask's scheduler calls them)
+        schedule = schedule_of(graph, set(keys)) if region.as_programs else region.schedule()
+        values = run_in_order({**inputs, **graph}, [(k, ()) for k in inputs] + schedule, keys)
+    elif in_order:
         values = dask.local.get_sync({**inputs, **graph}, keys)
-    elif any(o.backend == "cupy" for o in outputs) and not dask.callbacks.Callback.active:
-        values = run_in_order({**inputs, **graph}, [(k, ()) for k in inputs] + region.schedule(), keys)
     else:
         values = dask.threaded.get({**inputs, **graph}, keys)
     blocks = dict(zip(keys, values))

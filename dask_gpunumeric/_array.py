@@ -11,8 +11,6 @@ from collections.abc import Iterator
 from typing import Any, Union
 
 import dask
-import dask.local
-import dask.threaded
 import numpy as np
 from dask._task_spec import convert_legacy_graph, cull
 from dask.base import DaskMethodsMixin
@@ -21,6 +19,7 @@ from dask.core import flatten
 from . import _guards
 from ._backend import device_name, to_numpy
 from ._expr import ArrayExpr, FromGraph, Materialized
+from ._faults import local_scheduler
 
 ArrayLike = Union["Array", np.ndarray, int, float, complex, bool, list, Any]
 
@@ -65,9 +64,7 @@ class Array(DaskMethodsMixin):
 
     @property
     def __dask_scheduler__(self) -> Any:
-        # CuPy kernels run asynchronously on the device's stream: one thread launching them in order is
-        # fastest (no thread hand-offs). NumPy blocks use threads to run blocks in parallel.
-        return dask.local.get_sync if self.backend == "cupy" else dask.threaded.get
+        return local_scheduler(self.backend)
 
     @staticmethod
     def __dask_optimize__(dsk: Any, keys: Any, **kwargs: Any) -> Any:

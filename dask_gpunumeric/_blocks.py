@@ -17,6 +17,8 @@ from ._backend import module, namespace, to_backend
 
 def as_block(piece: Any, dtype: np.dtype, backend: str) -> Any:
     """A piece of user data as a block of the backend, with the array's dtype."""
+    if isinstance(piece, np.ndarray) and not piece.dtype.isnative:
+        piece = piece.astype(dtype)  # to native byte order on the host: CuPy takes no other
     block = to_backend(piece, backend)
     return block if block.dtype == dtype else block.astype(dtype)
 

@@ -32,32 +32,64 @@ def _new_client_class() -> type:
     return Client
 
 
-def _protocol(protocol: str | None) -> str:
+LOOPBACK = "127.0.0.1"
+_DASHBOARD_PORT = 8787
+
+
+def _protocol(protocol: str | None, security: Any, gpu: bool) -> str:
+    """The protocol asked for; else TLS when ``security`` requires encryption, else UCX between GPUs when
+    distributed-ucxx imports, else TCP."""
     if protocol is not None:
         return protocol
-    return "ucx" if importlib.util.find_spec("distributed_ucxx") is not None else "tcp"
+    if security is True or getattr(security, "require_encryption", False):
+        return "tls"
+    return "ucx" if gpu and importlib.util.find_spec("distributed_ucxx") is not None else "tcp"
+
+
+def bind_locally(cluster_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Cluster arguments with the scheduler, workers and dashboard on the loopback interface unless they name
+    a ``host`` or an ``interface``: a port alone (``dashboard_address=":0"``) is taken on the scheduler's host,
+    not on every interface as Dask would."""
+    out = dict(cluster_kwargs)
+    if out.get("interface") is not None:
+        return out
+    host = out.get("host") or LOOPBACK
+    out["host"] = host
+    dashboard = out.get("dashboard_address", _DASHBOARD_PORT)
+    if dashboard is not None and "," not in str(dashboard) and not str(dashboard).rpartition(":")[0]:
+        port = str(dashboard).rpartition(":")[2]
+        out["dashboard_address"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return out
 
 
 def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = None, address: str | None = None,
-            protocol: str | None = None, n_workers: int | None = None, **cluster_kwargs: Any) -> Any:
+            protocol: str | None = None, n_workers: int | None = None, security: Any = None,
+            **cluster_kwargs: Any) -> Any:
     """Start (or connect to) a cluster and return a connected ``distributed.Client``.
 
-    - ``client=`` or ``address=``: use an existing cluster (a multi-node dask-cuda cluster, say).
+    - ``client=`` or ``address=``: use an existing cluster (a multi-node dask-cuda cluster, say); with
+      ``security=`` (a ``distributed.security.Security``) for a cluster that requires TLS.
     - With a GPU: ``LocalCUDACluster`` with one worker per visible GPU, or per GPU of ``n_gpus`` (a count,
       or device ids like ``[0, 1]`` / ``"0,1"``), over ``protocol`` ("ucx" when distributed-ucxx imports,
-      else "tcp"), with dask-cuda's device-memory limit and spilling.
+      else "tcp"; "tls" with a ``security`` that requires encryption), with dask-cuda's device-memory limit
+      and spilling to host memory.
     - Without one: a ``LocalCluster`` of ``n_workers`` (default ``n_gpus`` or 2) single-threaded worker
       processes with NumPy blocks, so the same code runs (and is tested) on CPUs.
 
-    The Client is the default scheduler while it lives, and works as a context manager: leaving the
-    ``with`` block closes it and the cluster started for it.
+    A cluster started here listens on the loopback interface only (scheduler, workers and dashboard) unless
+    ``host=`` or ``interface=`` says otherwise (``bind_locally``). Other keyword arguments go to the cluster.
+    The Client is the default scheduler while it lives, and works as a context manager: leaving the ``with``
+    block closes it and the cluster started for it.
     """
     import distributed
 
     if client is not None:
         return client
     if address is not None:
-        return distributed.Client(address)
+        return distributed.Client(address, security=security)
+    cluster_kwargs = bind_locally(cluster_kwargs)
+    if security is not None:
+        cluster_kwargs["security"] = security
     if gpu_available():
         from dask_cuda import LocalCUDACluster
 
@@ -68,11 +100,12 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
             devices = list(range(min(devices, cupy.cuda.runtime.getDeviceCount())))
         if isinstance(devices, (list, tuple)):
             devices = ",".join(str(d) for d in devices)
-        new = LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, protocol=_protocol(protocol), **cluster_kwargs)
+        new = LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, protocol=_protocol(protocol, security, gpu=True),
+                               **cluster_kwargs)
     else:
         workers = n_workers or (n_gpus if isinstance(n_gpus, int) else 2)
         new = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       protocol=protocol or "tcp", **cluster_kwargs)
+                                       protocol=_protocol(protocol, security, gpu=False), **cluster_kwargs)
     out = _new_client_class()(new)
     out._gnp_owned_cluster = new
     return out

@@ -172,8 +172,8 @@ __device__ __forceinline__ unsigned int gnp_word(const gnp_u32x4 r, int j)
 
 
 def dtype_supported(dtype: np.dtype) -> bool:
-    """Dtypes the generated kernels handle (no complex, no float16)."""
-    return np.dtype(dtype).name in CTYPES
+    """Dtypes the generated kernels handle (no complex, no float16, native byte order only)."""
+    return np.dtype(dtype).name in CTYPES and np.dtype(dtype).isnative
 
 
 def _scalar_supported(value: Any) -> bool:
@@ -397,8 +397,10 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
     A full reduction is finished in the same launch: each thread block writes its partial, and the last
     thread block to finish (a ticket counter) combines the partials in block order (so the result does
     not depend on timing) into the final one-element output ``fin<k>``, and resets the ticket."""
+    from ._program_check import check_program
     from .random._philox import PHILOX_DEVICE_SOURCE
 
+    check_program(program, mode, group)  # only our names and integers become source
     ndim, input_dtypes, instrs, outputs = program
     full_reductions = _full_reductions(program)
     params: list[str] = []

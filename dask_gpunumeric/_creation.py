@@ -159,7 +159,9 @@ def from_array(x: Any, chunks: Any = "auto", *, dtype: Any = None, backend: str 
             raise type(e)(f"cannot make an Array from {type(x).__name__}: {e}") from None
         if x.dtype == object:
             raise TypeError(f"cannot make an Array from {type(x).__name__} of Python objects (dtype object)")
-    dtype = np.dtype(dtype) if dtype is not None else x.dtype
+    # in the machine's byte order (big-endian data is converted block by block): CuPy knows no other, and
+    # NumPy's operations would return native blocks from non-native ones
+    dtype = (np.dtype(dtype) if dtype is not None else x.dtype).newbyteorder("=")
     token = _data_token(x) if backend_of(x) != "cupy" else uuid.uuid4().hex
     chunks = normalize_chunks(chunks, x.shape, dtype, backend)
     return Array(FromArray(x, chunks, dtype, backend, tokenize(token, chunks, str(dtype), backend)))
@@ -301,12 +303,14 @@ def empty_like(x: ArrayLike, /, *, dtype: Any = None, device: Any = None, shape:
 def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
            chunks: Any = "auto", backend: str | None = None) -> Array:
     """Evenly spaced values in ``[start, stop)``, as ``numpy.arange``."""
+    if dtype is None:  # NumPy's rule: at least the default integer, promoted with each argument's dtype
+        dtype = np.result_type(np.intp, *(np.asarray(v).dtype for v in (start, stop, step) if v is not None))
     if stop is None:
         start, stop = 0, start
     if step == 0:
         raise ZeroDivisionError("arange: step must not be zero")
     n = max(0, math.ceil((stop - start) / step))
-    dtype = np.dtype(dtype) if dtype is not None else np.arange(start, start + step, step).dtype
+    dtype = np.dtype(dtype)
     return _creation("arange", (n,), dtype, chunks, device_backend(device, backend), (start, step))
 
 

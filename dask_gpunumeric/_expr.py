@@ -445,10 +445,12 @@ def _walk(root: Expr) -> Iterator[Expr]:
 
 
 def graph_of(root: ArrayExpr) -> dict:
-    """All tasks of an expression tree, each node's layer once."""
+    """All tasks of an expression tree, each node's layer once, each task naming its block when it fails."""
+    from ._faults import label_tasks
+
     layers: dict = {}
     for node in _walk(root):
-        layers.update(node._layer())
+        layers.update(label_tasks(node, node._layer()))
     return layers
 
 

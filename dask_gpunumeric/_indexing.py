@@ -82,6 +82,7 @@ def _is_advanced(ix: Any) -> bool:
 def getitem(x: Array, index: Any) -> Array:
     """``x[index]`` with NumPy semantics (lazy)."""
     index = _normalize(index, x.ndim)
+    _check_in_numpy_order(x.shape, index)
     _guards.check_scalar_index(x.shape, index, "reading")
     if not any(_is_advanced(ix) for ix in index):
         return _basic_getitem(x, index)
@@ -90,6 +91,24 @@ def getitem(x: Array, index: Any) -> Array:
     if len(advanced) > 1:
         return _pointwise_getitem(x, index)
     return _advanced_getitem(x, index, advanced[0])
+
+
+def _check_in_numpy_order(shape: tuple[int, ...], index: tuple[Any, ...]) -> None:
+    """The error NumPy raises first for a normalized index: boolean masks that don't match their axes
+    (IndexError), then from left to right integers out of bounds (IndexError) and slices with a zero step
+    (ValueError) or non-integer bounds (TypeError). Integer arrays are checked later, as NumPy does."""
+    placed, axis = [], 0
+    for ix in index:
+        placed.append((ix, axis))
+        axis += 0 if ix is None else ix.ndim if _is_advanced(ix) and ix.dtype == bool else 1
+    for ix, axis in placed:
+        if _is_advanced(ix) and ix.dtype == bool and ix.ndim:
+            _check_mask(ix, shape, axis)
+    for ix, axis in placed:
+        if isinstance(ix, slice):
+            ix.indices(shape[axis])
+        elif isinstance(ix, int):
+            _check_int(ix, shape[axis], axis)
 
 
 def _new_axes_as_slices(x: Array, index: tuple[Any, ...]) -> tuple[Array, tuple[Any, ...]]:
@@ -135,9 +154,10 @@ def _basic_getitem(x: Array, index: tuple[Any, ...]) -> Array:
 
 
 def _check_mask(mask: np.ndarray, shape: tuple[int, ...], axis: int) -> None:
-    """NumPy's IndexError for a boolean mask that does not match the axes it covers from ``axis`` on."""
+    """NumPy's IndexError for a boolean mask that does not match the axes it covers from ``axis`` on (as in
+    NumPy, a mask axis of length 0 matches any length: it selects nothing)."""
     covered = shape[axis : axis + mask.ndim]
-    if mask.shape != covered:
+    if len(covered) != mask.ndim or any(m not in (n, 0) for m, n in zip(mask.shape, covered)):
         raise IndexError(
             f"boolean index did not match indexed array along axis {axis}; size of axis is "
             f"{covered} but size of corresponding boolean axis is {mask.shape}"
@@ -163,7 +183,7 @@ def _advanced_getitem(x: Array, index: tuple[Any, ...], adv: np.ndarray) -> Arra
     if adv.dtype == bool:
         _check_mask(adv, x.shape, pos)
         if adv.ndim != 1:  # the mask's axes merged into one
-            x = reshape(x, (*x.shape[:pos], math.prod(adv.shape), *x.shape[pos + adv.ndim :]))
+            x = reshape(x, (*x.shape[:pos], math.prod(x.shape[pos : pos + adv.ndim]), *x.shape[pos + adv.ndim :]))
         out = _take(x, np.flatnonzero(adv), pos, index[:pos] + (slice(None),) + index[pos + 1 :])
         n_selected = 1
     else:

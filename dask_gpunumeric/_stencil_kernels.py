@@ -302,44 +302,49 @@ _THREADS = {1: (256, 1, 1), 2: (32, 8, 1), 3: (32, 4, 2)}
 _GRID_LIMITS = {"x": 2**20, "y": 65535, "z": 65535}
 
 
-def kernel_source(code: tuple) -> tuple[str, str]:
+def kernel_source(code: tuple, index: str = "int") -> tuple[str, str]:
     """CUDA C++ source and kernel name of one sweep's code: each thread computes the elements of the box at
     ``p = lo + i`` (grid-stride loops per axis), reading buffer ``s`` at ``(p - o_s + offset) . stride_s`` and
-    writing output ``j`` at ``(p - oo_j) . ostride_j``."""
+    writing output ``j`` at ``(p - oo_j) . ostride_j``; the last axis has stride 1 (a 0-d buffer: one
+    element). ``index`` is the C type of positions and offsets: "int" where they fit, else "long long"."""
     from .random._philox import PHILOX_DEVICE_SOURCE
 
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
     ndim, _, instrs, outputs = program
-    ctype = _codegen._ctype
+    ctype, last = _codegen._ctype, ndim - 1
+    single = {slot for slot, offset in loads if not offset}  # 0-d arrays
     params = [f"const {ctype(dt)}* __restrict__ b{s}" for s, dt in enumerate(buffer_dtypes)]
     params += [f"{ctype(dt)}* __restrict__ out{j}" for j, dt in enumerate(out_dtypes)]
     params += [f"const {ct} s{k}" for k, ct in sorted(_codegen._scalar_ctypes(instrs).items())]
     params += [f"const {ct} {_codegen._cast_name(j, ct)}" for j, ct in _codegen._scalar_casts(instrs)]
-    params += [f"const long long lo{d}" for d in range(ndim)] + [f"const long long n{d}" for d in range(ndim)]
-    for s in range(len(buffer_dtypes)):
-        params += [f"const long long o{s}_{d}" for d in range(ndim)] + [f"const long long st{s}_{d}" for d in range(ndim)]
-    for j in range(len(out_dtypes)):
-        params += [f"const long long oo{j}_{d}" for d in range(ndim)] + [f"const long long ost{j}_{d}" for d in range(ndim)]
+    params += [f"const {index} lo{d}" for d in range(ndim)] + [f"const {index} n{d}" for d in range(ndim)]
+    places = [(f"o{s}", f"st{s}") for s in range(len(buffer_dtypes)) if s not in single]
+    places += [(f"oo{j}", f"ost{j}") for j in range(len(out_dtypes))]
+    for origin, stride in places:
+        params += [f"const {index} {origin}_{d}" for d in range(ndim)] + [f"const {index} {stride}_{d}" for d in range(last)]
     for d in restricted:
-        params += [f"const long long rlo{d}", f"const long long rhi{d}"]
+        params += [f"const {index} rlo{d}", f"const {index} rhi{d}"]
+
+    def position(origin: str, stride: str) -> str:
+        return " + ".join([f"(p{d} - {origin}_{d}) * {stride}_{d}" for d in range(last)] + [f"(p{last} - {origin}_{last})"])
 
     def at(slot: int, offset: Sequence[int]) -> str:
-        shift = " + ".join(f"({e}LL) * st{slot}_{d}" for d, e in enumerate(offset) if e)
-        return f"b{slot}[q{slot}{' + ' + shift if shift else ''}]"
+        terms = [f"({e}) * st{slot}_{d}" for d, e in enumerate(offset[:last]) if e]
+        if offset and offset[last]:
+            terms.append(f"({offset[last]})")
+        return f"b{slot}[{' + '.join([f'q{slot}', *terms])}]"
 
     body: list[str] = []
     indent = "    "
     for d, dim in enumerate(_GRID_AXES[ndim]):
-        body.append(f"{indent}for (long long i{d} = (long long)blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}; "
-                    f"i{d} < n{d}; i{d} += (long long)gridDim.{dim} * blockDim.{dim}) {{")
+        body.append(f"{indent}for ({index} i{d} = ({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}; "
+                    f"i{d} < n{d}; i{d} += ({index})gridDim.{dim} * blockDim.{dim}) {{")
         indent += "    "
-        body.append(f"{indent}const long long p{d} = lo{d} + i{d};")
+        body.append(f"{indent}const {index} p{d} = lo{d} + i{d};")
     for s in range(len(buffer_dtypes)):
-        terms = " + ".join(f"(p{d} - o{s}_{d}) * st{s}_{d}" for d in range(ndim))
-        body.append(f"{indent}const long long q{s} = {terms};")
+        body.append(f"{indent}const {index} q{s} = {'0' if s in single else position(f'o{s}', f'st{s}')};")
     for j in range(len(out_dtypes)):
-        terms = " + ".join(f"(p{d} - oo{j}_{d}) * ost{j}_{d}" for d in range(ndim))
-        body.append(f"{indent}const long long w{j} = {terms};")
+        body.append(f"{indent}const {index} w{j} = {position(f'oo{j}', f'ost{j}')};")
     value: list[str] = []
     for i, ins in enumerate(instrs):
         if ins[0] == "load":
@@ -359,7 +364,7 @@ def kernel_source(code: tuple) -> tuple[str, str]:
         body += [f"{indent}{line}" for line in value]
     for d in reversed(range(ndim)):
         body.append("    " * (d + 1) + "}")
-    name = "gnp_stencil_" + hashlib.sha256(repr(code).encode()).hexdigest()[:16]
+    name = "gnp_stencil_" + hashlib.sha256(repr((code, index)).encode()).hexdigest()[:16]
     threads = int(np.prod(_THREADS[ndim]))
     source = (
         PHILOX_DEVICE_SOURCE + _codegen._HELPERS
@@ -370,21 +375,25 @@ def kernel_source(code: tuple) -> tuple[str, str]:
 
 
 def record_sources(plan: tuple) -> None:
-    """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the kernels of a group there, so that nvcc compiles them
-    even on machines without a GPU."""
+    """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the kernels of a group there (both index types), so that
+    nvcc compiles them even on machines without a GPU."""
     from . import _cuda
 
     if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
         return
     for code, _, _ in plan[2]:
-        _cuda.record_source(kernel_source(code)[0])
+        for index in _INDEX_TYPES:
+            _cuda.record_source(kernel_source(code, index)[0])
+
+
+_INDEX_TYPES = {"int": np.int32, "long long": np.int64}
 
 
 @functools.lru_cache(maxsize=256)
-def _kernel(code: tuple) -> Any:
+def _kernel(code: tuple, index: str) -> Any:
     from . import _cuda
 
-    source, name = kernel_source(code)
+    source, name = kernel_source(code, index)
     return _cuda.compile_module(source).get_function(name)
 
 
@@ -398,30 +407,33 @@ def _launch_shape(extent: tuple[int, ...]) -> tuple[tuple[int, int, int], tuple[
     return grid, threads  # type: ignore[return-value]
 
 
-def _geometry(array: Any, origin: tuple[int, ...], ndim: int) -> list[Any]:
-    """Origin and strides (in elements) of a buffer as kernel arguments; a 0-d array has stride 0 along
-    every axis (the same element everywhere)."""
-    pad = (0,) * (ndim - array.ndim)
-    return [np.int64(o) for o in origin + pad] + [np.int64(s // array.itemsize) for s in array.strides + pad]
-
-
 def _run_cuda(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple, dests: list) -> None:
     import cupy
 
-    program, buffer_dtypes, _, _, _, _ = code
+    program, buffer_dtypes, loads, _, _, _ = code
     instrs, ndim = program[2], len(box)
-    arrays, geometry = [], []
-    for buffer, dt in zip(inputs, buffer_dtypes):
+    single = {slot for slot, offset in loads if not offset}
+    arrays, places = [], []
+    for s, (buffer, dt) in enumerate(zip(inputs, buffer_dtypes)):
         if buffer is None:  # read only inside a region this box misses
-            buffer = (cupy.empty((0,) * ndim, dtype=dt), (0,) * ndim)
-        arrays.append(buffer[0])
-        geometry += _geometry(*buffer, ndim)
-    for out, origin in dests:
-        geometry += _geometry(out, origin, ndim)
+            buffer = (cupy.empty((1,) * ndim, dtype=dt), (0,) * ndim)
+        array, origin = buffer
+        if s not in single and array.strides[-1] != array.itemsize:  # the kernels read rows with stride 1
+            array = cupy.ascontiguousarray(array)
+        arrays.append(array)
+        if s not in single:
+            places.append((array, origin))
+    places += dests
+    numbers = [*(v for iv in box for v in iv), *(v for iv in region for v in iv)]
+    numbers += [v for array, origin in places for v in (*origin, array.size)]
+    index = "int" if all(abs(v) < 2**31 - 1 for v in numbers) else "long long"
+    to_index = _INDEX_TYPES[index]
+    geometry = [to_index(v) for array, origin in places
+                for v in (*origin, *(stride // array.itemsize for stride in array.strides[:-1]))]
     types = _codegen._scalar_ctypes(instrs)
     args = arrays + [out for out, _ in dests] + [_codegen._scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)]
     args += [_codegen._cast_arg(scalars, instrs, j, ct) for j, ct in _codegen._scalar_casts(instrs)]
-    args += [np.int64(lo) for lo, _ in box] + [np.int64(hi - lo) for lo, hi in box] + geometry
-    args += [np.int64(v) for bounds in region for v in bounds]
+    args += [to_index(lo) for lo, _ in box] + [to_index(hi - lo) for lo, hi in box] + geometry
+    args += [to_index(v) for bounds in region for v in bounds]
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box))
-    _kernel(code)(grid, threads, tuple(args))
+    _kernel(code, index)(grid, threads, tuple(args))

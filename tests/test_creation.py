@@ -315,6 +315,8 @@ def test_arange_float(start: float, stop: float, step: float, dtype: Any, chunks
     ((5,), {}), ((2, 9), {}), ((9, 2, -3), {}), ((5, 0), {}), ((0, 1, 0.25), {}), ((1, 5, 1.5), {}),
     ((5,), {"dtype": "float32"}), ((np.int32(4),), {}), ((np.uint8(4),), {}), ((True, 5), {}),
     ((2**40, 2**40 + 5), {}), ((0.0, 3), {}), ((3,), {"dtype": "int8"}), ((-1.5, 2.5, 0.5), {}),
+    # the dtype comes from every argument, the stop of a one-argument call included
+    ((40.0,), {}), ((np.float32(3),), {}), ((2, np.float32(6)), {}), ((np.int8(2), 9, np.float16(2)), {}),
 ])
 def test_arange_cases(args: tuple, kwargs: dict) -> None:
     assert_eq(gnp.arange(*args, chunks=2, **kwargs), np.arange(*args, **kwargs))

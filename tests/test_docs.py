@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import doctest
 import importlib
+import os
 import pathlib
 import pkgutil
 import re
@@ -75,6 +76,9 @@ def numpy_blocks() -> Iterator[None]:
         dask.config.config["gpunumeric"] = saved
 
 
+CI = bool(os.environ.get("CI"))  # CI installs every optional package the pages use: there, none may be missing
+
+
 @pytest.mark.parametrize("page", [page for page in PAGES if code_blocks(page)],
                          ids=lambda page: str(page.relative_to(ROOT)))
 def test_page_examples_run(page: pathlib.Path, numpy_blocks: None, tmp_path: pathlib.Path,
@@ -88,7 +92,12 @@ def test_page_examples_run(page: pathlib.Path, numpy_blocks: None, tmp_path: pat
             check_doctest(test)
             namespace.update(test.globs)  # a doctest runs in a copy: later blocks see what it defined
         else:
-            exec(compile(code, name, "exec"), namespace)
+            try:
+                exec(compile(code, name, "exec"), namespace)
+            except ImportError as e:  # an optional package the page uses (zarr, say) not installed here
+                if CI:
+                    raise
+                pytest.skip(f"{name}: {e}")
 
 
 @pytest.mark.parametrize("test", docstring_doctests(), ids=lambda test: test.name)

@@ -277,5 +277,5 @@ def test_kernel_sources_compile() -> None:
     u = gnp.from_array(np.zeros((6, 6, 6), dtype=np.float32), chunks=3)
     codes = {code for group in [plan(jacobi_3d(gnp, u)), plan(heat_periodic(gnp, u[0]))]
              for g in group["stencils"] for code, _, _ in g["plan"][2]}
-    source = "\n".join(_stencil_kernels.kernel_source(code)[0] for code in codes)
+    source = "\n".join(_stencil_kernels.kernel_source(code, index)[0] for code in codes for index in ("int", "long long"))
     _cuda.nvcc_compile_check(source)

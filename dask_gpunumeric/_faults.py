@@ -1,0 +1,196 @@
+"""Failures inside block tasks, told in terms of the array: which block failed, and what to do when memory
+runs out.
+
+Every task of a lowered graph calls its function through a ``BlockFunction`` (``label_tasks`` wraps them as
+``graph_of`` collects the layers), which knows the block the task computes. When the function raises,
+
+* out of memory (CuPy's ``OutOfMemoryError``, a CUDA allocation failure, or a host ``MemoryError``) becomes
+  ``gnp.OutOfMemoryError``, a ``MemoryError`` whose message names the block, its size, the memory of the
+  device and the fixes (smaller chunks, a cluster that spills, persisting less);
+* any other exception is raised as it is, with a note naming the block (``exc.__notes__``, shown under the
+  traceback; notes travel with the exception from cluster workers to the client).
+
+An out-of-memory error holds no blocks, so that catching it (a notebook keeps the last error) frees their
+memory: the task drops its inputs, and the default local schedulers (``local_scheduler``) clear the frames of
+the failed computation, whose locals hold every block computed so far.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import dask.local
+import dask.threaded
+from dask._task_spec import Task
+from dask.utils import format_bytes
+
+# CUDA errors (CuPy raises them as CUDARuntimeError or a library's error, not MemoryError) that mean an
+# allocation failed
+_CUDA_ALLOCATION_FAILURES = ("cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED", "CUFFT_ALLOC_FAILED",
+                             "CUSOLVER_STATUS_ALLOC_FAILED", "CUSPARSE_STATUS_ALLOC_FAILED")
+
+
+class OutOfMemoryError(MemoryError):
+    """A block task ran out of GPU (or host) memory; the message names the block and what to change."""
+
+
+class BlockFunction:
+    """A task's function, with the block it computes: ``op`` (the key's operation words), ``index`` (the
+    block index, or the task's place in a combine stage) and, for an Array's own blocks, ``shape`` and
+    ``dtype``."""
+
+    __slots__ = ("func", "op", "index", "shape", "dtype")
+
+    def __init__(self, func: Callable[..., Any], op: str, index: tuple, shape: tuple[int, ...] | None,
+                 dtype: str | None) -> None:
+        self.func, self.op, self.index, self.shape, self.dtype = func, op, index, shape, dtype
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self.func(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - every failure is told with its block, then raised again
+            if not is_out_of_memory(exc):
+                exc.add_note(f"dask_gpunumeric: raised while computing {self.describe()}")
+                raise
+            error = OutOfMemoryError(out_of_memory_message(self, exc))
+            # the error must hold no blocks: drop the inputs, and the locals of the failed allocation's frames
+            del args, kwargs
+            traceback.clear_frames(exc.__traceback__)
+            raise error from exc
+
+    def describe(self) -> str:
+        """The block in words: "block (3, 0) of fused-exp-sum ((1000, 1000) float64, 7.63 MiB)"."""
+        if self.shape is None:
+            return f"task {self.index} of {self.op}"
+        dtype = np.dtype(self.dtype)
+        nbytes = int(np.prod(self.shape)) * dtype.itemsize
+        return f"block {self.index} of {self.op} ({self.shape} {dtype}, {format_bytes(nbytes)})"
+
+    def __reduce__(self) -> tuple:
+        return BlockFunction, (self.func, self.op, self.index, self.shape, self.dtype)
+
+    def __dask_tokenize__(self) -> tuple:
+        # the scheduler compares tasks submitted twice under one key by token: deterministic, by content
+        return ("gnp-block-function", self.func, self.op, self.index, self.shape, self.dtype)
+
+
+def label_tasks(node: Any, layer: Mapping) -> dict:
+    """``layer`` (one expression node's tasks) with each Task's function wrapped in a ``BlockFunction``:
+    keys ``(node name, *block index)`` are the node's blocks, of known shape and dtype; others (reduction
+    and scan stages) are described by their key alone."""
+    out = {}
+    for key, task in layer.items():
+        if type(task) is Task and not isinstance(task.func, BlockFunction):
+            index = tuple(key[1:]) if isinstance(key, tuple) else ()
+            own = isinstance(key, tuple) and key[0] == node._name and len(index) == node.ndim
+            shape, dtype = (node.block_shape(index), node.dtype.str) if own else (None, None)
+            label = BlockFunction(task.func, _op_words(key), index, shape, dtype)
+            task = Task(key, label, *task.args, _data_producer=task.data_producer, **task.kwargs)
+        out[key] = task
+    return out
+
+
+def _op_words(key: Any) -> str:
+    """The operation words of a key, its name "<op-words>-<token>" without the token (not dask's
+    ``key_split``: its cache would keep every key of a long run)."""
+    name = str(key[0] if isinstance(key, tuple) else key)
+    return name.rpartition("-")[0] or name
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether an exception means that an allocation failed (host or device)."""
+    if isinstance(exc, MemoryError):
+        return True
+    return _from_cupy(exc) and any(marker in str(exc) for marker in _CUDA_ALLOCATION_FAILURES)
+
+
+def _from_cupy(exc: BaseException) -> bool:
+    return type(exc).__module__.split(".")[0] in ("cupy", "cupy_backends", "cupyx")
+
+
+def out_of_memory_message(block: BlockFunction, exc: BaseException) -> str:
+    """What ran out of memory where, how much there is, and what to change."""
+    on_gpu = _from_cupy(exc)
+    where = "GPU" if on_gpu else "host"
+    memory = _device_memory() if on_gpu else _host_memory()
+    lines = [
+        f"out of {where} memory while computing {block.describe()}{'; ' + memory if memory else ''}.",
+        f"  ({type(exc).__name__}: {exc})",
+        f"The blocks alive at once do not fit in {where} memory. To fix it:",
+        "  - use smaller blocks: chunks=... when creating arrays, arr.rechunk(...), or "
+        "gnp.config.set(chunk_size='256MiB') for 'auto' chunks;",
+        "  - run on a cluster: gnp.cluster() spreads the blocks over every GPU, and dask-cuda spills them "
+        "from GPU to host memory past its device-memory limit;" if on_gpu else
+        "  - run on a cluster: gnp.cluster() spreads the blocks over several workers, and Dask spills them "
+        "to disk past each worker's memory limit;",
+        "  - persist less: del persisted Arrays you no longer need, and compute() reductions or slices "
+        "rather than whole large arrays.",
+    ]
+    if block.op == "finalize":
+        lines.append("  This task joins all blocks into the one array compute() returns: that array alone may "
+                     "be too large; fetch a slice or a reduction of it instead.")
+    return "\n".join(lines)
+
+
+def _device_memory() -> str:
+    try:
+        import cupy
+
+        _, total = cupy.cuda.Device().mem_info
+        held = cupy.get_default_memory_pool().used_bytes()
+    except Exception:  # noqa: BLE001 - only an addition to the message: no GPU to ask (a simulated error)
+        return ""
+    return f"the GPU has {format_bytes(total)}, of which {format_bytes(held)} is held by blocks alive now"
+
+
+def _host_memory() -> str:
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system
+        return ""
+    return f"the host has {format_bytes(total)}"
+
+
+def release_blocks(exc: BaseException) -> None:
+    """Clear the locals of every finished frame an exception (or its causes) reaches, through its traceback
+    and the callers of those frames: a failed local computation's frames hold every block computed so far.
+    Frames still running (the caller's) are left alone."""
+    seen: set[int] = set()
+    chain: BaseException | None = exc
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        tb = chain.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            while frame is not None and id(frame) not in seen:
+                seen.add(id(frame))
+                with contextlib.suppress(RuntimeError):  # a frame still running
+                    frame.clear()
+                frame = frame.f_back
+            tb = tb.tb_next
+        chain = chain.__cause__ or chain.__context__
+
+
+def _releasing(get: Callable[..., Any]) -> Callable[..., Any]:
+    def get_releasing_blocks_when_out_of_memory(dsk: Mapping, keys: Any, **kwargs: Any) -> Any:
+        try:
+            return get(dsk, keys, **kwargs)
+        except OutOfMemoryError as exc:
+            release_blocks(exc)
+            raise
+
+    return get_releasing_blocks_when_out_of_memory
+
+
+_LOCAL_SCHEDULERS = {"cupy": _releasing(dask.local.get_sync), "numpy": _releasing(dask.threaded.get)}
+
+
+def local_scheduler(backend: str) -> Callable[..., Any]:
+    """The default local scheduler of a backend, releasing the computed blocks when a task runs out of memory:
+    one thread launching CuPy kernels in order (they run asynchronously on the device's stream), threads for
+    NumPy blocks."""
+    return _LOCAL_SCHEDULERS[backend]

@@ -1,0 +1,95 @@
+"""The check a fused program passes before it becomes CUDA source (``_codegen.kernel_source``).
+
+Generated source is made of our own templates, filled with names looked up in our tables (operations,
+reductions, random kinds, C types of native-order dtypes) and with integers (slots, operand numbers, axes).
+Programs come from the fusion pass, which builds them from those tables; this check makes that a guarantee
+rather than a convention: whatever a program carries (a string from a user, a forged tuple), source is made
+only when every string in it is one of our names and every number an integer in range.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class ProgramError(ValueError):
+    """A fused program that the fusion pass could not have made; no source is generated from it."""
+
+
+def check_program(program: Any, mode: Any, group: Any) -> None:
+    """Raise ``ProgramError`` unless ``program`` (see ``_codegen``) holds only our names and integers in
+    range, and ``mode``/``group`` are launch variants we generate."""
+    _require(mode in ("flat", "strided"), f"launch mode {mode!r}")
+    _require(_is_int(group) and group in (1, 2, 4), f"Philox group {group!r}")
+    _require(isinstance(program, tuple) and len(program) == 4, "a program is (ndim, dtypes, instructions, outputs)")
+    ndim, inputs, instrs, outputs = program
+    _require(_is_int(ndim) and 0 <= ndim <= 64, f"ndim {ndim!r}")
+    _require(isinstance(inputs, tuple) and all(_is_dtype(d) for d in inputs), f"input dtypes {inputs!r}")
+    _require(isinstance(instrs, tuple) and isinstance(outputs, tuple) and outputs, "instructions and outputs")
+    for i, ins in enumerate(instrs):
+        _check_instruction(i, ins, len(inputs))
+    for out in outputs:
+        _check_output(out, len(instrs), ndim)
+
+
+def _check_instruction(i: int, ins: Any, n_inputs: int) -> None:
+    from . import _codegen
+    from .random._philox import _N_PARAMS
+
+    _require(isinstance(ins, tuple) and ins, f"instruction {i}")
+    tag = ins[0]
+    if tag == "load":
+        _require(len(ins) == 3 and _is_int(ins[1]) and 0 <= ins[1] < n_inputs and _is_dtype(ins[2]),
+                 f"load instruction {ins!r}")
+    elif tag in ("scalar", "full"):
+        _require(len(ins) == 3 and _is_int(ins[1]) and ins[1] >= 0 and _is_dtype(ins[2]), f"{tag} instruction {ins!r}")
+    elif tag == "random":
+        _require(len(ins) == 5 and isinstance(ins[1], str) and ins[1] in _N_PARAMS and _is_dtype(ins[2]) and _is_int(ins[3]) and ins[3] >= 0
+                 and _is_int(ins[4]) and ins[4] == _N_PARAMS[ins[1]], f"random instruction {ins!r}")
+    elif tag == "op":
+        _require(len(ins) == 6 and isinstance(ins[1], str) and ins[1] in _codegen._OPS, f"operation {ins[1:2]!r}")
+        _, func, dtype, kwargs, args, compute = ins
+        arity = _codegen._OPS[func][0]
+        _require(_is_dtype(dtype) and _is_dtype(compute) and isinstance(kwargs, tuple), f"operation {ins!r}")
+        _require(isinstance(args, tuple) and len(args) == arity and all(_is_int(a) and 0 <= a < i for a in args),
+                 f"operands {args!r} of instruction {i}")
+    else:
+        _require(False, f"instruction {ins!r}")
+
+
+def _check_output(out: Any, n_instrs: int, ndim: int) -> None:
+    from . import _codegen
+
+    _require(isinstance(out, tuple) and len(out) >= 2 and _is_int(out[1]) and 0 <= out[1] < n_instrs,
+             f"output {out!r}")
+    if out[0] == "store":
+        _require(len(out) == 2, f"output {out!r}")
+        return
+    _require(out[0] == "reduce" and len(out) == 6 and isinstance(out[2], str) and out[2] in _codegen._COMBINE, f"output {out!r}")
+    _, _, kind, axes, dtype, params = out
+    _require(isinstance(axes, tuple) and all(_is_int(a) and 0 <= a < ndim for a in axes), f"reduction axes {axes!r}")
+    _require(_is_dtype(dtype) and isinstance(params, tuple), f"output {out!r}")
+    _require(kind != "mean" or (len(params) >= 1 and _is_dtype(params[0])), f"mean parameters {params!r}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_dtype(value: Any) -> bool:
+    """A native-order dtype (or its ``.str``) of one of the C types the kernels use."""
+    from ._codegen import CTYPES
+
+    if not isinstance(value, (str, np.dtype)):
+        return False
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        return False
+    return dtype.name in CTYPES and dtype.isnative
+
+
+def _require(condition: bool, what: str) -> None:
+    if not condition:
+        raise ProgramError(f"not a program of ours: {what}; fused programs are made by the fusion pass")
