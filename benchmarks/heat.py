@@ -16,7 +16,8 @@ result stays there. Side by side:
 - ``dask.array+cupy`` (or ``+numpy`` without a GPU): ``map_overlap`` once per sweep, the threaded scheduler;
   ``jax-jit`` where JAX is installed, ``cupynumeric`` where cuPyNumeric is;
 - with a GPU: ``cupy`` (eager), and ``copy``: one device copy of the grid per sweep, the memory floor (a
-  sweep reads and writes the grid once); ``x copy`` is each time over that floor.
+  sweep reads and writes the grid once); ``x copy`` is each time over that floor; without one: ``numpy``
+  (eager).
 
 Targets on an H200 (16384^2, 20 sweeps): gnp <= 15 ms (the floor is about 10 ms), and >= 90% weak-scaling
 efficiency from 1 to 2 GPUs. Every system's first rows are checked against NumPy (run on the top rows of
@@ -77,12 +78,12 @@ def jax_relax(sweeps: int = SWEEPS) -> Callable:
     return run
 
 
-def rows_check(top: np.ndarray, sweeps: int, weight: Callable[[], float]) -> Callable[[Any], tuple[bool, str]]:
-    """A check of any system's grid: its first ``CHECKED`` rows against NumPy's sweeps of ``top`` (the first
-    ``CHECKED + sweeps`` rows of the grid: the rows below can't reach the checked ones), with the weight
-    of the last run."""
+def rows_check(top: Callable[[], np.ndarray], weight: Callable[[], float], sweeps: int) -> Callable[[Any], tuple[bool, str]]:
+    """A check of any system's grid: its first ``CHECKED`` rows against NumPy's sweeps of ``top()`` (the first
+    ``CHECKED + sweeps`` rows of the last run's grid: the rows below can't reach the checked ones), with the
+    last run's weight."""
     def check(value):
-        reference = relax(top, np.float32(weight()), sweeps)[:CHECKED]
+        reference = relax(top(), np.float32(weight()), sweeps)[:CHECKED]
         err = float(np.max(np.abs(H.to_host(value[:CHECKED]) - reference)))
         return err <= TOLERANCE, f"max |err| {err:.1e}"
 
@@ -128,7 +129,9 @@ def main(argv=None) -> int:
         cgrid = cn.asarray(H.to_host(grid))
         runs.append(("cupynumeric", lambda: relax(cgrid, WEIGHT, sweeps)))
     floor_name = None
-    if cp is not None:
+    if cp is None:
+        runs.append(("numpy", lambda: relax(grid, WEIGHT, sweeps)))
+    else:
         runs.append(("cupy", lambda: relax(grid, WEIGHT, sweeps)))
         a, b = cp.empty_like(grid), cp.empty_like(grid)
 
@@ -141,7 +144,8 @@ def main(argv=None) -> int:
 
     print(f"heat benchmark: {sweeps} Jacobi sweeps of {n}^2 float32, gnp backend {gnp.config.backend()}, "
           f"{H.device_name()}", flush=True)
-    check = rows_check(H.to_host(grid[:CHECKED + sweeps]), sweeps, lambda: WEIGHT)
+    top = H.to_host(grid[:CHECKED + sweeps])
+    check = rows_check(lambda: top, lambda: WEIGHT, sweeps)
     results = []
     for name, fn in runs:
         r = H.measure(name, fn, repeat=args.repeat, warmup=args.warmup, check=None if name == "copy" else check)
@@ -157,57 +161,58 @@ def main(argv=None) -> int:
     return H.finish(report, args.json)
 
 
-def weight(i: int) -> np.float32:
-    """The weight of run ``i`` of weak scaling: each run its own, so that no run reuses another's result."""
-    return np.float32(WEIGHT * (1 + 1e-6 * i))
+ROTATION = 3
+"""Weak scaling rotates over this many grids, so that no run reuses a result the cluster still holds."""
 
 
 def weak_scaling(k: int, scale: int) -> Iterator[tuple[str, Callable[[int], Any], Callable[[Any], tuple[bool, str]]]]:
     """(system, run, check) for ``benchmarks/weak_scaling.py`` on the active cluster of ``k`` workers: the
     sweeps on a grid of ``k * side`` rows (one block per worker) and ``side`` columns, where
-    ``side = SIDE_PER_WORKER / sqrt(scale)``. ``run(i)`` sweeps with ``weight(i)`` and returns the grid."""
+    ``side = SIDE_PER_WORKER / sqrt(scale)``. ``run(i)`` sweeps grid ``i % ROTATION`` (persisted first: a
+    coefficient folding ``i`` in would be one more task ahead of the sweeps) and returns the result."""
     import dask_gpunumeric as gnp
 
     side = int(SIDE_PER_WORKER / scale ** 0.5)
-    (u,) = H.persisted(gnp.random.default_rng(0).random((k * side, side), dtype=np.float32, chunks=(side, side)))
-    last: dict[str, float] = {}
-    check = rows_check(H.to_host(u[:CHECKED + SWEEPS]), SWEEPS, lambda: last["w"])
+    grids = H.persisted(*(gnp.random.default_rng(seed).random((k * side, side), dtype=np.float32, chunks=(side, side))
+                          for seed in range(ROTATION)))
+    tops = [H.to_host(g[:CHECKED + SWEEPS]) for g in grids]
+    last = {"grid": 0}
+    check = rows_check(lambda: tops[last["grid"]], lambda: WEIGHT, SWEEPS)
     accelerated = gnp.accelerate(relax)
-    x = u.to_dask_array()  # the same blocks, on the same workers
+    arrays = [g.to_dask_array() for g in grids]  # the same blocks, on the same workers
 
-    def recorded(sweep: Callable[[int], Any]) -> Callable[[int], Any]:
-        """``sweep``, with its weight kept for the check."""
+    def rotating(sweep: Callable[[Any], Any], inputs: list) -> Callable[[int], Any]:
         def run(i: int) -> Any:
-            last["w"] = weight(i)
-            return sweep(i)
+            last["grid"] = i % ROTATION
+            return sweep(inputs[i % ROTATION])
         return run
 
-    def gnp_unfused(i: int) -> Any:
+    def gnp_unfused(u: Any) -> Any:
         with gnp.config.set(fusion=False):
-            return H.persisted(relax(u, weight(i)))[0]
+            return H.persisted(relax(u))[0]
 
-    # the weight as a 0-d array: one accelerated plan serves every run
-    yield "gnp", recorded(lambda i: H.persisted(accelerated(u, gnp.asarray(weight(i))))[0]), check
-    yield "gnp-unfused", recorded(gnp_unfused), check
-    yield H.dask_array_system(), recorded(lambda i: H.persisted(dask_relax(x, float(weight(i))))[0]), check
+    yield "gnp", rotating(lambda u: H.persisted(accelerated(u))[0], grids), check
+    yield "gnp-unfused", rotating(gnp_unfused, grids), check
+    yield H.dask_array_system(), rotating(lambda x: H.persisted(dask_relax(x))[0], arrays), check
 
 
 def jax_sharded(devices: list, scale: int) -> tuple[Callable[[int], Any], Callable[[Any], tuple[bool, str]]]:
     """(run, check) of the sweeps under ``jax.jit`` with the grid's rows sharded over ``devices`` (same size
-    per device as ``weak_scaling``); needs JAX."""
+    per device as ``weak_scaling``); ``run(i)`` folds ``i`` into the weight. Needs JAX."""
     jax, jnp = H.jax_modules()
     side = int(SIDE_PER_WORKER / scale ** 0.5)
     rows = H.jax_row_sharding(devices)
     grid = jax.jit(lambda key: jax.random.uniform(key, (len(devices) * side, side), jnp.float32),
                    out_shardings=rows)(jax.random.PRNGKey(0))
     sweeps = jax.jit(jax_relax(), out_shardings=rows)
-    last: dict[str, float] = {}
+    last = {"weight": WEIGHT}
 
     def run(i: int) -> Any:
-        last["w"] = weight(i)
-        return sweeps(grid, last["w"]).block_until_ready()
+        last["weight"] = np.float32(WEIGHT * (1 + 1e-6 * i))
+        return sweeps(grid, last["weight"]).block_until_ready()
 
-    return run, rows_check(np.asarray(grid[:CHECKED + SWEEPS]), SWEEPS, lambda: last["w"])
+    top = np.asarray(grid[:CHECKED + SWEEPS])
+    return run, rows_check(lambda: top, lambda: last["weight"], SWEEPS)
 
 
 if __name__ == "__main__":

@@ -170,11 +170,10 @@ def passed(row: Row) -> bool:
 
 
 def efficiencies(rows: list[Row]) -> dict[tuple[str, str], dict[int, float]]:
-    """time(fewest workers) / time(k) for every (workload, system) and worker count k measured and passed (a
-    time of 0, shorter than the synchronisation taken off it, has no efficiency)."""
+    """time(fewest workers) / time(k) for every (workload, system) and worker count k measured and passed."""
     times: dict[tuple[str, str], dict[int, float]] = {}
     for row in rows:
-        if passed(row) and row["median_ms"]:
+        if passed(row) and row["median_ms"]:  # (a time at or below the subtracted sync cost gives none)
             times.setdefault((row["workload"], row["system"]), {})[row["workers"]] = row["median_ms"]
     return {key: {k: by_k[min(by_k)] / ms for k, ms in by_k.items()} for key, by_k in times.items()}
 

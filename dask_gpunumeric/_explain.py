@@ -115,7 +115,7 @@ def _region_lines(region: dict[str, Any]) -> list[str]:
     lines = [f"region {region['name']}: {ranks} task(s) on the scheduler ({where})"]
 
     def describe(program: dict[str, Any], indent: str, unit: str) -> None:
-        lines.append(f"{indent}{unit}: {program['tasks']} operation(s) ({program['kernels']} fused kernel(s)), "
+        lines.append(f"{indent}{unit}: {program['tasks']} operation(s) ({program['kernels']} with generated kernels), "
                      f"{program['exchanges']} exchange(s), {program['bytes_sent']:,} B sent")
         for loop in program["loops"]:
             times = loop["count"] if loop["kind"] == "fori" else f"<= {loop['count']}" if loop["count"] else "until done"

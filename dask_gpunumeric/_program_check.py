@@ -1,5 +1,5 @@
-"""The check a fused program passes before it becomes CUDA source (``_codegen.kernel_source``, and the
-sweeps of stencil groups, ``_stencil_kernels.kernel_source``).
+"""The check a fused program (or a stencil sweep's code) passes before it becomes CUDA source
+(``_codegen.kernel_source``, ``_stencil_kernels.kernel_source``).
 
 Generated source is made of our own templates, filled with names looked up in our tables (operations,
 reductions, random kinds, C types of native-order dtypes) and with integers (slots, operand numbers, axes).
@@ -35,27 +35,29 @@ def check_program(program: Any, mode: Any, group: Any) -> None:
 
 
 def check_stencil_code(code: Any, index: Any) -> None:
-    """Raise ``ProgramError`` unless one sweep's ``code`` of a stencil group (see ``_stencil_kernels``) holds
-    a program of ours, native dtypes and integer slots and offsets, and ``index`` is a C index type we use."""
+    """Raise ``ProgramError`` unless a stencil sweep's ``code`` (see ``_stencil_kernels``) holds only our
+    names and integers in range: its program, buffer dtypes, loads (a buffer slot and an integer offset per
+    axis, or none for a 0-d array), restricted axes, bases and output dtypes; and ``index`` is a C type we
+    generate."""
     _require(index in ("int", "long long"), f"index type {index!r}")
-    _require(isinstance(code, tuple) and len(code) == 6, "a sweep's code is (program, dtypes, loads, ...)")
-    program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
+    _require(isinstance(code, tuple) and len(code) == 6, "stencil code is (program, dtypes, loads, axes, bases, dtypes)")
+    program, buffers, loads, restricted, bases, out_dtypes = code
     check_program(program, "flat", 1)
-    ndim = program[0]
-    _require(isinstance(buffer_dtypes, tuple) and all(_is_dtype(d) for d in buffer_dtypes), "buffer dtypes")
-    _require(isinstance(out_dtypes, tuple) and all(_is_dtype(d) for d in out_dtypes), "output dtypes")
-    _require(isinstance(loads, tuple) and all(_is_place(load, len(buffer_dtypes), ndim) for load in loads),
+    ndim, outputs = program[0], program[3]
+    _require(isinstance(buffers, tuple) and all(_is_dtype(d) for d in buffers), f"buffer dtypes {buffers!r}")
+
+    def read(value: Any) -> bool:
+        return (isinstance(value, tuple) and len(value) == 2 and _is_int(value[0]) and 0 <= value[0] < len(buffers)
+                and isinstance(value[1], tuple) and len(value[1]) in (0, ndim) and all(_is_int(e) for e in value[1]))
+
+    _require(isinstance(loads, tuple) and len(loads) == len(program[1]) and all(read(r) for r in loads),
              f"loads {loads!r}")
-    _require(isinstance(restricted, tuple) and all(_is_int(d) and 0 <= d < ndim for d in restricted),
-             f"restricted axes {restricted!r}")
-    _require(isinstance(bases, tuple) and all(b is None or _is_place(b, len(buffer_dtypes), ndim) for b in bases),
-             f"bases {bases!r}")
-
-
-def _is_place(place: Any, n_buffers: int, ndim: int) -> bool:
-    """A (buffer slot, offset per axis, or () for a 0-d array) pair."""
-    return (isinstance(place, tuple) and len(place) == 2 and _is_int(place[0]) and 0 <= place[0] < n_buffers
-            and isinstance(place[1], tuple) and len(place[1]) in (0, ndim) and all(_is_int(o) for o in place[1]))
+    _require(isinstance(restricted, tuple) and len(set(restricted)) == len(restricted)
+             and all(_is_int(d) and 0 <= d < ndim for d in restricted), f"restricted axes {restricted!r}")
+    _require(isinstance(bases, tuple) and len(bases) == len(outputs)
+             and all(b is None or read(b) and len(b[1]) == ndim for b in bases), f"bases {bases!r}")
+    _require(isinstance(out_dtypes, tuple) and len(out_dtypes) == len(outputs) and all(_is_dtype(d) for d in out_dtypes)
+             and all(out[0] == "store" for out in outputs), f"stencil outputs {outputs!r}")
 
 
 def _check_instruction(i: int, ins: Any, n_inputs: int) -> None:

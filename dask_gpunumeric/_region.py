@@ -748,6 +748,7 @@ def summary(built: Built) -> dict[str, Any]:
 
 
 def _is_kernel(task: GraphNode) -> bool:
-    from ._codegen import run
+    """Whether a task runs generated kernels: a fused group's, or a stencil group's (one per sweep)."""
+    from . import _codegen, _stencil_kernels
 
-    return getattr(task, "func", None) is run
+    return getattr(task, "func", None) in (_codegen.run, _stencil_kernels.run)

@@ -47,12 +47,13 @@ def test_suite_runs_on_the_cpu(tmp_path: pathlib.Path) -> None:
             assert (tmp_path / plot).read_bytes().startswith(b"\x89PNG")
 
 
-@pytest.mark.parametrize("benchmark", ["cg", "gray_scott"])
-def test_iterative_benchmark_runs_and_checks_on_the_cpu(benchmark: str, tmp_path: pathlib.Path) -> None:
-    """The iterative benchmarks at a small size: every system's checksum checked against NumPy's."""
+@pytest.mark.parametrize("benchmark, size", [("cg", ["--steps", "5"]), ("gray_scott", ["--steps", "5"]),
+                                             ("heat", ["--sweeps", "5"])])
+def test_iterative_benchmark_runs_and_checks_on_the_cpu(benchmark: str, size: list[str], tmp_path: pathlib.Path) -> None:
+    """The iterative benchmarks at a small size: every system's result checked against NumPy's."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
     report_path = tmp_path / "report.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / f"{benchmark}.py"), "--n", "64", "--steps", "5",
+    command = [sys.executable, str(ROOT / "benchmarks" / f"{benchmark}.py"), "--n", "64", *size,
                "--repeat", "1", "--warmup", "0", "--json", str(report_path)]
     process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]

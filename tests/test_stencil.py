@@ -269,6 +269,30 @@ def test_on_a_cluster(client: Any) -> None:
         assert_eq(persisted, sweeps(jacobi, np, x.copy(), 3))
 
 
+@pytest.mark.parametrize("forge", ["offset", "slot", "axis", "base", "index"])
+def test_forged_stencil_code_is_refused(forge: str) -> None:
+    """Stencil code comes from the pass; a forged one (other names, non-integers, slots out of range) does
+    not become CUDA source."""
+    from dask_gpunumeric._program_check import ProgramError
+
+    u = gnp.from_array(np.zeros((6, 6), dtype=np.float32), chunks=3)
+    ((code, _, _), *_), index = plan(jacobi(gnp, u))["stencils"][0]["plan"][2], "int"
+    program, buffers, loads, restricted, bases, out_dtypes = code
+    if forge == "offset":
+        loads = ((loads[0][0], ("0]; evil(); b0[0", 0)), *loads[1:])
+    elif forge == "slot":
+        loads = ((len(buffers), loads[0][1]), *loads[1:])
+    elif forge == "axis":
+        restricted = (0, 2)
+    elif forge == "base":
+        bases = ((0, (0.5, 0)),)
+    else:
+        index = "long long); evil(("
+    _stencil_kernels.kernel_source(code, "int")  # the pass's own code is fine
+    with pytest.raises(ProgramError):
+        _stencil_kernels.kernel_source((program, buffers, loads, restricted, bases, out_dtypes), index)
+
+
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
