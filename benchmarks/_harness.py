@@ -368,6 +368,16 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
+def print_floor_ratios(results: list[Result], floor_name: str | None) -> None:
+    """Each implementation's median against the memory floor's (a device copy of as many bytes)."""
+    if not floor_name:
+        return
+    floor = next(r for r in results if r.name == floor_name)
+    for r in results:
+        if not r.error and not floor.error:
+            print(f"  {r.name:16s} {r.median_ms:8.3f} ms  x copy {r.median_ms / floor.median_ms:5.2f}")
+
+
 def finish(report: dict, json_path: str | None) -> int:
     """Print the report's table, write it as JSON if asked, and return the exit code (1 if it failed)."""
     print()

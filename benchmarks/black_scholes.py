@@ -155,11 +155,7 @@ def main(argv=None) -> int:
         results.append(r)
     params = {"n": n, "dtype": "float32", "bytes_moved": 20 * n, "floor": floor_name}
     report = H.make_report("black_scholes", results, baseline="gnp", params=params, value_name="check")
-    if floor_name:
-        floor = next(r for r in results if r.name == floor_name)
-        for r in results:
-            if not r.error and not floor.error:
-                print(f"  {r.name:12s} {r.median_ms:8.3f} ms  x copy {r.median_ms / floor.median_ms:5.2f}")
+    H.print_floor_ratios(results, floor_name)
     return H.finish(report, args.json)
 
 
