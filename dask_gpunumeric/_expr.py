@@ -241,37 +241,32 @@ class Materialized(ArrayExpr):
         return self._graph
 
     @functools.cached_property
+    def _cache_key(self) -> tuple | None:
+        """The key of this tree's graph and schedule in the caches, or None when they may not be cached:
+        checked before any lookup, as a persisted Array (FromGraph) keeps the name of the expression it came
+        from (and so do expressions built on it), so a cached graph of that expression would recompute the
+        blocks instead of using the persisted ones."""
+        return (self.root._name, _optimizer_settings()) if _cacheable(self.root) else None
+
+    @functools.cached_property
     def _graph(self) -> dict:
-        root = self.root
-        if not _cacheable(root):
-            # checked before the lookup too: a persisted Array (FromGraph) keeps the name of the expression
-            # it came from (and so do expressions built on it), so a cached graph of that expression would
-            # recompute the blocks instead of using the persisted ones
-            return self._optimized_graph()
-        key = (root._name, _optimizer_settings())
-        cached = _GRAPH_CACHE.get(key)
-        if cached is not None:
-            _GRAPH_CACHE.move_to_end(key)
-            return dict(cached)
-        graph = self._optimized_graph()
-        # rebuilding the same expression, as a loop or a benchmark does, then skips optimizing and lowering
-        _GRAPH_CACHE[key] = graph
-        while len(_GRAPH_CACHE) > _GRAPH_CACHE_SIZE:
-            _GRAPH_CACHE.popitem(last=False)
+        # rebuilding the same expression, as a loop or a benchmark does, skips optimizing and lowering
+        key = self._cache_key
+        graph = _lookup(_GRAPH_CACHE, key)
+        if graph is None:
+            graph = self._optimized_graph()
+            _remember(_GRAPH_CACHE, key, graph)
         return dict(graph)
 
     def schedule(self) -> list[tuple[Any, tuple]]:
         """The graph's keys in ``dask.order``'s order, each with the keys that no later task needs (to free
         after it): how a run in one thread goes (``run_in_order``); kept with a cached graph."""
-        key = (self.root._name, _optimizer_settings()) if _cacheable(self.root) else None
-        cached = _SCHEDULE_CACHE.get(key) if key else None
-        if cached is None:
-            cached = schedule_of(self._graph, set(flat_keys(self.root)))
-            if key:
-                _SCHEDULE_CACHE[key] = cached
-                while len(_SCHEDULE_CACHE) > _GRAPH_CACHE_SIZE:
-                    _SCHEDULE_CACHE.popitem(last=False)
-        return cached
+        key = self._cache_key
+        schedule = _lookup(_SCHEDULE_CACHE, key)
+        if schedule is None:
+            schedule = schedule_of(self._graph, set(flat_keys(self.root)))
+            _remember(_SCHEDULE_CACHE, key, schedule)
+        return schedule
 
     @functools.cached_property
     def _optimized(self) -> ArrayExpr:
@@ -379,6 +374,23 @@ class JointOutput(ArrayExpr):
 _GRAPH_CACHE: collections.OrderedDict = collections.OrderedDict()
 _SCHEDULE_CACHE: collections.OrderedDict = collections.OrderedDict()
 _GRAPH_CACHE_SIZE = 64
+
+
+def _lookup(cache: collections.OrderedDict, key: tuple | None) -> Any:
+    """A cache's value for ``key`` (None: absent, or not cacheable), marked as recently used."""
+    if key is None or key not in cache:
+        return None
+    cache.move_to_end(key)
+    return cache[key]
+
+
+def _remember(cache: collections.OrderedDict, key: tuple | None, value: Any) -> None:
+    """Keep ``value`` under ``key`` (unless None), dropping the least recently used beyond the cache size."""
+    if key is None:
+        return
+    cache[key] = value
+    while len(cache) > _GRAPH_CACHE_SIZE:
+        cache.popitem(last=False)
 
 
 def _optimizer_settings() -> tuple:
