@@ -4,6 +4,8 @@ xarray's own dask path keeps a dask.array, its blocks live on the backend under 
 the reference's."""
 from __future__ import annotations
 
+import pathlib
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -13,12 +15,16 @@ import dask.array as da
 import numpy as np
 import pytest
 
+import _cupy_like
 import dask_gpunumeric as gnp
 from conftest import BACKEND
 from dask_gpunumeric._backend import namespace
 
 xr = pytest.importorskip("xarray")
 pd = pytest.importorskip("pandas")
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "examples"))
+import xarray_climate  # noqa: E402  (examples/ is not a package; it needs xarray)
 
 CHUNKS = {"time": 12, "lat": 4}
 
@@ -271,3 +277,43 @@ def test_open_mfdataset(climate: Any, tmp_path: Any) -> None:
         assert isinstance(ds.tas.data, gnp.Array) and ds.tas.data.chunks[0] == (24, 24)
         xr.testing.assert_allclose(ds.resample(time="7D").mean().compute().as_numpy(),
                                    climate.resample(time="7D").mean())
+
+
+# --- the example's dask.array baseline on CuPy-like blocks ---------------------------------------------------
+
+
+def test_cupy_like_blocks_refuse_numpy_operands() -> None:
+    """The stand-in refuses what CuPy refuses, also inside dask.array: a NumPy 0-d array as ``where``'s other
+    operand, which is what xarray's ``where``/``fillna`` hand to dask.arrays (pydata/xarray#7721)."""
+    x = _cupy_like.asarray(np.arange(4.0))
+    for mixed in (lambda: x + np.ones(4), lambda: np.where(x > 1, x, np.array(np.nan)),
+                  lambda: np.concatenate([x, np.ones(2)])):
+        with pytest.raises(TypeError, match="Unsupported type"):
+            mixed()
+    for value in (x * 2 + np.float32(1), x.sum(), x[0], np.take(x, np.array([0, 2]))):
+        assert type(value) is _cupy_like.CupyLikeArray
+    blocks = da.from_array(x, chunks=2)
+    with pytest.raises(TypeError, match="Unsupported type"):
+        da.where(blocks > 1, blocks, np.array(np.nan)).compute()
+    np.testing.assert_array_equal(np.asarray(da.where(blocks > 1, blocks, np.nan).compute()), [np.nan, np.nan, 2, 3])
+
+
+def test_example_baseline_on_cupy_like_blocks() -> None:
+    """The example's dask.array baseline (``cupy_safe_analysis`` over ``on_dask``) hands its blocks no NumPy
+    array, keeps them CuPy-like, and gives NumPy-backed xarray's results of the analysis as written."""
+    ds = xarray_climate.synthetic_climate(75, 6, 8)
+    blocks = xarray_climate.on_dask(ds, 20, _cupy_like)
+    assert type(blocks.tas.data._meta) is _cupy_like.CupyLikeArray
+    results = dask.compute(xarray_climate.cupy_safe_analysis(blocks))[0]
+    for name, result in results.items():
+        data = [result.data] if isinstance(result, xr.DataArray) else [v.data for v in result.data_vars.values()]
+        assert all(type(d) is _cupy_like.CupyLikeArray for d in data), name
+    assert xarray_climate.differing(results, xarray_climate.analysis(ds)) == []
+
+
+def test_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The example at a small size: both forms on gnp agree with NumPy, and the CuPy-safe one on dask.array too."""
+    assert xarray_climate.main(["--days", "75", "--nlat", "6", "--nlon", "8", "--repeat", "1"]) == 0
+    rows = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert rows["CuPy-safe"].endswith("gnp = NumPy; dask.array = NumPy; gnp = dask.array")
+    assert "gnp = NumPy" in rows["as written"]
