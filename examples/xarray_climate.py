@@ -26,7 +26,6 @@ import sys
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
 
 import dask
 import dask.array as da
