@@ -86,9 +86,10 @@ def plot_weak_scaling(results: dict, path: pathlib.Path) -> None:
     """Weak-scaling efficiency, time(1 worker) / time(k workers), of each system, one panel per workload."""
     efficiency = weak_scaling.efficiencies(results["weak_scaling"]["results"])
     workloads = list(dict.fromkeys(workload for workload, _ in efficiency))
-    counts = sorted({row["workers"] for row in results["weak_scaling"]["results"]}) or [1]
-    fig, axes = panel_grid(max(len(workloads), 1), 5.0, 3.0)
-    for ax, workload in zip(axes, workloads):
+    counts = sorted({row["workers"] for row in results["weak_scaling"]["results"]})
+    shown = workloads if len(counts) > 1 else []  # at one worker count every efficiency is 100 %: no panels
+    fig, axes = panel_grid(max(len(shown), 1), 5.0, 3.0)
+    for ax, workload in zip(axes, shown):
         for (name, system), by_k in efficiency.items():
             if name != workload:
                 continue
@@ -104,8 +105,10 @@ def plot_weak_scaling(results: dict, path: pathlib.Path) -> None:
         ax.set_ylabel("efficiency %", fontsize=8)
         ax.tick_params(labelsize=8)
         ax.legend(fontsize=7)
-    if not workloads:
-        axes[0].text(0.5, 0.5, "no weak-scaling results", ha="center", va="center")
+    if not shown:
+        note = (f"weak scaling needs two or more worker counts:\nthis run measured {counts[0]} worker(s) only\n"
+                "(its times are in the table)" if workloads else "no weak-scaling results")
+        axes[0].text(0.5, 0.5, note, ha="center", va="center", fontsize=9)
         axes[0].set_axis_off()
     fig.suptitle(figure_title(results, "weak-scaling efficiency (100% is perfect)"), fontsize=10)
     fig.tight_layout()

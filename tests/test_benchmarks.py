@@ -63,6 +63,29 @@ def test_iterative_benchmark_runs_and_checks_on_the_cpu(benchmark: str, size: li
     assert all(row["ok"] for name, row in rows.items() if name != "numpy"), report["results"]
 
 
+def test_long_run_writes_its_checks_and_plot_on_the_cpu(tmp_path: pathlib.Path) -> None:
+    """The long-run benchmark at a few hundred steps: flat memory and bounded caches, as JSON and a plot."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, str(ROOT / "benchmarks" / "long_run.py"), "--steps", "400", "--every", "50",
+               "--n", "64", "--out", str(tmp_path)]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    report = json.loads((tmp_path / "long_run.json").read_text())
+    assert report["passed"] and len(report["records"]) == 8 and set(report["checks"]) >= {"host memory flat"}
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (tmp_path / "long_run.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_weak_scaling_plot_of_one_worker_count(tmp_path: pathlib.Path) -> None:
+    """A one-GPU suite run measures weak scaling at one worker only: its plot (a note, no panels) is still drawn."""
+    plots = pytest.importorskip("plots")  # matplotlib
+    row = {**weak_scaling.new_row("matmul", "gnp", 1), "median_ms": 10.0, "ok": True}
+    results = {"suite": {"device": "test", "date": "2026-12-01", "cpu_run": True},
+               "weak_scaling": {"results": [row]}}
+    plots.plot_weak_scaling(results, tmp_path / "weak_scaling.png")
+    assert (tmp_path / "weak_scaling.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_weak_scaling_efficiency_and_table() -> None:
     def row(system: str, workers: int, ms: float | None, ok: bool | None = True) -> weak_scaling.Row:
         error = None if ms is not None else "RuntimeError: lost"
