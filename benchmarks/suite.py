@@ -127,7 +127,7 @@ def run_step(command: list[str], json_path: pathlib.Path, progress: Progress) ->
                           text=True, bufsize=1) as process:
         for line in process.stdout:
             progress.write("  " + line.rstrip())
-    progress.write(f"  ({time.perf_counter() - start:.0f} s)")
+    progress.write(f"  (this step took {time.perf_counter() - start:.0f} s)")
     if not json_path.exists():
         return None, f"no report written (exit code {process.returncode})"
     return json.loads(json_path.read_text()), None
