@@ -149,7 +149,7 @@ def agreement(ours: Results, theirs: Results | None, reference: Results) -> tupl
 def table(rows: list[list[str]]) -> str:
     """The rows under their headers, in columns."""
     rows = [["analysis", "xarray + gnp", "xarray + dask.array", "dask / gnp", "agreement"], *rows]
-    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(rows[0]))]
+    widths = [max(len(cell) for cell in column) for column in zip(*rows)]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 
 
