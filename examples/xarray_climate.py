@@ -16,7 +16,7 @@ supports on CuPy-backed dask.arrays: the weighted mean as a sum of products over
 rolling mean as the mean of a constructed window. gnp runs both forms; the dask.array baseline runs both where
 it can. Every result is checked against the NumPy-backed xarray result of ``analysis``, and gnp's against
 dask.array's; the script prints a table of median times (after one warm-up run), ratios and agreement, and
-exits 1 when a result disagrees. ``--explain`` adds ``gnp.explain`` of the anomaly: its fused kernels.
+exits 1 when a result disagrees or the CuPy-safe form fails on dask.array. ``--explain`` adds ``gnp.explain`` of the anomaly: its fused kernels.
 """
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             times = [f"{gnp_seconds:.3f} s", f"{dask_seconds:.3f} s", f"{dask_seconds / gnp_seconds:.2f}x"]
         words, agree = agreement(ours, theirs, reference)
         rows.append([label, *times, words])
-        passed &= agree
+        passed &= agree and (theirs is not None or form is analysis)  # only the form as written may fail
 
     size = sum(v.nbytes for v in ds.data_vars.values())
     print(f"dataset: {dict(ds.sizes)}, {size / 2**20:.0f} MiB float32 in {args.blocks} blocks along time, on "
