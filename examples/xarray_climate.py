@@ -16,7 +16,8 @@ supports on CuPy-backed dask.arrays: the weighted mean as a sum of products over
 rolling mean as the mean of a constructed window. gnp runs both forms; the dask.array baseline runs both where
 it can. Every result is checked against the NumPy-backed xarray result of ``analysis``, and gnp's against
 dask.array's; the script prints a table of median times (after one warm-up run), ratios and agreement, and
-exits 1 when a result disagrees or the CuPy-safe form fails on dask.array. ``--explain`` adds ``gnp.explain`` of the anomaly: its fused kernels.
+exits 1 when a result disagrees or the CuPy-safe form fails on dask.array. ``--explain`` adds
+``gnp.explain`` of the anomaly: its fused kernels.
 """
 from __future__ import annotations
 
