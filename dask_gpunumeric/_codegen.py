@@ -863,26 +863,13 @@ def _scalar_arg(scalars: Sequence[Any], k: int, ctype: str, instrs: Sequence[tup
 @functools.lru_cache(maxsize=256)
 def _kernel(program: tuple, mode: str, group: int) -> tuple[Any, int]:
     """The compiled kernel of a program variant (compiled once per process; CuPy also caches on disk), and
-    the most thread blocks worth launching: as many as the device keeps resident at once."""
-    import cupy
-
+    the most thread blocks worth launching: one full wave, as many as the device keeps resident at once
+    (a grid-stride loop covers the rest; a partial second wave would leave multiprocessors idle)."""
     from . import _cuda
 
     source, name = kernel_source(program, mode, group)
     function = _cuda.compile_module(source).get_function(name)
-    device = cupy.cuda.Device().id
-    try:
-        per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, _THREADS, 0)
-    except AttributeError:  # a CuPy without the occupancy call
-        per_sm = 2048 // _THREADS
-    return function, _multiprocessors(device) * max(1, per_sm)
-
-
-@functools.lru_cache(maxsize=None)
-def _multiprocessors(device: int) -> int:
-    import cupy
-
-    return cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"]
+    return function, _cuda.wave_blocks(function, _THREADS)
 
 
 def run(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
