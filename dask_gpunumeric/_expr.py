@@ -14,12 +14,11 @@ subtree with the root's keys unchanged (persist rebuilds collections from those 
 from __future__ import annotations
 
 import collections
-import functools
 import hashlib
 import itertools
 import math
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,29 +38,75 @@ _PLAIN = (str, int, float, complex, bool, type(None), slice, np.dtype, np.generi
 _OWN_OPERANDS = (Expr, str, int, float, bool, type(None), tuple, dict, np.dtype, np.generic)
 
 
+class cached:  # noqa: N801 - used like functools.cached_property
+    """``functools.cached_property`` without its lock (Python 3.11 takes one on the first access of every
+    value, and expressions are made on every operation a user writes; 3.12 dropped it): the value is
+    computed once and kept in the instance's ``__dict__``, where later lookups find it first."""
+
+    def __init__(self, func: Callable[[Any], Any]) -> None:
+        self.func = func
+        self.attrname = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attrname = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.attrname] = self.func(instance)
+        return value
+
+
+def _sequence_text(value: tuple | list) -> str | None:
+    if type(value) is tuple and all(type(v) is int for v in value):  # chunks and shapes: the common case
+        return f"tuple{value!r}"
+    parts = [_plain_repr(v) for v in value]
+    return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
+
+
+def _dict_text(value: dict) -> str | None:
+    parts = [(_plain_repr(k), _plain_repr(v)) for k, v in value.items()]
+    return None if any(None in p for p in parts) else "dict(" + ",".join(f"{k}={v}" for k, v in parts) + ")"
+
+
+def _dtype_text(value: np.dtype) -> str:
+    # .str names byte order, kind, size and datetime unit (not the fields of a structured dtype)
+    return f"dtype:{value.str}" if value.names is None else f"{type(value).__name__}:{value!r}"
+
+
+# exact type -> text form, for the types operands mostly are (others are added as they are met)
+_TEXT: dict[type, Callable[[Any], str | None]] = {
+    int: lambda v: f"int:{v!r}",
+    str: lambda v: f"str:{v!r}",
+    float: lambda v: f"float:{struct.pack('<d', v).hex()}",  # exact bits: repr() is "nan" for every NaN
+    bool: lambda v: f"bool:{v!r}",
+    type(None): lambda v: "NoneType:None",
+    tuple: _sequence_text,
+    list: _sequence_text,
+    dict: _dict_text,
+}
+
+
 def _plain_repr(value: Any) -> str | None:
     """An exact text form of small plain values (what tokens are made of), or None for anything else."""
-    kind = type(value)
-    if kind is int or kind is str:
-        return f"{kind.__name__}:{value!r}"
-    if kind is tuple and all(type(v) is int for v in value):  # chunks and shapes: the common case
-        return f"tuple{value!r}"
+    text = _TEXT.get(type(value))
+    if text is not None:
+        return text(value)
     if isinstance(value, Expr):
+        _TEXT[type(value)] = lambda v: v._name
         return value._name
-    if kind is float:
-        return f"float:{struct.pack('<d', value).hex()}"  # exact bits: repr() is "nan" for every NaN
-    if isinstance(value, np.dtype) and value.names is None:
-        return f"dtype:{value.str}"  # .str names byte order, kind, size and datetime unit
+    if isinstance(value, np.dtype):
+        _TEXT[type(value)] = _dtype_text
+        return _dtype_text(value)
     if isinstance(value, (float, complex, np.inexact)):
         return f"{type(value).__name__}:{np.asarray(value).tobytes().hex()}"
     if isinstance(value, _PLAIN):
         return f"{type(value).__name__}:{value!r}"
     if isinstance(value, (tuple, list)):
-        parts = [_plain_repr(v) for v in value]
-        return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
+        return _sequence_text(value)
     if isinstance(value, dict):
-        parts = [(_plain_repr(k), _plain_repr(v)) for k, v in value.items()]
-        return None if any(None in p for p in parts) else "dict(" + ",".join(f"{k}={v}" for k, v in parts) + ")"
+        return _dict_text(value)
     return None
 
 
@@ -78,10 +123,19 @@ class ArrayExpr(Expr):
         if kwargs:
             raise TypeError(f"{cls.__name__} got unexpected arguments {sorted(kwargs)}")
         inst = object.__new__(cls)
-        inst._determ_token = _determ_token
-        inst.operands = [o if isinstance(o, _OWN_OPERANDS) else _unpack_collections(o) for o in operands]
+        object.__setattr__(inst, "_determ_token", _determ_token)
+        object.__setattr__(inst, "operands", [o if isinstance(o, _OWN_OPERANDS) else _unpack_collections(o)
+                                              for o in operands])
         inst._name  # noqa: B018 - computed once here, as dask does
         return inst
+
+    @cached
+    def _funcname(self) -> str:
+        return type(self).__name__.lower()
+
+    @cached
+    def _name(self) -> str:
+        return f"{self._funcname}-{self.deterministic_token}"
 
     def __dask_tokenize__(self) -> str:
         # Expressions are made on every operation: hash the operands' exact text where they are plain
@@ -108,19 +162,19 @@ class ArrayExpr(Expr):
             raise NotImplementedError(f"{type(self).__name__} must define {name}")
         return getattr(getattr(self, self._like), name)
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         return self._meta_attr("chunks")
 
-    @functools.cached_property
+    @cached
     def dtype(self) -> np.dtype:
         return np.dtype(self._meta_attr("dtype"))
 
-    @functools.cached_property
+    @cached
     def backend(self) -> str:
         return self._meta_attr("backend")
 
-    @functools.cached_property
+    @cached
     def shape(self) -> tuple[int, ...]:
         return tuple(sum(c) for c in self.chunks)
 
@@ -128,7 +182,7 @@ class ArrayExpr(Expr):
     def ndim(self) -> int:
         return len(self.chunks)
 
-    @functools.cached_property
+    @cached
     def numblocks(self) -> tuple[int, ...]:
         return tuple(len(c) for c in self.chunks)
 
@@ -240,7 +294,7 @@ class Materialized(ArrayExpr):
     def _layer(self) -> dict:
         return self._graph
 
-    @functools.cached_property
+    @cached
     def _cache_key(self) -> tuple | None:
         """The key of this tree's graph and schedule in the caches, or None when they may not be cached:
         checked before any lookup, as a persisted Array (FromGraph) keeps the name of the expression it came
@@ -248,7 +302,7 @@ class Materialized(ArrayExpr):
         blocks instead of using the persisted ones."""
         return (self.root._name, _optimizer_settings()) if _cacheable(self.root) else None
 
-    @functools.cached_property
+    @cached
     def _graph(self) -> dict:
         # rebuilding the same expression, as a loop or a benchmark does, skips optimizing and lowering
         key = self._cache_key
@@ -268,7 +322,7 @@ class Materialized(ArrayExpr):
             _remember(_SCHEDULE_CACHE, key, schedule)
         return schedule
 
-    @functools.cached_property
+    @cached
     def _optimized(self) -> ArrayExpr:
         from ._fusion import optimize
 
@@ -342,7 +396,7 @@ class JointOutput(ArrayExpr):
     def _root(self) -> ArrayExpr:
         return self.joint.root.operands[self.operand("k")]
 
-    @functools.cached_property
+    @cached
     def _name(self) -> str:
         return self._root._name
 
@@ -471,7 +525,7 @@ class FromGraph(ArrayExpr):
 
     _parameters = ["layer", "name", "chunks", "dtype", "backend"]
 
-    @functools.cached_property
+    @cached
     def _name(self) -> str:
         return self.operand("name")
 
@@ -492,7 +546,7 @@ class FromArray(ArrayExpr):
 
     _parameters = ["array", "chunks", "dtype", "backend", "token"]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return "array"
 
@@ -510,7 +564,7 @@ class Creation(ArrayExpr):
 
     _parameters = ["kind", "chunks", "dtype", "backend", "params"]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return self.operand("kind").replace("_", "-")
 
@@ -541,18 +595,20 @@ class Elemwise(ArrayExpr):
     def args(self) -> list[Any]:
         return self.operands[len(self._parameters) :]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return self.operand("op").replace("_", "-")
 
-    @functools.cached_property
+    @cached
     def backend(self) -> str:
         backends = {a.backend for a in self.args if isinstance(a, ArrayExpr)}
         return "cupy" if "cupy" in backends else "numpy"
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         arrays = [a for a in self.args if isinstance(a, ArrayExpr)]
+        if len(arrays) == 1:
+            return arrays[0].chunks
         ndim = max(a.ndim for a in arrays)
         out: list[tuple[int, ...]] = []
         for d in range(ndim):
@@ -574,7 +630,7 @@ class Transpose(ArrayExpr):
     _parameters = ["array", "axes"]
     _like = "array"
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         return tuple(self.array.chunks[a] for a in self.axes)
 
@@ -603,7 +659,7 @@ class Broadcast(ArrayExpr):
     _parameters = ["array", "chunks"]
     _like = "array"
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return "broadcast-to"
 
@@ -632,22 +688,22 @@ class Gather(ArrayExpr):
     def sources(self) -> list[ArrayExpr]:
         return self.operands[len(self._parameters) :]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return "getitem"
 
-    @functools.cached_property
+    @cached
     def backend(self) -> str:
         return self.sources[0].backend
 
-    @functools.cached_property
+    @cached
     def _full_chunks(self) -> Chunks:
         out = []
         for axis_plan in self.operand("plan"):
             out.append(tuple(_pieces_length(p) for p, _ in axis_plan))
         return tuple(out)
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         drop = self.operand("drop")
         return tuple(c for d, c in enumerate(self._full_chunks) if d not in drop)
@@ -726,11 +782,11 @@ class Overlap(Gather):
     """Blocks extended by halos from their neighbours (``map_overlap``): a one-source ``Gather`` whose
     pieces are assembled by ``halo_block_inputs``, so that only the strips of the neighbours travel."""
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return "overlap"
 
-    @functools.cached_property
+    @cached
     def _tasks(self) -> dict:
         plan, source = self.operand("plan"), self.sources[0]
         layer: dict = {}
@@ -755,7 +811,7 @@ class SetItem(ArrayExpr):
     _parameters = ["array", "value", "region_plan"]
     _like = "array"
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return "setitem"
 
@@ -778,11 +834,11 @@ class Finalize(ArrayExpr):
     _parameters = ["array"]
     _like = "array"
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return "finalize"
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         return tuple((s,) for s in self.array.shape)
 
@@ -804,12 +860,12 @@ class Reduction(ArrayExpr):
     _like = "array"
     _defaults = {"prereduced": False}
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         kind = self.operand("kind")
         return "std" if kind == "var" and self.operand("params")[2] else kind
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         axes, keep = self.operand("axes"), self.operand("keepdims")
         return tuple(
@@ -880,7 +936,7 @@ class Scan(ArrayExpr):
     _parameters = ["array", "kind", "axis", "dtype"]
     _like = "array"
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return self.operand("kind")
 
@@ -916,13 +972,13 @@ class Fused(ArrayExpr):
     def inputs(self) -> list[ArrayExpr]:
         return self.operands[len(self._parameters) :]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         from ._codegen import describe
 
         return "fused-" + describe(self.operand("program"))
 
-    @functools.cached_property
+    @cached
     def dtype(self) -> np.dtype:
         _, _, instrs, outputs = self.operand("program")
         return np.dtype(instrs[outputs[0][1]][2]) if outputs[0][0] == "store" else np.dtype(outputs[0][4])
@@ -949,19 +1005,19 @@ class Stencil(ArrayExpr):
     def sources(self) -> list[ArrayExpr]:
         return self.operands[len(self._parameters) :]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         from ._stencil_kernels import describe
 
         return "stencil-" + describe(self.operand("plan"))
 
-    @functools.cached_property
+    @cached
     def dtype(self) -> np.dtype:
         from ._stencil_kernels import output_dtypes
 
         return output_dtypes(self.operand("plan"))[0]
 
-    @functools.cached_property
+    @cached
     def _tasks(self) -> dict:
         """Per block: a task for its interior (``_stencil_kernels.split``), then one for the bands around
         it that writes them into the interior's output blocks (each is the block's task when alone), and
@@ -1025,7 +1081,7 @@ class FusedOutput(ArrayExpr):
     _parameters = ["fused", "k", "chunks", "dtype"]
     _like = "fused"
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return f"{self.fused._funcname}-out"
 
@@ -1042,7 +1098,7 @@ class MatMul(ArrayExpr):
     _parameters = ["a", "b", "dtype"]
     _like = "a"
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         return (self.a.chunks[0], self.b.chunks[1])
 
@@ -1066,11 +1122,11 @@ class MapBlocks(ArrayExpr):
     def inputs(self) -> list[ArrayExpr]:
         return self.operands[len(self._parameters) :]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return self.operand("name")
 
-    @functools.cached_property
+    @cached
     def backend(self) -> str:
         return self.inputs[0].backend
 

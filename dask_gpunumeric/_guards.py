@@ -116,10 +116,8 @@ def _precision(dtype: np.dtype) -> int:
 
 def check_promotion(op: str, operand_dtypes: list[np.dtype], common: np.dtype) -> None:
     """Raise PromotionError when ``common`` is wider than one of the (non-boolean) array operands' dtypes."""
-    if allowpromotion.enabled():
-        return
     widened = [d for d in operand_dtypes if d.kind != "b" and _precision(common) > _precision(d)]
-    if widened:
+    if widened and not allowpromotion.enabled():
         names = ", ".join(str(d) for d in operand_dtypes)
         raise PromotionError(
             f"{op}: operands of dtypes ({names}) are implicitly promoted to {common}, which widens "
