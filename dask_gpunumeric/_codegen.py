@@ -607,10 +607,9 @@ def record_sources(program: tuple) -> None:
 
     if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
         return
-    randoms = [ins for ins in program[2] if ins[0] == "random"]
     variants = [("flat", 1), ("strided", 1)]
-    if randoms:
-        variants.append(("flat", 4 // max(_words(ins) for ins in randoms)))
+    if _philox_group(program[2]):
+        variants.append(("flat", _philox_group(program[2])))
     for mode, group in variants:
         _cuda.record_source(kernel_source(program, mode, group)[0])
 
@@ -754,21 +753,17 @@ def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, .
                      global_shape: tuple[int, ...]) -> tuple[str, int, list[Any]]:
     """Mode ("flat"/"strided"), Philox group size and the geometry arguments of one launch."""
     ndim = program[0]
-    gstrides = [int(np.prod(global_shape[d + 1 :])) for d in range(ndim)]
+    gstrides = [math.prod(global_shape[d + 1 :]) for d in range(ndim)]
     goff = sum(o * s for o, s in zip(offset, gstrides))
-    size = int(np.prod(shape))
-    flat = all(
-        (a.size == 1) or (tuple(a.shape) == tuple(shape) and a.flags.c_contiguous) for a in inputs
-    )
-    contiguous_in_global = all(shape[d] == global_shape[d] for d in range(1, ndim))
-    randoms = [ins for ins in program[2] if ins[0] == "random"]
-    group = 1
-    if flat and contiguous_in_global and randoms:
-        group = 4 // max(_words(ins) for ins in randoms)
-    if flat and (contiguous_in_global or not randoms):
+    size = math.prod(shape)
+    shape = tuple(shape)
+    flat = all((a.size == 1) or (a.shape == shape and a.flags.c_contiguous) for a in inputs)
+    contiguous_in_global = shape[1:] == tuple(global_shape[1:])
+    philox = _philox_group(program[2])
+    if flat and (contiguous_in_global or not philox):
         # flat mode keys random draws by goff + t: only right when the block is contiguous in the global
         # array; otherwise the strided mode maps each element to its global index
-        return "flat", group, [np.int64(size), np.int64(goff)] + [np.bool_(a.size == 1) for a in inputs]
+        return "flat", philox or 1, [np.int64(size), np.int64(goff)] + [np.bool_(a.size == 1) for a in inputs]
     geometry: list[Any] = [np.int64(size), np.int64(goff)]
     for d in range(ndim):
         geometry += [np.int64(shape[d]), np.int64(gstrides[d])]
@@ -782,37 +777,43 @@ def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, .
     return "strided", 1, geometry
 
 
+@functools.lru_cache(maxsize=256)
+def _philox_group(instrs: tuple) -> int:
+    """Elements that share one Philox block in a flat kernel of these instructions (0: no random draws)."""
+    randoms = [ins for ins in instrs if ins[0] == "random"]
+    return 4 // max(_words(ins) for ins in randoms) if randoms else 0
+
+
 def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
              global_shape: tuple[int, ...], inputs: Sequence[Any]) -> list[Any]:
-    """Run a program on one block of CuPy arrays with its generated kernel (one launch); returns the outputs."""
+    """Run a program on one block of CuPy arrays with its generated kernel (one launch); returns the outputs.
+    What depends on the program alone (the kernel, its grid, its scalar arguments for given values) is
+    made once (``_kernel``); the per-block partials of full reductions live in a per-stream workspace."""
     import cupy
 
     ndim, input_dtypes, instrs, outputs = program
-    inputs = [a if a.dtype == np.dtype(dt) else a.astype(dt) for a, dt in zip(inputs, input_dtypes)]
+    inputs = [a if a.dtype == dt else a.astype(dt) for a, dt in zip(inputs, input_dtypes)]
     size = math.prod(shape)
     if not size:
         return [_empty_output(out, instrs, shape) for out in outputs]
     mode, group, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
-    kernel, grid_limit = _kernel(program, mode, group)
+    kernel = _kernel(program, mode, group)
     per_thread = group if group > 1 else UNROLL if mode == "flat" else 1
-    blocks = max(1, min(-(-size // (per_thread * _THREADS)), grid_limit))
-    full = _full_reductions(program)
+    blocks = max(1, min(-(-size // (per_thread * _THREADS)), kernel.max_blocks))
     bufs, results = [], []
+    partials = _workspace().partials(blocks, kernel.partial_dtypes) if kernel.full else ()
     for k, out in enumerate(outputs):
-        if k in full:
+        if k in kernel.full:
             final = cupy.empty((1,) * ndim, dtype=_final_dtype(out))
-            bufs += [cupy.empty(blocks, dtype=_reduce_acc(out, instrs)), final]
+            bufs += [partials[kernel.full.index(k)], final]
             results.append({"s": final, "n": size} if out[2] == "mean" else {"v": final})
         else:
             bufs.append(cupy.empty(shape, dtype=_value_dtype(instrs[out[1]])))
             results.append(bufs[-1])
-    if full:
-        bufs.append(_ticket())
-    types = _scalar_ctypes(instrs)
-    args = [*inputs, *bufs, *(_scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)),
-            *(_cast_arg(scalars, instrs, j, ct) for j, ct in _scalar_casts(instrs)), *geometry]
-    kernel((blocks,), (_THREADS,), tuple(args))
-    return [r if k in full or out[0] == "store" else _blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
+    if kernel.full:
+        bufs.append(_workspace().ticket)
+    kernel.function((blocks,), (_THREADS,), (*inputs, *bufs, *kernel.scalar_args(scalars), *geometry))
+    return [r if k in kernel.full or out[0] == "store" else _blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
             for k, (out, r) in enumerate(zip(outputs, results))]
 
 
@@ -829,19 +830,38 @@ def _empty_output(out: tuple, instrs: Sequence[tuple], shape: tuple[int, ...]) -
 _THREADS = 256  # threads per block: the kernels' __launch_bounds__ and shared-memory trees assume it
 
 
+class _Workspace:
+    """Device memory that the kernels launched on one stream share, one launch after another (a stream runs
+    its launches in order): the zeroed counter with which full reductions find their last thread block
+    (each kernel resets it to zero when it finishes), and room for the thread blocks' partials."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.ticket = cupy.zeros(1, dtype=np.uint32)
+        self._room = cupy.empty(0, dtype=np.uint8)
+
+    def partials(self, blocks: int, dtypes: Sequence[np.dtype]) -> list[Any]:
+        """Pointers (kernel arguments) to ``blocks`` partials of each dtype, 8-byte aligned."""
+        import cupy
+
+        need = 8 * blocks * len(dtypes)
+        if self._room.nbytes < need:
+            self._room = cupy.empty(need, dtype=np.uint8)  # the old room is freed in stream order
+        base = self._room.data.ptr
+        return [np.uintp(base + 8 * blocks * j) for j in range(len(dtypes))]
+
+
 @functools.lru_cache(maxsize=None)
-def _ticket_for(device: int, stream: int) -> Any:
+def _workspace_for(device: int, stream: int) -> _Workspace:
+    return _Workspace()
+
+
+def _workspace() -> _Workspace:
+    """The workspace of the current device and stream."""
     import cupy
 
-    return cupy.zeros(1, dtype=np.uint32)
-
-
-def _ticket() -> Any:
-    """The zeroed counter full reductions use to find their last thread block, one per device and stream
-    (launches on one stream run in order; each kernel resets it to zero when it finishes)."""
-    import cupy
-
-    return _ticket_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
+    return _workspace_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
 
 
 _NP_OF_CTYPE = {v: np.dtype(k) for k, v in CTYPES.items()}
@@ -860,16 +880,48 @@ def _scalar_arg(scalars: Sequence[Any], k: int, ctype: str, instrs: Sequence[tup
     return _NP_OF_CTYPE[ctype].type(scalars[k])
 
 
-@functools.lru_cache(maxsize=256)
-def _kernel(program: tuple, mode: str, group: int) -> tuple[Any, int]:
-    """The compiled kernel of a program variant (compiled once per process; CuPy also caches on disk), and
-    the most thread blocks worth launching: one full wave, as many as the device keeps resident at once
-    (a grid-stride loop covers the rest; a partial second wave would leave multiprocessors idle)."""
-    from . import _cuda
+def scalar_args(instrs: Sequence[tuple], scalars: Sequence[Any]) -> list[Any]:
+    """The scalar kernel arguments of a program's instructions for these scalar values: each slot as its
+    C type (``s<k>``), then each scalar operand converted to the type it is computed in."""
+    types = _scalar_ctypes(instrs)
+    return ([_scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)]
+            + [_cast_arg(scalars, instrs, j, ct) for j, ct in _scalar_casts(instrs)])
 
-    source, name = kernel_source(program, mode, group)
-    function = _cuda.compile_module(source).get_function(name)
-    return function, _cuda.wave_blocks(function, _THREADS)
+
+class _Kernel:
+    """A compiled variant of a program: the function, the most thread blocks worth launching (one full
+    wave: as many as the device keeps resident at once; a grid-stride loop covers the rest, where a
+    partial second wave would leave multiprocessors idle), the outputs finished in the launch and the
+    dtypes of their partials, and the scalar arguments for the scalar values of recent calls."""
+
+    _REMEMBERED = 64  # scalar value sets kept (a loop changing a scalar each step would grow without bound)
+
+    def __init__(self, program: tuple, mode: str, group: int) -> None:
+        from . import _cuda
+
+        source, name = kernel_source(program, mode, group)
+        self.function = _cuda.compile_module(source).get_function(name)
+        self.max_blocks = _cuda.wave_blocks(self.function, _THREADS)
+        self.full = _full_reductions(program)
+        self.partial_dtypes = [_reduce_acc(program[3][k], program[2]) for k in self.full]
+        self._instrs = program[2]
+        self._scalars: dict[tuple, tuple] = {}
+
+    def scalar_args(self, scalars: Sequence[Any]) -> tuple:
+        """``scalar_args`` of the program, remembered by value (and type: 1 and 1.0 are equal in Python)."""
+        key = tuple((type(v), v) for v in scalars)
+        args = self._scalars.get(key)
+        if args is None:
+            if len(self._scalars) >= self._REMEMBERED:
+                self._scalars.clear()
+            args = self._scalars[key] = tuple(scalar_args(self._instrs, scalars))
+        return args
+
+
+@functools.lru_cache(maxsize=256)
+def _kernel(program: tuple, mode: str, group: int) -> _Kernel:
+    """The compiled kernel of a program variant (compiled once per process; CuPy also caches on disk)."""
+    return _Kernel(program, mode, group)
 
 
 def run(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],

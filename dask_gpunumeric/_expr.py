@@ -296,31 +296,26 @@ class Materialized(ArrayExpr):
 
     @cached
     def _cache_key(self) -> tuple | None:
-        """The key of this tree's graph and schedule in the caches, or None when they may not be cached:
-        checked before any lookup, as a persisted Array (FromGraph) keeps the name of the expression it came
-        from (and so do expressions built on it), so a cached graph of that expression would recompute the
-        blocks instead of using the persisted ones."""
-        return (self.root._name, _optimizer_settings()) if _cacheable(self.root) else None
+        return _cache_key(self.root)
+
+    @cached
+    def _compiled(self) -> CompiledGraph:
+        # rebuilding the same expression, as a loop or a benchmark does, skips optimizing and lowering
+        key = self._cache_key
+        compiled = _lookup(_GRAPH_CACHE, key)
+        if compiled is None:
+            compiled = CompiledGraph(self._optimized_graph(), flat_keys(self.root))
+            _remember(_GRAPH_CACHE, key, compiled)
+        return compiled
 
     @cached
     def _graph(self) -> dict:
-        # rebuilding the same expression, as a loop or a benchmark does, skips optimizing and lowering
-        key = self._cache_key
-        graph = _lookup(_GRAPH_CACHE, key)
-        if graph is None:
-            graph = self._optimized_graph()
-            _remember(_GRAPH_CACHE, key, graph)
-        return dict(graph)
+        return dict(self._compiled.graph)
 
     def schedule(self) -> list[tuple[Any, tuple]]:
         """The graph's keys in ``dask.order``'s order, each with the keys that no later task needs (to free
         after it): how a run in one thread goes (``run_in_order``); kept with a cached graph."""
-        key = self._cache_key
-        schedule = _lookup(_SCHEDULE_CACHE, key)
-        if schedule is None:
-            schedule = schedule_of(self._graph, set(flat_keys(self.root)))
-            _remember(_SCHEDULE_CACHE, key, schedule)
-        return schedule
+        return self._compiled.schedule()
 
     @cached
     def _optimized(self) -> ArrayExpr:
@@ -425,8 +420,37 @@ class JointOutput(ArrayExpr):
         return self.joint.__dask_annotations__()
 
 
-_GRAPH_CACHE: collections.OrderedDict = collections.OrderedDict()
-_SCHEDULE_CACHE: collections.OrderedDict = collections.OrderedDict()
+class CompiledGraph:
+    """The optimized graph of an expression tree, and the schedule of a run of it in one thread
+    (``schedule_of``, made when first asked for)."""
+
+    def __init__(self, graph: dict, outputs: list) -> None:
+        self.graph = graph
+        self._outputs = outputs
+        self._schedule: list[tuple[Any, tuple]] | None = None
+
+    def schedule(self) -> list[tuple[Any, tuple]]:
+        if self._schedule is None:
+            self._schedule = schedule_of(self.graph, set(self._outputs))
+        return self._schedule
+
+
+def compiled(root: ArrayExpr) -> CompiledGraph:
+    """The optimized graph of a tree (with its keys), from the cache without making a ``Materialized``
+    node when the cache holds it (``gnp.fetch`` of an expression rebuilt on every call)."""
+    cached = _lookup(_GRAPH_CACHE, _cache_key(root))
+    return cached if cached is not None else Materialized((root,))._compiled
+
+
+def _cache_key(root: ArrayExpr) -> tuple | None:
+    """The key of a tree's graph and schedule in the cache, or None when they may not be cached: checked
+    before any lookup, as a persisted Array (FromGraph) keeps the name of the expression it came from (and
+    so do expressions built on it), so a cached graph of that expression would recompute the blocks instead
+    of using the persisted ones."""
+    return (root._name, _optimizer_settings()) if _cacheable(root) else None
+
+
+_GRAPH_CACHE: collections.OrderedDict[tuple, CompiledGraph] = collections.OrderedDict()
 _GRAPH_CACHE_SIZE = 64
 
 

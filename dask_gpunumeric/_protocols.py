@@ -124,17 +124,16 @@ def _compute_local(x: Array) -> Any:
     optimized graph of the array (cached for pure computations) straight to the scheduler."""
     import dask.callbacks
 
-    from ._expr import Materialized, run_in_order
+    from ._expr import compiled, run_in_order
 
     expr = x.expr.finalize_compute()
     (key,) = expr.__dask_keys__()
-    materialized = Materialized((expr,))
-    graph = materialized._graph
-    if len(graph) <= _SMALL_GRAPH and not dask.callbacks.Callback.active:
+    graph = compiled(expr)
+    if len(graph.graph) <= _SMALL_GRAPH and not dask.callbacks.Callback.active:
         # a handful of tasks gains nothing from threads: run them in order, in this thread (with Dask
         # callbacks, such as a progress bar, active: on Dask's local scheduler, which calls them)
-        return run_in_order(graph, materialized.schedule(), [key])[0]
-    return x.__dask_scheduler__(graph, [key])[0]
+        return run_in_order(graph.graph, graph.schedule(), [key])[0]
+    return x.__dask_scheduler__(dict(graph.graph), [key])[0]
 
 
 _SMALL_GRAPH = 8
