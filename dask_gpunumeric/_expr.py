@@ -492,11 +492,12 @@ def schedule_of(graph: dict, outputs: set) -> list[tuple[Any, tuple]]:
     return [(k, tuple(release[i])) for i, k in enumerate(keys)]
 
 
-def run_in_order(graph: dict, schedule: list[tuple[Any, tuple]], keys: list) -> list:
+def run_in_order(graph: dict, schedule: list[tuple[Any, tuple]], keys: list, inputs: dict | None = None) -> list:
     """Run a graph in this thread in its schedule's order (what ``dask.local.get_sync`` does, without its
     per-call ordering and bookkeeping: what a handful of tasks launching GPU kernels needs), freeing each
-    intermediate after its last use; the values of ``keys``."""
-    cache: dict = {}
+    intermediate after its last use; the values of ``keys``. ``inputs`` holds values the graph's tasks
+    read that it has no tasks for."""
+    cache: dict = dict(inputs or {})
     for key, done in schedule:
         cache[key] = graph[key](cache)
         for dep in done:

@@ -558,6 +558,15 @@ def test_accelerate_dispatch() -> None:
         assert_eq(outputs[0], expected[0])
         assert_eq(outputs[1], expected[1])
     assert all(isinstance(o.expr, RegionOutput) for o in (*lazy, *from_lazy_args))
+    # a call run at once names its outputs as its lazy Region would (so do the Region's own tasks, run
+    # while Dask callbacks watch), and an argument returned as it is keeps its name
+    from dask.callbacks import Callback
+
+    with Callback(pretask=lambda key, dsk, state: None):
+        watched = step(x, y)
+    assert [o.name for o in eager] == [o.name for o in lazy] == [o.name for o in watched]
+    assert_eq(watched[0], expected[0])
+    assert gnp.accelerate(lambda a, b: (b, a + 1))(x, y)[0].name == y.name
     # persisted arguments count as in memory; the outputs persist and compute as any array
     eager2 = step(*dask.persist(x, y))
     assert isinstance(eager2[0].expr, FromGraph)
