@@ -8,14 +8,19 @@ is defined by instruction ``i``:
 * ``("random", kind, dtype, slot)``: a Philox draw; scalars ``slot..`` hold key, stream and parameters,
 * ``("full", slot, dtype)``: a constant array,
 * ``("op", func, dtype, kwargs, args)``: the NumPy/CuPy function ``func`` of values ``args``;
+* ``("total", kind, dtype, i, axes, params, keepdims)``: the finished reduction of value ``i`` over every
+  axis of a one-block array (``_blocks.reduce_finish`` of its only partial); ops on totals (and scalars) are
+  the program's *epilogue*, computed once, after the reductions;
 
-and outputs are ``("store", i)`` (a block of value ``i``) or ``("reduce", i, kind, axes, dtype, params)``
-(the reduction partial of value ``i``, as ``_blocks.reduce_chunk`` makes it).
+and outputs are ``("store", i)`` (a block of value ``i``; a 0-d or keepdims value for the epilogue's) or
+``("reduce", i, kind, axes, dtype, params)`` (the reduction partial of value ``i``, as
+``_blocks.reduce_chunk`` makes it).
 
 On NumPy blocks a program is interpreted with the same block functions as unfused tasks (the reference).
 On CuPy blocks it becomes one generated kernel: scalar values are kernel arguments, so a program compiles
 once per worker whatever the values; full reductions are two-stage (per-thread-block partials, then a
-small final reduction); random numbers are drawn in registers, one Philox block per 4/w elements.
+small final reduction by the last thread block, which also finishes totals and computes the epilogue);
+random numbers are drawn in registers, one Philox block per 4/w elements.
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ import functools
 import hashlib
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from dask._expr import Expr
@@ -253,8 +258,10 @@ def _dtype_of(probe: Any) -> np.dtype:
 # --- building a program from a group -----------------------------------------------------------------
 
 
-def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Sequence[Expr]) -> tuple[tuple, list, list]:
-    """The program of a group (members in topological order), its external inputs and scalar values."""
+def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Sequence[Expr],
+                  totals: Sequence[Expr] = (), epilogue: Sequence[Expr] = ()) -> tuple[tuple, list, list]:
+    """The program of a group (members in topological order; then its totals and the elementwise nodes on
+    them, in topological order), its external inputs and scalar values."""
     index: dict[str, int] = {}
     instrs: list[tuple] = []
     inputs: list[Expr] = []
@@ -275,8 +282,9 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
         instrs.append(("scalar", len(scalars) - 1, np.asarray(arg).dtype.str))
         return len(instrs) - 1
 
-    for node in nodes:
-        if node.__class__.__name__ == "Creation":
+    for node in (*nodes, *totals, *epilogue):
+        kind = node.__class__.__name__
+        if kind == "Creation":
             kind, params = node.operand("kind"), node.operand("params")
             slot = len(scalars)
             if kind == "full":
@@ -286,6 +294,9 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
                 key, stream, dist = params
                 scalars.extend([key[0], key[1], stream, *dist])
                 instrs.append(("random", kind.removeprefix("random-"), node.dtype.str, slot, len(dist)))
+        elif kind == "Reduction":
+            instrs.append(("total", node.operand("kind"), node.dtype.str, index[node.array._name],
+                           node.operand("axes"), node.operand("params"), node.operand("keepdims")))
         else:
             args = tuple(value_of(a) for a in node.args)
             kwargs = tuple(sorted(node.operand("kwargs").items()))
@@ -308,6 +319,8 @@ def describe(program: tuple) -> str:
             words.append("".join(c for c in ins[1] if c.isalpha()))  # dashboard prefixes are letters
         elif ins[0] == "random":
             words.append("random")
+        elif ins[0] == "total":
+            words.append(ins[1])
     words += [out[2] for out in program[3] if out[0] == "reduce"]
     seen: list[str] = []
     for w in words:
@@ -339,20 +352,42 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
             key = (scalars[slot], scalars[slot + 1])
             values.append(_philox.draw_block(kind, key, scalars[slot + 2], global_shape, offset, shape, dt,
                                              tuple(scalars[slot + 3 : slot + 3 + nparams]), xp=xp))
+        elif tag == "total":
+            _, kind, dt, i, axes, params, keepdims = ins
+            partial = _blocks.reduce_chunk(kind, _block_of(values[i], shape), axes, np.dtype(dt), params, ())
+            values.append(_blocks.reduce_finish(kind, partial, axes, keepdims, np.dtype(dt), params))
         else:
             _, func, dt, kwargs, args, _ = ins
             values.append(_blocks.elemwise(func, np.dtype(dt), dict(kwargs), *[values[j] for j in args]))
-    return [_output(out, values, shape) for out in program[3]]
+    finished = epilogue_values(program[2])
+    return [values[out[1]] if out[1] in finished else _output(out, values, shape) for out in program[3]]
+
+
+def _block_of(value: Any, shape: tuple[int, ...]) -> Any:
+    """A value as a whole block (a broadcast load or scalar spread over it)."""
+    return value if value.shape == shape else namespace(value).broadcast_to(value, shape)
 
 
 def _output(out: tuple, values: list[Any], shape: tuple[int, ...]) -> Any:
-    value = values[out[1]]
-    if value.shape != shape:
-        value = namespace(value).broadcast_to(value, shape)
+    value = _block_of(values[out[1]], shape)
     if out[0] == "store":
         return value
     _, _, kind, axes, dt, params = out
     return _blocks.reduce_chunk(kind, value, axes, np.dtype(dt), params, ())
+
+
+@functools.lru_cache(maxsize=256)
+def epilogue_values(instrs: tuple) -> dict[int, int]:
+    """The values of a program computed once after its totals (the totals and the ops on them), each with
+    its number of axes, all of length 1: 0, or the array's for a total with keepdims (and what it
+    broadcasts with)."""
+    after: dict[int, int] = {}
+    for i, ins in enumerate(instrs):
+        if ins[0] == "total":
+            after[i] = len(ins[4]) if ins[6] else 0
+        elif ins[0] == "op" and any(j in after for j in ins[4]):
+            after[i] = max(after.get(j, 0) for j in ins[4])
+    return after
 
 
 # --- CUDA path: generate, compile, launch -------------------------------------------------------------
@@ -394,25 +429,27 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
     and contiguous, or a single element) or "strided"; ``group`` elements per iteration (1, 2 or 4) share
     one Philox block (only with flat mode and a block contiguous in the global array).
 
-    A full reduction is finished in the same launch: each thread block writes its partial, and the last
-    thread block to finish (a ticket counter) combines the partials in block order (so the result does
-    not depend on timing) into the final one-element output ``fin<k>``, and resets the ticket."""
+    Full reductions (``_folds``) are finished in the same launch: each thread block writes its partial, and
+    the last thread block to finish (a ticket counter) combines the partials in block order (so the result
+    does not depend on timing) into the one-element output ``fin<k>`` of a partial, or into a total, then
+    computes the epilogue from the totals into its one-element outputs, and resets the ticket."""
     from ._program_check import check_program
     from .random._philox import PHILOX_DEVICE_SOURCE
 
     check_program(program, mode, group)  # only our names and integers become source
     ndim, input_dtypes, instrs, outputs = program
-    full_reductions = _full_reductions(program)
+    folds = _folds(program)
     params: list[str] = []
     for k, dt in enumerate(input_dtypes):
         params.append(f"const {_ctype(dt)}* __restrict__ in{k}")
+    finals = {fold.output: fold for fold in folds if fold.output is not None}
     for k, out in enumerate(outputs):
-        if k in full_reductions:
-            params.append(f"{_ctype(_reduce_acc(out, instrs))}* __restrict__ out{k}")
-            params.append(f"{_ctype(_final_dtype(out))}* __restrict__ fin{k}")
-        else:
+        if k in finals:
+            params.append(f"{_ctype(finals[k].final)}* __restrict__ fin{k}")
+        else:  # a block (or the epilogue's one element)
             params.append(f"{_ctype(_value_dtype(instrs[out[1]]))}* __restrict__ out{k}")
-    if full_reductions:
+    params += [f"{_ctype(fold.acc)}* __restrict__ part{f}" for f, fold in enumerate(folds)]
+    if folds:
         params.append("unsigned int* __restrict__ ticket")
     scalar_types = _scalar_ctypes(instrs)
     for k, ct in sorted(scalar_types.items()):
@@ -428,33 +465,26 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
         params += [f"const bool single{k}" for k in range(len(input_dtypes))]
 
     name = "gnp_fused_" + hashlib.sha256(repr((program, mode, group)).encode()).hexdigest()[:16]
-    body: list[str] = []
-    for k in full_reductions:
-        out = outputs[k]
-        acc = _reduce_acc(out, instrs)
-        body.append(f"    {_ctype(acc)} acc{k} = {_reduce_identity(out, acc)};")
+    body = [f"    {_ctype(fold.acc)} acc{f} = {_identity(fold.kind, fold.acc)};" for f, fold in enumerate(folds)]
     body.append("    const long long nthreads = (long long)gridDim.x * blockDim.x;")
     if group > 1:
-        body += _grouped_loop(program, full_reductions, group)
+        body += _grouped_loop(program, group)
     elif mode == "flat":
-        body += _unrolled_loop(program, full_reductions)
+        body += _unrolled_loop(program)
     else:
-        body.append("    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nthreads) {")
         indent = "        "
-        if mode == "strided":
-            body.append(f"{indent}long long rem = t, gi = goff;")
+        body += ["    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nthreads) {",
+                 f"{indent}long long rem = t, gi = goff;"]
+        for k in range(len(input_dtypes)):
+            body.append(f"{indent}long long o{k} = 0;")
+        for d in range(ndim - 1, -1, -1):
+            body.append(f"{indent}{{ const long long c = rem % shape{d}; rem /= shape{d}; gi += c * gstride{d};")
             for k in range(len(input_dtypes)):
-                body.append(f"{indent}long long o{k} = 0;")
-            for d in range(ndim - 1, -1, -1):
-                body.append(f"{indent}{{ const long long c = rem % shape{d}; rem /= shape{d}; gi += c * gstride{d};")
-                for k in range(len(input_dtypes)):
-                    body.append(f"{indent}  o{k} += c * istride{k}_{d};")
-                body.append(f"{indent}}}")
-        else:
-            body.append(f"{indent}const long long gi = goff + t;")
-        body += [indent + line for line in _element_code(program, full_reductions, mode, 1, {})]
+                body.append(f"{indent}  o{k} += c * istride{k}_{d};")
+            body.append(f"{indent}}}")
+        body += [indent + line for line in _element_code(program, mode, 1, {})]
         body.append("    }")
-    body += _finish_reductions(program, full_reductions)
+    body += _finish(program)
     source = (
         PHILOX_DEVICE_SOURCE + _HELPERS
         + f'\nextern "C" __global__ void __launch_bounds__(256) {name}(\n    ' + ",\n    ".join(params) + ")\n{\n"
@@ -463,34 +493,55 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
     return source, name
 
 
-def _full_reductions(program: tuple) -> list[int]:
-    """Indices of the outputs that reduce over every axis (finished in the kernel)."""
-    ndim, outputs = program[0], program[3]
-    return [k for k, o in enumerate(outputs) if o[0] == "reduce" and tuple(o[3]) == tuple(range(ndim))]
+class _Fold(NamedTuple):
+    """A reduction over every element that a kernel finishes itself: value ``value`` folded with ``kind``
+    in an accumulator of dtype ``acc``, ending as the one-element partial of output ``output`` (a full
+    "reduce"; in dtype ``final``: a mean's sum dtype) or as the value of "total" instruction ``total``."""
+
+    value: int
+    kind: str
+    acc: np.dtype
+    final: np.dtype
+    output: int | None
+    total: int | None
 
 
-def _element_code(program: tuple, full_reductions: list[int], mode: str, group: int,
-                  partial: dict[int, str], loaded: dict[int, str] | None = None) -> list[str]:
-    """The statements computing one element ``t`` (global index ``gi``): every instruction, then each
-    output stored or folded into its accumulator (``partial[k]``, where given, instead of ``acc<k>``).
-    ``loaded`` names registers already holding the values of load instructions."""
+@functools.lru_cache(maxsize=256)
+def _folds(program: tuple) -> tuple[_Fold, ...]:
+    """The full reductions of a program: its outputs that reduce over every axis, then its totals."""
+    ndim, _, instrs, outputs = program
+    folds = [_Fold(out[1], out[2], _acc_dtype(out[2], _value_dtype(instrs[out[1]]), np.dtype(out[4]), out[5]),
+                   _final_dtype(out), k, None)
+             for k, out in enumerate(outputs) if out[0] == "reduce" and tuple(out[3]) == tuple(range(ndim))]
+    folds += [_Fold(ins[3], ins[1], _acc_dtype(ins[1], _value_dtype(instrs[ins[3]]), np.dtype(ins[2]), ins[5]),
+                    np.dtype(ins[2]), None, j)
+              for j, ins in enumerate(instrs) if ins[0] == "total"]
+    return tuple(folds)
+
+
+def _element_code(program: tuple, mode: str, group: int, partial: dict[int, str],
+                  loaded: dict[int, str] | None = None) -> list[str]:
+    """The statements computing one element ``t`` (global index ``gi``): every instruction but the
+    epilogue's, then each fold's value folded into its accumulator (``partial[f]``, where given, instead
+    of ``acc<f>``) and each other output stored. ``loaded`` names registers already holding the values of
+    load instructions."""
     _, _, instrs, outputs = program
+    folds, after = _folds(program), epilogue_values(instrs)
     lines = [f"const {_ctype(ins[2])} v{i} = {loaded[i]};" if loaded and i in loaded
-             else _instr_code(i, ins, instrs, mode, group) for i, ins in enumerate(instrs)]
-    for k, out in enumerate(outputs):
-        if k in full_reductions:
-            acc = partial.get(k, f"acc{k}")
-            ct = "float" if k in partial else _ctype(_reduce_acc(out, instrs))
-            lines.append(f"{acc} = {_COMBINE[out[2]].format(a=acc, b=f'({ct})v{out[1]}')};")
-        else:
-            lines.append(f"out{k}[t] = v{out[1]};")
+             else _instr_code(i, ins, instrs, mode, group) for i, ins in enumerate(instrs) if i not in after]
+    for f, fold in enumerate(folds):
+        acc = partial.get(f, f"acc{f}")
+        ct = "float" if f in partial else _ctype(fold.acc)
+        lines.append(f"{acc} = {_COMBINE[fold.kind].format(a=acc, b=f'({ct})v{fold.value}')};")
+    folded = {fold.output for fold in folds}
+    lines += [f"out{k}[t] = v{out[1]};" for k, out in enumerate(outputs) if k not in folded and out[1] not in after]
     return lines
 
 
 UNROLL = 4  # elements per thread per iteration of a flat kernel without Philox groups
 
 
-def _unrolled_loop(program: tuple, full_reductions: list[int]) -> list[str]:
+def _unrolled_loop(program: tuple) -> list[str]:
     """The flat loop, ``UNROLL`` elements per thread per iteration, a thread block's width apart (loads
     stay coalesced): where all of them are inside the block, every input load of all of them is issued
     before any arithmetic, so that a memory-bound kernel keeps several loads in flight per thread."""
@@ -506,25 +557,25 @@ def _unrolled_loop(program: tuple, full_reductions: list[int]) -> list[str]:
             lines.append(f"            const {_ctype(instrs[i][2])} ld{i}_{u} = in{k}[single{k} ? 0 : t{u}];")
     for u in range(UNROLL):
         lines += ["            {", f"                const long long t = t{u};", "                const long long gi = goff + t;"]
-        element = _element_code(program, full_reductions, "flat", 1, {}, {i: f"ld{i}_{u}" for i in loads})
+        element = _element_code(program, "flat", 1, {}, {i: f"ld{i}_{u}" for i in loads})
         lines += ["                " + line for line in element]
         lines.append("            }")
     lines += ["        } else {",
               "            for (long long t = base; t < n; t += blockDim.x) {",
               "                const long long gi = goff + t;"]
-    lines += ["                " + line for line in _element_code(program, full_reductions, "flat", 1, {})]
+    lines += ["                " + line for line in _element_code(program, "flat", 1, {})]
     lines += ["            }", "        }", "    }"]
     return lines
 
 
-def _grouped_loop(program: tuple, full_reductions: list[int], group: int) -> list[str]:
+def _grouped_loop(program: tuple, group: int) -> list[str]:
     """The flat loop over groups of ``group`` consecutive global elements that share Philox blocks: the
     draws are made once per group; whole groups inside the block skip the per-element bounds checks, and
     float32 sums fold a group in float before adding it to the float64 accumulator."""
-    _, _, instrs, outputs = program
-    partial = {k: f"p{k}" for k in full_reductions
-               if outputs[k][2] in ("sum", "mean") and _value_dtype(instrs[outputs[k][1]]) == np.float32
-               and _reduce_acc(outputs[k], instrs) == np.float64}
+    _, _, instrs, _ = program
+    partial = {f: f"p{f}" for f, fold in enumerate(_folds(program))
+               if fold.kind in ("sum", "mean") and _value_dtype(instrs[fold.value]) == np.float32
+               and fold.acc == np.float64}
     lines = [f"    const long long g0 = goff / {group}, g1 = (goff + n + {group - 1}) / {group};",
              "    for (long long g = g0 + (long long)blockIdx.x * blockDim.x + threadIdx.x; g < g1; g += nthreads) {"]
     for i, ins in enumerate(instrs):
@@ -534,7 +585,7 @@ def _grouped_loop(program: tuple, full_reductions: list[int], group: int) -> lis
                          f"(unsigned long long)((g * {group * w}) / 4));")
     lines += [f"        float {p} = 0.0f;" for p in partial.values()]
     lines.append(f"        const long long t0 = g * {group} - goff;")
-    element = _element_code(program, full_reductions, "flat", group, partial)
+    element = _element_code(program, "flat", group, partial)
     for check, head in ((False, "if (t0 >= 0 && t0 + {G} <= n) {{"), (True, "}} else {{")):
         lines.append("        " + head.format(G=group))
         lines += ["            #pragma unroll", f"            for (int j = 0; j < {group}; ++j) {{",
@@ -545,50 +596,71 @@ def _grouped_loop(program: tuple, full_reductions: list[int], group: int) -> lis
         lines += ["                " + line for line in element]
         lines.append("            }")
     lines.append("        }")
-    for k, p in partial.items():
-        lines.append(f"        acc{k} = acc{k} + (double){p};")
+    for f, p in partial.items():
+        lines.append(f"        acc{f} = acc{f} + (double){p};")
     lines.append("    }")
     return lines
 
 
-def _finish_reductions(program: tuple, full_reductions: list[int]) -> list[str]:
-    """Thread-block partials of the full reductions, then the last thread block's final combine."""
-    if not full_reductions:
+def _finish(program: tuple) -> list[str]:
+    """Thread-block partials of the folds, then the last thread block's final combine, its one-element
+    outputs and the epilogue."""
+    folds = _folds(program)
+    if not folds:
         return []
-    _, _, instrs, outputs = program
     lines: list[str] = []
-    for k in full_reductions:
-        out = outputs[k]
-        acc = _reduce_acc(out, instrs)
-        lines += [f"    __shared__ {_ctype(acc)} sh{k}[256];", f"    sh{k}[threadIdx.x] = acc{k};"]
-    lines += _block_tree(program, full_reductions)
+    for f, fold in enumerate(folds):
+        lines += [f"    __shared__ {_ctype(fold.acc)} sh{f}[256];", f"    sh{f}[threadIdx.x] = acc{f};"]
+    lines += _block_tree(folds)
     lines.append("    __shared__ bool last;")
     lines.append("    if (threadIdx.x == 0) {")
-    lines += [f"        out{k}[blockIdx.x] = sh{k}[0];" for k in full_reductions]
+    lines += [f"        part{f}[blockIdx.x] = sh{f}[0];" for f in range(len(folds))]
     lines += ["        __threadfence();", "        last = atomicAdd(ticket, 1u) == gridDim.x - 1;", "    }",
               "    __syncthreads();", "    if (!last) return;"]
-    for k in full_reductions:
-        out = outputs[k]
-        acc = _reduce_acc(out, instrs)
-        ct = _ctype(acc)
-        combine = _COMBINE[out[2]].format(a=f"a{k}", b=f"((volatile {ct}*)out{k})[i]")
-        lines += [f"    {ct} a{k} = {_reduce_identity(out, acc)};",
-                  f"    for (unsigned int i = threadIdx.x; i < gridDim.x; i += blockDim.x) a{k} = {combine};",
-                  f"    sh{k}[threadIdx.x] = a{k};"]
-    lines += _block_tree(program, full_reductions)
+    for f, fold in enumerate(folds):
+        ct = _ctype(fold.acc)
+        combine = _COMBINE[fold.kind].format(a=f"a{f}", b=f"((volatile {ct}*)part{f})[i]")
+        lines += [f"    {ct} a{f} = {_identity(fold.kind, fold.acc)};",
+                  f"    for (unsigned int i = threadIdx.x; i < gridDim.x; i += blockDim.x) a{f} = {combine};",
+                  f"    sh{f}[threadIdx.x] = a{f};"]
+    lines += _block_tree(folds)
     lines.append("    if (threadIdx.x == 0) {")
-    lines += [f"        fin{k}[0] = ({_ctype(_final_dtype(outputs[k]))})sh{k}[0];" for k in full_reductions]
+    lines += [f"        fin{fold.output}[0] = ({_ctype(fold.final)})sh{f}[0];"
+              for f, fold in enumerate(folds) if fold.output is not None]
+    lines += ["        " + line for line in _epilogue_code(program)]
     lines += ["        *ticket = 0u;", "    }"]
     return lines
 
 
-def _block_tree(program: tuple, full_reductions: list[int]) -> list[str]:
-    """Combine ``sh<k>[0..blockDim.x)`` into ``sh<k>[0]`` (a fixed-order tree)."""
-    outputs = program[3]
+def _epilogue_code(program: tuple) -> list[str]:
+    """The statements of the epilogue, in the last thread block's first thread once the folds are combined
+    (``sh<f>[0]``): each total finished as ``_blocks.reduce_finish`` does (a mean divided by the element
+    count), the ops on totals and scalars, and the stores of their one-element outputs."""
+    _, _, instrs, outputs = program
+    after = epilogue_values(instrs)
+    if not after:
+        return []
+    totals = {fold.total: f for f, fold in enumerate(_folds(program)) if fold.total is not None}
+    lines = ["{"]
+    for i, ins in enumerate(instrs):
+        if i in totals:
+            _, kind, dt, _, _, params, _ = ins
+            value = f"sh{totals[i]}[0]"
+            if kind == "mean":
+                value = f"(({_ctype(params[0])}){value} / ({_ctype(params[0])})n)"
+            lines.append(f"    const {_ctype(dt)} v{i} = ({_ctype(dt)}){value};")
+        elif i in after or ins[0] in ("scalar", "full"):
+            lines.append("    " + _instr_code(i, ins, instrs, "flat", 1))
+    lines += [f"    out{k}[0] = v{out[1]};" for k, out in enumerate(outputs) if out[1] in after]
+    return [*lines, "}"]
+
+
+def _block_tree(folds: Sequence[_Fold]) -> list[str]:
+    """Combine ``sh<f>[0..blockDim.x)`` into ``sh<f>[0]`` (a fixed-order tree)."""
     lines = ["    __syncthreads();", "    for (int s = blockDim.x / 2; s > 0; s >>= 1) {", "        if (threadIdx.x < s) {"]
-    for k in full_reductions:
-        combine = _COMBINE[outputs[k][2]].format(a=f"sh{k}[threadIdx.x]", b=f"sh{k}[threadIdx.x + s]")
-        lines.append(f"            sh{k}[threadIdx.x] = {combine};")
+    for f, fold in enumerate(folds):
+        combine = _COMBINE[fold.kind].format(a=f"sh{f}[threadIdx.x]", b=f"sh{f}[threadIdx.x + s]")
+        lines.append(f"            sh{f}[threadIdx.x] = {combine};")
     lines += ["        }", "        __syncthreads();", "    }"]
     return lines
 
@@ -624,12 +696,7 @@ def _value_dtype(ins: tuple) -> np.dtype:
     return np.dtype(ins[2])
 
 
-def _reduce_acc(out: tuple, instrs: Sequence[tuple]) -> np.dtype:
-    return _acc_dtype(out[2], _value_dtype(instrs[out[1]]), np.dtype(out[4]), out[5])
-
-
-def _reduce_identity(out: tuple, acc: np.dtype) -> str:
-    kind = out[2]
+def _identity(kind: str, acc: np.dtype) -> str:
     if kind in ("min", "max"):
         return _minmax_identity(kind, acc)
     return f"({_ctype(acc)}){_IDENTITY[kind]}"
@@ -794,37 +861,29 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     ndim, input_dtypes, instrs, outputs = program
     inputs = [a if a.dtype == dt else a.astype(dt) for a, dt in zip(inputs, input_dtypes)]
     size = math.prod(shape)
-    if not size:
-        return [_empty_output(out, instrs, shape) for out in outputs]
+    if not size:  # nothing to launch: the block functions give empty outputs (and totals of nothing)
+        return run_numpy(program, scalars, offset, shape, global_shape, inputs, "cupy")
     mode, group, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
     kernel = _kernel(program, mode, group)
     per_thread = group if group > 1 else UNROLL if mode == "flat" else 1
     blocks = max(1, min(-(-size // (per_thread * _THREADS)), kernel.max_blocks))
+    after = epilogue_values(instrs)
     bufs, results = [], []
-    partials = _workspace().partials(blocks, kernel.partial_dtypes) if kernel.full else ()
     for k, out in enumerate(outputs):
-        if k in kernel.full:
-            final = cupy.empty((1,) * ndim, dtype=_final_dtype(out))
-            bufs += [partials[kernel.full.index(k)], final]
-            results.append({"s": final, "n": size} if out[2] == "mean" else {"v": final})
+        if k in kernel.finals:
+            bufs.append(cupy.empty((1,) * ndim, dtype=_final_dtype(out)))
+            results.append({"s": bufs[-1], "n": size} if out[2] == "mean" else {"v": bufs[-1]})
         else:
-            bufs.append(cupy.empty(shape, dtype=_value_dtype(instrs[out[1]])))
+            value_shape = (1,) * after[out[1]] if out[1] in after else shape
+            bufs.append(cupy.empty(value_shape, dtype=_value_dtype(instrs[out[1]])))
             results.append(bufs[-1])
-    if kernel.full:
-        bufs.append(_workspace().ticket)
+    if kernel.folds:
+        workspace = _workspace()
+        bufs += [*workspace.partials(blocks, kernel.folds), workspace.ticket]
     kernel.function((blocks,), (_THREADS,), (*inputs, *bufs, *kernel.scalar_args(scalars), *geometry))
-    return [r if k in kernel.full or out[0] == "store" else _blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
-            for k, (out, r) in enumerate(zip(outputs, results))]
-
-
-def _empty_output(out: tuple, instrs: Sequence[tuple], shape: tuple[int, ...]) -> Any:
-    """An output of a program on an empty block, as the unfused block functions give it."""
-    import cupy
-
-    empty = cupy.empty(shape, dtype=_value_dtype(instrs[out[1]]))
-    if out[0] == "store":
-        return empty
-    return _blocks.reduce_chunk(out[2], empty, out[3], np.dtype(out[4]), out[5], ())
+    # a reduction over some axes: of the stored block, once the kernel has written it
+    return [_blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
+            if out[0] == "reduce" and k not in kernel.finals else r for k, (out, r) in enumerate(zip(outputs, results))]
 
 
 _THREADS = 256  # threads per block: the kernels' __launch_bounds__ and shared-memory trees assume it
@@ -841,15 +900,15 @@ class _Workspace:
         self.ticket = cupy.zeros(1, dtype=np.uint32)
         self._room = cupy.empty(0, dtype=np.uint8)
 
-    def partials(self, blocks: int, dtypes: Sequence[np.dtype]) -> list[Any]:
-        """Pointers (kernel arguments) to ``blocks`` partials of each dtype, 8-byte aligned."""
+    def partials(self, blocks: int, count: int) -> list[Any]:
+        """Pointers (kernel arguments) to ``count`` arrays of ``blocks`` partials (of at most 8 bytes each)."""
         import cupy
 
-        need = 8 * blocks * len(dtypes)
+        need = 8 * blocks * count
         if self._room.nbytes < need:
             self._room = cupy.empty(need, dtype=np.uint8)  # the old room is freed in stream order
         base = self._room.data.ptr
-        return [np.uintp(base + 8 * blocks * j) for j in range(len(dtypes))]
+        return [np.uintp(base + 8 * blocks * j) for j in range(count)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -891,8 +950,8 @@ def scalar_args(instrs: Sequence[tuple], scalars: Sequence[Any]) -> list[Any]:
 class _Kernel:
     """A compiled variant of a program: the function, the most thread blocks worth launching (one full
     wave: as many as the device keeps resident at once; a grid-stride loop covers the rest, where a
-    partial second wave would leave multiprocessors idle), the outputs finished in the launch and the
-    dtypes of their partials, and the scalar arguments for the scalar values of recent calls."""
+    partial second wave would leave multiprocessors idle), the full reductions finished in the launch (and
+    which outputs they give), and the scalar arguments for the scalar values of recent calls."""
 
     _REMEMBERED = 64  # scalar value sets kept (a loop changing a scalar each step would grow without bound)
 
@@ -902,8 +961,8 @@ class _Kernel:
         source, name = kernel_source(program, mode, group)
         self.function = _cuda.compile_module(source).get_function(name)
         self.max_blocks = _cuda.wave_blocks(self.function, _THREADS)
-        self.full = _full_reductions(program)
-        self.partial_dtypes = [_reduce_acc(program[3][k], program[2]) for k in self.full]
+        self.folds = len(_folds(program))
+        self.finals = {fold.output for fold in _folds(program) if fold.output is not None}
         self._instrs = program[2]
         self._scalars: dict[tuple, tuple] = {}
 

@@ -988,10 +988,11 @@ class Scan(ArrayExpr):
 
 class Fused(ArrayExpr):
     """A group of elementwise operations, random draws and reduction partials run as one kernel per block
-    (made by the fusion pass; ``_codegen`` describes ``program``). Its blocks are the program's output,
-    or a tuple of outputs picked by ``FusedOutput``."""
+    (made by the fusion pass; ``_codegen`` describes ``program``) of the elements' chunks ``elements``. Its
+    blocks are the program's output, or a tuple of outputs picked by ``FusedOutput``: the elements' blocks,
+    except for a kernel whose one output is a total of a one-block array (or the epilogue's), 0-d."""
 
-    _parameters = ["program", "chunks", "backend", "scalars"]
+    _parameters = ["program", "chunks", "backend", "scalars", "elements"]
 
     @property
     def inputs(self) -> list[ArrayExpr]:
@@ -1011,11 +1012,16 @@ class Fused(ArrayExpr):
     def _block_task(self, index: Index) -> GraphNode:
         from ._codegen import run
 
-        refs = [a.ref(self.operand_block(a, index)) for a in self.inputs]
-        return Task(
-            self.key(index), run, self.operand("program"), self.operand("scalars"), self.block_offset(index),
-            self.block_shape(index), self.shape, self.backend, *refs,
-        )
+        elements = self.operand("elements")
+        if elements == self.chunks:
+            geometry = (self.block_offset(index), self.block_shape(index), self.shape)
+            refs = [a.ref(self.operand_block(a, index)) for a in self.inputs]
+        else:  # the total (or epilogue) of the one block of elements
+            shape = tuple(sum(c) for c in elements)
+            geometry = ((0,) * len(shape), shape, shape)
+            refs = [a.ref((0,) * a.ndim) for a in self.inputs]
+        return Task(self.key(index), run, self.operand("program"), self.operand("scalars"), *geometry,
+                    self.backend, *refs)
 
 
 class Stencil(ArrayExpr):
@@ -1113,7 +1119,9 @@ class FusedOutput(ArrayExpr):
     def _block_task(self, index: Index) -> GraphNode:
         from ._codegen import pick
 
-        return Task(self.key(index), pick, self.fused.ref(index), self.operand("k"))
+        # a total (or the epilogue's value) is 0-d (or keepdims), from the one block of the elements
+        source = index if self.chunks == self.fused.chunks else (0,) * self.fused.ndim
+        return Task(self.key(index), pick, self.fused.ref(source), self.operand("k"))
 
 
 class MatMul(ArrayExpr):
