@@ -1009,18 +1009,21 @@ class Fused(ArrayExpr):
         _, _, instrs, outputs = self.operand("program")
         return np.dtype(instrs[outputs[0][1]][2]) if outputs[0][0] == "store" else np.dtype(outputs[0][4])
 
+    def geometry(self, index: Index) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """(offset, shape, global shape) of the elements the kernel of block ``index`` runs over."""
+        if self.operand("elements") == self.chunks:
+            return self.block_offset(index), self.block_shape(index), self.shape
+        shape = tuple(sum(c) for c in self.operand("elements"))  # a total's one block of elements
+        return (0,) * len(shape), shape, shape
+
     def _block_task(self, index: Index) -> GraphNode:
         from ._codegen import run
 
-        elements = self.operand("elements")
-        if elements == self.chunks:
-            geometry = (self.block_offset(index), self.block_shape(index), self.shape)
+        if self.operand("elements") == self.chunks:
             refs = [a.ref(self.operand_block(a, index)) for a in self.inputs]
-        else:  # the total (or epilogue) of the one block of elements
-            shape = tuple(sum(c) for c in elements)
-            geometry = ((0,) * len(shape), shape, shape)
+        else:
             refs = [a.ref((0,) * a.ndim) for a in self.inputs]
-        return Task(self.key(index), run, self.operand("program"), self.operand("scalars"), *geometry,
+        return Task(self.key(index), run, self.operand("program"), self.operand("scalars"), *self.geometry(index),
                     self.backend, *refs)
 
 
