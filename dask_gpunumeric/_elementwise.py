@@ -58,8 +58,8 @@ __all__ = [*_UNARY, *_BINARY, "where", "clip", "round", "astype"]
 
 def _dtypes(op: str, operands: list[Any], kwargs: dict, skip: int) -> tuple[np.dtype, np.dtype | None]:
     """The dtype NumPy gives ``op`` on operands of these dtypes (NEP 50: Python scalars are weak), and the
-    common dtype of the operands the promotion guard looks at (after ``skip`` leading ones; None when
-    fewer than two, or no array among them)."""
+    common dtype of the operands the promotion guard looks at (after ``skip`` leading ones) where it is
+    wider than one of their arrays' dtypes (else None)."""
     key = tuple(a.dtype if isinstance(a, ArrayExpr) else (type(a), a) for a in operands)
     args = (op, key, tuple(sorted(kwargs.items())), skip)
     try:
@@ -83,9 +83,11 @@ def _operation_dtypes(op: str, operands: tuple, kwargs: tuple, skip: int) -> tup
     with np.errstate(all="ignore"):
         out = np.asarray(func(*[probe(o) for o in operands], **dict(kwargs))).dtype
     promoted = operands[skip:][: _PROMOTED_OPERANDS.get(op)]
-    if len(promoted) < 2 or not any(isinstance(o, np.dtype) for o in promoted):
+    arrays = [o for o in promoted if isinstance(o, np.dtype)]
+    if len(promoted) < 2 or not arrays:
         return out, None
-    return out, np.result_type(*[probe(o) for o in promoted])
+    common = np.result_type(*[probe(o) for o in promoted])
+    return out, common if _guards.widened(arrays, common) else None
 
 
 def broadcast_shape(op: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:

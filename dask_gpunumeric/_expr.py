@@ -14,6 +14,7 @@ subtree with the root's keys unchanged (persist rebuilds collections from those 
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import itertools
 import math
@@ -66,10 +67,13 @@ def _sequence_text(value: tuple | list) -> str | None:
 
 
 def _dict_text(value: dict) -> str | None:
+    if not value:
+        return "dict()"
     parts = [(_plain_repr(k), _plain_repr(v)) for k, v in value.items()]
     return None if any(None in p for p in parts) else "dict(" + ",".join(f"{k}={v}" for k, v in parts) + ")"
 
 
+@functools.lru_cache(maxsize=1024)
 def _dtype_text(value: np.dtype) -> str:
     # .str names byte order, kind, size and datetime unit (not the fields of a structured dtype)
     return f"dtype:{value.str}" if value.names is None else f"{type(value).__name__}:{value!r}"
@@ -141,10 +145,15 @@ class ArrayExpr(Expr):
         # Expressions are made on every operation: hash the operands' exact text where they are plain
         # values and sub-expressions (their names), and use Dask's tokenize only for anything else.
         if not self._determ_token:
-            text = _plain_repr(self.operands)
-            if text is None:
-                return super().__dask_tokenize__()
-            self._determ_token = hashlib.sha1(f"{type(self).__qualname__}|{text}".encode()).hexdigest()[:32]
+            parts = []
+            for o in self.operands:  # _plain_repr(self.operands), a call less per operand
+                text = _TEXT.get(type(o))
+                part = text(o) if text is not None else _plain_repr(o)
+                if part is None:
+                    return super().__dask_tokenize__()
+                parts.append(part)
+            text = f"{type(self).__qualname__}|list({','.join(parts)})"
+            self._determ_token = hashlib.sha1(text.encode()).hexdigest()[:32]
         return self._determ_token
 
     def _operands_for_repr(self) -> list[str]:
@@ -892,10 +901,8 @@ class Reduction(ArrayExpr):
 
     @cached
     def chunks(self) -> Chunks:
-        axes, keep = self.operand("axes"), self.operand("keepdims")
-        return tuple(
-            (1,) if d in axes else c for d, c in enumerate(self.array.chunks) if keep or d not in axes
-        )
+        array, _, axes, keep = self.operands[:4]
+        return tuple((1,) if d in axes else c for d, c in enumerate(array.chunks) if keep or d not in axes)
 
     def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
         # the first stage runs where the input blocks live; combines go wherever the scheduler likes
