@@ -113,9 +113,14 @@ def fetch(x: Any) -> Any:
 
 
 def _local_scheduler(x: Array) -> bool:
-    """True when ``x`` would run on Dask's local scheduler (no distributed client or other scheduler set)."""
+    """True when ``x`` would run on Dask's local scheduler (no distributed client or other scheduler set):
+    at once when no scheduler is set and no client is active, else as ``dask.base.get_scheduler`` says."""
     import dask.base
 
+    from ._cluster import client_active
+
+    if dask.config.get("scheduler", None) is None and dask.config.get("get", None) is None and not client_active():
+        return True
     return dask.base.get_scheduler(collections=[x]) is x.__dask_scheduler__
 
 
