@@ -424,10 +424,14 @@ def _minmax_identity(kind: str, dt: np.dtype) -> str:
     return f"(({_ctype(dt)}){value}{'ull' if dt.kind == 'u' else 'll'})" if value != -(2**63) else "(-9223372036854775807ll - 1)"
 
 
-def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
+def kernel_source(program: tuple, mode: str, group: int, index: str = "long long",
+                  singles: tuple[int, ...] = ()) -> tuple[str, str]:
     """CUDA C++ source and kernel name of a program. ``mode`` is "flat" (every input is the block's shape
-    and contiguous, or a single element) or "strided"; ``group`` elements per iteration (1, 2 or 4) share
-    one Philox block (only with flat mode and a block contiguous in the global array).
+    and contiguous, or a single element: the inputs ``singles``, read at 0) or "strided"; ``group``
+    elements per iteration (1, 2 or 4) share one Philox block (only with flat mode and a block contiguous
+    in the global array); ``index`` is the C type of positions in the block ("int" where they fit: 32-bit
+    loop arithmetic, divisions by the block's shape included; global positions, which key random draws,
+    and strides stay 64-bit).
 
     Full reductions (``_folds``) are finished in the same launch: each thread block writes its partial, and
     the last thread block to finish (a ticket counter) combines the partials in block order (so the result
@@ -436,7 +440,7 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
     from ._program_check import check_program
     from .random._philox import PHILOX_DEVICE_SOURCE
 
-    check_program(program, mode, group)  # only our names and integers become source
+    check_program(program, mode, group, index, singles)  # only our names and integers become source
     ndim, input_dtypes, instrs, outputs = program
     folds = _folds(program)
     params: list[str] = []
@@ -455,34 +459,33 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
     for k, ct in sorted(scalar_types.items()):
         params.append(f"const {ct} s{k}")
     params += [f"const {ct} {_cast_name(j, ct)}" for j, ct in _scalar_casts(instrs)]
-    params += ["const long long n", "const long long goff"]
+    params += [f"const {index} n", "const long long goff"]
     if mode == "strided":
         for d in range(ndim):
-            params += [f"const long long shape{d}", f"const long long gstride{d}"]
+            params += [f"const {index} shape{d}", f"const long long gstride{d}"]
         for k in range(len(input_dtypes)):
             params += [f"const long long istride{k}_{d}" for d in range(ndim)]
-    if mode == "flat":
-        params += [f"const bool single{k}" for k in range(len(input_dtypes))]
 
-    name = "gnp_fused_" + hashlib.sha256(repr((program, mode, group)).encode()).hexdigest()[:16]
+    name = "gnp_fused_" + hashlib.sha256(repr((program, mode, group, index, singles)).encode()).hexdigest()[:16]
+    variant = _Variant(mode, group, index, frozenset(singles))
     body = [f"    {_ctype(fold.acc)} acc{f} = {_identity(fold.kind, fold.acc)};" for f, fold in enumerate(folds)]
-    body.append("    const long long nthreads = (long long)gridDim.x * blockDim.x;")
+    body.append(f"    const {index} nthreads = ({index})gridDim.x * blockDim.x;")
     if group > 1:
-        body += _grouped_loop(program, group)
+        body += _grouped_loop(program, variant)
     elif mode == "flat":
-        body += _unrolled_loop(program)
+        body += _unrolled_loop(program, variant)
     else:
         indent = "        "
-        body += ["    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nthreads) {",
-                 f"{indent}long long rem = t, gi = goff;"]
+        body += [f"    for ({index} t = ({index})blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nthreads) {{",
+                 f"{indent}{index} rem = t;", f"{indent}long long gi = goff;"]
         for k in range(len(input_dtypes)):
             body.append(f"{indent}long long o{k} = 0;")
         for d in range(ndim - 1, -1, -1):
-            body.append(f"{indent}{{ const long long c = rem % shape{d}; rem /= shape{d}; gi += c * gstride{d};")
+            body.append(f"{indent}{{ const {index} c = rem % shape{d}; rem /= shape{d}; gi += c * gstride{d};")
             for k in range(len(input_dtypes)):
                 body.append(f"{indent}  o{k} += c * istride{k}_{d};")
             body.append(f"{indent}}}")
-        body += [indent + line for line in _element_code(program, mode, 1, {})]
+        body += [indent + line for line in _element_code(program, variant, {})]
         body.append("    }")
     body += _finish(program)
     source = (
@@ -519,7 +522,16 @@ def _folds(program: tuple) -> tuple[_Fold, ...]:
     return tuple(folds)
 
 
-def _element_code(program: tuple, mode: str, group: int, partial: dict[int, str],
+class _Variant(NamedTuple):
+    """How a kernel of a program is specialised (see ``kernel_source``)."""
+
+    mode: str
+    group: int
+    index: str
+    singles: frozenset[int]
+
+
+def _element_code(program: tuple, variant: _Variant, partial: dict[int, str],
                   loaded: dict[int, str] | None = None) -> list[str]:
     """The statements computing one element ``t`` (global index ``gi``): every instruction but the
     epilogue's, then each fold's value folded into its accumulator (``partial[f]``, where given, instead
@@ -528,7 +540,8 @@ def _element_code(program: tuple, mode: str, group: int, partial: dict[int, str]
     _, _, instrs, outputs = program
     folds, after = _folds(program), epilogue_values(instrs)
     lines = [f"const {_ctype(ins[2])} v{i} = {loaded[i]};" if loaded and i in loaded
-             else _instr_code(i, ins, instrs, mode, group) for i, ins in enumerate(instrs) if i not in after]
+             else _instr_code(i, ins, instrs, variant.mode, variant.group, variant.singles)
+             for i, ins in enumerate(instrs) if i not in after]
     for f, fold in enumerate(folds):
         acc = partial.get(f, f"acc{f}")
         ct = "float" if f in partial else _ctype(fold.acc)
@@ -541,55 +554,61 @@ def _element_code(program: tuple, mode: str, group: int, partial: dict[int, str]
 UNROLL = 4  # elements per thread per iteration of a flat kernel without Philox groups
 
 
-def _unrolled_loop(program: tuple) -> list[str]:
+def _unrolled_loop(program: tuple, variant: _Variant) -> list[str]:
     """The flat loop, ``UNROLL`` elements per thread per iteration, a thread block's width apart (loads
     stay coalesced): where all of them are inside the block, every input load of all of them is issued
     before any arithmetic, so that a memory-bound kernel keeps several loads in flight per thread."""
     _, _, instrs, _ = program
+    index = variant.index
     loads = [i for i, ins in enumerate(instrs) if ins[0] == "load"]
-    lines = [f"    for (long long base = (long long)blockIdx.x * blockDim.x * {UNROLL} + threadIdx.x; base < n; "
+    lines = [f"    for ({index} base = ({index})blockIdx.x * blockDim.x * {UNROLL} + threadIdx.x; base < n; "
              f"base += nthreads * {UNROLL}) {{",
-             f"        if (base + {UNROLL - 1} * (long long)blockDim.x < n) {{"]
+             f"        if (base + {UNROLL - 1} * ({index})blockDim.x < n) {{"]
     for u in range(UNROLL):
-        lines.append(f"            const long long t{u} = base + {u} * (long long)blockDim.x;")
+        lines.append(f"            const {index} t{u} = base + {u} * ({index})blockDim.x;")
         for i in loads:
             k = instrs[i][1]
-            lines.append(f"            const {_ctype(instrs[i][2])} ld{i}_{u} = in{k}[single{k} ? 0 : t{u}];")
+            lines.append(f"            const {_ctype(instrs[i][2])} ld{i}_{u} = "
+                         f"in{k}[{0 if k in variant.singles else f't{u}'}];")
     for u in range(UNROLL):
-        lines += ["            {", f"                const long long t = t{u};", "                const long long gi = goff + t;"]
-        element = _element_code(program, "flat", 1, {}, {i: f"ld{i}_{u}" for i in loads})
+        lines += ["            {", f"                const {index} t = t{u};", "                const long long gi = goff + t;"]
+        element = _element_code(program, variant, {}, {i: f"ld{i}_{u}" for i in loads})
         lines += ["                " + line for line in element]
         lines.append("            }")
     lines += ["        } else {",
-              "            for (long long t = base; t < n; t += blockDim.x) {",
+              f"            for ({index} t = base; t < n; t += blockDim.x) {{",
               "                const long long gi = goff + t;"]
-    lines += ["                " + line for line in _element_code(program, "flat", 1, {})]
+    lines += ["                " + line for line in _element_code(program, variant, {})]
     lines += ["            }", "        }", "    }"]
     return lines
 
 
-def _grouped_loop(program: tuple, group: int) -> list[str]:
-    """The flat loop over groups of ``group`` consecutive global elements that share Philox blocks: the
+def _grouped_loop(program: tuple, variant: _Variant) -> list[str]:
+    """The flat loop over groups of ``group`` consecutive global elements that share Philox blocks (group
+    ``g0 + lg``, ``lg`` counted from the block's first, ``lead`` elements of which lie before the block): the
     draws are made once per group; whole groups inside the block skip the per-element bounds checks, and
     float32 sums fold a group in float before adding it to the float64 accumulator."""
     _, _, instrs, _ = program
+    group, index = variant.group, variant.index
     partial = {f: f"p{f}" for f, fold in enumerate(_folds(program))
                if fold.kind in ("sum", "mean") and _value_dtype(instrs[fold.value]) == np.float32
                and fold.acc == np.float64}
-    lines = [f"    const long long g0 = goff / {group}, g1 = (goff + n + {group - 1}) / {group};",
-             "    for (long long g = g0 + (long long)blockIdx.x * blockDim.x + threadIdx.x; g < g1; g += nthreads) {"]
+    lines = [f"    const long long g0 = goff / {group};",
+             f"    const {index} lead = ({index})(goff - g0 * {group}), groups = (lead + n + {group - 1}) / {group};",
+             f"    for ({index} lg = ({index})blockIdx.x * blockDim.x + threadIdx.x; lg < groups; lg += nthreads) {{",
+             "        const long long g = g0 + lg;"]
     for i, ins in enumerate(instrs):
         if ins[0] == "random":
             w = _words(ins)
             lines.append(f"        const gnp_u32x4 r{i} = gnp_philox_block(s{ins[3]}, s{ins[3] + 1}, s{ins[3] + 2}, "
                          f"(unsigned long long)((g * {group * w}) / 4));")
     lines += [f"        float {p} = 0.0f;" for p in partial.values()]
-    lines.append(f"        const long long t0 = g * {group} - goff;")
-    element = _element_code(program, "flat", group, partial)
+    lines.append(f"        const {index} t0 = lg * {group} - lead;")
+    element = _element_code(program, variant, partial)
     for check, head in ((False, "if (t0 >= 0 && t0 + {G} <= n) {{"), (True, "}} else {{")):
         lines.append("        " + head.format(G=group))
         lines += ["            #pragma unroll", f"            for (int j = 0; j < {group}; ++j) {{",
-                  "                const long long t = t0 + j;"]
+                  f"                const {index} t = t0 + j;"]
         if check:
             lines.append("                if (t < 0 || t >= n) continue;")
         lines.append(f"                const long long gi = g * {group} + j;")
@@ -679,11 +698,13 @@ def record_sources(program: tuple) -> None:
 
     if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
         return
-    variants = [("flat", 1), ("strided", 1)]
+    singles = tuple(range(len(program[1])))
+    variants = [("flat", 1, ()), ("strided", 1, ()), ("flat", 1, singles)]
     if _philox_group(program[2]):
-        variants.append(("flat", _philox_group(program[2])))
-    for mode, group in variants:
-        _cuda.record_source(kernel_source(program, mode, group)[0])
+        variants.append(("flat", _philox_group(program[2]), ()))
+    for mode, group, single in variants:
+        for index in ("int", "long long"):
+            _cuda.record_source(kernel_source(program, mode, group, index, single)[0])
 
 
 def _words(ins: tuple) -> int:
@@ -721,11 +742,14 @@ def _scalar_ctypes(instrs: tuple) -> dict[int, str]:
     return types
 
 
-def _instr_code(i: int, ins: tuple, instrs: Sequence[tuple], mode: str, group: int) -> str:
+def _instr_code(i: int, ins: tuple, instrs: Sequence[tuple], mode: str, group: int,
+                singles: frozenset[int] = frozenset()) -> str:
+    """The statement of instruction ``i`` for one element (``t``; ``gi`` global), in a kernel of ``mode``
+    and Philox ``group`` whose flat inputs ``singles`` hold one element."""
     tag = ins[0]
     if tag == "load":
         k, ct = ins[1], _ctype(ins[2])
-        where = f"o{k}" if mode == "strided" else f"(single{k} ? 0 : t)"
+        where = f"o{k}" if mode == "strided" else "0" if k in singles else "t"
         return f"const {ct} v{i} = in{k}[{where}];"
     if tag in ("scalar", "full"):
         return f"const {_ctype(ins[2])} v{i} = s{ins[1]};"
@@ -816,24 +840,32 @@ def _rn_affine(dt: np.dtype, x: str, scale: str, offset: str) -> str:
     return f"__dadd_rn({offset}, __dmul_rn({x}, {scale}))"
 
 
+#: Blocks of fewer elements than this are indexed with 32-bit ints (the margin: grid-stride loops step past
+#: the end by up to a grid's threads times the elements each handles per step).
+INT_INDEX_LIMIT = 2**31 - 2**26
+
+
 def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
-                     global_shape: tuple[int, ...]) -> tuple[str, int, list[Any]]:
-    """Mode ("flat"/"strided"), Philox group size and the geometry arguments of one launch."""
+                     global_shape: tuple[int, ...]) -> tuple[_Variant, list[Any]]:
+    """The kernel variant of one launch (mode, Philox group, index type, single-element inputs) and its
+    geometry arguments."""
     ndim = program[0]
     gstrides = [math.prod(global_shape[d + 1 :]) for d in range(ndim)]
     goff = sum(o * s for o, s in zip(offset, gstrides))
     size = math.prod(shape)
     shape = tuple(shape)
+    index, to_index = ("int", np.int32) if size < INT_INDEX_LIMIT else ("long long", np.int64)
     flat = all((a.size == 1) or (a.shape == shape and a.flags.c_contiguous) for a in inputs)
     contiguous_in_global = shape[1:] == tuple(global_shape[1:])
     philox = _philox_group(program[2])
     if flat and (contiguous_in_global or not philox):
         # flat mode keys random draws by goff + t: only right when the block is contiguous in the global
         # array; otherwise the strided mode maps each element to its global index
-        return "flat", philox or 1, [np.int64(size), np.int64(goff)] + [np.bool_(a.size == 1) for a in inputs]
-    geometry: list[Any] = [np.int64(size), np.int64(goff)]
+        singles = frozenset(k for k, a in enumerate(inputs) if a.size == 1)
+        return _Variant("flat", philox or 1, index, singles), [to_index(size), np.int64(goff)]
+    geometry: list[Any] = [to_index(size), np.int64(goff)]
     for d in range(ndim):
-        geometry += [np.int64(shape[d]), np.int64(gstrides[d])]
+        geometry += [to_index(shape[d]), np.int64(gstrides[d])]
     for a in inputs:
         lead = ndim - a.ndim
         for d in range(ndim):
@@ -841,7 +873,7 @@ def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, .
                 geometry.append(np.int64(0))
             else:
                 geometry.append(np.int64(a.strides[d - lead] // a.itemsize))
-    return "strided", 1, geometry
+    return _Variant("strided", 1, index, frozenset()), geometry
 
 
 @functools.lru_cache(maxsize=256)
@@ -863,9 +895,9 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     size = math.prod(shape)
     if not size:  # nothing to launch: the block functions give empty outputs (and totals of nothing)
         return run_numpy(program, scalars, offset, shape, global_shape, inputs, "cupy")
-    mode, group, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
-    kernel = _kernel(program, mode, group)
-    per_thread = group if group > 1 else UNROLL if mode == "flat" else 1
+    variant, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
+    kernel = _kernel(program, variant)
+    per_thread = variant.group if variant.group > 1 else UNROLL if variant.mode == "flat" else 1
     blocks = max(1, min(-(-size // (per_thread * _THREADS)), kernel.max_blocks))
     after = epilogue_values(instrs)
     bufs, results = [], []
@@ -955,10 +987,10 @@ class _Kernel:
 
     _REMEMBERED = 64  # scalar value sets kept (a loop changing a scalar each step would grow without bound)
 
-    def __init__(self, program: tuple, mode: str, group: int) -> None:
+    def __init__(self, program: tuple, variant: _Variant) -> None:
         from . import _cuda
 
-        source, name = kernel_source(program, mode, group)
+        source, name = kernel_source(program, variant.mode, variant.group, variant.index, tuple(sorted(variant.singles)))
         self.function = _cuda.compile_module(source).get_function(name)
         self.max_blocks = _cuda.wave_blocks(self.function, _THREADS)
         self.folds = len(_folds(program))
@@ -978,9 +1010,9 @@ class _Kernel:
 
 
 @functools.lru_cache(maxsize=256)
-def _kernel(program: tuple, mode: str, group: int) -> _Kernel:
+def _kernel(program: tuple, variant: _Variant) -> _Kernel:
     """The compiled kernel of a program variant (compiled once per process; CuPy also caches on disk)."""
-    return _Kernel(program, mode, group)
+    return _Kernel(program, variant)
 
 
 def run(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],

@@ -18,13 +18,16 @@ class ProgramError(ValueError):
     """A fused program that the fusion pass could not have made; no source is generated from it."""
 
 
-def check_program(program: Any, mode: Any, group: Any) -> None:
+def check_program(program: Any, mode: Any, group: Any, index: Any = "long long", singles: Any = ()) -> None:
     """Raise ``ProgramError`` unless ``program`` (see ``_codegen``) holds only our names and integers in
-    range, and ``mode``/``group`` are launch variants we generate."""
+    range, and ``mode``/``group``/``index``/``singles`` are launch variants we generate."""
     _require(mode in ("flat", "strided"), f"launch mode {mode!r}")
     _require(_is_int(group) and group in (1, 2, 4), f"Philox group {group!r}")
+    _require(index in ("int", "long long"), f"index type {index!r}")
     _require(isinstance(program, tuple) and len(program) == 4, "a program is (ndim, dtypes, instructions, outputs)")
     ndim, inputs, instrs, outputs = program
+    _require(isinstance(singles, tuple) and all(_is_int(k) and 0 <= k < len(inputs) for k in singles),
+             f"single-element inputs {singles!r}")
     _require(_is_int(ndim) and 0 <= ndim <= 64, f"ndim {ndim!r}")
     _require(isinstance(inputs, tuple) and all(_is_dtype(d) for d in inputs), f"input dtypes {inputs!r}")
     _require(isinstance(instrs, tuple) and isinstance(outputs, tuple) and outputs, "instructions and outputs")

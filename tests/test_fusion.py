@@ -801,8 +801,10 @@ def test_kernel_sources_compile(name: str) -> None:
     program = _programs()[name]
     randoms = [ins for ins in program[2] if ins[0] == "random"]
     group = 4 // max(_codegen._words(ins) for ins in randoms) if randoms else 1
-    for mode, g in (("flat", group), ("strided", 1)):
-        source, kernel = _codegen.kernel_source(program, mode, g)
+    singles = tuple(range(len(program[1])))
+    for mode, g, index, single in (("flat", group, "int", ()), ("flat", 1, "long long", singles),
+                                   ("strided", 1, "int", ()), ("strided", 1, "long long", ())):
+        source, kernel = _codegen.kernel_source(program, mode, g, index, single)
         assert f"void __launch_bounds__(256) {kernel}(" in source
         assert "1234.5" not in source and "1234" not in source.split(kernel)[1]  # values are arguments
         _cuda.nvcc_compile_check(source)
@@ -814,16 +816,19 @@ def test_record_sources_writes_every_variant(tmp_path: Any, monkeypatch: pytest.
     program = programs["random32-reduction"]
     _codegen.record_sources(program)
     files = sorted((tmp_path / "a").glob("*.cu"))
-    assert len(files) == 3  # flat, strided and flat with elements sharing a Philox block
+    # flat, strided and flat with elements sharing a Philox block; each with 32- and 64-bit positions
+    assert len(files) == 6
     sources = {f.read_text() for f in files}
-    assert sources == {_codegen.kernel_source(program, m, g)[0] for m, g in (("flat", 1), ("strided", 1), ("flat", 2))}
+    assert sources == {_codegen.kernel_source(program, m, g, i)[0] for m, g in (("flat", 1), ("strided", 1), ("flat", 2))
+                       for i in ("int", "long long")}
     # the fusion pass records what it generates
     monkeypatch.setenv("GNP_KERNEL_DUMP_DIR", str(tmp_path / "b"))
     x = gnp.asarray(_data(14), chunks=10)
     y = gnp.cosh(x) * 3
     (g,) = plan(y)["groups"]
     written = {f.read_text() for f in (tmp_path / "b").glob("*.cu")}
-    assert {_codegen.kernel_source(g["program"], m, 1)[0] for m in ("flat", "strided")} <= written
+    assert {_codegen.kernel_source(g["program"], m, 1, i)[0] for m in ("flat", "strided") for i in ("int", "long long")} \
+        | {_codegen.kernel_source(g["program"], "flat", 1, "int", (0,))[0]} <= written  # the input as one element too
     monkeypatch.delenv("GNP_KERNEL_DUMP_DIR")
     _codegen.record_sources(programs["int"])
     assert len(list(tmp_path.rglob("*.cu"))) == len(files) + len(written)
@@ -860,7 +865,8 @@ def test_launch_geometry_keys_random_draws_by_global_index(chunks: tuple) -> Non
     global_shape = expr.shape
     for index in expr.expr.block_indices():
         offset, shape = expr.expr.block_offset(index), expr.expr.block_shape(index)
-        mode, group, geometry = _codegen._launch_geometry(program, [], offset, shape, global_shape)
+        variant, geometry = _codegen._launch_geometry(program, [], offset, shape, global_shape)
+        mode, group = variant.mode, variant.group
         local = np.indices(shape).reshape(len(shape), -1)
         expected = np.ravel_multi_index(tuple(local[d] + offset[d] for d in range(len(shape))), global_shape)
         np.testing.assert_array_equal(_kernel_global_indices(mode, geometry, len(shape)), expected)
