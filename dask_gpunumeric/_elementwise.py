@@ -156,6 +156,11 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     if func == "power" and type(operands[1]) is int and operands[1] == 2 and out_dtype.kind in "iuf":
         # x ** 2 is x * x, bit for bit (NumPy takes the same shortcut); kernels skip a pow() call
         func, operands = "square", operands[:1]
+    elif func == "true_divide" and type(operands[0]) in (int, float) and operands[0] == 1 and out_dtype.kind == "f" \
+            and isinstance(operands[1], ArrayExpr) and operands[1].dtype == out_dtype:
+        # 1 / x is NumPy's reciprocal of a float x, bit for bit (both round 1/x once); kernels take the
+        # reciprocal's path instead of a division by a value they do not know
+        func, operands = "reciprocal", operands[1:]
     return Array(Elemwise(func, out_dtype, kwargs, *operands))
 
 

@@ -543,6 +543,24 @@ def test_scalar_values_are_arguments_not_program() -> None:
     assert_eq(d, xn * np.float32(4.0) + np.int32(-8))
 
 
+def test_one_over_x_is_a_reciprocal() -> None:
+    """``1 / x`` of a float array is NumPy's ``reciprocal`` (one rounding of 1/x either way: bit for bit), so
+    kernels take the reciprocal's path; of an integer array it stays a true division (float64)."""
+    for dtype in (np.float32, np.float64):
+        host = (_data(42, (50,)) * 4).astype(dtype)
+        host[:3] = [0.0, -0.0, np.inf]
+        x = gnp.asarray(host)
+        for y in (1 / x, 1.0 / x):
+            assert y.expr.operand("op") == "reciprocal"
+            with np.errstate(divide="ignore"):
+                np.testing.assert_array_equal(to_host(y.compute()), 1 / host)
+                np.testing.assert_array_equal(to_host(y.compute()), np.reciprocal(host))
+            assert y.dtype == dtype
+    xi = gnp.asarray(np.arange(1, 6))
+    assert (1 / xi).dtype == np.float64 and (1 / xi).expr.operand("op") == "true_divide"
+    assert_eq(1 / xi, 1 / np.arange(1, 6))
+
+
 # --- gnp.accelerate -----------------------------------------------------------------------------------
 
 A = (0.31938153, -0.356563782, 1.781477937, -1.821255978, 1.330274429)
