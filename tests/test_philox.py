@@ -443,6 +443,19 @@ def test_cupy_matches_numpy(kind, dtype, params):
 
 
 @pytest.mark.gpu
+def test_wave_blocks_match_the_driver():
+    """The occupancy arithmetic of ``_cuda.resident_blocks`` against the driver's, for compiled kernels (a
+    ``RawKernel`` from ``get_function``: its driver function is ``.kernel``)."""
+    cupy = _cupy_with_gpu()
+    sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
+    for kind, dtype in (("random", "float32"), ("normal", "float64"), ("integers", "int64")):
+        kernel = _cuda.compile_module(ph.cuda_source(kind, dtype, 2)).get_function(ph._kernel_name(kind, np.dtype(dtype), 2))
+        for threads in (256, 128):
+            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, 0)
+            assert _cuda.wave_blocks(kernel, threads) == sms * per_sm, (kind, threads, kernel.num_regs)
+
+
+@pytest.mark.gpu
 def test_cuda_sources_compile_with_nvrtc():
     """Every (kind, dtype, ndim) kernel, in one NVRTC translation unit through compile_module."""
     _cupy_with_gpu()
