@@ -113,8 +113,7 @@ def main(argv=None) -> int:
         by_name = {a.expr._name: d for a, d in zip((gS, gK, gT), device_inputs)}
         inputs = [by_name[a._name] for a in fused.inputs]
         index = (0,) * fused.ndim
-        args = (fused.operand("program"), fused.operand("scalars"), fused.block_offset(index),
-                fused.block_shape(index), fused.shape, inputs)
+        args = (fused.operand("program"), fused.operand("scalars"), *fused.geometry(index), inputs)
         return lambda: _codegen.run_cuda(*args)
 
     xp = np if cp is None else cp

@@ -106,9 +106,8 @@ def main(argv=None) -> int:
     (fused,) = explain_groups(estimate.expr)
     if fused.backend == "cupy":
         index = (0,) * fused.ndim
-        block = (fused.operand("program"), fused.operand("scalars"), fused.block_offset(index),
-                 fused.block_shape(index), fused.shape)
-        rows.append((f"fused kernel, one block of {fused.block_shape(index)} ({fused.numblocks} blocks)",
+        block = (fused.operand("program"), fused.operand("scalars"), *fused.geometry(index))
+        rows.append((f"fused kernel, first block: {block[3]} elements",
                      median_ms(lambda: _codegen.run_cuda(*block, []), args.repeat)))
         rows.append((f"hand-written kernel, n={args.n}", median_ms(hand_written(args.n), args.repeat)))
     print(f"breakdown of the Monte-Carlo estimate, backend {gnp.config.backend()}, {H.device_name()}")

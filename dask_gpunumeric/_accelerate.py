@@ -36,7 +36,7 @@ from dask._task_spec import Alias, DataNode, GraphNode, Task, _is_dask_future
 
 from . import _cluster, config
 from ._array import Array
-from ._expr import ArrayExpr, Bundle, FromArray, FromGraph, flat_keys, graph_of, run_in_order, schedule_of
+from ._expr import ArrayExpr, Bundle, FromArray, FromGraph, cached, flat_keys, graph_of, run_in_order, schedule_of
 
 _CACHE_SIZE = 128
 _RETRIES = 3  # times the scheduler re-runs a failed per-worker task (a peer lost mid-region fails them all)
@@ -53,7 +53,7 @@ class Placeholder(ArrayExpr):
 
     _parameters = ["i", "signature", "chunks", "dtype", "backend"]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return f"arg{self.operand('i')}"
 
@@ -84,6 +84,21 @@ class Plan:
         names = sorted(n._name for n in _DAG(bundle).order)
         self.token = hashlib.sha1(repr(names).encode()).hexdigest()[:16]
         self._built: dict[int, Any] = {}
+        self.block_indices = [list(out.block_indices()) for out in optimized]
+
+    def run_local(self, as_programs: bool, inputs: dict) -> dict:
+        """The output blocks of a call run now in this thread (no cluster), from the blocks of its arguments,
+        all by template keys (placeholders' and outputs' own): the per-worker program of one rank, or the
+        per-block tasks in their schedule."""
+        from . import _region
+
+        if as_programs:
+            (program,) = self.built(0).programs
+            env = {k: inputs[k] for k in program.inputs}
+            _region.execute(program, env, None)
+            return env
+        keys = [(name, *index) for (name, *_), indices in zip(self.outputs, self.block_indices) for index in indices]
+        return dict(zip(keys, run_in_order(self.graph, self.schedule, keys, inputs)))
 
     def built(self, n_workers: int) -> Any:
         """The per-worker programs (``_region.Built``) for a cluster of ``n_workers`` (0: no cluster)."""
@@ -98,6 +113,12 @@ class Plan:
 def _rename(name: str, salt: str) -> str:
     prefix, _, _ = name.rpartition("-")
     return f"{prefix or name}-{hashlib.sha1(f'{name}|{salt}'.encode()).hexdigest()[:32]}"
+
+
+def _call_token(plan: Plan, lowering: str, workers: tuple, args: list[ArrayExpr]) -> str:
+    """The token of one call of a plan (its Region's): the plan, how it is lowered, where, on what."""
+    text = "|".join([plan.token, lowering, *workers, *(a._name for a in args)])
+    return hashlib.sha1(text.encode()).hexdigest()
 
 
 class Region(ArrayExpr):
@@ -115,12 +136,10 @@ class Region(ArrayExpr):
 
     def __dask_tokenize__(self) -> str:
         if not self._determ_token:
-            plan = self.operand("plan")
-            text = "|".join([plan.token, self.lowering, *self.workers, *(a._name for a in self.args)])
-            self._determ_token = hashlib.sha1(text.encode()).hexdigest()
+            self._determ_token = _call_token(self.operand("plan"), self.lowering, self.workers, self.args)
         return self._determ_token
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> tuple:
         return ()
 
@@ -131,6 +150,7 @@ class Region(ArrayExpr):
     def as_programs(self) -> bool:
         return self.lowering == "programs" or self.plan.has_loops
 
+    @cached
     def name_map(self) -> dict[str, str]:
         """Template key names -> this call's key names (placeholders -> the arguments' names)."""
         plan = self.operand("plan")
@@ -139,9 +159,9 @@ class Region(ArrayExpr):
         mapping.update(self._argument_names())
         return mapping
 
-    @functools.cached_property
+    @cached
     def _rename_key(self) -> Callable[[Any], Any]:
-        return _renamer(self.name_map())
+        return _renamer(self.name_map)
 
     def _argument_names(self) -> dict[str, str]:
         return {p._name: a._name for p, a in zip(self.plan.inputs, self.args)}
@@ -150,7 +170,7 @@ class Region(ArrayExpr):
         if self.as_programs:
             from . import _region
 
-            arguments, outputs = self._argument_names(), self.name_map()
+            arguments, outputs = self._argument_names(), self.name_map
             return _region.layer(
                 self._name, f"{self.plan.token}-{len(self.workers)}", self.plan.built(len(self.workers)),
                 _renamer(arguments), _renamer(outputs),
@@ -213,23 +233,23 @@ class RegionOutput(ArrayExpr):
 
     _parameters = ["region", "k"]
 
-    @functools.cached_property
+    @cached
     def _spec(self) -> tuple:
         return self.region.operand("plan").outputs[self.operand("k")]
 
-    @functools.cached_property
+    @cached
     def _name(self) -> str:
-        return self.region.name_map()[self._spec[0]]
+        return self.region.name_map[self._spec[0]]
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> tuple:
         return self._spec[1]
 
-    @functools.cached_property
+    @cached
     def dtype(self) -> np.dtype:
         return self._spec[2]
 
-    @functools.cached_property
+    @cached
     def backend(self) -> str:
         return self._spec[3]
 
@@ -307,10 +327,14 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
                 if len(plans) >= _CACHE_SIZE:
                     plans.pop(next(iter(plans)))
                 plans[signature] = plan
-        region = _region_of(plan, [a.expr for _, a in arrays])
-        outputs = [RegionOutput(region, k) for k in range(len(plan.outputs))]
-        if config.get("dispatch") == "auto" and _in_memory(region.args) and not _cluster.active_workers():
-            outputs = _run_now(region, outputs)
+        args = [a.expr for _, a in arrays]
+        lowering, transport, timeout = _settings()
+        workers = tuple(_cluster.active_workers())
+        if not workers and config.get("dispatch") == "auto" and _in_memory(args):
+            outputs = _run_now(plan, args, lowering, transport, timeout)
+        else:
+            region = _region_of(plan, args, workers, lowering, transport, timeout)
+            outputs = [RegionOutput(region, k) for k in range(len(plan.outputs))]
         return _unflatten([Array(o) for o in outputs], plan.structure)
 
     wrapper.plans = plans  # type: ignore[attr-defined]
@@ -327,26 +351,46 @@ def _in_memory(args: list[ArrayExpr]) -> bool:
     )
 
 
-def _run_now(region: Region, outputs: list[RegionOutput]) -> list[FromGraph]:
-    """Run a region now, in this thread: as programs, its one task; as tasks, in its plan's order with CuPy
-    blocks (the kernels queue on the device), else on Dask's threaded scheduler. Its outputs as persisted
-    blocks."""
-    graph = region._layer()
-    inputs: dict = {}
-    for a in region.args:
-        inputs.update(a._layer())
-    keys = [o.key(index) for o in outputs for index in o.block_indices()]
-    in_order = region.as_programs or any(o.backend == "cupy" for o in outputs)
-    if in_order and not dask.callbacks.Callback.active:  # (callbacks, a progress bar: Dask's scheduler calls them)
-        schedule = schedule_of(graph, set(keys)) if region.as_programs else region.schedule()
-        values = run_in_order({**inputs, **graph}, [(k, ()) for k in inputs] + schedule, keys)
-    elif in_order:
-        values = dask.local.get_sync({**inputs, **graph}, keys)
+def _run_now(plan: Plan, args: list[ArrayExpr], lowering: str, transport: str, timeout: float) -> list[FromGraph]:
+    """A call run now, in this thread, without a cluster: its outputs as persisted blocks, named as its
+    Region's outputs would be. As programs (one rank) or, with CuPy blocks, as tasks in their plan's order
+    (the kernels queue on the device), straight from the plan (``Plan.run_local``); with Dask callbacks
+    active (they see Dask's scheduler run the tasks), or as tasks on NumPy blocks (threads help), the
+    Region's tasks on Dask's local schedulers."""
+    as_programs = lowering == "programs" or plan.has_loops
+    in_order = as_programs or any(o[3] == "cupy" for o in plan.outputs)
+    if in_order and not dask.callbacks.Callback.active:
+        blocks = plan.run_local(as_programs, _argument_blocks(plan, args))
+        names = _output_names(plan, _call_token(plan, lowering, (), args), args)
     else:
-        values = dask.threaded.get({**inputs, **graph}, keys)
-    blocks = dict(zip(keys, values))
-    return [FromGraph({o.key(i): blocks[o.key(i)] for i in o.block_indices()}, o._name, o.chunks, o.dtype, o.backend)
-            for o in outputs]
+        region = Region(plan, (), lowering, timeout, transport, *args)
+        graph = region._layer()
+        for a in args:
+            graph.update(a._layer())
+        names = [region.name_map[o[0]] for o in plan.outputs]
+        renamed = [((new, *index), (o[0], *index)) for o, new, indices in zip(plan.outputs, names, plan.block_indices)
+                   for index in indices]
+        get = dask.local.get_sync if in_order else dask.threaded.get
+        blocks = dict(zip((template for _, template in renamed), get(graph, [key for key, _ in renamed])))
+    return [FromGraph({(new, *index): blocks[(name, *index)] for index in indices}, new, chunks, dtype, backend)
+            for (name, chunks, dtype, backend), new, indices in zip(plan.outputs, names, plan.block_indices)]
+
+
+def _argument_blocks(plan: Plan, args: list[ArrayExpr]) -> dict:
+    """The blocks of in-memory arguments by their placeholders' keys."""
+    blocks = {}
+    for p, a in zip(plan.inputs, args):
+        layer = a.operand("layer") if isinstance(a, FromGraph) else None
+        for index in p.block_indices():
+            blocks[p.key(index)] = layer[a.key(index)] if layer is not None else a._block_task(index)({})
+    return blocks
+
+
+def _output_names(plan: Plan, token: str, args: list[ArrayExpr]) -> list[str]:
+    """The names of a call's outputs (``Region.name_map``'s, for the outputs alone): an argument returned as
+    it is keeps its name."""
+    arguments = {p._name: a._name for p, a in zip(plan.inputs, args)}
+    return [arguments.get(name) or _rename(name, token) for name, *_ in plan.outputs]
 
 
 def _static_key(value: Any) -> Any:
@@ -375,10 +419,8 @@ def _trace(func: Callable[..., Any], args: tuple, kwargs: dict, arrays: list[tup
     return Plan([o.expr for o in outputs], placeholders, structure)
 
 
-def _region_of(plan: Plan, args: list[ArrayExpr]) -> Region:
-    """A call of a plan on the workers of the active cluster, as the settings ask. Its programs are built
-    here, before the Region travels to the scheduler, and the cluster gets the plugins of multi-worker
-    regions (once)."""
+def _settings() -> tuple[str, str, float]:
+    """How regions are lowered, their transport and their timeout in seconds, checked."""
     from dask.utils import parse_timedelta
 
     lowering, transport = config.get("region-lowering"), config.get("region-transport")
@@ -386,8 +428,14 @@ def _region_of(plan: Plan, args: list[ArrayExpr]) -> Region:
         raise ValueError(f"gpunumeric.region-lowering must be 'programs' or 'tasks', got {lowering!r}")
     if transport not in ("auto", "comm", "nccl"):
         raise ValueError(f"gpunumeric.region-transport must be 'auto', 'comm' or 'nccl', got {transport!r}")
-    workers = tuple(_cluster.active_workers())
-    region = Region(plan, workers, lowering, float(parse_timedelta(config.get("region-timeout"))), transport, *args)
+    return lowering, transport, float(parse_timedelta(config.get("region-timeout")))
+
+
+def _region_of(plan: Plan, args: list[ArrayExpr], workers: tuple[str, ...], lowering: str, transport: str,
+               timeout: float) -> Region:
+    """A call of a plan on ``workers`` (those of the active cluster). Its programs are built here, before
+    the Region travels to the scheduler, and the cluster gets the plugins of multi-worker regions (once)."""
+    region = Region(plan, workers, lowering, timeout, transport, *args)
     if region.as_programs and plan.built(len(workers)).layout.size > 1:
         from ._collectives import install
 

@@ -253,7 +253,8 @@ def reduce_combine(
         return {"v": xp.take_along_axis(v, pick, axis=axis), "i": xp.take_along_axis(_join(partials, "i", grid), pick, axis=axis)}
     if kind == "mean":
         s = _join(partials, "s", grid)
-        return {"s": namespace(s).sum(s, axis=axes, keepdims=True), "n": sum(p["n"] for p in partials)}
+        # in the partials' dtype, as NumPy's mean sums (a small integer sum would widen, and not wrap)
+        return {"s": namespace(s).sum(s, axis=axes, keepdims=True, dtype=s.dtype), "n": sum(p["n"] for p in partials)}
     if kind == "var":
         return _combine_var(partials, grid, axes)
     v = _join(partials, "v", grid)

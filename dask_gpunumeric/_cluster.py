@@ -137,6 +137,22 @@ def active_workers() -> list[str]:
     return workers
 
 
+def client_active() -> bool:
+    """Whether ``distributed.get_client()`` would find a client (Dask's default scheduler is then that
+    cluster): in a worker's task, or with a current or default client. Cheaper than asking it."""
+    if "distributed" not in sys.modules:
+        return False
+    import distributed
+
+    for probe in (distributed.get_worker, lambda: distributed.Client.current(allow_global=True)):
+        try:
+            probe()
+            return True
+        except ValueError:
+            pass
+    return False
+
+
 def owner(index: Sequence[int], numblocks: Sequence[int], n_workers: int) -> int:
     """The worker (0..n_workers-1) owning a block: blocks in C order split into equal contiguous runs,
     so with one block per worker along the leading axis block i belongs to worker i."""

@@ -8,14 +8,21 @@ is defined by instruction ``i``:
 * ``("random", kind, dtype, slot)``: a Philox draw; scalars ``slot..`` hold key, stream and parameters,
 * ``("full", slot, dtype)``: a constant array,
 * ``("op", func, dtype, kwargs, args)``: the NumPy/CuPy function ``func`` of values ``args``;
+* ``("total", kind, dtype, i, axes, params, keepdims)``: the finished reduction of value ``i`` over every
+  axis of a one-block array (``_blocks.reduce_finish`` of its only partial); ops on totals (and scalars) are
+  the program's *epilogue*, computed once, after the reductions;
 
-and outputs are ``("store", i)`` (a block of value ``i``) or ``("reduce", i, kind, axes, dtype, params)``
-(the reduction partial of value ``i``, as ``_blocks.reduce_chunk`` makes it).
+and outputs are ``("store", i)`` (a block of value ``i``; a 0-d or keepdims value for the epilogue's) or
+``("reduce", i, kind, axes, dtype, params)`` (the reduction partial of value ``i``, as
+``_blocks.reduce_chunk`` makes it).
 
 On NumPy blocks a program is interpreted with the same block functions as unfused tasks (the reference).
 On CuPy blocks it becomes one generated kernel: scalar values are kernel arguments, so a program compiles
-once per worker whatever the values; full reductions are two-stage (per-thread-block partials, then a
-small final reduction); random numbers are drawn in registers, one Philox block per 4/w elements.
+once per worker whatever the values (and once per launch variant: flat or strided, Philox group, 32-bit or
+64-bit positions, which inputs are one element); full reductions are two-stage (per-thread-block partials,
+then a small final reduction by the last thread block, which also finishes totals and computes the
+epilogue); random numbers are drawn in registers, one Philox block per 4/w elements. A launch is one full
+wave of thread blocks (``_cuda.wave_blocks``).
 """
 from __future__ import annotations
 
@@ -23,7 +30,7 @@ import functools
 import hashlib
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from dask._expr import Expr
@@ -253,8 +260,10 @@ def _dtype_of(probe: Any) -> np.dtype:
 # --- building a program from a group -----------------------------------------------------------------
 
 
-def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Sequence[Expr]) -> tuple[tuple, list, list]:
-    """The program of a group (members in topological order), its external inputs and scalar values."""
+def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Sequence[Expr],
+                  totals: Sequence[Expr] = (), epilogue: Sequence[Expr] = ()) -> tuple[tuple, list, list]:
+    """The program of a group (members in topological order; then its totals and the elementwise nodes on
+    them, in topological order), its external inputs and scalar values."""
     index: dict[str, int] = {}
     instrs: list[tuple] = []
     inputs: list[Expr] = []
@@ -275,8 +284,9 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
         instrs.append(("scalar", len(scalars) - 1, np.asarray(arg).dtype.str))
         return len(instrs) - 1
 
-    for node in nodes:
-        if node.__class__.__name__ == "Creation":
+    for node in (*nodes, *totals, *epilogue):
+        kind = node.__class__.__name__
+        if kind == "Creation":
             kind, params = node.operand("kind"), node.operand("params")
             slot = len(scalars)
             if kind == "full":
@@ -286,6 +296,9 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
                 key, stream, dist = params
                 scalars.extend([key[0], key[1], stream, *dist])
                 instrs.append(("random", kind.removeprefix("random-"), node.dtype.str, slot, len(dist)))
+        elif kind == "Reduction":
+            instrs.append(("total", node.operand("kind"), node.dtype.str, index[node.array._name],
+                           node.operand("axes"), node.operand("params"), node.operand("keepdims")))
         else:
             args = tuple(value_of(a) for a in node.args)
             kwargs = tuple(sorted(node.operand("kwargs").items()))
@@ -308,6 +321,8 @@ def describe(program: tuple) -> str:
             words.append("".join(c for c in ins[1] if c.isalpha()))  # dashboard prefixes are letters
         elif ins[0] == "random":
             words.append("random")
+        elif ins[0] == "total":
+            words.append(ins[1])
     words += [out[2] for out in program[3] if out[0] == "reduce"]
     seen: list[str] = []
     for w in words:
@@ -339,20 +354,42 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
             key = (scalars[slot], scalars[slot + 1])
             values.append(_philox.draw_block(kind, key, scalars[slot + 2], global_shape, offset, shape, dt,
                                              tuple(scalars[slot + 3 : slot + 3 + nparams]), xp=xp))
+        elif tag == "total":
+            _, kind, dt, i, axes, params, keepdims = ins
+            partial = _blocks.reduce_chunk(kind, _block_of(values[i], shape), axes, np.dtype(dt), params, ())
+            values.append(_blocks.reduce_finish(kind, partial, axes, keepdims, np.dtype(dt), params))
         else:
             _, func, dt, kwargs, args, _ = ins
             values.append(_blocks.elemwise(func, np.dtype(dt), dict(kwargs), *[values[j] for j in args]))
-    return [_output(out, values, shape) for out in program[3]]
+    finished = epilogue_values(program[2])
+    return [values[out[1]] if out[1] in finished else _output(out, values, shape) for out in program[3]]
+
+
+def _block_of(value: Any, shape: tuple[int, ...]) -> Any:
+    """A value as a whole block (a broadcast load or scalar spread over it)."""
+    return value if value.shape == shape else namespace(value).broadcast_to(value, shape)
 
 
 def _output(out: tuple, values: list[Any], shape: tuple[int, ...]) -> Any:
-    value = values[out[1]]
-    if value.shape != shape:
-        value = namespace(value).broadcast_to(value, shape)
+    value = _block_of(values[out[1]], shape)
     if out[0] == "store":
         return value
     _, _, kind, axes, dt, params = out
     return _blocks.reduce_chunk(kind, value, axes, np.dtype(dt), params, ())
+
+
+@functools.lru_cache(maxsize=256)
+def epilogue_values(instrs: tuple) -> dict[int, int]:
+    """The values of a program computed once after its totals (the totals and the ops on them), each with
+    its number of axes, all of length 1: 0, or the array's for a total with keepdims (and what it
+    broadcasts with)."""
+    after: dict[int, int] = {}
+    for i, ins in enumerate(instrs):
+        if ins[0] == "total":
+            after[i] = len(ins[4]) if ins[6] else 0
+        elif ins[0] == "op" and any(j in after for j in ins[4]):
+            after[i] = max(after.get(j, 0) for j in ins[4])
+    return after
 
 
 # --- CUDA path: generate, compile, launch -------------------------------------------------------------
@@ -389,72 +426,70 @@ def _minmax_identity(kind: str, dt: np.dtype) -> str:
     return f"(({_ctype(dt)}){value}{'ull' if dt.kind == 'u' else 'll'})" if value != -(2**63) else "(-9223372036854775807ll - 1)"
 
 
-def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
+def kernel_source(program: tuple, mode: str, group: int, index: str = "long long",
+                  singles: tuple[int, ...] = ()) -> tuple[str, str]:
     """CUDA C++ source and kernel name of a program. ``mode`` is "flat" (every input is the block's shape
-    and contiguous, or a single element) or "strided"; ``group`` elements per iteration (1, 2 or 4) share
-    one Philox block (only with flat mode and a block contiguous in the global array).
+    and contiguous, or a single element: the inputs ``singles``, read at 0) or "strided"; ``group``
+    elements per iteration (1, 2 or 4) share one Philox block (only with flat mode and a block contiguous
+    in the global array); ``index`` is the C type of positions in the block ("int" where they fit: 32-bit
+    loop arithmetic, divisions by the block's shape included; global positions, which key random draws,
+    and strides stay 64-bit).
 
-    A full reduction is finished in the same launch: each thread block writes its partial, and the last
-    thread block to finish (a ticket counter) combines the partials in block order (so the result does
-    not depend on timing) into the final one-element output ``fin<k>``, and resets the ticket."""
+    Full reductions (``_folds``) are finished in the same launch: each thread block writes its partial, and
+    the last thread block to finish (a ticket counter) combines the partials in block order (so the result
+    does not depend on timing) into the one-element output ``fin<k>`` of a partial, or into a total, then
+    computes the epilogue from the totals into its one-element outputs, and resets the ticket."""
     from ._program_check import check_program
     from .random._philox import PHILOX_DEVICE_SOURCE
 
-    check_program(program, mode, group)  # only our names and integers become source
+    check_program(program, mode, group, index, singles)  # only our names and integers become source
     ndim, input_dtypes, instrs, outputs = program
-    full_reductions = _full_reductions(program)
+    folds = _folds(program)
     params: list[str] = []
     for k, dt in enumerate(input_dtypes):
         params.append(f"const {_ctype(dt)}* __restrict__ in{k}")
+    finals = {fold.output: fold for fold in folds if fold.output is not None}
     for k, out in enumerate(outputs):
-        if k in full_reductions:
-            params.append(f"{_ctype(_reduce_acc(out, instrs))}* __restrict__ out{k}")
-            params.append(f"{_ctype(_final_dtype(out))}* __restrict__ fin{k}")
-        else:
+        if k in finals:
+            params.append(f"{_ctype(finals[k].final)}* __restrict__ fin{k}")
+        else:  # a block (or the epilogue's one element)
             params.append(f"{_ctype(_value_dtype(instrs[out[1]]))}* __restrict__ out{k}")
-    if full_reductions:
+    params += [f"{_ctype(fold.acc)}* __restrict__ part{f}" for f, fold in enumerate(folds)]
+    if folds:
         params.append("unsigned int* __restrict__ ticket")
     scalar_types = _scalar_ctypes(instrs)
     for k, ct in sorted(scalar_types.items()):
         params.append(f"const {ct} s{k}")
     params += [f"const {ct} {_cast_name(j, ct)}" for j, ct in _scalar_casts(instrs)]
-    params += ["const long long n", "const long long goff"]
+    params += [f"const {index} n", "const long long goff"]
     if mode == "strided":
         for d in range(ndim):
-            params += [f"const long long shape{d}", f"const long long gstride{d}"]
+            params += [f"const {index} shape{d}", f"const long long gstride{d}"]
         for k in range(len(input_dtypes)):
             params += [f"const long long istride{k}_{d}" for d in range(ndim)]
-    if mode == "flat":
-        params += [f"const bool single{k}" for k in range(len(input_dtypes))]
 
-    name = "gnp_fused_" + hashlib.sha256(repr((program, mode, group)).encode()).hexdigest()[:16]
-    body: list[str] = []
-    for k in full_reductions:
-        out = outputs[k]
-        acc = _reduce_acc(out, instrs)
-        body.append(f"    {_ctype(acc)} acc{k} = {_reduce_identity(out, acc)};")
-    body.append("    const long long nthreads = (long long)gridDim.x * blockDim.x;")
+    name = "gnp_fused_" + hashlib.sha256(repr((program, mode, group, index, singles)).encode()).hexdigest()[:16]
+    variant = _Variant(mode, group, index, frozenset(singles))
+    body = [f"    {_ctype(fold.acc)} acc{f} = {_identity(fold.kind, fold.acc)};" for f, fold in enumerate(folds)]
+    body.append(f"    const {index} nthreads = ({index})gridDim.x * blockDim.x;")
     if group > 1:
-        body += _grouped_loop(program, full_reductions, group)
+        body += _grouped_loop(program, variant)
     elif mode == "flat":
-        body += _unrolled_loop(program, full_reductions)
+        body += _unrolled_loop(program, variant)
     else:
-        body.append("    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nthreads) {")
         indent = "        "
-        if mode == "strided":
-            body.append(f"{indent}long long rem = t, gi = goff;")
+        body += [f"    for ({index} t = ({index})blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nthreads) {{",
+                 f"{indent}{index} rem = t;", f"{indent}long long gi = goff;"]
+        for k in range(len(input_dtypes)):
+            body.append(f"{indent}long long o{k} = 0;")
+        for d in range(ndim - 1, -1, -1):
+            body.append(f"{indent}{{ const {index} c = rem % shape{d}; rem /= shape{d}; gi += c * gstride{d};")
             for k in range(len(input_dtypes)):
-                body.append(f"{indent}long long o{k} = 0;")
-            for d in range(ndim - 1, -1, -1):
-                body.append(f"{indent}{{ const long long c = rem % shape{d}; rem /= shape{d}; gi += c * gstride{d};")
-                for k in range(len(input_dtypes)):
-                    body.append(f"{indent}  o{k} += c * istride{k}_{d};")
-                body.append(f"{indent}}}")
-        else:
-            body.append(f"{indent}const long long gi = goff + t;")
-        body += [indent + line for line in _element_code(program, full_reductions, mode, 1, {})]
+                body.append(f"{indent}  o{k} += c * istride{k}_{d};")
+            body.append(f"{indent}}}")
+        body += [indent + line for line in _element_code(program, variant, {})]
         body.append("    }")
-    body += _finish_reductions(program, full_reductions)
+    body += _finish(program)
     source = (
         PHILOX_DEVICE_SOURCE + _HELPERS
         + f'\nextern "C" __global__ void __launch_bounds__(256) {name}(\n    ' + ",\n    ".join(params) + ")\n{\n"
@@ -463,132 +498,190 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
     return source, name
 
 
-def _full_reductions(program: tuple) -> list[int]:
-    """Indices of the outputs that reduce over every axis (finished in the kernel)."""
-    ndim, outputs = program[0], program[3]
-    return [k for k, o in enumerate(outputs) if o[0] == "reduce" and tuple(o[3]) == tuple(range(ndim))]
+class _Fold(NamedTuple):
+    """A reduction over every element that a kernel finishes itself: value ``value`` folded with ``kind``
+    in an accumulator of dtype ``acc``, ending as the one-element partial of output ``output`` (a full
+    "reduce"; in dtype ``final``: a mean's sum dtype) or as the value of "total" instruction ``total``."""
+
+    value: int
+    kind: str
+    acc: np.dtype
+    final: np.dtype
+    output: int | None
+    total: int | None
 
 
-def _element_code(program: tuple, full_reductions: list[int], mode: str, group: int,
-                  partial: dict[int, str], loaded: dict[int, str] | None = None) -> list[str]:
-    """The statements computing one element ``t`` (global index ``gi``): every instruction, then each
-    output stored or folded into its accumulator (``partial[k]``, where given, instead of ``acc<k>``).
-    ``loaded`` names registers already holding the values of load instructions."""
+@functools.lru_cache(maxsize=256)
+def _folds(program: tuple) -> tuple[_Fold, ...]:
+    """The full reductions of a program: its outputs that reduce over every axis, then its totals."""
+    ndim, _, instrs, outputs = program
+    folds = [_Fold(out[1], out[2], _acc_dtype(out[2], _value_dtype(instrs[out[1]]), np.dtype(out[4]), out[5]),
+                   _final_dtype(out), k, None)
+             for k, out in enumerate(outputs) if out[0] == "reduce" and tuple(out[3]) == tuple(range(ndim))]
+    folds += [_Fold(ins[3], ins[1], _acc_dtype(ins[1], _value_dtype(instrs[ins[3]]), np.dtype(ins[2]), ins[5]),
+                    np.dtype(ins[2]), None, j)
+              for j, ins in enumerate(instrs) if ins[0] == "total"]
+    return tuple(folds)
+
+
+class _Variant(NamedTuple):
+    """How a kernel of a program is specialised (see ``kernel_source``)."""
+
+    mode: str
+    group: int
+    index: str
+    singles: frozenset[int]
+
+
+def _element_code(program: tuple, variant: _Variant, partial: dict[int, str],
+                  loaded: dict[int, str] | None = None) -> list[str]:
+    """The statements computing one element ``t`` (global index ``gi``): every instruction but the
+    epilogue's, then each fold's value folded into its accumulator (``partial[f]``, where given, instead
+    of ``acc<f>``) and each other output stored. ``loaded`` names registers already holding the values of
+    load instructions."""
     _, _, instrs, outputs = program
+    folds, after = _folds(program), epilogue_values(instrs)
     lines = [f"const {_ctype(ins[2])} v{i} = {loaded[i]};" if loaded and i in loaded
-             else _instr_code(i, ins, instrs, mode, group) for i, ins in enumerate(instrs)]
-    for k, out in enumerate(outputs):
-        if k in full_reductions:
-            acc = partial.get(k, f"acc{k}")
-            ct = "float" if k in partial else _ctype(_reduce_acc(out, instrs))
-            lines.append(f"{acc} = {_COMBINE[out[2]].format(a=acc, b=f'({ct})v{out[1]}')};")
-        else:
-            lines.append(f"out{k}[t] = v{out[1]};")
+             else _instr_code(i, ins, instrs, variant.mode, variant.group, variant.singles)
+             for i, ins in enumerate(instrs) if i not in after]
+    for f, fold in enumerate(folds):
+        acc = partial.get(f, f"acc{f}")
+        ct = "float" if f in partial else _ctype(fold.acc)
+        lines.append(f"{acc} = {_COMBINE[fold.kind].format(a=acc, b=f'({ct})v{fold.value}')};")
+    folded = {fold.output for fold in folds}
+    lines += [f"out{k}[t] = v{out[1]};" for k, out in enumerate(outputs) if k not in folded and out[1] not in after]
     return lines
 
 
 UNROLL = 4  # elements per thread per iteration of a flat kernel without Philox groups
 
 
-def _unrolled_loop(program: tuple, full_reductions: list[int]) -> list[str]:
+def _unrolled_loop(program: tuple, variant: _Variant) -> list[str]:
     """The flat loop, ``UNROLL`` elements per thread per iteration, a thread block's width apart (loads
     stay coalesced): where all of them are inside the block, every input load of all of them is issued
     before any arithmetic, so that a memory-bound kernel keeps several loads in flight per thread."""
     _, _, instrs, _ = program
+    index = variant.index
     loads = [i for i, ins in enumerate(instrs) if ins[0] == "load"]
-    lines = [f"    for (long long base = (long long)blockIdx.x * blockDim.x * {UNROLL} + threadIdx.x; base < n; "
+    lines = [f"    for ({index} base = ({index})blockIdx.x * blockDim.x * {UNROLL} + threadIdx.x; base < n; "
              f"base += nthreads * {UNROLL}) {{",
-             f"        if (base + {UNROLL - 1} * (long long)blockDim.x < n) {{"]
+             f"        if (base + {UNROLL - 1} * ({index})blockDim.x < n) {{"]
     for u in range(UNROLL):
-        lines.append(f"            const long long t{u} = base + {u} * (long long)blockDim.x;")
+        lines.append(f"            const {index} t{u} = base + {u} * ({index})blockDim.x;")
         for i in loads:
             k = instrs[i][1]
-            lines.append(f"            const {_ctype(instrs[i][2])} ld{i}_{u} = in{k}[single{k} ? 0 : t{u}];")
+            lines.append(f"            const {_ctype(instrs[i][2])} ld{i}_{u} = "
+                         f"in{k}[{0 if k in variant.singles else f't{u}'}];")
     for u in range(UNROLL):
-        lines += ["            {", f"                const long long t = t{u};", "                const long long gi = goff + t;"]
-        element = _element_code(program, full_reductions, "flat", 1, {}, {i: f"ld{i}_{u}" for i in loads})
+        lines += ["            {", f"                const {index} t = t{u};", "                const long long gi = goff + t;"]
+        element = _element_code(program, variant, {}, {i: f"ld{i}_{u}" for i in loads})
         lines += ["                " + line for line in element]
         lines.append("            }")
     lines += ["        } else {",
-              "            for (long long t = base; t < n; t += blockDim.x) {",
+              f"            for ({index} t = base; t < n; t += blockDim.x) {{",
               "                const long long gi = goff + t;"]
-    lines += ["                " + line for line in _element_code(program, full_reductions, "flat", 1, {})]
+    lines += ["                " + line for line in _element_code(program, variant, {})]
     lines += ["            }", "        }", "    }"]
     return lines
 
 
-def _grouped_loop(program: tuple, full_reductions: list[int], group: int) -> list[str]:
-    """The flat loop over groups of ``group`` consecutive global elements that share Philox blocks: the
+def _grouped_loop(program: tuple, variant: _Variant) -> list[str]:
+    """The flat loop over groups of ``group`` consecutive global elements that share Philox blocks (group
+    ``g0 + lg``, ``lg`` counted from the block's first, ``lead`` elements of which lie before the block): the
     draws are made once per group; whole groups inside the block skip the per-element bounds checks, and
     float32 sums fold a group in float before adding it to the float64 accumulator."""
-    _, _, instrs, outputs = program
-    partial = {k: f"p{k}" for k in full_reductions
-               if outputs[k][2] in ("sum", "mean") and _value_dtype(instrs[outputs[k][1]]) == np.float32
-               and _reduce_acc(outputs[k], instrs) == np.float64}
-    lines = [f"    const long long g0 = goff / {group}, g1 = (goff + n + {group - 1}) / {group};",
-             "    for (long long g = g0 + (long long)blockIdx.x * blockDim.x + threadIdx.x; g < g1; g += nthreads) {"]
+    _, _, instrs, _ = program
+    group, index = variant.group, variant.index
+    partial = {f: f"p{f}" for f, fold in enumerate(_folds(program))
+               if fold.kind in ("sum", "mean") and _value_dtype(instrs[fold.value]) == np.float32
+               and fold.acc == np.float64}
+    lines = [f"    const long long g0 = goff / {group};",
+             f"    const {index} lead = ({index})(goff - g0 * {group}), groups = (lead + n + {group - 1}) / {group};",
+             f"    for ({index} lg = ({index})blockIdx.x * blockDim.x + threadIdx.x; lg < groups; lg += nthreads) {{",
+             "        const long long g = g0 + lg;"]
     for i, ins in enumerate(instrs):
         if ins[0] == "random":
             w = _words(ins)
             lines.append(f"        const gnp_u32x4 r{i} = gnp_philox_block(s{ins[3]}, s{ins[3] + 1}, s{ins[3] + 2}, "
                          f"(unsigned long long)((g * {group * w}) / 4));")
     lines += [f"        float {p} = 0.0f;" for p in partial.values()]
-    lines.append(f"        const long long t0 = g * {group} - goff;")
-    element = _element_code(program, full_reductions, "flat", group, partial)
+    lines.append(f"        const {index} t0 = lg * {group} - lead;")
+    element = _element_code(program, variant, partial)
     for check, head in ((False, "if (t0 >= 0 && t0 + {G} <= n) {{"), (True, "}} else {{")):
         lines.append("        " + head.format(G=group))
         lines += ["            #pragma unroll", f"            for (int j = 0; j < {group}; ++j) {{",
-                  "                const long long t = t0 + j;"]
+                  f"                const {index} t = t0 + j;"]
         if check:
             lines.append("                if (t < 0 || t >= n) continue;")
         lines.append(f"                const long long gi = g * {group} + j;")
         lines += ["                " + line for line in element]
         lines.append("            }")
     lines.append("        }")
-    for k, p in partial.items():
-        lines.append(f"        acc{k} = acc{k} + (double){p};")
+    for f, p in partial.items():
+        lines.append(f"        acc{f} = acc{f} + (double){p};")
     lines.append("    }")
     return lines
 
 
-def _finish_reductions(program: tuple, full_reductions: list[int]) -> list[str]:
-    """Thread-block partials of the full reductions, then the last thread block's final combine."""
-    if not full_reductions:
+def _finish(program: tuple) -> list[str]:
+    """Thread-block partials of the folds, then the last thread block's final combine, its one-element
+    outputs and the epilogue."""
+    folds = _folds(program)
+    if not folds:
         return []
-    _, _, instrs, outputs = program
     lines: list[str] = []
-    for k in full_reductions:
-        out = outputs[k]
-        acc = _reduce_acc(out, instrs)
-        lines += [f"    __shared__ {_ctype(acc)} sh{k}[256];", f"    sh{k}[threadIdx.x] = acc{k};"]
-    lines += _block_tree(program, full_reductions)
+    for f, fold in enumerate(folds):
+        lines += [f"    __shared__ {_ctype(fold.acc)} sh{f}[256];", f"    sh{f}[threadIdx.x] = acc{f};"]
+    lines += _block_tree(folds)
     lines.append("    __shared__ bool last;")
     lines.append("    if (threadIdx.x == 0) {")
-    lines += [f"        out{k}[blockIdx.x] = sh{k}[0];" for k in full_reductions]
+    lines += [f"        part{f}[blockIdx.x] = sh{f}[0];" for f in range(len(folds))]
     lines += ["        __threadfence();", "        last = atomicAdd(ticket, 1u) == gridDim.x - 1;", "    }",
               "    __syncthreads();", "    if (!last) return;"]
-    for k in full_reductions:
-        out = outputs[k]
-        acc = _reduce_acc(out, instrs)
-        ct = _ctype(acc)
-        combine = _COMBINE[out[2]].format(a=f"a{k}", b=f"((volatile {ct}*)out{k})[i]")
-        lines += [f"    {ct} a{k} = {_reduce_identity(out, acc)};",
-                  f"    for (unsigned int i = threadIdx.x; i < gridDim.x; i += blockDim.x) a{k} = {combine};",
-                  f"    sh{k}[threadIdx.x] = a{k};"]
-    lines += _block_tree(program, full_reductions)
+    for f, fold in enumerate(folds):
+        ct = _ctype(fold.acc)
+        combine = _COMBINE[fold.kind].format(a=f"a{f}", b=f"((volatile {ct}*)part{f})[i]")
+        lines += [f"    {ct} a{f} = {_identity(fold.kind, fold.acc)};",
+                  f"    for (unsigned int i = threadIdx.x; i < gridDim.x; i += blockDim.x) a{f} = {combine};",
+                  f"    sh{f}[threadIdx.x] = a{f};"]
+    lines += _block_tree(folds)
     lines.append("    if (threadIdx.x == 0) {")
-    lines += [f"        fin{k}[0] = ({_ctype(_final_dtype(outputs[k]))})sh{k}[0];" for k in full_reductions]
+    lines += [f"        fin{fold.output}[0] = ({_ctype(fold.final)})sh{f}[0];"
+              for f, fold in enumerate(folds) if fold.output is not None]
+    lines += ["        " + line for line in _epilogue_code(program)]
     lines += ["        *ticket = 0u;", "    }"]
     return lines
 
 
-def _block_tree(program: tuple, full_reductions: list[int]) -> list[str]:
-    """Combine ``sh<k>[0..blockDim.x)`` into ``sh<k>[0]`` (a fixed-order tree)."""
-    outputs = program[3]
+def _epilogue_code(program: tuple) -> list[str]:
+    """The statements of the epilogue, in the last thread block's first thread once the folds are combined
+    (``sh<f>[0]``): each total finished as ``_blocks.reduce_finish`` does (a mean divided by the element
+    count), the ops on totals and scalars, and the stores of their one-element outputs."""
+    _, _, instrs, outputs = program
+    after = epilogue_values(instrs)
+    if not after:
+        return []
+    totals = {fold.total: f for f, fold in enumerate(_folds(program)) if fold.total is not None}
+    lines = ["{"]
+    for i, ins in enumerate(instrs):
+        if i in totals:
+            _, kind, dt, _, _, params, _ = ins
+            value = f"sh{totals[i]}[0]"
+            if kind == "mean":
+                value = f"(({_ctype(params[0])}){value} / ({_ctype(params[0])})n)"
+            lines.append(f"    const {_ctype(dt)} v{i} = ({_ctype(dt)}){value};")
+        elif i in after or ins[0] in ("scalar", "full"):
+            lines.append("    " + _instr_code(i, ins, instrs, "flat", 1))
+    lines += [f"    out{k}[0] = v{out[1]};" for k, out in enumerate(outputs) if out[1] in after]
+    return [*lines, "}"]
+
+
+def _block_tree(folds: Sequence[_Fold]) -> list[str]:
+    """Combine ``sh<f>[0..blockDim.x)`` into ``sh<f>[0]`` (a fixed-order tree)."""
     lines = ["    __syncthreads();", "    for (int s = blockDim.x / 2; s > 0; s >>= 1) {", "        if (threadIdx.x < s) {"]
-    for k in full_reductions:
-        combine = _COMBINE[outputs[k][2]].format(a=f"sh{k}[threadIdx.x]", b=f"sh{k}[threadIdx.x + s]")
-        lines.append(f"            sh{k}[threadIdx.x] = {combine};")
+    for f, fold in enumerate(folds):
+        combine = _COMBINE[fold.kind].format(a=f"sh{f}[threadIdx.x]", b=f"sh{f}[threadIdx.x + s]")
+        lines.append(f"            sh{f}[threadIdx.x] = {combine};")
     lines += ["        }", "        __syncthreads();", "    }"]
     return lines
 
@@ -607,12 +700,13 @@ def record_sources(program: tuple) -> None:
 
     if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
         return
-    randoms = [ins for ins in program[2] if ins[0] == "random"]
-    variants = [("flat", 1), ("strided", 1)]
-    if randoms:
-        variants.append(("flat", 4 // max(_words(ins) for ins in randoms)))
-    for mode, group in variants:
-        _cuda.record_source(kernel_source(program, mode, group)[0])
+    singles = tuple(range(len(program[1])))
+    variants = [("flat", 1, ()), ("strided", 1, ()), ("flat", 1, singles)]
+    if _philox_group(program[2]):
+        variants.append(("flat", _philox_group(program[2]), ()))
+    for mode, group, single in variants:
+        for index in ("int", "long long"):
+            _cuda.record_source(kernel_source(program, mode, group, index, single)[0])
 
 
 def _words(ins: tuple) -> int:
@@ -625,12 +719,7 @@ def _value_dtype(ins: tuple) -> np.dtype:
     return np.dtype(ins[2])
 
 
-def _reduce_acc(out: tuple, instrs: Sequence[tuple]) -> np.dtype:
-    return _acc_dtype(out[2], _value_dtype(instrs[out[1]]), np.dtype(out[4]), out[5])
-
-
-def _reduce_identity(out: tuple, acc: np.dtype) -> str:
-    kind = out[2]
+def _identity(kind: str, acc: np.dtype) -> str:
     if kind in ("min", "max"):
         return _minmax_identity(kind, acc)
     return f"({_ctype(acc)}){_IDENTITY[kind]}"
@@ -655,11 +744,14 @@ def _scalar_ctypes(instrs: tuple) -> dict[int, str]:
     return types
 
 
-def _instr_code(i: int, ins: tuple, instrs: Sequence[tuple], mode: str, group: int) -> str:
+def _instr_code(i: int, ins: tuple, instrs: Sequence[tuple], mode: str, group: int,
+                singles: frozenset[int] = frozenset()) -> str:
+    """The statement of instruction ``i`` for one element (``t``; ``gi`` global), in a kernel of ``mode``
+    and Philox ``group`` whose flat inputs ``singles`` hold one element."""
     tag = ins[0]
     if tag == "load":
         k, ct = ins[1], _ctype(ins[2])
-        where = f"o{k}" if mode == "strided" else f"(single{k} ? 0 : t)"
+        where = f"o{k}" if mode == "strided" else "0" if k in singles else "t"
         return f"const {ct} v{i} = in{k}[{where}];"
     if tag in ("scalar", "full"):
         return f"const {_ctype(ins[2])} v{i} = s{ins[1]};"
@@ -750,28 +842,32 @@ def _rn_affine(dt: np.dtype, x: str, scale: str, offset: str) -> str:
     return f"__dadd_rn({offset}, __dmul_rn({x}, {scale}))"
 
 
+#: Blocks of fewer elements than this are indexed with 32-bit ints (the margin: grid-stride loops step past
+#: the end by up to a grid's threads times the elements each handles per step).
+INT_INDEX_LIMIT = 2**31 - 2**26
+
+
 def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
-                     global_shape: tuple[int, ...]) -> tuple[str, int, list[Any]]:
-    """Mode ("flat"/"strided"), Philox group size and the geometry arguments of one launch."""
+                     global_shape: tuple[int, ...]) -> tuple[_Variant, list[Any]]:
+    """The kernel variant of one launch (mode, Philox group, index type, single-element inputs) and its
+    geometry arguments."""
     ndim = program[0]
-    gstrides = [int(np.prod(global_shape[d + 1 :])) for d in range(ndim)]
+    gstrides = [math.prod(global_shape[d + 1 :]) for d in range(ndim)]
     goff = sum(o * s for o, s in zip(offset, gstrides))
-    size = int(np.prod(shape))
-    flat = all(
-        (a.size == 1) or (tuple(a.shape) == tuple(shape) and a.flags.c_contiguous) for a in inputs
-    )
-    contiguous_in_global = all(shape[d] == global_shape[d] for d in range(1, ndim))
-    randoms = [ins for ins in program[2] if ins[0] == "random"]
-    group = 1
-    if flat and contiguous_in_global and randoms:
-        group = 4 // max(_words(ins) for ins in randoms)
-    if flat and (contiguous_in_global or not randoms):
+    size = math.prod(shape)
+    shape = tuple(shape)
+    index, to_index = ("int", np.int32) if size < INT_INDEX_LIMIT else ("long long", np.int64)
+    flat = all((a.size == 1) or (a.shape == shape and a.flags.c_contiguous) for a in inputs)
+    contiguous_in_global = shape[1:] == tuple(global_shape[1:])
+    philox = _philox_group(program[2])
+    if flat and (contiguous_in_global or not philox):
         # flat mode keys random draws by goff + t: only right when the block is contiguous in the global
         # array; otherwise the strided mode maps each element to its global index
-        return "flat", group, [np.int64(size), np.int64(goff)] + [np.bool_(a.size == 1) for a in inputs]
-    geometry: list[Any] = [np.int64(size), np.int64(goff)]
+        singles = frozenset(k for k, a in enumerate(inputs) if a.size == 1)
+        return _Variant("flat", philox or 1, index, singles), [to_index(size), np.int64(goff)]
+    geometry: list[Any] = [to_index(size), np.int64(goff)]
     for d in range(ndim):
-        geometry += [np.int64(shape[d]), np.int64(gstrides[d])]
+        geometry += [to_index(shape[d]), np.int64(gstrides[d])]
     for a in inputs:
         lead = ndim - a.ndim
         for d in range(ndim):
@@ -779,69 +875,86 @@ def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, .
                 geometry.append(np.int64(0))
             else:
                 geometry.append(np.int64(a.strides[d - lead] // a.itemsize))
-    return "strided", 1, geometry
+    return _Variant("strided", 1, index, frozenset()), geometry
+
+
+@functools.lru_cache(maxsize=256)
+def _philox_group(instrs: tuple) -> int:
+    """Elements that share one Philox block in a flat kernel of these instructions (0: no random draws)."""
+    randoms = [ins for ins in instrs if ins[0] == "random"]
+    return 4 // max(_words(ins) for ins in randoms) if randoms else 0
 
 
 def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
              global_shape: tuple[int, ...], inputs: Sequence[Any]) -> list[Any]:
-    """Run a program on one block of CuPy arrays with its generated kernel (one launch); returns the outputs."""
+    """Run a program on one block of CuPy arrays with its generated kernel (one launch); returns the outputs.
+    What depends on the program alone (the kernel, its grid, its scalar arguments for given values) is
+    made once (``_kernel``); the per-block partials of full reductions live in a per-stream workspace."""
     import cupy
 
     ndim, input_dtypes, instrs, outputs = program
-    inputs = [a if a.dtype == np.dtype(dt) else a.astype(dt) for a, dt in zip(inputs, input_dtypes)]
+    inputs = [a if a.dtype == dt else a.astype(dt) for a, dt in zip(inputs, input_dtypes)]
     size = math.prod(shape)
-    if not size:
-        return [_empty_output(out, instrs, shape) for out in outputs]
-    mode, group, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
-    kernel, grid_limit = _kernel(program, mode, group)
-    per_thread = group if group > 1 else UNROLL if mode == "flat" else 1
-    blocks = max(1, min(-(-size // (per_thread * _THREADS)), grid_limit))
-    full = _full_reductions(program)
+    if not size:  # nothing to launch: the block functions give empty outputs (and totals of nothing)
+        return run_numpy(program, scalars, offset, shape, global_shape, inputs, "cupy")
+    variant, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
+    kernel = _kernel(program, variant)
+    per_thread = variant.group if variant.group > 1 else UNROLL if variant.mode == "flat" else 1
+    blocks = max(1, min(-(-size // (per_thread * _THREADS)), kernel.max_blocks))
+    after = epilogue_values(instrs)
     bufs, results = [], []
     for k, out in enumerate(outputs):
-        if k in full:
-            final = cupy.empty((1,) * ndim, dtype=_final_dtype(out))
-            bufs += [cupy.empty(blocks, dtype=_reduce_acc(out, instrs)), final]
-            results.append({"s": final, "n": size} if out[2] == "mean" else {"v": final})
+        if k in kernel.finals:
+            bufs.append(cupy.empty((1,) * ndim, dtype=_final_dtype(out)))
+            results.append({"s": bufs[-1], "n": size} if out[2] == "mean" else {"v": bufs[-1]})
         else:
-            bufs.append(cupy.empty(shape, dtype=_value_dtype(instrs[out[1]])))
+            value_shape = (1,) * after[out[1]] if out[1] in after else shape
+            bufs.append(cupy.empty(value_shape, dtype=_value_dtype(instrs[out[1]])))
             results.append(bufs[-1])
-    if full:
-        bufs.append(_ticket())
-    types = _scalar_ctypes(instrs)
-    args = [*inputs, *bufs, *(_scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)),
-            *(_cast_arg(scalars, instrs, j, ct) for j, ct in _scalar_casts(instrs)), *geometry]
-    kernel((blocks,), (_THREADS,), tuple(args))
-    return [r if k in full or out[0] == "store" else _blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
-            for k, (out, r) in enumerate(zip(outputs, results))]
-
-
-def _empty_output(out: tuple, instrs: Sequence[tuple], shape: tuple[int, ...]) -> Any:
-    """An output of a program on an empty block, as the unfused block functions give it."""
-    import cupy
-
-    empty = cupy.empty(shape, dtype=_value_dtype(instrs[out[1]]))
-    if out[0] == "store":
-        return empty
-    return _blocks.reduce_chunk(out[2], empty, out[3], np.dtype(out[4]), out[5], ())
+    if kernel.folds:
+        workspace = _workspace()
+        bufs += [*workspace.partials(blocks, kernel.folds), workspace.ticket]
+    kernel.function((blocks,), (_THREADS,), (*inputs, *bufs, *kernel.scalar_args(scalars), *geometry))
+    # a reduction over some axes: of the stored block, once the kernel has written it
+    return [_blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
+            if out[0] == "reduce" and k not in kernel.finals else r for k, (out, r) in enumerate(zip(outputs, results))]
 
 
 _THREADS = 256  # threads per block: the kernels' __launch_bounds__ and shared-memory trees assume it
 
 
+class _Workspace:
+    """Device memory that the kernels launched on one stream share, one launch after another (a stream runs
+    its launches in order): the zeroed counter with which full reductions find their last thread block
+    (each kernel resets it to zero when it finishes), and room for the thread blocks' partials."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.ticket = cupy.zeros(1, dtype=np.uint32)
+        self._room = cupy.empty(0, dtype=np.uint8)
+
+    def partials(self, blocks: int, count: int) -> list[Any]:
+        """Pointers (kernel arguments) to ``count`` arrays of ``blocks`` partials (of at most 8 bytes each)."""
+        import cupy
+
+        need = 8 * blocks * count
+        if self._room.nbytes < need:
+            self._room = cupy.empty(need, dtype=np.uint8)  # the old room is freed in stream order
+        base = self._room.data.ptr
+        return [np.uintp(base + 8 * blocks * j) for j in range(count)]
+
+
 @functools.lru_cache(maxsize=None)
-def _ticket_for(device: int, stream: int) -> Any:
+def _workspace_for(device: int, stream: int) -> _Workspace:
+    return _Workspace()
+
+
+def _workspace() -> _Workspace:
+    """The workspace of the current device and stream."""
     import cupy
 
-    return cupy.zeros(1, dtype=np.uint32)
-
-
-def _ticket() -> Any:
-    """The zeroed counter full reductions use to find their last thread block, one per device and stream
-    (launches on one stream run in order; each kernel resets it to zero when it finishes)."""
-    import cupy
-
-    return _ticket_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
+    return _workspace_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
 
 
 _NP_OF_CTYPE = {v: np.dtype(k) for k, v in CTYPES.items()}
@@ -860,29 +973,48 @@ def _scalar_arg(scalars: Sequence[Any], k: int, ctype: str, instrs: Sequence[tup
     return _NP_OF_CTYPE[ctype].type(scalars[k])
 
 
+def scalar_args(instrs: Sequence[tuple], scalars: Sequence[Any]) -> list[Any]:
+    """The scalar kernel arguments of a program's instructions for these scalar values: each slot as its
+    C type (``s<k>``), then each scalar operand converted to the type it is computed in."""
+    types = _scalar_ctypes(instrs)
+    return ([_scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)]
+            + [_cast_arg(scalars, instrs, j, ct) for j, ct in _scalar_casts(instrs)])
+
+
+class _Kernel:
+    """A compiled variant of a program: the function, the most thread blocks worth launching (one full
+    wave: as many as the device keeps resident at once; a grid-stride loop covers the rest, where a
+    partial second wave would leave multiprocessors idle), the full reductions finished in the launch (and
+    which outputs they give), and the scalar arguments for the scalar values of recent calls."""
+
+    _REMEMBERED = 64  # scalar value sets kept (a loop changing a scalar each step would grow without bound)
+
+    def __init__(self, program: tuple, variant: _Variant) -> None:
+        from . import _cuda
+
+        source, name = kernel_source(program, variant.mode, variant.group, variant.index, tuple(sorted(variant.singles)))
+        self.function = _cuda.compile_module(source).get_function(name)
+        self.max_blocks = _cuda.wave_blocks(self.function, _THREADS)
+        self.folds = len(_folds(program))
+        self.finals = {fold.output for fold in _folds(program) if fold.output is not None}
+        self._instrs = program[2]
+        self._scalars: dict[tuple, tuple] = {}
+
+    def scalar_args(self, scalars: Sequence[Any]) -> tuple:
+        """``scalar_args`` of the program, remembered by value (and type: 1 and 1.0 are equal in Python)."""
+        key = tuple((type(v), v) for v in scalars)
+        args = self._scalars.get(key)
+        if args is None:
+            if len(self._scalars) >= self._REMEMBERED:
+                self._scalars.clear()
+            args = self._scalars[key] = tuple(scalar_args(self._instrs, scalars))
+        return args
+
+
 @functools.lru_cache(maxsize=256)
-def _kernel(program: tuple, mode: str, group: int) -> tuple[Any, int]:
-    """The compiled kernel of a program variant (compiled once per process; CuPy also caches on disk), and
-    the most thread blocks worth launching: as many as the device keeps resident at once."""
-    import cupy
-
-    from . import _cuda
-
-    source, name = kernel_source(program, mode, group)
-    function = _cuda.compile_module(source).get_function(name)
-    device = cupy.cuda.Device().id
-    try:
-        per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, _THREADS, 0)
-    except AttributeError:  # a CuPy without the occupancy call
-        per_sm = 2048 // _THREADS
-    return function, _multiprocessors(device) * max(1, per_sm)
-
-
-@functools.lru_cache(maxsize=None)
-def _multiprocessors(device: int) -> int:
-    import cupy
-
-    return cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"]
+def _kernel(program: tuple, variant: _Variant) -> _Kernel:
+    """The compiled kernel of a program variant (compiled once per process; CuPy also caches on disk)."""
+    return _Kernel(program, variant)
 
 
 def run(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],

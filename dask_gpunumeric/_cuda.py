@@ -11,10 +11,15 @@ string compiles under NVRTC (``cupy.RawModule``, on a GPU worker) and under ``nv
   environment variable is set) as ``<sha256[:16]>.cu``, so CI can compile all of them.
 * :func:`nvcc_compile_check` compiles a source with ``nvcc`` and raises on failure; it needs
   no GPU.
+* :func:`resident_blocks` is the occupancy arithmetic (thread blocks one multiprocessor keeps resident,
+  from a kernel's registers and shared memory), and :func:`wave_blocks` the grid of one full wave of a
+  compiled kernel on the current device: grid-stride kernels launch that many blocks (or fewer for small
+  work), never a partial second wave.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -22,12 +27,14 @@ import subprocess
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     import cupy
 
-__all__ = ["compile_module", "record_source", "nvcc_compile_check", "source_digest"]
+__all__ = ["compile_module", "record_source", "nvcc_compile_check", "source_digest", "resident_blocks",
+           "wave_blocks"]
 
 #: Compile options shared by NVRTC and the nvcc check.
 CXX_STD = "--std=c++17"
@@ -117,3 +124,47 @@ def nvcc_compile_check(source: str, arch: str = "sm_90") -> None:
             f"nvcc failed (exit {proc.returncode}) for source {source_digest(source)[:16]}:\n"
             f"{proc.stderr}{proc.stdout}"
         )
+
+
+#: Registers are given to warps in units of this many (compute capability 5.0 and later).
+REGISTER_UNIT = 256
+#: A multiprocessor's register file is split evenly among this many warp schedulers (5.0 and later).
+SUB_PARTITIONS = 4
+
+
+def resident_blocks(num_regs: int, shared_bytes: int, threads: int, device: Mapping[str, int]) -> int:
+    """Thread blocks of ``threads`` threads that one multiprocessor keeps resident at once, for a kernel of
+    ``num_regs`` registers per thread and ``shared_bytes`` of shared memory per block, on a device described
+    by ``device`` (CuPy's ``getDeviceProperties``: ``warpSize``, ``regsPerMultiprocessor``,
+    ``maxThreadsPerMultiProcessor``, ``maxBlocksPerMultiProcessor``, ``sharedMemPerMultiprocessor``,
+    ``reservedSharedMemPerBlock``): the smallest of the thread, block, register and shared-memory limits,
+    as CUDA's occupancy calculator counts them (registers per warp rounded up to ``REGISTER_UNIT``, warps
+    placed on ``SUB_PARTITIONS`` partitions of the register file). At least 1."""
+    warp = device["warpSize"]
+    warps = -(-threads // warp)
+    limits = [device["maxThreadsPerMultiProcessor"] // (warps * warp), device["maxBlocksPerMultiProcessor"]]
+    regs_per_warp = -(-num_regs * warp // REGISTER_UNIT) * REGISTER_UNIT
+    if regs_per_warp:
+        per_partition = device["regsPerMultiprocessor"] // SUB_PARTITIONS // regs_per_warp
+        limits.append(per_partition * SUB_PARTITIONS // warps)
+    if shared_bytes:
+        limits.append(device["sharedMemPerMultiprocessor"] // (shared_bytes + device["reservedSharedMemPerBlock"]))
+    return max(1, min(limits))
+
+
+def wave_blocks(function: Any, threads: int) -> int:
+    """Thread blocks of one full wave of a compiled kernel (a CuPy ``Function``) launched with ``threads``
+    threads per block on the current device: multiprocessors x resident blocks per multiprocessor. A
+    grid-stride kernel launched with at most this many blocks runs them all at once."""
+    import cupy
+
+    device = _device_properties(cupy.cuda.Device().id)
+    per_sm = resident_blocks(function.num_regs, function.shared_size_bytes, threads, device)
+    return device["multiProcessorCount"] * per_sm
+
+
+@functools.lru_cache(maxsize=None)
+def _device_properties(device: int) -> dict[str, Any]:
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(device)

@@ -56,48 +56,38 @@ BLOCK_FUNCTION = {**_UNARY, **_BINARY, "where": "where", "clip": "clip", "round"
 __all__ = [*_UNARY, *_BINARY, "where", "clip", "round", "astype"]
 
 
-def result_dtype(op: str, args: list[Any], kwargs: dict) -> np.dtype:
-    """The dtype NumPy gives ``op`` on operands of these dtypes (NEP 50: Python scalars are weak)."""
-    key = tuple(a.dtype if isinstance(a, ArrayExpr) else (type(a), a) for a in args)
+def _dtypes(op: str, operands: list[Any], kwargs: dict, skip: int) -> tuple[np.dtype, np.dtype | None]:
+    """The dtype NumPy gives ``op`` on operands of these dtypes (NEP 50: Python scalars are weak), and the
+    common dtype of the operands the promotion guard looks at (after ``skip`` leading ones) where it is
+    wider than one of their arrays' dtypes (else None)."""
+    key = tuple(a.dtype if isinstance(a, ArrayExpr) else (type(a), a) for a in operands)
+    args = (op, key, tuple(sorted(kwargs.items())), skip)
     try:
-        return _result_dtype(op, key, tuple(sorted(kwargs.items())))
+        return _operation_dtypes(*args)
     except TypeError as e:
         if "unhashable" not in str(e):
             raise
-        return _result_dtype.__wrapped__(op, key, tuple(sorted(kwargs.items())))
-
-
-@functools.lru_cache(maxsize=4096)
-def _result_dtype(op: str, operands: tuple, kwargs: tuple) -> np.dtype:
-    probes = [np.empty((0,), dtype=o) if isinstance(o, np.dtype) else o[1] for o in operands]
-    func = getattr(np, BLOCK_FUNCTION[op])
-    with np.errstate(all="ignore"):
-        return np.asarray(func(*probes, **dict(kwargs))).dtype
+        return _operation_dtypes.__wrapped__(*args)
 
 
 # ops whose trailing operands keep their own dtype (ldexp's integer exponent): how many leading ones are promoted
 _PROMOTED_OPERANDS = {"ldexp": 1}
 
 
-def _check_promotion(op: str, args: list[Any], skip: int) -> None:
-    args = args[skip:][: _PROMOTED_OPERANDS.get(op)]
-    arrays = [a for a in args if isinstance(a, ArrayExpr)]
-    if len(args) < 2 or not arrays:
-        return
-    key = tuple(a.dtype if isinstance(a, ArrayExpr) else (type(a), a) for a in args)
-    try:
-        common = _common_dtype(key)
-    except TypeError as e:
-        if "unhashable" not in str(e):
-            raise
-        common = _common_dtype.__wrapped__(key)
-    _guards.check_promotion(op, [a.dtype for a in arrays], common)
-
-
 @functools.lru_cache(maxsize=4096)
-def _common_dtype(operands: tuple) -> np.dtype:
-    """NumPy's common dtype of operands given as dtypes or ``(type, value)`` of Python scalars."""
-    return np.result_type(*[np.empty((0,), dtype=o) if isinstance(o, np.dtype) else o[1] for o in operands])
+def _operation_dtypes(op: str, operands: tuple, kwargs: tuple, skip: int) -> tuple[np.dtype, np.dtype | None]:
+    def probe(o: Any) -> Any:
+        return np.empty((0,), dtype=o) if isinstance(o, np.dtype) else o[1]
+
+    func = getattr(np, BLOCK_FUNCTION[op])
+    with np.errstate(all="ignore"):
+        out = np.asarray(func(*[probe(o) for o in operands], **dict(kwargs))).dtype
+    promoted = operands[skip:][: _PROMOTED_OPERANDS.get(op)]
+    arrays = [o for o in promoted if isinstance(o, np.dtype)]
+    if len(promoted) < 2 or not arrays:
+        return out, None
+    common = np.result_type(*[probe(o) for o in promoted])
+    return out, common if _guards.widened(arrays, common) else None
 
 
 def broadcast_shape(op: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
@@ -150,17 +140,27 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     ufunc_dtype = dtype is not None and isinstance(getattr(np, BLOCK_FUNCTION[op]), np.ufunc)
     if ufunc_dtype:  # a ufunc's dtype= (numpy.add(x, y, dtype=...)): the loop's dtype, checked by NumPy here
         kwargs = {**kwargs, "dtype": np.dtype(dtype)}
-    out_dtype = np.dtype(dtype) if dtype is not None and not ufunc_dtype else result_dtype(op, operands, kwargs)
-    if dtype is None:
-        _check_promotion(op, operands, skip_promotion)
+    if dtype is not None and not ufunc_dtype:
+        out_dtype, common = np.dtype(dtype), None
+    else:
+        out_dtype, common = _dtypes(op, operands, kwargs, skip_promotion)
     arrays = [a for a in operands if isinstance(a, ArrayExpr)]
-    shape = broadcast_shape(op, [a.shape for a in arrays])
-    aligned = align_chunks(arrays, shape)
-    operands = [aligned[a._name] if isinstance(a, ArrayExpr) else a for a in operands]
+    if dtype is None and common is not None:
+        promoted = operands[skip_promotion:][: _PROMOTED_OPERANDS.get(op)]
+        _guards.check_promotion(op, [a.dtype for a in promoted if isinstance(a, ArrayExpr)], common)
+    if len(arrays) > 1:
+        shape = broadcast_shape(op, [a.shape for a in arrays])
+        aligned = align_chunks(arrays, shape)
+        operands = [aligned[a._name] if isinstance(a, ArrayExpr) else a for a in operands]
     func = BLOCK_FUNCTION[op]
     if func == "power" and type(operands[1]) is int and operands[1] == 2 and out_dtype.kind in "iuf":
         # x ** 2 is x * x, bit for bit (NumPy takes the same shortcut); kernels skip a pow() call
         func, operands = "square", operands[:1]
+    elif func == "true_divide" and type(operands[0]) in (int, float) and operands[0] == 1 and out_dtype.kind == "f" \
+            and isinstance(operands[1], ArrayExpr) and operands[1].dtype == out_dtype:
+        # 1 / x is NumPy's reciprocal of a float x, bit for bit (both round 1/x once); kernels take the
+        # reciprocal's path instead of a division by a value they do not know
+        func, operands = "reciprocal", operands[1:]
     return Array(Elemwise(func, out_dtype, kwargs, *operands))
 
 

@@ -19,7 +19,7 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
     """The optimized plan as data: fused groups (ops, inputs, outputs, bytes per block), tasks by kind, and
     how accelerated calls run (``_region.summary``)."""
     from ._accelerate import Region
-    from ._codegen import describe
+    from ._codegen import describe, epilogue_values
     from ._expr import Bundle
     from ._fusion import _DAG, optimize
     from ._loops import Loop
@@ -41,15 +41,18 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
             continue
         program = node.operand("program")
         _, _, instrs, outputs = program
-        ops = [ins[1] if ins[0] == "op" else f"random.{ins[1]}" if ins[0] == "random" else ins[0]
-               for ins in instrs if ins[0] in ("op", "random", "full")]
+        ops = [ins[1] if ins[0] == "op" else f"random.{ins[1]}" if ins[0] == "random" else
+               f"{ins[1]}-total" if ins[0] == "total" else ins[0]
+               for ins in instrs if ins[0] in ("op", "random", "full", "total")]
         read = sum(_block_bytes(i) for i in node.inputs)
-        written = sum(
-            int(np.prod(node.chunksize)) * np.dtype(instrs[o[1]][2]).itemsize for o in outputs if o[0] == "store"
-        )
+        finished = epilogue_values(instrs)
+        elements = int(np.prod([max(c) for c in node.operand("elements")]))
+        written = sum((1 if o[1] in finished else elements) * np.dtype(instrs[o[1]][2]).itemsize
+                      for o in outputs if o[0] == "store")
         groups.append({
-            "name": node._name, "kernel": describe(program), "ops": ops, "blocks": int(np.prod(node.numblocks)),
-            "inputs": len(node.inputs), "outputs": [o[0] if o[0] == "store" else f"{o[2]}-partial" for o in outputs],
+            "name": node._name, "kernel": describe(program), "ops": ops,
+            "blocks": int(np.prod([len(c) for c in node.operand("elements")])), "inputs": len(node.inputs),
+            "outputs": [o[0] if o[0] == "store" else f"{o[2]}-partial" for o in outputs],
             "bytes_read_per_block": read, "bytes_written_per_block": written, "program": program,
         })
     stencils = []

@@ -19,7 +19,7 @@ import hashlib
 import itertools
 import math
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,29 +39,78 @@ _PLAIN = (str, int, float, complex, bool, type(None), slice, np.dtype, np.generi
 _OWN_OPERANDS = (Expr, str, int, float, bool, type(None), tuple, dict, np.dtype, np.generic)
 
 
+class cached:  # noqa: N801 - used like functools.cached_property
+    """``functools.cached_property`` without its lock (Python 3.11 takes one on the first access of every
+    value, and expressions are made on every operation a user writes; 3.12 dropped it): the value is
+    computed once and kept in the instance's ``__dict__``, where later lookups find it first."""
+
+    def __init__(self, func: Callable[[Any], Any]) -> None:
+        self.func = func
+        self.attrname = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attrname = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.attrname] = self.func(instance)
+        return value
+
+
+def _sequence_text(value: tuple | list) -> str | None:
+    if type(value) is tuple and all(type(v) is int for v in value):  # chunks and shapes: the common case
+        return f"tuple{value!r}"
+    parts = [_plain_repr(v) for v in value]
+    return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
+
+
+def _dict_text(value: dict) -> str | None:
+    if not value:
+        return "dict()"
+    parts = [(_plain_repr(k), _plain_repr(v)) for k, v in value.items()]
+    return None if any(None in p for p in parts) else "dict(" + ",".join(f"{k}={v}" for k, v in parts) + ")"
+
+
+@functools.lru_cache(maxsize=1024)
+def _dtype_text(value: np.dtype) -> str:
+    # .str names byte order, kind, size and datetime unit (not the fields of a structured dtype)
+    return f"dtype:{value.str}" if value.names is None else f"{type(value).__name__}:{value!r}"
+
+
+# exact type -> text form, for the types operands mostly are (others are added as they are met)
+_TEXT: dict[type, Callable[[Any], str | None]] = {
+    int: lambda v: f"int:{v!r}",
+    str: lambda v: f"str:{v!r}",
+    float: lambda v: f"float:{struct.pack('<d', v).hex()}",  # exact bits: repr() is "nan" for every NaN
+    bool: lambda v: f"bool:{v!r}",
+    type(None): lambda v: "NoneType:None",
+    tuple: _sequence_text,
+    list: _sequence_text,
+    dict: _dict_text,
+}
+
+
 def _plain_repr(value: Any) -> str | None:
     """An exact text form of small plain values (what tokens are made of), or None for anything else."""
-    kind = type(value)
-    if kind is int or kind is str:
-        return f"{kind.__name__}:{value!r}"
-    if kind is tuple and all(type(v) is int for v in value):  # chunks and shapes: the common case
-        return f"tuple{value!r}"
+    text = _TEXT.get(type(value))
+    if text is not None:
+        return text(value)
     if isinstance(value, Expr):
+        _TEXT[type(value)] = lambda v: v._name
         return value._name
-    if kind is float:
-        return f"float:{struct.pack('<d', value).hex()}"  # exact bits: repr() is "nan" for every NaN
-    if isinstance(value, np.dtype) and value.names is None:
-        return f"dtype:{value.str}"  # .str names byte order, kind, size and datetime unit
+    if isinstance(value, np.dtype):
+        _TEXT[type(value)] = _dtype_text
+        return _dtype_text(value)
     if isinstance(value, (float, complex, np.inexact)):
         return f"{type(value).__name__}:{np.asarray(value).tobytes().hex()}"
     if isinstance(value, _PLAIN):
         return f"{type(value).__name__}:{value!r}"
     if isinstance(value, (tuple, list)):
-        parts = [_plain_repr(v) for v in value]
-        return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
+        return _sequence_text(value)
     if isinstance(value, dict):
-        parts = [(_plain_repr(k), _plain_repr(v)) for k, v in value.items()]
-        return None if any(None in p for p in parts) else "dict(" + ",".join(f"{k}={v}" for k, v in parts) + ")"
+        return _dict_text(value)
     return None
 
 
@@ -78,19 +127,33 @@ class ArrayExpr(Expr):
         if kwargs:
             raise TypeError(f"{cls.__name__} got unexpected arguments {sorted(kwargs)}")
         inst = object.__new__(cls)
-        inst._determ_token = _determ_token
-        inst.operands = [o if isinstance(o, _OWN_OPERANDS) else _unpack_collections(o) for o in operands]
+        object.__setattr__(inst, "_determ_token", _determ_token)
+        object.__setattr__(inst, "operands", [o if isinstance(o, _OWN_OPERANDS) else _unpack_collections(o)
+                                              for o in operands])
         inst._name  # noqa: B018 - computed once here, as dask does
         return inst
+
+    @cached
+    def _funcname(self) -> str:
+        return type(self).__name__.lower()
+
+    @cached
+    def _name(self) -> str:
+        return f"{self._funcname}-{self.deterministic_token}"
 
     def __dask_tokenize__(self) -> str:
         # Expressions are made on every operation: hash the operands' exact text where they are plain
         # values and sub-expressions (their names), and use Dask's tokenize only for anything else.
         if not self._determ_token:
-            text = _plain_repr(self.operands)
-            if text is None:
-                return super().__dask_tokenize__()
-            self._determ_token = hashlib.sha1(f"{type(self).__qualname__}|{text}".encode()).hexdigest()[:32]
+            parts = []
+            for o in self.operands:  # _plain_repr(self.operands), a call less per operand
+                text = _TEXT.get(type(o))
+                part = text(o) if text is not None else _plain_repr(o)
+                if part is None:
+                    return super().__dask_tokenize__()
+                parts.append(part)
+            text = f"{type(self).__qualname__}|list({','.join(parts)})"
+            self._determ_token = hashlib.sha1(text.encode()).hexdigest()[:32]
         return self._determ_token
 
     def _operands_for_repr(self) -> list[str]:
@@ -108,19 +171,19 @@ class ArrayExpr(Expr):
             raise NotImplementedError(f"{type(self).__name__} must define {name}")
         return getattr(getattr(self, self._like), name)
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         return self._meta_attr("chunks")
 
-    @functools.cached_property
+    @cached
     def dtype(self) -> np.dtype:
         return np.dtype(self._meta_attr("dtype"))
 
-    @functools.cached_property
+    @cached
     def backend(self) -> str:
         return self._meta_attr("backend")
 
-    @functools.cached_property
+    @cached
     def shape(self) -> tuple[int, ...]:
         return tuple(sum(c) for c in self.chunks)
 
@@ -128,7 +191,7 @@ class ArrayExpr(Expr):
     def ndim(self) -> int:
         return len(self.chunks)
 
-    @functools.cached_property
+    @cached
     def numblocks(self) -> tuple[int, ...]:
         return tuple(len(c) for c in self.chunks)
 
@@ -240,35 +303,30 @@ class Materialized(ArrayExpr):
     def _layer(self) -> dict:
         return self._graph
 
-    @functools.cached_property
+    @cached
     def _cache_key(self) -> tuple | None:
-        """The key of this tree's graph and schedule in the caches, or None when they may not be cached:
-        checked before any lookup, as a persisted Array (FromGraph) keeps the name of the expression it came
-        from (and so do expressions built on it), so a cached graph of that expression would recompute the
-        blocks instead of using the persisted ones."""
-        return (self.root._name, _optimizer_settings()) if _cacheable(self.root) else None
+        return _cache_key(self.root)
 
-    @functools.cached_property
-    def _graph(self) -> dict:
+    @cached
+    def _compiled(self) -> CompiledGraph:
         # rebuilding the same expression, as a loop or a benchmark does, skips optimizing and lowering
         key = self._cache_key
-        graph = _lookup(_GRAPH_CACHE, key)
-        if graph is None:
-            graph = self._optimized_graph()
-            _remember(_GRAPH_CACHE, key, graph)
-        return dict(graph)
+        compiled = _lookup(_GRAPH_CACHE, key)
+        if compiled is None:
+            compiled = CompiledGraph(self._optimized_graph(), flat_keys(self.root))
+            _remember(_GRAPH_CACHE, key, compiled)
+        return compiled
+
+    @cached
+    def _graph(self) -> dict:
+        return dict(self._compiled.graph)
 
     def schedule(self) -> list[tuple[Any, tuple]]:
         """The graph's keys in ``dask.order``'s order, each with the keys that no later task needs (to free
         after it): how a run in one thread goes (``run_in_order``); kept with a cached graph."""
-        key = self._cache_key
-        schedule = _lookup(_SCHEDULE_CACHE, key)
-        if schedule is None:
-            schedule = schedule_of(self._graph, set(flat_keys(self.root)))
-            _remember(_SCHEDULE_CACHE, key, schedule)
-        return schedule
+        return self._compiled.schedule()
 
-    @functools.cached_property
+    @cached
     def _optimized(self) -> ArrayExpr:
         from ._fusion import optimize
 
@@ -342,7 +400,7 @@ class JointOutput(ArrayExpr):
     def _root(self) -> ArrayExpr:
         return self.joint.root.operands[self.operand("k")]
 
-    @functools.cached_property
+    @cached
     def _name(self) -> str:
         return self._root._name
 
@@ -371,8 +429,37 @@ class JointOutput(ArrayExpr):
         return self.joint.__dask_annotations__()
 
 
-_GRAPH_CACHE: collections.OrderedDict = collections.OrderedDict()
-_SCHEDULE_CACHE: collections.OrderedDict = collections.OrderedDict()
+class CompiledGraph:
+    """The optimized graph of an expression tree, and the schedule of a run of it in one thread
+    (``schedule_of``, made when first asked for)."""
+
+    def __init__(self, graph: dict, outputs: list) -> None:
+        self.graph = graph
+        self._outputs = outputs
+        self._schedule: list[tuple[Any, tuple]] | None = None
+
+    def schedule(self) -> list[tuple[Any, tuple]]:
+        if self._schedule is None:
+            self._schedule = schedule_of(self.graph, set(self._outputs))
+        return self._schedule
+
+
+def compiled(root: ArrayExpr) -> CompiledGraph:
+    """The optimized graph of a tree (with its keys), from the cache without making a ``Materialized``
+    node when the cache holds it (``gnp.fetch`` of an expression rebuilt on every call)."""
+    cached = _lookup(_GRAPH_CACHE, _cache_key(root))
+    return cached if cached is not None else Materialized((root,))._compiled
+
+
+def _cache_key(root: ArrayExpr) -> tuple | None:
+    """The key of a tree's graph and schedule in the cache, or None when they may not be cached: checked
+    before any lookup, as a persisted Array (FromGraph) keeps the name of the expression it came from (and
+    so do expressions built on it), so a cached graph of that expression would recompute the blocks instead
+    of using the persisted ones."""
+    return (root._name, _optimizer_settings()) if _cacheable(root) else None
+
+
+_GRAPH_CACHE: collections.OrderedDict[tuple, CompiledGraph] = collections.OrderedDict()
 _GRAPH_CACHE_SIZE = 64
 
 
@@ -414,11 +501,12 @@ def schedule_of(graph: dict, outputs: set) -> list[tuple[Any, tuple]]:
     return [(k, tuple(release[i])) for i, k in enumerate(keys)]
 
 
-def run_in_order(graph: dict, schedule: list[tuple[Any, tuple]], keys: list) -> list:
+def run_in_order(graph: dict, schedule: list[tuple[Any, tuple]], keys: list, inputs: dict | None = None) -> list:
     """Run a graph in this thread in its schedule's order (what ``dask.local.get_sync`` does, without its
     per-call ordering and bookkeeping: what a handful of tasks launching GPU kernels needs), freeing each
-    intermediate after its last use; the values of ``keys``."""
-    cache: dict = {}
+    intermediate after its last use; the values of ``keys``. ``inputs`` holds values the graph's tasks
+    read that it has no tasks for."""
+    cache: dict = dict(inputs or {})
     for key, done in schedule:
         cache[key] = graph[key](cache)
         for dep in done:
@@ -471,7 +559,7 @@ class FromGraph(ArrayExpr):
 
     _parameters = ["layer", "name", "chunks", "dtype", "backend"]
 
-    @functools.cached_property
+    @cached
     def _name(self) -> str:
         return self.operand("name")
 
@@ -492,7 +580,7 @@ class FromArray(ArrayExpr):
 
     _parameters = ["array", "chunks", "dtype", "backend", "token"]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return "array"
 
@@ -510,7 +598,7 @@ class Creation(ArrayExpr):
 
     _parameters = ["kind", "chunks", "dtype", "backend", "params"]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return self.operand("kind").replace("_", "-")
 
@@ -541,18 +629,20 @@ class Elemwise(ArrayExpr):
     def args(self) -> list[Any]:
         return self.operands[len(self._parameters) :]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return self.operand("op").replace("_", "-")
 
-    @functools.cached_property
+    @cached
     def backend(self) -> str:
         backends = {a.backend for a in self.args if isinstance(a, ArrayExpr)}
         return "cupy" if "cupy" in backends else "numpy"
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         arrays = [a for a in self.args if isinstance(a, ArrayExpr)]
+        if len(arrays) == 1:
+            return arrays[0].chunks
         ndim = max(a.ndim for a in arrays)
         out: list[tuple[int, ...]] = []
         for d in range(ndim):
@@ -574,7 +664,7 @@ class Transpose(ArrayExpr):
     _parameters = ["array", "axes"]
     _like = "array"
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         return tuple(self.array.chunks[a] for a in self.axes)
 
@@ -603,7 +693,7 @@ class Broadcast(ArrayExpr):
     _parameters = ["array", "chunks"]
     _like = "array"
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return "broadcast-to"
 
@@ -632,22 +722,22 @@ class Gather(ArrayExpr):
     def sources(self) -> list[ArrayExpr]:
         return self.operands[len(self._parameters) :]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return "getitem"
 
-    @functools.cached_property
+    @cached
     def backend(self) -> str:
         return self.sources[0].backend
 
-    @functools.cached_property
+    @cached
     def _full_chunks(self) -> Chunks:
         out = []
         for axis_plan in self.operand("plan"):
             out.append(tuple(_pieces_length(p) for p, _ in axis_plan))
         return tuple(out)
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         drop = self.operand("drop")
         return tuple(c for d, c in enumerate(self._full_chunks) if d not in drop)
@@ -726,11 +816,11 @@ class Overlap(Gather):
     """Blocks extended by halos from their neighbours (``map_overlap``): a one-source ``Gather`` whose
     pieces are assembled by ``halo_block_inputs``, so that only the strips of the neighbours travel."""
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return "overlap"
 
-    @functools.cached_property
+    @cached
     def _tasks(self) -> dict:
         plan, source = self.operand("plan"), self.sources[0]
         layer: dict = {}
@@ -755,7 +845,7 @@ class SetItem(ArrayExpr):
     _parameters = ["array", "value", "region_plan"]
     _like = "array"
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return "setitem"
 
@@ -778,11 +868,11 @@ class Finalize(ArrayExpr):
     _parameters = ["array"]
     _like = "array"
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return "finalize"
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         return tuple((s,) for s in self.array.shape)
 
@@ -804,17 +894,15 @@ class Reduction(ArrayExpr):
     _like = "array"
     _defaults = {"prereduced": False}
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         kind = self.operand("kind")
         return "std" if kind == "var" and self.operand("params")[2] else kind
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
-        axes, keep = self.operand("axes"), self.operand("keepdims")
-        return tuple(
-            (1,) if d in axes else c for d, c in enumerate(self.array.chunks) if keep or d not in axes
-        )
+        array, _, axes, keep = self.operands[:4]
+        return tuple((1,) if d in axes else c for d, c in enumerate(array.chunks) if keep or d not in axes)
 
     def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
         # the first stage runs where the input blocks live; combines go wherever the scheduler likes
@@ -880,7 +968,7 @@ class Scan(ArrayExpr):
     _parameters = ["array", "kind", "axis", "dtype"]
     _like = "array"
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return self.operand("kind")
 
@@ -907,34 +995,43 @@ class Scan(ArrayExpr):
 
 class Fused(ArrayExpr):
     """A group of elementwise operations, random draws and reduction partials run as one kernel per block
-    (made by the fusion pass; ``_codegen`` describes ``program``). Its blocks are the program's output,
-    or a tuple of outputs picked by ``FusedOutput``."""
+    (made by the fusion pass; ``_codegen`` describes ``program``) of the elements' chunks ``elements``. Its
+    blocks are the program's output, or a tuple of outputs picked by ``FusedOutput``: the elements' blocks,
+    except for a kernel whose one output is a total of a one-block array (or the epilogue's), 0-d."""
 
-    _parameters = ["program", "chunks", "backend", "scalars"]
+    _parameters = ["program", "chunks", "backend", "scalars", "elements"]
 
     @property
     def inputs(self) -> list[ArrayExpr]:
         return self.operands[len(self._parameters) :]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         from ._codegen import describe
 
         return "fused-" + describe(self.operand("program"))
 
-    @functools.cached_property
+    @cached
     def dtype(self) -> np.dtype:
         _, _, instrs, outputs = self.operand("program")
         return np.dtype(instrs[outputs[0][1]][2]) if outputs[0][0] == "store" else np.dtype(outputs[0][4])
 
+    def geometry(self, index: Index) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """(offset, shape, global shape) of the elements the kernel of block ``index`` runs over."""
+        if self.operand("elements") == self.chunks:
+            return self.block_offset(index), self.block_shape(index), self.shape
+        shape = tuple(sum(c) for c in self.operand("elements"))  # a total's one block of elements
+        return (0,) * len(shape), shape, shape
+
     def _block_task(self, index: Index) -> GraphNode:
         from ._codegen import run
 
-        refs = [a.ref(self.operand_block(a, index)) for a in self.inputs]
-        return Task(
-            self.key(index), run, self.operand("program"), self.operand("scalars"), self.block_offset(index),
-            self.block_shape(index), self.shape, self.backend, *refs,
-        )
+        if self.operand("elements") == self.chunks:
+            refs = [a.ref(self.operand_block(a, index)) for a in self.inputs]
+        else:
+            refs = [a.ref((0,) * a.ndim) for a in self.inputs]
+        return Task(self.key(index), run, self.operand("program"), self.operand("scalars"), *self.geometry(index),
+                    self.backend, *refs)
 
 
 class Stencil(ArrayExpr):
@@ -949,19 +1046,19 @@ class Stencil(ArrayExpr):
     def sources(self) -> list[ArrayExpr]:
         return self.operands[len(self._parameters) :]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         from ._stencil_kernels import describe
 
         return "stencil-" + describe(self.operand("plan"))
 
-    @functools.cached_property
+    @cached
     def dtype(self) -> np.dtype:
         from ._stencil_kernels import output_dtypes
 
         return output_dtypes(self.operand("plan"))[0]
 
-    @functools.cached_property
+    @cached
     def _tasks(self) -> dict:
         """Per block: a task for its interior (``_stencil_kernels.split``), then one for the bands around
         it that writes them into the interior's output blocks (each is the block's task when alone), and
@@ -1025,14 +1122,16 @@ class FusedOutput(ArrayExpr):
     _parameters = ["fused", "k", "chunks", "dtype"]
     _like = "fused"
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return f"{self.fused._funcname}-out"
 
     def _block_task(self, index: Index) -> GraphNode:
         from ._codegen import pick
 
-        return Task(self.key(index), pick, self.fused.ref(index), self.operand("k"))
+        # a total (or the epilogue's value) is 0-d (or keepdims), from the one block of the elements
+        source = index if self.chunks == self.fused.chunks else (0,) * self.fused.ndim
+        return Task(self.key(index), pick, self.fused.ref(source), self.operand("k"))
 
 
 class MatMul(ArrayExpr):
@@ -1042,7 +1141,7 @@ class MatMul(ArrayExpr):
     _parameters = ["a", "b", "dtype"]
     _like = "a"
 
-    @functools.cached_property
+    @cached
     def chunks(self) -> Chunks:
         return (self.a.chunks[0], self.b.chunks[1])
 
@@ -1066,11 +1165,11 @@ class MapBlocks(ArrayExpr):
     def inputs(self) -> list[ArrayExpr]:
         return self.operands[len(self._parameters) :]
 
-    @functools.cached_property
+    @cached
     def _funcname(self) -> str:
         return self.operand("name")
 
-    @functools.cached_property
+    @cached
     def backend(self) -> str:
         return self.inputs[0].backend
 

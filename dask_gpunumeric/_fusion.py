@@ -7,6 +7,12 @@ that would make the group both feed and depend on an outside node (a cycle) is r
 outside their group (or the root) become outputs of the group's kernel (multi-output), so every value
 is computed once. Reductions over a member (sum, prod, min, max, all, any, mean) get their per-block
 partial from the same kernel; their combine/finish stages stay tree tasks.
+
+A group of one block finishes its full reductions in the kernel itself (a *total*: the kernel's last thread
+block combines the partials), and takes in the elementwise work on those results alone (an *epilogue*:
+``(omega / n) * sum(f(x))``, a mean's normalisation, ``sum(a) / sum(b)``), computed by that last thread
+block: the whole computation is one kernel and one task. With several blocks the reduction's tree tasks
+finish it, and the elementwise work on the result is a task of its own.
 """
 from __future__ import annotations
 
@@ -131,37 +137,74 @@ def fuse(root: ArrayExpr) -> ArrayExpr:
     for node in dag.order:
         if _reduction_fusable(node) and node.array._name in fusable:
             reductions[groups.find(node.array._name)].append(node)
+    totals: dict[str, list[Reduction]] = {}
+    epilogues: dict[str, list[Expr]] = {}
+    for g, nodes in members.items():
+        finished = [r for r in reductions.get(g, []) if _finished_in_kernel(r)]
+        if finished:
+            totals[g] = finished
+            epilogues[g] = _epilogue(dag, finished, fusable)
+    taken = {n._name for e in epilogues.values() for n in e}  # no longer members of their own groups
+    members = {g: kept for g, m in members.items() if (kept := [n for n in m if n._name not in taken])}
+    reductions = {g: [r for r in rs if r.array._name not in taken] for g, rs in reductions.items()}
     # a lone node with nothing to fuse stays as it is (one task per block either way)
     plans = {g: m for g, m in members.items() if len(m) > 1 or reductions.get(g)}
     if not plans:
         return root
     replaced: dict[str, Expr] = {}
     for g, nodes in plans.items():
-        replaced.update(_build_group(dag, root, nodes, reductions.get(g, []), groups))
+        replaced.update(_build_group(dag, root, nodes, reductions.get(g, []), totals.get(g, []),
+                                     epilogues.get(g, [])))
     return _rebuild(root, replaced, {})
 
 
+def _finished_in_kernel(reduction: Reduction) -> bool:
+    """Whether a fused reduction is a total: over every axis of a one-block array (of at least one axis)."""
+    x = reduction.array
+    return x.ndim > 0 and all(n == 1 for n in x.numblocks) and set(reduction.operand("axes")) == set(range(x.ndim))
+
+
+def _epilogue(dag: _DAG, totals: list[Reduction], fusable: set[str]) -> list[Expr]:
+    """The elementwise nodes computed from the totals alone (and from each other, and scalars), in
+    topological order: what the kernel's last thread block computes after finishing the totals."""
+    inside = {t._name for t in totals}
+    out: list[Expr] = []
+    for node in dag.order:
+        if node._name not in fusable or not isinstance(node, Elemwise):
+            continue
+        arrays = [a for a in node.args if isinstance(a, Expr)]
+        if arrays and all(a._name in inside for a in arrays):
+            inside.add(node._name)
+            out.append(node)
+    return out
+
+
 def _build_group(dag: _DAG, root: ArrayExpr, nodes: list[Expr], reductions: list[Reduction],
-                 groups: _Groups) -> dict[str, Expr]:
-    """The Fused node of one group, and what replaces each member used outside it."""
-    names = {n._name for n in nodes}
+                 totals: list[Reduction], epilogue: list[Expr]) -> dict[str, Expr]:
+    """The Fused node of one group (its members, its totals and their epilogue), and what replaces each of
+    them used outside it."""
+    names = {n._name for n in (*nodes, *totals, *epilogue)}
     reduced_names = {r._name for r in reductions}
-    stores = [
-        n for n in nodes
-        if n._name == root._name or any(c._name not in names and c._name not in reduced_names
-                                        for c in dag.consumers[n._name])
-    ]
-    program, inputs, scalars = _codegen.build_program(nodes, stores, reductions)
+
+    def used_outside(n: Expr, inside: set[str]) -> bool:
+        return n._name == root._name or any(c._name not in inside for c in dag.consumers[n._name])
+
+    stores = [n for n in nodes if used_outside(n, names | reduced_names)]
+    finished = [n for n in (*totals, *epilogue) if used_outside(n, names)]
+    partials = [r for r in reductions if r._name not in names]
+    program, inputs, scalars = _codegen.build_program(nodes, [*stores, *finished], partials, totals, epilogue)
     _codegen.record_sources(program)
     first = nodes[-1]
-    n_out = len(stores) + len(reductions)
+    n_out = len(stores) + len(finished) + len(partials)
     # the token of a group is that of its members (cheaper than tokenizing the program)
     token = tokenize(sorted(names), [r._name for r in reductions])
-    fused = Fused(program, first.chunks, first.backend, tuple(scalars), *inputs, _determ_token=token)
+    # a kernel of one output has that output's blocks (a total's: 0-d), made from the elements' blocks
+    chunks = finished[0].chunks if n_out == 1 and finished else first.chunks
+    fused = Fused(program, chunks, first.backend, tuple(scalars), first.chunks, *inputs, _determ_token=token)
     out: dict[str, Expr] = {}
-    for k, node in enumerate(stores):
+    for k, node in enumerate([*stores, *finished]):
         out[node._name] = fused if n_out == 1 else FusedOutput(fused, k, node.chunks, node.dtype)
-    for k, red in enumerate(reductions, start=len(stores)):
+    for k, red in enumerate(partials, start=len(stores) + len(finished)):
         partial = fused if n_out == 1 else FusedOutput(fused, k, red.array.chunks, red.array.dtype)
         out[red._name] = Reduction(partial, *red.operands[1:len(Reduction._parameters) - 1], True)
     return out

@@ -114,16 +114,19 @@ def _precision(dtype: np.dtype) -> int:
     return dtype.itemsize // 2 if dtype.kind == "c" else dtype.itemsize
 
 
+def widened(operand_dtypes: list[np.dtype], common: np.dtype) -> list[np.dtype]:
+    """The (non-boolean) operand dtypes that ``common`` is wider than."""
+    return [d for d in operand_dtypes if d.kind != "b" and _precision(common) > _precision(d)]
+
+
 def check_promotion(op: str, operand_dtypes: list[np.dtype], common: np.dtype) -> None:
     """Raise PromotionError when ``common`` is wider than one of the (non-boolean) array operands' dtypes."""
-    if allowpromotion.enabled():
-        return
-    widened = [d for d in operand_dtypes if d.kind != "b" and _precision(common) > _precision(d)]
-    if widened:
+    widened_dtypes = widened(operand_dtypes, common)
+    if widened_dtypes and not allowpromotion.enabled():
         names = ", ".join(str(d) for d in operand_dtypes)
         raise PromotionError(
             f"{op}: operands of dtypes ({names}) are implicitly promoted to {common}, which widens "
-            f"{', '.join(str(d) for d in widened)}; convert explicitly with .astype({str(common)!r}) "
+            f"{', '.join(str(d) for d in widened_dtypes)}; convert explicitly with .astype({str(common)!r}) "
             "(or to the narrower dtype), or allow it with `with gnp.allowpromotion():`."
         )
 

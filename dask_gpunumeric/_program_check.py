@@ -18,18 +18,21 @@ class ProgramError(ValueError):
     """A fused program that the fusion pass could not have made; no source is generated from it."""
 
 
-def check_program(program: Any, mode: Any, group: Any) -> None:
+def check_program(program: Any, mode: Any, group: Any, index: Any = "long long", singles: Any = ()) -> None:
     """Raise ``ProgramError`` unless ``program`` (see ``_codegen``) holds only our names and integers in
-    range, and ``mode``/``group`` are launch variants we generate."""
+    range, and ``mode``/``group``/``index``/``singles`` are launch variants we generate."""
     _require(mode in ("flat", "strided"), f"launch mode {mode!r}")
     _require(_is_int(group) and group in (1, 2, 4), f"Philox group {group!r}")
+    _require(index in ("int", "long long"), f"index type {index!r}")
     _require(isinstance(program, tuple) and len(program) == 4, "a program is (ndim, dtypes, instructions, outputs)")
     ndim, inputs, instrs, outputs = program
+    _require(isinstance(singles, tuple) and all(_is_int(k) and 0 <= k < len(inputs) for k in singles),
+             f"single-element inputs {singles!r}")
     _require(_is_int(ndim) and 0 <= ndim <= 64, f"ndim {ndim!r}")
     _require(isinstance(inputs, tuple) and all(_is_dtype(d) for d in inputs), f"input dtypes {inputs!r}")
     _require(isinstance(instrs, tuple) and isinstance(outputs, tuple) and outputs, "instructions and outputs")
     for i, ins in enumerate(instrs):
-        _check_instruction(i, ins, len(inputs))
+        _check_instruction(i, ins, len(inputs), ndim)
     for out in outputs:
         _check_output(out, len(instrs), ndim)
 
@@ -60,7 +63,7 @@ def check_stencil_code(code: Any, index: Any) -> None:
              and all(out[0] == "store" for out in outputs), f"stencil outputs {outputs!r}")
 
 
-def _check_instruction(i: int, ins: Any, n_inputs: int) -> None:
+def _check_instruction(i: int, ins: Any, n_inputs: int, ndim: int) -> None:
     from . import _codegen
     from .random._philox import _N_PARAMS
 
@@ -81,22 +84,34 @@ def _check_instruction(i: int, ins: Any, n_inputs: int) -> None:
         _require(_is_dtype(dtype) and _is_dtype(compute) and isinstance(kwargs, tuple), f"operation {ins!r}")
         _require(isinstance(args, tuple) and len(args) == arity and all(_is_int(a) and 0 <= a < i for a in args),
                  f"operands {args!r} of instruction {i}")
+    elif tag == "total":
+        _require(len(ins) == 7 and _is_int(ins[3]) and 0 <= ins[3] < i and isinstance(ins[6], bool),
+                 f"total instruction {ins!r}")
+        _, kind, dtype, _, axes, params, _ = ins
+        _check_reduction((kind, axes, dtype, params), ndim)
+        _require(isinstance(axes, tuple) and sorted(axes) == list(range(ndim)), f"a total over every axis: {ins!r}")
     else:
         _require(False, f"instruction {ins!r}")
 
 
 def _check_output(out: Any, n_instrs: int, ndim: int) -> None:
-    from . import _codegen
-
     _require(isinstance(out, tuple) and len(out) >= 2 and _is_int(out[1]) and 0 <= out[1] < n_instrs,
              f"output {out!r}")
     if out[0] == "store":
         _require(len(out) == 2, f"output {out!r}")
         return
-    _require(out[0] == "reduce" and len(out) == 6 and isinstance(out[2], str) and out[2] in _codegen._COMBINE, f"output {out!r}")
-    _, _, kind, axes, dtype, params = out
+    _require(out[0] == "reduce" and len(out) == 6, f"output {out!r}")
+    _check_reduction(out[2:], ndim)
+
+
+def _check_reduction(reduction: tuple, ndim: int) -> None:
+    """``(kind, axes, dtype, params)`` of a reduction output or a total."""
+    from . import _codegen
+
+    kind, axes, dtype, params = reduction
+    _require(isinstance(kind, str) and kind in _codegen._COMBINE, f"reduction {kind!r}")
     _require(isinstance(axes, tuple) and all(_is_int(a) and 0 <= a < ndim for a in axes), f"reduction axes {axes!r}")
-    _require(_is_dtype(dtype) and isinstance(params, tuple), f"output {out!r}")
+    _require(_is_dtype(dtype) and isinstance(params, tuple), f"reduction {reduction!r}")
     _require(kind != "mean" or (len(params) >= 1 and _is_dtype(params[0])), f"mean parameters {params!r}")
 
 

@@ -113,9 +113,14 @@ def fetch(x: Any) -> Any:
 
 
 def _local_scheduler(x: Array) -> bool:
-    """True when ``x`` would run on Dask's local scheduler (no distributed client or other scheduler set)."""
+    """True when ``x`` would run on Dask's local scheduler (no distributed client or other scheduler set):
+    at once when no scheduler is set and no client is active, else as ``dask.base.get_scheduler`` says."""
     import dask.base
 
+    from ._cluster import client_active
+
+    if dask.config.get("scheduler", None) is None and dask.config.get("get", None) is None and not client_active():
+        return True
     return dask.base.get_scheduler(collections=[x]) is x.__dask_scheduler__
 
 
@@ -124,17 +129,16 @@ def _compute_local(x: Array) -> Any:
     optimized graph of the array (cached for pure computations) straight to the scheduler."""
     import dask.callbacks
 
-    from ._expr import Materialized, run_in_order
+    from ._expr import compiled, run_in_order
 
     expr = x.expr.finalize_compute()
     (key,) = expr.__dask_keys__()
-    materialized = Materialized((expr,))
-    graph = materialized._graph
-    if len(graph) <= _SMALL_GRAPH and not dask.callbacks.Callback.active:
+    graph = compiled(expr)
+    if len(graph.graph) <= _SMALL_GRAPH and not dask.callbacks.Callback.active:
         # a handful of tasks gains nothing from threads: run them in order, in this thread (with Dask
         # callbacks, such as a progress bar, active: on Dask's local scheduler, which calls them)
-        return run_in_order(graph, materialized.schedule(), [key])[0]
-    return x.__dask_scheduler__(graph, [key])[0]
+        return run_in_order(graph.graph, graph.schedule(), [key])[0]
+    return x.__dask_scheduler__(dict(graph.graph), [key])[0]
 
 
 _SMALL_GRAPH = 8

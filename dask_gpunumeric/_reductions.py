@@ -3,12 +3,14 @@ with ``axis`` (int or tuple), ``keepdims`` and ``dtype`` as in NumPy. Full reduc
 from __future__ import annotations
 
 import builtins
+import functools
 from typing import Any
 
 import numpy as np
 
 from . import config
 from ._array import Array, ArrayLike
+from ._elementwise import as_array
 from ._expr import Reduction, Scan
 from ._manipulation import normalize_axes, normalize_axis, ravel
 
@@ -18,15 +20,11 @@ def _no_out(out: Any) -> None:
         raise TypeError("out= is not supported: Arrays are immutable, assign the result instead (y = gnp.sum(x))")
 
 
-def _as_array(x: ArrayLike) -> Array:
-    from ._elementwise import as_array
-
-    return as_array(x)
 
 
 def _reduce(kind: str, x: ArrayLike, axis: Any, keepdims: bool, dtype: np.dtype, params: tuple = (),
             split_every: int | None = None) -> Array:
-    a = _as_array(x)
+    a = as_array(x)
     axes = normalize_axes(axis, a.ndim)
     if kind in ("min", "max", "argmin", "argmax") and builtins.any(a.shape[d] == 0 for d in axes):
         if kind in ("argmin", "argmax"):
@@ -41,35 +39,48 @@ def _probe(x: Array) -> np.ndarray:
     return np.empty((1,), dtype=x.dtype)
 
 
+def _numpy_dtype(func: str, x: Array, dtype: Any) -> np.dtype:
+    """The dtype of NumPy's ``func`` of an array of ``x``'s dtype, given ``dtype=``."""
+    try:
+        return _numpy_dtype_of(func, x.dtype, dtype)
+    except TypeError:  # an unhashable dtype argument: NumPy says what is wrong with it
+        return getattr(np, func)(_probe(x), dtype=dtype).dtype
+
+
+@functools.lru_cache(maxsize=1024)
+def _numpy_dtype_of(func: str, of: np.dtype, dtype: Any) -> np.dtype:
+    return getattr(np, func)(np.empty((1,), dtype=of), dtype=dtype).dtype
+
+
 def sum(x: ArrayLike, /, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False) -> Array:  # noqa: A001
     """Sum of elements over ``axis`` (all axes by default); integer sums widen as in NumPy."""
     _no_out(out)
-    a = _as_array(x)
-    return _reduce("sum", a, axis, keepdims, np.sum(_probe(a), dtype=dtype).dtype)
+    a = as_array(x)
+    return _reduce("sum", a, axis, keepdims, _numpy_dtype("sum", a, dtype))
 
 
 def prod(x: ArrayLike, /, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False) -> Array:
     """Product of elements over ``axis``."""
     _no_out(out)
-    a = _as_array(x)
-    return _reduce("prod", a, axis, keepdims, np.prod(_probe(a), dtype=dtype).dtype)
+    a = as_array(x)
+    return _reduce("prod", a, axis, keepdims, _numpy_dtype("prod", a, dtype))
 
 
 def mean(x: ArrayLike, /, axis: Any = None, dtype: Any = None, out: Any = None, *, keepdims: bool = False) -> Array:
     """Arithmetic mean over ``axis`` (float64 for integer input, as in NumPy)."""
     _no_out(out)
-    a = _as_array(x)
-    out_dtype = np.mean(_probe(a), dtype=dtype).dtype
+    a = as_array(x)
+    out_dtype = _numpy_dtype("mean", a, dtype)
     return _reduce("mean", a, axis, keepdims, out_dtype, (out_dtype,))
 
 
 def _var(kind_sqrt: bool, x: ArrayLike, axis: Any, dtype: Any, ddof: Any, correction: Any, keepdims: bool) -> Array:
-    a = _as_array(x)
+    a = as_array(x)
     if ddof is not None and correction is not None:
         raise ValueError("ddof and correction can't be provided simultaneously.")
     ddof = correction if correction is not None else (ddof or 0)
-    out_dtype = np.var(_probe(a), dtype=dtype).dtype
-    acc = np.mean(_probe(a), dtype=dtype).dtype
+    out_dtype = _numpy_dtype("var", a, dtype)
+    acc = _numpy_dtype("mean", a, dtype)
     return _reduce("var", a, axis, keepdims, out_dtype, (acc, ddof, kind_sqrt))
 
 
@@ -90,14 +101,14 @@ def std(x: ArrayLike, /, axis: Any = None, dtype: Any = None, out: Any = None, d
 def min(x: ArrayLike, /, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Array:  # noqa: A001
     """Smallest element over ``axis`` (NaN if any element is NaN)."""
     _no_out(out)
-    a = _as_array(x)
+    a = as_array(x)
     return _reduce("min", a, axis, keepdims, a.dtype)
 
 
 def max(x: ArrayLike, /, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Array:  # noqa: A001
     """Largest element over ``axis`` (NaN if any element is NaN)."""
     _no_out(out)
-    a = _as_array(x)
+    a = as_array(x)
     return _reduce("max", a, axis, keepdims, a.dtype)
 
 
@@ -114,7 +125,7 @@ def any(x: ArrayLike, /, axis: Any = None, out: Any = None, *, keepdims: bool = 
 
 
 def _arg(kind: str, x: ArrayLike, axis: Any, keepdims: bool) -> Array:
-    a = _as_array(x)
+    a = as_array(x)
     if axis is None:
         flat = _reduce(kind, ravel(a), 0, False, np.dtype(np.intp))
         return flat.reshape((1,) * a.ndim) if keepdims else flat
@@ -134,11 +145,11 @@ def argmax(x: ArrayLike, /, axis: int | None = None, out: Any = None, *, keepdim
 
 
 def _scan(kind: str, x: ArrayLike, axis: int | None, dtype: Any) -> Array:
-    a = _as_array(x)
+    a = as_array(x)
     if axis is None:
         a, axis = ravel(a), 0
     axis = normalize_axis(axis, a.ndim)
-    probe = getattr(np, kind)(_probe(a), dtype=dtype).dtype
+    probe = _numpy_dtype(kind, a, dtype)
     return Array(Scan(a.expr, kind, axis, probe))
 
 
@@ -158,7 +169,7 @@ def _cumulative(kind: str, x: ArrayLike, axis: int | None, dtype: Any, include_i
     from ._creation import full
     from ._manipulation import concat
 
-    a = _as_array(x)
+    a = as_array(x)
     if axis is None:
         if a.ndim > 1:
             raise ValueError(f"cumulative_{kind[3:]}: axis must be given for arrays of more than one dimension")

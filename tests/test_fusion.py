@@ -442,6 +442,83 @@ def test_group_boundaries_and_cycles() -> None:
     assert_eq(w, np.exp(an + np.flip(an, axis=1)))
 
 
+# --- totals and epilogues: one-block reductions finished in their kernel --------------------------------
+
+
+def test_monte_carlo_is_one_kernel_one_task() -> None:
+    """The Monte-Carlo estimate on one block: the sum is finished in the kernel (a total) and the scaling
+    of it computed there (the epilogue): one task, whose value and dtype are the unfused path's and NumPy's
+    (NEP 50: a Python float times a float32 sum is float32)."""
+    n, omega = 1000, 20.0
+    u = gnp.random.default_rng(42).random(n, dtype=np.float32)
+    estimate = (omega / n) * gnp.sum(gnp.exp(-(omega * u - 10.0) ** 2))
+    graph = Materialized((estimate.expr,))._graph
+    assert sorted(type(task).__name__ for task in graph.values()) == ["Alias", "Task"]  # the root's key: an alias
+    (g,) = plan(estimate)["groups"]
+    assert g["ops"][-2:] == ["sum-total", "multiply"] and g["outputs"] == ["store"] and g["blocks"] == 1
+    assert g["bytes_written_per_block"] == 4
+    host = to_host(u.compute())
+    expected = (omega / n) * np.sum(np.exp(-(omega * host - 10.0) ** 2))
+    value = gnp.fetch(estimate)
+    with gnp.config.set(fusion=False):
+        unfused = gnp.fetch(estimate)
+    assert estimate.dtype == np.float32 == expected.dtype and estimate.shape == ()
+    assert value == unfused if BACKEND == "numpy" else value == pytest.approx(unfused, rel=1e-5)
+    assert value == pytest.approx(float(expected), rel=1e-5)
+    # several blocks: the tree tasks finish the sum, and the scaling is a task of its own
+    v = gnp.random.default_rng(42).random(n, dtype=np.float32, chunks=300)
+    blocked = (omega / n) * gnp.sum(gnp.exp(-(omega * v - 10.0) ** 2))
+    (g,) = plan(blocked)["groups"]
+    assert g["outputs"] == ["sum-partial"] and g["blocks"] == 4
+    assert gnp.fetch(blocked) == pytest.approx(value, rel=1e-5)
+
+
+EPILOGUES = {
+    "mean": lambda xp, x: xp.mean(xp.exp(x)) * 2,
+    "keepdims, axes in any order": lambda xp, x: xp.sqrt(xp.sum(x * x, axis=(1, 0), keepdims=True)) + 1,
+    "two totals of one kernel": lambda xp, x: xp.sum(xp.sin(x)) / (xp.max(xp.sin(x)) + 3),
+    "integer mean": lambda xp, x: xp.mean(x.astype(np.int32) * 3) - 1,
+    "boolean": lambda xp, x: xp.logical_not(xp.any(x > 0.5)),
+    "float32 by a Python float": lambda xp, x: 0.5 * xp.prod(x.astype(np.float32) * 0.5 + 1) - 0.25,
+    "min, epilogue chain": lambda xp, x: xp.abs(xp.tanh(xp.min(xp.cos(x)) * 2) - 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EPILOGUES))
+def test_epilogues_equal_unfused_and_numpy(case: str) -> None:
+    """Each total and its epilogue in one kernel of one block: the unfused path's values bit for bit on
+    NumPy blocks (the same block functions), NumPy's to the dtype's rounding, NumPy's dtype and shape."""
+    f = EPILOGUES[case]
+    host = _data(40, (6, 5)) * 2
+    y = f(gnp, gnp.asarray(host))
+    (g,) = plan(y)["groups"]
+    assert g["outputs"] == ["store"] and any(op.endswith("-total") for op in g["ops"]), g["ops"]
+    assert len(Materialized((y.expr,))._graph) == 3  # the input's block, the kernel, the root's alias
+    fused = to_host(y.compute())
+    with gnp.config.set(fusion=False):
+        unfused = to_host(y.compute())
+    expected = np.asarray(f(np, host))
+    _assert_same(fused, unfused, exact=BACKEND == "numpy")
+    _assert_same(fused, expected, exact=False)
+
+
+def test_total_used_outside_and_by_its_epilogue() -> None:
+    """A total that is also an output, next to the epilogue's value and a block output of the same kernel."""
+    host = _data(41, (30,))
+    x = gnp.asarray(host)
+    y = gnp.exp(x)
+    s = gnp.sum(y)
+    outs = (s, s * 2 - 1, y + 1)
+    info = plan(Bundle(*(o.expr for o in outs)))
+    (g,) = info["groups"]
+    assert g["outputs"] == ["store", "store", "store"] and g["blocks"] == 1
+    assert _fused_tasks(_graph_prefixes(*outs)) == {"fused-exp-add-sum-multiply": 1}
+    got = dask.compute(*outs)
+    expected = (np.exp(host).sum(), np.exp(host).sum() * 2 - 1, np.exp(host) + 1)
+    for a, e in zip(got, expected):
+        _assert_same(to_host(a), e, exact=False)
+
+
 # --- scalars are kernel arguments ---------------------------------------------------------------------
 
 
@@ -464,6 +541,24 @@ def test_scalar_values_are_arguments_not_program() -> None:
     assert plan(c)["groups"][0]["program"] == plan(d)["groups"][0]["program"]
     assert_eq(c, xn * np.float32(0.5) + np.int32(3))
     assert_eq(d, xn * np.float32(4.0) + np.int32(-8))
+
+
+def test_one_over_x_is_a_reciprocal() -> None:
+    """``1 / x`` of a float array is NumPy's ``reciprocal`` (one rounding of 1/x either way: bit for bit), so
+    kernels take the reciprocal's path; of an integer array it stays a true division (float64)."""
+    for dtype in (np.float32, np.float64):
+        host = (_data(42, (50,)) * 4).astype(dtype)
+        host[:3] = [0.0, -0.0, np.inf]
+        x = gnp.asarray(host)
+        for y in (1 / x, 1.0 / x):
+            assert y.expr.operand("op") == "reciprocal"
+            with np.errstate(divide="ignore"):
+                np.testing.assert_array_equal(to_host(y.compute()), 1 / host)
+                np.testing.assert_array_equal(to_host(y.compute()), np.reciprocal(host))
+            assert y.dtype == dtype
+    xi = gnp.asarray(np.arange(1, 6))
+    assert (1 / xi).dtype == np.float64 and (1 / xi).expr.operand("op") == "true_divide"
+    assert_eq(1 / xi, 1 / np.arange(1, 6))
 
 
 # --- gnp.accelerate -----------------------------------------------------------------------------------
@@ -558,6 +653,15 @@ def test_accelerate_dispatch() -> None:
         assert_eq(outputs[0], expected[0])
         assert_eq(outputs[1], expected[1])
     assert all(isinstance(o.expr, RegionOutput) for o in (*lazy, *from_lazy_args))
+    # a call run at once names its outputs as its lazy Region would (so do the Region's own tasks, run
+    # while Dask callbacks watch), and an argument returned as it is keeps its name
+    from dask.callbacks import Callback
+
+    with Callback(pretask=lambda key, dsk, state: None):
+        watched = step(x, y)
+    assert [o.name for o in eager] == [o.name for o in lazy] == [o.name for o in watched]
+    assert_eq(watched[0], expected[0])
+    assert gnp.accelerate(lambda a, b: (b, a + 1))(x, y)[0].name == y.name
     # persisted arguments count as in memory; the outputs persist and compute as any array
     eager2 = step(*dask.persist(x, y))
     assert isinstance(eager2[0].expr, FromGraph)
@@ -671,6 +775,7 @@ def _programs() -> dict[str, tuple]:
     rng = gnp.random.default_rng(5)
     r = rng.normal(1.0, 2.0, (20, 6), chunks=(10, 6))
     u = rng.random((20, 6), dtype=np.float32, chunks=(10, 6))  # float32 draws: elements share a Philox block
+    w = rng.random((20, 6), dtype=np.float32)  # one block
     y = gnp.exp(x)
     exprs = {
         "random-reduction": gnp.sum(gnp.exp(-r**2) * 1234.5 + rng.integers(-9, 9, (20, 6), chunks=(10, 6))),
@@ -679,6 +784,9 @@ def _programs() -> dict[str, tuple]:
         "int": (gnp.maximum(xi * 3 + 1234, 7) ^ 5).astype(np.int32) - gnp.abs(xi).astype(np.int32) * np.int32(1234),
         # a store, a partial reduction over some axes and a full reduction from one kernel
         "multi-output": Bundle((y + 1234.5).expr, y.max(axis=1).expr, gnp.sum(y).expr),
+        # one block: totals finished in the kernel, an epilogue on them, a total kept as it is
+        "totals": Bundle((gnp.mean(w * 1234.5, keepdims=True) / gnp.max(w) - 1).expr, gnp.any(w > 0.5).expr,
+                         gnp.sum(gnp.exp(w)).expr),
     }
     out = {}
     for name, e in exprs.items():
@@ -697,18 +805,24 @@ def test_programs_for_codegen() -> None:
     assert all(np.dtype(ins[2]).kind in "iu" for ins in programs["int"][2] if ins[0] == "op")
     assert [o[0] for o in programs["multi-output"][3]] == ["store", "reduce", "reduce"]
     assert {o[3] for o in programs["multi-output"][3][1:]} == {(1,), (0, 1)}
+    _, _, instrs, outputs = programs["totals"]
+    assert sorted(ins[1] for ins in instrs if ins[0] == "total") == ["any", "max", "mean", "sum"]
+    assert [o[0] for o in outputs] == ["store", "store", "store"]
+    assert sorted(_codegen.epilogue_values(instrs)[o[1]] for o in outputs) == [0, 0, 2]  # keepdims: 2 axes
     assert any(ins[0] == "scalar" and ins[2] == "<i4" for ins in programs["int"][2])
 
 
 @needs_nvcc
 @pytest.mark.parametrize("name", ["random-reduction", "random32-reduction", "where-compare-bool", "int",
-                                  "multi-output"])
+                                  "multi-output", "totals"])
 def test_kernel_sources_compile(name: str) -> None:
     program = _programs()[name]
     randoms = [ins for ins in program[2] if ins[0] == "random"]
     group = 4 // max(_codegen._words(ins) for ins in randoms) if randoms else 1
-    for mode, g in (("flat", group), ("strided", 1)):
-        source, kernel = _codegen.kernel_source(program, mode, g)
+    singles = tuple(range(len(program[1])))
+    for mode, g, index, single in (("flat", group, "int", ()), ("flat", 1, "long long", singles),
+                                   ("strided", 1, "int", ()), ("strided", 1, "long long", ())):
+        source, kernel = _codegen.kernel_source(program, mode, g, index, single)
         assert f"void __launch_bounds__(256) {kernel}(" in source
         assert "1234.5" not in source and "1234" not in source.split(kernel)[1]  # values are arguments
         _cuda.nvcc_compile_check(source)
@@ -720,16 +834,19 @@ def test_record_sources_writes_every_variant(tmp_path: Any, monkeypatch: pytest.
     program = programs["random32-reduction"]
     _codegen.record_sources(program)
     files = sorted((tmp_path / "a").glob("*.cu"))
-    assert len(files) == 3  # flat, strided and flat with elements sharing a Philox block
+    # flat, strided and flat with elements sharing a Philox block; each with 32- and 64-bit positions
+    assert len(files) == 6
     sources = {f.read_text() for f in files}
-    assert sources == {_codegen.kernel_source(program, m, g)[0] for m, g in (("flat", 1), ("strided", 1), ("flat", 2))}
+    assert sources == {_codegen.kernel_source(program, m, g, i)[0] for m, g in (("flat", 1), ("strided", 1), ("flat", 2))
+                       for i in ("int", "long long")}
     # the fusion pass records what it generates
     monkeypatch.setenv("GNP_KERNEL_DUMP_DIR", str(tmp_path / "b"))
     x = gnp.asarray(_data(14), chunks=10)
     y = gnp.cosh(x) * 3
     (g,) = plan(y)["groups"]
     written = {f.read_text() for f in (tmp_path / "b").glob("*.cu")}
-    assert {_codegen.kernel_source(g["program"], m, 1)[0] for m in ("flat", "strided")} <= written
+    assert {_codegen.kernel_source(g["program"], m, 1, i)[0] for m in ("flat", "strided") for i in ("int", "long long")} \
+        | {_codegen.kernel_source(g["program"], "flat", 1, "int", (0,))[0]} <= written  # the input as one element too
     monkeypatch.delenv("GNP_KERNEL_DUMP_DIR")
     _codegen.record_sources(programs["int"])
     assert len(list(tmp_path.rglob("*.cu"))) == len(files) + len(written)
@@ -766,7 +883,8 @@ def test_launch_geometry_keys_random_draws_by_global_index(chunks: tuple) -> Non
     global_shape = expr.shape
     for index in expr.expr.block_indices():
         offset, shape = expr.expr.block_offset(index), expr.expr.block_shape(index)
-        mode, group, geometry = _codegen._launch_geometry(program, [], offset, shape, global_shape)
+        variant, geometry = _codegen._launch_geometry(program, [], offset, shape, global_shape)
+        mode, group = variant.mode, variant.group
         local = np.indices(shape).reshape(len(shape), -1)
         expected = np.ravel_multi_index(tuple(local[d] + offset[d] for d in range(len(shape))), global_shape)
         np.testing.assert_array_equal(_kernel_global_indices(mode, geometry, len(shape)), expected)

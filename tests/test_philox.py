@@ -6,6 +6,8 @@ import itertools
 import os
 import re
 import shutil
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -364,6 +366,37 @@ def test_record_source_dumps_once(tmp_path, monkeypatch):
     assert os.listdir(tmp_path / "kernels") == [path.name]
 
 
+# an H200 (CuPy's getDeviceProperties): 132 multiprocessors of 64 Ki registers, 2048 threads, 32 blocks and
+# 228 KiB of shared memory each, 1 KiB of it reserved per block
+H200 = {"warpSize": 32, "regsPerMultiprocessor": 65536, "maxThreadsPerMultiProcessor": 2048,
+        "maxBlocksPerMultiProcessor": 32, "sharedMemPerMultiprocessor": 233472, "reservedSharedMemPerBlock": 1024,
+        "multiProcessorCount": 132}
+
+
+@pytest.mark.parametrize("regs,shared,threads,blocks", [
+    (48, 2056, 256, 5),  # the fused Monte-Carlo kernel as ncu saw it: 5 blocks of 256 threads (not 8)
+    (38, 2056, 256, 6),  # the fused Black-Scholes kernel: 1216 registers a warp, rounded up to 1280
+    (32, 0, 256, 8),  # thread-limited: 2048 threads
+    (64, 0, 256, 4),
+    (72, 0, 256, 3),  # 2304 registers a warp: 7 warps per quarter of the register file
+    (255, 0, 256, 1),
+    (16, 0, 32, 32),  # block-limited
+    (16, 100 * 1024, 256, 2),  # shared-memory-limited (with the reserved KiB per block)
+    (0, 0, 128, 16),
+])
+def test_resident_blocks(regs, shared, threads, blocks):
+    assert _cuda.resident_blocks(regs, shared, threads, H200) == blocks
+
+
+def test_wave_blocks_is_a_full_wave(monkeypatch):
+    """Multiprocessors x resident blocks of the compiled kernel (its registers and shared memory)."""
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(
+        cuda=types.SimpleNamespace(Device=lambda: types.SimpleNamespace(id=0))))
+    monkeypatch.setattr(_cuda, "_device_properties", lambda device: H200)
+    kernel = types.SimpleNamespace(num_regs=48, shared_size_bytes=2056)
+    assert _cuda.wave_blocks(kernel, 256) == 132 * 5
+
+
 # ------------------------------------------------------------------------------------------------
 # the CuPy path against the NumPy path (needs a GPU)
 
@@ -407,6 +440,19 @@ def test_cupy_matches_numpy(kind, dtype, params):
                 assert (np.abs(got - want) <= 16 * spacing).all()
             else:
                 np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+def test_wave_blocks_match_the_driver():
+    """The occupancy arithmetic of ``_cuda.resident_blocks`` against the driver's, for compiled kernels (a
+    ``RawKernel`` from ``get_function``: its driver function is ``.kernel``)."""
+    cupy = _cupy_with_gpu()
+    sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
+    for kind, dtype in (("random", "float32"), ("normal", "float64"), ("integers", "int64")):
+        kernel = _cuda.compile_module(ph.cuda_source(kind, dtype, 2)).get_function(ph._kernel_name(kind, np.dtype(dtype), 2))
+        for threads in (256, 128):
+            per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, 0)
+            assert _cuda.wave_blocks(kernel, threads) == sms * per_sm, (kind, threads, kernel.num_regs)
 
 
 @pytest.mark.gpu

@@ -157,6 +157,25 @@ def test_forged_programs_are_refused(forge):
         _codegen.kernel_source((ndim, inputs, tuple(instrs), outputs), "flat", 1)
 
 
+@pytest.mark.parametrize("forge", ["kind", "value", "axes", "keepdims"])
+def test_forged_totals_are_refused(forge):
+    """A total (a one-block array's reduction finished in its kernel) forged: another reduction name, a
+    value not before it, not every axis, a keepdims flag that is not a bool."""
+    from dask_gpunumeric import _codegen
+    from dask_gpunumeric._fusion import explain_groups
+
+    (group,) = explain_groups((gnp.sum(gnp.exp(gnp.arange(12.0))) * 2).expr)
+    ndim, inputs, instrs, outputs = group.operand("program")
+    j = next(i for i, ins in enumerate(instrs) if ins[0] == "total")
+    _codegen.kernel_source((ndim, inputs, instrs, outputs), "flat", 1)  # as made: fine
+    total = list(instrs[j])
+    total[{"kind": 1, "value": 3, "axes": 4, "keepdims": 6}[forge]] = {
+        "kind": PAYLOAD, "value": j, "axes": (), "keepdims": PAYLOAD}[forge]
+    forged = (*instrs[:j], tuple(total), *instrs[j + 1:])
+    with pytest.raises(ValueError, match="not a program of ours"):
+        _codegen.kernel_source((ndim, inputs, forged, outputs), "flat", 1)
+
+
 @pytest.mark.parametrize("forge", ["offset", "slot", "dtype", "index type", "program"])
 def test_forged_stencil_code_is_refused(forge):
     """The same for the kernels of stencil groups: a sweep's code from the stencil pass, forged."""
