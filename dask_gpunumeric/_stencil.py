@@ -20,10 +20,11 @@ The pass is a pure function of the expression DAG (``stencils(root) -> root'``),
   of ``k`` sweeps of reach ``r`` reads halos ``k * r`` deep.
 
 Group size (``gpunumeric.stencil-sweeps``): "auto" adds sweeps to a group while the halo stays within an
-eighth of the smallest block along every axis that has one (several blocks, or a cyclic halo), so that the
-redundant work on halos stays under about 1/8 per such axis while tasks and halo exchanges drop k-fold; an
-unsplit axis with fixed boundaries needs no halo, so a single-block array groups all sweeps. An integer
-``k`` makes groups of (at most) ``k`` sweeps whatever the halo.
+eighth of the smallest block along every axis with several blocks, so that the redundant work on halos
+stays under about 1/8 per such axis while tasks and halo exchanges drop k-fold; an unsplit axis needs no
+halo (fixed boundaries: none is read; periodic ones: reads wrap around the block in the kernel), so a
+single-block array groups all sweeps. An integer ``k`` makes groups of (at most) ``k`` sweeps whatever the
+halo.
 """
 from __future__ import annotations
 
@@ -193,7 +194,6 @@ class _Group:
     fields: set[str] = field(default_factory=set)
     reach: dict[int, tuple[int, ...]] = field(default_factory=dict)  # per level: the largest offsets read
     periodic: set[int] = field(default_factory=set)  # axes along which kernels read the group's fields cyclically
-    cyclic: set[int] = field(default_factory=set)  # axes along which anything is read cyclically
 
     def cyclic_reads(self, kernel: _Kernel) -> set[int]:
         return {d for t, w in zip(kernel.targets, kernel.wraps) if t in self.fields for d, x in enumerate(w) if x}
@@ -213,16 +213,14 @@ class _Group:
             return len({*self.reach, kernel.level}) <= limit
         reach = dict(self.reach)
         reach[kernel.level] = tuple(map(max, reach.get(kernel.level, kernel.reach), kernel.reach))
-        cyclic = periodic | self.cyclic | {d for w in kernel.wraps for d, x in enumerate(w) if x}
-        for d in range(len(shape)):  # a halo along axes with several blocks or a cyclic halo costs work
+        for d in range(len(shape)):  # a halo costs work along axes with several blocks (one wraps in place)
             halo = sum(r[d] for r in reach.values())
-            if (len(chunks[d]) > 1 or d in cyclic) and halo > min((c for c in chunks[d] if c), default=0) // 8:
+            if len(chunks[d]) > 1 and halo > min((c for c in chunks[d] if c), default=0) // 8:
                 return False
         return True
 
     def add(self, kernel: _Kernel) -> None:
         self.periodic |= self.cyclic_reads(kernel)
-        self.cyclic |= {d for w in kernel.wraps for d, x in enumerate(w) if x}
         self.reach[kernel.level] = tuple(map(max, self.reach.get(kernel.level, kernel.reach), kernel.reach))
         self.kernels.append(kernel)
         self.fields |= set(kernel.fields)

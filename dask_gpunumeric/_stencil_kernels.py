@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from . import _blocks, _codegen, _plan
-from ._backend import module
+from ._backend import module, namespace
 
 Box = tuple[tuple[int, int], ...]
 
@@ -81,8 +81,12 @@ def _hull(a: Box | None, b: Box) -> Box:
     return b if a is None else tuple((min(p[0], q[0]), max(p[1], q[1])) for p, q in zip(a, b))
 
 
-def _within(box: Box, shape: Sequence[int], free: Sequence[bool]) -> Box:
-    return tuple(iv if f else (max(iv[0], 0), min(iv[1], n)) for iv, n, f in zip(box, shape, free))
+def _within(box: Box, shape: Sequence[int], cyclic: Sequence[bool]) -> Box:
+    """What a buffer must cover of ``box``: its part inside ``[0, n)`` along each axis, but along cyclic axes
+    the box as it is (a halo wrapping around the ends), or ``[0, n)`` where it spans a whole period (reads
+    past the ends then wrap around in the kernel: no halo)."""
+    return tuple(((0, n) if hi - lo >= n else (lo, hi)) if c else (max(lo, 0), min(hi, n))
+                 for (lo, hi), n, c in zip(box, shape, cyclic))
 
 
 def _value_box(box: Box, restricted: Sequence[int], region: Sequence[tuple[int, int]]) -> Box:
@@ -116,9 +120,8 @@ def boxes(plan: tuple, source_shapes: Sequence[tuple[int, ...]], target: Box) ->
 
     def need(buffer: int, box: Box) -> None:
         if buffer < n_sources:
-            box = _within(box, source_shapes[buffer], wraps[buffer])
-            if not _empty(box):
-                source_need[buffer] = _hull(source_need[buffer], box)
+            if not _empty(_within(box, source_shapes[buffer], wraps[buffer])):
+                source_need[buffer] = _within(_hull(source_need[buffer], box), source_shapes[buffer], wraps[buffer])
         elif not _empty(box):
             k = owner[buffer][0]
             kernel_need[k] = _hull(kernel_need[k], box)
@@ -242,7 +245,9 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
                  else (xp.empty(tuple(hi - lo for lo, hi in box), dtype=dt), tuple(lo for lo, _ in box))
                  for f, dt in zip(fields, code[5])]
         if not _empty(box):
-            _run_kernel(code, [buffers.get(b) for b in slots], region, box, scalars[k], plan[1], backend, dests)
+            inputs = [buffers.get(b) for b in slots]
+            edges = _edges(code, inputs, region, box, [_modes(plan, b) for b in slots])
+            _run_kernel(code, inputs, edges, region, box, scalars[k], plan[1], backend, dests)
         for f, dest in zip(fields, dests):
             buffers[f] = dest
             if f in output_of and box != target and not _empty(target):
@@ -261,33 +266,68 @@ def _last_reads(plan: tuple) -> dict[int, int]:
     return last
 
 
-def _window(buffer: tuple[Any, tuple[int, ...]], box: Box, offset: Sequence[int]) -> Any:
-    """The part of a buffer (an array and the position of its first element) at ``box + offset``."""
+WRAP = 1  # an edge mode: reads past a buffer's ends wrap around it (it holds a whole period of a cyclic axis)
+
+
+def _modes(plan: tuple, buffer: int) -> tuple[int, ...]:
+    """Per axis, what a read past the ends of a buffer means: WRAP along the axes it is read cyclically
+    (a source's ``wraps``, a field's ``periodic``), else 0 (it is never read there)."""
+    cyclic = plan[5][buffer] if buffer < len(plan[5]) else plan[4]
+    return tuple(WRAP if c else 0 for c in cyclic)
+
+
+def _edges(code: tuple, inputs: list, region: tuple, box: Box, modes: list[tuple[int, ...]]) -> tuple:
+    """Per buffer slot and axis, the edge mode of a sweep's reads that leave the slot's buffer (0 where they
+    stay inside it)."""
+    _, _, loads, restricted, bases, _ = code
+    value = _value_box(box, restricted, region)
+    reads = [] if _empty(value) else [(slot, value, offset) for slot, offset in loads]
+    reads += [(base[0], box, base[1]) for base in bases if base is not None]
+    edges = [[0] * len(m) for m in modes]
+    for slot, window, offset in reads:
+        if offset and inputs[slot] is not None:
+            array, origin = inputs[slot]
+            for d, ((lo, hi), e, o) in enumerate(zip(window, offset, origin)):
+                if lo + e < o or hi + e > o + array.shape[d]:
+                    edges[slot][d] = modes[slot][d]
+    return tuple(map(tuple, edges))
+
+
+def _window(buffer: tuple[Any, tuple[int, ...]], box: Box, offset: Sequence[int], edges: Sequence[int] = ()) -> Any:
+    """The part of a buffer (an array and the position of its first element) at ``box + offset``; along
+    axes with an edge mode (``_edges``), positions past the buffer's ends taken by that mode."""
     array, origin = buffer
     offset = tuple(offset) or (0,) * len(origin)
-    return array[tuple(slice(lo + e - o, hi + e - o) for (lo, hi), e, o in zip(box, offset, origin))]
+    bounds = [(lo + e - o, hi + e - o) for (lo, hi), e, o in zip(box, offset, origin)]
+    edges = tuple(edges) or (0,) * len(bounds)
+    view = array[tuple(slice(None) if mode else slice(*b) for b, mode in zip(bounds, edges))]
+    xp = namespace(array)
+    for d, ((lo, hi), mode) in enumerate(zip(bounds, edges)):
+        if mode == WRAP:
+            view = xp.take(view, xp.asarray(np.arange(lo, hi) % array.shape[d]), axis=d)
+    return view
 
 
-def _run_kernel(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple, shape: tuple[int, ...],
-                backend: str, dests: list) -> None:
+def _run_kernel(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple,
+                shape: tuple[int, ...], backend: str, dests: list) -> None:
     """One sweep over ``box``, written into ``dests`` (per output: an array and its origin)."""
     if backend == "cupy":
-        _run_cuda(code, inputs, region, box, scalars, dests)
+        _run_cuda(code, inputs, edges, region, box, scalars, dests)
     else:
-        _run_interpreted(code, inputs, region, box, scalars, shape, backend, dests)
+        _run_interpreted(code, inputs, edges, region, box, scalars, shape, backend, dests)
 
 
-def _run_interpreted(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple, shape: tuple[int, ...],
-                     backend: str, dests: list) -> None:
+def _run_interpreted(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple,
+                     shape: tuple[int, ...], backend: str, dests: list) -> None:
     program, _, loads, restricted, bases, _ = code
     outs = [_window(dest, box, ()) for dest in dests]
     for out, base in zip(outs, bases):
         if base is not None:
-            out[...] = _window(inputs[base[0]], box, base[1])
+            out[...] = _window(inputs[base[0]], box, base[1], edges[base[0]])
     value = _value_box(box, restricted, region)
     if _empty(value):
         return
-    views = [_window(inputs[slot], value, offset) for slot, offset in loads]
+    views = [_window(inputs[slot], value, offset, edges[slot]) for slot, offset in loads]
     inner = tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(value, box))
     values = _codegen.run_numpy(program, scalars, tuple(lo for lo, _ in value), tuple(hi - lo for lo, hi in value),
                                 shape, views, backend)
@@ -302,22 +342,33 @@ _GRID_AXES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
 _THREADS = {1: (256, 1, 1), 2: (32, 8, 1), 3: (32, 4, 2)}
 ROWS = 4  # positions each thread computes along axis ndim - 2 (1-d: along x); measured best of 1, 4, 8, 16 on an H200
 _GRID_LIMITS = {"x": 2**20, "y": 65535, "z": 65535}
+_HELPERS = r"""
+#ifndef GNP_STENCIL_HELPERS
+#define GNP_STENCIL_HELPERS
+/* the move bringing buffer position c back into [0, n) when it is at most one period outside */
+template <typename I> __device__ __forceinline__ I gnp_wrap(I c, I n) { return c < 0 ? n : (c >= n ? -n : (I)0); }
+#endif  /* GNP_STENCIL_HELPERS */
+"""
 
 
-def kernel_source(code: tuple, index: str = "int") -> tuple[str, str]:
+def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -> tuple[str, str]:
     """CUDA C++ source and kernel name of one sweep's code: each thread computes the elements of the box at
     ``p = lo + i`` (grid-stride loops per axis, ``ROWS`` positions per thread along axis ``ndim - 2``; 1-d:
     along the only axis, a thread block apart), reading buffer ``s`` at ``(p - o_s + offset) . stride_s`` and
     writing output ``j`` at ``(p - oo_j) . ostride_j``; the last axis has stride 1 (a 0-d buffer: one
-    element). ``index`` is the C type of positions and offsets: "int" where they fit, else "long long"."""
+    element). ``index`` is the C type of positions and offsets: "int" where they fit, else "long long".
+    ``edges`` (per buffer slot and axis, ``_edges``; None: none) are the reads past a buffer's ends: with
+    WRAP the position is moved by the buffer's extent ``ext<s>_<d>`` (a select, no halo)."""
     from ._program_check import check_stencil_code
     from .random._philox import PHILOX_DEVICE_SOURCE
 
-    check_stencil_code(code, index)  # only our names and integers become source
+    check_stencil_code(code, index, edges)  # only our names and integers become source
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
     ndim, _, instrs, outputs = program
     ctype, last = _codegen._ctype, ndim - 1
     single = {slot for slot, offset in loads if not offset}  # 0-d arrays
+    if edges is None:
+        edges = tuple(() if s in single else (0,) * ndim for s in range(len(buffer_dtypes)))
     params = [f"const {ctype(dt)}* __restrict__ b{s}" for s, dt in enumerate(buffer_dtypes)]
     params += [f"{ctype(dt)}* __restrict__ out{j}" for j, dt in enumerate(out_dtypes)]
     params += [f"const {ct} s{k}" for k, ct in sorted(_codegen._scalar_ctypes(instrs).items())]
@@ -329,14 +380,19 @@ def kernel_source(code: tuple, index: str = "int") -> tuple[str, str]:
         params += [f"const {index} {origin}_{d}" for d in range(ndim)] + [f"const {index} {stride}_{d}" for d in range(last)]
     for d in restricted:
         params += [f"const {index} rlo{d}", f"const {index} rhi{d}"]
+    params += [f"const {index} ext{s}_{d}" for s, modes in enumerate(edges) for d, mode in enumerate(modes) if mode]
 
     def position(origin: str, stride: str) -> str:
         return " + ".join([f"(p{d} - {origin}_{d}) * {stride}_{d}" for d in range(last)] + [f"(p{last} - {origin}_{last})"])
 
     def at(slot: int, offset: Sequence[int]) -> str:
-        terms = [f"({e}) * st{slot}_{d}" for d, e in enumerate(offset[:last]) if e]
-        if offset and offset[last]:
-            terms.append(f"({offset[last]})")
+        terms = []
+        for d, e in enumerate(offset):
+            stride = f" * st{slot}_{d}" if d < last else ""
+            if e:
+                terms.append(f"({e}){stride}")
+            if e and edges[slot][d] == WRAP:
+                terms.append(f"gnp_wrap(p{d} - o{slot}_{d} + ({e}), ext{slot}_{d}){stride}")
         return f"b{slot}[{' + '.join([f'q{slot}', *terms])}]"
 
     body: list[str] = []
@@ -383,10 +439,10 @@ def kernel_source(code: tuple, index: str = "int") -> tuple[str, str]:
         body += [f"{indent}{line}" for line in value]
     for d in reversed(range(ndim + 1)):
         body.append("    " * (d + 1) + "}")
-    name = "gnp_stencil_" + hashlib.sha256(repr((code, index)).encode()).hexdigest()[:16]
+    name = "gnp_stencil_" + hashlib.sha256(repr((code, index, edges)).encode()).hexdigest()[:16]
     threads = int(np.prod(_THREADS[ndim]))
     source = (
-        PHILOX_DEVICE_SOURCE + _codegen._HELPERS
+        PHILOX_DEVICE_SOURCE + _codegen._HELPERS + _HELPERS
         + f'\nextern "C" __global__ void __launch_bounds__({threads}) {name}(\n    ' + ",\n    ".join(params)
         + ")\n{\n" + "\n".join(body) + "\n}\n"
     )
@@ -394,25 +450,26 @@ def kernel_source(code: tuple, index: str = "int") -> tuple[str, str]:
 
 
 def record_sources(plan: tuple) -> None:
-    """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the kernels of a group there (both index types), so that
-    nvcc compiles them even on machines without a GPU."""
+    """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the kernels of a group there (both index types, without
+    edges and with every edge a read may have), so that nvcc compiles them even on machines without a GPU."""
     from . import _cuda
 
     if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
         return
-    for code, _, _ in plan[2]:
+    for code, slots, _ in plan[2]:
         for index in _INDEX_TYPES:
-            _cuda.record_source(kernel_source(code, index)[0])
+            for edges in (None, tuple(_modes(plan, b) for b in slots)):
+                _cuda.record_source(kernel_source(code, index, edges)[0])
 
 
 _INDEX_TYPES = {"int": np.int32, "long long": np.int64}
 
 
 @functools.lru_cache(maxsize=256)
-def _kernel(code: tuple, index: str) -> Any:
+def _kernel(code: tuple, index: str, edges: tuple) -> Any:
     from . import _cuda
 
-    source, name = kernel_source(code, index)
+    source, name = kernel_source(code, index, edges)
     return _cuda.compile_module(source).get_function(name)
 
 
@@ -430,7 +487,7 @@ def _launch_shape(extent: tuple[int, ...]) -> tuple[tuple[int, int, int], tuple[
     return grid, threads  # type: ignore[return-value]
 
 
-def _run_cuda(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple, dests: list) -> None:
+def _run_cuda(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple, dests: list) -> None:
     import cupy
 
     program, buffer_dtypes, loads, _, _, _ = code
@@ -458,5 +515,6 @@ def _run_cuda(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple
     args += [_codegen._cast_arg(scalars, instrs, j, ct) for j, ct in _codegen._scalar_casts(instrs)]
     args += [to_index(lo) for lo, _ in box] + [to_index(hi - lo) for lo, hi in box] + geometry
     args += [to_index(v) for bounds in region for v in bounds]
+    args += [to_index(array.shape[d]) for array, modes in zip(arrays, edges) for d, mode in enumerate(modes) if mode]
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box))
-    _kernel(code, index)(grid, threads, tuple(args))
+    _kernel(code, index, edges)(grid, threads, tuple(args))

@@ -214,19 +214,65 @@ def test_explain_one_kernel_per_block_per_sweep(per_task: int) -> None:
 
 
 def test_group_size_rule() -> None:
-    """auto: sweeps are grouped while the halo stays within 1/8 of the blocks; an unsplit fixed axis needs
-    no halo; a periodic one does."""
+    """auto: sweeps are grouped while the halo stays within 1/8 of the blocks; an unsplit axis needs no halo,
+    fixed or periodic (its reads wrap around in the kernel); a split periodic one does."""
     x = np.zeros((64, 64), dtype=np.float32)
     split = sweeps(jacobi, gnp, gnp.from_array(x, chunks=(32, 64)), 10)  # halo 4 allowed along axis 0
     assert [g["kernels"] for g in plan(split)["stencils"]] == [4, 4, 2]
     single = sweeps(jacobi, gnp, gnp.from_array(x, chunks=64), 10)
     assert [g["kernels"] for g in plan(single)["stencils"]] == [10]
     periodic = sweeps(heat_periodic, gnp, gnp.from_array(x, chunks=64), 10)
-    assert [g["kernels"] for g in plan(periodic)["stencils"]] == [8, 2]
+    assert [g["kernels"] for g in plan(periodic)["stencils"]] == [10]
+    split_periodic = sweeps(heat_periodic, gnp, gnp.from_array(x, chunks=(64, 32)), 10)  # halo 4 along axis 1
+    assert [g["kernels"] for g in plan(split_periodic)["stencils"]] == [4, 4, 2]
     with gnp.config.set(stencil_sweeps=3):
         assert [g["kernels"] for g in plan(single)["stencils"]] == [3, 3, 3, 1]
     with gnp.config.set(stencil_sweeps=0), pytest.raises(ValueError, match="stencil-sweeps"):
         plan(single)
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3])
+def test_periodic_block_wraps_in_place(ndim: int) -> None:
+    """An axis of one block read cyclically needs no halo: a single block is one task reading its own block,
+    the reads past its ends wrapped around it (no strips, no bands), all sweeps in one group; split along
+    the last axis, blocks get halo strips there (and only there)."""
+    shape = (9, 8, 7)[:ndim]
+    x = np.random.default_rng(ndim).random(shape, dtype=np.float32)
+    whole = sweeps(heat_periodic, gnp, gnp.from_array(x, chunks=shape), 5)
+    split = sweeps(heat_periodic, gnp, gnp.from_array(x, chunks=(*shape[:-1], -(-shape[-1] // 2))), 5)
+    for u in (whole, split):
+        assert_eq(u, sweeps(heat_periodic, np, x, 5), rtol=1e-5, atol=1e-6)
+    assert [(g["kernels"], g["tasks"]) for g in plan(whole)["stencils"]] == [(5, {"interior": 0, "bands": 1, "halo": 0})]
+    for g in plan(split)["stencils"]:
+        assert g["tasks"]["interior"] == g["tasks"]["bands"] == 2 and g["tasks"]["halo"] == 4
+        strips = [task.args[1] for key, task in graph_of(optimize(split.expr)).items() if key[0].startswith("halo-")]
+        assert all(s.stop - s.start == n for strip in strips for s, n in zip(strip[:-1], shape))  # whole along others
+
+
+def test_gray_scott_step_is_one_kernel() -> None:
+    """Two fields with periodic Laplacians (``roll``) in a ``fori_loop`` on one block: per step one task
+    running one kernel that reads u and v and writes both; equal to NumPy's steps."""
+    un, vn = np.random.default_rng(4).random((2, 12, 10), dtype=np.float32)
+
+    def step(xp: Any, u: Any, v: Any) -> tuple[Any, Any]:
+        def lap(a: Any) -> Any:
+            return xp.roll(a, 1, axis=0) + xp.roll(a, -1, axis=0) + xp.roll(a, 1, axis=1) + xp.roll(a, -1, axis=1) - 4 * a
+        uvv = u * v * v
+        return u + (0.16 * lap(u) - uvv + 0.035 * (1 - u)), v + (0.08 * lap(v) + uvv - 0.1 * v)
+
+    with gnp.config.set(dispatch="lazy"):  # a region to look at, not its results
+        u, v = gnp.fori_loop(6, lambda i, s: step(gnp, *s), (gnp.asarray(un), gnp.asarray(vn)))
+    ru, rv = un, vn
+    for _ in range(6):
+        ru, rv = step(np, ru, rv)
+    assert_eq(u, ru, rtol=1e-5, atol=1e-6)
+    assert_eq(v, rv, rtol=1e-5, atol=1e-6)
+    info = plan(u)
+    (loop,) = info["regions"][0]["programs"][0]["loops"]
+    assert loop["kernels"] == 1 and loop["tasks"] == 3  # the kernel's task, and picking its two outputs
+    (group,) = info["stencils"]
+    assert group["kernels"] == 1 and group["tasks"] == {"interior": 0, "bands": 1, "halo": 0}
+    assert group["inputs"] == 2 and len(group["outputs"]) == 2
 
 
 def test_only_halo_strips_travel() -> None:
