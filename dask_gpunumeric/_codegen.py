@@ -408,8 +408,7 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
         params.append(f"const {_ctype(dt)}* __restrict__ in{k}")
     for k, out in enumerate(outputs):
         if k in full_reductions:
-            params.append(f"{_ctype(_reduce_acc(out, instrs))}* __restrict__ out{k}")
-            params.append(f"{_ctype(_final_dtype(out))}* __restrict__ fin{k}")
+            params += reduction_params(program, [k])
         else:
             params.append(f"{_ctype(_value_dtype(instrs[out[1]]))}* __restrict__ out{k}")
     if full_reductions:
@@ -428,11 +427,7 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
         params += [f"const bool single{k}" for k in range(len(input_dtypes))]
 
     name = "gnp_fused_" + hashlib.sha256(repr((program, mode, group)).encode()).hexdigest()[:16]
-    body: list[str] = []
-    for k in full_reductions:
-        out = outputs[k]
-        acc = _reduce_acc(out, instrs)
-        body.append(f"    {_ctype(acc)} acc{k} = {_reduce_identity(out, acc)};")
+    body: list[str] = accumulators(program, full_reductions)
     body.append("    const long long nthreads = (long long)gridDim.x * blockDim.x;")
     if group > 1:
         body += _grouped_loop(program, full_reductions, group)
@@ -454,7 +449,7 @@ def kernel_source(program: tuple, mode: str, group: int) -> tuple[str, str]:
             body.append(f"{indent}const long long gi = goff + t;")
         body += [indent + line for line in _element_code(program, full_reductions, mode, 1, {})]
         body.append("    }")
-    body += _finish_reductions(program, full_reductions)
+    body += finish_reductions(program, full_reductions)
     source = (
         PHILOX_DEVICE_SOURCE + _HELPERS
         + f'\nextern "C" __global__ void __launch_bounds__(256) {name}(\n    ' + ",\n    ".join(params) + ")\n{\n"
@@ -479,9 +474,7 @@ def _element_code(program: tuple, full_reductions: list[int], mode: str, group: 
              else _instr_code(i, ins, instrs, mode, group) for i, ins in enumerate(instrs)]
     for k, out in enumerate(outputs):
         if k in full_reductions:
-            acc = partial.get(k, f"acc{k}")
-            ct = "float" if k in partial else _ctype(_reduce_acc(out, instrs))
-            lines.append(f"{acc} = {_COMBINE[out[2]].format(a=acc, b=f'({ct})v{out[1]}')};")
+            lines.append(fold(program, k, partial.get(k)))
         else:
             lines.append(f"out{k}[t] = v{out[1]};")
     return lines
@@ -551,21 +544,51 @@ def _grouped_loop(program: tuple, full_reductions: list[int], group: int) -> lis
     return lines
 
 
-def _finish_reductions(program: tuple, full_reductions: list[int]) -> list[str]:
-    """Thread-block partials of the full reductions, then the last thread block's final combine."""
+def reduction_params(program: tuple, full_reductions: Sequence[int]) -> list[str]:
+    """Kernel parameters of full reductions: per reduction ``k``, the thread blocks' partials ``out<k>`` and
+    the one-element result ``fin<k>`` (then, once for all, the ``ticket`` counter)."""
+    instrs, outputs = program[2], program[3]
+    return [p for k in full_reductions for p in (f"{_ctype(_reduce_acc(outputs[k], instrs))}* __restrict__ out{k}",
+                                                  f"{_ctype(_final_dtype(outputs[k]))}* __restrict__ fin{k}")]
+
+
+def accumulators(program: tuple, full_reductions: Sequence[int]) -> list[str]:
+    """Each thread's accumulator ``acc<k>`` of each full reduction, at its identity."""
+    instrs, outputs = program[2], program[3]
+    return [f"    {_ctype(_reduce_acc(outputs[k], instrs))} acc{k} = "
+            f"{_reduce_identity(outputs[k], _reduce_acc(outputs[k], instrs))};" for k in full_reductions]
+
+
+def fold(program: tuple, k: int, partial: str | None = None) -> str:
+    """The statement folding value ``v<i>`` of full reduction ``k`` into its accumulator (``partial``, a
+    float, where given, else ``acc<k>``)."""
+    instrs, out = program[2], program[3][k]
+    acc = partial or f"acc{k}"
+    ct = "float" if partial else _ctype(_reduce_acc(out, instrs))
+    return f"{acc} = {_COMBINE[out[2]].format(a=acc, b=f'({ct})v{out[1]}')};"
+
+
+#: (thread in block, threads per block, block, blocks) of a one-dimensional launch
+LINEAR_IDS = ("threadIdx.x", "blockDim.x", "blockIdx.x", "gridDim.x")
+
+
+def finish_reductions(program: tuple, full_reductions: Sequence[int], ids: tuple[str, ...] = LINEAR_IDS) -> list[str]:
+    """Thread-block partials of the full reductions, then the last thread block's final combine; ``ids``
+    name the linear thread and block numbers of the launch (``LINEAR_IDS``), of 256 threads per block."""
     if not full_reductions:
         return []
+    thread, threads, block, blocks = ids
     _, _, instrs, outputs = program
     lines: list[str] = []
     for k in full_reductions:
         out = outputs[k]
         acc = _reduce_acc(out, instrs)
-        lines += [f"    __shared__ {_ctype(acc)} sh{k}[256];", f"    sh{k}[threadIdx.x] = acc{k};"]
-    lines += _block_tree(program, full_reductions)
+        lines += [f"    __shared__ {_ctype(acc)} sh{k}[256];", f"    sh{k}[{thread}] = acc{k};"]
+    lines += _block_tree(program, full_reductions, thread, threads)
     lines.append("    __shared__ bool last;")
-    lines.append("    if (threadIdx.x == 0) {")
-    lines += [f"        out{k}[blockIdx.x] = sh{k}[0];" for k in full_reductions]
-    lines += ["        __threadfence();", "        last = atomicAdd(ticket, 1u) == gridDim.x - 1;", "    }",
+    lines.append(f"    if ({thread} == 0) {{")
+    lines += [f"        out{k}[{block}] = sh{k}[0];" for k in full_reductions]
+    lines += ["        __threadfence();", f"        last = atomicAdd(ticket, 1u) == {blocks} - 1;", "    }",
               "    __syncthreads();", "    if (!last) return;"]
     for k in full_reductions:
         out = outputs[k]
@@ -573,22 +596,22 @@ def _finish_reductions(program: tuple, full_reductions: list[int]) -> list[str]:
         ct = _ctype(acc)
         combine = _COMBINE[out[2]].format(a=f"a{k}", b=f"((volatile {ct}*)out{k})[i]")
         lines += [f"    {ct} a{k} = {_reduce_identity(out, acc)};",
-                  f"    for (unsigned int i = threadIdx.x; i < gridDim.x; i += blockDim.x) a{k} = {combine};",
-                  f"    sh{k}[threadIdx.x] = a{k};"]
-    lines += _block_tree(program, full_reductions)
-    lines.append("    if (threadIdx.x == 0) {")
+                  f"    for (unsigned int i = {thread}; i < {blocks}; i += {threads}) a{k} = {combine};",
+                  f"    sh{k}[{thread}] = a{k};"]
+    lines += _block_tree(program, full_reductions, thread, threads)
+    lines.append(f"    if ({thread} == 0) {{")
     lines += [f"        fin{k}[0] = ({_ctype(_final_dtype(outputs[k]))})sh{k}[0];" for k in full_reductions]
     lines += ["        *ticket = 0u;", "    }"]
     return lines
 
 
-def _block_tree(program: tuple, full_reductions: list[int]) -> list[str]:
-    """Combine ``sh<k>[0..blockDim.x)`` into ``sh<k>[0]`` (a fixed-order tree)."""
+def _block_tree(program: tuple, full_reductions: Sequence[int], thread: str, threads: str) -> list[str]:
+    """Combine ``sh<k>[0..threads)`` into ``sh<k>[0]`` (a fixed-order tree)."""
     outputs = program[3]
-    lines = ["    __syncthreads();", "    for (int s = blockDim.x / 2; s > 0; s >>= 1) {", "        if (threadIdx.x < s) {"]
+    lines = ["    __syncthreads();", f"    for (int s = {threads} / 2; s > 0; s >>= 1) {{", f"        if ({thread} < s) {{"]
     for k in full_reductions:
-        combine = _COMBINE[outputs[k][2]].format(a=f"sh{k}[threadIdx.x]", b=f"sh{k}[threadIdx.x + s]")
-        lines.append(f"            sh{k}[threadIdx.x] = {combine};")
+        combine = _COMBINE[outputs[k][2]].format(a=f"sh{k}[{thread}]", b=f"sh{k}[{thread} + s]")
+        lines.append(f"            sh{k}[{thread}] = {combine};")
     lines += ["        }", "        __syncthreads();", "    }"]
     return lines
 
@@ -800,20 +823,31 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     bufs, results = [], []
     for k, out in enumerate(outputs):
         if k in full:
-            final = cupy.empty((1,) * ndim, dtype=_final_dtype(out))
-            bufs += [cupy.empty(blocks, dtype=_reduce_acc(out, instrs)), final]
-            results.append({"s": final, "n": size} if out[2] == "mean" else {"v": final})
+            partial, buffers = reduction_buffers(program, k, blocks, size)
+            bufs += buffers
+            results.append(partial)
         else:
             bufs.append(cupy.empty(shape, dtype=_value_dtype(instrs[out[1]])))
             results.append(bufs[-1])
     if full:
-        bufs.append(_ticket())
+        bufs.append(ticket())
     types = _scalar_ctypes(instrs)
     args = [*inputs, *bufs, *(_scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)),
             *(_cast_arg(scalars, instrs, j, ct) for j, ct in _scalar_casts(instrs)), *geometry]
     kernel((blocks,), (_THREADS,), tuple(args))
     return [r if k in full or out[0] == "store" else _blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
             for k, (out, r) in enumerate(zip(outputs, results))]
+
+
+def reduction_buffers(program: tuple, k: int, blocks: int, size: int) -> tuple[dict[str, Any], list[Any]]:
+    """The partial (as ``_blocks.reduce_chunk`` gives it) a launch of ``blocks`` thread blocks leaves for full
+    reduction ``k`` over ``size`` elements, and the kernel arguments it is written through."""
+    import cupy
+
+    instrs, out = program[2], program[3][k]
+    final = cupy.empty((1,) * program[0], dtype=_final_dtype(out))
+    partial = {"s": final, "n": size} if out[2] == "mean" else {"v": final}
+    return partial, [cupy.empty(blocks, dtype=_reduce_acc(out, instrs)), final]
 
 
 def _empty_output(out: tuple, instrs: Sequence[tuple], shape: tuple[int, ...]) -> Any:
@@ -836,7 +870,7 @@ def _ticket_for(device: int, stream: int) -> Any:
     return cupy.zeros(1, dtype=np.uint32)
 
 
-def _ticket() -> Any:
+def ticket() -> Any:
     """The zeroed counter full reductions use to find their last thread block, one per device and stream
     (launches on one stream run in order; each kernel resets it to zero when it finishes)."""
     import cupy
@@ -864,18 +898,23 @@ def _scalar_arg(scalars: Sequence[Any], k: int, ctype: str, instrs: Sequence[tup
 def _kernel(program: tuple, mode: str, group: int) -> tuple[Any, int]:
     """The compiled kernel of a program variant (compiled once per process; CuPy also caches on disk), and
     the most thread blocks worth launching: as many as the device keeps resident at once."""
-    import cupy
-
     from . import _cuda
 
     source, name = kernel_source(program, mode, group)
     function = _cuda.compile_module(source).get_function(name)
-    device = cupy.cuda.Device().id
+    return function, resident_blocks(function)
+
+
+def resident_blocks(function: Any) -> int:
+    """How many thread blocks of 256 threads of a compiled kernel the current device keeps resident at once
+    (the most worth launching with grid-stride loops)."""
+    import cupy
+
     try:
         per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, _THREADS, 0)
     except AttributeError:  # a CuPy without the occupancy call
         per_sm = 2048 // _THREADS
-    return function, _multiprocessors(device) * max(1, per_sm)
+    return _multiprocessors(cupy.cuda.Device().id) * max(1, per_sm)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,19 +1,24 @@
 """What the tasks of a ``Stencil`` group do: source blocks extended by halos in, one kernel per sweep on a
 shrinking region, the group's output blocks out.
 
-A *plan* is a tokenizable tuple ``(ndim, shape, kernels, outputs, periodic, wraps)``:
+A *plan* is a tokenizable tuple ``(ndim, shape, kernels, outputs, periodic, wraps, reductions)``:
 
 * ``shape``: the shape of the group's fields (all of them have it) and of its output arrays;
-* ``kernels``: per kernel, in order, ``(code, buffers, region)``. Buffers are numbered: the group's sources
-  ``0..S-1``, then the kernels' outputs in order. ``buffers`` maps the kernel's local buffer slots to those
-  numbers, ``region`` holds ``(lo, hi)`` per restricted axis of ``code`` (the ``SetItem`` box);
+* ``kernels``: per kernel, in order, ``(code, buffers, region, edges)``. Buffers are numbered: the group's
+  sources ``0..S-1``, then the kernels' stored outputs in order. ``buffers`` maps the kernel's local buffer
+  slots to those numbers, ``region`` holds ``(lo, hi)`` per restricted axis of ``code`` (the ``SetItem``
+  box), and ``edges`` per slot ``(modes, fill, extent)``: what a read past the ends of the slot's buffer
+  gives along each axis (an edge mode: 0, never read there; WRAP; FILL, ``fill`` past the ends of the
+  array, of shape ``extent``);
 * ``code`` is what the generated kernel depends on (identical sweeps share it, and so one compiled kernel):
   ``(program, buffer_dtypes, loads, restricted, bases, out_dtypes)``, where ``program`` is a fused program
   (``_codegen``) whose ``("load", k, dtype)`` reads buffer slot ``loads[k][0]`` at the constant offset
-  ``loads[k][1]`` from the element computed (``()`` for a 0-d array, read as a scalar), ``restricted``
-  lists the axes where ``region`` applies, and ``bases[j]`` is ``(slot, offset)`` of what output ``j``
-  keeps outside the region (None for a kernel without a region);
-* ``outputs``: the buffers a task returns (its block of each);
+  ``loads[k][1]`` from the element computed (``()`` for a 0-d array, read as a scalar), and whose outputs
+  are stores (of ``out_dtypes``) then full reductions (of a kernel without a region); ``restricted`` lists
+  the axes where ``region`` applies, and ``bases[j]`` is ``(slot, offset)`` of what store ``j`` keeps
+  outside the region (None for a kernel without a region);
+* ``outputs``: the buffers a task returns (its block of each), before the partials of ``reductions``, per
+  full reduction ``(kernel, output)``: its partial over the task's block (as ``_blocks.reduce_chunk``);
 * ``periodic``: per axis, whether fields are extended cyclically (a group reading its own fields with
   ``roll``); ``wraps``: per source and axis, whether its halo wraps around the array's ends.
 
@@ -52,7 +57,7 @@ Box = tuple[tuple[int, int], ...]
 def describe(plan: tuple) -> str:
     """Op words of a group, for key names and explain(): e.g. "add-multiply"."""
     words: list[str] = []
-    for code, _, _ in plan[2]:
+    for code, *_ in plan[2]:
         for word in _codegen.describe(code[0]).split("-"):
             if word != "fused" and word not in words:
                 words.append(word)
@@ -60,9 +65,16 @@ def describe(plan: tuple) -> str:
 
 
 def output_dtypes(plan: tuple) -> list[np.dtype]:
-    """The dtype of each output of a group."""
-    fields = [np.dtype(dt) for code, _, _ in plan[2] for dt in code[5]]  # buffers after the sources
-    return [fields[b - len(plan[5])] for b in plan[3]]
+    """The dtype of each output of a group: its stored blocks', then (for its partials) the values reduced."""
+    fields = [np.dtype(dt) for code, *_ in plan[2] for dt in code[5]]  # buffers after the sources
+    reduced = [_reduction(plan, r) for r in plan[6]]
+    return [fields[b - len(plan[5])] for b in plan[3]] + [np.dtype(program[2][out[1]][2]) for program, out in reduced]
+
+
+def _reduction(plan: tuple, reduction: tuple[int, int]) -> tuple[tuple, tuple]:
+    """The program of the kernel computing a full reduction of a group, and the reduction's output there."""
+    program = plan[2][reduction[0]][0][0]
+    return program, program[3][reduction[1]]
 
 
 def sweeps(plan: tuple) -> int:
@@ -103,7 +115,7 @@ def _shifted(box: Box, offset: Sequence[int]) -> Box:
 def _field_kernels(plan: tuple) -> dict[int, tuple[int, int]]:
     """Buffer number of each field -> (its kernel, its output number there)."""
     owner, buffer = {}, len(plan[5])
-    for k, (code, _, _) in enumerate(plan[2]):
+    for k, (code, *_) in enumerate(plan[2]):
         for j in range(len(code[5])):
             owner[buffer] = (k, j)
             buffer += 1
@@ -112,7 +124,7 @@ def _field_kernels(plan: tuple) -> dict[int, tuple[int, int]]:
 
 def boxes(plan: tuple, source_shapes: Sequence[tuple[int, ...]], target: Box) -> tuple[list[Box], list[Box | None]]:
     """The box each kernel computes and each source must cover (None: not read) to compute ``target``."""
-    _, shape, kernels, outputs, periodic, wraps = plan
+    _, shape, kernels, outputs, periodic, wraps, reductions = plan
     n_sources = len(source_shapes)
     owner = _field_kernels(plan)
     kernel_need: list[Box | None] = [None] * len(kernels)
@@ -128,9 +140,11 @@ def boxes(plan: tuple, source_shapes: Sequence[tuple[int, ...]], target: Box) ->
 
     for buffer in outputs:
         need(buffer, target)
+    for k, _ in reductions if not _empty(target) else ():
+        kernel_need[k] = _hull(kernel_need[k], target)
     kernel_boxes: list[Box] = [()] * len(kernels)
     for k in reversed(range(len(kernels))):
-        (_, _, loads, restricted, bases, _), slots, region = kernels[k]
+        (_, _, loads, restricted, bases, _), slots, region, _ = kernels[k]
         box = kernel_need[k]
         box = None if box is None else _within(box, shape, periodic)
         if box is None or _empty(box):
@@ -152,7 +166,7 @@ def halo_depth(plan: tuple) -> tuple[int, ...]:
     a block in the middle of the array."""
     ndim, shape = plan[0], plan[1]
     block = tuple((n // 2, n // 2 + 1) for n in shape)
-    unclipped = (ndim, shape, plan[2], plan[3], (True,) * ndim, tuple((True,) * ndim for _ in plan[5]))
+    unclipped = (ndim, shape, plan[2], plan[3], (True,) * ndim, tuple((True,) * ndim for _ in plan[5]), plan[6])
     depth = [0] * ndim
     for box in boxes(unclipped, [shape] * len(plan[5]), block)[1]:
         for d, ((lo, hi), (b_lo, b_hi)) in enumerate(zip(box or block, block)):
@@ -209,25 +223,37 @@ def source_pieces(plan: tuple, sources: Sequence[Any], source_boxes: Sequence[Bo
 
 
 def run(plan: tuple, scalars: tuple, block: Box, backend: str, into: Any, parts: tuple, *pieces: Sequence[Any]) -> Any:
-    """Task function of a Stencil block: the group's output blocks (one, or a tuple of several).
+    """Task function of a Stencil block: the group's outputs (one, or a tuple of several): its output blocks,
+    then the partials of its full reductions over the block.
 
     Computes each part ``(target, kernel_boxes, origins, layouts)`` (a box of the block, the box of each
     kernel, and the origin and layout of each source's extended block) into the output blocks ``into``
-    (another task's outputs, written in place) or new ones. ``pieces`` are each part's sources' pieces."""
+    (another task's outputs, written in place, its partials combined with the parts') or new ones.
+    ``pieces`` are each part's sources' pieces."""
     xp = module(backend)
     extent = tuple(hi - lo for lo, hi in block)
-    if into is None:
-        outs = [xp.empty(extent, dtype=dt) for dt in output_dtypes(plan)]
-    else:
-        outs = list(into) if isinstance(into, tuple) else [into]
-    n_sources = len(plan[5])
+    n_out, n_sources = len(plan[3]), len(plan[5])
+    values = [] if into is None else list(into) if isinstance(into, tuple) else [into]
+    outs = values[:n_out] or [xp.empty(extent, dtype=dt) for dt in output_dtypes(plan)[:n_out]]
+    partials = [values[n_out:]] if values[n_out:] else []
     for p, part in enumerate(parts):
-        _run_part(plan, scalars, part, pieces[p * n_sources : (p + 1) * n_sources], block, outs, backend)
-    return outs[0] if len(outs) == 1 else tuple(outs)
+        partials.append(_run_part(plan, scalars, part, pieces[p * n_sources : (p + 1) * n_sources], block, outs,
+                                  backend))
+    results = outs + [_combined(plan, r, [p[i] for p in partials]) for i, r in enumerate(plan[6])]
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def _combined(plan: tuple, reduction: tuple[int, int], partials: list[dict[str, Any]]) -> dict[str, Any]:
+    """One partial of a full reduction from those of a block's parts."""
+    if len(partials) == 1:
+        return partials[0]
+    _, (_, _, kind, axes, _, params) = _reduction(plan, reduction)
+    return _blocks.reduce_combine(kind, partials, (len(partials),) + (1,) * (plan[0] - 1), axes, params)
 
 
 def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], block: Box, outs: list,
-              backend: str) -> None:
+              backend: str) -> list[dict[str, Any]]:
+    """Compute one part of a block into ``outs``; the partials of the group's full reductions over it."""
     target, kernel_boxes, origins, layouts = part
     kernels, outputs = plan[2], plan[3]
     xp = module(backend)
@@ -237,8 +263,9 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
     }
     last_read = _last_reads(plan)
     output_of = {b: j for j, b in enumerate(outputs)}
+    partials: dict[tuple[int, int], dict[str, Any]] = {}
     buffer = len(layouts)
-    for k, ((code, slots, region), box) in enumerate(zip(kernels, kernel_boxes)):
+    for k, ((code, slots, region, edges), box) in enumerate(zip(kernels, kernel_boxes)):
         fields = range(buffer, buffer + len(code[5]))
         # a field that is an output computed just for the target goes straight into the output block
         dests = [(outs[output_of[f]], origin) if f in output_of and box == target
@@ -246,8 +273,8 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
                  for f, dt in zip(fields, code[5])]
         if not _empty(box):
             inputs = [buffers.get(b) for b in slots]
-            edges = _edges(code, inputs, region, box, [_modes(plan, b) for b in slots])
-            _run_kernel(code, inputs, edges, region, box, scalars[k], plan[1], backend, dests)
+            reduced = _run_kernel(code, inputs, edges, region, box, scalars[k], plan[1], backend, dests, target)
+            partials.update({(k, j): partial for j, partial in reduced.items()})
         for f, dest in zip(fields, dests):
             buffers[f] = dest
             if f in output_of and box != target and not _empty(target):
@@ -255,84 +282,112 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
         buffer += len(code[5])
         for b in [b for b, last in last_read.items() if last == k]:
             buffers.pop(b, None)
+    return [partials[r] if r in partials else _empty_partial(plan, r, xp) for r in plan[6]]
+
+
+def _empty_partial(plan: tuple, reduction: tuple[int, int], xp: Any) -> dict[str, Any]:
+    """The partial of a full reduction over no elements (a part with an empty target)."""
+    program, (_, v, kind, axes, dtype, params) = _reduction(plan, reduction)
+    empty = xp.empty((0,) * plan[0], dtype=program[2][v][2])
+    return _blocks.reduce_chunk(kind, empty, axes, np.dtype(dtype), params, ())
 
 
 def _last_reads(plan: tuple) -> dict[int, int]:
     """The last kernel reading each buffer."""
     last: dict[int, int] = {}
-    for k, (_, slots, _) in enumerate(plan[2]):
+    for k, (_, slots, *_) in enumerate(plan[2]):
         for b in slots:
             last[b] = k
     return last
 
 
-WRAP = 1  # an edge mode: reads past a buffer's ends wrap around it (it holds a whole period of a cyclic axis)
+# edge modes: what a read past a buffer's ends gives
+WRAP = 1  # the element a period away (the buffer holds a whole period of a cyclic axis)
+FILL = 2  # a constant (reads past the ends of an array padded with it)
 
 
-def _modes(plan: tuple, buffer: int) -> tuple[int, ...]:
-    """Per axis, what a read past the ends of a buffer means: WRAP along the axes it is read cyclically
-    (a source's ``wraps``, a field's ``periodic``), else 0 (it is never read there)."""
-    cyclic = plan[5][buffer] if buffer < len(plan[5]) else plan[4]
-    return tuple(WRAP if c else 0 for c in cyclic)
-
-
-def _edges(code: tuple, inputs: list, region: tuple, box: Box, modes: list[tuple[int, ...]]) -> tuple:
-    """Per buffer slot and axis, the edge mode of a sweep's reads that leave the slot's buffer (0 where they
-    stay inside it)."""
+def _edges(code: tuple, inputs: list, region: tuple, box: Box, edges: tuple) -> tuple:
+    """Per buffer slot and axis, the edge mode of the reads of a sweep past the ends of what the slot holds
+    (0 where none is): with WRAP past its buffer's, with FILL past its array's (``edges``: the plan's per
+    slot ``(modes, fill, extent)``)."""
     _, _, loads, restricted, bases, _ = code
     value = _value_box(box, restricted, region)
     reads = [] if _empty(value) else [(slot, value, offset) for slot, offset in loads]
     reads += [(base[0], box, base[1]) for base in bases if base is not None]
-    edges = [[0] * len(m) for m in modes]
+    active = [[0] * len(modes) for modes, _, _ in edges]
     for slot, window, offset in reads:
         if offset and inputs[slot] is not None:
             array, origin = inputs[slot]
+            modes, _, extent = edges[slot]
             for d, ((lo, hi), e, o) in enumerate(zip(window, offset, origin)):
-                if lo + e < o or hi + e > o + array.shape[d]:
-                    edges[slot][d] = modes[slot][d]
-    return tuple(map(tuple, edges))
+                ends = (o, o + array.shape[d]) if modes[d] == WRAP else (0, extent[d])
+                if lo + e < ends[0] or hi + e > ends[1]:
+                    active[slot][d] = modes[d]
+    return tuple(map(tuple, active))
 
 
-def _window(buffer: tuple[Any, tuple[int, ...]], box: Box, offset: Sequence[int], edges: Sequence[int] = ()) -> Any:
+def _window(buffer: tuple[Any, tuple[int, ...]], box: Box, offset: Sequence[int], edges: Sequence[int] = (),
+            fill: Any = None, extent: Sequence[int] = ()) -> Any:
     """The part of a buffer (an array and the position of its first element) at ``box + offset``; along
-    axes with an edge mode (``_edges``), positions past the buffer's ends taken by that mode."""
+    axes with an edge mode (``_edges``), positions past its ends taken around it (WRAP), or past the ends
+    ``[0, extent)`` of its array given ``fill`` (FILL)."""
     array, origin = buffer
     offset = tuple(offset) or (0,) * len(origin)
     bounds = [(lo + e - o, hi + e - o) for (lo, hi), e, o in zip(box, offset, origin)]
     edges = tuple(edges) or (0,) * len(bounds)
     view = array[tuple(slice(None) if mode else slice(*b) for b, mode in zip(bounds, edges))]
     xp = namespace(array)
-    for d, ((lo, hi), mode) in enumerate(zip(bounds, edges)):
+    for d, ((lo, hi), mode, o) in enumerate(zip(bounds, edges, origin)):
+        positions = np.arange(lo, hi)
         if mode == WRAP:
-            view = xp.take(view, xp.asarray(np.arange(lo, hi) % array.shape[d]), axis=d)
+            view = xp.take(view, xp.asarray(positions % array.shape[d]), axis=d)
+        elif mode == FILL:
+            inside = np.nonzero((positions + o >= 0) & (positions + o < extent[d]))[0]
+            filled = xp.full(view.shape[:d] + (hi - lo,) + view.shape[d + 1 :], fill, dtype=array.dtype)
+            filled[(slice(None),) * d + (xp.asarray(inside),)] = xp.take(view, xp.asarray(positions[inside]), axis=d)
+            view = filled
     return view
 
 
 def _run_kernel(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple,
-                shape: tuple[int, ...], backend: str, dests: list) -> None:
-    """One sweep over ``box``, written into ``dests`` (per output: an array and its origin)."""
+                shape: tuple[int, ...], backend: str, dests: list, target: Box) -> dict[int, dict[str, Any]]:
+    """One sweep over ``box``, written into ``dests`` (per store: an array and its origin); ``inputs`` per
+    buffer slot (an array and its origin), ``edges`` the plan's per slot ``(modes, fill, extent)``. Returns
+    the partial of each full reduction of the sweep (by output number) over ``target``."""
     if backend == "cupy":
-        _run_cuda(code, inputs, edges, region, box, scalars, dests)
-    else:
-        _run_interpreted(code, inputs, edges, region, box, scalars, shape, backend, dests)
+        return _run_cuda(code, inputs, edges, region, box, scalars, dests, target)
+    return _run_interpreted(code, inputs, edges, region, box, scalars, shape, backend, dests, target)
 
 
 def _run_interpreted(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple,
-                     shape: tuple[int, ...], backend: str, dests: list) -> None:
-    program, _, loads, restricted, bases, _ = code
+                     shape: tuple[int, ...], backend: str, dests: list, target: Box) -> dict[int, dict[str, Any]]:
+    program, _, loads, restricted, bases, out_dtypes = code
+    active = _edges(code, inputs, region, box, edges)
+
+    def window(slot: int, where: Box, offset: Sequence[int]) -> Any:
+        _, fill, extent = edges[slot]
+        return _window(inputs[slot], where, offset, active[slot], fill, extent)
+
     outs = [_window(dest, box, ()) for dest in dests]
     for out, base in zip(outs, bases):
         if base is not None:
-            out[...] = _window(inputs[base[0]], box, base[1], edges[base[0]])
+            out[...] = window(base[0], box, base[1])
     value = _value_box(box, restricted, region)
     if _empty(value):
-        return
-    views = [_window(inputs[slot], value, offset, edges[slot]) for slot, offset in loads]
+        return {}
+    views = [window(slot, value, offset) for slot, offset in loads]
     inner = tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(value, box))
-    values = _codegen.run_numpy(program, scalars, tuple(lo for lo, _ in value), tuple(hi - lo for lo, hi in value),
+    stores = (*program[:3], tuple(("store", out[1]) for out in program[3]))  # reductions: over the target
+    values = _codegen.run_numpy(stores, scalars, tuple(lo for lo, _ in value), tuple(hi - lo for lo, hi in value),
                                 shape, views, backend)
     for out, v in zip(outs, values):
         out[inner] = v
+    reduced = {}
+    for j, (out, v) in enumerate(zip(program[3], values)):
+        if out[0] == "reduce":
+            part = v[tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(target, value))]
+            reduced[j] = _blocks.reduce_chunk(out[2], part, out[3], np.dtype(out[4]), out[5], ())
+    return reduced
 
 
 # --- CUDA ---------------------------------------------------------------------------------------------
@@ -347,6 +402,8 @@ _HELPERS = r"""
 #define GNP_STENCIL_HELPERS
 /* the move bringing buffer position c back into [0, n) when it is at most one period outside */
 template <typename I> __device__ __forceinline__ I gnp_wrap(I c, I n) { return c < 0 ? n : (c >= n ? -n : (I)0); }
+/* whether array position c is past the ends of [0, n) */
+template <typename I> __device__ __forceinline__ bool gnp_outside(I c, I n) { return c < 0 || c >= n; }
 #endif  /* GNP_STENCIL_HELPERS */
 """
 
@@ -358,7 +415,8 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
     writing output ``j`` at ``(p - oo_j) . ostride_j``; the last axis has stride 1 (a 0-d buffer: one
     element). ``index`` is the C type of positions and offsets: "int" where they fit, else "long long".
     ``edges`` (per buffer slot and axis, ``_edges``; None: none) are the reads past a buffer's ends: with
-    WRAP the position is moved by the buffer's extent ``ext<s>_<d>`` (a select, no halo)."""
+    WRAP the position is moved by the buffer's extent ``ext<s>_<d>`` (a select, no halo); with FILL a read
+    outside ``[0, ext<s>_<d>)`` (the array's extent) gives the slot's fill value ``f<s>`` and loads nothing."""
     from ._program_check import check_stencil_code
     from .random._philox import PHILOX_DEVICE_SOURCE
 
@@ -369,8 +427,10 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
     single = {slot for slot, offset in loads if not offset}  # 0-d arrays
     if edges is None:
         edges = tuple(() if s in single else (0,) * ndim for s in range(len(buffer_dtypes)))
+    reductions = list(range(len(out_dtypes), len(outputs)))  # full reductions, after the stores
     params = [f"const {ctype(dt)}* __restrict__ b{s}" for s, dt in enumerate(buffer_dtypes)]
     params += [f"{ctype(dt)}* __restrict__ out{j}" for j, dt in enumerate(out_dtypes)]
+    params += _codegen.reduction_params(program, reductions) + ["unsigned int* __restrict__ ticket"] * bool(reductions)
     params += [f"const {ct} s{k}" for k, ct in sorted(_codegen._scalar_ctypes(instrs).items())]
     params += [f"const {ct} {_codegen._cast_name(j, ct)}" for j, ct in _codegen._scalar_casts(instrs)]
     params += [f"const {index} lo{d}" for d in range(ndim)] + [f"const {index} n{d}" for d in range(ndim)]
@@ -381,21 +441,26 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
     for d in restricted:
         params += [f"const {index} rlo{d}", f"const {index} rhi{d}"]
     params += [f"const {index} ext{s}_{d}" for s, modes in enumerate(edges) for d, mode in enumerate(modes) if mode]
+    params += [f"const {ctype(buffer_dtypes[s])} f{s}" for s, modes in enumerate(edges) if FILL in modes]
+    params += [f"const {index} t{bound}{d}" for d in range(ndim) for bound in ("lo", "hi")] * bool(reductions)
 
     def position(origin: str, stride: str) -> str:
         return " + ".join([f"(p{d} - {origin}_{d}) * {stride}_{d}" for d in range(last)] + [f"(p{last} - {origin}_{last})"])
 
     def at(slot: int, offset: Sequence[int]) -> str:
-        terms = []
+        terms, outside = [], []
         for d, e in enumerate(offset):
             stride = f" * st{slot}_{d}" if d < last else ""
             if e:
                 terms.append(f"({e}){stride}")
             if e and edges[slot][d] == WRAP:
                 terms.append(f"gnp_wrap(p{d} - o{slot}_{d} + ({e}), ext{slot}_{d}){stride}")
-        return f"b{slot}[{' + '.join([f'q{slot}', *terms])}]"
+            if e and edges[slot][d] == FILL:
+                outside.append(f"gnp_outside(p{d} + ({e}), ext{slot}_{d})")
+        load = f"b{slot}[{' + '.join([f'q{slot}', *terms])}]"
+        return f"({' || '.join(outside)} ? f{slot} : {load})" if outside else load
 
-    body: list[str] = []
+    body: list[str] = _codegen.accumulators(program, reductions)
     indent = "    "
     unrolled = max(ndim - 2, 0)  # R positions per thread along this axis: rows (2-d, 3-d) or elements (1-d)
     for d, dim in enumerate(_GRID_AXES[ndim]):
@@ -428,6 +493,9 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
         else:
             value.append(_codegen._instr_code(i, ins, instrs, "flat", 1))
     value += [f"out{j}[w{j}] = ({ctype(dt)})v{out[1]};" for j, (out, dt) in enumerate(zip(outputs, out_dtypes))]
+    if reductions:  # over the target only (the box may be larger: a halo for later sweeps)
+        value.append(f"if ({' && '.join(f'p{d} >= tlo{d} && p{d} < thi{d}' for d in range(ndim))}) {{")
+        value += ["    " + _codegen.fold(program, k) for k in reductions] + ["}"]
     if restricted:
         inside = " && ".join(f"p{d} >= rlo{d} && p{d} < rhi{d}" for d in restricted)
         body.append(f"{indent}if ({inside}) {{")
@@ -439,6 +507,11 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
         body += [f"{indent}{line}" for line in value]
     for d in reversed(range(ndim + 1)):
         body.append("    " * (d + 1) + "}")
+    if reductions:
+        body += ["    const unsigned int gnp_thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);",
+                 "    const unsigned int gnp_block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);"]
+        body += _codegen.finish_reductions(program, reductions, ("gnp_thread", "(blockDim.x * blockDim.y * blockDim.z)",
+                                                                 "gnp_block", "(gridDim.x * gridDim.y * gridDim.z)"))
     name = "gnp_stencil_" + hashlib.sha256(repr((code, index, edges)).encode()).hexdigest()[:16]
     threads = int(np.prod(_THREADS[ndim]))
     source = (
@@ -456,43 +529,52 @@ def record_sources(plan: tuple) -> None:
 
     if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
         return
-    for code, slots, _ in plan[2]:
+    for code, _, _, edges in plan[2]:
         for index in _INDEX_TYPES:
-            for edges in (None, tuple(_modes(plan, b) for b in slots)):
-                _cuda.record_source(kernel_source(code, index, edges)[0])
+            for active in (None, tuple(modes for modes, _, _ in edges)):
+                _cuda.record_source(kernel_source(code, index, active)[0])
 
 
 _INDEX_TYPES = {"int": np.int32, "long long": np.int64}
 
 
 @functools.lru_cache(maxsize=256)
-def _kernel(code: tuple, index: str, edges: tuple) -> Any:
+def _kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int]:
+    """The compiled kernel of a sweep's variant, and how many of its thread blocks the device keeps resident."""
     from . import _cuda
 
     source, name = kernel_source(code, index, edges)
-    return _cuda.compile_module(source).get_function(name)
+    function = _cuda.compile_module(source).get_function(name)
+    return function, _codegen.resident_blocks(function)
 
 
-def _launch_shape(extent: tuple[int, ...]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def _launch_shape(extent: tuple[int, ...], limit: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(grid, threads) of a launch over a box of ``extent``: each thread computes ``ROWS`` positions along
-    axis ``ndim - 2`` (1-d: the only axis)."""
+    axis ``ndim - 2`` (1-d: the only axis); at most ``limit`` thread blocks where given (a kernel with full
+    reductions: its last block combines one partial per block), fewer along the outer axes first."""
     ndim = len(extent)
     threads = _THREADS[ndim]
     per_dim = dict(zip(_GRID_AXES[ndim], extent))
     unrolled = _GRID_AXES[ndim][max(ndim - 2, 0)]
-    grid = tuple(
-        max(1, min(-(-per_dim.get(dim, 1) // (t * (ROWS if dim == unrolled else 1))), _GRID_LIMITS[dim]))
-        for dim, t in zip("xyz", threads)
-    )
-    return grid, threads  # type: ignore[return-value]
+    grid = [max(1, min(-(-per_dim.get(dim, 1) // (t * (ROWS if dim == unrolled else 1))), _GRID_LIMITS[dim]))
+            for dim, t in zip("xyz", threads)]
+    for axis in (2, 1, 0) if limit is not None else ():
+        grid[axis] = max(1, min(grid[axis], limit // (int(np.prod(grid)) // grid[axis])))
+    return tuple(grid), threads  # type: ignore[return-value]
 
 
-def _run_cuda(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple, dests: list) -> None:
+def _run_cuda(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple, dests: list,
+              target: Box) -> dict[int, dict[str, Any]]:
     import cupy
 
-    program, buffer_dtypes, loads, _, _, _ = code
+    program, buffer_dtypes, loads, _, _, out_dtypes = code
     instrs, ndim = program[2], len(box)
     single = {slot for slot, offset in loads if not offset}
+    active = _edges(code, inputs, region, box, edges)
+    # the array's extent along each axis read past the ends (with WRAP, also its buffer's: a whole period)
+    extents = [extent[d] for used, (_, _, extent) in zip(active, edges) for d, mode in enumerate(used) if mode]
+    fills = [_codegen._NP_OF_CTYPE[_codegen._ctype(dt)].type(fill)
+             for dt, used, (_, fill, _) in zip(buffer_dtypes, active, edges) if FILL in used]
     arrays, places = [], []
     for s, (buffer, dt) in enumerate(zip(inputs, buffer_dtypes)):
         if buffer is None:  # read only inside a region this box misses
@@ -505,16 +587,27 @@ def _run_cuda(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, 
             places.append((array, origin))
     places += dests
     numbers = [*(v for iv in box for v in iv), *(v for iv in region for v in iv)]
-    numbers += [v for array, origin in places for v in (*origin, array.size)]
+    numbers += [v for array, origin in places for v in (*origin, array.size)] + extents
     index = "int" if all(abs(v) < 2**31 - 1 for v in numbers) else "long long"
     to_index = _INDEX_TYPES[index]
+    kernel, resident = _kernel(code, index, active)
+    reductions = range(len(out_dtypes), len(program[3]))
+    grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), resident if reductions else None)
+    partials, buffers = {}, []
+    for k in reductions:
+        partials[k], arguments = _codegen.reduction_buffers(program, k, int(np.prod(grid)), int(np.prod(
+            [hi - lo for lo, hi in target])))
+        buffers += arguments
+    buffers += [_codegen.ticket()] if reductions else []
     geometry = [to_index(v) for array, origin in places
                 for v in (*origin, *(stride // array.itemsize for stride in array.strides[:-1]))]
     types = _codegen._scalar_ctypes(instrs)
-    args = arrays + [out for out, _ in dests] + [_codegen._scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)]
+    args = arrays + [out for out, _ in dests] + buffers
+    args += [_codegen._scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)]
     args += [_codegen._cast_arg(scalars, instrs, j, ct) for j, ct in _codegen._scalar_casts(instrs)]
     args += [to_index(lo) for lo, _ in box] + [to_index(hi - lo) for lo, hi in box] + geometry
     args += [to_index(v) for bounds in region for v in bounds]
-    args += [to_index(array.shape[d]) for array, modes in zip(arrays, edges) for d, mode in enumerate(modes) if mode]
-    grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box))
-    _kernel(code, index, edges)(grid, threads, tuple(args))
+    args += [to_index(v) for v in extents] + fills
+    args += [to_index(v) for bounds in target for v in bounds] if reductions else []
+    kernel(grid, threads, tuple(args))
+    return partials
