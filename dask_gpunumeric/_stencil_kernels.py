@@ -580,6 +580,7 @@ def _run_cuda(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, 
         if buffer is None:  # read only inside a region this box misses
             buffer = (cupy.empty((1,) * ndim, dtype=dt), (0,) * ndim)
         array, origin = buffer
+        array = cupy.asarray(array)  # a 0-d value may be a host scalar
         if s not in single and array.strides[-1] != array.itemsize:  # the kernels read rows with stride 1
             array = cupy.ascontiguousarray(array)
         arrays.append(array)

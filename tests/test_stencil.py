@@ -8,6 +8,7 @@ from typing import Any
 
 import dask
 import numpy as np
+import _cuda_emulator
 import pytest
 from conftest import BACKEND, assert_eq, axis_chunks
 from hypothesis import given
@@ -430,6 +431,52 @@ def test_on_a_cluster(client: Any) -> None:
         assert_eq(u, sweeps(heat_periodic, np, x, 3))
         persisted = sweeps(jacobi, gnp, gnp.from_array(x, chunks=(4, 8)), 3).persist()
         assert_eq(persisted, sweeps(jacobi, np, x.copy(), 3))
+
+
+EMULATED = {"jacobi": (jacobi, (13, 11), [(13, 11), (6, 5)]), "jacobi_3d": (jacobi_3d, (7, 6, 9), [(7, 6, 9), (4, 3, 5)]),
+            "smooth_1d": (smooth_1d, (1100,), [(1100,), (300,)]), "heat_periodic": (heat_periodic, (9, 10), [(9, 10), (5, 4)]),
+            "periodic_x_fixed_y": (periodic_x_fixed_y, (10, 9), [(10, 9), (10, 4)])}
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+@pytest.mark.parametrize("name", sorted(EMULATED))
+def test_generated_kernels_run_on_the_cpu(name: str, monkeypatch: Any) -> None:
+    """The CUDA path of the stencil tasks (launch arguments, edges, rows per thread, reductions), its
+    generated kernels compiled for the CPU (``_cuda_emulator``): NumPy's results, whole blocks and split."""
+    update, shape, chunkings = EMULATED[name]
+    x = np.random.default_rng(8).random(shape, dtype=np.float32)
+    _cuda_emulator.emulated_cupy(monkeypatch)
+    for chunks in chunkings:
+        u = sweeps(update, gnp, gnp.from_array(x, chunks=chunks), 3)
+        expected = sweeps(update, np, x.copy(), 3)
+        assert_eq(u, expected, rtol=1e-5, atol=1e-6)
+        assert_eq(gnp.sum(u * u), np.sum(expected * expected), rtol=1e-4)
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+def test_generated_kernels_run_on_the_cpu_for_cg_and_gray_scott(monkeypatch: Any) -> None:
+    """CG (constant padding, two full reductions per iteration) and Gray-Scott (two fields, wrapping) through
+    the emulated kernels, in ``fori_loop`` regions."""
+    from _solvers import gnp_cg, numpy_cg
+
+    _cuda_emulator.emulated_cupy(monkeypatch)
+    b = np.random.default_rng(9).standard_normal((20, 18))
+    for chunks in [(20, 18), (7, 9)]:
+        assert_eq(gnp_cg(gnp.asarray(b, chunks=chunks), 6), numpy_cg(b, 6), rtol=1e-9, atol=1e-12)
+    un, vn = np.random.default_rng(10).random((2, 12, 10), dtype=np.float32)
+
+    def step(xp: Any, u: Any, v: Any) -> tuple[Any, Any]:
+        lap = [xp.roll(a, 1, axis=0) + xp.roll(a, -1, axis=0) + xp.roll(a, 1, axis=1) + xp.roll(a, -1, axis=1) - 4 * a
+               for a in (u, v)]
+        uvv = u * v * v
+        return u + (0.16 * lap[0] - uvv + 0.035 * (1 - u)), v + (0.08 * lap[1] + uvv - 0.1 * v)
+
+    u, v = gnp.fori_loop(4, lambda i, s: step(gnp, *s), (gnp.asarray(un), gnp.asarray(vn)))
+    ru, rv = un, vn
+    for _ in range(4):
+        ru, rv = step(np, ru, rv)
+    assert_eq(u, ru, rtol=1e-5, atol=1e-6)
+    assert_eq(v, rv, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("forge", ["offset", "slot", "axis", "base", "index"])
