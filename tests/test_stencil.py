@@ -68,6 +68,26 @@ def roll_inside_fixed(xp: Any, u: Any) -> Any:
     return v
 
 
+def gray_scott(xp: Any, u: Any, v: Any) -> tuple[Any, Any]:
+    """A Gray-Scott reaction-diffusion step: two fields reading each other, periodic Laplacians (``roll``)."""
+    def lap(a: Any) -> Any:
+        return xp.roll(a, 1, axis=0) + xp.roll(a, -1, axis=0) + xp.roll(a, 1, axis=1) + xp.roll(a, -1, axis=1) - 4 * a
+
+    uvv = u * v * v
+    return u + (0.16 * lap(u) - uvv + 0.035 * (1 - u)), v + (0.08 * lap(v) + uvv - 0.1 * v)
+
+
+def gray_scott_loop(steps: int, seed: int) -> tuple[gnp.Array, gnp.Array]:
+    """``steps`` Gray-Scott steps of random 12 x 10 fields in a ``fori_loop``, checked against NumPy's."""
+    un, vn = np.random.default_rng(seed).random((2, 12, 10), dtype=np.float32)
+    u, v = gnp.fori_loop(steps, lambda i, s: gray_scott(gnp, *s), (gnp.asarray(un), gnp.asarray(vn)))
+    for _ in range(steps):
+        un, vn = gray_scott(np, un, vn)
+    assert_eq(u, un, rtol=1e-5, atol=1e-6)
+    assert_eq(v, vn, rtol=1e-5, atol=1e-6)
+    return u, v
+
+
 UPDATES = {"jacobi": (jacobi, 2), "jacobi_in_place": (jacobi_in_place, 2), "heat_periodic_1d": (heat_periodic, 1),
            "heat_periodic_2d": (heat_periodic, 2), "heat_periodic_3d": (heat_periodic, 3), "jacobi_3d": (jacobi_3d, 3),
            "smooth_1d": (smooth_1d, 1), "periodic_x_fixed_y": (periodic_x_fixed_y, 2),
@@ -116,16 +136,9 @@ def test_interior_slices_shrink(data: tuple, depth: int) -> None:
 def test_two_fields_updated_together(data: tuple, n: int, per_task: Any) -> None:
     """Gray-Scott reaction-diffusion (periodic): both fields in one kernel per block and sweep."""
     x, chunks = data
-
-    def step(xp: Any, u: Any, v: Any) -> tuple[Any, Any]:
-        def lap(a: Any) -> Any:
-            return xp.roll(a, 1, axis=0) + xp.roll(a, -1, axis=0) + xp.roll(a, 1, axis=1) + xp.roll(a, -1, axis=1) - 4 * a
-        uvv = u * v * v
-        return u + (0.16 * lap(u) - uvv + 0.06 * (1 - u)), v + (0.08 * lap(v) + uvv - 0.122 * v)
-
     u, v, ru, rv = gnp.from_array(x, chunks=chunks), gnp.from_array(1 - x, chunks=chunks), x, 1 - x
     for _ in range(n):
-        (u, v), (ru, rv) = step(gnp, u, v), step(np, ru, rv)
+        (u, v), (ru, rv) = gray_scott(gnp, u, v), gray_scott(np, ru, rv)
     with gnp.config.set(stencil_sweeps=per_task):
         uu, vv = dask.compute(u, v)
         np.testing.assert_allclose(np.asarray(uu if BACKEND == "numpy" else uu.get()), ru, rtol=1e-5, atol=1e-6)
@@ -253,21 +266,8 @@ def test_periodic_block_wraps_in_place(ndim: int) -> None:
 def test_gray_scott_step_is_one_kernel() -> None:
     """Two fields with periodic Laplacians (``roll``) in a ``fori_loop`` on one block: per step one task
     running one kernel that reads u and v and writes both; equal to NumPy's steps."""
-    un, vn = np.random.default_rng(4).random((2, 12, 10), dtype=np.float32)
-
-    def step(xp: Any, u: Any, v: Any) -> tuple[Any, Any]:
-        def lap(a: Any) -> Any:
-            return xp.roll(a, 1, axis=0) + xp.roll(a, -1, axis=0) + xp.roll(a, 1, axis=1) + xp.roll(a, -1, axis=1) - 4 * a
-        uvv = u * v * v
-        return u + (0.16 * lap(u) - uvv + 0.035 * (1 - u)), v + (0.08 * lap(v) + uvv - 0.1 * v)
-
     with gnp.config.set(dispatch="lazy"):  # a region to look at, not its results
-        u, v = gnp.fori_loop(6, lambda i, s: step(gnp, *s), (gnp.asarray(un), gnp.asarray(vn)))
-    ru, rv = un, vn
-    for _ in range(6):
-        ru, rv = step(np, ru, rv)
-    assert_eq(u, ru, rtol=1e-5, atol=1e-6)
-    assert_eq(v, rv, rtol=1e-5, atol=1e-6)
+        u, _ = gray_scott_loop(6, 4)
     info = plan(u)
     (loop,) = info["regions"][0]["programs"][0]["loops"]
     assert loop["kernels"] == 1 and loop["tasks"] == 3  # the kernel's task, and picking its two outputs
@@ -463,20 +463,7 @@ def test_generated_kernels_run_on_the_cpu_for_cg_and_gray_scott(monkeypatch: Any
     b = np.random.default_rng(9).standard_normal((20, 18))
     for chunks in [(20, 18), (7, 9)]:
         assert_eq(gnp_cg(gnp.asarray(b, chunks=chunks), 6), numpy_cg(b, 6), rtol=1e-9, atol=1e-12)
-    un, vn = np.random.default_rng(10).random((2, 12, 10), dtype=np.float32)
-
-    def step(xp: Any, u: Any, v: Any) -> tuple[Any, Any]:
-        lap = [xp.roll(a, 1, axis=0) + xp.roll(a, -1, axis=0) + xp.roll(a, 1, axis=1) + xp.roll(a, -1, axis=1) - 4 * a
-               for a in (u, v)]
-        uvv = u * v * v
-        return u + (0.16 * lap[0] - uvv + 0.035 * (1 - u)), v + (0.08 * lap[1] + uvv - 0.1 * v)
-
-    u, v = gnp.fori_loop(4, lambda i, s: step(gnp, *s), (gnp.asarray(un), gnp.asarray(vn)))
-    ru, rv = un, vn
-    for _ in range(4):
-        ru, rv = step(np, ru, rv)
-    assert_eq(u, ru, rtol=1e-5, atol=1e-6)
-    assert_eq(v, rv, rtol=1e-5, atol=1e-6)
+    gray_scott_loop(4, 10)
 
 
 @pytest.mark.parametrize("forge", ["offset", "slot", "axis", "base", "index"])
