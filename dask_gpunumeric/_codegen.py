@@ -546,7 +546,7 @@ def _grouped_loop(program: tuple, full_reductions: list[int], group: int) -> lis
 
 def reduction_params(program: tuple, full_reductions: Sequence[int]) -> list[str]:
     """Kernel parameters of full reductions: per reduction ``k``, the thread blocks' partials ``out<k>`` and
-    the one-element result ``fin<k>`` (then, once for all, the ``ticket`` counter)."""
+    the one-element result ``fin<k>`` (the kernel takes one ``ticket`` counter besides)."""
     instrs, outputs = program[2], program[3]
     return [p for k in full_reductions for p in (f"{_ctype(_reduce_acc(outputs[k], instrs))}* __restrict__ out{k}",
                                                   f"{_ctype(_final_dtype(outputs[k]))}* __restrict__ fin{k}")]
