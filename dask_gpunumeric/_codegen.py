@@ -448,15 +448,10 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
     params: list[str] = []
     for k, dt in enumerate(input_dtypes):
         params.append(f"const {_ctype(dt)}* __restrict__ in{k}")
-    finals = {fold.output: fold for fold in folds if fold.output is not None}
-    for k, out in enumerate(outputs):
-        if k in finals:
-            params.append(f"{_ctype(finals[k].final)}* __restrict__ fin{k}")
-        else:  # a block (or the epilogue's one element)
-            params.append(f"{_ctype(_value_dtype(instrs[out[1]]))}* __restrict__ out{k}")
-    params += [f"{_ctype(fold.acc)}* __restrict__ part{f}" for f, fold in enumerate(folds)]
-    if folds:
-        params.append("unsigned int* __restrict__ ticket")
+    finals = {fold.output for fold in folds}
+    params += [final_param(program, k) if k in finals  # else a block (or the epilogue's one element)
+               else f"{_ctype(_value_dtype(instrs[out[1]]))}* __restrict__ out{k}" for k, out in enumerate(outputs)]
+    params += fold_params(program)
     scalar_types = _scalar_ctypes(instrs)
     for k, ct in sorted(scalar_types.items()):
         params.append(f"const {ct} s{k}")
@@ -470,7 +465,7 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
 
     name = "gnp_fused_" + hashlib.sha256(repr((program, mode, group, index, singles)).encode()).hexdigest()[:16]
     variant = _Variant(mode, group, index, frozenset(singles))
-    body = [f"    {_ctype(fold.acc)} acc{f} = {_identity(fold.kind, fold.acc)};" for f, fold in enumerate(folds)]
+    body = accumulators(program)
     body.append(f"    const {index} nthreads = ({index})gridDim.x * blockDim.x;")
     if group > 1:
         body += _grouped_loop(program, variant)
@@ -489,7 +484,7 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
             body.append(f"{indent}}}")
         body += [indent + line for line in _element_code(program, variant, {})]
         body.append("    }")
-    body += _finish(program)
+    body += finish(program)
     source = (
         PHILOX_DEVICE_SOURCE + _HELPERS
         + f'\nextern "C" __global__ void __launch_bounds__(256) {name}(\n    ' + ",\n    ".join(params) + ")\n{\n"
@@ -544,10 +539,7 @@ def _element_code(program: tuple, variant: _Variant, partial: dict[int, str],
     lines = [f"const {_ctype(ins[2])} v{i} = {loaded[i]};" if loaded and i in loaded
              else _instr_code(i, ins, instrs, variant.mode, variant.group, variant.singles)
              for i, ins in enumerate(instrs) if i not in after]
-    for f, fold in enumerate(folds):
-        acc = partial.get(f, f"acc{f}")
-        ct = "float" if f in partial else _ctype(fold.acc)
-        lines.append(f"{acc} = {_COMBINE[fold.kind].format(a=acc, b=f'({ct})v{fold.value}')};")
+    lines += fold_statements(program, partial)
     folded = {fold.output for fold in folds}
     lines += [f"out{k}[t] = v{out[1]};" for k, out in enumerate(outputs) if k not in folded and out[1] not in after]
     return lines
@@ -623,29 +615,65 @@ def _grouped_loop(program: tuple, variant: _Variant) -> list[str]:
     return lines
 
 
-def _finish(program: tuple) -> list[str]:
+#: (thread in block, threads per block, block, blocks) of a one-dimensional launch
+LINEAR_IDS = ("threadIdx.x", "blockDim.x", "blockIdx.x", "gridDim.x")
+
+
+def final_param(program: tuple, k: int) -> str:
+    """The kernel parameter of output ``k``, a full reduction finished in the launch: its one-element result."""
+    return f"{_ctype(_final_dtype(program[3][k]))}* __restrict__ fin{k}"
+
+
+def fold_params(program: tuple) -> list[str]:
+    """The kernel parameters of a program's folds besides their results: each fold's thread-block partials
+    ``part<f>`` and the ticket counter."""
+    folds = _folds(program)
+    return [f"{_ctype(fold.acc)}* __restrict__ part{f}" for f, fold in enumerate(folds)] + [
+        "unsigned int* __restrict__ ticket"] * bool(folds)
+
+
+def accumulators(program: tuple) -> list[str]:
+    """Each thread's accumulator ``acc<f>`` of each fold, at its identity."""
+    return [f"    {_ctype(fold.acc)} acc{f} = {_identity(fold.kind, fold.acc)};" for f, fold in enumerate(_folds(program))]
+
+
+def fold_statements(program: tuple, partial: dict[int, str] | None = None) -> list[str]:
+    """The statements folding each fold's value ``v<i>`` into its accumulator (``partial[f]``, a float, where
+    given, instead of ``acc<f>``)."""
+    partial = partial or {}
+    lines = []
+    for f, fold in enumerate(_folds(program)):
+        acc = partial.get(f, f"acc{f}")
+        ct = "float" if f in partial else _ctype(fold.acc)
+        lines.append(f"{acc} = {_COMBINE[fold.kind].format(a=acc, b=f'({ct})v{fold.value}')};")
+    return lines
+
+
+def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS) -> list[str]:
     """Thread-block partials of the folds, then the last thread block's final combine, its one-element
-    outputs and the epilogue."""
+    outputs and the epilogue. ``ids`` name the linear thread and block numbers of the launch
+    (``LINEAR_IDS``: a one-dimensional one), of 256 threads per block."""
     folds = _folds(program)
     if not folds:
         return []
+    thread, threads, block, blocks = ids
     lines: list[str] = []
     for f, fold in enumerate(folds):
-        lines += [f"    __shared__ {_ctype(fold.acc)} sh{f}[256];", f"    sh{f}[threadIdx.x] = acc{f};"]
-    lines += _block_tree(folds)
+        lines += [f"    __shared__ {_ctype(fold.acc)} sh{f}[256];", f"    sh{f}[{thread}] = acc{f};"]
+    lines += _block_tree(folds, thread, threads)
     lines.append("    __shared__ bool last;")
-    lines.append("    if (threadIdx.x == 0) {")
-    lines += [f"        part{f}[blockIdx.x] = sh{f}[0];" for f in range(len(folds))]
-    lines += ["        __threadfence();", "        last = atomicAdd(ticket, 1u) == gridDim.x - 1;", "    }",
+    lines.append(f"    if ({thread} == 0) {{")
+    lines += [f"        part{f}[{block}] = sh{f}[0];" for f in range(len(folds))]
+    lines += ["        __threadfence();", f"        last = atomicAdd(ticket, 1u) == {blocks} - 1;", "    }",
               "    __syncthreads();", "    if (!last) return;"]
     for f, fold in enumerate(folds):
         ct = _ctype(fold.acc)
         combine = _COMBINE[fold.kind].format(a=f"a{f}", b=f"((volatile {ct}*)part{f})[i]")
         lines += [f"    {ct} a{f} = {_identity(fold.kind, fold.acc)};",
-                  f"    for (unsigned int i = threadIdx.x; i < gridDim.x; i += blockDim.x) a{f} = {combine};",
-                  f"    sh{f}[threadIdx.x] = a{f};"]
-    lines += _block_tree(folds)
-    lines.append("    if (threadIdx.x == 0) {")
+                  f"    for (unsigned int i = {thread}; i < {blocks}; i += {threads}) a{f} = {combine};",
+                  f"    sh{f}[{thread}] = a{f};"]
+    lines += _block_tree(folds, thread, threads)
+    lines.append(f"    if ({thread} == 0) {{")
     lines += [f"        fin{fold.output}[0] = ({_ctype(fold.final)})sh{f}[0];"
               for f, fold in enumerate(folds) if fold.output is not None]
     lines += ["        " + line for line in _epilogue_code(program)]
@@ -676,12 +704,12 @@ def _epilogue_code(program: tuple) -> list[str]:
     return [*lines, "}"]
 
 
-def _block_tree(folds: Sequence[_Fold]) -> list[str]:
-    """Combine ``sh<f>[0..blockDim.x)`` into ``sh<f>[0]`` (a fixed-order tree)."""
-    lines = ["    __syncthreads();", "    for (int s = blockDim.x / 2; s > 0; s >>= 1) {", "        if (threadIdx.x < s) {"]
+def _block_tree(folds: Sequence[_Fold], thread: str, threads: str) -> list[str]:
+    """Combine ``sh<f>[0..threads)`` into ``sh<f>[0]`` (a fixed-order tree)."""
+    lines = ["    __syncthreads();", f"    for (int s = {threads} / 2; s > 0; s >>= 1) {{", f"        if ({thread} < s) {{"]
     for f, fold in enumerate(folds):
-        combine = _COMBINE[fold.kind].format(a=f"sh{f}[threadIdx.x]", b=f"sh{f}[threadIdx.x + s]")
-        lines.append(f"            sh{f}[threadIdx.x] = {combine};")
+        combine = _COMBINE[fold.kind].format(a=f"sh{f}[{thread}]", b=f"sh{f}[{thread} + s]")
+        lines.append(f"            sh{f}[{thread}] = {combine};")
     lines += ["        }", "        __syncthreads();", "    }"]
     return lines
 
@@ -905,19 +933,38 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     bufs, results = [], []
     for k, out in enumerate(outputs):
         if k in kernel.finals:
-            bufs.append(cupy.empty((1,) * ndim, dtype=_final_dtype(out)))
-            results.append({"s": bufs[-1], "n": size} if out[2] == "mean" else {"v": bufs[-1]})
+            result, buffer = final_buffer(program, k, size)
+            bufs.append(buffer)
+            results.append(result)
         else:
             value_shape = (1,) * after[out[1]] if out[1] in after else shape
             bufs.append(cupy.empty(value_shape, dtype=_value_dtype(instrs[out[1]])))
             results.append(bufs[-1])
-    if kernel.folds:
-        workspace = _workspace()
-        bufs += [*workspace.partials(blocks, kernel.folds), workspace.ticket]
+    bufs += fold_buffers(program, blocks)
     kernel.function((blocks,), (_THREADS,), (*inputs, *bufs, *kernel.scalar_args(scalars), *geometry))
     # a reduction over some axes: of the stored block, once the kernel has written it
     return [_blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
             if out[0] == "reduce" and k not in kernel.finals else r for k, (out, r) in enumerate(zip(outputs, results))]
+
+
+def final_buffer(program: tuple, k: int, size: int) -> tuple[dict[str, Any], Any]:
+    """The result of output ``k``, a full reduction over ``size`` elements finished in the launch, as the partial
+    ``_blocks.reduce_chunk`` gives, and the one-element device array the kernel writes it to (``fin<k>``)."""
+    import cupy
+
+    out = program[3][k]
+    final = cupy.empty((1,) * program[0], dtype=_final_dtype(out))
+    return ({"s": final, "n": size} if out[2] == "mean" else {"v": final}), final
+
+
+def fold_buffers(program: tuple, blocks: int) -> list[Any]:
+    """The kernel arguments of a launch of ``blocks`` thread blocks for its folds' partials and the ticket
+    (``fold_params``), in the current stream's workspace."""
+    folds = _folds(program)
+    if not folds:
+        return []
+    workspace = _workspace()
+    return [*workspace.partials(blocks, [fold.acc for fold in folds]), workspace.ticket]
 
 
 _THREADS = 256  # threads per block: the kernels' __launch_bounds__ and shared-memory trees assume it
@@ -934,10 +981,12 @@ class _Workspace:
         self.ticket = cupy.zeros(1, dtype=np.uint32)
         self._room = cupy.empty(0, dtype=np.uint8)
 
-    def partials(self, blocks: int, count: int) -> list[Any]:
-        """Pointers (kernel arguments) to ``count`` arrays of ``blocks`` partials (of at most 8 bytes each)."""
+    def partials(self, blocks: int, dtypes: Sequence[np.dtype]) -> list[Any]:
+        """Pointers (kernel arguments) to an array of ``blocks`` partials of each of ``dtypes`` (of at most 8
+        bytes each)."""
         import cupy
 
+        count = len(dtypes)
         need = 8 * blocks * count
         if self._room.nbytes < need:
             self._room = cupy.empty(need, dtype=np.uint8)  # the old room is freed in stream order
@@ -995,7 +1044,6 @@ class _Kernel:
         source, name = kernel_source(program, variant.mode, variant.group, variant.index, tuple(sorted(variant.singles)))
         self.function = _cuda.compile_module(source).get_function(name)
         self.max_blocks = _cuda.wave_blocks(self.function, _THREADS)
-        self.folds = len(_folds(program))
         self.finals = {fold.output for fold in _folds(program) if fold.output is not None}
         self._instrs = program[2]
         self._scalars: dict[tuple, tuple] = {}

@@ -65,7 +65,9 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
                 "name": node._name, "kernel": _stencil_kernels.describe(stencil_plan),
                 "kernels": _stencil_kernels.sweeps(stencil_plan), "blocks": int(np.prod(node.numblocks)),
                 "halo": _stencil_kernels.halo_depth(stencil_plan), "inputs": len(node.sources),
-                "outputs": [f"store {b}" for b in stencil_plan[3]], "plan": stencil_plan,
+                "outputs": [f"store {b}" for b in stencil_plan[3]]
+                + [f"{_stencil_kernels._reduction(stencil_plan, r)[1][2]}-partial" for r in stencil_plan[6]],
+                "plan": stencil_plan,
                 "tasks": {kind: kinds[kind] for kind in ("interior", "bands", "halo")},
             })
     graph = graph_of(optimized)
@@ -96,7 +98,7 @@ def explain(x: Array, *, source: bool = False) -> str:
                      f"their edge bands, {tasks['halo']} halo strips")
         lines.append(f"  halo depth per axis: {g['halo']}; inputs: {g['inputs']}; outputs: {len(g['outputs'])}")
         if source:
-            lines += [_stencil_kernels.kernel_source(code)[0] for code, _, _ in g["plan"][2]]
+            lines += [_stencil_kernels.kernel_source(code)[0] for code, *_ in g["plan"][2]]
     for g in info["groups"]:
         lines.append(f"fused kernel {g['kernel']}: 1 kernel per block, {g['blocks']} block(s)")
         lines.append(f"  ops:     {', '.join(g['ops'])}")

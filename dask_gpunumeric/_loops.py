@@ -8,7 +8,7 @@ every worker gets the same value) and read there, without a round trip to the cl
 
 While its body is traced, everything it computes from values that do not change between iterations
 (arrays captured from outside, or computed from them) is hoisted out: computed once before the loop and
-read by every iteration.
+read by every iteration; constants (``full``) stay in the body, where they cost nothing in kernels.
 
 Outside ``gnp.accelerate`` a loop is a region of its own.
 """
@@ -228,10 +228,18 @@ def _hoist_invariants(outputs: list[ArrayExpr], placeholders: list[Placeholder],
         if any(d._name in varying for d in node.dependencies()):
             varying.add(node._name)
     output_names = {o._name for o in outputs}
-    hoisted = [n for n in dag.order if n._name not in varying and not isinstance(n, Bundle) and (
+    hoisted = [n for n in dag.order if n._name not in varying and not isinstance(n, Bundle) and not _constant(n) and (
         n._name in output_names or any(c._name in varying for c in dag.consumers[n._name]))]
     invariants = [(Placeholder(m, f"{signature}-invariant", n.chunks, n.dtype, n.backend), n)
                   for m, n in enumerate(hoisted)]
     replaced = {n._name: ph for ph, n in invariants}
     memo: dict = {}
     return [_rebuild(o, replaced, memo) for o in outputs], invariants
+
+
+def _constant(node: ArrayExpr) -> bool:
+    """A constant array (``full``) used inside the loop: kept there, where kernels take it as a scalar and
+    the stencil pass sees it (the edges of ``pad``), rather than hoisted as an opaque invariant."""
+    from ._expr import Creation
+
+    return isinstance(node, Creation) and node.operand("kind") == "full"

@@ -37,11 +37,12 @@ def check_program(program: Any, mode: Any, group: Any, index: Any = "long long",
         _check_output(out, len(instrs), ndim)
 
 
-def check_stencil_code(code: Any, index: Any) -> None:
+def check_stencil_code(code: Any, index: Any, edges: Any = None) -> None:
     """Raise ``ProgramError`` unless a stencil sweep's ``code`` (see ``_stencil_kernels``) holds only our
     names and integers in range: its program, buffer dtypes, loads (a buffer slot and an integer offset per
-    axis, or none for a 0-d array), restricted axes, bases and output dtypes; and ``index`` is a C type we
-    generate."""
+    axis, or none for a 0-d array), restricted axes, bases and output dtypes (of its stores, before its full
+    reductions: none in a kernel with a region); ``index`` is a C type we
+    generate, and ``edges`` None or an edge mode (0, 1 or 2) per buffer slot and axis (none for a 0-d one)."""
     _require(index in ("int", "long long"), f"index type {index!r}")
     _require(isinstance(code, tuple) and len(code) == 6, "stencil code is (program, dtypes, loads, axes, bases, dtypes)")
     program, buffers, loads, restricted, bases, out_dtypes = code
@@ -57,10 +58,15 @@ def check_stencil_code(code: Any, index: Any) -> None:
              f"loads {loads!r}")
     _require(isinstance(restricted, tuple) and len(set(restricted)) == len(restricted)
              and all(_is_int(d) and 0 <= d < ndim for d in restricted), f"restricted axes {restricted!r}")
-    _require(isinstance(bases, tuple) and len(bases) == len(outputs)
+    _require(isinstance(out_dtypes, tuple) and len(out_dtypes) <= len(outputs) and all(_is_dtype(d) for d in out_dtypes)
+             and all(out[0] == "store" for out in outputs[:len(out_dtypes)]) and all(
+                 out[0] == "reduce" and out[3] == tuple(range(ndim)) for out in outputs[len(out_dtypes):])
+             and (not restricted or len(out_dtypes) == len(outputs)), f"stencil outputs {outputs!r}")
+    _require(isinstance(bases, tuple) and len(bases) == len(out_dtypes)
              and all(b is None or read(b) and len(b[1]) == ndim for b in bases), f"bases {bases!r}")
-    _require(isinstance(out_dtypes, tuple) and len(out_dtypes) == len(outputs) and all(_is_dtype(d) for d in out_dtypes)
-             and all(out[0] == "store" for out in outputs), f"stencil outputs {outputs!r}")
+    _require(edges is None or isinstance(edges, tuple) and len(edges) == len(buffers) and all(
+        isinstance(modes, tuple) and len(modes) in (0, ndim) and all(_is_int(m) and m in (0, 1, 2) for m in modes)
+        for modes in edges), f"edges {edges!r}")
 
 
 def _check_instruction(i: int, ins: Any, n_inputs: int, ndim: int) -> None:

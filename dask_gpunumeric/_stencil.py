@@ -9,7 +9,9 @@ The pass is a pure function of the expression DAG (``stencils(root) -> root'``),
 * *pointwise* nodes are fusable ``Elemwise`` nodes whose array operands all have its shape (or none: 0-d
   arrays, read as scalars), and ``SetItem`` nodes over a box (a scalar or an array value); each reads its
   operands through views;
-* a *cluster* is a connected set of pointwise nodes with at least one ``Elemwise`` and one shifted read;
+* a *cluster* is a connected set of pointwise nodes (connected by reads of each other, or of one array
+  outside, so that one kernel may compute the readers of an array together) with at least one ``Elemwise``
+  and one shifted read;
 * *placement*: a node is computed at position ``p`` of its kernel as ``node[p + t]``. A node that all of
   its readers read at the same shift is inlined into them (``t`` follows), any other is a *field*: stored,
   with ``t = 0`` (a ``SetItem``, a value used outside the cluster, or one read at several shifts);
@@ -20,10 +22,11 @@ The pass is a pure function of the expression DAG (``stencils(root) -> root'``),
   of ``k`` sweeps of reach ``r`` reads halos ``k * r`` deep.
 
 Group size (``gpunumeric.stencil-sweeps``): "auto" adds sweeps to a group while the halo stays within an
-eighth of the smallest block along every axis that has one (several blocks, or a cyclic halo), so that the
-redundant work on halos stays under about 1/8 per such axis while tasks and halo exchanges drop k-fold; an
-unsplit axis with fixed boundaries needs no halo, so a single-block array groups all sweeps. An integer
-``k`` makes groups of (at most) ``k`` sweeps whatever the halo.
+eighth of the smallest block along every axis with several blocks, so that the redundant work on halos
+stays under about 1/8 per such axis while tasks and halo exchanges drop k-fold; an unsplit axis needs no
+halo (fixed boundaries: none is read; periodic ones: reads wrap around the block in the kernel), so a
+single-block array groups all sweeps. An integer ``k`` makes groups of (at most) ``k`` sweeps whatever the
+halo.
 """
 from __future__ import annotations
 
@@ -37,9 +40,10 @@ from dask._expr import Expr
 from dask.tokenize import tokenize
 
 from . import _codegen, _plan, _stencil_kernels
-from ._expr import ArrayExpr, Elemwise, FusedOutput, Gather, SetItem, Stencil
+from ._expr import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil
+from ._stencil_kernels import FILL, WRAP
 
-Read = tuple[Expr, tuple[int, ...], tuple[bool, ...]]  # (target, shift, wraps per axis)
+Read = tuple[Expr, tuple[int, ...], tuple[int, ...], Any]  # (target, shift, edge mode per axis, fill value)
 
 
 # --- views ---------------------------------------------------------------------------------------------
@@ -83,6 +87,42 @@ def _gather_shift(node: Gather) -> tuple[tuple[int, ...], tuple[bool, ...]] | No
     return tuple(a[0] for a in axes), tuple(a[1] for a in axes)  # type: ignore[index]
 
 
+def _padding(node: Gather) -> tuple[ArrayExpr, int, int, Any] | None:
+    """(source, axis, before, value) where a Gather joins constant blocks of one ``value`` before and after
+    the whole of one source along ``axis`` (``pad``'s constant mode, one axis at a time), else None."""
+    sources = node.sources
+    if len(sources) < 2 or node.operand("drop"):
+        return None
+    plan = node.operand("plan")
+    axes = [d for d, axis_plan in enumerate(plan) if any(p[0] for pieces, _ in axis_plan for p in pieces)]
+    main = [i for i, s in enumerate(sources) if not (isinstance(s, Creation) and s.operand("kind") == "full")]
+    if len(axes) != 1 or len(main) != 1 or sources[main[0]].ndim != node.ndim:
+        return None
+    (axis,), (m,) = axes, main
+    values = {np.asarray(s.operand("params")[0], dtype=node.dtype).tobytes() for s in sources if s is not sources[m]}
+    if len(values) != 1 or any(s.dtype != node.dtype for s in sources):
+        return None
+    offsets = _plan.offsets(sources[m].chunks[axis])
+    position, before, taken = 0, None, 0
+    for pieces, permutation in plan[axis]:
+        for source, chunk, local in pieces:
+            if permutation is not None or not isinstance(local, slice):
+                return None
+            start, stop, step = local.indices(sources[source].chunks[axis][chunk])
+            count = len(range(start, stop, step))
+            if source == m and count:
+                before = position if before is None else before
+                if step != 1 and count > 1 or offsets[chunk] + start != taken or position != before + taken:
+                    return None
+                taken += count
+            position += count
+    if before is None or taken != sources[m].shape[axis] or any(
+            _axis_shift(plan[d], sources[m].chunks[d]) != (0, False) for d in range(node.ndim) if d != axis):
+        return None
+    value = next(s for s in sources if s is not sources[m]).operand("params")[0]
+    return sources[m], axis, before, np.asarray(value, dtype=node.dtype)[()]
+
+
 class _Views:
     """Each expression as a read of its base through views (memoized)."""
 
@@ -92,24 +132,46 @@ class _Views:
     def resolve(self, node: Expr) -> Read:
         if node._name in self.memo:
             return self.memo[node._name]
-        shift = _gather_shift(node) if isinstance(node, Gather) else None
-        if shift is None:
-            read: Read = (node, (0,) * node.ndim, (False,) * node.ndim)
-        else:
-            source = node.sources[0]
-            base, inner, _ = self.resolve(source)
-            c, wraps = [], []
-            for d, (outer, wrap) in enumerate(zip(*shift)):
-                n = base.shape[d]
-                if wrap and source.shape[d] != n:  # a cyclic view of a part of the base: not a shift of it
-                    base = None
-                    break
-                position = (inner[d] + outer) % n if n else 0
-                c.append(position)
-                wraps.append(position + node.shape[d] > n)
-            read = (base, tuple(c), tuple(wraps)) if base is not None else (source, shift[0], shift[1])
+        read = None
+        if isinstance(node, Gather):
+            shift = _gather_shift(node)
+            padding = None if shift is not None else _padding(node)
+            read = (self._shifted(node, shift) if shift is not None else
+                    self._padded(node, *padding) if padding is not None else None)
+        if read is None:
+            read = (node, (0,) * node.ndim, (0,) * node.ndim, None)
         self.memo[node._name] = read
         return read
+
+    def _shifted(self, node: Gather, shift: tuple[tuple[int, ...], tuple[bool, ...]]) -> Read:
+        """A shift of a view: of its base, where the two compose (a cyclic view of a whole period)."""
+        source = node.sources[0]
+        base, inner, edges, fill = self.resolve(source)
+        c, modes = [], []
+        for d, (outer, wrap) in enumerate(zip(*shift)):
+            n = base.shape[d]
+            if wrap and (source.shape[d] != n or edges[d] == FILL):  # not a whole period of the base
+                return (source, shift[0], tuple(WRAP if w else 0 for w in shift[1]), None)
+            position = inner[d] + outer if edges[d] == FILL else (inner[d] + outer) % n if n else 0
+            c.append(position)
+            modes.append(edges[d] if edges[d] == FILL else WRAP if position + node.shape[d] > n else 0)
+        return _settled(base, tuple(c), modes, fill, node.shape)
+
+    def _padded(self, node: Gather, source: ArrayExpr, axis: int, before: int, value: Any) -> Read:
+        """A constant padding of a view: a read of its base filled past the base's ends along ``axis``, where
+        the view covers the whole base along that axis (and any other filling is with the same value)."""
+        base, inner, edges, fill = self.resolve(source)
+        same = fill is None or np.asarray(fill).tobytes() == np.asarray(value).tobytes()  # of one dtype
+        if edges[axis] == WRAP or inner[axis] > 0 or inner[axis] + source.shape[axis] < base.shape[axis] or not same:
+            base, inner, edges = source, (0,) * node.ndim, (0,) * node.ndim
+        c = tuple(e - before if d == axis else e for d, e in enumerate(inner))
+        return _settled(base, c, [FILL if d == axis else m for d, m in enumerate(edges)], value, node.shape)
+
+
+def _settled(base: Expr, c: tuple[int, ...], modes: list[int], fill: Any, shape: tuple[int, ...]) -> Read:
+    """A read with filling only along the axes where its window leaves the base (else a plain read)."""
+    modes = [0 if m == FILL and 0 <= e and e + k <= n else m for m, e, k, n in zip(modes, c, shape, base.shape)]
+    return base, c, tuple(modes), fill if FILL in modes else None
 
 
 # --- pointwise nodes -----------------------------------------------------------------------------------
@@ -159,8 +221,8 @@ def _pointwise_reads(node: Expr, views: _Views) -> list[Read] | None:
         return None
     reads = [views.resolve(a) for a in arrays]
     if isinstance(node, SetItem) and len(reads) == 2:
-        target, c, wraps = reads[1]
-        reads[1] = (target, tuple(ci - lo for ci, (lo, _) in zip(c, region)), wraps)
+        target, c, modes, fill = reads[1]
+        reads[1] = (target, tuple(ci - lo for ci, (lo, _) in zip(c, region)), modes, fill)
     return reads
 
 
@@ -175,9 +237,12 @@ class _Kernel:
     frame: tuple
     fields: list[str]
     region: tuple | None
+    stores: list[str] = field(default_factory=list)  # the fields it writes out
+    reductions: list[Expr] = field(default_factory=list)  # the full reductions of its fields it computes
     code: tuple = ()
     targets: list[str] = field(default_factory=list)  # per local buffer slot
-    wraps: list[tuple[bool, ...]] = field(default_factory=list)  # per local buffer slot: any cyclic read
+    modes: list[tuple[int, ...]] = field(default_factory=list)  # per local buffer slot: edge mode per axis
+    fills: list[Any] = field(default_factory=list)  # per local buffer slot: the value of FILL reads
     region_values: tuple = ()
     scalars: tuple = ()
     reach: tuple[int, ...] = ()
@@ -193,10 +258,9 @@ class _Group:
     fields: set[str] = field(default_factory=set)
     reach: dict[int, tuple[int, ...]] = field(default_factory=dict)  # per level: the largest offsets read
     periodic: set[int] = field(default_factory=set)  # axes along which kernels read the group's fields cyclically
-    cyclic: set[int] = field(default_factory=set)  # axes along which anything is read cyclically
 
     def cyclic_reads(self, kernel: _Kernel) -> set[int]:
-        return {d for t, w in zip(kernel.targets, kernel.wraps) if t in self.fields for d, x in enumerate(w) if x}
+        return {d for t, m in zip(kernel.targets, kernel.modes) if t in self.fields for d, x in enumerate(m) if x == WRAP}
 
     def fits(self, kernel: _Kernel, limit: Any, nodes: dict[str, Expr]) -> bool:
         """May ``kernel`` join: within the group size rule (module docstring), and where fields are read
@@ -213,16 +277,14 @@ class _Group:
             return len({*self.reach, kernel.level}) <= limit
         reach = dict(self.reach)
         reach[kernel.level] = tuple(map(max, reach.get(kernel.level, kernel.reach), kernel.reach))
-        cyclic = periodic | self.cyclic | {d for w in kernel.wraps for d, x in enumerate(w) if x}
-        for d in range(len(shape)):  # a halo along axes with several blocks or a cyclic halo costs work
+        for d in range(len(shape)):  # a halo costs work along axes with several blocks (one wraps in place)
             halo = sum(r[d] for r in reach.values())
-            if (len(chunks[d]) > 1 or d in cyclic) and halo > min((c for c in chunks[d] if c), default=0) // 8:
+            if len(chunks[d]) > 1 and halo > min((c for c in chunks[d] if c), default=0) // 8:
                 return False
         return True
 
     def add(self, kernel: _Kernel) -> None:
         self.periodic |= self.cyclic_reads(kernel)
-        self.cyclic |= {d for w in kernel.wraps for d, x in enumerate(w) if x}
         self.reach[kernel.level] = tuple(map(max, self.reach.get(kernel.level, kernel.reach), kernel.reach))
         self.kernels.append(kernel)
         self.fields |= set(kernel.fields)
@@ -249,21 +311,26 @@ class _Pass:
         from ._fusion import _Groups
 
         groups = _Groups()
+        first_reader: dict[str, str] = {}
         for name, reads in self.reads.items():
             groups.find(name)
-            for target, _, _ in reads:
+            for target, *_ in reads:
                 if target._name in self.reads:
                     groups.union(name, target._name)
+                elif target.ndim:  # readers of one array join: a kernel may compute them all, reading it once
+                    groups.union(name, first_reader.setdefault(target._name, name))
         qualifies: dict[str, list[bool]] = defaultdict(lambda: [False, False])
         for name, reads in self.reads.items():
             flags = qualifies[groups.find(name)]
             flags[0] |= isinstance(self.nodes[name], Elemwise)
-            flags[1] |= any(any(c) or any(w) for _, c, w in reads)
+            flags[1] |= any(any(c) or any(m) for _, c, m, _ in reads)
         return {name for name in self.reads if all(qualifies[groups.find(name)])}
 
-    def used_outside(self) -> set[str]:
-        """Cluster nodes read by nodes outside the cluster (or the root)."""
-        out = {self.root._name} & self.cluster
+    def used_outside(self) -> dict[str, set[str]]:
+        """Cluster nodes read by nodes outside the cluster (or the root: read by ""), with their readers."""
+        out: dict[str, set[str]] = defaultdict(set)
+        if self.root._name in self.cluster:
+            out[self.root._name].add("")
         stack, seen = [self.root], set()
         while stack:
             node = stack.pop()
@@ -271,11 +338,11 @@ class _Pass:
                 continue
             seen.add(node._name)
             if node._name in self.cluster:
-                stack.extend(t for t, _, _ in self.reads[node._name] if t._name not in self.cluster)
+                stack.extend(t for t, *_ in self.reads[node._name] if t._name not in self.cluster)
                 continue
             for dep in node.dependencies():
                 if dep._name in self.cluster:
-                    out.add(dep._name)
+                    out[dep._name].add(node._name)
                 stack.append(dep)
         return out
 
@@ -296,17 +363,17 @@ class _Pass:
                 self.t[name] = (0,) * node.ndim
             else:
                 self.t[name] = next(iter(wanted))[0]
-            for k, (target, c, wraps) in enumerate(self.reads[name]):
-                if target._name in self.cluster:
-                    requests[target._name].add((tuple(a + b for a, b in zip(self.t[name], c)), any(wraps)))
+            for k, (target, c, modes, _) in enumerate(self.reads[name]):
+                if target._name in self.cluster:  # (where, whether past its ends): a node read there is stored
+                    requests[target._name].add((tuple(a + b for a, b in zip(self.t[name], c)), any(modes)))
                     if isinstance(node, SetItem) and k == 0:  # a base is read outside the region: stored
                         based.add(target._name)
 
     def offset(self, reader: str, read: Read) -> tuple[int, ...]:
         """The offset at which a node placed in a kernel reads a field or source (its ``t`` is 0)."""
-        target, c, wraps = read
+        target, c, modes, _ = read
         e = [a + b for a, b in zip(self.t[reader], c)]
-        return tuple(((x + n // 2) % n) - n // 2 if w and n else x for x, w, n in zip(e, wraps, target.shape))
+        return tuple(((x + n // 2) % n) - n // 2 if m == WRAP and n else x for x, m, n in zip(e, modes, target.shape))
 
     def frontiers(self) -> dict[str, list[tuple[str, tuple[int, ...], bool]]]:
         """Per cluster node, the (field or source, offset, cyclic) it reads through the nodes inlined into it."""
@@ -366,16 +433,34 @@ class _Pass:
             by_key[key].fields.append(name)
             by_key[key].after |= after
         kernels = sorted(by_key.values(), key=lambda k: (k.level, self.order[k.fields[0]]))
+        self.outputs(kernels, frontiers)
         for kernel in kernels:
             self.build(kernel)
         return kernels
+
+    def outputs(self, kernels: list[_Kernel], frontiers: dict[str, list]) -> None:
+        """What each kernel outputs: the fields it stores (read by another kernel, or outside but for full
+        reductions), and the full reductions of its fields that it computes (of a kernel without a region)."""
+        from ._fusion import _reduction_fusable
+
+        kernel_of = {f: k for k in kernels for f in k.fields}
+        reductions: dict[str, list[Expr]] = defaultdict(list)
+        for node in self.dag.order:
+            if (_reduction_fusable(node) and node.array._name in kernel_of and kernel_of[node.array._name].region is None
+                    and tuple(node.operand("axes")) == tuple(range(node.array.ndim))):
+                reductions[node.array._name].append(node)
+        stored = {f for f, readers in self.outside.items() if readers - {r._name for r in reductions[f]}}
+        stored |= {t for f in kernel_of for t, _, _ in frontiers[f] if t in kernel_of and kernel_of[t] is not kernel_of[f]}
+        for k in kernels:
+            k.stores = [f for f in k.fields if f in stored]
+            k.reductions = [r for f in k.fields for r in reductions[f]]
 
     def build(self, kernel: _Kernel) -> None:
         """The code of a kernel: its fields' values with the nodes inlined into them, as one program."""
         members = set(kernel.fields)
         stack = list(kernel.fields)
         while stack:
-            for target, _, _ in self.reads[stack.pop()]:
+            for target, *_ in self.reads[stack.pop()]:
                 if target._name in self.cluster and target._name not in self.fields and target._name not in members:
                     members.add(target._name)
                     stack.append(target._name)
@@ -384,36 +469,43 @@ class _Pass:
         value: dict[str, int] = {}
         loads: dict[tuple, int] = {}
         load_list: list[tuple[int, tuple[int, ...]]] = []
-        slots: dict[str, int] = {}
         scalars: list[Any] = []
 
-        def slot(target: Expr) -> int:
-            if target._name not in slots:
-                slots[target._name] = len(kernel.targets)
+        def slot(r: Read) -> int:
+            """The buffer slot of a read: the first of its target's whose edge modes and fill agree with the
+            read's (a new one where none does), those then merged."""
+            target, _, modes, fill = r
+            key = None if fill is None else np.asarray(fill).tobytes()
+            for s, (name, has, filled) in enumerate(zip(kernel.targets, kernel.modes, kernel.fills)):
+                if name == target._name and all(a == b or not a or not b for a, b in zip(has, modes)) and (
+                        key is None or filled is None or np.asarray(filled).tobytes() == key):
+                    break
+            else:
+                s = len(kernel.targets)
                 kernel.targets.append(target._name)
-                kernel.wraps.append((False,) * target.ndim)
-            return slots[target._name]
+                kernel.modes.append((0,) * target.ndim)
+                kernel.fills.append(None)
+            kernel.modes[s] = tuple(a or b for a, b in zip(kernel.modes[s], modes))
+            kernel.fills[s] = fill if key is not None else kernel.fills[s]
+            return s
 
         def read(reader: str, r: Read) -> int:
             target = r[0]
             if target._name in value:
                 return value[target._name]
-            offset = self.offset(reader, r)
-            key = (target._name, offset)
-            if key not in loads:
-                s = slot(target)
-                kernel.wraps[s] = tuple(a or b for a, b in zip(kernel.wraps[s], r[2]))
+            s, offset = slot(r), self.offset(reader, r)
+            if (s, offset) not in loads:
                 instrs.append(("load", len(load_list), target.dtype.str))
                 load_list.append((s, offset))
-                loads[key] = len(instrs) - 1
-            return loads[key]
+                loads[(s, offset)] = len(instrs) - 1
+            return loads[(s, offset)]
 
         def scalar(v: Any) -> int:
             scalars.append(v)
             instrs.append(("scalar", len(scalars) - 1, np.asarray(v).dtype.str))
             return len(instrs) - 1
 
-        bases = []
+        bases: dict[str, tuple] = {}
         for name in sorted(members, key=self.order.__getitem__):
             node, reads = self.nodes[name], iter(self.reads[name])
             if isinstance(node, Elemwise):
@@ -426,19 +518,20 @@ class _Pass:
                 base = next(reads)
                 v = node.operand("value")
                 value[name] = read(name, next(reads)) if isinstance(v, ArrayExpr) else scalar(v)
-                bases.append((slot(base[0]), self.offset(name, base)))
-                kernel.wraps[bases[-1][0]] = tuple(a or b for a, b in zip(kernel.wraps[bases[-1][0]], base[2]))
+                bases[name] = (slot(base), self.offset(name, base))
         restricted = tuple(d for d, r in enumerate(kernel.region or ()) if r is not None)
         kernel.region_values = tuple(kernel.region[d] for d in restricted) if kernel.region else ()
         buffer_dtypes = tuple(self.nodes[t].dtype.str for t in kernel.targets)
-        outputs = tuple(("store", value[f]) for f in kernel.fields)
+        outputs = tuple(("store", value[f]) for f in kernel.stores)
+        outputs += tuple(("reduce", value[r.array._name], r.operand("kind"), tuple(r.operand("axes")), r.dtype.str,
+                          r.operand("params")) for r in kernel.reductions)
         program = (ndim, tuple(ins[2] for ins in instrs if ins[0] == "load"), tuple(instrs), outputs)
         kernel.code = (program, buffer_dtypes, tuple(load_list), restricted,
-                       tuple(bases) if kernel.region is not None else (None,) * len(kernel.fields),
-                       tuple(self.nodes[f].dtype.str for f in kernel.fields))
+                       tuple(bases[f] if kernel.region is not None else None for f in kernel.stores),
+                       tuple(self.nodes[f].dtype.str for f in kernel.stores))
         kernel.scalars = tuple(scalars)
         reach = [0] * ndim
-        for _, offset in [*load_list, *bases]:
+        for _, offset in [*load_list, *bases.values()]:
             if offset:  # not a 0-d array
                 reach = [max(r, abs(e)) for r, e in zip(reach, offset)]
         kernel.reach = tuple(reach)
@@ -472,7 +565,9 @@ class _Pass:
         return groups
 
     def lower(self, groups: list[_Group]) -> dict[str, Expr]:
-        """The Stencil node of each group, and what replaces each field used outside its group."""
+        """The Stencil node of each group that reads anything at a shift, past an array's ends or inside a
+        box (the others are plain elementwise work, left to fusion), and what replaces each field used
+        outside its group and each full reduction it computes."""
         read_by: dict[str, set[int]] = defaultdict(set)
         for g, group in enumerate(groups):
             for k in group.kernels:
@@ -481,27 +576,42 @@ class _Pass:
         replaced: dict[str, Expr] = {}
         for g, group in enumerate(groups):
             kernels, periodic = group.kernels, group.periodic
-            fields = [f for k in kernels for f in k.fields]
+            if not periodic and all(not any(k.reach) and k.region is None and not any(map(any, k.modes))
+                                    for k in kernels):
+                continue
+            fields = [f for k in kernels for f in k.stores]
             sources = list(dict.fromkeys(t for k in kernels for t in k.targets if t not in group.fields))
             number = {name: i for i, name in enumerate([*sources, *fields])}
             outputs = [f for f in fields if f in self.outside or read_by[f] - {g}]
+            reductions = [(j, len(k.stores) + i, r) for j, k in enumerate(kernels) for i, r in enumerate(k.reductions)]
             ndim = len(kernels[0].frame[0])
             wraps = {s: [d in periodic for d in range(self.nodes[s].ndim)] for s in sources}
             for k in kernels:
-                for t, w in zip(k.targets, k.wraps):
+                for t, modes in zip(k.targets, k.modes):
                     if t in wraps:
-                        wraps[t] = [a or b for a, b in zip(wraps[t], w)]
+                        wraps[t] = [a or b == WRAP for a, b in zip(wraps[t], modes)]
+
+            def edges(k: _Kernel) -> tuple:
+                """Per slot: what reads past the ends of its buffer give along each axis, the fill, the extent."""
+                return tuple((tuple(FILL if m == FILL else WRAP if (wraps[t][d] if t in wraps else d in periodic)
+                                    else 0 for d, m in enumerate(modes)), fill, self.nodes[t].shape)
+                             for t, modes, fill in zip(k.targets, k.modes, k.fills))
+
             plan = (ndim, kernels[0].frame[0],
-                    tuple((k.code, tuple(number[t] for t in k.targets), k.region_values) for k in kernels),
+                    tuple((k.code, tuple(number[t] for t in k.targets), k.region_values, edges(k)) for k in kernels),
                     tuple(number[f] for f in outputs), tuple(d in periodic for d in range(ndim)),
-                    tuple(tuple(wraps[s]) for s in sources))
+                    tuple(tuple(wraps[s]) for s in sources), tuple((j, out) for j, out, _ in reductions))
             _stencil_kernels.record_sources(plan)
-            token = tokenize(fields, [k.scalars for k in kernels])
+            token = tokenize(fields, [r._name for _, _, r in reductions], [k.scalars for k in kernels])
             node = Stencil(plan, kernels[0].frame[1], kernels[0].frame[2], tuple(k.scalars for k in kernels),
                            *[self.nodes[s] for s in sources], _determ_token=token)
+            n_out = len(outputs) + len(reductions)
             for j, f in enumerate(outputs):
                 field_node = self.nodes[f]
-                replaced[f] = node if len(outputs) == 1 else FusedOutput(node, j, field_node.chunks, field_node.dtype)
+                replaced[f] = node if n_out == 1 else FusedOutput(node, j, field_node.chunks, field_node.dtype)
+            for j, (_, _, r) in enumerate(reductions, start=len(outputs)):
+                partial = node if n_out == 1 else FusedOutput(node, j, r.array.chunks, r.array.dtype)
+                replaced[r._name] = Reduction(partial, *r.operands[1:len(Reduction._parameters) - 1], True)
         return replaced
 
     def run(self) -> ArrayExpr:

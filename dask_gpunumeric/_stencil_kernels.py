@@ -1,19 +1,24 @@
 """What the tasks of a ``Stencil`` group do: source blocks extended by halos in, one kernel per sweep on a
 shrinking region, the group's output blocks out.
 
-A *plan* is a tokenizable tuple ``(ndim, shape, kernels, outputs, periodic, wraps)``:
+A *plan* is a tokenizable tuple ``(ndim, shape, kernels, outputs, periodic, wraps, reductions)``:
 
 * ``shape``: the shape of the group's fields (all of them have it) and of its output arrays;
-* ``kernels``: per kernel, in order, ``(code, buffers, region)``. Buffers are numbered: the group's sources
-  ``0..S-1``, then the kernels' outputs in order. ``buffers`` maps the kernel's local buffer slots to those
-  numbers, ``region`` holds ``(lo, hi)`` per restricted axis of ``code`` (the ``SetItem`` box);
+* ``kernels``: per kernel, in order, ``(code, buffers, region, edges)``. Buffers are numbered: the group's
+  sources ``0..S-1``, then the kernels' stored outputs in order. ``buffers`` maps the kernel's local buffer
+  slots to those numbers, ``region`` holds ``(lo, hi)`` per restricted axis of ``code`` (the ``SetItem``
+  box), and ``edges`` per slot ``(modes, fill, extent)``: what a read past the ends of the slot's buffer
+  gives along each axis (an edge mode: 0, never read there; WRAP; FILL, ``fill`` past the ends of the
+  array, of shape ``extent``);
 * ``code`` is what the generated kernel depends on (identical sweeps share it, and so one compiled kernel):
   ``(program, buffer_dtypes, loads, restricted, bases, out_dtypes)``, where ``program`` is a fused program
   (``_codegen``) whose ``("load", k, dtype)`` reads buffer slot ``loads[k][0]`` at the constant offset
-  ``loads[k][1]`` from the element computed (``()`` for a 0-d array, read as a scalar), ``restricted``
-  lists the axes where ``region`` applies, and ``bases[j]`` is ``(slot, offset)`` of what output ``j``
-  keeps outside the region (None for a kernel without a region);
-* ``outputs``: the buffers a task returns (its block of each);
+  ``loads[k][1]`` from the element computed (``()`` for a 0-d array, read as a scalar), and whose outputs
+  are stores (of ``out_dtypes``) then full reductions (of a kernel without a region); ``restricted`` lists
+  the axes where ``region`` applies, and ``bases[j]`` is ``(slot, offset)`` of what store ``j`` keeps
+  outside the region (None for a kernel without a region);
+* ``outputs``: the buffers a task returns (its block of each), before the partials of ``reductions``, per
+  full reduction ``(kernel, output)``: its partial over the task's block (as ``_blocks.reduce_chunk``);
 * ``periodic``: per axis, whether fields are extended cyclically (a group reading its own fields with
   ``roll``); ``wraps``: per source and axis, whether its halo wraps around the array's ends.
 
@@ -29,8 +34,9 @@ the *bands* along its edges, from the halo strips of its neighbours, written int
 output blocks (in place: the values are the same whoever computes them).
 
 Kernels: on NumPy blocks a program is interpreted on windows of the buffers (``_codegen.run_numpy``); on CuPy
-blocks it is one generated CUDA kernel per sweep, one thread per element with the last axis along
-``threadIdx.x`` (coalesced), reading each buffer at constant offsets from the thread's element.
+blocks it is one generated CUDA kernel per sweep, the last axis along ``threadIdx.x`` (coalesced), each
+thread computing ``ROWS`` consecutive rows of a column (1-d: ``ROWS`` elements a thread block apart),
+reading each buffer at constant offsets from the element computed.
 """
 from __future__ import annotations
 
@@ -43,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from . import _blocks, _codegen, _plan
-from ._backend import module
+from ._backend import module, namespace
 
 Box = tuple[tuple[int, int], ...]
 
@@ -51,7 +57,7 @@ Box = tuple[tuple[int, int], ...]
 def describe(plan: tuple) -> str:
     """Op words of a group, for key names and explain(): e.g. "add-multiply"."""
     words: list[str] = []
-    for code, _, _ in plan[2]:
+    for code, *_ in plan[2]:
         for word in _codegen.describe(code[0]).split("-"):
             if word != "fused" and word not in words:
                 words.append(word)
@@ -59,9 +65,16 @@ def describe(plan: tuple) -> str:
 
 
 def output_dtypes(plan: tuple) -> list[np.dtype]:
-    """The dtype of each output of a group."""
-    fields = [np.dtype(dt) for code, _, _ in plan[2] for dt in code[5]]  # buffers after the sources
-    return [fields[b - len(plan[5])] for b in plan[3]]
+    """The dtype of each output of a group: its stored blocks', then (for its partials) the values reduced."""
+    fields = [np.dtype(dt) for code, *_ in plan[2] for dt in code[5]]  # buffers after the sources
+    reduced = [_reduction(plan, r) for r in plan[6]]
+    return [fields[b - len(plan[5])] for b in plan[3]] + [np.dtype(program[2][out[1]][2]) for program, out in reduced]
+
+
+def _reduction(plan: tuple, reduction: tuple[int, int]) -> tuple[tuple, tuple]:
+    """The program of the kernel computing a full reduction of a group, and the reduction's output there."""
+    program = plan[2][reduction[0]][0][0]
+    return program, program[3][reduction[1]]
 
 
 def sweeps(plan: tuple) -> int:
@@ -80,8 +93,12 @@ def _hull(a: Box | None, b: Box) -> Box:
     return b if a is None else tuple((min(p[0], q[0]), max(p[1], q[1])) for p, q in zip(a, b))
 
 
-def _within(box: Box, shape: Sequence[int], free: Sequence[bool]) -> Box:
-    return tuple(iv if f else (max(iv[0], 0), min(iv[1], n)) for iv, n, f in zip(box, shape, free))
+def _within(box: Box, shape: Sequence[int], cyclic: Sequence[bool]) -> Box:
+    """What a buffer must cover of ``box``: its part inside ``[0, n)`` along each axis, but along cyclic axes
+    the box as it is (a halo wrapping around the ends), or ``[0, n)`` where it spans a whole period (reads
+    past the ends then wrap around in the kernel: no halo)."""
+    return tuple(((0, n) if hi - lo >= n else (lo, hi)) if c else (max(lo, 0), min(hi, n))
+                 for (lo, hi), n, c in zip(box, shape, cyclic))
 
 
 def _value_box(box: Box, restricted: Sequence[int], region: Sequence[tuple[int, int]]) -> Box:
@@ -98,7 +115,7 @@ def _shifted(box: Box, offset: Sequence[int]) -> Box:
 def _field_kernels(plan: tuple) -> dict[int, tuple[int, int]]:
     """Buffer number of each field -> (its kernel, its output number there)."""
     owner, buffer = {}, len(plan[5])
-    for k, (code, _, _) in enumerate(plan[2]):
+    for k, (code, *_) in enumerate(plan[2]):
         for j in range(len(code[5])):
             owner[buffer] = (k, j)
             buffer += 1
@@ -107,7 +124,7 @@ def _field_kernels(plan: tuple) -> dict[int, tuple[int, int]]:
 
 def boxes(plan: tuple, source_shapes: Sequence[tuple[int, ...]], target: Box) -> tuple[list[Box], list[Box | None]]:
     """The box each kernel computes and each source must cover (None: not read) to compute ``target``."""
-    _, shape, kernels, outputs, periodic, wraps = plan
+    _, shape, kernels, outputs, periodic, wraps, reductions = plan
     n_sources = len(source_shapes)
     owner = _field_kernels(plan)
     kernel_need: list[Box | None] = [None] * len(kernels)
@@ -115,18 +132,19 @@ def boxes(plan: tuple, source_shapes: Sequence[tuple[int, ...]], target: Box) ->
 
     def need(buffer: int, box: Box) -> None:
         if buffer < n_sources:
-            box = _within(box, source_shapes[buffer], wraps[buffer])
-            if not _empty(box):
-                source_need[buffer] = _hull(source_need[buffer], box)
+            if not _empty(_within(box, source_shapes[buffer], wraps[buffer])):
+                source_need[buffer] = _within(_hull(source_need[buffer], box), source_shapes[buffer], wraps[buffer])
         elif not _empty(box):
             k = owner[buffer][0]
             kernel_need[k] = _hull(kernel_need[k], box)
 
     for buffer in outputs:
         need(buffer, target)
+    for k, _ in reductions if not _empty(target) else ():
+        kernel_need[k] = _hull(kernel_need[k], target)
     kernel_boxes: list[Box] = [()] * len(kernels)
     for k in reversed(range(len(kernels))):
-        (_, _, loads, restricted, bases, _), slots, region = kernels[k]
+        (_, _, loads, restricted, bases, _), slots, region, _ = kernels[k]
         box = kernel_need[k]
         box = None if box is None else _within(box, shape, periodic)
         if box is None or _empty(box):
@@ -148,7 +166,7 @@ def halo_depth(plan: tuple) -> tuple[int, ...]:
     a block in the middle of the array."""
     ndim, shape = plan[0], plan[1]
     block = tuple((n // 2, n // 2 + 1) for n in shape)
-    unclipped = (ndim, shape, plan[2], plan[3], (True,) * ndim, tuple((True,) * ndim for _ in plan[5]))
+    unclipped = (ndim, shape, plan[2], plan[3], (True,) * ndim, tuple((True,) * ndim for _ in plan[5]), plan[6])
     depth = [0] * ndim
     for box in boxes(unclipped, [shape] * len(plan[5]), block)[1]:
         for d, ((lo, hi), (b_lo, b_hi)) in enumerate(zip(box or block, block)):
@@ -205,25 +223,37 @@ def source_pieces(plan: tuple, sources: Sequence[Any], source_boxes: Sequence[Bo
 
 
 def run(plan: tuple, scalars: tuple, block: Box, backend: str, into: Any, parts: tuple, *pieces: Sequence[Any]) -> Any:
-    """Task function of a Stencil block: the group's output blocks (one, or a tuple of several).
+    """Task function of a Stencil block: the group's outputs (one, or a tuple of several): its output blocks,
+    then the partials of its full reductions over the block.
 
     Computes each part ``(target, kernel_boxes, origins, layouts)`` (a box of the block, the box of each
     kernel, and the origin and layout of each source's extended block) into the output blocks ``into``
-    (another task's outputs, written in place) or new ones. ``pieces`` are each part's sources' pieces."""
+    (another task's outputs, written in place, its partials combined with the parts') or new ones.
+    ``pieces`` are each part's sources' pieces."""
     xp = module(backend)
     extent = tuple(hi - lo for lo, hi in block)
-    if into is None:
-        outs = [xp.empty(extent, dtype=dt) for dt in output_dtypes(plan)]
-    else:
-        outs = list(into) if isinstance(into, tuple) else [into]
-    n_sources = len(plan[5])
+    n_out, n_sources = len(plan[3]), len(plan[5])
+    values = [] if into is None else list(into) if isinstance(into, tuple) else [into]
+    outs = values[:n_out] or [xp.empty(extent, dtype=dt) for dt in output_dtypes(plan)[:n_out]]
+    partials = [values[n_out:]] if values[n_out:] else []
     for p, part in enumerate(parts):
-        _run_part(plan, scalars, part, pieces[p * n_sources : (p + 1) * n_sources], block, outs, backend)
-    return outs[0] if len(outs) == 1 else tuple(outs)
+        partials.append(_run_part(plan, scalars, part, pieces[p * n_sources : (p + 1) * n_sources], block, outs,
+                                  backend))
+    results = outs + [_combined(plan, r, [p[i] for p in partials]) for i, r in enumerate(plan[6])]
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def _combined(plan: tuple, reduction: tuple[int, int], partials: list[dict[str, Any]]) -> dict[str, Any]:
+    """One partial of a full reduction from those of a block's parts."""
+    if len(partials) == 1:
+        return partials[0]
+    _, (_, _, kind, axes, _, params) = _reduction(plan, reduction)
+    return _blocks.reduce_combine(kind, partials, (len(partials),) + (1,) * (plan[0] - 1), axes, params)
 
 
 def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], block: Box, outs: list,
-              backend: str) -> None:
+              backend: str) -> list[dict[str, Any]]:
+    """Compute one part of a block into ``outs``; the partials of the group's full reductions over it."""
     target, kernel_boxes, origins, layouts = part
     kernels, outputs = plan[2], plan[3]
     xp = module(backend)
@@ -233,15 +263,18 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
     }
     last_read = _last_reads(plan)
     output_of = {b: j for j, b in enumerate(outputs)}
+    partials: dict[tuple[int, int], dict[str, Any]] = {}
     buffer = len(layouts)
-    for k, ((code, slots, region), box) in enumerate(zip(kernels, kernel_boxes)):
+    for k, ((code, slots, region, edges), box) in enumerate(zip(kernels, kernel_boxes)):
         fields = range(buffer, buffer + len(code[5]))
         # a field that is an output computed just for the target goes straight into the output block
         dests = [(outs[output_of[f]], origin) if f in output_of and box == target
                  else (xp.empty(tuple(hi - lo for lo, hi in box), dtype=dt), tuple(lo for lo, _ in box))
                  for f, dt in zip(fields, code[5])]
         if not _empty(box):
-            _run_kernel(code, [buffers.get(b) for b in slots], region, box, scalars[k], plan[1], backend, dests)
+            inputs = [buffers.get(b) for b in slots]
+            reduced = _run_kernel(code, inputs, edges, region, box, scalars[k], plan[1], backend, dests, target)
+            partials.update({(k, j): partial for j, partial in reduced.items()})
         for f, dest in zip(fields, dests):
             buffers[f] = dest
             if f in output_of and box != target and not _empty(target):
@@ -249,49 +282,112 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
         buffer += len(code[5])
         for b in [b for b, last in last_read.items() if last == k]:
             buffers.pop(b, None)
+    return [partials[r] if r in partials else _empty_partial(plan, r, xp) for r in plan[6]]
+
+
+def _empty_partial(plan: tuple, reduction: tuple[int, int], xp: Any) -> dict[str, Any]:
+    """The partial of a full reduction over no elements (a part with an empty target)."""
+    program, (_, v, kind, axes, dtype, params) = _reduction(plan, reduction)
+    empty = xp.empty((0,) * plan[0], dtype=program[2][v][2])
+    return _blocks.reduce_chunk(kind, empty, axes, np.dtype(dtype), params, ())
 
 
 def _last_reads(plan: tuple) -> dict[int, int]:
     """The last kernel reading each buffer."""
     last: dict[int, int] = {}
-    for k, (_, slots, _) in enumerate(plan[2]):
+    for k, (_, slots, *_) in enumerate(plan[2]):
         for b in slots:
             last[b] = k
     return last
 
 
-def _window(buffer: tuple[Any, tuple[int, ...]], box: Box, offset: Sequence[int]) -> Any:
-    """The part of a buffer (an array and the position of its first element) at ``box + offset``."""
+# edge modes: what a read past a buffer's ends gives
+WRAP = 1  # the element a period away (the buffer holds a whole period of a cyclic axis)
+FILL = 2  # a constant (reads past the ends of an array padded with it)
+
+
+def _edges(code: tuple, inputs: list, region: tuple, box: Box, edges: tuple) -> tuple:
+    """Per buffer slot and axis, the edge mode of the reads of a sweep past the ends of what the slot holds
+    (0 where none is): with WRAP past its buffer's, with FILL past its array's (``edges``: the plan's per
+    slot ``(modes, fill, extent)``)."""
+    _, _, loads, restricted, bases, _ = code
+    value = _value_box(box, restricted, region)
+    reads = [] if _empty(value) else [(slot, value, offset) for slot, offset in loads]
+    reads += [(base[0], box, base[1]) for base in bases if base is not None]
+    active = [[0] * len(modes) for modes, _, _ in edges]
+    for slot, window, offset in reads:
+        if offset and inputs[slot] is not None:
+            array, origin = inputs[slot]
+            modes, _, extent = edges[slot]
+            for d, ((lo, hi), e, o) in enumerate(zip(window, offset, origin)):
+                ends = (o, o + array.shape[d]) if modes[d] == WRAP else (0, extent[d])
+                if lo + e < ends[0] or hi + e > ends[1]:
+                    active[slot][d] = modes[d]
+    return tuple(map(tuple, active))
+
+
+def _window(buffer: tuple[Any, tuple[int, ...]], box: Box, offset: Sequence[int], edges: Sequence[int] = (),
+            fill: Any = None, extent: Sequence[int] = ()) -> Any:
+    """The part of a buffer (an array and the position of its first element) at ``box + offset``; along
+    axes with an edge mode (``_edges``), positions past its ends taken around it (WRAP), or past the ends
+    ``[0, extent)`` of its array given ``fill`` (FILL)."""
     array, origin = buffer
     offset = tuple(offset) or (0,) * len(origin)
-    return array[tuple(slice(lo + e - o, hi + e - o) for (lo, hi), e, o in zip(box, offset, origin))]
+    bounds = [(lo + e - o, hi + e - o) for (lo, hi), e, o in zip(box, offset, origin)]
+    edges = tuple(edges) or (0,) * len(bounds)
+    view = array[tuple(slice(None) if mode else slice(*b) for b, mode in zip(bounds, edges))]
+    xp = namespace(array)
+    for d, ((lo, hi), mode, o) in enumerate(zip(bounds, edges, origin)):
+        positions = np.arange(lo, hi)
+        if mode == WRAP:
+            view = xp.take(view, xp.asarray(positions % array.shape[d]), axis=d)
+        elif mode == FILL:
+            inside = np.nonzero((positions + o >= 0) & (positions + o < extent[d]))[0]
+            filled = xp.full(view.shape[:d] + (hi - lo,) + view.shape[d + 1 :], fill, dtype=array.dtype)
+            filled[(slice(None),) * d + (xp.asarray(inside),)] = xp.take(view, xp.asarray(positions[inside]), axis=d)
+            view = filled
+    return view
 
 
-def _run_kernel(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple, shape: tuple[int, ...],
-                backend: str, dests: list) -> None:
-    """One sweep over ``box``, written into ``dests`` (per output: an array and its origin)."""
+def _run_kernel(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple,
+                shape: tuple[int, ...], backend: str, dests: list, target: Box) -> dict[int, dict[str, Any]]:
+    """One sweep over ``box``, written into ``dests`` (per store: an array and its origin); ``inputs`` per
+    buffer slot (an array and its origin), ``edges`` the plan's per slot ``(modes, fill, extent)``. Returns
+    the partial of each full reduction of the sweep (by output number) over ``target``."""
     if backend == "cupy":
-        _run_cuda(code, inputs, region, box, scalars, dests)
-    else:
-        _run_interpreted(code, inputs, region, box, scalars, shape, backend, dests)
+        return _run_cuda(code, inputs, edges, region, box, scalars, dests, target)
+    return _run_interpreted(code, inputs, edges, region, box, scalars, shape, backend, dests, target)
 
 
-def _run_interpreted(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple, shape: tuple[int, ...],
-                     backend: str, dests: list) -> None:
-    program, _, loads, restricted, bases, _ = code
+def _run_interpreted(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple,
+                     shape: tuple[int, ...], backend: str, dests: list, target: Box) -> dict[int, dict[str, Any]]:
+    program, _, loads, restricted, bases, out_dtypes = code
+    active = _edges(code, inputs, region, box, edges)
+
+    def window(slot: int, where: Box, offset: Sequence[int]) -> Any:
+        _, fill, extent = edges[slot]
+        return _window(inputs[slot], where, offset, active[slot], fill, extent)
+
     outs = [_window(dest, box, ()) for dest in dests]
     for out, base in zip(outs, bases):
         if base is not None:
-            out[...] = _window(inputs[base[0]], box, base[1])
+            out[...] = window(base[0], box, base[1])
     value = _value_box(box, restricted, region)
     if _empty(value):
-        return
-    views = [_window(inputs[slot], value, offset) for slot, offset in loads]
+        return {}
+    views = [window(slot, value, offset) for slot, offset in loads]
     inner = tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(value, box))
-    values = _codegen.run_numpy(program, scalars, tuple(lo for lo, _ in value), tuple(hi - lo for lo, hi in value),
+    stores = (*program[:3], tuple(("store", out[1]) for out in program[3]))  # reductions: over the target
+    values = _codegen.run_numpy(stores, scalars, tuple(lo for lo, _ in value), tuple(hi - lo for lo, hi in value),
                                 shape, views, backend)
     for out, v in zip(outs, values):
         out[inner] = v
+    reduced = {}
+    for j, (out, v) in enumerate(zip(program[3], values)):
+        if out[0] == "reduce":
+            part = v[tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(target, value))]
+            reduced[j] = _blocks.reduce_chunk(out[2], part, out[3], np.dtype(out[4]), out[5], ())
+    return reduced
 
 
 # --- CUDA ---------------------------------------------------------------------------------------------
@@ -299,24 +395,42 @@ def _run_interpreted(code: tuple, inputs: list, region: tuple, box: Box, scalars
 # grid dimension of each axis (the last axis along x: neighbouring threads read neighbouring elements)
 _GRID_AXES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
 _THREADS = {1: (256, 1, 1), 2: (32, 8, 1), 3: (32, 4, 2)}
+ROWS = 4  # positions each thread computes along axis ndim - 2 (1-d: along x); measured best of 1, 4, 8, 16 on an H200
 _GRID_LIMITS = {"x": 2**20, "y": 65535, "z": 65535}
+_HELPERS = r"""
+#ifndef GNP_STENCIL_HELPERS
+#define GNP_STENCIL_HELPERS
+/* the move bringing buffer position c back into [0, n) when it is at most one period outside */
+template <typename I> __device__ __forceinline__ I gnp_wrap(I c, I n) { return c < 0 ? n : (c >= n ? -n : (I)0); }
+/* whether array position c is past the ends of [0, n) */
+template <typename I> __device__ __forceinline__ bool gnp_outside(I c, I n) { return c < 0 || c >= n; }
+#endif  /* GNP_STENCIL_HELPERS */
+"""
 
 
-def kernel_source(code: tuple, index: str = "int") -> tuple[str, str]:
+def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -> tuple[str, str]:
     """CUDA C++ source and kernel name of one sweep's code: each thread computes the elements of the box at
-    ``p = lo + i`` (grid-stride loops per axis), reading buffer ``s`` at ``(p - o_s + offset) . stride_s`` and
+    ``p = lo + i`` (grid-stride loops per axis, ``ROWS`` positions per thread along axis ``ndim - 2``; 1-d:
+    along the only axis, a thread block apart), reading buffer ``s`` at ``(p - o_s + offset) . stride_s`` and
     writing output ``j`` at ``(p - oo_j) . ostride_j``; the last axis has stride 1 (a 0-d buffer: one
-    element). ``index`` is the C type of positions and offsets: "int" where they fit, else "long long"."""
+    element). ``index`` is the C type of positions and offsets: "int" where they fit, else "long long".
+    ``edges`` (per buffer slot and axis, ``_edges``; None: none) are the reads past a buffer's ends: with
+    WRAP the position is moved by the buffer's extent ``ext<s>_<d>`` (a select, no halo); with FILL a read
+    outside ``[0, ext<s>_<d>)`` (the array's extent) gives the slot's fill value ``f<s>`` and loads nothing."""
     from ._program_check import check_stencil_code
     from .random._philox import PHILOX_DEVICE_SOURCE
 
-    check_stencil_code(code, index)  # only our names and integers become source
+    check_stencil_code(code, index, edges)  # only our names and integers become source
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
     ndim, _, instrs, outputs = program
     ctype, last = _codegen._ctype, ndim - 1
     single = {slot for slot, offset in loads if not offset}  # 0-d arrays
+    if edges is None:
+        edges = tuple(() if s in single else (0,) * ndim for s in range(len(buffer_dtypes)))
+    reductions = list(range(len(out_dtypes), len(outputs)))  # full reductions, after the stores
     params = [f"const {ctype(dt)}* __restrict__ b{s}" for s, dt in enumerate(buffer_dtypes)]
     params += [f"{ctype(dt)}* __restrict__ out{j}" for j, dt in enumerate(out_dtypes)]
+    params += [_codegen.final_param(program, k) for k in reductions] + _codegen.fold_params(program)
     params += [f"const {ct} s{k}" for k, ct in sorted(_codegen._scalar_ctypes(instrs).items())]
     params += [f"const {ct} {_codegen._cast_name(j, ct)}" for j, ct in _codegen._scalar_casts(instrs)]
     params += [f"const {index} lo{d}" for d in range(ndim)] + [f"const {index} n{d}" for d in range(ndim)]
@@ -326,23 +440,47 @@ def kernel_source(code: tuple, index: str = "int") -> tuple[str, str]:
         params += [f"const {index} {origin}_{d}" for d in range(ndim)] + [f"const {index} {stride}_{d}" for d in range(last)]
     for d in restricted:
         params += [f"const {index} rlo{d}", f"const {index} rhi{d}"]
+    params += [f"const {index} ext{s}_{d}" for s, modes in enumerate(edges) for d, mode in enumerate(modes) if mode]
+    params += [f"const {ctype(buffer_dtypes[s])} f{s}" for s, modes in enumerate(edges) if FILL in modes]
+    params += [f"const {index} t{bound}{d}" for d in range(ndim) for bound in ("lo", "hi")] * bool(reductions)
 
     def position(origin: str, stride: str) -> str:
         return " + ".join([f"(p{d} - {origin}_{d}) * {stride}_{d}" for d in range(last)] + [f"(p{last} - {origin}_{last})"])
 
     def at(slot: int, offset: Sequence[int]) -> str:
-        terms = [f"({e}) * st{slot}_{d}" for d, e in enumerate(offset[:last]) if e]
-        if offset and offset[last]:
-            terms.append(f"({offset[last]})")
-        return f"b{slot}[{' + '.join([f'q{slot}', *terms])}]"
+        terms, outside = [], []
+        for d, e in enumerate(offset):
+            stride = f" * st{slot}_{d}" if d < last else ""
+            if e:
+                terms.append(f"({e}){stride}")
+            if e and edges[slot][d] == WRAP:
+                terms.append(f"gnp_wrap(p{d} - o{slot}_{d} + ({e}), ext{slot}_{d}){stride}")
+            if e and edges[slot][d] == FILL:
+                outside.append(f"gnp_outside(p{d} + ({e}), ext{slot}_{d})")
+        load = f"b{slot}[{' + '.join([f'q{slot}', *terms])}]"
+        return f"({' || '.join(outside)} ? f{slot} : {load})" if outside else load
 
-    body: list[str] = []
+    body: list[str] = _codegen.accumulators(program)
     indent = "    "
+    unrolled = max(ndim - 2, 0)  # R positions per thread along this axis: rows (2-d, 3-d) or elements (1-d)
     for d, dim in enumerate(_GRID_AXES[ndim]):
-        body.append(f"{indent}for ({index} i{d} = ({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}; "
-                    f"i{d} < n{d}; i{d} += ({index})gridDim.{dim} * blockDim.{dim}) {{")
+        if d == unrolled:
+            start = (f"(({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}) * {ROWS}" if ndim > 1
+                     else f"({index})blockIdx.{dim} * blockDim.{dim} * {ROWS} + threadIdx.{dim}")
+            step = f"({index})gridDim.{dim} * blockDim.{dim} * {ROWS}"
+        else:
+            start, step = f"({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}", f"({index})gridDim.{dim} * blockDim.{dim}"
+        body.append(f"{indent}for ({index} i{d} = {start}; i{d} < n{d}; i{d} += {step}) {{")
         indent += "    "
-        body.append(f"{indent}const {index} p{d} = lo{d} + i{d};")
+        if d != unrolled:
+            body.append(f"{indent}const {index} p{d} = lo{d} + i{d};")
+    # the R positions of the thread: consecutive rows, whose vertical neighbours are loaded once for all of
+    # them, or (1-d) a thread block's width apart, so that loads stay coalesced
+    apart = "" if ndim > 1 else f" * ({index})blockDim.x"
+    body += [f"{indent}#pragma unroll", f"{indent}for (int r = 0; r < {ROWS}; ++r) {{"]
+    indent += "    "
+    body += [f"{indent}const {index} j{unrolled} = i{unrolled} + r{apart};", f"{indent}if (j{unrolled} >= n{unrolled}) break;",
+             f"{indent}const {index} p{unrolled} = lo{unrolled} + j{unrolled};"]
     for s in range(len(buffer_dtypes)):
         body.append(f"{indent}const {index} q{s} = {'0' if s in single else position(f'o{s}', f'st{s}')};")
     for j in range(len(out_dtypes)):
@@ -355,6 +493,9 @@ def kernel_source(code: tuple, index: str = "int") -> tuple[str, str]:
         else:
             value.append(_codegen._instr_code(i, ins, instrs, "flat", 1))
     value += [f"out{j}[w{j}] = ({ctype(dt)})v{out[1]};" for j, (out, dt) in enumerate(zip(outputs, out_dtypes))]
+    if reductions:  # over the target only (the box may be larger: a halo for later sweeps)
+        value.append(f"if ({' && '.join(f'p{d} >= tlo{d} && p{d} < thi{d}' for d in range(ndim))}) {{")
+        value += ["    " + line for line in _codegen.fold_statements(program)] + ["}"]
     if restricted:
         inside = " && ".join(f"p{d} >= rlo{d} && p{d} < rhi{d}" for d in restricted)
         body.append(f"{indent}if ({inside}) {{")
@@ -364,12 +505,17 @@ def kernel_source(code: tuple, index: str = "int") -> tuple[str, str]:
         body.append(f"{indent}}}")
     else:
         body += [f"{indent}{line}" for line in value]
-    for d in reversed(range(ndim)):
+    for d in reversed(range(ndim + 1)):
         body.append("    " * (d + 1) + "}")
-    name = "gnp_stencil_" + hashlib.sha256(repr((code, index)).encode()).hexdigest()[:16]
+    if reductions:
+        body += ["    const unsigned int gnp_thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);",
+                 "    const unsigned int gnp_block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);"]
+        body += _codegen.finish(program, ("gnp_thread", "(blockDim.x * blockDim.y * blockDim.z)",
+                                          "gnp_block", "(gridDim.x * gridDim.y * gridDim.z)"))
+    name = "gnp_stencil_" + hashlib.sha256(repr((code, index, edges)).encode()).hexdigest()[:16]
     threads = int(np.prod(_THREADS[ndim]))
     source = (
-        PHILOX_DEVICE_SOURCE + _codegen._HELPERS
+        PHILOX_DEVICE_SOURCE + _codegen._HELPERS + _HELPERS
         + f'\nextern "C" __global__ void __launch_bounds__({threads}) {name}(\n    ' + ",\n    ".join(params)
         + ")\n{\n" + "\n".join(body) + "\n}\n"
     )
@@ -377,49 +523,64 @@ def kernel_source(code: tuple, index: str = "int") -> tuple[str, str]:
 
 
 def record_sources(plan: tuple) -> None:
-    """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the kernels of a group there (both index types), so that
-    nvcc compiles them even on machines without a GPU."""
+    """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the kernels of a group there (both index types, without
+    edges and with every edge a read may have), so that nvcc compiles them even on machines without a GPU."""
     from . import _cuda
 
     if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
         return
-    for code, _, _ in plan[2]:
+    for code, _, _, edges in plan[2]:
         for index in _INDEX_TYPES:
-            _cuda.record_source(kernel_source(code, index)[0])
+            for active in (None, tuple(modes for modes, _, _ in edges)):
+                _cuda.record_source(kernel_source(code, index, active)[0])
 
 
 _INDEX_TYPES = {"int": np.int32, "long long": np.int64}
 
 
 @functools.lru_cache(maxsize=256)
-def _kernel(code: tuple, index: str) -> Any:
+def _kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int]:
+    """The compiled kernel of a sweep's variant, and how many of its thread blocks the device keeps resident."""
     from . import _cuda
 
-    source, name = kernel_source(code, index)
-    return _cuda.compile_module(source).get_function(name)
+    source, name = kernel_source(code, index, edges)
+    function = _cuda.compile_module(source).get_function(name)
+    return function, _cuda.wave_blocks(function, int(np.prod(_THREADS[code[0][0]])))
 
 
-def _launch_shape(extent: tuple[int, ...]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """(grid, threads) of a launch over a box of ``extent``."""
-    threads = _THREADS[len(extent)]
-    per_dim = dict(zip(_GRID_AXES[len(extent)], extent))
-    grid = tuple(
-        max(1, min(-(-per_dim.get(dim, 1) // t), _GRID_LIMITS[dim])) for dim, t in zip("xyz", threads)
-    )
-    return grid, threads  # type: ignore[return-value]
+def _launch_shape(extent: tuple[int, ...], limit: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(grid, threads) of a launch over a box of ``extent``: each thread computes ``ROWS`` positions along
+    axis ``ndim - 2`` (1-d: the only axis); at most ``limit`` thread blocks where given (a kernel with full
+    reductions: its last block combines one partial per block), fewer along the outer axes first."""
+    ndim = len(extent)
+    threads = _THREADS[ndim]
+    per_dim = dict(zip(_GRID_AXES[ndim], extent))
+    unrolled = _GRID_AXES[ndim][max(ndim - 2, 0)]
+    grid = [max(1, min(-(-per_dim.get(dim, 1) // (t * (ROWS if dim == unrolled else 1))), _GRID_LIMITS[dim]))
+            for dim, t in zip("xyz", threads)]
+    for axis in (2, 1, 0) if limit is not None else ():
+        grid[axis] = max(1, min(grid[axis], limit // (int(np.prod(grid)) // grid[axis])))
+    return tuple(grid), threads  # type: ignore[return-value]
 
 
-def _run_cuda(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple, dests: list) -> None:
+def _run_cuda(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple, dests: list,
+              target: Box) -> dict[int, dict[str, Any]]:
     import cupy
 
-    program, buffer_dtypes, loads, _, _, _ = code
+    program, buffer_dtypes, loads, _, _, out_dtypes = code
     instrs, ndim = program[2], len(box)
     single = {slot for slot, offset in loads if not offset}
+    active = _edges(code, inputs, region, box, edges)
+    # the array's extent along each axis read past the ends (with WRAP, also its buffer's: a whole period)
+    extents = [extent[d] for used, (_, _, extent) in zip(active, edges) for d, mode in enumerate(used) if mode]
+    fills = [_codegen._NP_OF_CTYPE[_codegen._ctype(dt)].type(fill)
+             for dt, used, (_, fill, _) in zip(buffer_dtypes, active, edges) if FILL in used]
     arrays, places = [], []
     for s, (buffer, dt) in enumerate(zip(inputs, buffer_dtypes)):
         if buffer is None:  # read only inside a region this box misses
             buffer = (cupy.empty((1,) * ndim, dtype=dt), (0,) * ndim)
         array, origin = buffer
+        array = cupy.asarray(array)  # a 0-d value may be a host scalar
         if s not in single and array.strides[-1] != array.itemsize:  # the kernels read rows with stride 1
             array = cupy.ascontiguousarray(array)
         arrays.append(array)
@@ -427,15 +588,23 @@ def _run_cuda(code: tuple, inputs: list, region: tuple, box: Box, scalars: tuple
             places.append((array, origin))
     places += dests
     numbers = [*(v for iv in box for v in iv), *(v for iv in region for v in iv)]
-    numbers += [v for array, origin in places for v in (*origin, array.size)]
+    numbers += [v for array, origin in places for v in (*origin, array.size)] + extents
     index = "int" if all(abs(v) < 2**31 - 1 for v in numbers) else "long long"
     to_index = _INDEX_TYPES[index]
+    kernel, resident = _kernel(code, index, active)
+    reductions = range(len(out_dtypes), len(program[3]))
+    grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), resident if reductions else None)
+    partials, buffers = {}, []
+    for k in reductions:
+        partials[k], final = _codegen.final_buffer(program, k, int(np.prod([hi - lo for lo, hi in target])))
+        buffers.append(final)
+    buffers += _codegen.fold_buffers(program, int(np.prod(grid)))
     geometry = [to_index(v) for array, origin in places
                 for v in (*origin, *(stride // array.itemsize for stride in array.strides[:-1]))]
-    types = _codegen._scalar_ctypes(instrs)
-    args = arrays + [out for out, _ in dests] + [_codegen._scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)]
-    args += [_codegen._cast_arg(scalars, instrs, j, ct) for j, ct in _codegen._scalar_casts(instrs)]
+    args = arrays + [out for out, _ in dests] + buffers + _codegen.scalar_args(instrs, scalars)
     args += [to_index(lo) for lo, _ in box] + [to_index(hi - lo) for lo, hi in box] + geometry
     args += [to_index(v) for bounds in region for v in bounds]
-    grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box))
-    _kernel(code, index)(grid, threads, tuple(args))
+    args += [to_index(v) for v in extents] + fills
+    args += [to_index(v) for bounds in target for v in bounds] if reductions else []
+    kernel(grid, threads, tuple(args))
+    return partials

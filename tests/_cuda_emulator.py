@@ -1,0 +1,177 @@
+"""Generated CUDA kernels run on the CPU, for tests of the CuPy code paths on machines without a GPU.
+
+``emulated_cupy(monkeypatch)`` puts a stand-in for ``cupy`` in ``sys.modules`` (its arrays are NumPy
+arrays) and makes ``_stencil_kernels`` compile each generated kernel with the host C++ compiler instead of
+NVRTC: the CUDA source is wrapped in definitions of the CUDA built-ins (``threadIdx``, ``__syncthreads`` as
+a barrier of one OS thread per CUDA thread, the ``_rn`` intrinsics, ``atomicAdd``), and a driver runs the
+launch's thread blocks one after another. Every launch checks its arguments against the kernel's
+parameters (count, order and C type), as a CUDA launch would need them.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import types
+from typing import Any
+
+import numpy as np
+
+HOST_COMPILER = shutil.which("g++")
+_LAUNCH = threading.Lock()  # one launch at a time: the emulated built-ins are globals of each library
+
+_PRELUDE = r"""
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <thread>
+#include <vector>
+struct gnp_dim3 { unsigned int x, y, z; };
+static gnp_dim3 blockIdx, blockDim, gridDim;
+static thread_local gnp_dim3 threadIdx;
+static std::barrier<>* gnp_barrier = nullptr;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __restrict__
+#define __shared__ static
+inline void __syncthreads() { gnp_barrier->arrive_and_wait(); }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned int __umulhi(unsigned int a, unsigned int b) { return (unsigned int)(((unsigned long long)a * b) >> 32); }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fsqrt_rn(float a) { return sqrtf(a); }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __dsqrt_rn(double a) { return sqrt(a); }
+inline float __uint2float_rn(unsigned int a) { return (float)a; }
+inline double __uint2double_rn(unsigned int a) { return (double)a; }
+"""
+
+_CTYPES_OF = {np.dtype(k): v for k, v in {
+    "bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
+    "uint64": ctypes.c_uint64, "float32": ctypes.c_float, "float64": ctypes.c_double}.items()}
+
+
+def _parameters(source: str, name: str) -> list[tuple[str, bool]]:
+    """(C type, is a pointer) of each parameter of kernel ``name`` in ``source``."""
+    text = source[source.index(f" {name}(") + len(name) + 2 : source.index(")\n{", source.index(f" {name}("))]
+    out = []
+    for param in text.split(","):
+        words = [w for w in param.replace("*", " * ").split() if w not in ("const", "__restrict__")]
+        pointer = "*" in words
+        out.append((" ".join(w for w in words[:-1] if w != "*"), pointer))
+    return out
+
+
+def _driver(name: str, params: list[tuple[str, bool]], barrier: bool) -> str:
+    """The C++ function running a launch of kernel ``name``: its thread blocks in turn, the threads of a
+    block as OS threads meeting at a barrier (kernels with ``__syncthreads``) or one after another."""
+    call = f"{name}(" + ", ".join(f"*({ctype}{'*' if pointer else ''}*)a[{i}]"
+                                  for i, (ctype, pointer) in enumerate(params)) + ")"
+    threads = (f"std::barrier<> sync(n); gnp_barrier = &sync; std::vector<std::thread> pool;\n"
+               f"        for (unsigned int t = 0; t < n; ++t) pool.emplace_back([&, t] {{ at(t); {call}; }});\n"
+               f"        for (auto& th : pool) th.join();" if barrier else
+               f"for (unsigned int t = 0; t < n; ++t) {{ at(t); {call}; }}")
+    return f"""
+extern "C" void gnp_launch(unsigned int gx, unsigned int gy, unsigned int gz, unsigned int tx, unsigned int ty,
+                           unsigned int tz, void** a)
+{{
+    gridDim = {{gx, gy, gz}}; blockDim = {{tx, ty, tz}};
+    const unsigned int n = tx * ty * tz;
+    auto at = [&](unsigned int t) {{ threadIdx = {{t % tx, (t / tx) % ty, t / (tx * ty)}}; }};
+    for (unsigned int bz = 0; bz < gz; ++bz) for (unsigned int by = 0; by < gy; ++by) for (unsigned int bx = 0; bx < gx; ++bx) {{
+        blockIdx = {{bx, by, bz}};
+        {threads}
+    }}
+}}
+"""
+
+
+class EmulatedKernel:
+    """A generated kernel compiled for the CPU; called as a CuPy kernel: ``kernel(grid, threads, args)``."""
+
+    def __init__(self, source: str, name: str) -> None:
+        self.params = _parameters(source, name)
+        unit = _PRELUDE + source + _driver(name, self.params, "__syncthreads" in source)
+        self.library = _compile(unit)
+
+    def __call__(self, grid: tuple[int, ...], threads: tuple[int, ...], args: tuple) -> None:
+        from dask_gpunumeric._codegen import _NP_OF_CTYPE
+
+        assert len(args) == len(self.params), (len(args), self.params)
+        values = []
+        for arg, (ctype, pointer) in zip(args, self.params):
+            if pointer:  # an array whose rows are contiguous (the kernels take the other strides)
+                assert isinstance(arg, np.ndarray) and (arg.size <= 1 or arg.strides[-1] == arg.itemsize), ctype
+                assert arg.dtype == _NP_OF_CTYPE[ctype], (ctype, arg.dtype)
+                values.append(ctypes.c_void_p(arg.ctypes.data))
+            else:
+                assert isinstance(arg, np.generic) and arg.dtype == _NP_OF_CTYPE[ctype], (ctype, type(arg))
+                values.append(_CTYPES_OF[arg.dtype](arg.item()))
+        pointers = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
+        with _LAUNCH:
+            self.library.gnp_launch(*[ctypes.c_uint(v) for v in (*grid, *threads)], pointers)
+
+
+@functools.lru_cache(maxsize=None)
+def _compile(unit: str) -> ctypes.CDLL:
+    folder = pathlib.Path(tempfile.gettempdir()) / "gnp-emulated-kernels"
+    folder.mkdir(exist_ok=True)
+    digest = hashlib.sha256(unit.encode()).hexdigest()[:16]
+    library = folder / f"{digest}.so"
+    if not library.exists():
+        source = folder / f"{digest}.cpp"
+        source.write_text(unit)
+        subprocess.run([HOST_COMPILER, "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread",
+                        "-Wno-unknown-pragmas", "-o", str(library), str(source)], check=True, capture_output=True)
+    return ctypes.CDLL(str(library))
+
+
+def _fake_cupy() -> types.ModuleType:
+    """A ``cupy`` whose arrays are NumPy's: what the launch code of the kernels uses."""
+    fake = types.ModuleType("cupy")
+    for name in ("empty", "zeros", "full", "asarray", "ascontiguousarray", "take", "ndarray"):
+        setattr(fake, name, getattr(np, name))
+    fake.cuda = types.SimpleNamespace(Device=lambda: types.SimpleNamespace(id=0),
+                                      get_current_stream=lambda: types.SimpleNamespace(ptr=0))
+    return fake
+
+
+class _HostWorkspace:
+    """``_codegen._Workspace`` in host memory: the partials as arrays (the emulated kernels take arrays)."""
+
+    def __init__(self) -> None:
+        self.ticket = np.zeros(1, dtype=np.uint32)
+
+    def partials(self, blocks: int, dtypes: list[np.dtype]) -> list[np.ndarray]:
+        return [np.empty(blocks, dtype=dt) for dt in dtypes]
+
+
+def emulated_cupy(monkeypatch: Any) -> None:
+    """Route the stencil kernels of NumPy-backed tasks through their CUDA path, run on the CPU: the fake
+    ``cupy`` above, kernels compiled by ``EmulatedKernel`` (at most 4 thread blocks resident)."""
+    from dask_gpunumeric import _codegen, _stencil_kernels
+
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+    monkeypatch.setattr(_codegen, "_workspace_for", functools.lru_cache(maxsize=None)(
+        lambda device, stream: _HostWorkspace()))
+
+    def kernel(code: tuple, index: str, edges: tuple) -> tuple[EmulatedKernel, int]:
+        return EmulatedKernel(*_stencil_kernels.kernel_source(code, index, edges)), 4
+
+    monkeypatch.setattr(_stencil_kernels, "_kernel", kernel)
+    monkeypatch.setattr(_stencil_kernels, "_run_interpreted", lambda code, inputs, edges, region, box, scalars, shape,
+                        backend, dests, target: _stencil_kernels._run_cuda(code, inputs, edges, region, box, scalars,
+                                                                           dests, target))
