@@ -453,9 +453,11 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
             stride = f" * st{slot}_{d}" if d < last else ""
             if e:
                 terms.append(f"({e}){stride}")
-            if e and edges[slot][d] == WRAP:
+            # along a cyclic axis the box itself may reach past the buffer's period (a halo for later sweeps):
+            # every read is taken around, the unshifted ones too
+            if edges[slot][d] == WRAP:
                 terms.append(f"gnp_wrap(p{d} - o{slot}_{d} + ({e}), ext{slot}_{d}){stride}")
-            if e and edges[slot][d] == FILL:
+            if edges[slot][d] == FILL:
                 outside.append(f"gnp_outside(p{d} + ({e}), ext{slot}_{d})")
         load = f"b{slot}[{' + '.join([f'q{slot}', *terms])}]"
         return f"({' || '.join(outside)} ? f{slot} : {load})" if outside else load

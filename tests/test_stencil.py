@@ -454,6 +454,19 @@ def test_generated_kernels_run_on_the_cpu(name: str, monkeypatch: Any) -> None:
 
 
 @pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+@pytest.mark.parametrize("shape, chunks", [((9,), (4,)), ((7, 6), (7, 3)), ((7, 6), (3, 6)), ((7, 6), (3, 3)),
+                                           ((4, 5, 3), (4, 2, 3))])
+def test_generated_kernels_wrap_boxes_past_the_period(shape: tuple, chunks: tuple, monkeypatch: Any) -> None:
+    """Two periodic sweeps per task through the emulated kernels: the first sweep's box reaches past the
+    whole-period buffer of an axis of one block (a halo for the second), so its unshifted reads wrap too."""
+    x = np.random.default_rng(3).random(shape, dtype=np.float32)
+    _cuda_emulator.emulated_cupy(monkeypatch)
+    with gnp.config.set(stencil_sweeps=2):
+        u = sweeps(heat_periodic, gnp, gnp.from_array(x, chunks=chunks), 2)
+        assert_eq(u, sweeps(heat_periodic, np, x.copy(), 2), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
 def test_generated_kernels_run_on_the_cpu_for_cg_and_gray_scott(monkeypatch: Any) -> None:
     """CG (constant padding, two full reductions per iteration) and Gray-Scott (two fields, wrapping) through
     the emulated kernels, in ``fori_loop`` regions."""
