@@ -101,7 +101,7 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
         if isinstance(devices, (list, tuple)):
             devices = ",".join(str(d) for d in devices)
         new = LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, protocol=_protocol(protocol, security, gpu=True),
-                               **cluster_kwargs)
+                               **gpu_memory_defaults(cluster_kwargs))
     else:
         workers = n_workers or (n_gpus if isinstance(n_gpus, int) else 2)
         new = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
@@ -109,6 +109,16 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
     out = _new_client_class()(new)
     out._gnp_owned_cluster = new
     return out
+
+
+def gpu_memory_defaults(cluster_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The options of a ``LocalCUDACluster`` with one allocator for both CuPy blocks and the buffers Dask
+    moves and unspills: RMM's asynchronous pool (``rmm_async``, CuPy allocating through RMM), where RMM imports
+    and no ``rmm_*`` option is given. Otherwise CuPy's own pool keeps the memory of blocks spilled to host,
+    and bringing them back through RMM (as distributed does once RMM imports) runs out of device memory."""
+    if any(key.startswith("rmm_") for key in cluster_kwargs) or importlib.util.find_spec("rmm") is None:
+        return cluster_kwargs
+    return {**cluster_kwargs, "rmm_async": True, "rmm_allocator_external_lib_list": ["cupy"]}
 
 
 _WORKERS_TTL_S = 2.0
