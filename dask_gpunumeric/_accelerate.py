@@ -164,7 +164,7 @@ class Region(ArrayExpr):
         return _renamer(self.name_map)
 
     def _argument_names(self) -> dict[str, str]:
-        return {p._name: a._name for p, a in zip(self.plan.inputs, self.args)}
+        return _argument_names(self.plan, self.args)
 
     def _layer(self) -> dict:
         if self.as_programs:
@@ -359,15 +359,14 @@ def _run_now(plan: Plan, args: list[ArrayExpr], lowering: str, transport: str, t
     Region's tasks on Dask's local schedulers."""
     as_programs = lowering == "programs" or plan.has_loops
     in_order = as_programs or any(o[3] == "cupy" for o in plan.outputs)
+    names = _output_names(plan, _call_token(plan, lowering, (), args), args)
     if in_order and not dask.callbacks.Callback.active:
         blocks = plan.run_local(as_programs, _argument_blocks(plan, args))
-        names = _output_names(plan, _call_token(plan, lowering, (), args), args)
     else:
         region = Region(plan, (), lowering, timeout, transport, *args)
         graph = region._layer()
         for a in args:
             graph.update(a._layer())
-        names = [region.name_map[o[0]] for o in plan.outputs]
         renamed = [((new, *index), (o[0], *index)) for o, new, indices in zip(plan.outputs, names, plan.block_indices)
                    for index in indices]
         get = dask.local.get_sync if in_order else dask.threaded.get
@@ -386,10 +385,15 @@ def _argument_blocks(plan: Plan, args: list[ArrayExpr]) -> dict:
     return blocks
 
 
+def _argument_names(plan: Plan, args: list[ArrayExpr]) -> dict[str, str]:
+    """The plan's placeholders' names -> the names of a call's arguments."""
+    return {p._name: a._name for p, a in zip(plan.inputs, args)}
+
+
 def _output_names(plan: Plan, token: str, args: list[ArrayExpr]) -> list[str]:
     """The names of a call's outputs (``Region.name_map``'s, for the outputs alone): an argument returned as
     it is keeps its name."""
-    arguments = {p._name: a._name for p, a in zip(plan.inputs, args)}
+    arguments = _argument_names(plan, args)
     return [arguments.get(name) or _rename(name, token) for name, *_ in plan.outputs]
 
 

@@ -444,11 +444,10 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
 
     check_program(program, mode, group, index, singles)  # only our names and integers become source
     ndim, input_dtypes, instrs, outputs = program
-    folds = _folds(program)
     params: list[str] = []
     for k, dt in enumerate(input_dtypes):
         params.append(f"const {_ctype(dt)}* __restrict__ in{k}")
-    finals = {fold.output for fold in folds}
+    finals = _finals(program)
     params += [final_param(program, k) if k in finals  # else a block (or the epilogue's one element)
                else f"{_ctype(_value_dtype(instrs[out[1]]))}* __restrict__ out{k}" for k, out in enumerate(outputs)]
     params += fold_params(program)
@@ -519,6 +518,11 @@ def _folds(program: tuple) -> tuple[_Fold, ...]:
     return tuple(folds)
 
 
+def _finals(program: tuple) -> frozenset[int]:
+    """The outputs of a program that are full reductions finished in the launch (their one-element results)."""
+    return frozenset(fold.output for fold in _folds(program) if fold.output is not None)
+
+
 class _Variant(NamedTuple):
     """How a kernel of a program is specialised (see ``kernel_source``)."""
 
@@ -535,12 +539,12 @@ def _element_code(program: tuple, variant: _Variant, partial: dict[int, str],
     of ``acc<f>``) and each other output stored. ``loaded`` names registers already holding the values of
     load instructions."""
     _, _, instrs, outputs = program
-    folds, after = _folds(program), epilogue_values(instrs)
+    after = epilogue_values(instrs)
     lines = [f"const {_ctype(ins[2])} v{i} = {loaded[i]};" if loaded and i in loaded
              else _instr_code(i, ins, instrs, variant.mode, variant.group, variant.singles)
              for i, ins in enumerate(instrs) if i not in after]
     lines += fold_statements(program, partial)
-    folded = {fold.output for fold in folds}
+    folded = _finals(program)
     lines += [f"out{k}[t] = v{out[1]};" for k, out in enumerate(outputs) if k not in folded and out[1] not in after]
     return lines
 
@@ -1044,7 +1048,7 @@ class _Kernel:
         source, name = kernel_source(program, variant.mode, variant.group, variant.index, tuple(sorted(variant.singles)))
         self.function = _cuda.compile_module(source).get_function(name)
         self.max_blocks = _cuda.wave_blocks(self.function, _THREADS)
-        self.finals = {fold.output for fold in _folds(program) if fold.output is not None}
+        self.finals = _finals(program)
         self._instrs = program[2]
         self._scalars: dict[tuple, tuple] = {}
 
