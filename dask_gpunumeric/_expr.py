@@ -447,8 +447,8 @@ class CompiledGraph:
 def compiled(root: ArrayExpr) -> CompiledGraph:
     """The optimized graph of a tree (with its keys), from the cache without making a ``Materialized``
     node when the cache holds it (``gnp.fetch`` of an expression rebuilt on every call)."""
-    cached = _lookup(_GRAPH_CACHE, _cache_key(root))
-    return cached if cached is not None else Materialized((root,))._compiled
+    hit = _lookup(_GRAPH_CACHE, _cache_key(root))
+    return hit if hit is not None else Materialized((root,))._compiled
 
 
 def _cache_key(root: ArrayExpr) -> tuple | None:
