@@ -130,6 +130,15 @@ _OPS: dict[str, tuple[int, str, str, str]] = {
 _HELPERS = r"""
 #ifndef GNP_FUSED_HELPERS
 #define GNP_FUSED_HELPERS
+/* a thread-block partial, read by the last block after the others' fences: from L2 (never a stale L1
+   line), as plain loads where CUDA has them (they pipeline; volatile ones do not) */
+template <typename T> __device__ __forceinline__ T gnp_partial(const T* p) { return *(const volatile T*)p; }
+__device__ __forceinline__ double gnp_partial(const double* p) { return __ldcg(p); }
+__device__ __forceinline__ float gnp_partial(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ long long gnp_partial(const long long* p) { return __ldcg(p); }
+__device__ __forceinline__ unsigned long long gnp_partial(const unsigned long long* p) { return __ldcg(p); }
+__device__ __forceinline__ int gnp_partial(const int* p) { return __ldcg(p); }
+__device__ __forceinline__ unsigned int gnp_partial(const unsigned int* p) { return __ldcg(p); }
 template <typename T> __device__ __forceinline__ bool gnp_isnan(T x) { return x != x; }
 template <typename T> __device__ __forceinline__ bool gnp_isinf(T x) { return x == x && (x - x) != (x - x); }
 template <typename T> __device__ __forceinline__ bool gnp_isfinite(T x) { return (x - x) == (x - x); }
@@ -672,8 +681,8 @@ def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS) -> list[
               "    __syncthreads();", "    if (!last) return;"]
     for f, fold in enumerate(folds):
         ct = _ctype(fold.acc)
-        combine = _COMBINE[fold.kind].format(a=f"a{f}", b=f"((volatile {ct}*)part{f})[i]")
-        lines += [f"    {ct} a{f} = {_identity(fold.kind, fold.acc)};",
+        combine = _COMBINE[fold.kind].format(a=f"a{f}", b=f"gnp_partial(part{f} + i)")
+        lines += [f"    {ct} a{f} = {_identity(fold.kind, fold.acc)};", "    #pragma unroll 8",
                   f"    for (unsigned int i = {thread}; i < {blocks}; i += {threads}) a{f} = {combine};",
                   f"    sh{f}[{thread}] = a{f};"]
     lines += _block_tree(folds, thread, threads)

@@ -35,7 +35,7 @@ output blocks (in place: the values are the same whoever computes them).
 
 Kernels: on NumPy blocks a program is interpreted on windows of the buffers (``_codegen.run_numpy``); on CuPy
 blocks it is one generated CUDA kernel per sweep, the last axis along ``threadIdx.x`` (coalesced), each
-thread computing ``ROWS`` consecutive rows of a column (1-d: ``ROWS`` elements a thread block apart),
+thread computing ``rows(code)`` consecutive rows of a column (1-d: elements a thread block apart),
 reading each buffer at constant offsets from the element computed.
 """
 from __future__ import annotations
@@ -395,7 +395,16 @@ def _run_interpreted(code: tuple, inputs: list, edges: tuple, region: tuple, box
 # grid dimension of each axis (the last axis along x: neighbouring threads read neighbouring elements)
 _GRID_AXES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
 _THREADS = {1: (256, 1, 1), 2: (32, 8, 1), 3: (32, 4, 2)}
-ROWS = 4  # positions each thread computes along axis ndim - 2 (1-d: along x); measured best of 1, 4, 8, 16 on an H200
+WAVES = 8  # thread blocks of a kernel with full reductions: this many full waves (H200: 1 wave 34 ms, 8 waves
+# 23.5 ms, one block per tile 34 ms for CG 8192^2 x 30; a grid-stride loop per thread, and one partial per block)
+
+
+def rows(code: tuple) -> int:
+    """Positions each thread computes along axis ndim - 2 (1-d: along x): 4, or 2 where more than one buffer
+    is read at shifted positions (each keeps rows + 2 rows of values live). On an H200, heat (one shifted
+    field) ran 20.8/16.2/13.7 ms with 1/2/4 rows, Gray-Scott (two) 10.2/9.1/10.3 ms."""
+    shifted = {slot for slot, offset in code[2] if any(offset)}
+    return 2 if len(shifted) > 1 else 4
 _GRID_LIMITS = {"x": 2**20, "y": 65535, "z": 65535}
 _HELPERS = r"""
 #ifndef GNP_STENCIL_HELPERS
@@ -410,7 +419,7 @@ template <typename I> __device__ __forceinline__ bool gnp_outside(I c, I n) { re
 
 def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -> tuple[str, str]:
     """CUDA C++ source and kernel name of one sweep's code: each thread computes the elements of the box at
-    ``p = lo + i`` (grid-stride loops per axis, ``ROWS`` positions per thread along axis ``ndim - 2``; 1-d:
+    ``p = lo + i`` (grid-stride loops per axis, ``rows(code)`` positions per thread along axis ``ndim - 2``; 1-d:
     along the only axis, a thread block apart), reading buffer ``s`` at ``(p - o_s + offset) . stride_s`` and
     writing output ``j`` at ``(p - oo_j) . ostride_j``; the last axis has stride 1 (a 0-d buffer: one
     element). ``index`` is the C type of positions and offsets: "int" where they fit, else "long long".
@@ -423,7 +432,7 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
     check_stencil_code(code, index, edges)  # only our names and integers become source
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
     ndim, _, instrs, outputs = program
-    ctype, last = _codegen._ctype, ndim - 1
+    ctype, last, per_thread = _codegen._ctype, ndim - 1, rows(code)
     single = {slot for slot, offset in loads if not offset}  # 0-d arrays
     if edges is None:
         edges = tuple(() if s in single else (0,) * ndim for s in range(len(buffer_dtypes)))
@@ -447,7 +456,8 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
     def position(origin: str, stride: str) -> str:
         return " + ".join([f"(p{d} - {origin}_{d}) * {stride}_{d}" for d in range(last)] + [f"(p{last} - {origin}_{last})"])
 
-    def at(slot: int, offset: Sequence[int]) -> str:
+    def at(slot: int, offset: Sequence[int], checked: bool = True) -> str:
+        """The read of buffer ``slot`` at ``offset`` from the element computed; ``checked``: with its edges."""
         terms, outside = [], []
         for d, e in enumerate(offset):
             stride = f" * st{slot}_{d}" if d < last else ""
@@ -455,21 +465,40 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
                 terms.append(f"({e}){stride}")
             # along a cyclic axis the box itself may reach past the buffer's period (a halo for later sweeps):
             # every read is taken around, the unshifted ones too
-            if edges[slot][d] == WRAP:
+            if checked and edges[slot][d] == WRAP:
                 terms.append(f"gnp_wrap(p{d} - o{slot}_{d} + ({e}), ext{slot}_{d}){stride}")
-            if edges[slot][d] == FILL:
+            if checked and edges[slot][d] == FILL:
                 outside.append(f"gnp_outside(p{d} + ({e}), ext{slot}_{d})")
         load = f"b{slot}[{' + '.join([f'q{slot}', *terms])}]"
         return f"({' || '.join(outside)} ? f{slot} : {load})" if outside else load
+
+    def element(checked: bool) -> list[str]:
+        """The statements computing and storing one element (reads with their edges where ``checked``)."""
+        value: list[str] = []
+        for i, ins in enumerate(instrs):
+            if ins[0] == "load":
+                slot, offset = loads[ins[1]]
+                value.append(f"const {ctype(ins[2])} v{i} = {at(slot, offset, checked)};")
+            else:
+                value.append(_codegen._instr_code(i, ins, instrs, "flat", 1))
+        value += [f"out{j}[w{j}] = ({ctype(dt)})v{out[1]};" for j, (out, dt) in enumerate(zip(outputs, out_dtypes))]
+        if reductions:  # over the target only (the box may be larger: a halo for later sweeps)
+            value.append(f"if ({' && '.join(f'p{d} >= tlo{d} && p{d} < thi{d}' for d in range(ndim))}) {{")
+            value += ["    " + line for line in _codegen.fold_statements(program)] + ["}"]
+        if not restricted:
+            return value
+        inside = " && ".join(f"p{d} >= rlo{d} && p{d} < rhi{d}" for d in restricted)
+        return ([f"if ({inside}) {{"] + [f"    {line}" for line in value] + ["} else {"]
+                + [f"    out{j}[w{j}] = {at(*base, checked)};" for j, base in enumerate(bases)] + ["}"])
 
     body: list[str] = _codegen.accumulators(program)
     indent = "    "
     unrolled = max(ndim - 2, 0)  # R positions per thread along this axis: rows (2-d, 3-d) or elements (1-d)
     for d, dim in enumerate(_GRID_AXES[ndim]):
         if d == unrolled:
-            start = (f"(({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}) * {ROWS}" if ndim > 1
-                     else f"({index})blockIdx.{dim} * blockDim.{dim} * {ROWS} + threadIdx.{dim}")
-            step = f"({index})gridDim.{dim} * blockDim.{dim} * {ROWS}"
+            start = (f"(({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}) * {per_thread}" if ndim > 1
+                     else f"({index})blockIdx.{dim} * blockDim.{dim} * {per_thread} + threadIdx.{dim}")
+            step = f"({index})gridDim.{dim} * blockDim.{dim} * {per_thread}"
         else:
             start, step = f"({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}", f"({index})gridDim.{dim} * blockDim.{dim}"
         body.append(f"{indent}for ({index} i{d} = {start}; i{d} < n{d}; i{d} += {step}) {{")
@@ -477,37 +506,30 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
         if d != unrolled:
             body.append(f"{indent}const {index} p{d} = lo{d} + i{d};")
     # the R positions of the thread: consecutive rows, whose vertical neighbours are loaded once for all of
-    # them, or (1-d) a thread block's width apart, so that loads stay coalesced
+    # them, or (1-d) a thread block's width apart, so that loads stay coalesced. Where all R are in the box
+    # and every read of theirs inside its buffer (the interior: nearly every thread), they are computed
+    # without bounds checks or edge selects, so that the loads of all R issue together.
     apart = "" if ndim > 1 else f" * ({index})blockDim.x"
-    body += [f"{indent}#pragma unroll", f"{indent}for (int r = 0; r < {ROWS}; ++r) {{"]
-    indent += "    "
-    body += [f"{indent}const {index} j{unrolled} = i{unrolled} + r{apart};", f"{indent}if (j{unrolled} >= n{unrolled}) break;",
-             f"{indent}const {index} p{unrolled} = lo{unrolled} + j{unrolled};"]
-    for s in range(len(buffer_dtypes)):
-        body.append(f"{indent}const {index} q{s} = {'0' if s in single else position(f'o{s}', f'st{s}')};")
-    for j in range(len(out_dtypes)):
-        body.append(f"{indent}const {index} w{j} = {position(f'oo{j}', f'ost{j}')};")
-    value: list[str] = []
-    for i, ins in enumerate(instrs):
-        if ins[0] == "load":
-            slot, offset = loads[ins[1]]
-            value.append(f"const {ctype(ins[2])} v{i} = {at(slot, offset)};")
-        else:
-            value.append(_codegen._instr_code(i, ins, instrs, "flat", 1))
-    value += [f"out{j}[w{j}] = ({ctype(dt)})v{out[1]};" for j, (out, dt) in enumerate(zip(outputs, out_dtypes))]
-    if reductions:  # over the target only (the box may be larger: a halo for later sweeps)
-        value.append(f"if ({' && '.join(f'p{d} >= tlo{d} && p{d} < thi{d}' for d in range(ndim))}) {{")
-        value += ["    " + line for line in _codegen.fold_statements(program)] + ["}"]
-    if restricted:
-        inside = " && ".join(f"p{d} >= rlo{d} && p{d} < rhi{d}" for d in restricted)
-        body.append(f"{indent}if ({inside}) {{")
-        body += [f"{indent}    {line}" for line in value]
-        body.append(f"{indent}}} else {{")
-        body += [f"{indent}    out{j}[w{j}] = {at(*base)};" for j, base in enumerate(bases)]
-        body.append(f"{indent}}}")
-    else:
-        body += [f"{indent}{line}" for line in value]
-    for d in reversed(range(ndim + 1)):
+    u = unrolled
+    last_row = f"i{u} + {per_thread - 1}{apart}"
+    fast = [f"{last_row} < n{u}", *_interior(loads, bases, edges, u, f"(lo{u} + i{u})", f"(lo{u} + {last_row})")]
+
+    def row_loop(checked: bool) -> list[str]:
+        lines = ["#pragma unroll", f"for (int r = 0; r < {per_thread}; ++r) {{",
+                 f"    const {index} j{u} = i{u} + r{apart};"]
+        lines += [f"    if (j{u} >= n{u}) break;"] * checked
+        lines.append(f"    const {index} p{u} = lo{u} + j{u};")
+        lines += [f"    const {index} q{s} = {'0' if s in single else position(f'o{s}', f'st{s}')};"
+                  for s in range(len(buffer_dtypes))]
+        lines += [f"    const {index} w{j} = {position(f'oo{j}', f'ost{j}')};" for j in range(len(out_dtypes))]
+        return lines + [f"    {line}" for line in element(checked)] + ["}"]
+
+    body.append(f"{indent}if ({' && '.join(fast)}) {{")
+    body += [f"{indent}    {line}" for line in row_loop(False)]
+    body.append(f"{indent}}} else {{")
+    body += [f"{indent}    {line}" for line in row_loop(True)]
+    body.append(f"{indent}}}")
+    for d in reversed(range(ndim)):
         body.append("    " * (d + 1) + "}")
     if reductions:
         body += ["    const unsigned int gnp_thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);",
@@ -522,6 +544,25 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
         + ")\n{\n" + "\n".join(body) + "\n}\n"
     )
     return source, name
+
+
+def _interior(loads: tuple, bases: tuple, edges: tuple, unrolled: int, first: str, last: str) -> list[str]:
+    """Conditions under which every read of a thread's positions (``first`` to ``last`` along axis
+    ``unrolled``, ``p<d>`` along the others) lies inside its buffer, needing none of its edges: per slot and
+    axis with an edge mode, the smallest and largest offset read stay within ``[0, ext)`` (FILL: of the
+    array, WRAP: of the buffer, from its origin ``o``)."""
+    reach: dict[tuple[int, int], list[int]] = {}
+    for slot, offset in (*loads, *(b for b in bases if b is not None)):
+        for d, e in enumerate(offset):
+            if edges[slot] and edges[slot][d]:
+                lo_hi = reach.setdefault((slot, d), [e, e])
+                lo_hi[0], lo_hi[1] = min(lo_hi[0], e), max(lo_hi[1], e)
+    conditions = []
+    for (slot, d), (lo, hi) in sorted(reach.items()):
+        low, high = (first, last) if d == unrolled else (f"p{d}", f"p{d}")
+        origin = f" - o{slot}_{d}" if edges[slot][d] == WRAP else ""
+        conditions += [f"{low}{origin} + ({lo}) >= 0", f"{high}{origin} + ({hi}) < ext{slot}_{d}"]
+    return conditions
 
 
 def record_sources(plan: tuple) -> None:
@@ -550,17 +591,18 @@ def _kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int]:
     return function, _cuda.wave_blocks(function, int(np.prod(_THREADS[code[0][0]])))
 
 
-def _launch_shape(extent: tuple[int, ...], limit: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """(grid, threads) of a launch over a box of ``extent``: each thread computes ``ROWS`` positions along
-    axis ``ndim - 2`` (1-d: the only axis); at most ``limit`` thread blocks where given (a kernel with full
-    reductions: its last block combines one partial per block), fewer along the outer axes first."""
+def _launch_shape(extent: tuple[int, ...], per_thread: int, limit: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(grid, threads) of a launch over a box of ``extent``: each thread computes ``per_thread`` positions
+    along axis ``ndim - 2`` (1-d: the only axis); at most ``limit`` thread blocks where given (a kernel with
+    full reductions: its last block combines one partial per block), fewer along x first (each thread block
+    then walks along rows, in its own band of them)."""
     ndim = len(extent)
     threads = _THREADS[ndim]
     per_dim = dict(zip(_GRID_AXES[ndim], extent))
     unrolled = _GRID_AXES[ndim][max(ndim - 2, 0)]
-    grid = [max(1, min(-(-per_dim.get(dim, 1) // (t * (ROWS if dim == unrolled else 1))), _GRID_LIMITS[dim]))
+    grid = [max(1, min(-(-per_dim.get(dim, 1) // (t * (per_thread if dim == unrolled else 1))), _GRID_LIMITS[dim]))
             for dim, t in zip("xyz", threads)]
-    for axis in (2, 1, 0) if limit is not None else ():
+    for axis in (0, 1, 2) if limit is not None else ():
         grid[axis] = max(1, min(grid[axis], limit // (int(np.prod(grid)) // grid[axis])))
     return tuple(grid), threads  # type: ignore[return-value]
 
@@ -595,7 +637,7 @@ def _run_cuda(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, 
     to_index = _INDEX_TYPES[index]
     kernel, resident = _kernel(code, index, active)
     reductions = range(len(out_dtypes), len(program[3]))
-    grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), resident if reductions else None)
+    grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), rows(code), resident * WAVES if reductions else None)
     partials, buffers = {}, []
     for k in reductions:
         partials[k], final = _codegen.final_buffer(program, k, int(np.prod([hi - lo for lo, hi in target])))

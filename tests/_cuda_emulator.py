@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import os
 import pathlib
 import shutil
 import subprocess
@@ -43,6 +44,7 @@ static std::barrier<>* gnp_barrier = nullptr;
 #define __restrict__
 #define __shared__ static
 inline void __syncthreads() { gnp_barrier->arrive_and_wait(); }
+template <typename T> inline T __ldcg(const T* p) { return *p; }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline unsigned int __umulhi(unsigned int a, unsigned int b) { return (unsigned int)(((unsigned long long)a * b) >> 32); }
@@ -131,11 +133,15 @@ def _compile(unit: str) -> ctypes.CDLL:
     folder.mkdir(exist_ok=True)
     digest = hashlib.sha256(unit.encode()).hexdigest()[:16]
     library = folder / f"{digest}.so"
-    if not library.exists():
-        source = folder / f"{digest}.cpp"
+    if not library.exists():  # built under a name of this process and thread, then renamed: another test
+        # process (or a scheduler thread) compiling the same unit never loads a half-written library
+        unique = f"{digest}.{os.getpid()}.{threading.get_ident()}"
+        source, built = folder / f"{unique}.cpp", folder / f"{unique}.so"
         source.write_text(unit)
         subprocess.run([HOST_COMPILER, "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread",
-                        "-Wno-unknown-pragmas", "-o", str(library), str(source)], check=True, capture_output=True)
+                        "-Wno-unknown-pragmas", "-o", str(built), str(source)], check=True, capture_output=True)
+        os.replace(built, library)
+        source.unlink()
     return ctypes.CDLL(str(library))
 
 
