@@ -119,8 +119,16 @@ def jax_modules() -> tuple[ModuleType, ModuleType] | None:
     return jax, jnp
 
 
+#: Legate's resources when a benchmark process shares its GPU with CuPy and JAX (by default Legate reserves
+#: most of the device's memory and every CPU core); a LEGATE_CONFIG already set is kept
+LEGATE_SHARED_GPU = "--gpus 1 --fbmem 40000 --zcmem 256 --sysmem 8000 --cpus 2 --utility 2"
+
+
 def cupynumeric_module() -> ModuleType | None:
-    """cuPyNumeric when it imports (it brings its own Legate runtime), else None."""
+    """cuPyNumeric when it imports (it brings its own Legate runtime, configured by ``LEGATE_SHARED_GPU``
+    where there is a GPU), else None."""
+    if cupy_gpu() is not None:
+        os.environ.setdefault("LEGATE_CONFIG", LEGATE_SHARED_GPU)
     try:
         import cupynumeric
     except ImportError:

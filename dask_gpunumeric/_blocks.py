@@ -35,7 +35,10 @@ def create(
     """One block of a created array, computed from its position (``offset`` in the whole array)."""
     xp = module(backend)
     if kind == "full":
-        return xp.full(shape, params[0], dtype=dtype)
+        value = params[0]
+        if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)) and value == 0 and not np.signbit(value):
+            return xp.zeros(shape, dtype=dtype)  # a memset on a GPU (CuPy's full runs a copy kernel: 4x slower)
+        return xp.full(shape, value, dtype=dtype)
     if kind == "empty":
         return xp.empty(shape, dtype=dtype)
     if kind == "arange":
