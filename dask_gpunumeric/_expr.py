@@ -319,7 +319,18 @@ class Materialized(ArrayExpr):
 
     @cached
     def _graph(self) -> dict:
-        return dict(self._compiled.graph)
+        """The graph; on a cluster with the linear chains of its tasks fused (``fuse_chains``: a task costs
+        milliseconds there), but for the blocks of arrays of several (each on its owner, named as its
+        operation), outputs and tasks with annotations of their own (a region's)."""
+        graph = dict(self._compiled.graph)
+        if not self.operand("workers"):
+            return graph
+        roots = self.root.operands if isinstance(self.root, Bundle) else [self.root]
+        frozen = {key for node in _walk(self._optimized) for key, _, numblocks in node._owned_blocks()
+                  if math.prod(numblocks) > 1}
+        frozen |= {key for node in _walk(self._optimized) for values in node._task_annotations().values()
+                   for key in values}
+        return fuse_chains(graph, {k for root in roots for k in flat_keys(root)}, frozen)
 
     def schedule(self) -> list[tuple[Any, tuple]]:
         """The graph's keys in ``dask.order``'s order, each with the keys that no later task needs (to free
@@ -499,6 +510,48 @@ def schedule_of(graph: dict, outputs: set) -> list[tuple[Any, tuple]]:
         if dep not in outputs:
             release[i].append(dep)
     return [(k, tuple(release[i])) for i, k in enumerate(keys)]
+
+
+def fuse_chains(graph: dict, keep: set, frozen: set) -> dict:
+    """The graph with each linear chain of its tasks made one task.
+
+    A task is folded into its dependent when that is its only dependent and it is the dependent's only
+    dependency, and neither is in ``frozen`` nor the task in ``keep`` (data and Futures stay as they are):
+    on a cluster every task costs a scheduler round trip of milliseconds, so a reduction's combine, its
+    finish and the scalar work after it run as one task. The fused task keeps the key of the chain's last
+    task."""
+    tasks = {key for key, node in graph.items() if isinstance(node, GraphNode) and not isinstance(node, DataNode)}
+    dependents: dict = collections.defaultdict(list)
+    for key in tasks:
+        for dep in graph[key].dependencies:
+            dependents[dep].append(key)
+
+    def foldable(key: Any) -> Any:
+        """The dependent ``key`` folds into, or None."""
+        after = dependents.get(key, ())
+        if key in keep or key in frozen or key not in tasks or len(after) != 1:
+            return None
+        (nxt,) = after
+        return nxt if nxt not in frozen and graph[nxt].dependencies == {key} else None
+
+    into = {key: nxt for key in graph if (nxt := foldable(key)) is not None}
+    if not into:
+        return graph
+    fused = {}
+    for key, node in graph.items():
+        if key in into:
+            continue  # folded into a later task
+        if key not in tasks:
+            fused[key] = node
+            continue
+        chain = [key]
+        while len(graph[chain[0]].dependencies) == 1 and (dep := next(iter(graph[chain[0]].dependencies))) in into:
+            chain.insert(0, dep)
+        if len(chain) == 1:
+            fused[key] = node
+        else:
+            fused[key] = Task.fuse(*(graph[k] for k in chain), key=key)
+    return fused
 
 
 def run_in_order(graph: dict, schedule: list[tuple[Any, tuple]], keys: list, inputs: dict | None = None) -> list:
