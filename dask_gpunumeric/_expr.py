@@ -512,6 +512,22 @@ def schedule_of(graph: dict, outputs: set) -> list[tuple[Any, tuple]]:
     return [(k, tuple(release[i])) for i, k in enumerate(keys)]
 
 
+def _skip_aliases(graph: dict, keep: set) -> dict:
+    """The graph without its aliases of other keys (but of ``keep``), their dependents reading those keys."""
+    skipped = {key: node.target for key, node in graph.items() if isinstance(node, Alias) and key not in keep}
+    if not skipped:
+        return graph
+
+    def resolve(key: Any) -> Any:
+        while key in skipped:
+            key = skipped[key]
+        return key
+
+    subs = {key: resolve(key) for key in skipped}
+    return {key: node.substitute(subs) if isinstance(node, GraphNode) else node
+            for key, node in graph.items() if key not in skipped}
+
+
 def fuse_chains(graph: dict, keep: set, frozen: set) -> dict:
     """The graph with each linear chain of its tasks made one task.
 
@@ -519,7 +535,8 @@ def fuse_chains(graph: dict, keep: set, frozen: set) -> dict:
     dependency, and neither is in ``frozen`` nor the task in ``keep`` (data and Futures stay as they are):
     on a cluster every task costs a scheduler round trip of milliseconds, so a reduction's combine, its
     finish and the scalar work after it run as one task. The fused task keeps the key of the chain's last
-    task."""
+    task. Aliases (but of ``keep``) are skipped first: their dependents read the aliased key."""
+    graph = _skip_aliases(graph, keep)
     tasks = {key for key, node in graph.items() if isinstance(node, GraphNode) and not isinstance(node, DataNode)}
     dependents: dict = collections.defaultdict(list)
     for key in tasks:
