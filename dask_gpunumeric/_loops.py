@@ -95,19 +95,40 @@ class LoopOutput(ArrayExpr):
         return self._state.backend
 
 
-def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any) -> Any:
+def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any, *, unroll: int = 1) -> Any:
     """``for i in range(n): state = body(i, state)``, with ``body`` traced once and the loop run inside the
     region on the workers (see the module docstring).
 
     ``state`` is an Array or a tuple/list/dict of Arrays (numbers become 0-d Arrays); ``body`` takes the
     iteration number ``i`` (a 0-d int64 Array) and the state, and returns a state of the same structure,
-    shapes and dtypes. ``n`` is a Python int: for a count known only from data, use ``while_loop``."""
+    shapes and dtypes. ``n`` is a Python int: for a count known only from data, use ``while_loop``.
+
+    ``unroll`` (as in ``jax.lax.fori_loop``): steps traced into one iteration of the loop (the last
+    ``n % unroll`` steps run after it), the same results; a body of stencil sweeps then gives the
+    optimizer ``unroll`` consecutive sweeps to group into one task and fewer kernels."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"fori_loop: the number of iterations must be a Python int, got {type(n).__name__}; "
                         "for a number known only from data, use gnp.while_loop")
     if n < 0:
         raise ValueError(f"fori_loop: the number of iterations must be non-negative, got {n}")
-    return _loop("fori", body, None, state, int(n))
+    if isinstance(unroll, bool) or not isinstance(unroll, (int, np.integer)) or unroll < 1:
+        raise ValueError(f"fori_loop: unroll must be a positive int, got {unroll!r}")
+    n, unroll = int(n), int(unroll)
+    if unroll == 1 or n < unroll:
+        return _loop("fori", body, None, state, n)
+
+    def steps(i: Array, state: Any) -> Any:
+        for j in range(unroll):
+            state = body(i * unroll + j, state)
+        return state
+
+    steps.__qualname__ = f"{getattr(body, '__qualname__', repr(body))}*{unroll}"  # names the traced loop
+    state = _loop("fori", steps, None, state, n // unroll)
+    from ._creation import asarray
+
+    for i in range(n - n % unroll, n):  # the iteration number as the loop's: a 0-d int64 Array
+        state = body(asarray(np.int64(i)), state)
+    return state
 
 
 def while_loop(cond: Callable[[Any], Array], body: Callable[[Any], Any], state: Any, *,

@@ -47,6 +47,42 @@ def test_fori_loop_state_structures_and_index() -> None:
     assert_eq(gnp.fori_loop(0, body, {"u": gnp.asarray(un), "acc": (0.0, 0)})["u"], un)
 
 
+@pytest.mark.parametrize("n, unroll", [(6, 2), (7, 2), (7, 3), (2, 3), (0, 2), (5, 1)])
+def test_fori_loop_unrolled_steps_give_the_same_state(n: int, unroll: int) -> None:
+    """Unrolled loops (the remainder after the loop) give the plain loop's results, the index included."""
+    un = np.random.default_rng(4).random((12, 10))
+
+    def body(i: Any, state: tuple) -> tuple:
+        u, total = state
+        u = 0.25 * (gnp.roll(u, 1, axis=0) + gnp.roll(u, -1, axis=0) + gnp.roll(u, 1, axis=1)
+                    + gnp.roll(u, -1, axis=1)) + i * 1e-3
+        return u, total + gnp.sum(u) * i
+
+    start = (gnp.asarray(un, chunks=(6, 10)), 0.0)
+    u, total = gnp.fori_loop(n, body, start, unroll=unroll)
+    ref, ref_total = un.copy(), 0.0
+    for i in range(n):
+        ref = 0.25 * (np.roll(ref, 1, 0) + np.roll(ref, -1, 0) + np.roll(ref, 1, 1) + np.roll(ref, -1, 1)) + i * 1e-3
+        ref_total += ref.sum() * i
+    assert_eq(u, ref, rtol=1e-12)
+    assert_eq(total, np.float64(ref_total), rtol=1e-12)
+    assert_eq(gnp.accelerate(lambda x: gnp.fori_loop(n, body, (x, 0.0), unroll=unroll)[0])(start[0]), ref,
+              rtol=1e-12)
+
+
+def test_unrolled_stencil_loop_groups_its_sweeps() -> None:
+    """An unrolled loop over one periodic sweep of a one-block field: one stencil group of two sweeps per
+    iteration, half the iterations."""
+    x = gnp.asarray(np.random.default_rng(5).random((16, 16)))
+
+    def body(i: Any, u: Any) -> Any:
+        return 0.25 * (gnp.roll(u, 1, axis=0) + gnp.roll(u, -1, axis=0) + gnp.roll(u, 1, axis=1) + gnp.roll(u, -1, axis=1))
+
+    with gnp.config.set(dispatch="lazy"):
+        text = gnp.explain(gnp.accelerate(lambda u: gnp.fori_loop(8, body, u, unroll=2))(x))
+    assert "fori_loop (4 iterations)" in text and "2 kernel(s) per block part" in text, text
+
+
 def test_while_loop_data_dependent_stop() -> None:
     """Smooth until the largest change is below a tolerance, counting the sweeps."""
     un = np.random.default_rng(1).random(40)
@@ -144,6 +180,9 @@ def test_bad_loops_raise() -> None:
         gnp.fori_loop(gnp.asarray(2), lambda i, u: u, x)
     with pytest.raises(ValueError, match="non-negative"):
         gnp.fori_loop(-1, lambda i, u: u, x)
+    for unroll in (0, 1.5, True):
+        with pytest.raises(ValueError, match="unroll must be a positive int"):
+            gnp.fori_loop(2, lambda i, u: u, x, unroll=unroll)
     with pytest.raises(TypeError, match="shape and dtype"):
         gnp.fori_loop(2, lambda i, u: u.astype(np.float32), x)
     with pytest.raises(TypeError, match="shape and dtype"):
