@@ -133,6 +133,9 @@ def cupynumeric_module() -> ModuleType | None:
         import cupynumeric
     except ImportError:
         return None
+    except Exception as e:  # installed but its runtime did not start: the other systems still run
+        print(f"cuPyNumeric left out: it failed to start ({type(e).__name__}: {e})", file=sys.stderr)
+        return None
     return cupynumeric
 
 

@@ -7,7 +7,8 @@ the final state, each a function of the namespace ``xp``. The systems run it as
 
 - ``gnp``: one accelerated call, the steps a ``gnp.fori_loop`` (one task on one GPU; on a cluster one task
   per GPU, the GPUs exchanging halos and reduction partials directly);
-- ``jax-jit``: ``jax.jit`` with ``lax.fori_loop`` (``jax-sharding``: the arrays sharded by rows);
+- ``jax-jit``: ``jax.jit`` with ``lax.fori_loop`` (``jax-sharding``: the arrays sharded by rows), unrolled
+  as gnp's (``Iteration.unroll``);
 - ``cupynumeric`` and ``numpy``: a Python loop.
 
 Every call gets a salt of its own, a 0-d array added to the first input that changes none of its values
@@ -43,6 +44,7 @@ class Iteration:
     steps: int
     rtol: float  # agreement expected between systems' checksums (float32 grids)
     side: int  # n of the n x n grid per GPU at full size
+    unroll: int = 1  # steps per iteration of gnp's and JAX's fori_loop (the same for both)
 
 
 def _salt(i: int) -> np.float32:
@@ -58,7 +60,8 @@ def gnp_runner(it: Iteration, steps: int, arrays: list) -> Callable[[int], float
     """``run(i)``: the checksum of call ``i`` under gnp (a Python float)."""
     import dask_gpunumeric as gnp
 
-    accelerated = gnp.accelerate(lambda salt, *a: _run(it, gnp, gnp.fori_loop, salt, a, steps))
+    loop = functools.partial(gnp.fori_loop, unroll=it.unroll)
+    accelerated = gnp.accelerate(lambda salt, *a: _run(it, gnp, loop, salt, a, steps))
     return lambda i: gnp.fetch(accelerated(gnp.asarray(_salt(i)), *arrays))
 
 
@@ -67,7 +70,7 @@ def jax_runner(it: Iteration, steps: int, arrays: list) -> Callable[[int], float
     import jax.numpy as jnp
 
     def loop(n: int, body: Callable[[Any, Any], Any], state: Any) -> Any:
-        return jax.lax.fori_loop(0, n, body, state)
+        return jax.lax.fori_loop(0, n, body, state, unroll=it.unroll)
 
     compiled = jax.jit(lambda salt, *a: _run(it, jnp, loop, salt, a, steps))
     return lambda i: float(compiled(_salt(i), *arrays).block_until_ready())
