@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import operator
 import uuid
 from typing import Any
 
@@ -44,7 +45,7 @@ def normalize_chunks(chunks: Any, shape: tuple[int, ...], dtype: np.dtype, backe
         out = _dask_chunks(chunks, shape, limit, np.dtype(dtype), previous_chunks)
     except (ValueError, TypeError, ZeroDivisionError) as e:
         raise ValueError(f"invalid chunks {chunks!r} for shape {shape}: {e}") from None
-    if any(c < 0 for axis in out for c in axis):
+    if any(min(axis, default=0) < 0 for axis in out):  # per axis: an axis may have thousands of blocks
         raise ValueError(f"invalid chunks {chunks!r} for shape {shape}: negative block lengths")
     return out
 
@@ -97,7 +98,7 @@ def _shape(shape: Shape) -> tuple[int, ...]:
     try:
         if any(isinstance(s, bool) for s in shape):  # NumPy takes no bools as lengths
             raise TypeError
-        shape = tuple(int(operator_index(s)) for s in shape)
+        shape = tuple(map(operator.index, shape))
     except TypeError:
         raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
     if any(s < 0 for s in shape):
@@ -107,8 +108,6 @@ def _shape(shape: Shape) -> tuple[int, ...]:
 
 def operator_index(value: Any) -> int:
     """``operator.index`` with NumPy's error message."""
-    import operator
-
     try:
         return operator.index(value)
     except TypeError:

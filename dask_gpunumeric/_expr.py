@@ -59,8 +59,11 @@ class cached:  # noqa: N801 - used like functools.cached_property
         return value
 
 
+_INT = frozenset({int})
+
+
 def _sequence_text(value: tuple | list) -> str | None:
-    if type(value) is tuple and all(type(v) is int for v in value):  # chunks and shapes: the common case
+    if type(value) is tuple and _INT.issuperset(map(type, value)):  # chunks and shapes: the common case
         return f"tuple{value!r}"
     parts = [_plain_repr(v) for v in value]
     return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
@@ -141,19 +144,25 @@ class ArrayExpr(Expr):
     def _name(self) -> str:
         return f"{self._funcname}-{self.deterministic_token}"
 
+    @property
+    def deterministic_token(self) -> str:
+        # dask's, keeping the token without going through Expr.__setattr__ (Python code, on every node)
+        token = self._determ_token
+        if not token:
+            token = self.__dask_tokenize__()
+            object.__setattr__(self, "_determ_token", token)
+        return token
+
     def __dask_tokenize__(self) -> str:
         # Expressions are made on every operation: hash the operands' exact text where they are plain
         # values and sub-expressions (their names), and use Dask's tokenize only for anything else.
         if not self._determ_token:
-            parts = []
-            for o in self.operands:  # _plain_repr(self.operands), a call less per operand
-                text = _TEXT.get(type(o))
-                part = text(o) if text is not None else _plain_repr(o)
-                if part is None:
-                    return super().__dask_tokenize__()
-                parts.append(part)
+            # _plain_repr(self.operands), a call less per operand of a type met before
+            parts = [_TEXT.get(type(o), _plain_repr)(o) for o in self.operands]
+            if None in parts:
+                return super().__dask_tokenize__()
             text = f"{type(self).__qualname__}|list({','.join(parts)})"
-            self._determ_token = hashlib.sha1(text.encode()).hexdigest()[:32]
+            object.__setattr__(self, "_determ_token", hashlib.sha1(text.encode()).hexdigest()[:32])
         return self._determ_token
 
     def _operands_for_repr(self) -> list[str]:

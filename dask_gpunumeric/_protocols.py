@@ -119,7 +119,8 @@ def _local_scheduler(x: Array) -> bool:
 
     from ._cluster import client_active
 
-    if dask.config.get("scheduler", None) is None and dask.config.get("get", None) is None and not client_active():
+    settings = dask.config.global_config  # what dask.config.get reads (these names have no "_" or "-" to vary)
+    if settings.get("scheduler") is None and settings.get("get") is None and not client_active():
         return True
     return dask.base.get_scheduler(collections=[x]) is x.__dask_scheduler__
 
