@@ -15,7 +15,8 @@ from dask.tokenize import tokenize
 
 from . import config
 from ._array import Array, ArrayLike
-from ._backend import backend_of
+from ._backend import backend_of, resolve
+from ._cluster import active_workers
 from ._expr import ArrayExpr, Creation, FromArray, FromGraph
 
 Shape = int | tuple[int, ...]
@@ -71,8 +72,6 @@ def _dask_chunks_cached(chunks: Any, shape: tuple[int, ...], limit: int | None, 
 def _chunks_per_worker(shape: tuple[int, ...], dtype: np.dtype, limit: int) -> tuple[tuple[int, ...], ...] | None:
     """With a cluster active: the leading axis split evenly over the workers (one block each, or a few
     each where a worker's share exceeds the block-size target), the other axes whole."""
-    from ._cluster import active_workers
-
     workers = len(active_workers())
     if workers < 2 or not shape or shape[0] < workers:
         return None
@@ -129,8 +128,6 @@ def device_backend(device: Any, backend: str | None = None) -> str | None:
 
 
 def _backend(backend: str | None) -> str:
-    from ._backend import resolve
-
     return resolve(backend) if backend is not None else config.backend()
 
 

@@ -60,8 +60,8 @@ def _dtypes(op: str, operands: list[Any], kwargs: dict, skip: int) -> tuple[np.d
     """The dtype NumPy gives ``op`` on operands of these dtypes (NEP 50: Python scalars are weak), and the
     common dtype of the operands the promotion guard looks at (after ``skip`` leading ones) where it is
     wider than one of their arrays' dtypes (else None)."""
-    key = tuple(a.dtype if isinstance(a, ArrayExpr) else (type(a), a) for a in operands)
-    args = (op, key, tuple(sorted(kwargs.items())), skip)
+    key = tuple([a.dtype if isinstance(a, ArrayExpr) else (type(a), a) for a in operands])
+    args = (op, key, tuple(sorted(kwargs.items())) if kwargs else (), skip)
     try:
         return _operation_dtypes(*args)
     except TypeError as e:
@@ -135,8 +135,10 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     backends = {a.backend for a in args if isinstance(a, Array)}
     backend = "cupy" if "cupy" in backends else None
     operands = [as_operand(a, backend) for a in args]
-    if not any(isinstance(a, ArrayExpr) for a in operands):
+    arrays = [a for a in operands if isinstance(a, ArrayExpr)]
+    if not arrays:
         operands[0] = as_operand(np.asarray(operands[0]), backend, force_array=True)
+        arrays = [operands[0]]
     ufunc_dtype = dtype is not None and isinstance(getattr(np, BLOCK_FUNCTION[op]), np.ufunc)
     if ufunc_dtype:  # a ufunc's dtype= (numpy.add(x, y, dtype=...)): the loop's dtype, checked by NumPy here
         kwargs = {**kwargs, "dtype": np.dtype(dtype)}
@@ -144,7 +146,6 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
         out_dtype, common = np.dtype(dtype), None
     else:
         out_dtype, common = _dtypes(op, operands, kwargs, skip_promotion)
-    arrays = [a for a in operands if isinstance(a, ArrayExpr)]
     if dtype is None and common is not None:
         promoted = operands[skip_promotion:][: _PROMOTED_OPERANDS.get(op)]
         _guards.check_promotion(op, [a.dtype for a in promoted if isinstance(a, ArrayExpr)], common)

@@ -26,8 +26,9 @@ import numpy as np
 from dask._expr import Expr, _unpack_collections
 from dask._task_spec import Alias, DataNode, GraphNode, List, Task, TaskRef, _is_dask_future
 
-from . import _blocks
+from . import _blocks, config
 from ._backend import empty_meta
+from ._cluster import active_workers, owner
 
 Chunks = tuple[tuple[int, ...], ...]
 Index = tuple[int, ...]
@@ -36,7 +37,7 @@ Index = tuple[int, ...]
 _PLAIN = (str, int, float, complex, bool, type(None), slice, np.dtype, np.generic)
 
 
-_OWN_OPERANDS = (Expr, str, int, float, bool, type(None), tuple, dict, np.dtype, np.generic)
+_OWN_OPERANDS = (Expr, str, np.dtype, dict, float, int, tuple, type(None), np.generic)  # the most met first (bool is an int)
 
 
 class cached:  # noqa: N801 - used like functools.cached_property
@@ -65,7 +66,7 @@ _INT = frozenset({int})
 def _sequence_text(value: tuple | list) -> str | None:
     if type(value) is tuple and _INT.issuperset(map(type, value)):  # chunks and shapes: the common case
         return f"tuple{value!r}"
-    parts = [_plain_repr(v) for v in value]
+    parts = [_TEXT.get(type(v), _plain_repr)(v) for v in value]  # _plain_repr, a call less per element
     return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
 
 
@@ -259,8 +260,6 @@ class ArrayExpr(Expr):
 
     # --- hooks into Dask's optimizer ------------------------------------------------------------------
     def _lower(self) -> Expr | None:
-        from ._cluster import active_workers
-
         return Materialized((self,), tuple(active_workers()))
 
     def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
@@ -280,8 +279,6 @@ class ArrayExpr(Expr):
         ours = [op for op in parent.operands if isinstance(op, ArrayExpr)]
         if len(ours) < 2 or any(isinstance(op, JointOutput) for op in ours):
             return None
-        from ._cluster import active_workers
-
         joint = Materialized((Bundle(*ours),), tuple(active_workers()))
         k = iter(range(len(ours)))
         return type(parent)(*[JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op
@@ -345,8 +342,6 @@ class Materialized(ArrayExpr):
         """Owner-computes placement on a cluster: each block task on the worker owning that block position
         (``_cluster.owner``), so chains of per-block work move no data; other workers may still run it
         if the owner is gone."""
-        from ._cluster import owner
-
         workers = self.operand("workers")
         if not workers:
             return {}
@@ -465,7 +460,7 @@ def _cache_key(root: ArrayExpr) -> tuple | None:
     before any lookup, as a persisted Array (FromGraph) keeps the name of the expression it came from (and
     so do expressions built on it), so a cached graph of that expression would recompute the blocks instead
     of using the persisted ones."""
-    return (root._name, _optimizer_settings()) if _cacheable(root) else None
+    return (root._name, config.optimizer_settings()) if _cacheable(root) else None
 
 
 _GRAPH_CACHE: collections.OrderedDict[tuple, CompiledGraph] = collections.OrderedDict()
@@ -487,12 +482,6 @@ def _remember(cache: collections.OrderedDict, key: tuple | None, value: Any) -> 
     cache[key] = value
     while len(cache) > _GRAPH_CACHE_SIZE:
         cache.popitem(last=False)
-
-
-def _optimizer_settings() -> tuple:
-    from . import config
-
-    return config.optimizer_settings()
 
 
 def schedule_of(graph: dict, outputs: set) -> list[tuple[Any, tuple]]:
