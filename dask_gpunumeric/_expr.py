@@ -62,10 +62,24 @@ class cached:  # noqa: N801 - used like functools.cached_property
 
 _INT = frozenset({int})
 
+# texts of tuples of ints by identity, each kept with its tuple (so that the id is not reused): the chunks of
+# new nodes are mostly the same objects (normalize_chunks' cache, a parent's chunks), and writing out the
+# lengths of hundreds of blocks takes microseconds
+_INT_TUPLE_TEXT: dict[int, tuple[tuple, str]] = {}
+_INT_TUPLE_TEXT_SIZE = 256
+
 
 def _sequence_text(value: tuple | list) -> str | None:
-    if type(value) is tuple and _INT.issuperset(map(type, value)):  # chunks and shapes: the common case
-        return f"tuple{value!r}"
+    if type(value) is tuple:
+        known = _INT_TUPLE_TEXT.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        if _INT.issuperset(map(type, value)):  # chunks and shapes: the common case
+            if len(_INT_TUPLE_TEXT) >= _INT_TUPLE_TEXT_SIZE:
+                _INT_TUPLE_TEXT.clear()
+            text = f"tuple{value!r}"
+            _INT_TUPLE_TEXT[id(value)] = (value, text)
+            return text
     parts = [_TEXT.get(type(v), _plain_repr)(v) for v in value]  # _plain_repr, a call less per element
     return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
 
