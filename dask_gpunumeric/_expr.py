@@ -139,15 +139,14 @@ class ArrayExpr(Expr):
         # dask's Expr.__new__, without its per-operand search for collections to unpack (an import and
         # an attribute lookup each): our operands are expressions and plain values, and this runs on
         # every operation a user writes
-        operands = list(args)
+        operands = [o if isinstance(o, _OWN_OPERANDS) else _unpack_collections(o) for o in args]
         for parameter in cls._parameters[len(operands):]:
-            operands.append(kwargs.pop(parameter) if parameter in kwargs else cls._defaults[parameter])
+            value = kwargs.pop(parameter) if parameter in kwargs else cls._defaults[parameter]
+            operands.append(value if isinstance(value, _OWN_OPERANDS) else _unpack_collections(value))
         if kwargs:
             raise TypeError(f"{cls.__name__} got unexpected arguments {sorted(kwargs)}")
         inst = object.__new__(cls)
-        object.__setattr__(inst, "_determ_token", _determ_token)
-        object.__setattr__(inst, "operands", [o if isinstance(o, _OWN_OPERANDS) else _unpack_collections(o)
-                                              for o in operands])
+        inst.__dict__.update(_determ_token=_determ_token, operands=operands)
         inst._name  # noqa: B018 - computed once here, as dask does
         return inst
 
@@ -189,8 +188,9 @@ class ArrayExpr(Expr):
     _like: str | None = None
 
     def _meta_attr(self, name: str) -> Any:
-        if name in self._parameters:
-            return self.operand(name)
+        parameters = self._parameters
+        if name in parameters:
+            return self.operands[parameters.index(name)]
         if self._like is None:
             raise NotImplementedError(f"{type(self).__name__} must define {name}")
         return getattr(getattr(self, self._like), name)
@@ -643,7 +643,7 @@ class Elemwise(ArrayExpr):
 
     @cached
     def _funcname(self) -> str:
-        return self.operand("op").replace("_", "-")
+        return self.operands[0].replace("_", "-")  # operand("op")
 
     @cached
     def backend(self) -> str:
