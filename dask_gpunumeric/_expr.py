@@ -209,7 +209,7 @@ class ArrayExpr(Expr):
 
     @cached
     def shape(self) -> tuple[int, ...]:
-        return tuple(sum(c) for c in self.chunks)
+        return tuple(map(sum, self.chunks))
 
     @property
     def ndim(self) -> int:
@@ -217,7 +217,7 @@ class ArrayExpr(Expr):
 
     @cached
     def numblocks(self) -> tuple[int, ...]:
-        return tuple(len(c) for c in self.chunks)
+        return tuple(map(len, self.chunks))
 
     @property
     def chunksize(self) -> tuple[int, ...]:
@@ -257,14 +257,17 @@ class ArrayExpr(Expr):
         return tuple(sum(c[:i]) for c, i in zip(self.chunks, index))
 
     def __dask_keys__(self) -> list:
-        def nest(prefix: Index, depth: int) -> list:
-            if depth == self.ndim:
-                return self.key(prefix)  # type: ignore[return-value]
-            return [nest((*prefix, i), depth + 1) for i in range(self.numblocks[depth])]
-
         if self.ndim == 0:
             return [self.key(())]
-        return nest((), 0)
+        return self._nested_keys(())
+
+    def _nested_keys(self, prefix: Index) -> list | tuple:
+        # a method, not a closure that calls itself: that closure and its cell would form a reference cycle
+        # holding this node, so every tree computed would wait for the cyclic garbage collector
+        depth = len(prefix)
+        if depth == self.ndim:
+            return self.key(prefix)
+        return [self._nested_keys((*prefix, i)) for i in range(self.numblocks[depth])]
 
     def _layer(self) -> dict:
         return {self.key(i): self._block_task(i) for i in self.block_indices()}
@@ -299,7 +302,7 @@ class ArrayExpr(Expr):
                               for op in parent.operands])
 
     def finalize_compute(self) -> Expr:
-        return self if all(n == 1 for n in self.numblocks) else Finalize(self)
+        return self if set(self.numblocks) <= {1} else Finalize(self)
 
 
 class Materialized(ArrayExpr):
