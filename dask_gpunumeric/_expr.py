@@ -191,9 +191,12 @@ class ArrayExpr(Expr):
         parameters = self._parameters
         if name in parameters:
             return self.operands[parameters.index(name)]
-        if self._like is None:
+        like = self._like
+        if like is None:
             raise NotImplementedError(f"{type(self).__name__} must define {name}")
-        return getattr(getattr(self, self._like), name)
+        # an operand by position (getattr would go through Expr.__getattr__'s search), else a property
+        source = self.operands[parameters.index(like)] if like in parameters else getattr(self, like)
+        return getattr(source, name)
 
     @cached
     def chunks(self) -> Chunks:
