@@ -46,27 +46,29 @@ def normalize_chunks(chunks: Any, shape: tuple[int, ...], dtype: np.dtype, backe
         out = _dask_chunks(chunks, shape, limit, np.dtype(dtype), previous_chunks)
     except (ValueError, TypeError, ZeroDivisionError) as e:
         raise ValueError(f"invalid chunks {chunks!r} for shape {shape}: {e}") from None
-    if any(min(axis, default=0) < 0 for axis in out):  # per axis: an axis may have thousands of blocks
-        raise ValueError(f"invalid chunks {chunks!r} for shape {shape}: negative block lengths")
     return out
 
 
 def _dask_chunks(chunks: Any, shape: tuple[int, ...], limit: int | None, dtype: np.dtype,
                  previous_chunks: Any) -> tuple[tuple[int, ...], ...]:
-    """Dask's ``normalize_chunks``, remembered for hashable arguments (arrays are made on every call of
-    user code: the same shapes and chunk requests again and again)."""
+    """Dask's ``normalize_chunks``, refusing negative block lengths (ValueError), remembered for hashable
+    arguments (arrays are made on every call of user code: the same shapes and chunk requests again and
+    again)."""
     try:
         return _dask_chunks_cached(chunks, shape, limit, dtype, previous_chunks)
     except TypeError as e:
         if "unhashable" not in str(e):
             raise
-        return _dask_normalize_chunks(chunks, shape, limit=limit, dtype=dtype, previous_chunks=previous_chunks)
+        return _dask_chunks_cached.__wrapped__(chunks, shape, limit, dtype, previous_chunks)
 
 
 @functools.lru_cache(maxsize=1024)
 def _dask_chunks_cached(chunks: Any, shape: tuple[int, ...], limit: int | None, dtype: np.dtype,
                         previous_chunks: Any) -> tuple[tuple[int, ...], ...]:
-    return _dask_normalize_chunks(chunks, shape, limit=limit, dtype=dtype, previous_chunks=previous_chunks)
+    out = _dask_normalize_chunks(chunks, shape, limit=limit, dtype=dtype, previous_chunks=previous_chunks)
+    if any(c < 0 for axis in out for c in axis):  # checked once per distinct request: the result is kept
+        raise ValueError("negative block lengths")
+    return out
 
 
 def _chunks_per_worker(shape: tuple[int, ...], dtype: np.dtype, limit: int) -> tuple[tuple[int, ...], ...] | None:
