@@ -37,7 +37,8 @@ Index = tuple[int, ...]
 _PLAIN = (str, int, float, complex, bool, type(None), slice, np.dtype, np.generic)
 
 
-_OWN_OPERANDS = (Expr, str, np.dtype, dict, float, int, tuple, type(None), np.generic)  # the most met first (bool is an int)
+# the types operands mostly are, the most met first (isinstance tries them in order; a bool is an int)
+_OWN_OPERANDS = (Expr, str, np.dtype, dict, float, int, tuple, type(None), np.generic)
 
 
 class cached:  # noqa: N801 - used like functools.cached_property
