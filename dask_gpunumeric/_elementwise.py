@@ -127,13 +127,20 @@ def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, A
     return out
 
 
+# operands that as_operand keeps as they are (no conversion to an array on some backend)
+_KEPT_OPERANDS = (Array, ArrayExpr, bool, int, float, complex, np.generic)
+
+
 def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0, **kwargs: Any) -> Array:
     """Build the lazy elementwise application of ``op`` (a key of ``BLOCK_FUNCTION``) to the operands.
 
     ``skip_promotion`` leading operands (``where``'s condition) are left out of the promotion guard.
     """
-    backends = {a.backend for a in args if isinstance(a, Array)}
-    backend = "cupy" if "cupy" in backends else None
+    # where array-likes are converted: to CuPy if an Array operand is on CuPy (asked only when there are
+    # array-likes, as a new node's backend is otherwise not needed until its graph is made)
+    backend = None
+    if not all(isinstance(a, _KEPT_OPERANDS) for a in args):
+        backend = "cupy" if any(isinstance(a, Array) and a.backend == "cupy" for a in args) else None
     operands = [as_operand(a, backend) for a in args]
     arrays = [a for a in operands if isinstance(a, ArrayExpr)]
     if not arrays:
