@@ -556,11 +556,11 @@ def _walk(root: Expr) -> Iterator[Expr]:
     stack, seen = [root], set()
     while stack:
         node = stack.pop()
-        if node._name in seen:
-            continue
-        seen.add(node._name)
-        yield node
-        stack.extend(node.dependencies())
+        name = node._name
+        if name not in seen:
+            seen.add(name)
+            yield node
+            stack.extend(node.dependencies())
 
 
 def graph_of(root: ArrayExpr) -> dict:
