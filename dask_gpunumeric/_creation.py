@@ -199,6 +199,10 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
     return asarray(data, device=device, copy=copy)
 
 
+# Python and NumPy scalars: operands as they are (weak and strong scalars of NEP 50)
+SCALAR_OPERANDS = (bool, int, float, complex, np.generic)
+
+
 def as_operand(value: Any, backend: str | None, force_array: bool = False) -> Any:
     """An operand for an expression: Arrays as expressions, Python/NumPy scalars as they are (weak and
     strong scalars of NEP 50), other array-likes converted with ``from_array``."""
@@ -206,10 +210,10 @@ def as_operand(value: Any, backend: str | None, force_array: bool = False) -> An
         return value.expr
     if isinstance(value, ArrayExpr):
         return value
-    if not force_array and isinstance(value, (bool, int, float, complex, np.generic)):
+    if not force_array and isinstance(value, SCALAR_OPERANDS):
         return value
     if isinstance(value, (np.ndarray, list, tuple)) or hasattr(value, "__array__") or backend_of(value) == "cupy" \
-            or isinstance(value, (bool, int, float, complex, np.generic)):
+            or isinstance(value, SCALAR_OPERANDS):
         return from_array(value, backend=backend).expr
     raise TypeError(f"unsupported operand type {type(value).__name__!r} for a gnp Array operation")
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _guards
 from ._array import Array, ArrayLike
-from ._creation import as_operand
+from ._creation import SCALAR_OPERANDS, as_operand
 from ._expr import ArrayExpr, Elemwise
 from ._manipulation import rechunk_expr
 
@@ -128,7 +128,7 @@ def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, A
 
 
 # operands that as_operand keeps as they are (no conversion to an array on some backend)
-_KEPT_OPERANDS = (Array, ArrayExpr, bool, int, float, complex, np.generic)
+_KEPT_OPERANDS = (Array, ArrayExpr, *SCALAR_OPERANDS)
 
 
 def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0, **kwargs: Any) -> Array:
