@@ -166,7 +166,7 @@ def to_host(value: Any) -> np.ndarray:
     """A NumPy copy of an array of any system measured: gnp, dask.array, CuPy, JAX or cuPyNumeric."""
     if hasattr(value, "__dask_graph__"):  # gnp and dask.array: compute, giving NumPy or CuPy
         value = value.compute()
-    if type(value).__module__.startswith("cupy"):
+    if type(value).__module__.split(".")[0] == "cupy":  # (not cupynumeric, which NumPy reads itself)
         value = value.get()
     return np.asarray(value)
 

@@ -235,10 +235,11 @@ def test_owner_computes_elementwise_and_reduction(cluster_client, workers):
     u_ref = to_host(u.compute(scheduler="threads"))
     np.testing.assert_allclose(to_host(result), (np.exp(ref) * u_ref + np.abs(ref) - 1).sum(), rtol=1e-10)
     per_block = _check_owner_computes(ts.data, workers, x.numblocks)
-    assert per_block.get("array") == n, per_block  # the data-in blocks
-    if n > 1:  # (one block: its fused kernel finishes the sum, in a 0-d task of no block)
-        # the fused kernels give the reduction's first stage (its partials' aliases are skipped on a cluster)
-        assert per_block.get("fused") == n, per_block
+    if n > 1:  # the data-in blocks, and the fused kernels giving the reduction's first stage (the aliases of
+        # their partials are skipped on a cluster)
+        assert per_block == {"array": n, "fused": n}, per_block
+    else:  # one block: data in, its fused kernel finishing the sum and the finish are one task, of no block
+        assert per_block == {} and len(ts.data) == 1, [rec["key"] for rec in ts.data]
     assert len({rec["worker"] for rec in ts.data}) == n  # all workers took part
 
 
