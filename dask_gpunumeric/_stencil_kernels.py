@@ -801,11 +801,9 @@ def record_sources(plan: tuple) -> None:
             for active in (None, tuple(modes for modes, _, _ in edges)):
                 _cuda.record_source(kernel_source(code, index, active)[0])
     for k in plan[7]:
-        (first, _, _, edges), (second, _, _, edges_b) = plan[2][k], plan[2][k + 1]
         for index in _INDEX_TYPES:
-            for active in ((_no_edges(first), _no_edges(second)),
-                           (tuple(m for m, _, _ in edges), tuple(m for m, _, _ in edges_b))):
-                _cuda.record_source(pair_source(first, second, _pair_shared(plan, k), index, *active)[0])
+            for with_edges in (False, True):
+                _cuda.record_source(pair_source(*pair_variant(plan, k, index, with_edges))[0])
 
 
 _INDEX_TYPES = {"int": np.int32, "long long": np.int64}
@@ -819,6 +817,15 @@ def _kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int]:
     source, name = kernel_source(code, index, edges)
     function = _cuda.compile_module(source).get_function(name)
     return function, _cuda.wave_blocks(function, int(np.prod(_THREADS[code[0][0]])))
+
+
+def pair_variant(plan: tuple, k: int, index: str, with_edges: bool = False) -> tuple:
+    """``pair_source``'s arguments for the pair kernel of kernels ``k`` and ``k + 1`` of a group: without
+    edges, or with every edge a read may have."""
+    (first, _, _, edges), (second, _, _, edges_b) = plan[2][k], plan[2][k + 1]
+    active = ((tuple(m for m, _, _ in edges), tuple(m for m, _, _ in edges_b)) if with_edges
+              else (_no_edges(first), _no_edges(second)))
+    return (first, second, _pair_shared(plan, k), index, *active)
 
 
 @functools.lru_cache(maxsize=256)
