@@ -84,7 +84,7 @@ def _reduction(plan: tuple, reduction: tuple[int, int]) -> tuple[tuple, tuple]:
 
 
 def sweeps(plan: tuple) -> int:
-    """Kernels one task of the group runs (one per sweep and region)."""
+    """Sweeps one task of the group runs (one kernel each, but on CuPy blocks one per pair: ``tile_pairs``)."""
     return len(plan[2])
 
 
@@ -108,7 +108,8 @@ def _pair_shared(plan: tuple, k: int) -> tuple[tuple[int, int], ...] | None:
     be one pair kernel (``tile_pairs``), else None."""
     ndim, shape, kernels, outputs = plan[:4]
     (first, _, _, _), (second, slots, _, edges) = kernels[k], kernels[k + 1]
-    if ndim != 2 or any(len(c[5]) != len(c[0][3]) or any(ins[0] == "random" for ins in c[0][2]) for c in (first, second)):
+    if ndim != 2 or any(len(code[5]) != len(code[0][3]) or any(ins[0] == "random" for ins in code[0][2])
+                        for code in (first, second)):  # full reductions, or random draws (no prefixed seeds)
         return None
     fields = {b: j for b, (owner, j) in _field_kernels(plan).items() if owner == k}
     readers = {kernel for kernel, (_, read, *_) in enumerate(kernels) for b in read if b in fields}
@@ -124,11 +125,6 @@ def _pair_shared(plan: tuple, k: int) -> tuple[tuple[int, int], ...] | None:
     if max(halo) > TILE_HALO or FILL in modes or wrapping or -(-shape[0] // TILE[0]) > _GRID_LIMITS["y"]:
         return None
     return shared
-
-
-def launches(plan: tuple) -> int:
-    """Kernels one task of the group runs on CuPy blocks: one per sweep, but one per pair (``tile_pairs``)."""
-    return len(plan[2]) - len(plan[7])
 
 
 # --- halos --------------------------------------------------------------------------------------------
@@ -532,8 +528,8 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
              stores: Sequence[str] | None = None) -> list[str]:
     """The statements computing and storing one element of a sweep at position ``p`` (reads with their
     edges where ``checked``; parameters named with ``prefix``). ``shared``: the slots read from shared
-    memory, each an expression with ``{offset}`` for the read's offset (``_tile_read``); ``stores``: where
-    each output goes (default: its buffer ``out<j>`` at ``w<j>``)."""
+    memory, each an expression of the read's offset per axis (``{0}``, ``{1}``: ``pair_source``);
+    ``stores``: where each output goes (default: its buffer ``out<j>`` at ``w<j>``)."""
     program, _, loads, restricted, bases, out_dtypes = code
     ndim, _, instrs, outputs = program
     ctype, last, shared = _codegen._ctype, ndim - 1, shared or {}
@@ -599,10 +595,10 @@ def _pair_part(plan: tuple, k: int, inputs: list, inputs_b: list, box: Box, box_
                      for d, ((lo, hi), h, a) in enumerate(zip(box_b, halo, box)))
     active = _edges(first, inputs, region, extended, edges)
     for slot, offset in first[2]:
-        for d, mode in enumerate(active[slot] if offset else ()):
+        for d in [d for d, mode in enumerate(active[slot]) if mode == WRAP] if offset else ():
             array, origin = inputs[slot]
             period, (lo, hi) = array.shape[d], extended[d]
-            if mode == WRAP and (lo + offset[d] - origin[d] < -period or hi + offset[d] - origin[d] > 2 * period):
+            if lo + offset[d] - origin[d] < -period or hi + offset[d] - origin[d] > 2 * period:
                 return None
     return inputs, active, box, shared, active_b
 

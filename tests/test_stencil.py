@@ -572,6 +572,17 @@ def test_pairs_planned_where_eligible() -> None:
     assert [g["plan"][7] for g in plan(jacobi(gnp, first) + first)["stencils"]] == [(1,)]
 
 
+def test_pair_sources_recorded(tmp_path: Any, monkeypatch: Any) -> None:
+    """With ``GNP_KERNEL_DUMP_DIR`` set, planning a group writes its pair kernels (both index types, with and
+    without edges) for CI's nvcc run."""
+    monkeypatch.setenv("GNP_KERNEL_DUMP_DIR", str(tmp_path))
+    u = sweeps(heat_periodic, gnp, gnp.from_array(np.zeros((7, 9), dtype=np.float32)), 2)
+    (group,) = plan(u)["stencils"]
+    written = {f.read_text() for f in tmp_path.glob("*.cu")}
+    assert {_stencil_kernels.pair_source(*_stencil_kernels.pair_variant(group["plan"], 0, index, with_edges))[0]
+            for index in ("int", "long long") for with_edges in (False, True)} <= written
+
+
 @pytest.mark.parametrize("forge", ["offset", "slot", "axis", "base", "index"])
 def test_forged_stencil_code_is_refused(forge: str) -> None:
     """Stencil code comes from the pass; a forged one (other names, non-integers, slots out of range) does
@@ -594,6 +605,30 @@ def test_forged_stencil_code_is_refused(forge: str) -> None:
     _stencil_kernels.kernel_source(code, "int")  # the pass's own code is fine
     with pytest.raises(ProgramError):
         _stencil_kernels.kernel_source((program, buffers, loads, restricted, bases, out_dtypes), index)
+
+
+@pytest.mark.parametrize("forge", ["slot", "output", "fill", "index", "3d"])
+def test_forged_pair_is_refused(forge: str) -> None:
+    """A pair kernel is made only of the pass's sweeps and slots: forged shared slots, edges or index types
+    do not become CUDA source."""
+    from dask_gpunumeric._program_check import ProgramError
+
+    (group,) = plan(sweeps(jacobi, gnp, gnp.from_array(np.zeros((6, 6), dtype=np.float32)), 2))["stencils"]
+    first, second, shared, index, edges, edges_b = _stencil_kernels.pair_variant(group["plan"], 0, "int")
+    _stencil_kernels.pair_source(first, second, shared, index, edges, edges_b)  # as planned: fine
+    if forge == "slot":
+        shared = ((len(second[1]), 0),)
+    elif forge == "output":
+        shared = ((shared[0][0], 1),)
+    elif forge == "fill":
+        edges_b = tuple((_stencil_kernels.FILL, 0) if s == shared[0][0] else m for s, m in enumerate(edges_b))
+    elif forge == "index":
+        index = "int); evil(("
+    else:
+        code = plan(jacobi_3d(gnp, gnp.from_array(np.zeros((5, 5, 5)), chunks=5)))["stencils"][0]["plan"][2][0][0]
+        first, edges = code, _stencil_kernels._no_edges(code)
+    with pytest.raises(ProgramError):
+        _stencil_kernels.pair_source(first, second, shared, index, edges, edges_b)
 
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
