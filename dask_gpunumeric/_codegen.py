@@ -786,16 +786,17 @@ def _scalar_ctypes(instrs: tuple) -> dict[int, str]:
 
 
 def _instr_code(i: int, ins: tuple, instrs: Sequence[tuple], mode: str, group: int,
-                singles: frozenset[int] = frozenset()) -> str:
+                singles: frozenset[int] = frozenset(), prefix: str = "") -> str:
     """The statement of instruction ``i`` for one element (``t``; ``gi`` global), in a kernel of ``mode``
-    and Philox ``group`` whose flat inputs ``singles`` hold one element."""
+    and Philox ``group`` whose flat inputs ``singles`` hold one element; its scalar parameters (``s<k>``,
+    ``c<j>_<type>``) named with ``prefix`` (two sweeps of a stencil kernel have their own)."""
     tag = ins[0]
     if tag == "load":
         k, ct = ins[1], _ctype(ins[2])
         where = f"o{k}" if mode == "strided" else "0" if k in singles else "t"
         return f"const {ct} v{i} = in{k}[{where}];"
     if tag in ("scalar", "full"):
-        return f"const {_ctype(ins[2])} v{i} = s{ins[1]};"
+        return f"const {_ctype(ins[2])} v{i} = {prefix}s{ins[1]};"
     if tag == "random":
         return f"const {_ctype(ins[2])} v{i} = {_random_code(i, ins, group)};"
     _, func, dt, _, args, compute = ins
@@ -805,7 +806,7 @@ def _instr_code(i: int, ins: tuple, instrs: Sequence[tuple], mode: str, group: i
     if category == "astype" and _value_dtype(instrs[args[0]]).kind == "f" and out_dt.kind in "iu" and out_dt.itemsize < 8:
         operands = [f"({ct})(long long)v{args[0]}"]  # as NumPy: through int64, wrapping
     else:
-        operands = [f"v{j}" if cast is None else _cast_name(j, cast) if instrs[j][0] in ("scalar", "full")
+        operands = [f"v{j}" if cast is None else prefix + _cast_name(j, cast) if instrs[j][0] in ("scalar", "full")
                     else f"({cast})v{j}" for j, cast in _operand_casts(ins)]
     f = "f" if compute == np.float32 else ""
     expr = template.format(*operands, T=ct, f=f)

@@ -63,7 +63,8 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
                 f"-interior-{node.deterministic_token}") else "bands" for k in node._layer())
             stencils.append({
                 "name": node._name, "kernel": _stencil_kernels.describe(stencil_plan),
-                "kernels": _stencil_kernels.sweeps(stencil_plan), "blocks": int(np.prod(node.numblocks)),
+                "kernels": _stencil_kernels.sweeps(stencil_plan), "pairs": len(stencil_plan[7]),
+                "blocks": int(np.prod(node.numblocks)),
                 "halo": _stencil_kernels.halo_depth(stencil_plan), "inputs": len(node.sources),
                 "outputs": [f"store {b}" for b in stencil_plan[3]]
                 + [f"{_stencil_kernels._reduction(stencil_plan, r)[1][2]}-partial" for r in stencil_plan[6]],
@@ -92,13 +93,17 @@ def explain(x: Array, *, source: bool = False) -> str:
         lines.append("no fused kernels (nothing to fuse, or fusion is off: gpunumeric.fusion)")
     for g in info["stencils"]:
         tasks = g["tasks"]
-        lines.append(f"stencil group {g['kernel']}: {g['blocks']} block(s), {g['kernels']} kernel(s) per block "
-                     "part, one per sweep")
+        kernels = (f"{g['kernels']} kernel(s) per block part, one per sweep" if not g["pairs"] else
+                   f"{g['kernels']} sweeps per block part in {g['kernels'] - g['pairs']} kernel(s) on CuPy blocks "
+                   f"({g['pairs']} with 2 sweeps per kernel, through shared memory)")
+        lines.append(f"stencil group {g['kernel']}: {g['blocks']} block(s), {kernels}")
         lines.append(f"  tasks: {tasks['interior']} for block interiors (no halo), {tasks['bands']} for blocks or "
                      f"their edge bands, {tasks['halo']} halo strips")
         lines.append(f"  halo depth per axis: {g['halo']}; inputs: {g['inputs']}; outputs: {len(g['outputs'])}")
         if source:
             lines += [_stencil_kernels.kernel_source(code)[0] for code, *_ in g["plan"][2]]
+            lines += [_stencil_kernels.pair_source(*_stencil_kernels.pair_variant(g["plan"], k, "int"))[0]
+                      for k in g["plan"][7]]
     for g in info["groups"]:
         lines.append(f"fused kernel {g['kernel']}: 1 kernel per block, {g['blocks']} block(s)")
         lines.append(f"  ops:     {', '.join(g['ops'])}")

@@ -568,6 +568,8 @@ class _Pass:
         """The Stencil node of each group that reads anything at a shift, past an array's ends or inside a
         box (the others are plain elementwise work, left to fusion), and what replaces each field used
         outside its group and each full reduction it computes."""
+        from . import config
+
         read_by: dict[str, set[int]] = defaultdict(set)
         for g, group in enumerate(groups):
             for k in group.kernels:
@@ -601,6 +603,7 @@ class _Pass:
                     tuple((k.code, tuple(number[t] for t in k.targets), k.region_values, edges(k)) for k in kernels),
                     tuple(number[f] for f in outputs), tuple(d in periodic for d in range(ndim)),
                     tuple(tuple(wraps[s]) for s in sources), tuple((j, out) for j, out, _ in reductions))
+            plan += (_stencil_kernels.tile_pairs(plan) if config.get("stencil-tiles") else (),)
             _stencil_kernels.record_sources(plan)
             token = tokenize(fields, [r._name for _, _, r in reductions], [k.scalars for k in kernels])
             node = Stencil(plan, kernels[0].frame[1], kernels[0].frame[2], tuple(k.scalars for k in kernels),

@@ -22,6 +22,7 @@ DEFAULTS: dict[str, Any] = {
     "split-every": 8,  # fan-in of tree reductions
     "fusion": True,  # fuse elementwise chains, random draws and reductions into one kernel per block
     "stencil-sweeps": "auto",  # stencil sweeps per task: "auto" (halo within 1/8 of a block) or an int
+    "stencil-tiles": True,  # on CuPy blocks, pairs of 2-d stencil sweeps in one kernel through shared memory
     "region-lowering": "programs",  # accelerated regions as one task per worker ("programs") or per block ("tasks")
     "region-timeout": "60s",  # how long a region's per-worker task waits for its peers before failing
     "region-transport": "auto",  # between workers: "nccl" (CuPy blocks, a GPU each), "comm" (Dask's comms), "auto"
@@ -60,7 +61,7 @@ def set(**settings: Any) -> dask.config.set:  # noqa: A001 - mirrors dask.config
 
 def optimizer_settings() -> tuple:
     """The settings an optimized graph depends on (caches of graphs and plans key on them)."""
-    return bool(get("fusion")), get("stencil-sweeps")
+    return bool(get("fusion")), get("stencil-sweeps"), bool(get("stencil-tiles"))
 
 
 def backend() -> str:

@@ -167,7 +167,8 @@ class _HostWorkspace:
 
 def emulated_cupy(monkeypatch: Any) -> None:
     """Route the stencil kernels of NumPy-backed tasks through their CUDA path, run on the CPU: the fake
-    ``cupy`` above, kernels compiled by ``EmulatedKernel`` (at most 4 thread blocks resident)."""
+    ``cupy`` above, kernels (pair kernels too) compiled by ``EmulatedKernel`` (at most 4 thread blocks
+    resident)."""
     from dask_gpunumeric import _codegen, _stencil_kernels
 
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
@@ -178,6 +179,9 @@ def emulated_cupy(monkeypatch: Any) -> None:
         return EmulatedKernel(*_stencil_kernels.kernel_source(code, index, edges)), 4
 
     monkeypatch.setattr(_stencil_kernels, "_kernel", kernel)
+    monkeypatch.setattr(_stencil_kernels, "_pair_kernel", lambda *variant: EmulatedKernel(
+        *_stencil_kernels.pair_source(*variant)))
+    monkeypatch.setattr(_stencil_kernels, "_TILED_BACKENDS", _stencil_kernels._TILED_BACKENDS | {"numpy"})
     monkeypatch.setattr(_stencil_kernels, "_run_interpreted", lambda code, inputs, edges, region, box, scalars, shape,
                         backend, dests, target: _stencil_kernels._run_cuda(code, inputs, edges, region, box, scalars,
                                                                            dests, target))

@@ -213,7 +213,7 @@ def test_explain_one_kernel_per_block_per_sweep(per_task: int) -> None:
     one kernel per sweep of the group; nothing else runs but the halo strips."""
     x = np.random.default_rng(0).random((16, 16), dtype=np.float32)
     u = sweeps(jacobi, gnp, gnp.from_array(x, chunks=8), 8)
-    with gnp.config.set(stencil_sweeps=per_task):
+    with gnp.config.set(stencil_sweeps=per_task, stencil_tiles=False):
         info = plan(u)
         text = gnp.explain(u)
     groups = info["stencils"]
@@ -225,6 +225,11 @@ def test_explain_one_kernel_per_block_per_sweep(per_task: int) -> None:
     assert set(info["tasks_by_prefix"]) == {"array", "halo", "stencil-add-multiply", "stencil-add-multiply-interior"}
     assert info["tasks_by_prefix"]["stencil-add-multiply"] == 4 * len(groups)
     assert f"{per_task} kernel(s) per block part, one per sweep" in text
+    with gnp.config.set(stencil_sweeps=per_task):  # pair kernels on CuPy blocks: half as many kernels
+        assert [g["pairs"] for g in plan(u)["stencils"]] == [per_task // 2] * len(groups)
+        if per_task > 1:
+            assert (f"{per_task} sweeps per block part in {per_task // 2} kernel(s) on CuPy blocks ({per_task // 2} "
+                    "with 2 sweeps per kernel, through shared memory)") in gnp.explain(u)
 
 
 def test_group_size_rule() -> None:
@@ -479,6 +484,105 @@ def test_generated_kernels_run_on_the_cpu_for_cg_and_gray_scott(monkeypatch: Any
     gray_scott_loop(4, 10)
 
 
+def counted_pair_kernels(monkeypatch: Any) -> list[tuple]:
+    """The emulated kernels, recording the variant of each pair kernel launched."""
+    _cuda_emulator.emulated_cupy(monkeypatch)
+    launched, emulated = [], _stencil_kernels._pair_kernel
+
+    def pair_kernel(*variant: Any) -> Any:
+        launched.append(variant)
+        return emulated(*variant)
+
+    monkeypatch.setattr(_stencil_kernels, "_pair_kernel", pair_kernel)
+    return launched
+
+
+PAIRED = {"jacobi": jacobi, "heat_periodic": heat_periodic}
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+@pytest.mark.parametrize("name", sorted(PAIRED))
+@pytest.mark.parametrize("n", [4, 5])
+def test_pair_kernels_run_on_the_cpu(name: str, n: int, monkeypatch: Any) -> None:
+    """Two sweeps per kernel through shared memory (fixed boundary with a ``SetItem`` box, periodic with
+    reads wrapping around one block), emulated: NumPy's results on one block, on blocks of several tiles
+    and on small blocks (halos), an odd sweep out running alone; pair kernels launched per block part."""
+    launched = counted_pair_kernels(monkeypatch)
+    x = np.random.default_rng(5).random((70, 140), dtype=np.float32)
+    with gnp.config.set(stencil_sweeps=n):
+        for chunks in [(70, 140), (35, 70), (13, 29)]:
+            launched.clear()
+            u = sweeps(PAIRED[name], gnp, gnp.from_array(x, chunks=chunks), n)
+            assert_eq(u, sweeps(PAIRED[name], np, x.copy(), n), rtol=1e-5, atol=1e-6)
+            tasks = sum(g["tasks"]["interior"] + g["tasks"]["bands"] for g in plan(u)["stencils"])
+            # n // 2 pair kernels per block part (a band task computes several parts)
+            assert len(launched) == n // 2 if chunks == x.shape else len(launched) >= tasks * (n // 2)
+            # one periodic block: the second sweep's reads of the first's outputs wrap (phase 1 past its box)
+            wrapped = {any(_stencil_kernels.WRAP in v[5][slot] for slot, _ in v[2]) for v in launched}
+            assert wrapped == {name == "heat_periodic" and chunks == x.shape}
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+@pytest.mark.parametrize("chunks", [(40, 70), (20, 35)])
+def test_pair_kernels_for_gray_scott(chunks: tuple, monkeypatch: Any) -> None:
+    """Gray-Scott's two fields updated together by rolls, both kept in shared memory between the two steps
+    of a pair kernel (emulated), on one block and on four: NumPy's results."""
+    launched = counted_pair_kernels(monkeypatch)
+    un, vn = np.random.default_rng(6).random((2, 40, 70), dtype=np.float32)
+    u, v = gnp.from_array(un, chunks=chunks), gnp.from_array(vn, chunks=chunks)
+    for _ in range(3):
+        (u, v), (un, vn) = gray_scott(gnp, u, v), gray_scott(np, un, vn)
+    with gnp.config.set(stencil_sweeps=3):
+        assert_eq(u + v, un + vn, rtol=1e-5, atol=1e-6)
+        assert launched and all(len(variant[2]) == 2 for variant in launched)  # both fields in shared memory
+        launched.clear()
+        assert_eq(u, un, rtol=1e-5, atol=1e-6)  # u's last step pairs with v's: one field shared, two global
+        assert launched and all(len(variant[2]) == 1 for variant in launched)
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+def test_stencil_tiles_off(monkeypatch: Any) -> None:
+    """``stencil-tiles`` off: no pairs planned (another optimized graph), one kernel per sweep, the same
+    results."""
+    launched = counted_pair_kernels(monkeypatch)
+    x = np.random.default_rng(7).random((30, 40), dtype=np.float32)
+    u = sweeps(jacobi, gnp, gnp.from_array(x, chunks=(15, 40)), 4)
+    with gnp.config.set(stencil_sweeps=4):
+        assert [g["pairs"] for g in plan(u)["stencils"]] == [2]
+        with gnp.config.set(stencil_tiles=False):  # the optimized graph (cached per setting) has no pairs
+            assert [g["pairs"] for g in plan(u)["stencils"]] == [0]
+            assert_eq(u, sweeps(jacobi, np, x.copy(), 4), rtol=1e-5, atol=1e-6)
+            assert not launched
+        assert_eq(u, sweeps(jacobi, np, x.copy(), 4), rtol=1e-5, atol=1e-6)
+        assert launched
+
+
+def test_pairs_planned_where_eligible() -> None:
+    """Pairs only of 2-d sweeps whose first outputs are read by the second alone (not the group's outputs),
+    not through constant padding, not with a box before wrapping reads; in order, an odd sweep alone."""
+    x = np.zeros((16, 16), dtype=np.float32)
+    u = gnp.from_array(x)
+    assert [g["plan"][7] for g in plan(sweeps(jacobi, gnp, u, 5))["stencils"]] == [(0, 2)]
+    assert [g["plan"][7] for g in plan(sweeps(periodic_x_fixed_y, gnp, u, 4))["stencils"]] == [()]  # box, wrap
+    assert [g["plan"][7] for g in plan(sweeps(jacobi_3d, gnp, gnp.from_array(np.zeros((6, 6, 6))), 4))["stencils"]] == [()]
+    p = padded_laplacian(gnp, padded_laplacian(gnp, u, ((1, 1), (1, 1)), 0.0), ((1, 1), (1, 1)), 0.0)
+    assert [g["plan"][7] for g in plan(p)["stencils"]] == [()]
+    first = jacobi(gnp, u)
+    # the first sweep's output is read by the third kernel (the sum) too: only the second pairs, with the sum
+    assert [g["plan"][7] for g in plan(jacobi(gnp, first) + first)["stencils"]] == [(1,)]
+
+
+def test_pair_sources_recorded(tmp_path: Any, monkeypatch: Any) -> None:
+    """With ``GNP_KERNEL_DUMP_DIR`` set, planning a group writes its pair kernels (both index types, with and
+    without edges) for CI's nvcc run."""
+    monkeypatch.setenv("GNP_KERNEL_DUMP_DIR", str(tmp_path))
+    u = sweeps(heat_periodic, gnp, gnp.from_array(np.zeros((7, 9), dtype=np.float32)), 2)
+    (group,) = plan(u)["stencils"]
+    written = {f.read_text() for f in tmp_path.glob("*.cu")}
+    assert {_stencil_kernels.pair_source(*_stencil_kernels.pair_variant(group["plan"], 0, index, with_edges))[0]
+            for index in ("int", "long long") for with_edges in (False, True)} <= written
+
+
 @pytest.mark.parametrize("forge", ["offset", "slot", "axis", "base", "index"])
 def test_forged_stencil_code_is_refused(forge: str) -> None:
     """Stencil code comes from the pass; a forged one (other names, non-integers, slots out of range) does
@@ -503,6 +607,30 @@ def test_forged_stencil_code_is_refused(forge: str) -> None:
         _stencil_kernels.kernel_source((program, buffers, loads, restricted, bases, out_dtypes), index)
 
 
+@pytest.mark.parametrize("forge", ["slot", "output", "fill", "index", "3d"])
+def test_forged_pair_is_refused(forge: str) -> None:
+    """A pair kernel is made only of the pass's sweeps and slots: forged shared slots, edges or index types
+    do not become CUDA source."""
+    from dask_gpunumeric._program_check import ProgramError
+
+    (group,) = plan(sweeps(jacobi, gnp, gnp.from_array(np.zeros((6, 6), dtype=np.float32)), 2))["stencils"]
+    first, second, shared, index, edges, edges_b = _stencil_kernels.pair_variant(group["plan"], 0, "int")
+    _stencil_kernels.pair_source(first, second, shared, index, edges, edges_b)  # as planned: fine
+    if forge == "slot":
+        shared = ((len(second[1]), 0),)
+    elif forge == "output":
+        shared = ((shared[0][0], 1),)
+    elif forge == "fill":
+        edges_b = tuple((_stencil_kernels.FILL, 0) if s == shared[0][0] else m for s, m in enumerate(edges_b))
+    elif forge == "index":
+        index = "int); evil(("
+    else:
+        code = plan(jacobi_3d(gnp, gnp.from_array(np.zeros((5, 5, 5)), chunks=5)))["stencils"][0]["plan"][2][0][0]
+        first, edges = code, _stencil_kernels._no_edges(code)
+    with pytest.raises(ProgramError):
+        _stencil_kernels.pair_source(first, second, shared, index, edges, edges_b)
+
+
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
@@ -513,3 +641,11 @@ def test_kernel_sources_compile() -> None:
              for g in group["stencils"] for code, *_ in g["plan"][2]}
     source = "\n".join(_stencil_kernels.kernel_source(code, index)[0] for code in codes for index in ("int", "long long"))
     _cuda.nvcc_compile_check(source)
+    x = gnp.from_array(np.zeros((6, 6), dtype=np.float32))
+    u, v = gray_scott(gnp, *gray_scott(gnp, x, x + 1))
+    for y in (sweeps(jacobi, gnp, x, 2), sweeps(heat_periodic, gnp, x, 2), u + v):  # pair kernels
+        (group,) = plan(y)["stencils"]
+        assert group["plan"][7]
+        variants = {_stencil_kernels.pair_variant(group["plan"], k, index, with_edges) for k in group["plan"][7]
+                    for index in ("int", "long long") for with_edges in (False, True)}  # some coincide
+        _cuda.nvcc_compile_check("\n".join(_stencil_kernels.pair_source(*variant)[0] for variant in variants))
