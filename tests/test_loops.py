@@ -72,7 +72,7 @@ def test_fori_loop_unrolled_steps_give_the_same_state(n: int, unroll: int) -> No
 
 def test_unrolled_stencil_loop_groups_its_sweeps() -> None:
     """An unrolled loop over one periodic sweep of a one-block field: one stencil group of two sweeps per
-    iteration, half the iterations."""
+    iteration (one kernel on CuPy blocks), half the iterations."""
     x = gnp.asarray(np.random.default_rng(5).random((16, 16)))
 
     def body(i: Any, u: Any) -> Any:
@@ -80,7 +80,7 @@ def test_unrolled_stencil_loop_groups_its_sweeps() -> None:
 
     with gnp.config.set(dispatch="lazy"):
         text = gnp.explain(gnp.accelerate(lambda u: gnp.fori_loop(8, body, u, unroll=2))(x))
-    assert "fori_loop (4 iterations)" in text and "2 kernel(s) per block part" in text, text
+    assert "fori_loop (4 iterations)" in text and "2 sweeps per block part in 1 kernel(s)" in text, text
 
 
 def test_while_loop_data_dependent_stop() -> None:
