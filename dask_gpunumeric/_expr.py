@@ -326,10 +326,10 @@ class Materialized(ArrayExpr):
         if not self.operand("workers"):
             return graph
         roots = self.root.operands if isinstance(self.root, Bundle) else [self.root]
-        frozen = {key for node in _walk(self._optimized) for key, _, numblocks in node._owned_blocks()
-                  if math.prod(numblocks) > 1}
-        frozen |= {key for node in _walk(self._optimized) for values in node._task_annotations().values()
-                   for key in values}
+        frozen = set()
+        for node in _walk(self._optimized):
+            frozen.update(key for key, _, numblocks in node._owned_blocks() if math.prod(numblocks) > 1)
+            frozen.update(key for values in node._task_annotations().values() for key in values)
         return fuse_chains(graph, {k for root in roots for k in flat_keys(root)}, frozen)
 
     def schedule(self) -> list[tuple[Any, tuple]]:

@@ -116,6 +116,7 @@ def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any, *, unroll: 
     n, unroll = int(n), int(unroll)
     if unroll == 1 or n < unroll:
         return _loop("fori", body, None, state, n)
+    from ._creation import asarray
 
     def steps(i: Array, state: Any) -> Any:
         for j in range(unroll):
@@ -124,8 +125,6 @@ def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any, *, unroll: 
 
     steps.__qualname__ = f"{getattr(body, '__qualname__', repr(body))}*{unroll}"  # names the traced loop
     state = _loop("fori", steps, None, state, n // unroll)
-    from ._creation import asarray
-
     for i in range(n - n % unroll, n):  # the iteration number as the loop's: a 0-d int64 Array
         state = body(asarray(np.int64(i)), state)
     return state

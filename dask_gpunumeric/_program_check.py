@@ -69,7 +69,6 @@ def check_stencil_code(code: Any, index: Any, edges: Any = None) -> None:
         for modes in edges), f"edges {edges!r}")
 
 
-
 def check_pair(first: Any, second: Any, shared: Any, index: Any, edges_a: Any, edges_b: Any) -> None:
     """Raise ``ProgramError`` unless two 2-d sweeps' codes and edges pass ``check_stencil_code``, neither
     has full reductions or random draws, and ``shared`` pairs distinct slots of the second with outputs of
@@ -89,6 +88,7 @@ def check_pair(first: Any, second: Any, shared: Any, index: Any, edges_a: Any, e
     _require(all(len(offset) == 2 and all(abs(e) <= TILE_HALO for e in offset)
                  for slot, offset in (*second[2], *(b for b in second[4] if b is not None)) if slot in slots),
              "reads of shared slots within the tile's halo")
+
 
 def _check_instruction(i: int, ins: Any, n_inputs: int, ndim: int) -> None:
     from . import _codegen

@@ -39,7 +39,7 @@ import numpy as np
 from dask._expr import Expr
 from dask.tokenize import tokenize
 
-from . import _codegen, _plan, _stencil_kernels
+from . import _codegen, _plan, _stencil_kernels, config
 from ._expr import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil
 from ._stencil_kernels import FILL, WRAP
 
@@ -568,8 +568,6 @@ class _Pass:
         """The Stencil node of each group that reads anything at a shift, past an array's ends or inside a
         box (the others are plain elementwise work, left to fusion), and what replaces each field used
         outside its group and each full reduction it computes."""
-        from . import config
-
         read_by: dict[str, set[int]] = defaultdict(set)
         for g, group in enumerate(groups):
             for k in group.kernels:

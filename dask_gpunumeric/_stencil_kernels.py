@@ -453,13 +453,6 @@ _THREADS = {1: (256, 1, 1), 2: (32, 8, 1), 3: (32, 4, 2)}
 WAVES = 8  # thread blocks of a kernel with full reductions: this many full waves (H200: 1 wave 34 ms, 8 waves
 # 23.5 ms, one block per tile 34 ms for CG 8192^2 x 30; a grid-stride loop per thread, and one partial per block)
 
-
-def rows(code: tuple) -> int:
-    """Positions each thread computes along axis ndim - 2 (1-d: along x): 4, or 2 where more than one buffer
-    is read at shifted positions (each keeps rows + 2 rows of values live). On an H200, heat (one shifted
-    field) ran 20.8/16.2/13.7 ms with 1/2/4 rows, Gray-Scott (two) 10.2/9.1/10.3 ms."""
-    shifted = {slot for slot, offset in code[2] if any(offset)}
-    return 2 if len(shifted) > 1 else 4
 _GRID_LIMITS = {"x": 2**20, "y": 65535, "z": 65535}
 _HELPERS = r"""
 #ifndef GNP_STENCIL_HELPERS
@@ -471,6 +464,13 @@ template <typename I> __device__ __forceinline__ bool gnp_outside(I c, I n) { re
 #endif  /* GNP_STENCIL_HELPERS */
 """
 
+
+def rows(code: tuple) -> int:
+    """Positions each thread computes along axis ndim - 2 (1-d: along x): 4, or 2 where more than one buffer
+    is read at shifted positions (each keeps rows + 2 rows of values live). On an H200, heat (one shifted
+    field) ran 20.8/16.2/13.7 ms with 1/2/4 rows, Gray-Scott (two) 10.2/9.1/10.3 ms."""
+    shifted = {slot for slot, offset in code[2] if any(offset)}
+    return 2 if len(shifted) > 1 else 4
 
 def _no_edges(code: tuple) -> tuple:
     """The edge modes of a sweep none of whose reads pass its buffers' ends (0-d slots: none)."""
