@@ -590,40 +590,52 @@ def _unrolled_loop(program: tuple, variant: _Variant) -> list[str]:
     return lines
 
 
+PHILOX_STEPS = 1  # groups per thread per iteration of a grouped loop: their Philox blocks are drawn together
+
+
 def _grouped_loop(program: tuple, variant: _Variant) -> list[str]:
     """The flat loop over groups of ``group`` consecutive global elements that share Philox blocks (group
     ``g0 + lg``, ``lg`` counted from the block's first, ``lead`` elements of which lie before the block): the
     draws are made once per group; whole groups inside the block skip the per-element bounds checks, and
-    float32 sums fold a group in float before adding it to the float64 accumulator."""
+    float32 sums fold a group in float before adding it to the float64 accumulator. Each thread takes
+    ``PHILOX_STEPS`` groups a grid apart per iteration and draws all their Philox blocks first (independent
+    chains of multiplies that the multiprocessor overlaps)."""
     _, _, instrs, _ = program
-    group, index = variant.group, variant.index
+    group, index, steps = variant.group, variant.index, PHILOX_STEPS
     partial = {f: f"p{f}" for f, fold in enumerate(_folds(program))
                if fold.kind in ("sum", "mean") and _value_dtype(instrs[fold.value]) == np.float32
                and fold.acc == np.float64}
+    randoms = [(i, ins) for i, ins in enumerate(instrs) if ins[0] == "random"]
     lines = [f"    const long long g0 = goff / {group};",
              f"    const {index} lead = ({index})(goff - g0 * {group}), groups = (lead + n + {group - 1}) / {group};",
-             f"    for ({index} lg = ({index})blockIdx.x * blockDim.x + threadIdx.x; lg < groups; lg += nthreads) {{",
-             "        const long long g = g0 + lg;"]
-    for i, ins in enumerate(instrs):
-        if ins[0] == "random":
-            w = _words(ins)
-            lines.append(f"        const gnp_u32x4 r{i} = gnp_philox_block(s{ins[3]}, s{ins[3] + 1}, s{ins[3] + 2}, "
-                         f"(unsigned long long)((g * {group * w}) / 4));")
-    lines += [f"        float {p} = 0.0f;" for p in partial.values()]
-    lines.append(f"        const {index} t0 = lg * {group} - lead;")
+             f"    for ({index} lg0 = ({index})blockIdx.x * blockDim.x + threadIdx.x; lg0 < groups; "
+             f"lg0 += nthreads * {steps}) {{"]
+    for q in range(steps):  # a step past the last group draws a block it does not use
+        for i, ins in enumerate(instrs):
+            if ins[0] == "random":
+                lines.append(f"        const gnp_u32x4 r{i}_{q} = gnp_philox_block(s{ins[3]}, s{ins[3] + 1}, "
+                             f"s{ins[3] + 2}, (unsigned long long)(((g0 + lg0 + {q} * nthreads) * "
+                             f"{group * _words(ins)}) / 4));")
     element = _element_code(program, variant, partial)
-    for check, head in ((False, "if (t0 >= 0 && t0 + {G} <= n) {{"), (True, "}} else {{")):
-        lines.append("        " + head.format(G=group))
-        lines += ["            #pragma unroll", f"            for (int j = 0; j < {group}; ++j) {{",
-                  f"                const {index} t = t0 + j;"]
-        if check:
-            lines.append("                if (t < 0 || t >= n) continue;")
-        lines.append(f"                const long long gi = g * {group} + j;")
-        lines += ["                " + line for line in element]
-        lines.append("            }")
-    lines.append("        }")
-    for f, p in partial.items():
-        lines.append(f"        acc{f} = acc{f} + (double){p};")
+    for q in range(steps):
+        lines.append("        {" if q == 0 else f"        if (lg0 + {q} * nthreads < groups) {{")
+        lines += [f"        const {index} lg = lg0 + {q} * nthreads;", "        const long long g = g0 + lg;"]
+        lines += [f"        const gnp_u32x4 r{i} = r{i}_{q};" for i, _ in randoms]
+        lines += [f"        float {p} = 0.0f;" for p in partial.values()]
+        lines.append(f"        const {index} t0 = lg * {group} - lead;")
+        for check, head in ((False, "if (t0 >= 0 && t0 + {G} <= n) {{"), (True, "}} else {{")):
+            lines.append("        " + head.format(G=group))
+            lines += ["            #pragma unroll", f"            for (int j = 0; j < {group}; ++j) {{",
+                      f"                const {index} t = t0 + j;"]
+            if check:
+                lines.append("                if (t < 0 || t >= n) continue;")
+            lines.append(f"                const long long gi = g * {group} + j;")
+            lines += ["                " + line for line in element]
+            lines.append("            }")
+        lines.append("        }")
+        for f, p in partial.items():
+            lines.append(f"        acc{f} = acc{f} + (double){p};")
+        lines.append("        }")
     lines.append("    }")
     return lines
 
@@ -941,7 +953,7 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
         return run_numpy(program, scalars, offset, shape, global_shape, inputs, "cupy")
     variant, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
     kernel = _kernel(program, variant)
-    per_thread = variant.group if variant.group > 1 else UNROLL if variant.mode == "flat" else 1
+    per_thread = variant.group * PHILOX_STEPS if variant.group > 1 else UNROLL if variant.mode == "flat" else 1
     blocks = max(1, min(-(-size // (per_thread * _THREADS)), kernel.max_blocks))
     after = epilogue_values(instrs)
     bufs, results = [], []
