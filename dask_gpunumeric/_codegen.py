@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from dask._expr import Expr
 
-from . import _blocks
+from . import _blocks, config
 from ._backend import namespace
 
 # --- what the kernels support -------------------------------------------------------------------------
@@ -436,7 +436,7 @@ def _minmax_identity(kind: str, dt: np.dtype) -> str:
 
 
 def kernel_source(program: tuple, mode: str, group: int, index: str = "long long",
-                  singles: tuple[int, ...] = ()) -> tuple[str, str]:
+                  singles: tuple[int, ...] = (), constants: tuple = ()) -> tuple[str, str]:
     """CUDA C++ source and kernel name of a program. ``mode`` is "flat" (every input is the block's shape
     and contiguous, or a single element: the inputs ``singles``, read at 0) or "strided"; ``group``
     elements per iteration (1, 2 or 4) share one Philox block (only with flat mode and a block contiguous
@@ -447,8 +447,12 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
     Full reductions (``_folds``) are finished in the same launch: each thread block writes its partial, and
     the last thread block to finish (a ticket counter) combines the partials in block order (so the result
     does not depend on timing) into the one-element output ``fin<k>`` of a partial, or into a total, then
-    computes the epilogue from the totals into its one-element outputs, and resets the ticket."""
-    from ._program_check import check_program
+    computes the epilogue from the totals into its one-element outputs, and resets the ticket.
+
+    ``constants``, where given, are the scalar arguments (``scalar_args``) of one set of scalar values: the
+    kernel is specialized to them, each an exact constant of the source instead of a parameter (nvcc folds
+    them into the instructions; the arithmetic, and so every result bit, is the same)."""
+    from ._program_check import ProgramError, check_program
     from .random._philox import PHILOX_DEVICE_SOURCE
 
     check_program(program, mode, group, index, singles)  # only our names and integers become source
@@ -460,10 +464,12 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
     params += [final_param(program, k) if k in finals  # else a block (or the epilogue's one element)
                else f"{_ctype(_value_dtype(instrs[out[1]]))}* __restrict__ out{k}" for k, out in enumerate(outputs)]
     params += fold_params(program)
-    scalar_types = _scalar_ctypes(instrs)
-    for k, ct in sorted(scalar_types.items()):
-        params.append(f"const {ct} s{k}")
-    params += [f"const {ct} {_cast_name(j, ct)}" for j, ct in _scalar_casts(instrs)]
+    scalars = _scalar_params(instrs)
+    if constants and len(constants) != len(scalars):
+        raise ProgramError(f"{len(constants)} constants for {len(scalars)} scalar parameters")
+    literals = tuple(c_literal(ct, v) for (ct, _), v in zip(scalars, constants))
+    if not constants:
+        params += [f"const {ct} {name}" for ct, name in scalars]
     params += [f"const {index} n", "const long long goff"]
     if mode == "strided":
         for d in range(ndim):
@@ -471,9 +477,11 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
         for k in range(len(input_dtypes)):
             params += [f"const long long istride{k}_{d}" for d in range(ndim)]
 
-    name = "gnp_fused_" + hashlib.sha256(repr((program, mode, group, index, singles)).encode()).hexdigest()[:16]
+    key = (program, mode, group, index, singles, literals) if literals else (program, mode, group, index, singles)
+    name = "gnp_fused_" + hashlib.sha256(repr(key).encode()).hexdigest()[:16]
     variant = _Variant(mode, group, index, frozenset(singles))
-    body = accumulators(program)
+    body = [f"    const {ct} {name} = {text};" for (ct, name), text in zip(scalars, literals)]
+    body += accumulators(program)
     body.append(f"    const {index} nthreads = ({index})gridDim.x * blockDim.x;")
     if group > 1:
         body += _grouped_loop(program, variant)
@@ -590,16 +598,16 @@ def _unrolled_loop(program: tuple, variant: _Variant) -> list[str]:
     return lines
 
 
-PHILOX_STEPS = 1  # groups per thread per iteration of a grouped loop: their Philox blocks are drawn together
+PHILOX_STEPS = 2  # groups per thread per iteration of a grouped loop: their Philox blocks are drawn together
 
 
 def _grouped_loop(program: tuple, variant: _Variant) -> list[str]:
     """The flat loop over groups of ``group`` consecutive global elements that share Philox blocks (group
     ``g0 + lg``, ``lg`` counted from the block's first, ``lead`` elements of which lie before the block): the
-    draws are made once per group; whole groups inside the block skip the per-element bounds checks, and
-    float32 sums fold a group in float before adding it to the float64 accumulator. Each thread takes
-    ``PHILOX_STEPS`` groups a grid apart per iteration and draws all their Philox blocks first (independent
-    chains of multiplies that the multiprocessor overlaps)."""
+    draws are made once per group. Each thread takes ``PHILOX_STEPS`` groups a grid apart per iteration and
+    draws all their Philox blocks first (independent chains of multiplies that the multiprocessor overlaps);
+    where all of the iteration's groups lie inside the block, its elements skip the bounds checks. float32
+    sums fold an iteration in float before adding it to the float64 accumulator."""
     _, _, instrs, _ = program
     group, index, steps = variant.group, variant.index, PHILOX_STEPS
     partial = {f: f"p{f}" for f, fold in enumerate(_folds(program))
@@ -611,31 +619,28 @@ def _grouped_loop(program: tuple, variant: _Variant) -> list[str]:
              f"    for ({index} lg0 = ({index})blockIdx.x * blockDim.x + threadIdx.x; lg0 < groups; "
              f"lg0 += nthreads * {steps}) {{"]
     for q in range(steps):  # a step past the last group draws a block it does not use
-        for i, ins in enumerate(instrs):
-            if ins[0] == "random":
-                lines.append(f"        const gnp_u32x4 r{i}_{q} = gnp_philox_block(s{ins[3]}, s{ins[3] + 1}, "
-                             f"s{ins[3] + 2}, (unsigned long long)(((g0 + lg0 + {q} * nthreads) * "
-                             f"{group * _words(ins)}) / 4));")
+        lines += [f"        const gnp_u32x4 r{i}_{q} = gnp_philox_block(s{ins[3]}, s{ins[3] + 1}, s{ins[3] + 2}, "
+                  f"(unsigned long long)(((g0 + lg0 + {q} * nthreads) * {group * _words(ins)}) / 4));"
+                  for i, ins in randoms]
+    lines += [f"        float {p} = 0.0f;" for p in partial.values()]
     element = _element_code(program, variant, partial)
-    for q in range(steps):
-        lines.append("        {" if q == 0 else f"        if (lg0 + {q} * nthreads < groups) {{")
-        lines += [f"        const {index} lg = lg0 + {q} * nthreads;", "        const long long g = g0 + lg;"]
-        lines += [f"        const gnp_u32x4 r{i} = r{i}_{q};" for i, _ in randoms]
-        lines += [f"        float {p} = 0.0f;" for p in partial.values()]
-        lines.append(f"        const {index} t0 = lg * {group} - lead;")
-        for check, head in ((False, "if (t0 >= 0 && t0 + {G} <= n) {{"), (True, "}} else {{")):
-            lines.append("        " + head.format(G=group))
-            lines += ["            #pragma unroll", f"            for (int j = 0; j < {group}; ++j) {{",
-                      f"                const {index} t = t0 + j;"]
+    last = f"(lg0 + {steps - 1} * nthreads) * {group} - lead + {group}"
+    for check, head in ((False, f"if (lg0 * {group} - lead >= 0 && {last} <= n) {{"), (True, "} else {")):
+        lines.append("        " + head)
+        for q in range(steps):
+            lines.append("            {" if not check or q == 0 else f"            if (lg0 + {q} * nthreads < groups) {{")
+            lines += [f"                const {index} lg = lg0 + {q} * nthreads;", "                const long long g = g0 + lg;"]
+            lines += [f"                const gnp_u32x4 r{i} = r{i}_{q};" for i, _ in randoms]
+            lines += ["                #pragma unroll", f"                for (int j = 0; j < {group}; ++j) {{",
+                      f"                    const {index} t = lg * {group} - lead + j;"]
             if check:
-                lines.append("                if (t < 0 || t >= n) continue;")
-            lines.append(f"                const long long gi = g * {group} + j;")
-            lines += ["                " + line for line in element]
-            lines.append("            }")
-        lines.append("        }")
-        for f, p in partial.items():
-            lines.append(f"        acc{f} = acc{f} + (double){p};")
-        lines.append("        }")
+                lines.append("                    if (t < 0 || t >= n) continue;")
+            lines.append(f"                    const long long gi = g * {group} + j;")
+            lines += ["                    " + line for line in element]
+            lines += ["                }", "            }"]
+    lines.append("        }")
+    for f, p in partial.items():
+        lines.append(f"        acc{f} = acc{f} + (double){p};")
     lines.append("    }")
     return lines
 
@@ -744,9 +749,10 @@ def _final_dtype(out: tuple) -> np.dtype:
     return np.dtype(out[5][0]) if out[2] == "mean" else np.dtype(out[4])
 
 
-def record_sources(program: tuple) -> None:
-    """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write every kernel variant of a program there, so that nvcc
-    compiles what the test suite generated even on machines without a GPU."""
+def record_sources(program: tuple, scalars: Sequence[Any]) -> None:
+    """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write every kernel variant of a program there (and the one
+    specialized to these scalar values), so that nvcc compiles what the test suite generated even on
+    machines without a GPU."""
     import os
 
     from . import _cuda
@@ -760,6 +766,9 @@ def record_sources(program: tuple) -> None:
     for mode, group, single in variants:
         for index in ("int", "long long"):
             _cuda.record_source(kernel_source(program, mode, group, index, single)[0])
+    constants = tuple(scalar_args(program[2], scalars))
+    if constants:
+        _cuda.record_source(kernel_source(program, *variants[-1][:2], "int", (), constants)[0])
 
 
 def _words(ins: tuple) -> int:
@@ -953,8 +962,9 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
         return run_numpy(program, scalars, offset, shape, global_shape, inputs, "cupy")
     variant, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
     kernel = _kernel(program, variant)
+    launch = kernel.launch(scalars)
     per_thread = variant.group * PHILOX_STEPS if variant.group > 1 else UNROLL if variant.mode == "flat" else 1
-    blocks = max(1, min(-(-size // (per_thread * _THREADS)), kernel.max_blocks))
+    blocks = max(1, min(-(-size // (per_thread * _THREADS)), launch.max_blocks))
     after = epilogue_values(instrs)
     bufs, results = [], []
     for k, out in enumerate(outputs):
@@ -967,7 +977,7 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
             bufs.append(cupy.empty(value_shape, dtype=_value_dtype(instrs[out[1]])))
             results.append(bufs[-1])
     bufs += fold_buffers(program, blocks)
-    kernel.function((blocks,), (_THREADS,), (*inputs, *bufs, *kernel.scalar_args(scalars), *geometry))
+    launch.function((blocks,), (_THREADS,), (*inputs, *bufs, *launch.args, *geometry))
     # a reduction over some axes: of the stored block, once the kernel has written it
     return [_blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
             if out[0] == "reduce" and k not in kernel.finals else r for k, (out, r) in enumerate(zip(outputs, results))]
@@ -1056,33 +1066,81 @@ def scalar_args(instrs: Sequence[tuple], scalars: Sequence[Any]) -> list[Any]:
             + [_cast_arg(scalars, instrs, j, ct) for j, ct in _scalar_casts(instrs)])
 
 
+@functools.lru_cache(maxsize=256)
+def _scalar_params(instrs: tuple) -> tuple[tuple[str, str], ...]:
+    """(C type, name) of each scalar parameter of a kernel, in the order of ``scalar_args``."""
+    return (tuple((ct, f"s{k}") for k, ct in sorted(_scalar_ctypes(instrs).items()))
+            + tuple((ct, _cast_name(j, ct)) for j, ct in _scalar_casts(instrs)))
+
+
+def c_literal(ctype: str, value: Any) -> str:
+    """``value`` as an exact C++ constant of C type ``ctype``: floats in hexadecimal (their bits where not
+    finite), integers through their two's-complement bits."""
+    dt = _NP_OF_CTYPE[ctype]
+    v = dt.type(value)
+    if dt.kind == "b":
+        return "true" if v else "false"
+    if dt.kind == "f":
+        if np.isfinite(v):
+            return float(v).hex() + ("f" if ctype == "float" else "")
+        return (f"__uint_as_float({int(v.view(np.uint32)):#x}u)" if ctype == "float"
+                else f"__longlong_as_double({int(v.view(np.int64))}ll)")
+    return f"({ctype}){int(v) % 2 ** (8 * dt.itemsize)}ull"
+
+
+class _Launch(NamedTuple):
+    """What a launch of a program variant with one set of scalar values calls: the compiled function, the
+    most thread blocks worth launching (one full wave), and the scalar arguments."""
+
+    function: Any
+    max_blocks: int
+    args: tuple
+
+
 class _Kernel:
-    """A compiled variant of a program: the function, the most thread blocks worth launching (one full
-    wave: as many as the device keeps resident at once; a grid-stride loop covers the rest, where a
-    partial second wave would leave multiprocessors idle), the full reductions finished in the launch (and
-    which outputs they give), and the scalar arguments for the scalar values of recent calls."""
+    """A compiled variant of a program: the full reductions finished in the launch (and which outputs they
+    give), and the launch (``_Launch``) for the scalar values of recent calls. The kernel takes its scalars
+    as arguments, so that new values need no compilation; scalar values that come back (a Python constant
+    of the user's code, a seed) get a kernel specialized to them on their ``SPECIALIZE_AFTER``-th launch
+    (``gpunumeric.specialize``): their constants fold into the instructions and free registers, as in a
+    hand-written kernel. The grid of each is one full wave: as many blocks as the device keeps resident at
+    once; a grid-stride loop covers the rest, where a partial second wave would leave multiprocessors idle."""
 
     _REMEMBERED = 64  # scalar value sets kept (a loop changing a scalar each step would grow without bound)
+    SPECIALIZE_AFTER = 2  # launches with the same scalar values before a kernel is specialized to them
+    MAX_SPECIALIZED = 8  # value sets with a specialized kernel, at most (each is a compilation)
 
     def __init__(self, program: tuple, variant: _Variant) -> None:
+        self._program, self._variant = program, variant
+        self.finals = _finals(program)
+        self._generic = self._compile(())
+        self._launches: dict[tuple, list] = {}  # values -> [launches so far, _Launch]
+        self._specialized = 0
+
+    def _compile(self, constants: tuple) -> tuple[Any, int]:
         from . import _cuda
 
-        source, name = kernel_source(program, variant.mode, variant.group, variant.index, tuple(sorted(variant.singles)))
-        self.function = _cuda.compile_module(source).get_function(name)
-        self.max_blocks = _cuda.wave_blocks(self.function, _THREADS)
-        self.finals = _finals(program)
-        self._instrs = program[2]
-        self._scalars: dict[tuple, tuple] = {}
+        variant = self._variant
+        source, name = kernel_source(self._program, variant.mode, variant.group, variant.index,
+                                     tuple(sorted(variant.singles)), constants)
+        function = _cuda.compile_module(source).get_function(name)
+        return function, _cuda.wave_blocks(function, _THREADS)
 
-    def scalar_args(self, scalars: Sequence[Any]) -> tuple:
-        """``scalar_args`` of the program, remembered by value (and type: 1 and 1.0 are equal in Python)."""
+    def launch(self, scalars: Sequence[Any]) -> _Launch:
+        """The launch for these scalar values (remembered by value and type: 1 and 1.0 are equal in Python)."""
         key = tuple((type(v), v) for v in scalars)
-        args = self._scalars.get(key)
-        if args is None:
-            if len(self._scalars) >= self._REMEMBERED:
-                self._scalars.clear()
-            args = self._scalars[key] = tuple(scalar_args(self._instrs, scalars))
-        return args
+        entry = self._launches.get(key)
+        if entry is None:
+            if len(self._launches) >= self._REMEMBERED:
+                self._launches.clear()
+                self._specialized = 0
+            entry = self._launches[key] = [0, _Launch(*self._generic, tuple(scalar_args(self._program[2], scalars)))]
+        entry[0] += 1
+        if (entry[0] == self.SPECIALIZE_AFTER and entry[1].args and self._specialized < self.MAX_SPECIALIZED
+                and config.get("specialize")):
+            self._specialized += 1
+            entry[1] = _Launch(*self._compile(entry[1].args), ())
+        return entry[1]
 
 
 @functools.lru_cache(maxsize=256)

@@ -54,6 +54,7 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
             "blocks": int(np.prod([len(c) for c in node.operand("elements")])), "inputs": len(node.inputs),
             "outputs": [o[0] if o[0] == "store" else f"{o[2]}-partial" for o in outputs],
             "bytes_read_per_block": read, "bytes_written_per_block": written, "program": program,
+            "scalars": node.operand("scalars"),
         })
     stencils = []
     for node in nodes:

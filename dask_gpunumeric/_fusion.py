@@ -193,7 +193,7 @@ def _build_group(dag: _DAG, root: ArrayExpr, nodes: list[Expr], reductions: list
     finished = [n for n in (*totals, *epilogue) if used_outside(n, names)]
     partials = [r for r in reductions if r._name not in names]
     program, inputs, scalars = _codegen.build_program(nodes, [*stores, *finished], partials, totals, epilogue)
-    _codegen.record_sources(program)
+    _codegen.record_sources(program, scalars)
     first = nodes[-1]
     n_out = len(stores) + len(finished) + len(partials)
     # the token of a group is that of its members (cheaper than tokenizing the program)

@@ -4,6 +4,7 @@ traces once per signature, generated CUDA sources compile with nvcc (no GPU need
 raises NumPy's exceptions."""
 from __future__ import annotations
 
+import re
 import shutil
 import warnings
 from typing import Any
@@ -769,7 +770,8 @@ def test_accelerate_errors() -> None:
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
-def _programs() -> dict[str, tuple]:
+def _exprs() -> dict[str, tuple]:
+    """Arrays whose fused kernels cover the code paths of the generator, by name."""
     x = gnp.asarray(_data(13, (20, 6)), chunks=(10, 3))
     xi = gnp.asarray(np.arange(120).reshape(20, 6), chunks=(10, 3))
     rng = gnp.random.default_rng(5)
@@ -777,23 +779,30 @@ def _programs() -> dict[str, tuple]:
     u = rng.random((20, 6), dtype=np.float32, chunks=(10, 6))  # float32 draws: elements share a Philox block
     w = rng.random((20, 6), dtype=np.float32)  # one block
     y = gnp.exp(x)
-    exprs = {
-        "random-reduction": gnp.sum(gnp.exp(-r**2) * 1234.5 + rng.integers(-9, 9, (20, 6), chunks=(10, 6))),
-        "random32-reduction": gnp.max(u * 1234.5 - rng.standard_normal((20, 6), np.float32, chunks=(10, 6))),
-        "where-compare-bool": gnp.logical_and(gnp.where(x > 1234.5, x, -x) <= 0.5, gnp.isfinite(x / 3)),
-        "int": (gnp.maximum(xi * 3 + 1234, 7) ^ 5).astype(np.int32) - gnp.abs(xi).astype(np.int32) * np.int32(1234),
+    return {
+        "random-reduction": (gnp.sum(gnp.exp(-r**2) * 1234.5 + rng.integers(-9, 9, (20, 6), chunks=(10, 6))),),
+        "random32-reduction": (gnp.max(u * 1234.5 - rng.standard_normal((20, 6), np.float32, chunks=(10, 6))),),
+        "where-compare-bool": (gnp.logical_and(gnp.where(x > 1234.5, x, -x) <= 0.5, gnp.isfinite(x / 3)),),
+        "int": ((gnp.maximum(xi * 3 + 1234, 7) ^ 5).astype(np.int32) - gnp.abs(xi).astype(np.int32) * np.int32(1234),),
         # a store, a partial reduction over some axes and a full reduction from one kernel
-        "multi-output": Bundle((y + 1234.5).expr, y.max(axis=1).expr, gnp.sum(y).expr),
+        "multi-output": (y + 1234.5, y.max(axis=1), gnp.sum(y)),
         # one block: totals finished in the kernel, an epilogue on them, a total kept as it is
-        "totals": Bundle((gnp.mean(w * 1234.5, keepdims=True) / gnp.max(w) - 1).expr, gnp.any(w > 0.5).expr,
-                         gnp.sum(gnp.exp(w)).expr),
+        "totals": (gnp.mean(w * 1234.5, keepdims=True) / gnp.max(w) - 1, gnp.any(w > 0.5), gnp.sum(gnp.exp(w))),
     }
+
+
+def _groups() -> dict[str, dict]:
+    """The largest fused group (``plan``'s entry) of each of ``_exprs``."""
     out = {}
-    for name, e in exprs.items():
-        groups = plan(e)["groups"]
+    for name, arrays in _exprs().items():
+        groups = plan(arrays[0] if len(arrays) == 1 else Bundle(*(a.expr for a in arrays)))["groups"]
         assert groups, name
-        out[name] = max(groups, key=lambda g: len(g["ops"]))["program"]
+        out[name] = max(groups, key=lambda g: len(g["ops"]))
     return out
+
+
+def _programs() -> dict[str, tuple]:
+    return {name: g["program"] for name, g in _groups().items()}
 
 
 def test_programs_for_codegen() -> None:
@@ -828,17 +837,100 @@ def test_kernel_sources_compile(name: str) -> None:
         _cuda.nvcc_compile_check(source)
 
 
+@needs_nvcc
+@pytest.mark.parametrize("name", ["random-reduction", "random32-reduction", "where-compare-bool", "int",
+                                  "multi-output", "totals"])
+def test_specialized_kernel_sources_compile(name: str) -> None:
+    group = _groups()[name]
+    program = group["program"]
+    constants = tuple(_codegen.scalar_args(program[2], group["scalars"]))
+    source, kernel = _codegen.kernel_source(program, "flat", 1, "int", (), constants)
+    params = source.split(f"{kernel}(")[1].split(")\n{")[0]
+    assert [p.split()[-1] for p in params.split(",")][-2:] == ["n", "goff"]
+    assert not any(name.startswith(("s", "c")) and name[1].isdigit() for name in (p.split()[-1] for p in params.split(",")))
+    assert kernel != _codegen.kernel_source(program, "flat", 1, "int")[1]
+    _cuda.nvcc_compile_check(source)
+
+
+@given(st.sampled_from(sorted(_codegen.CTYPES)), st.integers(-2**64, 2**64), st.floats(width=64))
+@settings(max_examples=200, deadline=None)
+def test_c_literal_is_exact(dtype: str, integer: int, real: float) -> None:
+    dt = np.dtype(dtype)
+    ctype = _codegen.CTYPES[dtype]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # float64 to float32 overflows to inf
+        value = dt.type(real) if dt.kind == "f" else dt.type(integer % 2**(8 * dt.itemsize) if dt.kind == "u" else
+                                                              (integer % 2**(8 * dt.itemsize)) - 2**(8 * dt.itemsize - 1))
+    if dt.kind == "b":
+        value = np.bool_(integer % 2)
+    text = _codegen.c_literal(ctype, value)
+    if dt.kind == "b":
+        assert text == ("true" if value else "false")
+    elif dt.kind == "f" and np.isfinite(value):
+        back = dt.type(float.fromhex(text.removesuffix("f")))
+        assert back.tobytes() == value.tobytes() and text.endswith("f") == (ctype == "float")
+    elif dt.kind == "f":
+        bits = int(text.split("(")[1].rstrip("u)l"), 0)
+        assert np.array(bits % 2**(8 * dt.itemsize), dtype=f"u{dt.itemsize}").view(dt).tobytes() == value.tobytes()
+    else:
+        assert text.startswith(f"({ctype})") and text.endswith("ull")
+        bits = int(text[len(ctype) + 2:-3])
+        assert 0 <= bits < 2**(8 * dt.itemsize)
+        assert np.array(bits, dtype=f"u{dt.itemsize}").view(dt) == value
+
+
+class _FakeFunction:
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+
+def test_kernel_specializes_repeated_scalar_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value set launched SPECIALIZE_AFTER times gets a kernel of its own with the values as constants (and
+    no scalar arguments); new values keep the generic kernel; at most MAX_SPECIALIZED value sets are
+    specialized; ``gpunumeric.specialize`` off keeps the generic kernel."""
+    compiled: list[str] = []
+
+    def compile_module(source: str) -> Any:
+        compiled.append(source)
+        return type("Module", (), {"get_function": lambda self, name: _FakeFunction(source)})()
+
+    monkeypatch.setattr(_cuda, "compile_module", compile_module)
+    monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads: 7)
+    program = _programs()["random-reduction"]
+    kernel = _codegen._Kernel(program, _codegen._Variant("flat", 1, "int", frozenset()))
+    scalars = _groups()["random-reduction"]["scalars"]
+    first = kernel.launch(scalars)
+    assert first.args == tuple(_codegen.scalar_args(program[2], scalars)) and len(compiled) == 1
+    for _ in range(_codegen._Kernel.SPECIALIZE_AFTER - 1):
+        special = kernel.launch(scalars)
+    assert special.args == () and len(compiled) == 2 and special.function is not first.function
+    assert _codegen.c_literal("double", 1234.5) in special.function.source
+    assert kernel.launch(scalars) is special and len(compiled) == 2  # compiled once
+    other = [s if not isinstance(s, float) else s + 1.0 for s in scalars]
+    assert kernel.launch(other).function is first.function
+    for k in range(_codegen._Kernel.MAX_SPECIALIZED + 3):
+        values = [s if not isinstance(s, float) else s + 2.0 + k for s in scalars]
+        for _ in range(_codegen._Kernel.SPECIALIZE_AFTER):
+            kernel.launch(values)
+    assert len(compiled) == 1 + _codegen._Kernel.MAX_SPECIALIZED
+    with gnp.config.set(specialize=False):
+        off = _codegen._Kernel(program, _codegen._Variant("flat", 1, "int", frozenset()))
+        assert all(off.launch(scalars).args for _ in range(3))
+
+
 def test_record_sources_writes_every_variant(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    programs = _programs()
+    groups = _groups()
     monkeypatch.setenv("GNP_KERNEL_DUMP_DIR", str(tmp_path / "a"))
-    program = programs["random32-reduction"]
-    _codegen.record_sources(program)
+    program, scalars = groups["random32-reduction"]["program"], groups["random32-reduction"]["scalars"]
+    _codegen.record_sources(program, scalars)
     files = sorted((tmp_path / "a").glob("*.cu"))
-    # flat, strided and flat with elements sharing a Philox block; each with 32- and 64-bit positions
-    assert len(files) == 6
+    # flat, strided and flat with elements sharing a Philox block; each with 32- and 64-bit positions; and
+    # the grouped kernel specialized to the scalar values
+    assert len(files) == 7
     sources = {f.read_text() for f in files}
+    constants = tuple(_codegen.scalar_args(program[2], scalars))
     assert sources == {_codegen.kernel_source(program, m, g, i)[0] for m, g in (("flat", 1), ("strided", 1), ("flat", 2))
-                       for i in ("int", "long long")}
+                       for i in ("int", "long long")} | {_codegen.kernel_source(program, "flat", 2, "int", (), constants)[0]}
     # the fusion pass records what it generates
     monkeypatch.setenv("GNP_KERNEL_DUMP_DIR", str(tmp_path / "b"))
     x = gnp.asarray(_data(14), chunks=10)
@@ -848,7 +940,7 @@ def test_record_sources_writes_every_variant(tmp_path: Any, monkeypatch: pytest.
     assert {_codegen.kernel_source(g["program"], m, 1, i)[0] for m in ("flat", "strided") for i in ("int", "long long")} \
         | {_codegen.kernel_source(g["program"], "flat", 1, "int", (0,))[0]} <= written  # the input as one element too
     monkeypatch.delenv("GNP_KERNEL_DUMP_DIR")
-    _codegen.record_sources(programs["int"])
+    _codegen.record_sources(groups["int"]["program"], groups["int"]["scalars"])
     assert len(list(tmp_path.rglob("*.cu"))) == len(files) + len(written)
 
 
@@ -896,6 +988,26 @@ def test_launch_geometry_keys_random_draws_by_global_index(chunks: tuple) -> Non
 # --- GPU only -----------------------------------------------------------------------------------------
 
 gpu_only = pytest.mark.skipif(BACKEND != "cupy", reason="CuPy blocks only (GNP_BACKEND=cupy)")
+
+
+@gpu_only
+@pytest.mark.parametrize("name", ["random-reduction", "random32-reduction", "where-compare-bool", "int",
+                                  "multi-output", "totals"])
+def test_gpu_specialized_kernels_give_the_same_bits(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernels specialized to repeated scalar values compute what the generic kernels do, bit for bit."""
+    sources: list[str] = []
+    compile_module = _cuda.compile_module
+    monkeypatch.setattr(_cuda, "compile_module", lambda source: sources.append(source) or compile_module(source))
+    _codegen._kernel.cache_clear()  # kernels count the launches of each value set from here
+    arrays = _exprs()[name]
+    with gnp.config.set(specialize=False):
+        generic = [to_host(v) for v in dask.compute(*arrays)]
+    runs = [[to_host(v) for v in dask.compute(*arrays)] for _ in range(_codegen._Kernel.SPECIALIZE_AFTER + 1)]
+    constant = re.compile(r"\n    const [a-z ]+ (s\d+|c\d+_\w+) = ")  # a scalar declared in a specialized body
+    assert any(constant.search(s) for s in sources), "no kernel was specialized"
+    for run in runs:
+        for got, want in zip(run, generic):
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
 
 
 @gpu_only
