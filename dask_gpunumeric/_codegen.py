@@ -1136,7 +1136,7 @@ class _Kernel:
                 self._specialized = 0
             entry = self._launches[key] = [0, _Launch(*self._generic, tuple(scalar_args(self._program[2], scalars)))]
         entry[0] += 1
-        if (entry[0] == self.SPECIALIZE_AFTER and entry[1].args and self._specialized < self.MAX_SPECIALIZED
+        if (entry[1].args and entry[0] >= self.SPECIALIZE_AFTER and self._specialized < self.MAX_SPECIALIZED
                 and config.get("specialize")):
             self._specialized += 1
             entry[1] = _Launch(*self._compile(entry[1].args), ())

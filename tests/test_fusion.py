@@ -916,6 +916,7 @@ def test_kernel_specializes_repeated_scalar_values(monkeypatch: pytest.MonkeyPat
     with gnp.config.set(specialize=False):
         off = _codegen._Kernel(program, _codegen._Variant("flat", 1, "int", frozenset()))
         assert all(off.launch(scalars).args for _ in range(3))
+    assert off.launch(scalars).args == ()  # turned back on: the values are specialized at their next launch
 
 
 def test_record_sources_writes_every_variant(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
