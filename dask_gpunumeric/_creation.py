@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import operator
 import uuid
 from typing import Any
 
@@ -14,7 +15,8 @@ from dask.tokenize import tokenize
 
 from . import config
 from ._array import Array, ArrayLike
-from ._backend import backend_of
+from ._backend import backend_of, resolve
+from ._cluster import active_workers
 from ._expr import ArrayExpr, Creation, FromArray, FromGraph
 
 Shape = int | tuple[int, ...]
@@ -44,34 +46,34 @@ def normalize_chunks(chunks: Any, shape: tuple[int, ...], dtype: np.dtype, backe
         out = _dask_chunks(chunks, shape, limit, np.dtype(dtype), previous_chunks)
     except (ValueError, TypeError, ZeroDivisionError) as e:
         raise ValueError(f"invalid chunks {chunks!r} for shape {shape}: {e}") from None
-    if any(c < 0 for axis in out for c in axis):
-        raise ValueError(f"invalid chunks {chunks!r} for shape {shape}: negative block lengths")
     return out
 
 
 def _dask_chunks(chunks: Any, shape: tuple[int, ...], limit: int | None, dtype: np.dtype,
                  previous_chunks: Any) -> tuple[tuple[int, ...], ...]:
-    """Dask's ``normalize_chunks``, remembered for hashable arguments (arrays are made on every call of
-    user code: the same shapes and chunk requests again and again)."""
+    """Dask's ``normalize_chunks``, refusing negative block lengths (ValueError), remembered for hashable
+    arguments (arrays are made on every call of user code: the same shapes and chunk requests again and
+    again)."""
     try:
         return _dask_chunks_cached(chunks, shape, limit, dtype, previous_chunks)
     except TypeError as e:
         if "unhashable" not in str(e):
             raise
-        return _dask_normalize_chunks(chunks, shape, limit=limit, dtype=dtype, previous_chunks=previous_chunks)
+        return _dask_chunks_cached.__wrapped__(chunks, shape, limit, dtype, previous_chunks)
 
 
 @functools.lru_cache(maxsize=1024)
 def _dask_chunks_cached(chunks: Any, shape: tuple[int, ...], limit: int | None, dtype: np.dtype,
                         previous_chunks: Any) -> tuple[tuple[int, ...], ...]:
-    return _dask_normalize_chunks(chunks, shape, limit=limit, dtype=dtype, previous_chunks=previous_chunks)
+    out = _dask_normalize_chunks(chunks, shape, limit=limit, dtype=dtype, previous_chunks=previous_chunks)
+    if any(c < 0 for axis in out for c in axis):  # checked once per distinct request: the result is kept
+        raise ValueError("negative block lengths")
+    return out
 
 
 def _chunks_per_worker(shape: tuple[int, ...], dtype: np.dtype, limit: int) -> tuple[tuple[int, ...], ...] | None:
     """With a cluster active: the leading axis split evenly over the workers (one block each, or a few
     each where a worker's share exceeds the block-size target), the other axes whole."""
-    from ._cluster import active_workers
-
     workers = len(active_workers())
     if workers < 2 or not shape or shape[0] < workers:
         return None
@@ -97,7 +99,7 @@ def _shape(shape: Shape) -> tuple[int, ...]:
     try:
         if any(isinstance(s, bool) for s in shape):  # NumPy takes no bools as lengths
             raise TypeError
-        shape = tuple(int(operator_index(s)) for s in shape)
+        shape = tuple(map(operator.index, shape))
     except TypeError:
         raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
     if any(s < 0 for s in shape):
@@ -107,8 +109,6 @@ def _shape(shape: Shape) -> tuple[int, ...]:
 
 def operator_index(value: Any) -> int:
     """``operator.index`` with NumPy's error message."""
-    import operator
-
     try:
         return operator.index(value)
     except TypeError:
@@ -130,8 +130,6 @@ def device_backend(device: Any, backend: str | None = None) -> str | None:
 
 
 def _backend(backend: str | None) -> str:
-    from ._backend import resolve
-
     return resolve(backend) if backend is not None else config.backend()
 
 
@@ -201,6 +199,10 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> A
     return asarray(data, device=device, copy=copy)
 
 
+# Python and NumPy scalars: operands as they are (weak and strong scalars of NEP 50)
+SCALAR_OPERANDS = (bool, int, float, complex, np.generic)
+
+
 def as_operand(value: Any, backend: str | None, force_array: bool = False) -> Any:
     """An operand for an expression: Arrays as expressions, Python/NumPy scalars as they are (weak and
     strong scalars of NEP 50), other array-likes converted with ``from_array``."""
@@ -208,10 +210,10 @@ def as_operand(value: Any, backend: str | None, force_array: bool = False) -> An
         return value.expr
     if isinstance(value, ArrayExpr):
         return value
-    if not force_array and isinstance(value, (bool, int, float, complex, np.generic)):
+    if not force_array and isinstance(value, SCALAR_OPERANDS):
         return value
     if isinstance(value, (np.ndarray, list, tuple)) or hasattr(value, "__array__") or backend_of(value) == "cupy" \
-            or isinstance(value, (bool, int, float, complex, np.generic)):
+            or isinstance(value, SCALAR_OPERANDS):
         return from_array(value, backend=backend).expr
     raise TypeError(f"unsupported operand type {type(value).__name__!r} for a gnp Array operation")
 

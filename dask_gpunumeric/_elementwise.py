@@ -14,7 +14,7 @@ import numpy as np
 
 from . import _guards
 from ._array import Array, ArrayLike
-from ._creation import as_operand
+from ._creation import SCALAR_OPERANDS, as_operand
 from ._expr import ArrayExpr, Elemwise
 from ._manipulation import rechunk_expr
 
@@ -60,8 +60,8 @@ def _dtypes(op: str, operands: list[Any], kwargs: dict, skip: int) -> tuple[np.d
     """The dtype NumPy gives ``op`` on operands of these dtypes (NEP 50: Python scalars are weak), and the
     common dtype of the operands the promotion guard looks at (after ``skip`` leading ones) where it is
     wider than one of their arrays' dtypes (else None)."""
-    key = tuple(a.dtype if isinstance(a, ArrayExpr) else (type(a), a) for a in operands)
-    args = (op, key, tuple(sorted(kwargs.items())), skip)
+    key = tuple([a.dtype if isinstance(a, ArrayExpr) else (type(a), a) for a in operands])
+    args = (op, key, tuple(sorted(kwargs.items())) if kwargs else (), skip)
     try:
         return _operation_dtypes(*args)
     except TypeError as e:
@@ -127,16 +127,25 @@ def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, A
     return out
 
 
+# operands that as_operand keeps as they are (no conversion to an array on some backend)
+_KEPT_OPERANDS = (Array, ArrayExpr, *SCALAR_OPERANDS)
+
+
 def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0, **kwargs: Any) -> Array:
     """Build the lazy elementwise application of ``op`` (a key of ``BLOCK_FUNCTION``) to the operands.
 
     ``skip_promotion`` leading operands (``where``'s condition) are left out of the promotion guard.
     """
-    backends = {a.backend for a in args if isinstance(a, Array)}
-    backend = "cupy" if "cupy" in backends else None
+    # where array-likes are converted: to CuPy if an Array operand is on CuPy (asked only when there are
+    # array-likes, as a new node's backend is otherwise not needed until its graph is made)
+    backend = None
+    if not all(isinstance(a, _KEPT_OPERANDS) for a in args):
+        backend = "cupy" if any(isinstance(a, Array) and a.backend == "cupy" for a in args) else None
     operands = [as_operand(a, backend) for a in args]
-    if not any(isinstance(a, ArrayExpr) for a in operands):
+    arrays = [a for a in operands if isinstance(a, ArrayExpr)]
+    if not arrays:
         operands[0] = as_operand(np.asarray(operands[0]), backend, force_array=True)
+        arrays = [operands[0]]
     ufunc_dtype = dtype is not None and isinstance(getattr(np, BLOCK_FUNCTION[op]), np.ufunc)
     if ufunc_dtype:  # a ufunc's dtype= (numpy.add(x, y, dtype=...)): the loop's dtype, checked by NumPy here
         kwargs = {**kwargs, "dtype": np.dtype(dtype)}
@@ -144,7 +153,6 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
         out_dtype, common = np.dtype(dtype), None
     else:
         out_dtype, common = _dtypes(op, operands, kwargs, skip_promotion)
-    arrays = [a for a in operands if isinstance(a, ArrayExpr)]
     if dtype is None and common is not None:
         promoted = operands[skip_promotion:][: _PROMOTED_OPERANDS.get(op)]
         _guards.check_promotion(op, [a.dtype for a in promoted if isinstance(a, ArrayExpr)], common)

@@ -26,8 +26,9 @@ import numpy as np
 from dask._expr import Expr, _unpack_collections
 from dask._task_spec import Alias, DataNode, GraphNode, List, Task, TaskRef, _is_dask_future
 
-from . import _blocks
+from . import _blocks, config
 from ._backend import empty_meta
+from ._cluster import active_workers, owner
 
 Chunks = tuple[tuple[int, ...], ...]
 Index = tuple[int, ...]
@@ -36,7 +37,8 @@ Index = tuple[int, ...]
 _PLAIN = (str, int, float, complex, bool, type(None), slice, np.dtype, np.generic)
 
 
-_OWN_OPERANDS = (Expr, str, int, float, bool, type(None), tuple, dict, np.dtype, np.generic)
+# the types operands mostly are, the most met first (isinstance tries them in order; a bool is an int)
+_OWN_OPERANDS = (Expr, str, np.dtype, dict, float, int, tuple, type(None), np.generic)
 
 
 class cached:  # noqa: N801 - used like functools.cached_property
@@ -59,10 +61,27 @@ class cached:  # noqa: N801 - used like functools.cached_property
         return value
 
 
+_INT = frozenset({int})
+
+# texts of tuples of ints by identity, each kept with its tuple (so that the id is not reused): the chunks of
+# new nodes are mostly the same objects (normalize_chunks' cache, a parent's chunks), and writing out the
+# lengths of hundreds of blocks takes microseconds
+_INT_TUPLE_TEXT: dict[int, tuple[tuple, str]] = {}
+_INT_TUPLE_TEXT_SIZE = 256
+
+
 def _sequence_text(value: tuple | list) -> str | None:
-    if type(value) is tuple and all(type(v) is int for v in value):  # chunks and shapes: the common case
-        return f"tuple{value!r}"
-    parts = [_plain_repr(v) for v in value]
+    if type(value) is tuple:
+        known = _INT_TUPLE_TEXT.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        if _INT.issuperset(map(type, value)):  # chunks and shapes: the common case
+            if len(_INT_TUPLE_TEXT) >= _INT_TUPLE_TEXT_SIZE:
+                _INT_TUPLE_TEXT.clear()
+            text = f"tuple{value!r}"
+            _INT_TUPLE_TEXT[id(value)] = (value, text)
+            return text
+    parts = [_TEXT.get(type(v), _plain_repr)(v) for v in value]  # _plain_repr, a call less per element
     return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
 
 
@@ -121,15 +140,14 @@ class ArrayExpr(Expr):
         # dask's Expr.__new__, without its per-operand search for collections to unpack (an import and
         # an attribute lookup each): our operands are expressions and plain values, and this runs on
         # every operation a user writes
-        operands = list(args)
+        operands = [o if isinstance(o, _OWN_OPERANDS) else _unpack_collections(o) for o in args]
         for parameter in cls._parameters[len(operands):]:
-            operands.append(kwargs.pop(parameter) if parameter in kwargs else cls._defaults[parameter])
+            value = kwargs.pop(parameter) if parameter in kwargs else cls._defaults[parameter]
+            operands.append(value if isinstance(value, _OWN_OPERANDS) else _unpack_collections(value))
         if kwargs:
             raise TypeError(f"{cls.__name__} got unexpected arguments {sorted(kwargs)}")
         inst = object.__new__(cls)
-        object.__setattr__(inst, "_determ_token", _determ_token)
-        object.__setattr__(inst, "operands", [o if isinstance(o, _OWN_OPERANDS) else _unpack_collections(o)
-                                              for o in operands])
+        inst.__dict__.update(_determ_token=_determ_token, operands=operands)
         inst._name  # noqa: B018 - computed once here, as dask does
         return inst
 
@@ -141,19 +159,25 @@ class ArrayExpr(Expr):
     def _name(self) -> str:
         return f"{self._funcname}-{self.deterministic_token}"
 
+    @property
+    def deterministic_token(self) -> str:
+        # dask's, keeping the token without going through Expr.__setattr__ (Python code, on every node)
+        token = self._determ_token
+        if not token:
+            token = self.__dask_tokenize__()
+            object.__setattr__(self, "_determ_token", token)
+        return token
+
     def __dask_tokenize__(self) -> str:
         # Expressions are made on every operation: hash the operands' exact text where they are plain
         # values and sub-expressions (their names), and use Dask's tokenize only for anything else.
         if not self._determ_token:
-            parts = []
-            for o in self.operands:  # _plain_repr(self.operands), a call less per operand
-                text = _TEXT.get(type(o))
-                part = text(o) if text is not None else _plain_repr(o)
-                if part is None:
-                    return super().__dask_tokenize__()
-                parts.append(part)
+            # _plain_repr(self.operands), a call less per operand of a type met before
+            parts = [_TEXT.get(type(o), _plain_repr)(o) for o in self.operands]
+            if None in parts:
+                return super().__dask_tokenize__()
             text = f"{type(self).__qualname__}|list({','.join(parts)})"
-            self._determ_token = hashlib.sha1(text.encode()).hexdigest()[:32]
+            object.__setattr__(self, "_determ_token", hashlib.sha1(text.encode()).hexdigest()[:32])
         return self._determ_token
 
     def _operands_for_repr(self) -> list[str]:
@@ -165,11 +189,15 @@ class ArrayExpr(Expr):
     _like: str | None = None
 
     def _meta_attr(self, name: str) -> Any:
-        if name in self._parameters:
-            return self.operand(name)
-        if self._like is None:
+        parameters = self._parameters
+        if name in parameters:
+            return self.operands[parameters.index(name)]
+        like = self._like
+        if like is None:
             raise NotImplementedError(f"{type(self).__name__} must define {name}")
-        return getattr(getattr(self, self._like), name)
+        # an operand by position (getattr would go through Expr.__getattr__'s search), else a property
+        source = self.operands[parameters.index(like)] if like in parameters else getattr(self, like)
+        return getattr(source, name)
 
     @cached
     def chunks(self) -> Chunks:
@@ -185,7 +213,7 @@ class ArrayExpr(Expr):
 
     @cached
     def shape(self) -> tuple[int, ...]:
-        return tuple(sum(c) for c in self.chunks)
+        return tuple(map(sum, self.chunks))
 
     @property
     def ndim(self) -> int:
@@ -193,7 +221,7 @@ class ArrayExpr(Expr):
 
     @cached
     def numblocks(self) -> tuple[int, ...]:
-        return tuple(len(c) for c in self.chunks)
+        return tuple(map(len, self.chunks))
 
     @property
     def chunksize(self) -> tuple[int, ...]:
@@ -233,14 +261,17 @@ class ArrayExpr(Expr):
         return tuple(sum(c[:i]) for c, i in zip(self.chunks, index))
 
     def __dask_keys__(self) -> list:
-        def nest(prefix: Index, depth: int) -> list:
-            if depth == self.ndim:
-                return self.key(prefix)  # type: ignore[return-value]
-            return [nest((*prefix, i), depth + 1) for i in range(self.numblocks[depth])]
-
         if self.ndim == 0:
             return [self.key(())]
-        return nest((), 0)
+        return self._nested_keys(())
+
+    def _nested_keys(self, prefix: Index) -> list | tuple:
+        # a method, not a closure that calls itself: that closure and its cell would form a reference cycle
+        # holding this node, so every tree computed would wait for the cyclic garbage collector
+        depth = len(prefix)
+        if depth == self.ndim:
+            return self.key(prefix)
+        return [self._nested_keys((*prefix, i)) for i in range(self.numblocks[depth])]
 
     def _layer(self) -> dict:
         return {self.key(i): self._block_task(i) for i in self.block_indices()}
@@ -250,8 +281,6 @@ class ArrayExpr(Expr):
 
     # --- hooks into Dask's optimizer ------------------------------------------------------------------
     def _lower(self) -> Expr | None:
-        from ._cluster import active_workers
-
         return Materialized((self,), tuple(active_workers()))
 
     def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
@@ -271,15 +300,13 @@ class ArrayExpr(Expr):
         ours = [op for op in parent.operands if isinstance(op, ArrayExpr)]
         if len(ours) < 2 or any(isinstance(op, JointOutput) for op in ours):
             return None
-        from ._cluster import active_workers
-
         joint = Materialized((Bundle(*ours),), tuple(active_workers()))
         k = iter(range(len(ours)))
         return type(parent)(*[JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op
                               for op in parent.operands])
 
     def finalize_compute(self) -> Expr:
-        return self if all(n == 1 for n in self.numblocks) else Finalize(self)
+        return self if set(self.numblocks) <= {1} else Finalize(self)
 
 
 class Materialized(ArrayExpr):
@@ -347,8 +374,6 @@ class Materialized(ArrayExpr):
         """Owner-computes placement on a cluster: each block task on the worker owning that block position
         (``_cluster.owner``), so chains of per-block work move no data; other workers may still run it
         if the owner is gone."""
-        from ._cluster import owner
-
         workers = self.operand("workers")
         if not workers:
             return {}
@@ -467,7 +492,7 @@ def _cache_key(root: ArrayExpr) -> tuple | None:
     before any lookup, as a persisted Array (FromGraph) keeps the name of the expression it came from (and
     so do expressions built on it), so a cached graph of that expression would recompute the blocks instead
     of using the persisted ones."""
-    return (root._name, _optimizer_settings()) if _cacheable(root) else None
+    return (root._name, config.optimizer_settings()) if _cacheable(root) else None
 
 
 _GRAPH_CACHE: collections.OrderedDict[tuple, CompiledGraph] = collections.OrderedDict()
@@ -489,12 +514,6 @@ def _remember(cache: collections.OrderedDict, key: tuple | None, value: Any) -> 
     cache[key] = value
     while len(cache) > _GRAPH_CACHE_SIZE:
         cache.popitem(last=False)
-
-
-def _optimizer_settings() -> tuple:
-    from . import config
-
-    return config.optimizer_settings()
 
 
 def schedule_of(graph: dict, outputs: set) -> list[tuple[Any, tuple]]:
@@ -607,11 +626,11 @@ def _walk(root: Expr) -> Iterator[Expr]:
     stack, seen = [root], set()
     while stack:
         node = stack.pop()
-        if node._name in seen:
-            continue
-        seen.add(node._name)
-        yield node
-        stack.extend(node.dependencies())
+        name = node._name
+        if name not in seen:
+            seen.add(name)
+            yield node
+            stack.extend(node.dependencies())
 
 
 def graph_of(root: ArrayExpr) -> dict:
@@ -701,7 +720,7 @@ class Elemwise(ArrayExpr):
 
     @cached
     def _funcname(self) -> str:
-        return self.operand("op").replace("_", "-")
+        return self.operands[0].replace("_", "-")  # operand("op")
 
     @cached
     def backend(self) -> str:

@@ -21,9 +21,15 @@ _COMPARISONS = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equa
 _UNARY_OPERATORS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "bitwise_invert"}
 
 
+# exact types that are always operands
+_PLAIN_OPERANDS = frozenset({Array, int, float})
+
+
 def _operand_ok(other: Any) -> bool:
     """Whether ``other`` can be an operand; if not, the operator returns NotImplemented (as NumPy's do, also
     for objects that opt out of NumPy's operators with ``__array_ufunc__ = None``)."""
+    if type(other) in _PLAIN_OPERANDS:  # the usual operands, none of which opts out: at once
+        return True
     if getattr(type(other), "__array_ufunc__", False) is None:
         return False
     return isinstance(other, (Array, bool, int, float, complex, np.generic, np.ndarray, list, tuple)) or \

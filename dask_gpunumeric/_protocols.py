@@ -6,9 +6,15 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import dask
+import dask.base
+import dask.callbacks
 import numpy as np
 
 from ._array import Array
+from ._backend import to_numpy
+from ._cluster import client_active
+from ._expr import compiled, run_in_order
 
 HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
 _WARNED: set[str] = set()
@@ -102,8 +108,6 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
 def fetch(x: Any) -> Any:
     """Compute and copy to the host, explicitly: a 0-d Array becomes a Python number, an n-d Array a NumPy
     array; a tuple or list of Arrays is computed together (shared work done once)."""
-    import dask
-
     if isinstance(x, (list, tuple)):
         values = dask.compute(*x)
         return type(x)(_host(v) for v in values)
@@ -115,11 +119,8 @@ def fetch(x: Any) -> Any:
 def _local_scheduler(x: Array) -> bool:
     """True when ``x`` would run on Dask's local scheduler (no distributed client or other scheduler set):
     at once when no scheduler is set and no client is active, else as ``dask.base.get_scheduler`` says."""
-    import dask.base
-
-    from ._cluster import client_active
-
-    if dask.config.get("scheduler", None) is None and dask.config.get("get", None) is None and not client_active():
+    settings = dask.config.global_config  # what dask.config.get reads (these names have no "_" or "-" to vary)
+    if settings.get("scheduler") is None and settings.get("get") is None and not client_active():
         return True
     return dask.base.get_scheduler(collections=[x]) is x.__dask_scheduler__
 
@@ -127,10 +128,6 @@ def _local_scheduler(x: Array) -> bool:
 def _compute_local(x: Array) -> Any:
     """``x.compute()`` on the local scheduler without the collection machinery of ``dask.compute``: the
     optimized graph of the array (cached for pure computations) straight to the scheduler."""
-    import dask.callbacks
-
-    from ._expr import compiled, run_in_order
-
     expr = x.expr.finalize_compute()
     (key,) = expr.__dask_keys__()
     graph = compiled(expr)
@@ -145,7 +142,5 @@ _SMALL_GRAPH = 8
 
 
 def _host(value: Any) -> Any:
-    from ._backend import to_numpy
-
     host = to_numpy(value)
     return host.item() if host.ndim == 0 else host

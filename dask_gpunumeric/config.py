@@ -37,7 +37,14 @@ dask.config.update_defaults({"gpunumeric": DEFAULTS})
 
 def get(key: str) -> Any:
     """The value of one setting, e.g. ``get("allow-scalar")``."""
-    return dask.config.get(f"gpunumeric.{key}")
+    # read on every operation (chunk sizes, guards, fusion): straight from Dask's config dict, where
+    # defaults and ``set`` keep our settings under their hyphenated names; dask.config.get (which also
+    # finds a name written with underscores first, as in a YAML file or an environment variable)
+    # only when the name is not there
+    try:
+        return dask.config.global_config["gpunumeric"][key]
+    except (KeyError, TypeError):
+        return dask.config.get(f"gpunumeric.{key}")
 
 
 def set(**settings: Any) -> dask.config.set:  # noqa: A001 - mirrors dask.config.set

@@ -191,3 +191,28 @@ def test_fetch_runs_small_graphs_in_order_freeing_intermediates() -> None:
     with Callback(pretask=lambda key, dsk, state: seen.append(key)):
         assert gnp.fetch(y) == pytest.approx(expected)
     assert set(seen) == set(keys)
+
+
+def test_fetch_leaves_no_reference_cycles() -> None:
+    """Building and fetching an expression (a random draw through elementwise ops into a sum, a 2-d array's
+    keys) makes no reference cycles: the tree is freed when the last reference goes, not by the cyclic
+    garbage collector (a cycle through a node holds the whole tree, and collections cost time)."""
+    import gc
+
+    def estimate() -> float:
+        raw = gnp.random.default_rng(42).random(64, dtype=gnp.float32)
+        return gnp.fetch((20.0 / 64) * gnp.sum(gnp.exp(-(20.0 * raw - 10.0) ** 2)))
+
+    grid = gnp.ones((4, 6), chunks=(2, 3))
+    estimate(), grid.__dask_keys__()  # first runs fill caches (compiled graphs, dtypes) that live on
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(5):
+            estimate()
+            assert len(grid.__dask_keys__()) == 2
+        assert gc.collect() == 0
+    finally:
+        if enabled:
+            gc.enable()
