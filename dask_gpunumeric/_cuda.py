@@ -11,6 +11,8 @@ string compiles under NVRTC (``cupy.RawModule``, on a GPU worker) and under ``nv
   environment variable is set) as ``<sha256[:16]>.cu``, so CI can compile all of them.
 * :func:`nvcc_compile_check` compiles a source with ``nvcc`` and raises on failure; it needs
   no GPU.
+* :func:`compile_in_background` compiles a kernel in a background thread (on the launching thread's
+  device), for kernels that replace one already running (``_codegen``'s specialized kernels).
 * :func:`resident_blocks` is the occupancy arithmetic (thread blocks one multiprocessor keeps resident,
   from a kernel's registers and shared memory), and :func:`wave_blocks` the grid of one full wave of a
   compiled kernel on the current device: grid-stride kernels launch that many blocks (or fewer for small
@@ -19,6 +21,7 @@ string compiles under NVRTC (``cupy.RawModule``, on a GPU worker) and under ``nv
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import os
@@ -33,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import cupy
 
-__all__ = ["compile_module", "record_source", "nvcc_compile_check", "source_digest", "resident_blocks",
-           "wave_blocks"]
+__all__ = ["compile_module", "compile_in_background", "wait_for_background_compiles", "record_source",
+           "nvcc_compile_check", "source_digest", "resident_blocks", "wave_blocks"]
 
 #: Compile options shared by NVRTC and the nvcc check.
 CXX_STD = "--std=c++17"
@@ -74,6 +77,29 @@ def record_source(source: str) -> None:
                 f.write(source)
             os.replace(tmp, path)
         _recorded.add((dump_dir, digest))
+
+
+_background = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnp-compile")
+
+
+def compile_in_background(source: str, name: str, threads: int) -> concurrent.futures.Future:
+    """Compile ``source`` in a background thread, on the current device; the future gives the function
+    ``name`` and its grid of one full wave of ``threads``-thread blocks (``wave_blocks``)."""
+    import cupy
+
+    device = cupy.cuda.Device().id
+
+    def compile_on_device() -> tuple[Any, int]:
+        with cupy.cuda.Device(device):
+            function = compile_module(source).get_function(name)
+            return function, wave_blocks(function, threads)
+
+    return _background.submit(compile_on_device)
+
+
+def wait_for_background_compiles() -> None:
+    """Return once every compilation queued by ``compile_in_background`` so far has finished."""
+    _background.submit(lambda: None).result()
 
 
 def compile_module(source: str) -> "cupy.RawModule":

@@ -886,37 +886,62 @@ class _FakeFunction:
 
 def test_kernel_specializes_repeated_scalar_values(monkeypatch: pytest.MonkeyPatch) -> None:
     """A value set launched SPECIALIZE_AFTER times gets a kernel of its own with the values as constants (and
-    no scalar arguments); new values keep the generic kernel; at most MAX_SPECIALIZED value sets are
-    specialized; ``gpunumeric.specialize`` off keeps the generic kernel."""
+    no scalar arguments), compiled in the background and used from the launch after it is ready; new values
+    keep the generic kernel; at most MAX_SPECIALIZED value sets are specialized; ``gpunumeric.specialize``
+    off keeps the generic kernel; a specialized source that fails to compile warns and keeps the generic."""
+    import concurrent.futures
+
     compiled: list[str] = []
+    queued: list[concurrent.futures.Future] = []
 
     def compile_module(source: str) -> Any:
         compiled.append(source)
         return type("Module", (), {"get_function": lambda self, name: _FakeFunction(source)})()
 
+    def compile_in_background(source: str, name: str, threads: int) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        queued.append(future)
+        if "broken" in compiled:
+            future.set_exception(RuntimeError("nvrtc: error"))
+        else:
+            future.set_result((compile_module(source).get_function(name), 7))
+        return future
+
     monkeypatch.setattr(_cuda, "compile_module", compile_module)
+    monkeypatch.setattr(_cuda, "compile_in_background", compile_in_background)
     monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads: 7)
     program = _programs()["random-reduction"]
-    kernel = _codegen._Kernel(program, _codegen._Variant("flat", 1, "int", frozenset()))
     scalars = _groups()["random-reduction"]["scalars"]
+    new_kernel = lambda: _codegen._Kernel(program, _codegen._Variant("flat", 1, "int", frozenset()))  # noqa: E731
+    kernel = new_kernel()
     first = kernel.launch(scalars)
     assert first.args == tuple(_codegen.scalar_args(program[2], scalars)) and len(compiled) == 1
     for _ in range(_codegen._Kernel.SPECIALIZE_AFTER - 1):
-        special = kernel.launch(scalars)
-    assert special.args == () and len(compiled) == 2 and special.function is not first.function
+        assert kernel.launch(scalars) == first  # the specialized kernel is being compiled
+    assert len(queued) == 1 and len(compiled) == 2
+    special = kernel.launch(scalars)
+    assert special.args == () and special.function is not first.function
     assert _codegen.c_literal("double", 1234.5) in special.function.source
-    assert kernel.launch(scalars) is special and len(compiled) == 2  # compiled once
+    assert kernel.launch(scalars) is special and len(queued) == 1  # compiled once
     other = [s if not isinstance(s, float) else s + 1.0 for s in scalars]
     assert kernel.launch(other).function is first.function
     for k in range(_codegen._Kernel.MAX_SPECIALIZED + 3):
         values = [s if not isinstance(s, float) else s + 2.0 + k for s in scalars]
-        for _ in range(_codegen._Kernel.SPECIALIZE_AFTER):
+        for _ in range(_codegen._Kernel.SPECIALIZE_AFTER + 1):
             kernel.launch(values)
-    assert len(compiled) == 1 + _codegen._Kernel.MAX_SPECIALIZED
+    assert len(queued) == _codegen._Kernel.MAX_SPECIALIZED
     with gnp.config.set(specialize=False):
-        off = _codegen._Kernel(program, _codegen._Variant("flat", 1, "int", frozenset()))
+        off = new_kernel()
         assert all(off.launch(scalars).args for _ in range(3))
-    assert off.launch(scalars).args == ()  # turned back on: the values are specialized at their next launch
+    off.launch(scalars)  # turned back on: queued at the next launch, used at the one after
+    assert off.launch(scalars).args == ()
+    compiled.append("broken")
+    broken = new_kernel()
+    for _ in range(_codegen._Kernel.SPECIALIZE_AFTER):
+        broken.launch(scalars)
+    with pytest.warns(RuntimeWarning, match="did not compile"):
+        assert broken.launch(scalars).args
+    assert broken.launch(scalars).args and len(queued) == _codegen._Kernel.MAX_SPECIALIZED + 2  # not retried
 
 
 def test_record_sources_writes_every_variant(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1003,7 +1028,9 @@ def test_gpu_specialized_kernels_give_the_same_bits(name: str, monkeypatch: pyte
     arrays = _exprs()[name]
     with gnp.config.set(specialize=False):
         generic = [to_host(v) for v in dask.compute(*arrays)]
-    runs = [[to_host(v) for v in dask.compute(*arrays)] for _ in range(_codegen._Kernel.SPECIALIZE_AFTER + 1)]
+    runs = [[to_host(v) for v in dask.compute(*arrays)] for _ in range(_codegen._Kernel.SPECIALIZE_AFTER)]
+    _cuda.wait_for_background_compiles()
+    runs += [[to_host(v) for v in dask.compute(*arrays)] for _ in range(2)]
     constant = re.compile(r"\n    const [a-z ]+ (s\d+|c\d+_\w+) = ")  # a scalar declared in a specialized body
     assert any(constant.search(s) for s in sources), "no kernel was specialized"
     for run in runs:
