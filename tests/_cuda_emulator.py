@@ -102,7 +102,8 @@ extern "C" void gnp_launch(unsigned int gx, unsigned int gy, unsigned int gz, un
 
 
 class EmulatedKernel:
-    """A generated kernel compiled for the CPU; called as a CuPy kernel: ``kernel(grid, threads, args)``."""
+    """A generated kernel compiled for the CPU; called as a CuPy kernel: ``kernel(grid, threads, args)`` (of
+    one to three dimensions each, the missing ones 1)."""
 
     def __init__(self, source: str, name: str) -> None:
         self.params = _parameters(source, name)
@@ -124,7 +125,8 @@ class EmulatedKernel:
                 values.append(_CTYPES_OF[arg.dtype](arg.item()))
         pointers = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
         with _LAUNCH:
-            self.library.gnp_launch(*[ctypes.c_uint(v) for v in (*grid, *threads)], pointers)
+            dims = [*grid, *(1,) * (3 - len(grid)), *threads, *(1,) * (3 - len(threads))]
+            self.library.gnp_launch(*[ctypes.c_uint(v) for v in dims], pointers)
 
 
 @functools.lru_cache(maxsize=None)
