@@ -2,10 +2,11 @@
 
 ``emulated_cupy(monkeypatch)`` puts a stand-in for ``cupy`` in ``sys.modules`` (its arrays are NumPy
 arrays) and makes ``_stencil_kernels`` compile each generated kernel with the host C++ compiler instead of
-NVRTC: the CUDA source is wrapped in definitions of the CUDA built-ins (``threadIdx``, ``__syncthreads`` as
-a barrier of one OS thread per CUDA thread, the ``_rn`` intrinsics, ``atomicAdd``), and a driver runs the
-launch's thread blocks one after another. Every launch checks its arguments against the kernel's
-parameters (count, order and C type), as a CUDA launch would need them.
+NVRTC; ``emulated_fused(monkeypatch)`` does the same for the fused kernels of ``_codegen``. The CUDA source
+is wrapped in definitions of the CUDA built-ins (``threadIdx``, ``__syncthreads`` as a barrier of one OS
+thread per CUDA thread, the ``_rn`` intrinsics, ``atomicAdd``), and a driver runs the launch's thread
+blocks one after another. Every launch checks its arguments against the kernel's parameters (count, order
+and C type), as a CUDA launch would need them.
 """
 from __future__ import annotations
 
@@ -102,10 +103,13 @@ extern "C" void gnp_launch(unsigned int gx, unsigned int gy, unsigned int gz, un
 
 
 class EmulatedKernel:
-    """A generated kernel compiled for the CPU; called as a CuPy kernel: ``kernel(grid, threads, args)``."""
+    """A generated kernel compiled for the CPU; called as a CuPy kernel: ``kernel(grid, threads, args)`` (of
+    one to three dimensions each, the missing ones 1). Its array arguments have contiguous rows (the kernels
+    take the other strides), or any strides where ``strided`` (kernels taking every stride)."""
 
-    def __init__(self, source: str, name: str) -> None:
+    def __init__(self, source: str, name: str, strided: bool = False) -> None:
         self.params = _parameters(source, name)
+        self.strided = strided
         unit = _PRELUDE + source + _driver(name, self.params, "__syncthreads" in source)
         self.library = _compile(unit)
 
@@ -115,8 +119,9 @@ class EmulatedKernel:
         assert len(args) == len(self.params), (len(args), self.params)
         values = []
         for arg, (ctype, pointer) in zip(args, self.params):
-            if pointer:  # an array whose rows are contiguous (the kernels take the other strides)
-                assert isinstance(arg, np.ndarray) and (arg.size <= 1 or arg.strides[-1] == arg.itemsize), ctype
+            if pointer:
+                assert isinstance(arg, np.ndarray), ctype
+                assert self.strided or arg.size <= 1 or arg.strides[-1] == arg.itemsize, (ctype, arg.strides)
                 assert arg.dtype == _NP_OF_CTYPE[ctype], (ctype, arg.dtype)
                 values.append(ctypes.c_void_p(arg.ctypes.data))
             else:
@@ -124,7 +129,8 @@ class EmulatedKernel:
                 values.append(_CTYPES_OF[arg.dtype](arg.item()))
         pointers = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
         with _LAUNCH:
-            self.library.gnp_launch(*[ctypes.c_uint(v) for v in (*grid, *threads)], pointers)
+            dims = [*grid, *(1,) * (3 - len(grid)), *threads, *(1,) * (3 - len(threads))]
+            self.library.gnp_launch(*[ctypes.c_uint(v) for v in dims], pointers)
 
 
 @functools.lru_cache(maxsize=None)
@@ -185,3 +191,27 @@ def emulated_cupy(monkeypatch: Any) -> None:
     monkeypatch.setattr(_stencil_kernels, "_run_interpreted", lambda code, inputs, edges, region, box, scalars, shape,
                         backend, dests, target: _stencil_kernels._run_cuda(code, inputs, edges, region, box, scalars,
                                                                            dests, target))
+
+
+def emulated_fused(monkeypatch: Any) -> None:
+    """``emulated_cupy``, and the Fused tasks of NumPy blocks run through ``_codegen.run_cuda`` too (a 0-d block,
+    a NumPy scalar, as the 0-d array CuPy's is): each launch builds its ``_codegen._Kernel`` anew (its source
+    for the settings of the moment, such as ``PHILOX_STEPS``; ``_compile`` caches the library on the source
+    text), compiled by ``EmulatedKernel``, with at most 4 thread blocks resident (grid-stride loops iterate)."""
+    from dask_gpunumeric import _codegen, _cuda
+
+    emulated_cupy(monkeypatch)
+    monkeypatch.setattr(_cuda, "compile_module", lambda source: types.SimpleNamespace(
+        get_function=functools.partial(EmulatedKernel, source, strided=True)))
+    monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads: 4)
+    monkeypatch.setattr(_codegen, "_kernel", _codegen._Kernel)
+    run = _codegen.run
+
+    def run_cuda(program: tuple, scalars: Any, offset: tuple, shape: tuple, global_shape: tuple, backend: str,
+                 *inputs: Any) -> Any:
+        """``_codegen.run``, NumPy blocks taking the CUDA path."""
+        if backend == "numpy":
+            backend, inputs = "cupy", tuple(np.asarray(a) for a in inputs)
+        return run(program, scalars, offset, shape, global_shape, backend, *inputs)
+
+    monkeypatch.setattr(_codegen, "run", run_cuda)

@@ -10,6 +10,7 @@ import warnings
 from typing import Any
 
 import dask
+import _cuda_emulator
 import numpy as np
 import pytest
 from conftest import BACKEND, assert_eq, axis_chunks, to_host
@@ -1009,6 +1010,108 @@ def test_launch_geometry_keys_random_draws_by_global_index(chunks: tuple) -> Non
         if group > 1:
             assert mode == "flat" and shape[1:] == global_shape[1:]
     assert_eq(expr, to_host(r.compute()) + 1.0)
+
+
+# --- the CUDA path on the CPU: generated kernels compiled by the emulator ---------------------------------
+
+emulated = pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy",
+                              reason="needs g++; CPU runs only")
+
+
+def counted_launches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[int, ...], _codegen._Variant]]:
+    """The fused kernels of NumPy blocks emulated (``_cuda_emulator.emulated_fused``), recording the shape and
+    the kernel variant of each block launched."""
+    _cuda_emulator.emulated_fused(monkeypatch)
+    launched, geometry = [], _codegen._launch_geometry
+
+    def counted(program: tuple, inputs: Any, offset: tuple, shape: tuple, global_shape: tuple) -> tuple[Any, list]:
+        """``_codegen._launch_geometry``, recorded."""
+        variant, arguments = geometry(program, inputs, offset, shape, global_shape)
+        launched.append((tuple(shape), variant))
+        return variant, arguments
+
+    monkeypatch.setattr(_codegen, "_launch_geometry", counted)
+    return launched
+
+
+def monte_carlo(n: int, dtype: str, chunks: int) -> tuple[gnp.Array, gnp.Array]:
+    """The Monte-Carlo estimate of the integral of exp(-x**2) over [-10, 10] from ``n`` uniform draws, and the
+    draws (stored by a fused kernel of their own)."""
+    u = gnp.random.default_rng(42).random(n, dtype=dtype, chunks=chunks)
+    return (20 / n) * gnp.sum(gnp.exp(-(20 * u - 10) ** 2)), u * 1
+
+
+@emulated
+@pytest.mark.parametrize("steps", [1, 2, 3])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_emulated_monte_carlo(dtype: str, steps: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Monte-Carlo estimate through its generated kernels (Philox groups, ``PHILOX_STEPS`` groups per
+    thread per iteration), run on the CPU: on one block (the sum a total, the scaling its epilogue) and on
+    blocks that start inside a Philox block, each taking several turns of the grid-stride loop of 4 thread
+    blocks; alone, and with the draws stored by the same kernel. The draws are the unfused ones bit for bit,
+    and the estimate theirs and NumPy's to rounding."""
+    n = 30001
+    chunkings = [n, 13001]  # blocks at 0, 13001 and 26002 (1 and 2 mod 4)
+    with gnp.config.set(fusion=False):
+        unfused = [dask.compute(*monte_carlo(n, dtype, chunks)) for chunks in chunkings]
+    launched = counted_launches(monkeypatch)
+    monkeypatch.setattr(_codegen, "PHILOX_STEPS", steps)
+    rtol = 1e-5 if dtype == "float32" else 1e-12
+    for chunks, (estimate, draws) in zip(chunkings, unfused):
+        launched.clear()
+        fused_estimate, fused_draws = monte_carlo(n, dtype, chunks)
+        alone = fused_estimate.compute()
+        together, stored = dask.compute(fused_estimate, fused_draws)
+        # every block of both through a kernel of Philox groups
+        assert len(launched) == 2 * -(-n // chunks)
+        assert {variant.group for _, variant in launched} == {4 if dtype == "float32" else 2}
+        np.testing.assert_array_equal(stored, draws)
+        expected = (20 / n) * np.sum(np.exp(-(20 * draws - 10) ** 2))
+        for value in (alone, together):
+            assert_eq(value, estimate, rtol=rtol)
+            assert_eq(value, expected, rtol=rtol)
+
+
+@emulated
+def test_emulated_black_scholes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Black-Scholes call and put prices of float32 options (three inputs, Python scalars, two outputs of one
+    kernel per block) through the generated kernel run on the CPU, persisted and computed together: NumPy's
+    float32 prices to rounding (and the unfused path's), blocks taking two turns of the grid-stride loop."""
+    host = [h.astype(np.float32) for h in _options(10, 10003)]
+    S, K, T = (gnp.asarray(h, chunks=4501) for h in host)
+    expected = black_scholes(np, *host)
+    with gnp.config.set(fusion=False):
+        unfused = dask.compute(*black_scholes(gnp, S, K, T))
+    launched = counted_launches(monkeypatch)
+    call, put = dask.persist(*black_scholes(gnp, S, K, T))
+    assert sorted(shape for shape, _ in launched) == [(1001,), (4501,), (4501,)]
+    assert {(variant.mode, variant.group) for _, variant in launched} == {("flat", 1)}
+    for got in (dask.compute(call, put), (call.compute(), put.compute())):
+        for value, numpy, plain in zip(got, expected, unfused):
+            assert_eq(value, numpy, rtol=1e-4, atol=1e-4)
+            assert_eq(value, plain, rtol=1e-4, atol=1e-4)
+    assert len(launched) == 3  # the persisted blocks, not computed again
+
+
+@emulated
+def test_emulated_strided_and_single_element_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Generated kernels run on the CPU for transposed blocks and a row broadcast along them (the strided
+    variant), with a reduction over one axis and a full one, and for ``exp`` of contiguous blocks less the
+    array's mean (a 0-d input, read at 0 by the flat variant): NumPy's values."""
+    xn, yn, rn = _data(15, (12, 20)), _data(16, (20, 12)), _data(17, (20,))
+    x = gnp.asarray(xn, chunks=(4, 10))
+    yt = gnp.asarray(yn, chunks=(10, 4)).T
+    e = gnp.where(x > yt, gnp.exp(x) * gnp.asarray(rn, chunks=10), yt - 1.5)
+    expected = np.where(xn > yn.T, np.exp(xn) * rn, yn.T - 1.5)
+    launched = counted_launches(monkeypatch)
+    values = dask.compute(e, gnp.sum(e, axis=0), gnp.max(e))
+    for value, numpy in zip(values, (expected, expected.sum(axis=0), expected.max())):
+        assert_eq(value, numpy)
+    assert {variant.mode for _, variant in launched} == {"strided"}
+    launched.clear()
+    rows = gnp.asarray(xn, chunks=(4, 20))  # contiguous blocks
+    assert_eq(gnp.exp(rows - gnp.mean(rows)), np.exp(xn - xn.mean()))
+    assert {(variant.mode, variant.singles) for _, variant in launched} == {("flat", frozenset({1}))}
 
 
 # --- GPU only -----------------------------------------------------------------------------------------
