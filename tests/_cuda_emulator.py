@@ -32,6 +32,7 @@ _PRELUDE = r"""
 #include <atomic>
 #include <barrier>
 #include <cmath>
+#include <cstring>
 #include <thread>
 #include <vector>
 struct gnp_dim3 { unsigned int x, y, z; };
@@ -59,6 +60,8 @@ inline double __dsub_rn(double a, double b) { return a - b; }
 inline double __dsqrt_rn(double a) { return sqrt(a); }
 inline float __uint2float_rn(unsigned int a) { return (float)a; }
 inline double __uint2double_rn(unsigned int a) { return (double)a; }
+inline float __uint_as_float(unsigned int a) { float f; std::memcpy(&f, &a, sizeof f); return f; }
+inline double __longlong_as_double(long long a) { double d; std::memcpy(&d, &a, sizeof d); return d; }
 """
 
 _CTYPES_OF = {np.dtype(k): v for k, v in {

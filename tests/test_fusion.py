@@ -4,6 +4,7 @@ traces once per signature, generated CUDA sources compile with nvcc (no GPU need
 raises NumPy's exceptions."""
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import warnings
@@ -880,6 +881,9 @@ def test_c_literal_is_exact(dtype: str, integer: int, real: float) -> None:
         assert np.array(bits, dtype=f"u{dt.itemsize}").view(dt) == value
 
 
+SPECIALIZED_BODY = re.compile(r"\n    const [a-z ]+ (s\d+|c\d+_\w+) = ")  # a scalar declared in a kernel's body
+
+
 class _FakeFunction:
     def __init__(self, source: str) -> None:
         self.source = source
@@ -1114,6 +1118,43 @@ def test_emulated_strided_and_single_element_inputs(monkeypatch: pytest.MonkeyPa
     assert {(variant.mode, variant.singles) for _, variant in launched} == {("flat", frozenset({1}))}
 
 
+@emulated
+@pytest.mark.parametrize("name", ["random-reduction", "random32-reduction", "where-compare-bool", "int",
+                                  "multi-output", "totals", "non-finite"])
+def test_emulated_specialized_kernels_give_the_same_bits(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels specialized to repeated scalar values (each an exact constant of the source), run on the CPU:
+    the generic kernels' results bit for bit, and a specialized kernel compiled for every block kernel."""
+    import concurrent.futures
+
+    _cuda_emulator.emulated_fused(monkeypatch)
+    monkeypatch.setattr(_codegen, "_kernel", functools.lru_cache(maxsize=None)(_codegen._Kernel))  # launches add up
+    sources: list[str] = []
+    compile_module = _cuda.compile_module
+
+    def compile_now(source: str, kernel: str, threads: int) -> concurrent.futures.Future:
+        """``_cuda.compile_in_background``, compiled at once."""
+        sources.append(source)
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        future.set_result((compile_module(source).get_function(kernel), 4))
+        return future
+
+    monkeypatch.setattr(_cuda, "compile_in_background", compile_now)
+    if name == "non-finite":  # constants that are not finite, negative zero and the extremes of integers
+        x = gnp.asarray(_data(3, (40,)), chunks=15)
+        xi = gnp.asarray(np.arange(-20, 20), chunks=15)
+        arrays = (gnp.where(x > 0.5, x * -0.0, -np.inf) + np.nan * (x > 9), gnp.maximum(x, np.inf),
+                  (xi * np.int64(-2**63)) ^ np.int64(2**63 - 1), (xi.astype(np.int8) * np.int8(-128)))
+    else:
+        arrays = _exprs()[name]
+    with gnp.config.set(specialize=False):
+        generic = [np.asarray(v) for v in dask.compute(*arrays)]
+    runs = [[np.asarray(v) for v in dask.compute(*arrays)] for _ in range(3)]
+    assert sources and all(SPECIALIZED_BODY.search(s) for s in sources)
+    for run in runs:
+        for got, want in zip(run, generic):
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
 # --- GPU only -----------------------------------------------------------------------------------------
 
 gpu_only = pytest.mark.skipif(BACKEND != "cupy", reason="CuPy blocks only (GNP_BACKEND=cupy)")
@@ -1134,8 +1175,7 @@ def test_gpu_specialized_kernels_give_the_same_bits(name: str, monkeypatch: pyte
     runs = [[to_host(v) for v in dask.compute(*arrays)] for _ in range(_codegen._Kernel.SPECIALIZE_AFTER)]
     _cuda.wait_for_background_compiles()
     runs += [[to_host(v) for v in dask.compute(*arrays)] for _ in range(2)]
-    constant = re.compile(r"\n    const [a-z ]+ (s\d+|c\d+_\w+) = ")  # a scalar declared in a specialized body
-    assert any(constant.search(s) for s in sources), "no kernel was specialized"
+    assert any(SPECIALIZED_BODY.search(s) for s in sources), "no kernel was specialized"
     for run in runs:
         for got, want in zip(run, generic):
             assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
