@@ -30,7 +30,7 @@ import functools
 import hashlib
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -484,10 +484,11 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
     body = [f"    const {ct} {name} = {text};" for (ct, name), text in zip(scalars, literals)]
     body += accumulators(program)
     body.append(f"    const {index} nthreads = ({index})gridDim.x * blockDim.x;")
+    values = _uniform_products(program, group, constants) if constants else {}
     if group > 1:
-        body += _grouped_loop(program, variant)
+        body += _grouped_loop(program, variant, values)
     elif mode == "flat":
-        body += _unrolled_loop(program, variant)
+        body += _unrolled_loop(program, variant, values)
     else:
         indent = "        "
         body += [f"    for ({index} t = ({index})blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nthreads) {{",
@@ -499,7 +500,7 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
             for k in range(len(input_dtypes)):
                 body.append(f"{indent}  o{k} += c * istride{k}_{d};")
             body.append(f"{indent}}}")
-        body += [indent + line for line in _element_code(program, variant, {})]
+        body += [indent + line for line in _element_code(program, variant, {}, values)]
         body.append("    }")
     body += finish(program)
     source = (
@@ -551,14 +552,14 @@ class _Variant(NamedTuple):
 
 
 def _element_code(program: tuple, variant: _Variant, partial: dict[int, str],
-                  loaded: dict[int, str] | None = None) -> list[str]:
+                  values: Mapping[int, str] | None = None) -> list[str]:
     """The statements computing one element ``t`` (global index ``gi``): every instruction but the
     epilogue's, then each fold's value folded into its accumulator (``partial[f]``, where given, instead
-    of ``acc<f>``) and each other output stored. ``loaded`` names registers already holding the values of
-    load instructions."""
+    of ``acc<f>``) and each other output stored. ``values`` gives the value of some instructions instead
+    of their own code (registers already holding loads, ``_uniform_products``)."""
     _, _, instrs, outputs = program
     after = epilogue_values(instrs)
-    lines = [f"const {_ctype(ins[2])} v{i} = {loaded[i]};" if loaded and i in loaded
+    lines = [f"const {_ctype(ins[2])} v{i} = {values[i]};" if values and i in values
              else _instr_code(i, ins, instrs, variant.mode, variant.group, variant.singles)
              for i, ins in enumerate(instrs) if i not in after]
     lines += fold_statements(program, partial)
@@ -570,7 +571,7 @@ def _element_code(program: tuple, variant: _Variant, partial: dict[int, str],
 UNROLL = 4  # elements per thread per iteration of a flat kernel without Philox groups
 
 
-def _unrolled_loop(program: tuple, variant: _Variant) -> list[str]:
+def _unrolled_loop(program: tuple, variant: _Variant, values: Mapping[int, str]) -> list[str]:
     """The flat loop, ``UNROLL`` elements per thread per iteration, a thread block's width apart (loads
     stay coalesced): where all of them are inside the block, every input load of all of them is issued
     before any arithmetic, so that a memory-bound kernel keeps several loads in flight per thread."""
@@ -588,13 +589,13 @@ def _unrolled_loop(program: tuple, variant: _Variant) -> list[str]:
                          f"in{k}[{0 if k in variant.singles else f't{u}'}];")
     for u in range(UNROLL):
         lines += ["            {", f"                const {index} t = t{u};", "                const long long gi = goff + t;"]
-        element = _element_code(program, variant, {}, {i: f"ld{i}_{u}" for i in loads})
+        element = _element_code(program, variant, {}, {**values, **{i: f"ld{i}_{u}" for i in loads}})
         lines += ["                " + line for line in element]
         lines.append("            }")
     lines += ["        } else {",
               f"            for ({index} t = base; t < n; t += blockDim.x) {{",
               "                const long long gi = goff + t;"]
-    lines += ["                " + line for line in _element_code(program, variant, {})]
+    lines += ["                " + line for line in _element_code(program, variant, {}, values)]
     lines += ["            }", "        }", "    }"]
     return lines
 
@@ -602,7 +603,7 @@ def _unrolled_loop(program: tuple, variant: _Variant) -> list[str]:
 PHILOX_STEPS = 2  # groups per thread per iteration of a grouped loop: their Philox blocks are drawn together
 
 
-def _grouped_loop(program: tuple, variant: _Variant) -> list[str]:
+def _grouped_loop(program: tuple, variant: _Variant, values: Mapping[int, str]) -> list[str]:
     """The flat loop over groups of ``group`` consecutive global elements that share Philox blocks (group
     ``g0 + lg``, ``lg`` counted from the block's first, ``lead`` elements of which lie before the block): the
     draws are made once per group. Each thread takes ``PHILOX_STEPS`` groups a grid apart per iteration and
@@ -624,7 +625,7 @@ def _grouped_loop(program: tuple, variant: _Variant) -> list[str]:
                   f"(unsigned long long)(((g0 + lg0 + {q} * nthreads) * {group * _words(ins)}) / 4));"
                   for i, ins in randoms]
     lines += [f"        float {p} = 0.0f;" for p in partial.values()]
-    element = _element_code(program, variant, partial)
+    element = _element_code(program, variant, partial, values)
     last = f"(lg0 + {steps - 1} * nthreads) * {group} - lead + {group}"
     for check, head in ((False, f"if (lg0 * {group} - lead >= 0 && {last} <= n) {{"), (True, "} else {")):
         lines.append("        " + head)
@@ -869,19 +870,20 @@ def _cast_arg(scalars: Sequence[Any], instrs: Sequence[tuple], j: int, ctype: st
     return _NP_OF_CTYPE[ctype].type(own)
 
 
-def _random_code(i: int, ins: tuple, group: int) -> str:
-    kind, dt, slot = ins[1], np.dtype(ins[2]), ins[3]
-    w = _words(ins)
-    k0, k1, st = f"s{slot}", f"s{slot + 1}", f"s{slot + 2}"
+def _random_words(i: int, ins: tuple, group: int) -> list[str]:
+    """The expressions of the Philox words of random instruction ``i`` for one element."""
+    slot, w = ins[3], _words(ins)
     if group > 1:
         # this element's words inside the group's Philox block r{i}: j * w on when the group fills the block
         base = f"j * {w}" if group * w == 4 else f"(int)((gi * {w}) & 3)"
-        word = lambda off: f"gnp_word(r{i}, {base} + {off})"  # noqa: E731
-    else:
-        block = f"gnp_philox_block({k0}, {k1}, {st}, (unsigned long long)((gi * {w}) / 4))"
-        base = f"(int)((gi * {w}) & 3)"
-        word = lambda off: f"gnp_word({block}, {base} + {off})"  # noqa: E731
-    words = [word(o) for o in range(w)]
+        return [f"gnp_word(r{i}, {base} + {off})" for off in range(w)]
+    block = f"gnp_philox_block(s{slot}, s{slot + 1}, s{slot + 2}, (unsigned long long)((gi * {w}) / 4))"
+    return [f"gnp_word({block}, (int)((gi * {w}) & 3) + {off})" for off in range(w)]
+
+
+def _random_code(i: int, ins: tuple, group: int) -> str:
+    kind, dt, slot = ins[1], np.dtype(ins[2]), ins[3]
+    words = _random_words(i, ins, group)
     suffix = "f32" if dt == np.float32 else "f64"
     if kind in ("random", "uniform"):
         r = f"gnp_u32_to_f32({words[0]})" if dt == np.float32 else f"gnp_u64_to_f64({words[0]}, {words[1]})"
@@ -897,6 +899,30 @@ def _random_code(i: int, ins: tuple, group: int) -> str:
         return _rn_affine(dt, z, f"s{slot + 4}", f"s{slot + 3}")
     value = f"gnp_w_integers_u64({words[0]}, {words[1]}, s{slot + 3}, s{slot + 4})"
     return f"({_ctype(dt)})(long long){value}" if dt.kind == "i" else f"({_ctype(dt)}){value}"
+
+
+def _uniform_products(program: tuple, group: int, constants: tuple) -> dict[int, str]:
+    """For a kernel specialized to ``constants``: the float32 products ``c * u`` of a constant and a float32
+    ``random`` draw ``u = m * 2**-24`` (``m`` the 24-bit integer of a Philox word), each as ``(c * 2**-24) * m``
+    where ``c * 2**-24`` is exact: the same real number, so the same rounding (fused with what follows as
+    before), one multiply less per element."""
+    instrs = program[2]
+    values = {name: value for (_, name), value in zip(_scalar_params(instrs), constants)}
+    products = {}
+    for i, ins in enumerate(instrs):
+        if ins[0] != "op" or ins[1] != "multiply" or np.dtype(ins[5]) != np.float32:
+            continue
+        for a, b in (ins[4], ins[4][::-1]):
+            draw, scalar = instrs[a], instrs[b]
+            if (draw[0] == "random" and draw[1] == "random" and np.dtype(draw[2]) == np.float32
+                    and scalar[0] in ("scalar", "full")):
+                c = np.float32(values[_cast_name(b, "float")])
+                scaled = c * np.float32(2.0**-24)
+                if np.isfinite(c) and scaled * np.float32(2.0**24) == c:
+                    word = _random_words(a, draw, group)[0]
+                    products[i] = f"(float)({c_literal('float', scaled)} * __uint2float_rn(({word}) >> 8))"
+                break
+    return products
 
 
 def _rn_affine(dt: np.dtype, x: str, scale: str, offset: str) -> str:

@@ -1120,10 +1120,12 @@ def test_emulated_strided_and_single_element_inputs(monkeypatch: pytest.MonkeyPa
 
 @emulated
 @pytest.mark.parametrize("name", ["random-reduction", "random32-reduction", "where-compare-bool", "int",
-                                  "multi-output", "totals", "non-finite"])
+                                  "multi-output", "totals", "non-finite", "uniform-products"])
 def test_emulated_specialized_kernels_give_the_same_bits(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernels specialized to repeated scalar values (each an exact constant of the source), run on the CPU:
-    the generic kernels' results bit for bit, and a specialized kernel compiled for every block kernel."""
+    the generic kernels' results bit for bit, and a specialized kernel compiled for every block kernel.
+    "uniform-products": products of float32 draws and constants, computed from the draws' integers where
+    the constant scaled by 2**-24 is exact (and as they are where it is not)."""
     import concurrent.futures
 
     _cuda_emulator.emulated_fused(monkeypatch)
@@ -1144,6 +1146,13 @@ def test_emulated_specialized_kernels_give_the_same_bits(name: str, monkeypatch:
         xi = gnp.asarray(np.arange(-20, 20), chunks=15)
         arrays = (gnp.where(x > 0.5, x * -0.0, -np.inf) + np.nan * (x > 9), gnp.maximum(x, np.inf),
                   (xi * np.int64(-2**63)) ^ np.int64(2**63 - 1), (xi.astype(np.int8) * np.int8(-128)))
+    elif name == "uniform-products":
+        u = gnp.random.default_rng(3).random(1001, dtype=np.float32, chunks=400)
+        arrays = (gnp.sum(u * 1234.5 - 3.0), np.float32(-3.0) * u, u * np.float32(1e-38), u * np.float32(3e-39),
+                  gnp.exp(-(20 * u - 10) ** 2))
+        assert sum(len(_codegen._uniform_products(g["program"], 4, tuple(_codegen.scalar_args(g["program"][2],
+                                                                                             g["scalars"]))))
+                   for g in plan(Bundle(*(a.expr for a in arrays)))["groups"]) == 3  # not 1e-38, 3e-39
     else:
         arrays = _exprs()[name]
     with gnp.config.set(specialize=False):
