@@ -19,7 +19,8 @@ and outputs are ``("store", i)`` (a block of value ``i``; a 0-d or keepdims valu
 On NumPy blocks a program is interpreted with the same block functions as unfused tasks (the reference).
 On CuPy blocks it becomes one generated kernel: scalar values are kernel arguments, so a program compiles
 once per worker whatever the values (and once per launch variant: flat or strided, Philox group, 32-bit or
-64-bit positions, which inputs are one element); full reductions are two-stage (per-thread-block partials,
+64-bit positions, which inputs are one element), and values that come back get a kernel specialized to
+them, compiled in the background (``_Kernel``); full reductions are two-stage (per-thread-block partials,
 then a small final reduction by the last thread block, which also finishes totals and computes the
 epilogue); random numbers are drawn in registers, one Philox block per 4/w elements. A launch is one full
 wave of thread blocks (``_cuda.wave_blocks``).
