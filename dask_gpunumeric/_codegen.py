@@ -485,7 +485,9 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
     body = [f"    const {ct} {name} = {text};" for (ct, name), text in zip(scalars, literals)]
     body += accumulators(program)
     body.append(f"    const {index} nthreads = ({index})gridDim.x * blockDim.x;")
-    values = _uniform_products(program, group, constants) if constants else {}
+    # (in Philox groups, where the draws' words are registers of the group's block: elsewhere a product
+    # would draw its block again, unless nvcc noticed)
+    values = _uniform_products(program, group, constants) if constants and group > 1 else {}
     if group > 1:
         body += _grouped_loop(program, variant, values)
     elif mode == "flat":
