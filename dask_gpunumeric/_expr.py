@@ -331,18 +331,21 @@ class Materialized(ArrayExpr):
         return self._graph
 
     @cached
-    def _cache_key(self) -> tuple | None:
-        return _cache_key(self.root)
-
-    @cached
     def _compiled(self) -> CompiledGraph:
         # rebuilding the same expression, as a loop or a benchmark does, skips optimizing and lowering
-        key = self._cache_key
-        compiled = _lookup(_GRAPH_CACHE, key)
-        if compiled is None:
-            compiled = CompiledGraph(self._optimized_graph(), flat_keys(self.root))
-            _remember(_GRAPH_CACHE, key, compiled)
-        return compiled
+        cacheable = _cache_key(self.root)
+        if cacheable is None:
+            return CompiledGraph(self._optimized_graph(), flat_keys(self.root))
+        key, persisted = cacheable
+        inputs = _input_layers(persisted)
+        cached = _lookup(_GRAPH_CACHE, key)
+        if cached is None:
+            graph = self._optimized_graph()
+            if persisted and not _seen_before(key):  # a loop persisting each step would fill the cache
+                return CompiledGraph(graph, flat_keys(self.root))
+            cached = CompiledGraph({k: v for k, v in graph.items() if k not in inputs}, flat_keys(self.root))
+            _remember(_GRAPH_CACHE, key, cached)
+        return cached.with_inputs(inputs)
 
     @cached
     def _graph(self) -> dict:
@@ -467,32 +470,74 @@ class JointOutput(ArrayExpr):
 
 class CompiledGraph:
     """The optimized graph of an expression tree, and the schedule of a run of it in one thread
-    (``schedule_of``, made when first asked for)."""
+    (``schedule_of``, made when first asked for). A cached graph leaves out the blocks of the tree's
+    persisted inputs; ``with_inputs`` adds those of a call, sharing the schedule."""
 
-    def __init__(self, graph: dict, outputs: list) -> None:
+    def __init__(self, graph: dict, outputs: list, schedule_of_inputs: CompiledGraph | None = None) -> None:
         self.graph = graph
         self._outputs = outputs
         self._schedule: list[tuple[Any, tuple]] | None = None
+        self._shared = schedule_of_inputs  # the cached graph whose schedule this one's is
 
     def schedule(self) -> list[tuple[Any, tuple]]:
         if self._schedule is None:
-            self._schedule = schedule_of(self.graph, set(self._outputs))
+            shared = self._shared
+            if shared is not None and shared._schedule is not None:
+                self._schedule = shared._schedule
+            else:
+                self._schedule = schedule_of(self.graph, set(self._outputs))
+                if shared is not None:
+                    shared._schedule = self._schedule
         return self._schedule
+
+    def with_inputs(self, layers: dict) -> CompiledGraph:
+        """This graph with the blocks of the persisted inputs of a call (none: this graph itself)."""
+        if not layers:
+            return self
+        return CompiledGraph({**self.graph, **layers}, self._outputs, self)
 
 
 def compiled(root: ArrayExpr) -> CompiledGraph:
     """The optimized graph of a tree (with its keys), from the cache without making a ``Materialized``
     node when the cache holds it (``gnp.fetch`` of an expression rebuilt on every call)."""
-    hit = _lookup(_GRAPH_CACHE, _cache_key(root))
-    return hit if hit is not None else Materialized((root,))._compiled
+    cacheable = _cache_key(root)
+    hit = None if cacheable is None else _lookup(_GRAPH_CACHE, cacheable[0])
+    return hit.with_inputs(_input_layers(cacheable[1])) if hit is not None else Materialized((root,))._compiled
 
 
-def _cache_key(root: ArrayExpr) -> tuple | None:
-    """The key of a tree's graph and schedule in the cache, or None when they may not be cached: checked
-    before any lookup, as a persisted Array (FromGraph) keeps the name of the expression it came from (and
-    so do expressions built on it), so a cached graph of that expression would recompute the blocks instead
-    of using the persisted ones."""
-    return (root._name, config.optimizer_settings()) if _cacheable(root) else None
+def _cache_key(root: ArrayExpr) -> tuple[tuple, tuple] | None:
+    """The key of a tree's graph and schedule in the cache, with the tree's persisted inputs (FromGraph),
+    or None when they may not be cached. A persisted Array keeps the name of the expression it came from
+    (and so do expressions built on it): the names of the persisted inputs are part of the key, so that
+    the graph of a tree on them is never that of the same tree computing them; their blocks stay out of
+    the cached graph (``_input_layers`` adds those of each call), so that the cache keeps no data alive."""
+    persisted = _persisted_inputs(root)
+    if persisted is None:
+        return None
+    return (root._name, config.optimizer_settings(), tuple(sorted(n._name for n in persisted))), persisted
+
+
+_SEEN: collections.OrderedDict[tuple, None] = collections.OrderedDict()  # keys of trees on persisted inputs
+
+
+def _seen_before(key: tuple) -> bool:
+    """Was the tree of this key (one on persisted inputs) built before? Its graph is cached from its second
+    build on: a loop that persists its state makes a new tree every step, whose graph would never be used
+    again (only its key is kept, among the last ``_GRAPH_CACHE_SIZE``)."""
+    if key in _SEEN:
+        return True
+    _remember(_SEEN, key, None)
+    return False
+
+
+def _input_layers(persisted: Sequence[FromGraph]) -> dict:
+    """The tasks of persisted inputs, as ``graph_of`` makes them."""
+    from ._faults import label_tasks
+
+    layers: dict = {}
+    for node in persisted:
+        layers.update(label_tasks(node, node._layer()))
+    return layers
 
 
 _GRAPH_CACHE: collections.OrderedDict[tuple, CompiledGraph] = collections.OrderedDict()
@@ -606,19 +651,20 @@ def run_in_order(graph: dict, schedule: list[tuple[Any, tuple]], keys: list, inp
 _CACHE_DATA_LIMIT = 2**20
 
 
-def _cacheable(root: Expr) -> bool:
-    """May the graph of this tree be cached? Only if the data it holds is small host data (the cache must
-    not keep large arrays, or any device or cluster memory, alive)."""
-    held = 0
+def _persisted_inputs(root: Expr) -> tuple[FromGraph, ...] | None:
+    """The persisted inputs of a tree whose graph may be cached without them, or None when it may not be:
+    the data the graph holds besides them must be small host data (the cache must not keep large arrays,
+    or any device or cluster memory, alive)."""
+    held, persisted = 0, []
     for node in _walk(root):
         if isinstance(node, FromGraph):
-            return False
-        if isinstance(node, FromArray):
+            persisted.append(node)
+        elif isinstance(node, FromArray):
             array = node.operand("array")
             if not isinstance(array, np.ndarray):
-                return False
+                return None
             held += array.nbytes
-    return held <= _CACHE_DATA_LIMIT
+    return tuple(persisted) if held <= _CACHE_DATA_LIMIT else None
 
 
 def _walk(root: Expr) -> Iterator[Expr]:

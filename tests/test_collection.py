@@ -111,6 +111,40 @@ def test_persist_then_further_ops(data):
     assert rec.count("exp") == 0 and rec.count("array") == 0  # persisted blocks are not recomputed
 
 
+def test_graph_on_persisted_inputs_is_optimized_once_and_keeps_no_blocks(data, monkeypatch):
+    """A tree on persisted Arrays, built again (as a repeated call does), reuses its optimized graph from its
+    second build on; each computation reads the persisted blocks of its own call, the cached graph holds
+    none of them (it keeps no data alive), and the same tree computing its inputs has a graph of its own."""
+    import gc
+    import weakref
+
+    from dask_gpunumeric import _expr, _fusion
+
+    optimized = []
+    optimize = _fusion.optimize
+    monkeypatch.setattr(_fusion, "optimize", lambda root: optimized.append(root._name) or optimize(root))
+    x = gnp.asarray(data, chunks=(2, 3))
+    e = gnp.exp(x) * 2
+    f = lambda a: gnp.sum(gnp.sin(a) + 1, axis=0)  # noqa: E731
+    expected = (np.sin(np.exp(data) * 2) + 1).sum(axis=0)
+    p = e.persist()
+    for run in range(4):
+        with RecordTasks() as rec:
+            assert_eq(f(p), expected)
+            assert_eq(dask.persist(f(p))[0], expected)
+        assert rec.count("exp") == 0 and rec.count("array") == 0  # the persisted blocks, not recomputed
+        if run == 1:
+            first = len(optimized)
+    assert len(optimized) == first  # the later runs reused the graphs cached at the second
+    assert_eq(f(e), expected)  # the same tree on the unpersisted source: its own graph
+    assert len(optimized) == first + 1
+    block = weakref.ref(next(iter(p.expr.operand("layer").values())))
+    del p
+    gc.collect()
+    assert block() is None  # freed: the cache holds no persisted block
+    assert _expr._GRAPH_CACHE
+
+
 def test_dask_persist_several(data):
     x = gnp.asarray(data, chunks=(3, 2))
     a, b = dask.persist(gnp.sin(x), gnp.sum(x, axis=0))
