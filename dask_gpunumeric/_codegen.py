@@ -1156,9 +1156,7 @@ class _Kernel:
 
         self._program, self._variant = program, variant
         self.finals = _finals(program)
-        source, name = self._source(())
-        function = _cuda.compile_module(source).get_function(name)
-        self._generic = (function, _cuda.wave_blocks(function, _THREADS))
+        self._generic = _cuda.compile_function(*self._source(()), _THREADS)
         self._values: dict[tuple, _ValueSet] = {}
         self._specialized = 0
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import cupy
 
-__all__ = ["compile_module", "compile_in_background", "wait_for_background_compiles", "record_source",
+__all__ = ["compile_module", "compile_function", "compile_in_background", "wait_for_background_compiles", "record_source",
            "nvcc_compile_check", "source_digest", "resident_blocks", "wave_blocks"]
 
 #: Compile options shared by NVRTC and the nvcc check.
@@ -82,17 +82,22 @@ def record_source(source: str) -> None:
 _background = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="gnp-compile")
 
 
+def compile_function(source: str, name: str, threads: int) -> tuple[Any, int]:
+    """The function ``name`` of ``source`` (``compile_module``), on the current device, and its grid of one
+    full wave of ``threads``-thread blocks (``wave_blocks``)."""
+    function = compile_module(source).get_function(name)
+    return function, wave_blocks(function, threads)
+
+
 def compile_in_background(source: str, name: str, threads: int) -> concurrent.futures.Future:
-    """Compile ``source`` in a background thread, on the current device; the future gives the function
-    ``name`` and its grid of one full wave of ``threads``-thread blocks (``wave_blocks``)."""
+    """``compile_function`` in a background thread, on the current device (a future of its result)."""
     import cupy
 
     device = cupy.cuda.Device().id
 
     def compile_on_device() -> tuple[Any, int]:
         with cupy.cuda.Device(device):
-            function = compile_module(source).get_function(name)
-            return function, wave_blocks(function, threads)
+            return compile_function(source, name, threads)
 
     return _background.submit(compile_on_device)
 
