@@ -334,18 +334,18 @@ class Materialized(ArrayExpr):
     def _compiled(self) -> CompiledGraph:
         # rebuilding the same expression, as a loop or a benchmark does, skips optimizing and lowering
         cacheable = _cache_key(self.root)
-        if cacheable is None:
-            return CompiledGraph(self._optimized_graph(), flat_keys(self.root))
+        hit = _cached_graph(cacheable)
+        if hit is not None:
+            return hit
+        graph, outputs = self._optimized_graph(), flat_keys(self.root)
+        # (a loop persisting each step would fill the cache with trees that never come back)
+        if cacheable is None or (cacheable[1] and not _seen_before(cacheable[0])):
+            return CompiledGraph(graph, outputs)
         key, persisted = cacheable
         inputs = _input_layers(persisted)
-        cached = _lookup(_GRAPH_CACHE, key)
-        if cached is None:
-            graph = self._optimized_graph()
-            if persisted and not _seen_before(key):  # a loop persisting each step would fill the cache
-                return CompiledGraph(graph, flat_keys(self.root))
-            cached = CompiledGraph({k: v for k, v in graph.items() if k not in inputs}, flat_keys(self.root))
-            _remember(_GRAPH_CACHE, key, cached)
-        return cached.with_inputs(inputs)
+        cached = CompiledGraph({k: v for k, v in graph.items() if k not in inputs}, outputs)
+        _remember(_GRAPH_CACHE, key, cached)
+        return CompiledGraph(graph, outputs, cached) if inputs else cached
 
     @cached
     def _graph(self) -> dict:
@@ -500,9 +500,18 @@ class CompiledGraph:
 def compiled(root: ArrayExpr) -> CompiledGraph:
     """The optimized graph of a tree (with its keys), from the cache without making a ``Materialized``
     node when the cache holds it (``gnp.fetch`` of an expression rebuilt on every call)."""
-    cacheable = _cache_key(root)
-    hit = None if cacheable is None else _lookup(_GRAPH_CACHE, cacheable[0])
-    return hit.with_inputs(_input_layers(cacheable[1])) if hit is not None else Materialized((root,))._compiled
+    hit = _cached_graph(_cache_key(root))
+    return hit if hit is not None else Materialized((root,))._compiled
+
+
+def _cached_graph(cacheable: tuple[tuple, tuple] | None) -> CompiledGraph | None:
+    """The cached graph of a tree (``_cache_key``'s key and persisted inputs) with the blocks of those inputs,
+    or None when it is not in the cache."""
+    if cacheable is None:
+        return None
+    key, persisted = cacheable
+    hit = _lookup(_GRAPH_CACHE, key)
+    return None if hit is None else hit.with_inputs(_input_layers(persisted))
 
 
 def _cache_key(root: ArrayExpr) -> tuple[tuple, tuple] | None:
