@@ -14,7 +14,7 @@ import numpy as np
 from ._array import Array
 from ._backend import to_numpy
 from ._cluster import client_active
-from ._expr import compiled, run_in_order
+from ._expr import compiled, flat_keys, run_in_order
 
 HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
 _WARNED: set[str] = set()
@@ -129,7 +129,7 @@ def _compute_local(x: Array) -> Any:
     """``x.compute()`` on the local scheduler without the collection machinery of ``dask.compute``: the
     optimized graph of the array (cached for pure computations) straight to the scheduler."""
     expr = x.expr.finalize_compute()
-    (key,) = expr.__dask_keys__()
+    (key,) = flat_keys(expr)  # one block: nested one level per dimension, or a Finalize's single key
     graph = compiled(expr)
     if len(graph.graph) <= _SMALL_GRAPH and not dask.callbacks.Callback.active:
         # a handful of tasks gains nothing from threads: run them in order, in this thread (with Dask

@@ -216,3 +216,20 @@ def test_fetch_leaves_no_reference_cycles() -> None:
     finally:
         if enabled:
             gc.enable()
+
+
+@pytest.mark.parametrize("shape, chunks", [
+    ((), ()), ((3,), (3,)), ((2, 3), (2, 3)), ((2, 3, 4), (2, 3, 4)), ((4, 6), (2, 3)), ((5, 2, 3), (2, 1, 3)),
+])
+def test_fetch_every_shape_and_chunking(shape: tuple[int, ...], chunks: tuple[int, ...]) -> None:
+    """gnp.fetch gives NumPy's shape and values whether the array has one block (keys nested per dimension)
+    or several, as np.asarray and .compute() do."""
+    expected = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    x = gnp.from_array(expected, chunks=chunks) + 0
+    fetched = gnp.fetch(x)
+    if shape == ():
+        assert fetched == expected
+    else:
+        assert isinstance(fetched, np.ndarray)
+        np.testing.assert_array_equal(fetched, expected)
+    np.testing.assert_allclose(gnp.fetch(gnp.linalg.pinv(gnp.ones((2, 3)))), np.linalg.pinv(np.ones((2, 3))))
