@@ -224,7 +224,7 @@ class Result:
 
 def wait_for_background_compiles() -> None:
     """Wait for the kernels dask_gpunumeric compiles in the background (nothing when it is not imported)."""
-    cuda = sys.modules.get("dask_gpunumeric._cuda")
+    cuda = sys.modules.get("dask_gpunumeric.kernels.cuda")
     if cuda is not None:
         cuda.wait_for_background_compiles()
 

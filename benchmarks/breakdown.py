@@ -70,7 +70,7 @@ def hand_written(n: int):
     cp = H.cupy_gpu()
     if cp is None:
         return None
-    from dask_gpunumeric.random._philox import PHILOX_DEVICE_SOURCE
+    from dask_gpunumeric.kernels.philox import PHILOX_DEVICE_SOURCE
 
     kernel = cp.RawKernel(PHILOX_DEVICE_SOURCE + HAND_WRITTEN, "mc_hand")
     out = cp.zeros(1, dtype=cp.float64)
@@ -94,8 +94,8 @@ def main(argv=None) -> int:
     import monte_carlo as mc
 
     import dask_gpunumeric as gnp
-    from dask_gpunumeric import _codegen
-    from dask_gpunumeric._fusion import explain_groups
+    from dask_gpunumeric.codegen import program as _codegen
+    from dask_gpunumeric.optimize.fusion import explain_groups
 
     rows = [
         ("build expression", median_ms(lambda: mc.monte_carlo(args.n, 10.0), args.repeat)),

@@ -58,7 +58,9 @@ def _scheduler_tasks(dask_scheduler) -> int:
 
 def record(step: int, u, energy: float, client, started: float) -> dict:
     """Memory, caches and graph sizes now."""
-    from dask_gpunumeric import _codegen, _cuda, _expr
+    from dask_gpunumeric.codegen import program as _codegen
+    from dask_gpunumeric.kernels import cuda as _cuda
+    from dask_gpunumeric.expr import nodes as _expr
 
     cp = H.cupy_gpu()
     row = {

@@ -12,38 +12,41 @@ import importlib.util as _importlib_util
 import numpy as _np
 
 from . import config, fft, lib, linalg, random
-from . import _operators  # noqa: F401  (attaches operators and methods to Array)
-from ._accelerate import accelerate
-from ._loops import fori_loop, while_loop
-from ._array import Array
-from ._blockwise import apply_gufunc, map_blocks
-from ._checkpoint import checkpoint
-from ._overlap import map_overlap
-from ._cluster import cluster
-from ._coverage import coverage
-from ._contraction import matmul
-from ._creation import (
+from .api import operators as _operators  # noqa: F401  (attaches operators and methods to Array)
+from .api.accelerate import accelerate
+from .api.loops import fori_loop, while_loop
+from .api.array import Array
+from .api.blockwise import apply_gufunc, map_blocks
+from .api.checkpoint import checkpoint
+from .api.overlap import map_overlap
+from .runtime.cluster import cluster
+from .api.coverage import coverage
+from .api.contraction import matmul
+from .api.creation import (
     arange, asarray, empty, empty_like, eye, from_array, from_dask_array, from_dlpack, full, full_like, linspace, ones,
     ones_like, zeros, zeros_like,
 )
-from ._elementwise import *  # noqa: F403  (every elementwise function by its standard and NumPy name)
-from ._elementwise import FUNCTIONS as _ELEMENTWISE
-from ._elementwise import astype, clip, round, where  # noqa: A004
-from ._explain import explain
-from ._faults import OutOfMemoryError
-from ._guards import FetchError, PromotionError, ScalarIndexingError, allowfetch, allowpromotion, allowscalar
-from ._namespace import __array_namespace_info__, can_cast, finfo, iinfo, isdtype, result_type
-from ._manipulation import (
+from .api.elementwise import *  # noqa: F403  (every elementwise function by its standard and NumPy name)
+from .api.elementwise import FUNCTIONS as _ELEMENTWISE
+from .api.elementwise import astype, clip, round, where  # noqa: A004
+from .api.explain import explain
+from .runtime.faults import OutOfMemoryError
+from .api.guards import FetchError, PromotionError, ScalarIndexingError, allowfetch, allowpromotion, allowscalar
+from .api.namespace import __array_namespace_info__, can_cast, finfo, iinfo, isdtype, result_type
+from .api.manipulation import (
     broadcast_arrays, broadcast_to, concat, expand_dims, flip, matrix_transpose, moveaxis, permute_dims, ravel,
     rechunk, reshape, roll, squeeze, stack, swapaxes, transpose, unstack,
 )
-from ._protocols import FallbackWarning, fetch, register as _register
-from ._sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, unique_*, count_nonzero, ...)
-from ._statistics import *  # noqa: F403  (nan* reductions, median, percentile, quantile, histogram, ...)
-from ._tensor import dot, einsum, outer, tensordot, vecdot
-from ._utility import *  # noqa: F403  (take, tile, repeat, meshgrid, tril, triu, diff, pad, convolve, ...)
-from . import _sorting, _statistics, _tensor, _utility
-from ._reductions import (
+from .api.interop import FallbackWarning, fetch, register as _register
+from .api.sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, unique_*, count_nonzero, ...)
+from .api.statistics import *  # noqa: F403  (nan* reductions, median, percentile, quantile, histogram, ...)
+from .api.tensor import dot, einsum, outer, tensordot, vecdot
+from .api.utility import *  # noqa: F403  (take, tile, repeat, meshgrid, tril, triu, diff, pad, convolve, ...)
+from .api import sorting as _sorting
+from .api import statistics as _statistics
+from .api import tensor as _tensor
+from .api import utility as _utility
+from .api.reductions import (
     all, any, argmax, argmin, cumprod, cumsum, cumulative_prod, cumulative_sum, max, mean, min, prod, std, sum,
     var,
 )
@@ -85,6 +88,6 @@ for _numpy_module, _gnp_module in ((_np.linalg, linalg), (_np.fft, fft)):
             _register(getattr(_numpy_module, _name), getattr(_gnp_module, _name))
 
 if _importlib_util.find_spec("xarray") is not None:  # gnp Arrays in xarray objects (see dask_gpunumeric.xarray)
-    from . import xarray as _xarray
+    from .integrations import xarray as _xarray
 
     _xarray.register()

@@ -117,7 +117,7 @@ class EmulatedKernel:
         self.library = _compile(unit)
 
     def __call__(self, grid: tuple[int, ...], threads: tuple[int, ...], args: tuple) -> None:
-        from dask_gpunumeric._codegen import _NP_OF_CTYPE
+        from dask_gpunumeric.codegen.program import _NP_OF_CTYPE
 
         assert len(args) == len(self.params), (len(args), self.params)
         values = []
@@ -178,7 +178,8 @@ def emulated_cupy(monkeypatch: Any) -> None:
     """Route the stencil kernels of NumPy-backed tasks through their CUDA path, run on the CPU: the fake
     ``cupy`` above, kernels (pair kernels too) compiled by ``EmulatedKernel`` (at most 4 thread blocks
     resident)."""
-    from dask_gpunumeric import _codegen, _stencil_kernels
+    from dask_gpunumeric.codegen import program as _codegen
+    from dask_gpunumeric.codegen import stencil as _stencil_kernels
 
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
     monkeypatch.setattr(_codegen, "_workspace_for", functools.lru_cache(maxsize=None)(
@@ -201,7 +202,8 @@ def emulated_fused(monkeypatch: Any) -> None:
     a NumPy scalar, as the 0-d array CuPy's is): each launch builds its ``_codegen._Kernel`` anew (its source
     for the settings of the moment, such as ``PHILOX_STEPS``; ``_compile`` caches the library on the source
     text), compiled by ``EmulatedKernel``, with at most 4 thread blocks resident (grid-stride loops iterate)."""
-    from dask_gpunumeric import _codegen, _cuda
+    from dask_gpunumeric.codegen import program as _codegen
+    from dask_gpunumeric.kernels import cuda as _cuda
 
     emulated_cupy(monkeypatch)
     monkeypatch.setattr(_cuda, "compile_module", lambda source: types.SimpleNamespace(

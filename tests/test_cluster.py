@@ -24,8 +24,8 @@ from dask.core import flatten
 
 import dask_gpunumeric as gnp
 from conftest import assert_eq, scheduler_runs, to_host
-from dask_gpunumeric._backend import gpu_available
-from dask_gpunumeric._cluster import active_workers, owner
+from dask_gpunumeric.kernels.backend import gpu_available
+from dask_gpunumeric.runtime.cluster import active_workers, owner
 
 distributed = pytest.importorskip("distributed")
 
@@ -337,7 +337,7 @@ def test_gpu_clusters_share_one_allocator(monkeypatch: Any) -> None:
     allocator distributed unspills with), unless an rmm_* option is given; without RMM, nothing changes."""
     import importlib.util
 
-    from dask_gpunumeric import _cluster
+    from dask_gpunumeric.runtime import cluster as _cluster
 
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "rmm" else find_spec(name))

@@ -118,7 +118,8 @@ def test_graph_on_persisted_inputs_is_optimized_once_and_keeps_no_blocks(data, m
     import gc
     import weakref
 
-    from dask_gpunumeric import _expr, _fusion
+    from dask_gpunumeric.expr import nodes as _expr
+    from dask_gpunumeric.optimize import fusion as _fusion
 
     optimized = []
     optimize = _fusion.optimize

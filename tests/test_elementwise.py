@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric._elementwise import _BINARY, _UNARY, FUNCTIONS
+from dask_gpunumeric.api.elementwise import _BINARY, _UNARY, FUNCTIONS
 
 DTYPES = [np.bool_, np.int8, np.int32, np.int64, np.uint8, np.float32, np.float64, np.complex128]
 INT_DTYPES = [np.int8, np.int32, np.int64, np.uint8]

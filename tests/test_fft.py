@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric import _fft
+from dask_gpunumeric.api import fft as _fft
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128, np.int64]
 ONE_D = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft"]

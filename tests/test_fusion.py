@@ -19,9 +19,10 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric import _codegen, _cuda
-from dask_gpunumeric._explain import plan
-from dask_gpunumeric._expr import Bundle, Materialized
+from dask_gpunumeric.codegen import program as _codegen
+from dask_gpunumeric.kernels import cuda as _cuda
+from dask_gpunumeric.api.explain import plan
+from dask_gpunumeric.expr.nodes import Bundle, Materialized
 
 try:
     from distributed.utils import key_split
@@ -637,8 +638,8 @@ def test_accelerate_black_scholes() -> None:
 def test_accelerate_dispatch() -> None:
     """With arguments in memory a call runs at once and returns persisted blocks; with lazy arguments, or
     the setting dispatch="lazy", its outputs stay lazy; the values are the same either way."""
-    from dask_gpunumeric._accelerate import RegionOutput
-    from dask_gpunumeric._expr import FromGraph
+    from dask_gpunumeric.api.accelerate import RegionOutput
+    from dask_gpunumeric.expr.nodes import FromGraph
 
     @gnp.accelerate
     def step(x: gnp.Array, y: gnp.Array) -> tuple:

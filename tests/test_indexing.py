@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric import _protocols
+from dask_gpunumeric.api import interop as _protocols
 
 DTYPES = [np.int64, np.float32, np.float64]
 

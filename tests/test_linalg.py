@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric import _linalg as la
-from dask_gpunumeric import _tensor as tn
-from dask_gpunumeric._expr import _walk
+from dask_gpunumeric.api import linalg as la
+from dask_gpunumeric.api import tensor as tn
+from dask_gpunumeric.expr.nodes import _walk
 
 LinAlgError = np.linalg.LinAlgError
 FLOATS = [np.float32, np.float64, np.complex128]

@@ -16,7 +16,8 @@ import pytest
 
 import dask_gpunumeric as gnp
 from conftest import assert_eq
-from dask_gpunumeric import _codegen, _expr
+from dask_gpunumeric.codegen import program as _codegen
+from dask_gpunumeric.expr import nodes as _expr
 
 distributed = pytest.importorskip("distributed")
 

@@ -13,7 +13,7 @@ import pytest
 import dask_gpunumeric as gnp
 from _solvers import gnp_cg, gnp_simulation, laplacian, numpy_cg, numpy_simulation
 from conftest import assert_eq, to_host
-from dask_gpunumeric._explain import plan
+from dask_gpunumeric.api.explain import plan
 
 
 def test_fori_loop_conjugate_gradient() -> None:

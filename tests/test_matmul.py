@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric import _protocols
+from dask_gpunumeric.api import interop as _protocols
 from conftest import BACKEND, assert_eq, axis_chunks, to_host
 
 DTYPES = ["int32", "int64", "float32", "float64", "complex128"]

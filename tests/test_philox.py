@@ -1,4 +1,4 @@
-"""Tests of the Philox4x32-10 random streams (dask_gpunumeric.random._philox) and _cuda helpers."""
+"""Tests of the Philox4x32-10 random streams (dask_gpunumeric.kernels.philox) and _cuda helpers."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dask_gpunumeric import _cuda
-from dask_gpunumeric.random import _philox as ph
+from dask_gpunumeric.kernels import cuda as _cuda
+from dask_gpunumeric.kernels import philox as ph
 
 MASK32 = 0xFFFFFFFF
 

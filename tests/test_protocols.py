@@ -106,7 +106,7 @@ def test_np_asarray_gives_numpy_data(x):
 @pytest.fixture
 def fresh_fallback_warnings(monkeypatch):
     """Forget which fallbacks have warned already in this process (other tests may have used them)."""
-    from dask_gpunumeric import _protocols
+    from dask_gpunumeric.api import interop as _protocols
 
     monkeypatch.setattr(_protocols, "_WARNED", set())
 
@@ -170,7 +170,7 @@ def test_fetch_runs_small_graphs_in_order_freeing_intermediates() -> None:
     which calls them."""
     from dask.callbacks import Callback
 
-    from dask_gpunumeric._expr import Materialized
+    from dask_gpunumeric.expr.nodes import Materialized
 
     host = np.linspace(-1, 1, 12)
     y = (gnp.asarray(host, chunks=4) * 2 + 1).sum()

@@ -21,8 +21,8 @@ from dask.core import flatten
 import dask_gpunumeric as gnp
 from _solvers import gnp_cg, gnp_simulation, numpy_cg, numpy_simulation
 from conftest import assert_eq, scheduler_runs, to_host
-from dask_gpunumeric._cluster import active_workers, owner
-from dask_gpunumeric._explain import plan
+from dask_gpunumeric.runtime.cluster import active_workers, owner
+from dask_gpunumeric.api.explain import plan
 
 distributed = pytest.importorskip("distributed")
 
@@ -161,14 +161,14 @@ def test_a_failing_rank_stops_its_peers(cluster_client, workers) -> None:
 
 
 def _lonely_rank() -> None:
-    from dask_gpunumeric._collectives import connect
+    from dask_gpunumeric.runtime.regions.collectives import connect
 
     with connect("region-lonely", "plan", 0, 2, 1.0, "auto", "numpy"):
         pass
 
 
 def test_peers_that_cannot_meet_fail_clearly(cluster_client, workers) -> None:
-    from dask_gpunumeric._collectives import RegionTimeoutError
+    from dask_gpunumeric.runtime.regions.collectives import RegionTimeoutError
 
     gnp.fori_loop(1, lambda i, u: u, gnp.asarray(np.zeros(8)))  # a region: the cluster gets its plugins
     with pytest.raises(RegionTimeoutError, match=r"ranks \[1\] of 2 did not start within 1 s"):

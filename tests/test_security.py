@@ -14,7 +14,7 @@ import pytest
 
 import dask_gpunumeric as gnp
 from conftest import assert_eq
-from dask_gpunumeric._cluster import bind_locally
+from dask_gpunumeric.runtime.cluster import bind_locally
 
 distributed = pytest.importorskip("distributed")
 
@@ -96,8 +96,8 @@ _hostile.__name__ = PAYLOAD  # a NumPy ufunc made from it is named after it
 
 
 def test_hostile_strings_never_reach_kernel_source():
-    from dask_gpunumeric._codegen import kernel_source
-    from dask_gpunumeric._fusion import explain_groups
+    from dask_gpunumeric.codegen.program import kernel_source
+    from dask_gpunumeric.optimize.fusion import explain_groups
 
     ref = np.arange(12.0)
     x = gnp.from_array(ref, chunks=5)
@@ -129,9 +129,9 @@ def test_hostile_strings_never_reach_kernel_source():
 def test_forged_programs_are_refused(forge):
     """Programs come from our fusion pass; one forged with other names or non-integer slots does not become
     source, whatever it carries."""
-    from dask_gpunumeric import _codegen
+    from dask_gpunumeric.codegen import program as _codegen
 
-    from dask_gpunumeric._fusion import explain_groups
+    from dask_gpunumeric.optimize.fusion import explain_groups
 
     x = gnp.arange(12.0, chunks=5)
     (group,) = explain_groups(gnp.sum(gnp.exp(x) + gnp.random.default_rng(0).random(12, chunks=5)).expr)
@@ -161,8 +161,8 @@ def test_forged_programs_are_refused(forge):
 def test_forged_totals_are_refused(forge):
     """A total (a one-block array's reduction finished in its kernel) forged: another reduction name, a
     value not before it, not every axis, a keepdims flag that is not a bool."""
-    from dask_gpunumeric import _codegen
-    from dask_gpunumeric._fusion import explain_groups
+    from dask_gpunumeric.codegen import program as _codegen
+    from dask_gpunumeric.optimize.fusion import explain_groups
 
     (group,) = explain_groups((gnp.sum(gnp.exp(gnp.arange(12.0))) * 2).expr)
     ndim, inputs, instrs, outputs = group.operand("program")
@@ -179,8 +179,8 @@ def test_forged_totals_are_refused(forge):
 @pytest.mark.parametrize("forge", ["offset", "slot", "dtype", "index type", "program"])
 def test_forged_stencil_code_is_refused(forge):
     """The same for the kernels of stencil groups: a sweep's code from the stencil pass, forged."""
-    from dask_gpunumeric import _stencil_kernels
-    from dask_gpunumeric._explain import plan
+    from dask_gpunumeric.codegen import stencil as _stencil_kernels
+    from dask_gpunumeric.api.explain import plan
 
     u = gnp.from_array(np.zeros((8, 8)), chunks=4)
     step = u + 0.1 * (gnp.roll(u, 1, axis=0) + gnp.roll(u, -1, axis=0) - 2 * u)

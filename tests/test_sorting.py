@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric import _sorting as S
+from dask_gpunumeric.api import sorting as S
 
 DTYPES = [np.int32, np.int64, np.uint8, np.float32, np.float64, np.bool_]
 FLOATS = [np.float32, np.float64]

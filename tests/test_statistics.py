@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_sorting import FLOATS, TaskCounter, arrays, axis_or_none, check, quiet, values
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric import _statistics as S
+from dask_gpunumeric.api import statistics as S
 
 NUMBERS = [np.int32, np.int64, np.float32, np.float64]
 

@@ -15,10 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric import _blocks, _cuda, _stencil_kernels
-from dask_gpunumeric._explain import plan
-from dask_gpunumeric._expr import graph_of
-from dask_gpunumeric._fusion import _DAG, optimize
+from dask_gpunumeric.kernels import blocks as _blocks
+from dask_gpunumeric.kernels import cuda as _cuda
+from dask_gpunumeric.codegen import stencil as _stencil_kernels
+from dask_gpunumeric.api.explain import plan
+from dask_gpunumeric.expr.nodes import graph_of
+from dask_gpunumeric.optimize.fusion import _DAG, optimize
 
 SWEEPS_PER_TASK = st.sampled_from(["auto", 1, 2, 3, 5])
 
@@ -587,7 +589,7 @@ def test_pair_sources_recorded(tmp_path: Any, monkeypatch: Any) -> None:
 def test_forged_stencil_code_is_refused(forge: str) -> None:
     """Stencil code comes from the pass; a forged one (other names, non-integers, slots out of range) does
     not become CUDA source."""
-    from dask_gpunumeric._program_check import ProgramError
+    from dask_gpunumeric.codegen.check import ProgramError
 
     u = gnp.from_array(np.zeros((6, 6), dtype=np.float32), chunks=3)
     ((code, *_), *_), index = plan(jacobi(gnp, u))["stencils"][0]["plan"][2], "int"
@@ -611,7 +613,7 @@ def test_forged_stencil_code_is_refused(forge: str) -> None:
 def test_forged_pair_is_refused(forge: str) -> None:
     """A pair kernel is made only of the pass's sweeps and slots: forged shared slots, edges or index types
     do not become CUDA source."""
-    from dask_gpunumeric._program_check import ProgramError
+    from dask_gpunumeric.codegen.check import ProgramError
 
     (group,) = plan(sweeps(jacobi, gnp, gnp.from_array(np.zeros((6, 6), dtype=np.float32)), 2))["stencils"]
     first, second, shared, index, edges, edges_b = _stencil_kernels.pair_variant(group["plan"], 0, "int")

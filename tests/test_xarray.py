@@ -18,7 +18,7 @@ import pytest
 import _cupy_like
 import dask_gpunumeric as gnp
 from conftest import BACKEND
-from dask_gpunumeric._backend import namespace
+from dask_gpunumeric.kernels.backend import namespace
 
 xr = pytest.importorskip("xarray")
 pd = pytest.importorskip("pandas")
@@ -195,7 +195,7 @@ def test_persist_load_values(climate: Any, scheduler: str) -> None:
 def test_fusion_across_xarray_calls(climate: Any) -> None:
     """The anomaly runs as three fused kernels over each block of the data (the mean's pass, the standard
     deviation's pass, and the final subtract-divide), whatever number of calls xarray made to build it."""
-    from dask_gpunumeric._explain import plan
+    from dask_gpunumeric.api.explain import plan
 
     ds = on_gnp(climate)
     anomaly = ((ds - ds.mean("time")) / ds.std("time")).tas.data

@@ -1,4 +1,4 @@
 """``gnp.lib.stride_tricks``: ``sliding_window_view``, as in ``numpy.lib.stride_tricks``."""
-from .._overlap import sliding_window_view
+from ..api.overlap import sliding_window_view
 
 __all__ = ["sliding_window_view"]

@@ -1,0 +1,1 @@
+"""What users call: argument validation, dtype rules and guards, building expressions; the Array class."""

@@ -1,0 +1,137 @@
+"""``gnp.explain``: what the optimizer made of an expression, per block."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from ..codegen import stencil as _stencil_kernels
+from .array import Array
+from ..expr.nodes import ArrayExpr, Fused, Stencil, graph_of
+
+
+def _block_bytes(expr: ArrayExpr) -> int:
+    return int(np.prod(expr.chunksize)) * expr.dtype.itemsize if expr.ndim else expr.dtype.itemsize
+
+
+def plan(x: Array | ArrayExpr) -> dict[str, Any]:
+    """The optimized plan as data: fused groups (ops, inputs, outputs, bytes per block), tasks by kind, and
+    how accelerated calls run (``_region.summary``)."""
+    from .accelerate import Region
+    from ..codegen.program import describe, epilogue_values
+    from ..expr.nodes import Bundle
+    from ..optimize.fusion import _DAG, optimize
+    from .loops import Loop
+    from ..runtime.regions.program import summary
+
+    root = x.expr if isinstance(x, Array) else x
+    optimized = optimize(root)
+    nodes = _DAG(optimized).order
+    regions = []
+    for node in nodes:  # accelerated calls and loops: their plans' nodes too
+        if isinstance(node, Region):
+            regions.append({"name": node._name, "lowering": "programs" if node.as_programs else "tasks",
+                            **(summary(node.plan.built(len(node.workers))) if node.as_programs else {})})
+        if isinstance(node, (Region, Loop)):
+            nodes += _DAG(Bundle(*(node.plan if isinstance(node, Region) else node.body).optimized)).order
+    groups = []
+    for node in nodes:
+        if not isinstance(node, Fused):
+            continue
+        program = node.operand("program")
+        _, _, instrs, outputs = program
+        ops = [ins[1] if ins[0] == "op" else f"random.{ins[1]}" if ins[0] == "random" else
+               f"{ins[1]}-total" if ins[0] == "total" else ins[0]
+               for ins in instrs if ins[0] in ("op", "random", "full", "total")]
+        read = sum(_block_bytes(i) for i in node.inputs)
+        finished = epilogue_values(instrs)
+        elements = int(np.prod([max(c) for c in node.operand("elements")]))
+        written = sum((1 if o[1] in finished else elements) * np.dtype(instrs[o[1]][2]).itemsize
+                      for o in outputs if o[0] == "store")
+        groups.append({
+            "name": node._name, "kernel": describe(program), "ops": ops,
+            "blocks": int(np.prod([len(c) for c in node.operand("elements")])), "inputs": len(node.inputs),
+            "outputs": [o[0] if o[0] == "store" else f"{o[2]}-partial" for o in outputs],
+            "bytes_read_per_block": read, "bytes_written_per_block": written, "program": program,
+            "scalars": node.operand("scalars"),
+        })
+    stencils = []
+    for node in nodes:
+        if isinstance(node, Stencil):
+            stencil_plan = node.operand("plan")
+            kinds = Counter("halo" if k[0].startswith("halo-") else "interior" if k[0].endswith(
+                f"-interior-{node.deterministic_token}") else "bands" for k in node._layer())
+            stencils.append({
+                "name": node._name, "kernel": _stencil_kernels.describe(stencil_plan),
+                "kernels": _stencil_kernels.sweeps(stencil_plan), "pairs": len(stencil_plan[7]),
+                "blocks": int(np.prod(node.numblocks)),
+                "halo": _stencil_kernels.halo_depth(stencil_plan), "inputs": len(node.sources),
+                "outputs": [f"store {b}" for b in stencil_plan[3]]
+                + [f"{_stencil_kernels._reduction(stencil_plan, r)[1][2]}-partial" for r in stencil_plan[6]],
+                "plan": stencil_plan,
+                "tasks": {kind: kinds[kind] for kind in ("interior", "bands", "halo")},
+            })
+    graph = graph_of(optimized)
+    prefixes = Counter(k[0].rsplit("-", 1)[0] if isinstance(k, tuple) else str(k) for k in graph)
+    return {"groups": groups, "stencils": stencils, "tasks": len(graph), "tasks_by_prefix": dict(prefixes),
+            "regions": regions}
+
+
+def explain(x: Array, *, source: bool = False) -> str:
+    """Print (and return) the optimized plan of ``x``: its fused groups (one kernel per block each), the
+    tasks per block, the estimated bytes each kernel moves per block, and with ``source=True`` the
+    generated CUDA of each kernel."""
+    from ..codegen.program import kernel_source
+
+    info = plan(x)
+    lines = [f"{x!r}", f"optimized graph: {info['tasks']} tasks"]
+    for prefix, n in sorted(info["tasks_by_prefix"].items()):
+        lines.append(f"  {n:6d} x {prefix}")
+    for region in info["regions"]:
+        lines += _region_lines(region)
+    if not info["groups"] and not info["stencils"]:
+        lines.append("no fused kernels (nothing to fuse, or fusion is off: gpunumeric.fusion)")
+    for g in info["stencils"]:
+        tasks = g["tasks"]
+        kernels = (f"{g['kernels']} kernel(s) per block part, one per sweep" if not g["pairs"] else
+                   f"{g['kernels']} sweeps per block part in {g['kernels'] - g['pairs']} kernel(s) on CuPy blocks "
+                   f"({g['pairs']} with 2 sweeps per kernel, through shared memory)")
+        lines.append(f"stencil group {g['kernel']}: {g['blocks']} block(s), {kernels}")
+        lines.append(f"  tasks: {tasks['interior']} for block interiors (no halo), {tasks['bands']} for blocks or "
+                     f"their edge bands, {tasks['halo']} halo strips")
+        lines.append(f"  halo depth per axis: {g['halo']}; inputs: {g['inputs']}; outputs: {len(g['outputs'])}")
+        if source:
+            lines += [_stencil_kernels.kernel_source(code)[0] for code, *_ in g["plan"][2]]
+            lines += [_stencil_kernels.pair_source(*_stencil_kernels.pair_variant(g["plan"], k, "int"))[0]
+                      for k in g["plan"][7]]
+    for g in info["groups"]:
+        lines.append(f"fused kernel {g['kernel']}: 1 kernel per block, {g['blocks']} block(s)")
+        lines.append(f"  ops:     {', '.join(g['ops'])}")
+        lines.append(f"  outputs: {', '.join(g['outputs'])}; inputs: {g['inputs']}")
+        lines.append(f"  per block: reads {g['bytes_read_per_block']:,} B, writes {g['bytes_written_per_block']:,} B")
+        if source:
+            lines.append(kernel_source(g["program"], "flat", 1)[0])
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def _region_lines(region: dict[str, Any]) -> list[str]:
+    """How an accelerated call runs: its tasks on the scheduler, and per worker its kernels and exchanges."""
+    if region["lowering"] == "tasks":
+        return [f"region {region['name']}: one task per block (gpunumeric.region-lowering='tasks')"]
+    ranks = region["ranks"]
+    where = f"one per worker, on workers {region['workers']}" if ranks > 1 else "one task, no exchanges"
+    lines = [f"region {region['name']}: {ranks} task(s) on the scheduler ({where})"]
+
+    def describe(program: dict[str, Any], indent: str, unit: str) -> None:
+        lines.append(f"{indent}{unit}: {program['tasks']} operation(s) ({program['kernels']} with generated kernels), "
+                     f"{program['exchanges']} exchange(s), {program['bytes_sent']:,} B sent")
+        for loop in program["loops"]:
+            times = loop["count"] if loop["kind"] == "fori" else f"<= {loop['count']}" if loop["count"] else "until done"
+            describe(loop, indent + "  ", f"{loop['kind']}_loop ({times} iterations), per iteration")
+
+    for rank, program in enumerate(region["programs"]):
+        describe(program, "  ", f"worker {region['workers'][rank]}" if ranks > 1 else "the task")
+    return lines

@@ -1,0 +1,333 @@
+"""Indexing: ``x[index]`` and functional ``x[index] = value``, NumPy semantics.
+
+Reading is native for every NumPy index: basic indices (ints, slices with any step, ``...``, ``None``) are
+one ``Gather``; one advanced index (an integer array or a boolean mask) is a ``Gather`` along its axis; several
+(integers then count as advanced) move their axes to the front, merge them and take flat positions there.
+Writing is a ``SetItem`` for basic indices and a ``where`` over the selected elements for advanced ones. A
+boolean mask or integer index that is itself a lazy Array is computed first, since it decides the result's
+shape.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import guards as _guards
+from ..expr import plan as _plan
+from .array import Array
+from ..kernels.backend import to_numpy
+from ..expr.nodes import Gather, SetItem
+
+
+def _normalize(index: Any, ndim: int) -> tuple[Any, ...]:
+    """The index as a tuple with Ellipsis expanded, lazy Arrays computed and array-likes as NumPy arrays."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    out: list[Any] = []
+    for ix in index:
+        if isinstance(ix, Array):
+            ix = to_numpy(ix.compute())
+        elif isinstance(ix, list):
+            ix = np.asarray(ix)
+            ix = ix.astype(np.intp) if ix.size == 0 else ix  # NumPy takes empty lists as integers
+        elif isinstance(ix, (bool, np.bool_)):
+            ix = np.asarray(ix)  # a 0-d mask: a new axis of length 1 (True) or 0 (False)
+        elif type(ix).__module__.startswith("cupy"):
+            ix = to_numpy(ix)
+        if isinstance(ix, np.ndarray) and ix.ndim == 0 and ix.dtype.kind in "iu":
+            ix = int(ix)
+        if isinstance(ix, np.ndarray) and ix.dtype.kind not in "iub":
+            raise IndexError(
+                "arrays used as indices must be of integer (or boolean) type"
+            )
+        if not isinstance(ix, (slice, type(None), type(Ellipsis), np.ndarray)):
+            from .creation import operator_index
+
+            try:
+                ix = operator_index(ix)
+            except TypeError:
+                raise IndexError(
+                    "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or "
+                    f"boolean arrays are valid indices (got {type(ix).__name__})"
+                ) from None
+        out.append(ix)
+    if sum(ix is Ellipsis for ix in out) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(
+        ix.ndim if isinstance(ix, np.ndarray) and ix.dtype == bool else 0 if ix is None or ix is Ellipsis else 1
+        for ix in out
+    )
+    if used > ndim:
+        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but {used} were indexed")
+    ellipsis = [i for i, ix in enumerate(out) if ix is Ellipsis]  # by identity: `in` would compare arrays
+    if ellipsis:
+        i = ellipsis[0]
+        out[i : i + 1] = [slice(None)] * (ndim - used)
+    else:
+        out.extend([slice(None)] * (ndim - used))
+    return tuple(out)
+
+
+def _check_int(i: int, n: int, axis: int) -> int:
+    if not -n <= i < n:
+        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+    return i % n
+
+
+def _is_advanced(ix: Any) -> bool:
+    return isinstance(ix, np.ndarray)
+
+
+def getitem(x: Array, index: Any) -> Array:
+    """``x[index]`` with NumPy semantics (lazy)."""
+    index = _normalize(index, x.ndim)
+    _check_in_numpy_order(x.shape, index)
+    _guards.check_scalar_index(x.shape, index, "reading")
+    if not any(_is_advanced(ix) for ix in index):
+        return _basic_getitem(x, index)
+    x, index = _new_axes_as_slices(x, index)
+    advanced = [ix for ix in index if _is_advanced(ix)]
+    if len(advanced) > 1:
+        return _pointwise_getitem(x, index)
+    return _advanced_getitem(x, index, advanced[0])
+
+
+def _check_in_numpy_order(shape: tuple[int, ...], index: tuple[Any, ...]) -> None:
+    """The error NumPy raises first for a normalized index: boolean masks that don't match their axes
+    (IndexError), then from left to right integers out of bounds (IndexError) and slices with a zero step
+    (ValueError) or non-integer bounds (TypeError). Integer arrays are checked later, as NumPy does."""
+    placed, axis = [], 0
+    for ix in index:
+        placed.append((ix, axis))
+        axis += 0 if ix is None else ix.ndim if _is_advanced(ix) and ix.dtype == bool else 1
+    for ix, axis in placed:
+        if _is_advanced(ix) and ix.dtype == bool and ix.ndim:
+            _check_mask(ix, shape, axis)
+    for ix, axis in placed:
+        if isinstance(ix, slice):
+            ix.indices(shape[axis])
+        elif isinstance(ix, int):
+            _check_int(ix, shape[axis], axis)
+
+
+def _new_axes_as_slices(x: Array, index: tuple[Any, ...]) -> tuple[Array, tuple[Any, ...]]:
+    """``None`` and 0-d masks among advanced indices as new length-1 axes of ``x``, taken by a whole slice or
+    by the mask's ``nonzero()``: the same result as NumPy's, its placement rules for advanced axes included."""
+    from .manipulation import expand_dims
+
+    positions, out, axis = [], [], 0
+    for ix in index:
+        if ix is None or (_is_advanced(ix) and ix.ndim == 0):  # 0-d integer arrays are ints by now
+            positions.append(axis)
+            out.append(slice(None) if ix is None else np.flatnonzero(ix))
+            axis += 1
+        else:
+            out.append(ix)
+            axis += ix.ndim if _is_advanced(ix) and ix.dtype == bool else 1
+    return (expand_dims(x, tuple(positions)) if positions else x), tuple(out)
+
+
+def _basic_getitem(x: Array, index: tuple[Any, ...]) -> Array:
+    from .manipulation import expand_dims
+
+    plan, drop, new_axes, axis = [], [], [], 0
+    for ix in index:
+        if ix is None:
+            new_axes.append(axis - len(drop) + len(new_axes))
+            continue
+        chunks, n = x.chunks[axis], x.shape[axis]
+        if isinstance(ix, slice):
+            segment = _plan.slice_segment(ix, n)
+            _, start, step, count = segment
+            out_chunks = _plan.chunks_following_input(chunks, start, step, count)
+            plan.append(_plan.segments_plan([chunks], [segment], out_chunks))
+        else:
+            plan.append(_plan.integer_plan(chunks, _check_int(ix, n, axis)))
+            drop.append(axis)
+        axis += 1
+    if all(isinstance(ix, slice) and ix == slice(None) for ix in index if ix is not None):
+        out = x
+    else:
+        out = Array(Gather(tuple(plan), tuple(drop), x.dtype, x.expr))
+    return expand_dims(out, tuple(new_axes)) if new_axes else out
+
+
+def _check_mask(mask: np.ndarray, shape: tuple[int, ...], axis: int) -> None:
+    """NumPy's IndexError for a boolean mask that does not match the axes it covers from ``axis`` on (as in
+    NumPy, a mask axis of length 0 matches any length: it selects nothing)."""
+    covered = shape[axis : axis + mask.ndim]
+    if len(covered) != mask.ndim or any(m not in (n, 0) for m, n in zip(mask.shape, covered)):
+        raise IndexError(
+            f"boolean index did not match indexed array along axis {axis}; size of axis is "
+            f"{covered} but size of corresponding boolean axis is {mask.shape}"
+        )
+
+
+def _check_bounds(indices: np.ndarray, n: int, axis: int) -> np.ndarray:
+    """Integer indices into an axis of length ``n`` made non-negative, with NumPy's IndexError."""
+    flat = indices.astype(np.int64)
+    bad = flat[(flat < -n) | (flat >= n)]
+    if bad.size:
+        raise IndexError(f"index {int(bad.flat[0])} is out of bounds for axis {axis} with size {n}")
+    return flat % max(n, 1)
+
+
+def _advanced_getitem(x: Array, index: tuple[Any, ...], adv: np.ndarray) -> Array:
+    """One integer array or mask (n-d masks covering several axes) among integers and slices."""
+    from .manipulation import moveaxis, reshape
+
+    pos = next(i for i, ix in enumerate(index) if _is_advanced(ix))
+    # the selected axes land where the advanced index was, after the slices before it
+    at = sum(1 for ix in index[:pos] if isinstance(ix, slice))
+    if adv.dtype == bool:
+        _check_mask(adv, x.shape, pos)
+        if adv.ndim != 1:  # the mask's axes merged into one
+            x = reshape(x, (*x.shape[:pos], math.prod(x.shape[pos : pos + adv.ndim]), *x.shape[pos + adv.ndim :]))
+        out = _take(x, np.flatnonzero(adv), pos, index[:pos] + (slice(None),) + index[pos + 1 :])
+        n_selected = 1
+    else:
+        out = _take(x, _check_bounds(adv.reshape(-1), x.shape[pos], pos), pos, index)
+        if adv.ndim != 1:
+            out = reshape(out, (*out.shape[:at], *adv.shape, *out.shape[at + 1 :]))
+        n_selected = adv.ndim
+    # NumPy counts integers as advanced indices too: when a slice separates them from the array, the
+    # selected axes go first
+    combined = [i for i, ix in enumerate(index) if not isinstance(ix, slice)]
+    if at and combined[-1] - combined[0] + 1 != len(combined):
+        out = moveaxis(out, tuple(range(at, at + n_selected)), tuple(range(n_selected)))
+    return out
+
+
+def _pointwise_getitem(x: Array, index: tuple[Any, ...]) -> Array:
+    """Several advanced indices (integers among them count as advanced): the indexed axes moved to the
+    front and merged into one, selected there by one integer array of flat positions."""
+    from .manipulation import moveaxis, permute_dims, reshape
+
+    entries: list[Any] = []  # one per axis: a slice, or integer indices (masks become their nonzero())
+    for ix in index:
+        if _is_advanced(ix) and ix.dtype == bool:
+            _check_mask(ix, x.shape, len(entries))
+            entries.extend(np.nonzero(ix))
+        else:  # integers are checked even when the broadcast selection is empty, as NumPy does
+            axis = len(entries)
+            entries.append(_check_int(ix, x.shape[axis], axis) if isinstance(ix, int) else ix)
+    adv_axes = [d for d, e in enumerate(entries) if not isinstance(e, slice)]
+    rest = [d for d, e in enumerate(entries) if isinstance(e, slice)]
+    try:
+        arrays = np.broadcast_arrays(*(np.asarray(entries[d]) for d in adv_axes))
+    except ValueError:
+        shapes = " ".join(str(np.shape(entries[d])) for d in adv_axes)
+        raise IndexError(
+            f"shape mismatch: indexing arrays could not be broadcast together with shapes {shapes}"
+        ) from None
+    lengths = tuple(x.shape[d] for d in adv_axes)
+    flat = np.ravel_multi_index(
+        tuple(_check_bounds(a.reshape(-1), n, d) for a, n, d in zip(arrays, lengths, adv_axes)), lengths
+    ) if arrays[0].size else np.zeros(0, dtype=np.int64)
+    merged = reshape(permute_dims(x, adv_axes + rest), (math.prod(lengths), *(x.shape[d] for d in rest)))
+    taken = _take(merged, flat, 0, (slice(None), *(entries[d] for d in rest)))
+    shape = arrays[0].shape
+    out = reshape(taken, (*shape, *taken.shape[1:]))
+    if adv_axes[-1] - adv_axes[0] + 1 == len(adv_axes) and adv_axes[0]:  # adjacent: they stay in place
+        out = moveaxis(out, tuple(range(len(shape))), tuple(range(adv_axes[0], adv_axes[0] + len(shape))))
+    return out
+
+
+def _take(x: Array, flat: np.ndarray, pos: int, index: tuple[Any, ...]) -> Array:
+    """Integer-array selection on axis ``pos``, then the remaining basic indices of ``index``."""
+    size = max(x.chunks[pos], default=1) or 1
+    out_chunks = _plan.split_even(len(flat), size)
+    plan = tuple(
+        _plan.take_plan(x.chunks[d], flat, out_chunks) if d == pos else _plan.identity_plan(x.chunks[d])
+        for d in range(x.ndim)
+    )
+    taken = Array(Gather(plan, (), x.dtype, x.expr))
+    rest = tuple(slice(None) if d == pos else ix for d, ix in enumerate(index))
+    return _basic_getitem(taken, rest)
+
+
+def setitem(x: Array, index: Any, value: Any) -> Array:
+    """The Array after ``x[index] = value`` (a new expression; ``x`` itself is rebound by the caller)."""
+    from .elementwise import elementwise
+
+    if isinstance(index, Array) and index.dtype == bool and index.shape == x.shape and _is_scalar_like(value):
+        return elementwise("where", index, value, x, dtype=x.dtype)
+    items = index if isinstance(index, tuple) else (index,)
+    one_element = len(items) == x.ndim and all(
+        isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items
+    )
+    index = _normalize(index, x.ndim)
+    _guards.check_scalar_index(x.shape, index, "setting")
+    if one_element and (value.ndim if isinstance(value, Array) else np.ndim(value)):
+        raise ValueError("setting an array element with a sequence.")  # as NumPy, for integers only
+    if any(_is_advanced(ix) for ix in index):
+        return _advanced_setitem(x, index, value)
+    target = _basic_getitem(x, index)
+    region_plan, region_chunks = [], []
+    for axis, ix in enumerate(ix for ix in index if ix is not None):
+        chunks, n = x.chunks[axis], x.shape[axis]
+        if isinstance(ix, slice):
+            _, start, step, count = _plan.slice_segment(ix, n)
+        else:
+            start, step, count = _check_int(ix, n, axis), 1, 1
+        pieces = _plan._split_segment(chunks, start, step, count) if count else []
+        per_chunk: list[Any] = [None] * len(chunks)
+        for j, (c, local, _) in enumerate(pieces):
+            per_chunk[c] = (j, local)
+        region_plan.append(tuple(per_chunk))
+        region_chunks.append(tuple(m for _, _, m in pieces) or (0,))
+    if _is_scalar_like(value) and not isinstance(value, Array):
+        v: Any = np.asarray(value).astype(x.dtype)[()]
+    else:
+        from .manipulation import reshape
+
+        # the target's axes from new axes (None) removed, length-1 axes for integers inserted
+        varr = reshape(_value_array(value, x, target.shape), tuple(map(sum, region_chunks)))
+        v = varr.rechunk(tuple(region_chunks)).expr
+    if any(not p or all(h is None for h in p) for p in region_plan):
+        return x
+    return Array(SetItem(x.expr, v, tuple(region_plan)))
+
+
+def _is_scalar_like(value: Any) -> bool:
+    return np.isscalar(value) or (isinstance(value, (Array, np.ndarray)) and value.ndim == 0)
+
+
+def _value_array(value: Any, x: Array, shape: tuple[int, ...]) -> Array:
+    """A value to assign as an Array of ``x``'s dtype and backend broadcast to ``shape``, NumPy's way: surplus
+    leading length-1 axes dropped, then broadcast (ValueError when it doesn't)."""
+    from .creation import as_operand
+    from .manipulation import broadcast_to, reshape
+
+    varr = Array(as_operand(value, x.backend, force_array=True))
+    extra = varr.ndim - len(shape)
+    if extra > 0 and all(s == 1 for s in varr.shape[:extra]):
+        varr = reshape(varr, varr.shape[extra:])
+    return broadcast_to(varr if varr.dtype == x.dtype else varr.astype(x.dtype), shape)
+
+
+def _advanced_setitem(x: Array, index: tuple[Any, ...], value: Any) -> Array:
+    """``x[index] = value`` with advanced indices: a ``where`` over the mask of the selected elements, taking
+    a scalar value as it is and, from an array value, the element NumPy writes at each place (the last one
+    for repeated indices). The mask and the value's source positions are host arrays of ``x``'s size."""
+    from .creation import from_array
+    from .elementwise import elementwise
+    from .manipulation import reshape
+
+    if _is_scalar_like(value):
+        selected = np.zeros(x.shape, dtype=bool)
+        selected[index] = True
+        new: Any = value
+    else:
+        positions = np.arange(x.size).reshape(x.shape)[index]
+        flat = reshape(_value_array(value, x, positions.shape), (-1,))
+        if not positions.size:
+            return x
+        source = np.full(x.size, -1, dtype=np.int64)
+        source[positions.reshape(-1)] = np.arange(positions.size)  # repeated positions: the last one wins
+        selected = (source >= 0).reshape(x.shape)
+        new = getitem(flat, np.maximum(source, 0).reshape(x.shape))
+    mask = from_array(selected, chunks=x.chunks, backend=x.backend)
+    return elementwise("where", mask, new, x, dtype=x.dtype)

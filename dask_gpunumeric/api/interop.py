@@ -1,0 +1,146 @@
+"""NumPy interoperability: ``__array_ufunc__``/``__array_function__`` dispatch to gnp functions, the
+dask.array fallback for the rest (with a one-time warning naming the function), and ``fetch``."""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import dask
+import dask.base
+import dask.callbacks
+import numpy as np
+
+from .array import Array
+from ..kernels.backend import to_numpy
+from ..runtime.cluster import client_active
+from ..expr.nodes import compiled, flat_keys, run_in_order
+
+HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
+_WARNED: set[str] = set()
+
+_UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "minimum": "min", "maximum": "max",
+                 "logical_and": "all", "logical_or": "any"}
+_UFUNC_ACCUMULATE = {"add": "cumsum", "multiply": "cumprod"}
+
+
+class FallbackWarning(UserWarning):
+    """A NumPy function ran through dask.array on gnp blocks because gnp has no native version yet."""
+
+
+def warn_fallback(name: str) -> None:
+    """Warn, once per name, that ``name`` runs through the dask.array fallback."""
+    if name in _WARNED:
+        return
+    _WARNED.add(name)
+    warnings.warn(
+        f"dask_gpunumeric has no native {name}; it runs through dask.array on the same blocks "
+        "(correct, but not fused and possibly slower).",
+        FallbackWarning,
+        stacklevel=5,  # the caller of the NumPy function (through Array.__array_function__/__array_ufunc__)
+    )
+
+
+def register(numpy_func: Callable, gnp_func: Callable) -> None:
+    """Route ``numpy_func(gnp_array, ...)`` to ``gnp_func``."""
+    HANDLED_FUNCTIONS[numpy_func] = gnp_func
+
+
+def _map(obj: Any, f: Callable[[Any], Any]) -> Any:
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map(o, f) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _map(v, f) for k, v in obj.items()}
+    return f(obj)
+
+
+def _to_dask(obj: Any) -> Any:
+    return obj.to_dask_array() if isinstance(obj, Array) else obj
+
+
+def _from_dask(obj: Any) -> Any:
+    from .creation import _is_dask_array, from_dask_array
+
+    return from_dask_array(obj) if _is_dask_array(obj) else obj
+
+
+def run_fallback(name: str, func: Callable, args: tuple, kwargs: dict) -> Any:
+    """Call ``func`` on dask.arrays over the same blocks and wrap the results back as gnp Arrays."""
+    warn_fallback(name)
+    return _map(func(*_map(args, _to_dask), **_map(kwargs, _to_dask)), _from_dask)
+
+
+def array_function(func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
+    """``__array_function__``: our implementation of ``func`` if there is one, else the fallback."""
+    if not all(issubclass(t, (Array, np.ndarray)) or t.__module__.startswith("cupy") for t in types):
+        return NotImplemented
+    impl = HANDLED_FUNCTIONS.get(func)
+    if impl is not None:
+        return impl(*args, **kwargs)
+    return run_fallback(f"numpy.{func.__name__}", func, args, kwargs)
+
+
+def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
+    """``__array_ufunc__``: NumPy ufuncs (and their reduce/accumulate) on gnp Arrays."""
+    import dask_gpunumeric as gnp
+
+    from .elementwise import FUNCTIONS, elementwise
+
+    if kwargs.get("out") is not None:
+        raise TypeError(f"numpy.{ufunc.__name__}: out= is not supported: Arrays are immutable, assign the result")
+    kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    name = ufunc.__name__
+    if method == "__call__" and name == "matmul" and not kwargs:
+        return gnp.matmul(*inputs)
+    if method == "__call__" and name in FUNCTIONS and set(kwargs) <= {"dtype"}:
+        return elementwise(name, *inputs, dtype=kwargs.get("dtype"))
+    if method == "reduce" and name in _UFUNC_REDUCE and set(kwargs) <= {"axis", "dtype", "keepdims"}:
+        (x,) = inputs
+        extra = {"dtype": kwargs["dtype"]} if kwargs.get("dtype") is not None and name in ("add", "multiply") else {}
+        return getattr(gnp, _UFUNC_REDUCE[name])(x, axis=kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False), **extra)
+    if method == "accumulate" and name in _UFUNC_ACCUMULATE and set(kwargs) <= {"axis", "dtype"}:
+        (x,) = inputs
+        return getattr(gnp, _UFUNC_ACCUMULATE[name])(x, axis=kwargs.get("axis", 0), dtype=kwargs.get("dtype"))
+    return run_fallback(f"numpy.{name}.{method}" if method != "__call__" else f"numpy.{name}",
+                        getattr(ufunc, method) if method != "__call__" else ufunc, inputs, kwargs)
+
+
+def fetch(x: Any) -> Any:
+    """Compute and copy to the host, explicitly: a 0-d Array becomes a Python number, an n-d Array a NumPy
+    array; a tuple or list of Arrays is computed together (shared work done once)."""
+    if isinstance(x, (list, tuple)):
+        values = dask.compute(*x)
+        return type(x)(_host(v) for v in values)
+    if not isinstance(x, Array):
+        return x
+    return _host(_compute_local(x) if _local_scheduler(x) else x.compute())
+
+
+def _local_scheduler(x: Array) -> bool:
+    """True when ``x`` would run on Dask's local scheduler (no distributed client or other scheduler set):
+    at once when no scheduler is set and no client is active, else as ``dask.base.get_scheduler`` says."""
+    settings = dask.config.global_config  # what dask.config.get reads (these names have no "_" or "-" to vary)
+    if settings.get("scheduler") is None and settings.get("get") is None and not client_active():
+        return True
+    return dask.base.get_scheduler(collections=[x]) is x.__dask_scheduler__
+
+
+def _compute_local(x: Array) -> Any:
+    """``x.compute()`` on the local scheduler without the collection machinery of ``dask.compute``: the
+    optimized graph of the array (cached for pure computations) straight to the scheduler."""
+    expr = x.expr.finalize_compute()
+    (key,) = flat_keys(expr)  # one block: nested one level per dimension, or a Finalize's single key
+    graph = compiled(expr)
+    if len(graph.graph) <= _SMALL_GRAPH and not dask.callbacks.Callback.active:
+        # a handful of tasks gains nothing from threads: run them in order, in this thread (with Dask
+        # callbacks, such as a progress bar, active: on Dask's local scheduler, which calls them)
+        return run_in_order(graph.graph, graph.schedule(), [key])[0]
+    return x.__dask_scheduler__(dict(graph.graph), [key])[0]
+
+
+_SMALL_GRAPH = 8
+
+
+def _host(value: Any) -> Any:
+    host = to_numpy(value)
+    return host.item() if host.ndim == 0 else host

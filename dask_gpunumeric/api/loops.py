@@ -1,0 +1,265 @@
+"""``gnp.fori_loop`` and ``gnp.while_loop``: loops that run inside a region, their body traced once.
+
+A Python loop over lazy operations grows the expression by one copy of its body per iteration; these
+trace the body once, optimize it on its own (one set of fused kernels), and run it ``n`` times (or while a
+condition holds) inside the region's program on each worker (``_region``): a 10,000-step loop is one
+region, not 10,000 graph layers. The condition of a ``while_loop`` is computed on the workers (replicated:
+every worker gets the same value) and read there, without a round trip to the client.
+
+While its body is traced, everything it computes from values that do not change between iterations
+(arrays captured from outside, or computed from them) is hoisted out: computed once before the loop and
+read by every iteration; constants (``full``) stay in the body, where they cost nothing in kernels.
+
+Outside ``gnp.accelerate`` a loop is a region of its own.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .accelerate import Placeholder, Plan, _flatten, _unflatten, accelerate, tracing
+from .array import Array
+from ..expr.nodes import ArrayExpr, Bundle
+
+
+class Loop(ArrayExpr):
+    """A loop: ``body`` (a Plan over placeholders for the state, the iteration number of a fori_loop, and the
+    loop invariants) repeated ``count`` times, or while its condition holds (at most ``count`` times; None:
+    no bound). Operands: the initial state, the condition on it (while_loop), then the invariants. Its
+    results are ``LoopOutput`` nodes; it is lowered only as a step of a region's programs (``_region``)."""
+
+    _parameters = ["body", "count", "n_state", "kind"]
+    chunks = ()
+    dtype = np.dtype(bool)
+    backend = "numpy"
+
+    def __dask_tokenize__(self) -> str:
+        if not self._determ_token:
+            text = "|".join([self.kind, repr(self.count), self.body.token, *(o._name for o in self.args)])
+            self._determ_token = hashlib.sha1(text.encode()).hexdigest()
+        return self._determ_token
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return f"{self.kind}-loop"
+
+    @property
+    def args(self) -> list[ArrayExpr]:
+        return self.operands[len(self._parameters) :]
+
+    @property
+    def is_while(self) -> bool:
+        return self.kind == "while"
+
+    @property
+    def state(self) -> list[ArrayExpr]:
+        return self.args[: self.n_state]
+
+    @property
+    def flag(self) -> ArrayExpr:
+        """cond(initial state) of a while_loop."""
+        return self.args[self.n_state]
+
+    @property
+    def invariants(self) -> list[ArrayExpr]:
+        return self.args[self.n_state + self.is_while :]
+
+
+class LoopOutput(ArrayExpr):
+    """Element ``k`` of a loop's final state."""
+
+    _parameters = ["loop", "k"]
+
+    @functools.cached_property
+    def _funcname(self) -> str:
+        return self.loop._funcname
+
+    @property
+    def _state(self) -> Placeholder:
+        return self.loop.body.inputs[self.operand("k")]
+
+    @functools.cached_property
+    def chunks(self) -> tuple:
+        return self._state.chunks
+
+    @functools.cached_property
+    def dtype(self) -> np.dtype:
+        return self._state.dtype
+
+    @functools.cached_property
+    def backend(self) -> str:
+        return self._state.backend
+
+
+def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any, *, unroll: int = 1) -> Any:
+    """``for i in range(n): state = body(i, state)``, with ``body`` traced once and the loop run inside the
+    region on the workers (see the module docstring).
+
+    ``state`` is an Array or a tuple/list/dict of Arrays (numbers become 0-d Arrays); ``body`` takes the
+    iteration number ``i`` (a 0-d int64 Array) and the state, and returns a state of the same structure,
+    shapes and dtypes. ``n`` is a Python int: for a count known only from data, use ``while_loop``.
+
+    ``unroll`` (as in ``jax.lax.fori_loop``): steps traced into one iteration of the loop (the last
+    ``n % unroll`` steps run after it), the same results; a body of stencil sweeps then gives the
+    optimizer ``unroll`` consecutive sweeps to group into one task and fewer kernels."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"fori_loop: the number of iterations must be a Python int, got {type(n).__name__}; "
+                        "for a number known only from data, use gnp.while_loop")
+    if n < 0:
+        raise ValueError(f"fori_loop: the number of iterations must be non-negative, got {n}")
+    if isinstance(unroll, bool) or not isinstance(unroll, (int, np.integer)) or unroll < 1:
+        raise ValueError(f"fori_loop: unroll must be a positive int, got {unroll!r}")
+    n, unroll = int(n), int(unroll)
+    if unroll == 1 or n < unroll:
+        return _loop("fori", body, None, state, n)
+    from .creation import asarray
+
+    def steps(i: Array, state: Any) -> Any:
+        for j in range(unroll):
+            state = body(i * unroll + j, state)
+        return state
+
+    steps.__qualname__ = f"{getattr(body, '__qualname__', repr(body))}*{unroll}"  # names the traced loop
+    state = _loop("fori", steps, None, state, n // unroll)
+    for i in range(n - n % unroll, n):  # the iteration number as the loop's: a 0-d int64 Array
+        state = body(asarray(np.int64(i)), state)
+    return state
+
+
+def while_loop(cond: Callable[[Any], Array], body: Callable[[Any], Any], state: Any, *,
+               max_iter: int | None = None) -> Any:
+    """``while cond(state): state = body(state)``, at most ``max_iter`` times (None: no bound), with
+    ``cond`` and ``body`` traced once and the loop run inside the region on the workers, which evaluate the
+    condition themselves (see the module docstring).
+
+    ``cond`` returns a 0-d boolean Array (for example ``gnp.sum(r * r) > tol ** 2``); ``body`` returns a
+    state of the same structure, shapes and dtypes as it takes."""
+    if max_iter is not None and (isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer))
+                                 or max_iter < 0):
+        raise ValueError(f"while_loop: max_iter must be a non-negative int or None, got {max_iter!r}")
+    return _loop("while", body, cond, state, None if max_iter is None else int(max_iter))
+
+
+def _loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, state: Any,
+          count: int | None) -> Any:
+    arrays, structure = _state_arrays(kind, state)
+    if not tracing():  # a region of its own
+        return _unflatten(list(_standalone(kind, body, cond, count, structure, *arrays)), structure)
+    return _unflatten(_traced_loop(kind, body, cond, count, arrays, structure), structure)
+
+
+@accelerate
+def _standalone(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
+                structure: Any, *arrays: Array) -> tuple[Array, ...]:
+    return tuple(_traced_loop(kind, body, cond, count, list(arrays), structure))
+
+
+def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
+                 arrays: list[Array], structure: Any) -> list[Array]:
+    """The loop's results, as the outputs of a Loop node (while a region is traced)."""
+    text = "|".join([kind, getattr(body, "__qualname__", repr(body)), repr(count), *(a.name for a in arrays)])
+    signature = hashlib.sha1(text.encode()).hexdigest()[:16]
+    states = [Placeholder(j, f"{signature}-state", a.chunks, a.dtype, a.backend) for j, a in enumerate(arrays)]
+    traced = _unflatten([Array(p) for p in states], structure)
+    extra: list[Placeholder] = []
+    if kind == "fori":
+        backend = arrays[0].backend if arrays else "numpy"
+        index = Placeholder(0, f"{signature}-index", (), np.dtype(np.int64), backend)
+        extra.append(index)
+        result = body(Array(index), traced)
+    else:
+        result = body(traced)
+    outputs = _matching_state(kind, result, arrays, structure)
+    flag: list[ArrayExpr] = []
+    if cond is not None:
+        flag = [_condition(cond(_unflatten(arrays, structure))).expr]
+        outputs.append(_condition(cond(_unflatten([Array(o) for o in outputs], structure))).expr)
+    outputs, invariants = _hoist_invariants(outputs, [*states, *extra], signature)
+    plan = Plan(outputs, [*states, *extra, *(ph for ph, _ in invariants)], None)
+    loop = Loop(plan, count, len(arrays), kind, *[a.expr for a in arrays], *flag, *(e for _, e in invariants))
+    return [Array(LoopOutput(loop, j)) for j in range(len(arrays))]
+
+
+def _is_leaf(value: Any) -> bool:
+    """Whether a value is an element of a loop's state: an Array or a number."""
+    return isinstance(value, (Array, bool, int, float, complex, np.generic)) or (
+        isinstance(value, np.ndarray) and value.ndim == 0)
+
+
+def _state_arrays(kind: str, state: Any) -> tuple[list[Array], Any]:
+    """The Arrays of a state (numbers made 0-d Arrays) and its structure."""
+    from .creation import asarray
+
+    try:
+        leaves, structure = _flatten(state, _is_leaf)
+    except TypeError:
+        raise TypeError(f"{kind}_loop: the state must hold Arrays or numbers, in tuples, lists or dicts; "
+                        f"got {state!r:.200}") from None
+    return [v if isinstance(v, Array) else asarray(v) for v in leaves], structure
+
+
+def _matching_state(kind: str, result: Any, arrays: list[Array], structure: Any) -> list[ArrayExpr]:
+    """The body's returned state as expressions, checked against the state it took (chunks made equal)."""
+    from .creation import full
+
+    try:
+        leaves, got = _flatten(result, _is_leaf)
+    except TypeError:
+        got = None
+    if got != structure:
+        raise TypeError(f"{kind}_loop: body must return a state of the structure it takes; it took "
+                        f"{_describe(structure)} and returned {result!r:.200}")
+    out = []
+    for j, (new, old) in enumerate(zip(leaves, arrays)):
+        if not isinstance(new, Array):
+            new = full((), new, dtype=old.dtype)
+        if new.shape != old.shape or new.dtype != old.dtype:
+            raise TypeError(f"{kind}_loop: body must keep each state element's shape and dtype; element {j} "
+                            f"went from {old.dtype}{list(old.shape)} to {new.dtype}{list(new.shape)}")
+        out.append((new if new.chunks == old.chunks else new.rechunk(old.chunks)).expr)
+    return out
+
+
+def _describe(structure: Any) -> str:
+    return "one Array" if structure == "array" else f"a {structure[0].__name__}"
+
+
+def _condition(value: Any) -> Array:
+    if not isinstance(value, Array) or value.shape != () or value.dtype != np.bool_:
+        what = (f"shape {value.shape} dtype {value.dtype}" if isinstance(value, Array) else type(value).__name__)
+        raise TypeError(f"while_loop: cond must return a 0-d boolean Array (for example gnp.sum(r * r) > tol), "
+                        f"got {what}")
+    return value
+
+
+def _hoist_invariants(outputs: list[ArrayExpr], placeholders: list[Placeholder], signature: str
+                      ) -> tuple[list[ArrayExpr], list[tuple[Placeholder, ArrayExpr]]]:
+    """The body's outputs with every largest subexpression that depends on no placeholder (the loop
+    invariants) replaced by a placeholder of its own, and those (placeholder, invariant) pairs."""
+    from ..optimize.fusion import _DAG, _rebuild
+
+    dag = _DAG(Bundle(*outputs))
+    varying = {p._name for p in placeholders}
+    for node in dag.order:
+        if any(d._name in varying for d in node.dependencies()):
+            varying.add(node._name)
+    output_names = {o._name for o in outputs}
+    hoisted = [n for n in dag.order if n._name not in varying and not isinstance(n, Bundle) and not _constant(n) and (
+        n._name in output_names or any(c._name in varying for c in dag.consumers[n._name]))]
+    invariants = [(Placeholder(m, f"{signature}-invariant", n.chunks, n.dtype, n.backend), n)
+                  for m, n in enumerate(hoisted)]
+    replaced = {n._name: ph for ph, n in invariants}
+    memo: dict = {}
+    return [_rebuild(o, replaced, memo) for o in outputs], invariants
+
+
+def _constant(node: ArrayExpr) -> bool:
+    """A constant array (``full``) used inside the loop: kept there, where kernels take it as a scalar and
+    the stencil pass sees it (the edges of ``pad``), rather than hoisted as an opaque invariant."""
+    from ..expr.nodes import Creation
+
+    return isinstance(node, Creation) and node.operand("kind") == "full"

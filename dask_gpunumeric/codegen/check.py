@@ -1,0 +1,164 @@
+"""The check a fused program (or a stencil sweep's code) passes before it becomes CUDA source
+(``_codegen.kernel_source``, ``_stencil_kernels.kernel_source``).
+
+Generated source is made of our own templates, filled with names looked up in our tables (operations,
+reductions, random kinds, C types of native-order dtypes) and with integers (slots, operand numbers, axes).
+Programs come from the fusion pass, which builds them from those tables; this check makes that a guarantee
+rather than a convention: whatever a program carries (a string from a user, a forged tuple), source is made
+only when every string in it is one of our names and every number an integer in range.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class ProgramError(ValueError):
+    """A fused program that the fusion pass could not have made; no source is generated from it."""
+
+
+def check_program(program: Any, mode: Any, group: Any, index: Any = "long long", singles: Any = ()) -> None:
+    """Raise ``ProgramError`` unless ``program`` (see ``_codegen``) holds only our names and integers in
+    range, and ``mode``/``group``/``index``/``singles`` are launch variants we generate."""
+    _require(mode in ("flat", "strided"), f"launch mode {mode!r}")
+    _require(_is_int(group) and group in (1, 2, 4), f"Philox group {group!r}")
+    _require(index in ("int", "long long"), f"index type {index!r}")
+    _require(isinstance(program, tuple) and len(program) == 4, "a program is (ndim, dtypes, instructions, outputs)")
+    ndim, inputs, instrs, outputs = program
+    _require(isinstance(singles, tuple) and all(_is_int(k) and 0 <= k < len(inputs) for k in singles),
+             f"single-element inputs {singles!r}")
+    _require(_is_int(ndim) and 0 <= ndim <= 64, f"ndim {ndim!r}")
+    _require(isinstance(inputs, tuple) and all(_is_dtype(d) for d in inputs), f"input dtypes {inputs!r}")
+    _require(isinstance(instrs, tuple) and isinstance(outputs, tuple) and outputs, "instructions and outputs")
+    for i, ins in enumerate(instrs):
+        _check_instruction(i, ins, len(inputs), ndim)
+    for out in outputs:
+        _check_output(out, len(instrs), ndim)
+
+
+def check_stencil_code(code: Any, index: Any, edges: Any = None) -> None:
+    """Raise ``ProgramError`` unless a stencil sweep's ``code`` (see ``_stencil_kernels``) holds only our
+    names and integers in range: its program, buffer dtypes, loads (a buffer slot and an integer offset per
+    axis, or none for a 0-d array), restricted axes, bases and output dtypes (of its stores, before its full
+    reductions: none in a kernel with a region); ``index`` is a C type we
+    generate, and ``edges`` None or an edge mode (0, 1 or 2) per buffer slot and axis (none for a 0-d one)."""
+    _require(index in ("int", "long long"), f"index type {index!r}")
+    _require(isinstance(code, tuple) and len(code) == 6, "stencil code is (program, dtypes, loads, axes, bases, dtypes)")
+    program, buffers, loads, restricted, bases, out_dtypes = code
+    check_program(program, "flat", 1)
+    ndim, outputs = program[0], program[3]
+    _require(isinstance(buffers, tuple) and all(_is_dtype(d) for d in buffers), f"buffer dtypes {buffers!r}")
+
+    def read(value: Any) -> bool:
+        return (isinstance(value, tuple) and len(value) == 2 and _is_int(value[0]) and 0 <= value[0] < len(buffers)
+                and isinstance(value[1], tuple) and len(value[1]) in (0, ndim) and all(_is_int(e) for e in value[1]))
+
+    _require(isinstance(loads, tuple) and len(loads) == len(program[1]) and all(read(r) for r in loads),
+             f"loads {loads!r}")
+    _require(isinstance(restricted, tuple) and len(set(restricted)) == len(restricted)
+             and all(_is_int(d) and 0 <= d < ndim for d in restricted), f"restricted axes {restricted!r}")
+    _require(isinstance(out_dtypes, tuple) and len(out_dtypes) <= len(outputs) and all(_is_dtype(d) for d in out_dtypes)
+             and all(out[0] == "store" for out in outputs[:len(out_dtypes)]) and all(
+                 out[0] == "reduce" and out[3] == tuple(range(ndim)) for out in outputs[len(out_dtypes):])
+             and (not restricted or len(out_dtypes) == len(outputs)), f"stencil outputs {outputs!r}")
+    _require(isinstance(bases, tuple) and len(bases) == len(out_dtypes)
+             and all(b is None or read(b) and len(b[1]) == ndim for b in bases), f"bases {bases!r}")
+    _require(edges is None or isinstance(edges, tuple) and len(edges) == len(buffers) and all(
+        isinstance(modes, tuple) and len(modes) in (0, ndim) and all(_is_int(m) and m in (0, 1, 2) for m in modes)
+        for modes in edges), f"edges {edges!r}")
+
+
+def check_pair(first: Any, second: Any, shared: Any, index: Any, edges_a: Any, edges_b: Any) -> None:
+    """Raise ``ProgramError`` unless two 2-d sweeps' codes and edges pass ``check_stencil_code``, neither
+    has full reductions or random draws, and ``shared`` pairs distinct slots of the second with outputs of
+    the first (``(slot, output)``), read at offsets of at most ``TILE_HALO`` per axis, without FILL edges
+    (``_stencil_kernels.pair_source``)."""
+    from .stencil import FILL, TILE_HALO
+
+    for code, edges in ((first, edges_a), (second, edges_b)):
+        check_stencil_code(code, index, edges)
+        _require(edges is not None and code[0][0] == 2 and len(code[5]) == len(code[0][3])
+                 and all(ins[0] != "random" for ins in code[0][2]), "a pair of 2-d sweeps without reductions")
+    _require(isinstance(shared, tuple) and shared and all(
+        isinstance(pair, tuple) and len(pair) == 2 and _is_int(pair[0]) and 0 <= pair[0] < len(second[1])
+        and _is_int(pair[1]) and 0 <= pair[1] < len(first[5]) and FILL not in edges_b[pair[0]] for pair in shared)
+        and len({slot for slot, _ in shared}) == len(shared), f"shared slots {shared!r}")
+    slots = {slot for slot, _ in shared}
+    _require(all(len(offset) == 2 and all(abs(e) <= TILE_HALO for e in offset)
+                 for slot, offset in (*second[2], *(b for b in second[4] if b is not None)) if slot in slots),
+             "reads of shared slots within the tile's halo")
+
+
+def _check_instruction(i: int, ins: Any, n_inputs: int, ndim: int) -> None:
+    from . import program as _codegen
+    from ..kernels.philox import _N_PARAMS
+
+    _require(isinstance(ins, tuple) and ins, f"instruction {i}")
+    tag = ins[0]
+    if tag == "load":
+        _require(len(ins) == 3 and _is_int(ins[1]) and 0 <= ins[1] < n_inputs and _is_dtype(ins[2]),
+                 f"load instruction {ins!r}")
+    elif tag in ("scalar", "full"):
+        _require(len(ins) == 3 and _is_int(ins[1]) and ins[1] >= 0 and _is_dtype(ins[2]), f"{tag} instruction {ins!r}")
+    elif tag == "random":
+        _require(len(ins) == 5 and isinstance(ins[1], str) and ins[1] in _N_PARAMS and _is_dtype(ins[2]) and _is_int(ins[3]) and ins[3] >= 0
+                 and _is_int(ins[4]) and ins[4] == _N_PARAMS[ins[1]], f"random instruction {ins!r}")
+    elif tag == "op":
+        _require(len(ins) == 6 and isinstance(ins[1], str) and ins[1] in _codegen._OPS, f"operation {ins[1:2]!r}")
+        _, func, dtype, kwargs, args, compute = ins
+        arity = _codegen._OPS[func][0]
+        _require(_is_dtype(dtype) and _is_dtype(compute) and isinstance(kwargs, tuple), f"operation {ins!r}")
+        _require(isinstance(args, tuple) and len(args) == arity and all(_is_int(a) and 0 <= a < i for a in args),
+                 f"operands {args!r} of instruction {i}")
+    elif tag == "total":
+        _require(len(ins) == 7 and _is_int(ins[3]) and 0 <= ins[3] < i and isinstance(ins[6], bool),
+                 f"total instruction {ins!r}")
+        _, kind, dtype, _, axes, params, _ = ins
+        _check_reduction((kind, axes, dtype, params), ndim)
+        _require(isinstance(axes, tuple) and sorted(axes) == list(range(ndim)), f"a total over every axis: {ins!r}")
+    else:
+        _require(False, f"instruction {ins!r}")
+
+
+def _check_output(out: Any, n_instrs: int, ndim: int) -> None:
+    _require(isinstance(out, tuple) and len(out) >= 2 and _is_int(out[1]) and 0 <= out[1] < n_instrs,
+             f"output {out!r}")
+    if out[0] == "store":
+        _require(len(out) == 2, f"output {out!r}")
+        return
+    _require(out[0] == "reduce" and len(out) == 6, f"output {out!r}")
+    _check_reduction(out[2:], ndim)
+
+
+def _check_reduction(reduction: tuple, ndim: int) -> None:
+    """``(kind, axes, dtype, params)`` of a reduction output or a total."""
+    from . import program as _codegen
+
+    kind, axes, dtype, params = reduction
+    _require(isinstance(kind, str) and kind in _codegen._COMBINE, f"reduction {kind!r}")
+    _require(isinstance(axes, tuple) and all(_is_int(a) and 0 <= a < ndim for a in axes), f"reduction axes {axes!r}")
+    _require(_is_dtype(dtype) and isinstance(params, tuple), f"reduction {reduction!r}")
+    _require(kind != "mean" or (len(params) >= 1 and _is_dtype(params[0])), f"mean parameters {params!r}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_dtype(value: Any) -> bool:
+    """A native-order dtype (or its ``.str``) of one of the C types the kernels use."""
+    from .program import CTYPES
+
+    if not isinstance(value, (str, np.dtype)):
+        return False
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        return False
+    return dtype.name in CTYPES and dtype.isnative
+
+
+def _require(condition: bool, what: str) -> None:
+    if not condition:
+        raise ProgramError(f"not a program of ours: {what}; fused programs are made by the fusion pass")

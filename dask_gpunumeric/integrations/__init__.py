@@ -1,0 +1,1 @@
+"""Other libraries holding gnp Arrays: xarray."""

@@ -1,0 +1,361 @@
+"""Functions that run on one block (or a few) inside Dask tasks, for NumPy and CuPy blocks alike.
+
+They take the array module from their inputs (``_backend.namespace``), so a task is the same on a laptop
+and on a GPU worker. Everything here is a plain top-level function so that tasks pickle.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .backend import module, namespace, to_backend
+
+# --- data in ------------------------------------------------------------------------------------------
+
+
+def as_block(piece: Any, dtype: np.dtype, backend: str) -> Any:
+    """A piece of user data as a block of the backend, with the array's dtype."""
+    if isinstance(piece, np.ndarray) and not piece.dtype.isnative:
+        piece = piece.astype(dtype)  # to native byte order on the host: CuPy takes no other
+    block = to_backend(piece, backend)
+    return block if block.dtype == dtype else block.astype(dtype)
+
+
+def create(
+    kind: str,
+    offset: tuple[int, ...],
+    shape: tuple[int, ...],
+    global_shape: tuple[int, ...],
+    dtype: np.dtype,
+    backend: str,
+    params: tuple,
+) -> Any:
+    """One block of a created array, computed from its position (``offset`` in the whole array)."""
+    xp = module(backend)
+    if kind == "full":
+        value = params[0]
+        if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)) and value == 0 and not np.signbit(value):
+            return xp.zeros(shape, dtype=dtype)  # a memset on a GPU (CuPy's full runs a copy kernel: 4x slower)
+        return xp.full(shape, value, dtype=dtype)
+    if kind == "empty":
+        return xp.empty(shape, dtype=dtype)
+    if kind == "arange":
+        # NumPy's values, bit for bit: x[0] = start and x[1] = start + step cast to the dtype, then
+        # x[i] = x[0] + i * (x[1] - x[0]) computed in the dtype
+        start, step = params
+        first, second = dtype.type(start), dtype.type(start + step)
+        out = xp.arange(offset[0], offset[0] + shape[0]).astype(dtype) * (second - first) + first
+        if offset[0] <= 1 < offset[0] + shape[0]:
+            out[1 - offset[0]] = second
+        return out.astype(dtype, copy=False)
+    if kind == "linspace":
+        start, step, num, stop, endpoint = params
+        i = xp.arange(offset[0], offset[0] + shape[0], dtype=np.float64)
+        out = start + i * step
+        if endpoint and num > 1 and offset[0] + shape[0] == num:
+            out[-1] = stop
+        return (xp.floor(out) if dtype.kind in "iu" else out).astype(dtype)  # NumPy floors for integers
+    if kind == "eye":
+        (k,) = params
+        rows = xp.arange(offset[0], offset[0] + shape[0])[:, None]
+        cols = xp.arange(offset[1], offset[1] + shape[1])[None, :]
+        return (cols - rows == k).astype(dtype)
+    if kind.startswith("random-"):
+        from . import philox as _philox
+
+        key, stream, dist_params = params
+        return _philox.draw_block(
+            kind.removeprefix("random-"), key, stream, global_shape, offset, shape, dtype, dist_params, xp=xp
+        )
+    raise ValueError(f"unknown creation kind {kind!r}")
+
+
+# --- elementwise --------------------------------------------------------------------------------------
+
+_SPECIAL = {"astype", "where", "clip"}
+_LOGICAL = {"logical_and", "logical_or", "logical_xor", "logical_not"}
+
+
+def elemwise(op: str, dtype: np.dtype, kwargs: dict, *args: Any) -> Any:
+    """Apply the array module's function ``op`` to the arguments and return a block of ``dtype``."""
+    xp = namespace(*args)
+    if op == "astype":
+        src = args[0]
+        if src.dtype.kind == "f" and dtype.kind == "u" and dtype.itemsize < 8:
+            # NumPy (x86) converts floats to small unsigned ints through int64, wrapping negatives;
+            # CuPy clamps them: go through int64 on both so that the values agree
+            src = src.astype(np.int64)
+        return src.astype(dtype, copy=False)
+    func = getattr(xp, op)
+    if op in _LOGICAL:  # CuPy has no complex loops for these; a complex number is true when nonzero
+        args = tuple(a != 0 if np.iscomplexobj(a) else a for a in args)
+    with np.errstate(all="ignore"):
+        out = func(*args, **kwargs)
+    if not isinstance(out, xp.ndarray) or out.dtype != dtype:
+        out = xp.asarray(out).astype(dtype, copy=False)
+    return out
+
+
+def apply(func: Any, kwargs: dict, dtype: np.dtype, *blocks: Any) -> Any:
+    """``func(*blocks, **kwargs)`` as a block of ``dtype`` (the task of a ``map_blocks``)."""
+    out = func(*blocks, **kwargs)
+    xp = namespace(*blocks) if blocks else np
+    return out if isinstance(out, xp.ndarray) and out.dtype == dtype else xp.asarray(out).astype(dtype, copy=False)
+
+
+# --- layout -------------------------------------------------------------------------------------------
+
+
+def transpose(block: Any, axes: tuple[int, ...]) -> Any:
+    """The block with its axes permuted."""
+    return block.transpose(axes)
+
+
+def reshape(block: Any, shape: tuple[int, ...]) -> Any:
+    """The block reshaped (C order)."""
+    return block.reshape(shape)
+
+
+def broadcast(block: Any, shape: tuple[int, ...]) -> Any:
+    """The block broadcast to ``shape`` (a read-only view where the array module allows)."""
+    return namespace(block).broadcast_to(block, shape)
+
+
+def _local_index(block: Any, index: tuple[Any, ...]) -> Any:
+    xp = namespace(block)
+    out = block[tuple(ix if isinstance(ix, slice) else slice(None) for ix in index)]
+    for axis, ix in enumerate(index):
+        if not isinstance(ix, slice):
+            out = xp.take(out, xp.asarray(ix), axis=axis)
+    return out
+
+
+def concatenate_nested(pieces: Sequence[Any], grid: tuple[int, ...]) -> Any:
+    """Join blocks laid out in C order on an n-d ``grid`` into one array."""
+    if not grid:
+        return pieces[0]
+    if len(pieces) == 1:
+        return pieces[0]
+    xp = namespace(*pieces)
+    step = len(pieces) // grid[0]
+    parts = [concatenate_nested(pieces[i * step : (i + 1) * step], grid[1:]) for i in range(grid[0])]
+    axis = parts[0].ndim - len(grid)
+    return parts[0] if len(parts) == 1 else xp.concatenate(parts, axis=axis)
+
+
+def assemble(
+    blocks: Sequence[Any],
+    local_indices: Sequence[tuple[Any, ...]],
+    grid: tuple[int, ...],
+    perms: tuple[Any, ...],
+    drop: tuple[int, ...],
+) -> Any:
+    """Cut each block by its local index, join the pieces on ``grid``, reorder and drop axes."""
+    pieces = [_local_index(b, ix) for b, ix in zip(blocks, local_indices)]
+    out = concatenate_nested(pieces, grid)
+    xp = namespace(out)
+    for axis, perm in enumerate(perms):
+        if perm is not None:
+            out = xp.take(out, xp.asarray(perm), axis=axis)
+    if drop:
+        out = out[tuple(0 if d in drop else slice(None) for d in range(out.ndim))]
+    return out
+
+
+def cut(block: Any, local: tuple[slice, ...]) -> Any:
+    """A contiguous copy of ``block[local]``: a halo strip, so that only its elements travel."""
+    return namespace(block).ascontiguousarray(block[local])
+
+
+def halo_block(pieces: Sequence[Any], layout: tuple) -> Any:
+    """A block extended by halos from its pieces: ``layout`` is the extended shape and, per piece, the
+    local index to cut from it (None for a strip cut already) and where it goes. A single piece is a view."""
+    shape, places = layout
+    if len(pieces) == 1:
+        local = places[0][0]
+        return pieces[0] if local is None else pieces[0][local]
+    xp = namespace(*pieces)
+    out = xp.empty(shape, dtype=pieces[0].dtype)
+    for piece, (local, dest) in zip(pieces, places):
+        out[dest] = piece if local is None else piece[local]
+    return out
+
+
+def concatenate_grid(blocks: Sequence[Any], numblocks: tuple[int, ...]) -> Any:
+    """All blocks of an array joined into one (what compute returns)."""
+    return concatenate_nested(list(blocks), numblocks)
+
+
+def setitem(block: Any, local: tuple[slice, ...], value: Any) -> Any:
+    """A copy of the block with ``block[local] = value``."""
+    out = block.copy()
+    xp = namespace(out)
+    out[local] = value if np.isscalar(value) else xp.asarray(value)
+    return out
+
+
+def matmul_sum(a_blocks: Sequence[Any], b_blocks: Sequence[Any], dtype: np.dtype) -> Any:
+    """The sum of the products of matching blocks (one output block of a blocked matrix product)."""
+    xp = namespace(*a_blocks, *b_blocks)
+    out = None
+    for a, b in zip(a_blocks, b_blocks):
+        product = xp.matmul(a, b)
+        out = product if out is None else out + product
+    return out.astype(dtype, copy=False)
+
+
+# --- reductions ---------------------------------------------------------------------------------------
+
+
+def _count(block: Any, axes: tuple[int, ...]) -> int:
+    return int(np.prod([block.shape[d] for d in axes])) if axes else 1
+
+
+def reduce_chunk(
+    kind: str, block: Any, axes: tuple[int, ...], dtype: np.dtype, params: tuple, offsets: tuple[int, ...]
+) -> dict[str, Any]:
+    """The partial reduction of one block (reduced axes kept with length 1)."""
+    xp = namespace(block)
+    kw = {"axis": axes, "keepdims": True}
+    if kind in ("sum", "prod"):
+        return {"v": getattr(xp, kind)(block, dtype=dtype, **kw)}
+    if kind in ("min", "max"):
+        return {"v": _extreme(kind, block, axes)}
+    if kind in ("all", "any"):
+        return {"v": getattr(xp, kind)(block, **kw)}
+    if kind in ("argmin", "argmax"):
+        (axis,) = axes
+        if block.shape[axis] == 0:  # an empty partial, skipped when joined with its neighbours
+            return {"v": block, "i": xp.zeros(block.shape, dtype=np.intp)}
+        i = _arg_extreme(kind, block, axis)
+        return {"v": xp.take_along_axis(block, i, axis=axis), "i": i + offsets[0]}
+    acc = params[0]
+    n = _count(block, axes)
+    s = xp.sum(block, dtype=acc, **kw)
+    if kind == "mean":
+        return {"s": s, "n": n}
+    if kind == "var":
+        mean = s / n if n else s
+        return {"n": n, "mean": mean, "m2": xp.sum(xp.abs(block - mean) ** 2, **kw)}
+    raise ValueError(f"unknown reduction {kind!r}")
+
+
+def reduce_combine(
+    kind: str, partials: Sequence[dict[str, Any]], grid: tuple[int, ...], axes: tuple[int, ...], params: tuple
+) -> dict[str, Any]:
+    """Combine partials laid out on ``grid`` into one partial."""
+    if kind in ("argmin", "argmax"):
+        (axis,) = axes
+        v = _join(partials, "v", grid)
+        xp = namespace(v)
+        if v.shape[axis] == 0:  # every partial of the group was empty
+            return {"v": v, "i": _join(partials, "i", grid)}
+        pick = _arg_extreme(kind, v, axis)
+        return {"v": xp.take_along_axis(v, pick, axis=axis), "i": xp.take_along_axis(_join(partials, "i", grid), pick, axis=axis)}
+    if kind == "mean":
+        s = _join(partials, "s", grid)
+        # in the partials' dtype, as NumPy's mean sums (a small integer sum would widen, and not wrap)
+        return {"s": namespace(s).sum(s, axis=axes, keepdims=True, dtype=s.dtype), "n": sum(p["n"] for p in partials)}
+    if kind == "var":
+        return _combine_var(partials, grid, axes)
+    v = _join(partials, "v", grid)
+    if kind in ("min", "max"):
+        return {"v": _extreme(kind, v, axes)}
+    xp = namespace(v)
+    kw = {"axis": axes, "keepdims": True}
+    return {"v": getattr(xp, kind)(v, dtype=v.dtype, **kw) if kind in ("sum", "prod") else getattr(xp, kind)(v, **kw)}
+
+
+def _arg_extreme(kind: str, v: Any, axis: int) -> Any:
+    """argmin/argmax along ``axis`` (kept), the first NaN winning as in NumPy (CuPy does not do that)."""
+    xp = namespace(v)
+    i = getattr(xp, kind)(v, axis=axis, keepdims=True)
+    if v.dtype.kind in "fc":
+        nan = xp.isnan(v)
+        first_nan = xp.argmax(nan, axis=axis, keepdims=True)
+        i = xp.where(xp.any(nan, axis=axis, keepdims=True), first_nan, i)
+    return i
+
+
+def _extreme(kind: str, v: Any, axes: tuple[int, ...]) -> Any:
+    """min or max over ``axes``, kept with length 1; where ``v`` is empty along a reduced axis (a block of
+    length 0 there), an empty partial instead: length 0 on that axis and at most 1 on the other reduced
+    axes, so that joining it with its neighbours skips it."""
+    if all(v.shape[d] for d in axes):
+        return getattr(namespace(v), kind)(v, axis=axes, keepdims=True)
+    return v[tuple(slice(0, 1) if d in axes else slice(None) for d in range(v.ndim))]
+
+
+def _join(partials: Sequence[dict[str, Any]], field: str, grid: tuple[int, ...]) -> Any:
+    return concatenate_nested([p[field] for p in partials], grid)
+
+
+def _combine_var(partials: Sequence[dict[str, Any]], grid: tuple[int, ...], axes: tuple[int, ...]) -> dict[str, Any]:
+    # Chan et al.: combine counts, means and sums of squared deviations. A group spans only reduced axes
+    # (the grid is 1 along the others), and a partial's count is a plain int.
+    mean = _join(partials, "mean", grid)
+    m2 = _join(partials, "m2", grid)
+    xp = namespace(mean)
+    counts = np.array([p["n"] for p in partials], dtype=np.float64).reshape(grid)
+    weights = xp.asarray(counts, dtype=m2.dtype)
+    n = float(counts.sum())
+    if n == 0:
+        return {"n": 0, "mean": mean.sum(axis=axes, keepdims=True), "m2": m2.sum(axis=axes, keepdims=True)}
+    total_mean = (mean * weights).sum(axis=axes, keepdims=True) / n
+    total_m2 = m2.sum(axis=axes, keepdims=True) + (weights * xp.abs(mean - total_mean) ** 2).sum(axis=axes, keepdims=True)
+    return {"n": int(n), "mean": total_mean.astype(mean.dtype), "m2": total_m2.astype(m2.dtype)}
+
+
+def reduce_finish(
+    kind: str, partial: dict[str, Any], axes: tuple[int, ...], keepdims: bool, dtype: np.dtype, params: tuple
+) -> Any:
+    """The final value from the last partial, with the reduced axes removed unless ``keepdims``."""
+    xp = namespace(*partial.values())
+    if kind in ("argmin", "argmax"):
+        out = partial["i"]
+    elif kind == "mean":
+        with np.errstate(all="ignore"):
+            out = partial["s"] / partial["n"] if partial["n"] else partial["s"] * np.nan
+    elif kind == "var":
+        ddof, sqrt = params[1], params[2]
+        with np.errstate(all="ignore"):
+            out = partial["m2"] / max(partial["n"] - ddof, 0)  # as NumPy: inf (or nan for 0/0) when N <= ddof
+            if sqrt:
+                out = xp.sqrt(out)
+    else:
+        out = partial["v"]
+    if not keepdims:
+        out = out.reshape(tuple(s for d, s in enumerate(out.shape) if d not in axes))
+    return xp.asarray(out).astype(dtype, copy=False)
+
+
+# --- scans --------------------------------------------------------------------------------------------
+
+_SCAN_FUNC = {"cumsum": "cumsum", "cumprod": "cumprod"}
+_SCAN_COMBINE = {"cumsum": "add", "cumprod": "multiply"}
+
+
+def scan_local(kind: str, block: Any, axis: int, dtype: np.dtype) -> Any:
+    """The scan of one block on its own."""
+    xp = namespace(block)
+    return getattr(xp, _SCAN_FUNC[kind])(block, axis=axis, dtype=dtype)
+
+
+def scan_carry(kind: str, previous: Any, local_before: Any, axis: int) -> Any:
+    """The running total entering the next block: the previous carry combined with the last slice of the
+    block before."""
+    xp = namespace(local_before)
+    last = xp.take(local_before, [local_before.shape[axis] - 1], axis=axis) if local_before.shape[axis] else None
+    if last is None:
+        return previous
+    return last if previous is None else getattr(xp, _SCAN_COMBINE[kind])(previous, last)
+
+
+def scan_apply(kind: str, local: Any, carry: Any) -> Any:
+    """A block's final scan: its local scan combined with the carry from the blocks before."""
+    if carry is None:
+        return local
+    xp = namespace(local)
+    return getattr(xp, _SCAN_COMBINE[kind])(local, carry).astype(local.dtype, copy=False)

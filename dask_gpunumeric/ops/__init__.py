@@ -1,0 +1,1 @@
+"""One registry per kind of operation: elementwise functions (ufuncs) and reductions."""

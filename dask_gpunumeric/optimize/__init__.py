@@ -1,0 +1,1 @@
+"""Passes over the expression DAG before Dask schedules anything: fusion, stencils, simplifications."""

@@ -1,0 +1,1 @@
+"""Accelerated regions as per-worker programs, and how their ranks exchange values."""
