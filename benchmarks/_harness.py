@@ -179,6 +179,11 @@ TITLES = {
     "monte_carlo": "Monte-Carlo (example)", "black_scholes": "Black-Scholes", "heat": "2-D heat (Jacobi)",
     "gray_scott": "Gray-Scott reaction-diffusion", "cg": "Conjugate gradient (2-D Laplacian)",
     "matmul": "Dense matrix product", "small_arrays": "Small-array latency", "long_run": "Long run",
+    "black_scholes_erf": "Black-Scholes, erf polynomial (user code)", "cg_setitem": "CG, setitem Laplacian (user code)",
+    "rk4": "RK4, two coupled fields (user code)", "rk4_large": "RK4, two coupled fields, large (user code)",
+    "softmax": "Row-wise softmax/logsumexp (user code)", "heat3d": "3-D heat, 7-point (user code)",
+    "heat3d_large": "3-D heat, 7-point, large (user code)", "advection": "1-D upwind advection (user code)",
+    "histogram_stats": "Histogram statistics (user code)", "least_squares": "Least squares, X.T @ X (user code)",
 }
 """Display names of the benchmarks and weak-scaling workloads (others show their file name)."""
 

@@ -1,6 +1,6 @@
 """The benchmark suite: every benchmark, then weak scaling, into one JSON file, two plots and a table.
 
-    python benchmarks/suite.py [--out docs/benchmarks] [--only NAME,...] [--workers 1,2]
+    python benchmarks/suite.py [--out docs/benchmarks] [--only NAME|user_code,...] [--workers 1,2]
                                [--repeat N] [--warmup N] [--no-weak-scaling]
     python benchmarks/suite.py --replot [--out docs/benchmarks]     # redraw from OUT/results.json
 
@@ -43,10 +43,17 @@ ROOT = BENCHMARKS_DIR.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # an installed dask_gpunumeric comes first; else the checkout
 
-BENCHMARKS = ("monte_carlo", "black_scholes", "heat", "gray_scott", "cg", "matmul", "small_arrays")
+USER_CODE = ("black_scholes_erf", "cg_setitem", "rk4", "rk4_large", "softmax", "heat3d", "heat3d_large",
+             "advection", "histogram_stats", "least_squares")
+"""The benchmarks of code as users write it (``_user_code``): ``--only user_code`` runs just these."""
+
+BENCHMARKS = ("monte_carlo", "black_scholes", "heat", "gray_scott", "cg", "matmul", "small_arrays", *USER_CODE)
 """The benchmark scripts of the suite, in the order they run. Each takes ``--json PATH``, ``--repeat N`` and
 ``--warmup N`` and writes a ``_harness.make_report`` dictionary. (The reliability runs, ``long_run.py`` and
 ``out_of_memory.py``, check memory rather than time systems against each other: they run on their own.)"""
+
+GROUPS = {"user_code": USER_CODE}
+"""Names that ``--only`` expands to several benchmarks."""
 
 class Progress(Protocol):
     """Steps counted on a progress display, with lines of output shown alongside."""
@@ -245,12 +252,18 @@ def markdown(results: dict) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def expand_only(text: str) -> list[str]:
+    """The benchmarks that ``--only`` names: comma-separated names and groups."""
+    return [name for part in text.split(",") for name in GROUPS.get(part, [part])]
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "docs" / "benchmarks",
                         help="folder for results.json, the plots and results.md (default docs/benchmarks)")
-    parser.add_argument("--only", type=lambda text: text.split(","),
-                        help=f"comma-separated benchmarks to run (default all of {', '.join(BENCHMARKS)})")
+    parser.add_argument("--only", type=expand_only,
+                        help=f"comma-separated benchmarks to run (default all of {', '.join(BENCHMARKS)}), or "
+                             f"groups of them: {', '.join(GROUPS)}")
     parser.add_argument("--workers", type=lambda text: [int(k) for k in text.split(",")], default=default_workers(),
                         help="worker counts for weak scaling (default 1, 2, 4, ... up to the GPUs; 1,2 on the CPU)")
     parser.add_argument("--repeat", type=int, help="timed runs of every benchmark (default: each one's own)")

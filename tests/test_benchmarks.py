@@ -63,6 +63,40 @@ def test_iterative_benchmark_runs_and_checks_on_the_cpu(benchmark: str, size: li
     assert all(row["ok"] for name, row in rows.items() if name != "numpy"), report["results"]
 
 
+USER_CODE_TINY = {
+    "black_scholes_erf": ["--shape", "4096"], "cg_setitem": ["--shape", "32,32", "--steps", "3"],
+    "rk4": ["--shape", "1024", "--steps", "2"], "rk4_large": ["--shape", "2048", "--steps", "1"],
+    "softmax": ["--shape", "64,48"], "heat3d": ["--shape", "12,10,8", "--steps", "3"],
+    "heat3d_large": ["--shape", "8,8,8", "--steps", "1"], "advection": ["--shape", "4096", "--steps", "3"],
+    "histogram_stats": ["--shape", "4096"], "least_squares": ["--shape", "1024,8"],
+}
+"""Tiny sizes of the user-code benchmarks (``suite.USER_CODE``)."""
+
+
+def test_every_user_code_benchmark_is_tested() -> None:
+    import suite
+
+    assert set(USER_CODE_TINY) == set(suite.USER_CODE) and set(suite.USER_CODE) <= set(suite.BENCHMARKS)
+    assert suite.parse_args(["--only", "user_code,cg"]).only == [*suite.USER_CODE, "cg"]
+
+
+@pytest.mark.parametrize("benchmark", sorted(USER_CODE_TINY))
+def test_user_code_benchmark_runs_and_checks_on_the_cpu(benchmark: str, tmp_path: pathlib.Path) -> None:
+    """Each user-code benchmark at a tiny size: gnp plain and accelerated, checked against NumPy."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    report_path = tmp_path / "report.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / f"{benchmark}.py"), *USER_CODE_TINY[benchmark],
+               "--repeat", "1", "--warmup", "0", "--json", str(report_path)]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    rows = {row["name"]: row for row in report["results"]}
+    assert report["passed"] and report["baseline"] == "numpy" and {"numpy", "gnp", "gnp-auto"} <= set(rows)
+    assert all(row["ok"] for name, row in rows.items() if not name.startswith("numpy")), report["results"]
+    assert set(report["first_call_ms"]) == set(report["ratios"]) == {"numpy", "gnp", "gnp-auto"}
+    assert report["ratios"]["numpy"] == {"x numpy": 1.0}
+
+
 def test_long_run_writes_its_checks_and_plot_on_the_cpu(tmp_path: pathlib.Path) -> None:
     """The long-run benchmark at a few hundred steps: flat memory and bounded caches, as JSON and a plot."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
