@@ -11,7 +11,8 @@ and without a GPU. The systems, side by side in one run:
 
 The reference is NumPy without a GPU and eager CuPy with one: it runs first, and every other system's
 outputs are checked against its outputs (``max |err| <= rtol * max(1, max |reference|)`` per output). Each
-system's first call is timed on its own (it compiles), then the harness's warm-up and timed runs follow,
+system's first call is timed on its own (it compiles; ``gnp``'s follows ``gnp-auto``'s in the same process,
+and may reuse kernels that one compiled), then the harness's warm-up and timed runs follow,
 as many as fit in ``BUDGET_S`` after the first call. The report holds each system's first call
 (``first_call_ms``; rows of their own where ``Workload.first_call``) and its median against the reference
 and against ``jax-jit`` (``ratios``).
@@ -106,12 +107,14 @@ def systems(w: Workload, host: tuple[np.ndarray, ...], options: dict) -> list[tu
 def measure_system(name: str, run: Callable[[], Any], check: Callable[[Any], tuple[bool, str]] | None,
                    args: argparse.Namespace, budget_s: float) -> tuple[H.Result, H.Result]:
     """(first call, warm runs) of one system: the first call alone, then the harness's warm-up and timed
-    runs, as many as ``budget_s`` allows at the first call's pace."""
+    runs, as many as ``budget_s`` allows at the first call's pace (timed runs first; a slow system's one
+    timed run is its second call)."""
     first = H.measure(f"{name} first call", run, repeat=1, warmup=0, check=check)
     if first.error is not None:
         return first, first
     calls = max(1, int(budget_s / max(first.times_s[0], 1e-6)))
-    warm = H.measure(name, run, repeat=min(args.repeat, calls), warmup=min(args.warmup, calls), check=check)
+    repeat = min(args.repeat, calls)
+    warm = H.measure(name, run, repeat=repeat, warmup=min(args.warmup, calls - repeat), check=check)
     return first, warm
 
 

@@ -13,6 +13,7 @@ to 2 GPUs.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,7 @@ def initial(arrays: tuple, xp: Any) -> tuple:
     return xp.zeros_like(b), b, b, xp.sum(b * b)
 
 
-def step(state: tuple, xp: Any) -> tuple:
+def step(state: tuple, xp: Any, laplacian: Callable[[Any, Any], Any] = laplacian) -> tuple:
     """One CG iteration: (x, r, p, r.r) -> the next."""
     x, r, p, rr = state
     ap = laplacian(p, xp)

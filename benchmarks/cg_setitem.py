@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import _user_code
-from cg import inputs
+from cg import initial, inputs, step
 
 
-def laplacian(g: Any) -> Any:
+def laplacian(g: Any, xp: Any) -> Any:
     """-Laplacian of ``g`` with zero Dirichlet boundaries, neighbour by neighbour."""
     y = 4 * g
     y[1:, :] -= g[:-1, :]
@@ -27,7 +27,7 @@ def laplacian(g: Any) -> Any:
     return y
 
 
-def laplacian_at(g: Any) -> Any:
+def laplacian_at(g: Any, xp: Any) -> Any:
     """``laplacian`` for JAX, which has no setitem."""
     y = 4 * g
     y = y.at[1:, :].add(-g[:-1, :])
@@ -36,21 +36,12 @@ def laplacian_at(g: Any) -> Any:
     return y.at[:, :-1].add(-g[:, 1:])
 
 
-def cg(xp: Any, b: Any, steps: int = 30, laplacian: Callable[[Any], Any] = laplacian) -> Any:
-    """``steps`` CG iterations for laplacian(x) = b from x = 0."""
-    x = xp.zeros_like(b)
-    r = b
-    p = b
-    rr = xp.sum(r * r)
+def cg(xp: Any, b: Any, steps: int = 30, laplacian: Callable[[Any, Any], Any] = laplacian) -> Any:
+    """``steps`` iterations of ``cg.py``'s CG, in a Python loop, for laplacian(x) = b from x = 0."""
+    state = initial((b,), xp)
     for _ in range(steps):
-        ap = laplacian(p)
-        alpha = rr / xp.sum(p * ap)
-        x = x + alpha * p
-        r = r - alpha * ap
-        rr_new = xp.sum(r * r)
-        p = r + (rr_new / rr) * p
-        rr = rr_new
-    return x
+        state = step(state, xp, laplacian)
+    return state[0]
 
 
 CG_SETITEM = _user_code.Workload(
