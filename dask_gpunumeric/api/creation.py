@@ -14,10 +14,11 @@ from dask.array.core import normalize_chunks as _dask_normalize_chunks
 from dask.tokenize import tokenize
 
 from .. import config
-from .array import Array, ArrayLike
+from ..expr.nodes import ArrayExpr, Creation, FromArray, FromGraph
 from ..kernels.backend import backend_of, resolve
 from ..runtime.cluster import active_workers
-from ..expr.nodes import ArrayExpr, Creation, FromArray, FromGraph
+from .array import Array, ArrayLike
+from .guards import check_fetch
 
 Shape = int | tuple[int, ...]
 
@@ -187,6 +188,11 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
     return from_array(obj, chunks=chunks, dtype=dtype, backend=backend)
 
 
+def as_array(x: ArrayLike) -> Array:
+    """An Array from an Array or anything ``asarray`` takes."""
+    return x if isinstance(x, Array) else asarray(x)
+
+
 def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Array:
     """An Array from any object with ``__dlpack__`` (host data through NumPy, CUDA data through CuPy)."""
     kind, _ = x.__dlpack_device__()
@@ -243,8 +249,6 @@ def full(shape: Shape, fill_value: Any, *, dtype: Any = None, device: Any = None
          backend: str | None = None) -> Array:
     """An Array of ``shape`` filled with ``fill_value`` (dtype from the value unless given)."""
     if isinstance(fill_value, Array):
-        from .guards import check_fetch
-
         check_fetch("using a lazy Array as fill_value of full()")
         fill_value = fill_value.item()
     dtype = np.dtype(dtype) if dtype is not None else np.asarray(fill_value).dtype
@@ -271,8 +275,6 @@ def empty(shape: Shape, *, dtype: Any = None, device: Any = None, chunks: Any = 
 
 
 def _like(x: ArrayLike, dtype: Any, shape: Shape | None, device: Any) -> tuple[tuple[int, ...], np.dtype, Any, str]:
-    from .elementwise import as_array
-
     a = as_array(x)
     shape_ = _shape(shape) if shape is not None else a.shape
     dtype_ = np.dtype(dtype) if dtype is not None else a.dtype

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from ..expr.nodes import ArrayExpr, Elemwise
 from . import guards as _guards
 from .array import Array, ArrayLike
-from .creation import SCALAR_OPERANDS, as_operand
-from ..expr.nodes import ArrayExpr, Elemwise
-from .manipulation import rechunk_expr
+from .creation import SCALAR_OPERANDS, as_array, as_operand, device_backend
+from .manipulation import broadcast_shape, rechunk_expr
 
 # standard name -> name of the function in NumPy and CuPy (both have these classic names)
 _UNARY = {
@@ -90,17 +90,6 @@ def _operation_dtypes(op: str, operands: tuple, kwargs: tuple, skip: int) -> tup
     return out, common if _guards.widened(arrays, common) else None
 
 
-def broadcast_shape(op: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
-    """NumPy broadcasting of operand shapes, with NumPy's error for shapes that don't broadcast."""
-    try:
-        return np.broadcast_shapes(*shapes)
-    except ValueError:
-        raise ValueError(
-            f"{op}: operands could not be broadcast together with shapes "
-            + " ".join(str(s) for s in shapes)
-        ) from None
-
-
 def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, ArrayExpr]:
     """Rechunk arrays so that every non-broadcast axis shares the same chunks: where operands disagree,
     the chunking with the fewest blocks (the first such operand's on a tie). Unlike the common refinement
@@ -172,6 +161,16 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     return Array(Elemwise(func, out_dtype, kwargs, *operands))
 
 
+def promoting(op: str, *operands: Any) -> Any:
+    """Check the promotion guard once on the caller's array operands (their common dtype must not widen any
+    of them), and give a context that allows the internal promotions of the steps inside (``isclose``
+    computes in floating point whatever the input, as NumPy does)."""
+    dtypes = [o.dtype for o in operands if isinstance(o, Array)]
+    if dtypes:
+        _guards.check_promotion(op, dtypes, np.result_type(*dtypes))
+    return _guards.allowpromotion()
+
+
 def _make_unary(name: str) -> Any:
     def func(x: ArrayLike, /) -> Array:
         return elementwise(name, x)
@@ -226,8 +225,6 @@ def round(x: ArrayLike, /, decimals: int = 0) -> Array:  # noqa: A001
 
 def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, device: Any = None, casting: str = "unsafe") -> Array:
     """The array converted to ``dtype`` (explicit: never guarded), on ``device`` if given."""
-    from .creation import device_backend
-
     arr = as_array(x)
     if device is not None:
         arr = arr.to_backend(device_backend(device))
@@ -238,11 +235,3 @@ def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, device: Any = None
         return arr
     return Array(Elemwise("astype", dtype, {}, arr.expr))
 
-
-def as_array(x: ArrayLike) -> Array:
-    """An Array from an Array or anything ``asarray`` takes."""
-    if isinstance(x, Array):
-        return x
-    from .creation import asarray
-
-    return asarray(x)

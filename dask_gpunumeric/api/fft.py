@@ -17,8 +17,8 @@ import numpy as np
 from .array import Array, ArrayLike
 from ..kernels.backend import namespace
 from .blockwise import map_blocks
-from .creation import arange, operator_index
-from .elementwise import as_array, where
+from .creation import arange, as_array, operator_index
+from .elementwise import where
 from .manipulation import normalize_axis, rechunk, roll
 from .reductions import _no_out
 

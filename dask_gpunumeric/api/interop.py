@@ -11,10 +11,12 @@ import dask.base
 import dask.callbacks
 import numpy as np
 
-from .array import Array
+from ..expr.nodes import compiled, flat_keys, run_in_order
 from ..kernels.backend import to_numpy
 from ..runtime.cluster import client_active
-from ..expr.nodes import compiled, flat_keys, run_in_order
+from .array import Array
+from .creation import _is_dask_array, from_dask_array
+from .elementwise import FUNCTIONS, elementwise
 
 HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
 _WARNED: set[str] = set()
@@ -59,8 +61,6 @@ def _to_dask(obj: Any) -> Any:
 
 
 def _from_dask(obj: Any) -> Any:
-    from .creation import _is_dask_array, from_dask_array
-
     return from_dask_array(obj) if _is_dask_array(obj) else obj
 
 
@@ -82,10 +82,7 @@ def array_function(func: Callable, types: Any, args: tuple, kwargs: dict) -> Any
 
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     """``__array_ufunc__``: NumPy ufuncs (and their reduce/accumulate) on gnp Arrays."""
-    import dask_gpunumeric as gnp
-
-    from .elementwise import FUNCTIONS, elementwise
-
+    gnp = Array._namespace
     if kwargs.get("out") is not None:
         raise TypeError(f"numpy.{ufunc.__name__}: out= is not supported: Arrays are immutable, assign the result")
     kwargs = {k: v for k, v in kwargs.items() if k != "out"}

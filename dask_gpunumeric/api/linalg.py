@@ -17,7 +17,6 @@ block functions run under ``cupyx.errstate(linalg="raise")``: CuPy otherwise ret
 from __future__ import annotations
 
 import contextlib
-
 import operator
 from typing import Any, NamedTuple
 
@@ -28,11 +27,9 @@ from . import reductions as _reductions
 from .array import Array, ArrayLike
 from ..kernels.backend import namespace
 from .blockwise import map_blocks
-from .contraction import matmul
-from .creation import eye, zeros
+from .creation import as_array, eye, zeros
 from .elementwise import abs as _abs
 from .elementwise import (
-    as_array,
     conj,
     divide,
     greater,
@@ -44,6 +41,7 @@ from .elementwise import (
     subtract,
     where,
 )
+from .interop import fetch
 from .manipulation import (
     broadcast_to,
     concat,
@@ -54,7 +52,7 @@ from .manipulation import (
     normalize_axis,
     squeeze,
 )
-from .tensor import align_stacks, matmul_stacks, tensordot, vecdot
+from .tensor import align_stacks, matmul, matmul_stacks, tensordot, vecdot
 from .tensor import outer as _outer
 
 __all__ = [
@@ -530,7 +528,6 @@ def lstsq(a: ArrayLike, b: ArrayLike, rcond: float | None = None) -> tuple[Array
     Built from ``svd(a, full_matrices=False)`` (distributed for a tall ``a`` cut into row blocks). The
     residuals' shape depends on the rank, so the rank is computed (from the singular values alone) when
     this is called; ``x``, ``residuals`` and ``s`` stay lazy."""
-    from .interop import fetch
 
     x, y = as_array(a), as_array(b)
     vector = y.ndim == 1

@@ -1,19 +1,21 @@
-"""Changing layout without changing values: rechunk, reshape, transpose, expand/squeeze, broadcast, concat,
-stack, flip, roll. All of them build ``Gather``, ``Transpose`` or ``BlockReshape`` expressions."""
+"""Changing layout without changing values: rechunk, reshape, transpose, expand/squeeze, broadcast (and
+meshgrid), concat, stack, flip, roll. All of them build ``Gather``, ``Transpose`` or ``BlockReshape`` expressions."""
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from ..expr import plan as _plan
-from .array import Array, ArrayLike
 from dask.array.core import common_blockdim
 
+from ..expr import plan as _plan
 from ..expr.nodes import ArrayExpr, BlockReshape, Broadcast, Gather, Transpose
+from .array import Array, ArrayLike
+from .creation import as_array, normalize_chunks, operator_index
+from .guards import check_promotion
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
@@ -38,10 +40,15 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     return out
 
 
-def _as_array(x: ArrayLike) -> Array:
-    from .elementwise import as_array
-
-    return as_array(x)
+def broadcast_shape(op: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """NumPy broadcasting of operand shapes, with NumPy's error for shapes that don't broadcast."""
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(
+            f"{op}: operands could not be broadcast together with shapes "
+            + " ".join(str(s) for s in shapes)
+        ) from None
 
 
 # --- rechunk ------------------------------------------------------------------------------------------
@@ -59,9 +66,7 @@ def rechunk_expr(x: ArrayExpr, chunks: tuple[tuple[int, ...], ...]) -> ArrayExpr
 
 def rechunk(x: ArrayLike, chunks: Any = "auto") -> Array:
     """The array with new chunks (every form Dask accepts: "auto", ints, tuples, dicts, -1)."""
-    from .creation import normalize_chunks
-
-    a = _as_array(x)
+    a = as_array(x)
     new = normalize_chunks(chunks, a.shape, a.dtype, a.backend, previous_chunks=a.chunks)
     if tuple(map(sum, new)) != a.shape:
         raise ValueError(f"chunks {chunks!r} do not add up to the shape {a.shape}")
@@ -73,7 +78,7 @@ def rechunk(x: ArrayLike, chunks: Any = "auto") -> Array:
 
 def permute_dims(x: ArrayLike, /, axes: Sequence[int]) -> Array:
     """Axes reordered: output axis i is input axis ``axes[i]``."""
-    a = _as_array(x)
+    a = as_array(x)
     axes = tuple(normalize_axis(ax, a.ndim) for ax in axes)
     if sorted(axes) != list(range(a.ndim)):
         raise ValueError(f"axes {axes} don't match array of {a.ndim} dimensions")
@@ -84,13 +89,13 @@ def permute_dims(x: ArrayLike, /, axes: Sequence[int]) -> Array:
 
 def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Array:
     """Axes reversed, or reordered by ``axes`` (as ``numpy.transpose``)."""
-    a = _as_array(x)
+    a = as_array(x)
     return permute_dims(a, tuple(reversed(range(a.ndim))) if axes is None else axes)
 
 
 def matrix_transpose(x: ArrayLike, /) -> Array:
     """The last two axes swapped."""
-    a = _as_array(x)
+    a = as_array(x)
     if a.ndim < 2:
         raise ValueError("matrix_transpose needs an array of at least 2 dimensions")
     return permute_dims(a, (*range(a.ndim - 2), a.ndim - 1, a.ndim - 2))
@@ -98,7 +103,7 @@ def matrix_transpose(x: ArrayLike, /) -> Array:
 
 def moveaxis(x: ArrayLike, source: Any, destination: Any) -> Array:
     """Axes moved to new positions, the others keeping their order (as ``numpy.moveaxis``)."""
-    a = _as_array(x)
+    a = as_array(x)
     src = normalize_axes(source, a.ndim)
     dst = normalize_axes(destination, a.ndim)
     if len(src) != len(dst):
@@ -111,7 +116,7 @@ def moveaxis(x: ArrayLike, source: Any, destination: Any) -> Array:
 
 def swapaxes(x: ArrayLike, axis1: int, axis2: int) -> Array:
     """Two axes exchanged."""
-    a = _as_array(x)
+    a = as_array(x)
     order = list(range(a.ndim))
     i, j = normalize_axis(axis1, a.ndim), normalize_axis(axis2, a.ndim)
     order[i], order[j] = order[j], order[i]
@@ -123,8 +128,6 @@ def swapaxes(x: ArrayLike, axis1: int, axis2: int) -> Array:
 
 def _block_reshape(a: ArrayExpr, out_chunks: tuple[tuple[int, ...], ...], source_axes: list[int | None]) -> Array:
     """Reshape when each output axis is an input axis (same chunks) or a new length-1 axis."""
-    import itertools
-
     source_of = {}
     numblocks = tuple(len(c) for c in out_chunks)
     for index in itertools.product(*(range(n) for n in numblocks)):
@@ -138,7 +141,7 @@ def _block_reshape(a: ArrayExpr, out_chunks: tuple[tuple[int, ...], ...], source
 
 def expand_dims(x: ArrayLike, /, axis: Any = 0) -> Array:
     """New length-1 axes inserted at ``axis`` (an int or a tuple, positions in the result)."""
-    a = _as_array(x)
+    a = as_array(x)
     n_new = 1 if isinstance(axis, (int, np.integer)) else len(axis)
     axes = normalize_axes(axis, a.ndim + n_new)
     it = iter(range(a.ndim))
@@ -149,7 +152,7 @@ def expand_dims(x: ArrayLike, /, axis: Any = 0) -> Array:
 
 def squeeze(x: ArrayLike, /, axis: Any = None) -> Array:
     """Length-1 axes removed (all of them, or those named by ``axis``)."""
-    a = _as_array(x)
+    a = as_array(x)
     if axis is None:
         axes = tuple(d for d, s in enumerate(a.shape) if s == 1)
     else:
@@ -167,8 +170,6 @@ def squeeze(x: ArrayLike, /, axis: Any = None) -> Array:
 
 
 def _resolve_shape(shape: Any, size: int) -> tuple[int, ...]:
-    from .creation import operator_index
-
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(operator_index(s) for s in shape)
     unknown = [i for i, s in enumerate(shape) if s < 0]  # NumPy takes any negative length as -1
     if len(unknown) > 1:
@@ -189,7 +190,7 @@ def reshape(x: ArrayLike, /, shape: Any, *, copy: bool | None = None) -> Array:
     Blocks are cut so that each holds whole rows of both shapes: every axis but the first is made one
     chunk, with row blocks sized to a common multiple of the old and new row lengths.
     """
-    a = _as_array(x)
+    a = as_array(x)
     shape = _resolve_shape(shape, a.size)
     if shape == a.shape:
         return a
@@ -226,9 +227,7 @@ def ravel(x: ArrayLike, /) -> Array:
 
 def broadcast_to(x: ArrayLike, /, shape: Any, *, chunks: Any = None) -> Array:
     """The array broadcast to ``shape`` (new and stretched axes are single chunks unless ``chunks``)."""
-    from .elementwise import broadcast_shape
-
-    a = _as_array(x)
+    a = as_array(x)
     shape = tuple(shape) if not isinstance(shape, (int, np.integer)) else (int(shape),)
     if broadcast_shape("broadcast_to", [a.shape, shape]) != shape:
         raise ValueError(f"cannot broadcast an array of shape {a.shape} to shape {shape}")
@@ -244,11 +243,31 @@ def broadcast_to(x: ArrayLike, /, shape: Any, *, chunks: Any = None) -> Array:
 
 def broadcast_arrays(*arrays: ArrayLike) -> list[Array]:
     """The arrays broadcast against each other."""
-    from .elementwise import broadcast_shape
-
-    arrs = [_as_array(a) for a in arrays]
+    arrs = [as_array(a) for a in arrays]
     shape = broadcast_shape("broadcast_arrays", [a.shape for a in arrs])
     return [broadcast_to(a, shape) for a in arrs]
+
+
+def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> tuple[Array, ...]:
+    """Coordinate arrays from 1-d coordinate vectors, as ``numpy.meshgrid`` (a tuple; ``indexing`` "xy"
+    swaps the first two output axes, "ij" keeps them; ``sparse`` leaves length-1 axes unbroadcast). Inputs
+    are flattened. The outputs are broadcast views chunked alike (each axis like its vector), so they combine
+    without rechunking. ``copy`` has no effect: Arrays are immutable."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    vectors = [ravel(as_array(v)) for v in xi]
+    ndim = len(vectors)
+    axis_of = list(range(ndim))
+    if indexing == "xy" and ndim > 1:
+        axis_of[0], axis_of[1] = 1, 0
+    chunks: list[tuple[int, ...]] = [()] * ndim
+    for v, d in zip(vectors, axis_of):
+        chunks[d] = v.chunks[0]
+    out = []
+    for v, d in zip(vectors, axis_of):
+        along = expand_dims(v, tuple(e for e in range(ndim) if e != d))
+        out.append(along if sparse or ndim == 1 else Array(Broadcast(along.expr, tuple(chunks))))
+    return tuple(out)
 
 
 # --- joining ------------------------------------------------------------------------------------------
@@ -256,7 +275,7 @@ def broadcast_arrays(*arrays: ArrayLike) -> list[Array]:
 
 def concat(arrays: Sequence[ArrayLike], /, *, axis: int | None = 0) -> Array:
     """Arrays joined along an existing axis (``axis=None`` flattens them first)."""
-    arrs = [_as_array(a) for a in arrays]
+    arrs = [as_array(a) for a in arrays]
     if not arrs:
         raise ValueError("need at least one array to concatenate")
     if axis is None:
@@ -276,8 +295,6 @@ def concat(arrays: Sequence[ArrayLike], /, *, axis: int | None = 0) -> Array:
                     f"has size {a.shape[d]}"
                 )
     dtype = np.result_type(*[a.dtype for a in arrs])
-    from .guards import check_promotion
-
     check_promotion("concat", [a.dtype for a in arrs], dtype)
     arrs = [a if a.dtype == dtype else a.astype(dtype) for a in arrs]
     target = [
@@ -298,7 +315,7 @@ def concat(arrays: Sequence[ArrayLike], /, *, axis: int | None = 0) -> Array:
 
 def stack(arrays: Sequence[ArrayLike], /, *, axis: int = 0) -> Array:
     """Arrays of equal shape joined along a new axis."""
-    arrs = [_as_array(a) for a in arrays]
+    arrs = [as_array(a) for a in arrays]
     if not arrs:
         raise ValueError("need at least one array to stack")
     if len({a.shape for a in arrs}) != 1:
@@ -319,7 +336,7 @@ def _gather_axes(a: Array, segments: dict[int, tuple[list[_plan.Segment], tuple[
 
 def flip(x: ArrayLike, /, *, axis: Any = None) -> Array:
     """Elements in reverse order along ``axis`` (all axes by default)."""
-    a = _as_array(x)
+    a = as_array(x)
     axes = normalize_axes(axis, a.ndim)
     return _gather_axes(
         a, {d: ([(0, a.shape[d] - 1, -1, a.shape[d])], tuple(reversed(a.chunks[d]))) for d in axes if a.shape[d]}
@@ -328,7 +345,7 @@ def flip(x: ArrayLike, /, *, axis: Any = None) -> Array:
 
 def roll(x: ArrayLike, /, shift: Any, *, axis: Any = None) -> Array:
     """Elements shifted cyclically by ``shift`` along ``axis`` (flattened when ``axis`` is None)."""
-    a = _as_array(x)
+    a = as_array(x)
     if axis is None:
         return reshape(roll(ravel(a), shift, axis=0), a.shape)
     shifts = (shift,) if isinstance(shift, (int, np.integer)) else tuple(shift)
@@ -352,11 +369,8 @@ def roll(x: ArrayLike, /, shift: Any, *, axis: Any = None) -> Array:
 
 def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple[Array, ...]:
     """The arrays along ``axis``, as a tuple (the inverse of ``stack``)."""
-    a = _as_array(x)
+    a = as_array(x)
     if a.ndim == 0:
         raise ValueError("unstack needs an array of at least one dimension")
     axis = normalize_axis(axis, a.ndim)
-    from .indexing import getitem
-
-    before = (slice(None),) * axis
-    return tuple(squeeze(getitem(a, (*before, slice(i, i + 1))), axis=axis) for i in range(a.shape[axis]))
+    return tuple(squeeze(_gather_axes(a, {axis: ([(0, i, 1, 1)], (1,))}), axis=axis) for i in range(a.shape[axis]))

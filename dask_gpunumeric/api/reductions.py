@@ -9,16 +9,15 @@ from typing import Any
 import numpy as np
 
 from .. import config
-from .array import Array, ArrayLike
-from .elementwise import as_array
 from ..expr.nodes import Reduction, Scan
-from .manipulation import normalize_axes, normalize_axis, ravel
+from .array import Array, ArrayLike
+from .creation import as_array, full
+from .manipulation import concat, normalize_axes, normalize_axis, ravel
 
 
 def _no_out(out: Any) -> None:
     if out is not None:
         raise TypeError("out= is not supported: Arrays are immutable, assign the result instead (y = gnp.sum(x))")
-
 
 
 
@@ -166,9 +165,6 @@ def cumprod(x: ArrayLike, /, axis: int | None = None, dtype: Any = None, out: An
 
 
 def _cumulative(kind: str, x: ArrayLike, axis: int | None, dtype: Any, include_initial: bool) -> Array:
-    from .creation import full
-    from .manipulation import concat
-
     a = as_array(x)
     if axis is None:
         if a.ndim > 1:

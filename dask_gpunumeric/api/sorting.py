@@ -19,8 +19,8 @@ from . import reductions as _reductions
 from .array import Array, ArrayLike
 from ..kernels.backend import namespace
 from .blockwise import map_blocks
-from .creation import arange, as_operand, from_array
-from .elementwise import as_array, elementwise, where
+from .creation import arange, as_array, as_operand, from_array
+from .elementwise import elementwise, where
 from .manipulation import (
     expand_dims, normalize_axis, ravel, rechunk_expr, reshape, stack,
 )

@@ -15,19 +15,19 @@ from typing import Any
 
 import numpy as np
 
+from ..kernels.backend import namespace, to_numpy
 from . import reductions as _reductions
 from .array import Array, ArrayLike
-from ..kernels.backend import namespace, to_numpy
 from .blockwise import map_blocks
-from .contraction import matmul
-from .creation import from_array, full_like, zeros
-from .elementwise import as_array, clip, conj, elementwise, imag, isnan, logical_not, real, sqrt, where
+from .creation import as_array, from_array, full_like, zeros
+from .elementwise import clip, conj, elementwise, imag, isnan, logical_not, real, sqrt, where
+from .interop import fetch
 from .manipulation import (
     broadcast_to, concat, matrix_transpose, moveaxis, normalize_axes, permute_dims, ravel, reshape, squeeze,
 )
-from .interop import fetch
 from .reductions import _no_out
 from .sorting import _arrays, _counts, _require_1d, _searchsorted_block, _whole_axis, searchsorted
+from .tensor import matmul
 
 __all__ = [
     "average", "bincount", "corrcoef", "cov", "digitize", "histogram", "median", "nanargmax", "nanargmin",

@@ -1,6 +1,7 @@
-"""Contractions beyond ``matmul``: ``tensordot``, ``dot``, ``outer``, ``vecdot`` and ``einsum``.
+"""Contractions: ``matmul`` (and the ``@`` operator), ``tensordot``, ``dot``, ``outer``, ``vecdot`` and ``einsum``.
 
-They are built on layout operations (transpose, reshape), the blocked ``MatMul`` of 2-d operands,
+``matmul`` of matrices multiplies the operands block grid by block grid (``MatMul``), without gathering
+either operand. The others are built on layout operations (transpose, reshape), that blocked product,
 elementwise products and reductions. Two operands are contracted by moving the summed axes to the end of
 the first and the front of the second, merging them, and multiplying the matrices; axes that both keep
 (einsum's batch labels) make stacks of matrices, multiplied block by block with the matrix axes whole
@@ -16,17 +17,19 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from dask.array.core import common_blockdim
 
+from ..expr.nodes import MatMul
+from ..kernels.backend import namespace
 from . import guards as _guards
 from . import reductions as _reductions
 from .array import Array, ArrayLike
-from ..kernels.backend import namespace
 from .blockwise import map_blocks
-from .contraction import matmul
-from .elementwise import align_chunks, as_array, broadcast_shape, conj, multiply
-from .manipulation import expand_dims, normalize_axis, permute_dims, reshape, squeeze
+from .creation import as_array
+from .elementwise import align_chunks, conj, multiply
+from .manipulation import broadcast_shape, expand_dims, normalize_axis, permute_dims, rechunk_expr, reshape, squeeze
 
-__all__ = ["dot", "einsum", "outer", "tensordot", "vecdot"]
+__all__ = ["dot", "einsum", "matmul", "outer", "tensordot", "vecdot"]
 
 _LETTERS = string.ascii_letters
 
@@ -62,20 +65,40 @@ def _matmul_block(a: Any, b: Any) -> Any:
     return namespace(a, b).matmul(a, b)
 
 
+def _blocked_matmul(a: Array, b: Array, dtype: np.dtype) -> Array:
+    """The product of two matrices block by block on their grids (the inner axis chunked alike)."""
+    inner = common_blockdim({a.chunks[1], b.chunks[0]}) if a.chunks[1] != b.chunks[0] else a.chunks[1]
+    ea = rechunk_expr(a.expr, (a.chunks[0], inner))
+    eb = rechunk_expr(b.expr, (inner, b.chunks[1]))
+    return Array(MatMul(ea, eb, dtype))
+
+
 def matmul_stacks(a: Array, b: Array) -> Array:
     """``a @ b`` for operands of at least 2 dimensions: 2-d operands by the blocked matrix product, stacks
     (batch axes broadcast as in NumPy) block by block with the matrix axes whole."""
-    if a.ndim == 2 and b.ndim == 2:
-        return matmul(a, b)
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(
             f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature "
             f"(n?,k),(k,m?)->(n?,m?) (size {b.shape[-2]} is different from {a.shape[-1]})"
         )
     dtype = _common_dtype("matmul", [a, b])
+    if a.ndim == 2 and b.ndim == 2:
+        return _blocked_matmul(a, b, dtype)
     (a, b), batch = align_stacks("matmul", [a, b])
     return map_blocks(_matmul_block, a, b, dtype=dtype, chunks=(*batch, (a.shape[-2],), (b.shape[-1],)),
                       name="matmul")
+
+
+def matmul(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+    """Matrix product with NumPy's rules (``numpy.matmul``, the ``@`` operator): a 1-d operand is a row
+    (first) or column (second) vector, removed from the result; matrices are multiplied block by block on
+    their grids, stacks of matrices (batch axes broadcast) block by block with the matrix axes whole (lazy)."""
+    a, b = as_array(x1), as_array(x2)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("matmul: Input operand does not have enough dimensions (scalars are not allowed; use *)")
+    out = matmul_stacks(expand_dims(a, 0) if a.ndim == 1 else a, expand_dims(b, 1) if b.ndim == 1 else b)
+    drop = tuple(d for d, vector in ((out.ndim - 2, a.ndim == 1), (out.ndim - 1, b.ndim == 1)) if vector)
+    return squeeze(out, drop) if drop else out
 
 
 # --- pairwise contraction -----------------------------------------------------------------------------
