@@ -27,7 +27,7 @@ from .api.creation import (
 )
 from .api.elementwise import *  # noqa: F403  (every elementwise function by its standard and NumPy name)
 from .api.elementwise import FUNCTIONS as _ELEMENTWISE
-from .api.elementwise import astype, clip, round, where  # noqa: A004
+from .api.elementwise import astype, clip, round  # noqa: A004
 from .api.explain import explain
 from .runtime.faults import OutOfMemoryError
 from .api.guards import FetchError, PromotionError, ScalarIndexingError, allowfetch, allowpromotion, allowscalar
@@ -41,7 +41,8 @@ from .api.indexing import setitem as _setitem
 from .api.interop import FallbackWarning, fetch, register as _register
 from .api.interop import array_function as _array_function
 from .api.interop import array_ufunc as _array_ufunc
-from .api.sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, unique_*, count_nonzero, ...)
+from .api.sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, where, unique_*, ...)
+from .api.sorting import where
 from .api.statistics import *  # noqa: F403  (nan* reductions, median, percentile, quantile, histogram, ...)
 from .api.tensor import dot, einsum, matmul, outer, tensordot, vecdot
 from .api import comparison as _comparison

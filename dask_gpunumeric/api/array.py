@@ -252,8 +252,15 @@ class Array(DaskMethodsMixin):
         return f"<table><caption>dask_gpunumeric.Array</caption>{body}</table>"
 
     # --- conversions (explicit and guarded) -----------------------------------------------------------
-    def item(self) -> Any:
-        """The single element as a Python scalar (explicit fetch: always allowed)."""
+    def item(self, *args: Any) -> Any:
+        """One element as a Python scalar (explicit fetch: always allowed): the only one, or the one at a flat
+        index or at one index per axis, as ``numpy.ndarray.item``."""
+        if args:
+            index = args[0] if len(args) == 1 else args
+            if isinstance(index, (int, np.integer)) and self.ndim != 1:
+                index = tuple(int(i) for i in np.unravel_index(operator.index(index), self.shape))
+            with _guards.allowscalar():
+                return self[index].item()
         if self.size != 1:
             raise ValueError("can only convert an array of size 1 to a Python scalar")
         return to_numpy(self.compute()).item()
@@ -360,10 +367,24 @@ class Array(DaskMethodsMixin):
     min, max, all, any = _method("min"), _method("max"), _method("all"), _method("any")
     argmin, argmax, cumsum, cumprod = _method("argmin"), _method("argmax"), _method("cumsum"), _method("cumprod")
     squeeze, swapaxes, rechunk = _method("squeeze"), _method("swapaxes"), _method("rechunk")
-    round, clip, astype = _method("round"), _method("clip"), _method("astype")
+    round, clip = _method("round"), _method("clip")
     conj = conjugate = _method("conj")
     flatten = ravel = _method("ravel")
-    argsort, dot, nonzero = _method("argsort"), _method("dot"), _method("nonzero")
+    argsort, dot, nonzero, searchsorted = _method("argsort"), _method("dot"), _method("nonzero"), _method("searchsorted")
+    repeat, take = _method("repeat"), _method("take")
+
+    def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True, copy: bool = True, *,
+               device: Any = None) -> Array:
+        """The array converted to ``dtype`` (``gnp.astype``), with ``numpy.ndarray.astype``'s arguments."""
+        return self._namespace.astype(self, dtype, copy=copy, device=device, casting=casting, order=order)
+
+    def sort(self, axis: int = -1, kind: str | None = None, order: Any = None, *, stable: bool | None = None) -> None:
+        """Sort in place, as ``numpy.ndarray.sort``: this Array is rebound to the (lazy) sorted array."""
+        self._expr = self._namespace.sort(self, axis, kind, order, stable=stable).expr
+
+    def fill(self, value: Any) -> None:
+        """Fill in place with ``value``, as ``numpy.ndarray.fill``: this Array is rebound to a constant array."""
+        self._expr = self._namespace.full_like(self, value).expr
 
     def map_blocks(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Array:
         """``func`` on every block of this Array (and of ``args``): ``gnp.map_blocks(func, self, *args, ...)``."""
@@ -381,8 +402,11 @@ class Array(DaskMethodsMixin):
             shape = tuple(shape[0])
         return self._namespace.reshape(self, shape, **kwargs)
 
-    def copy(self) -> Array:
-        """The same Array (Arrays are immutable, so no data need be copied)."""
+    def copy(self, order: str = "C") -> Array:
+        """A new Array object for the same data (no data need be copied: a later ``__setitem__`` on either
+        rebinds that one only); ``order="F"`` is refused."""
+        if order not in ("C", "K", "A"):
+            raise ValueError(f"copy: order={order!r} is not supported (blocks are C-ordered); leave order out")
         return Array(self.expr)
 
     @property

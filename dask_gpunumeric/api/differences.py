@@ -18,11 +18,11 @@ from .selection import _host_values, _index_along
 __all__ = ["diff", "gradient", "trapezoid"]
 
 
-def diff(x: ArrayLike, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Array:
+def diff(a: ArrayLike, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Array:
     """The ``n``-th discrete difference along ``axis`` (``out[i] = x[i+1] - x[i]``, ``!=`` for booleans),
     after joining ``prepend``/``append`` (scalars are broadcast to one slice), as ``numpy.diff``. Shifted
     slices subtracted elementwise."""
-    a = as_array(x)
+    a = as_array(a)
     n = operator_index(n)
     if n == 0:
         return a

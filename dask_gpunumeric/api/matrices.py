@@ -32,16 +32,16 @@ def _triangle(name: str, x: ArrayLike, k: int, lower: bool) -> Array:
     return map_blocks(_triangle_block, a, name=name, offsets=True, k=operator_index(k), lower=lower)
 
 
-def tril(x: ArrayLike, k: int = 0) -> Array:
+def tril(m: ArrayLike, k: int = 0) -> Array:
     """The lower triangle of the last two axes (elements with ``col - row <= k``), zeros above, as
     ``numpy.tril``. Per block from its offsets: no data movement."""
-    return _triangle("tril", x, k, True)
+    return _triangle("tril", m, k, True)
 
 
-def triu(x: ArrayLike, k: int = 0) -> Array:
+def triu(m: ArrayLike, k: int = 0) -> Array:
     """The upper triangle of the last two axes (elements with ``col - row >= k``), zeros below, as
     ``numpy.triu``. Per block from its offsets: no data movement."""
-    return _triangle("triu", x, k, False)
+    return _triangle("triu", m, k, False)
 
 
 def diag(v: ArrayLike, k: int = 0) -> Array:

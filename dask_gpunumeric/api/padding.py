@@ -85,7 +85,7 @@ def _pad_by_index(a: Array, widths: tuple[tuple[int, int], ...], mode: str) -> A
     return Array(Gather(tuple(plan), (), a.dtype, a.expr))
 
 
-def pad(x: ArrayLike, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Array:
+def pad(array: ArrayLike, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Array:
     """The array padded by ``pad_width`` (one int, one (before, after) pair, or a pair per axis), as
     ``numpy.pad``.
 
@@ -93,7 +93,7 @@ def pad(x: ArrayLike, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> 
     "symmetric" and "wrap" are one ``Gather`` of the original blocks plus the repeated elements. NumPy's other
     modes (linear_ramp, maximum, mean, median, minimum, a function) run through ``dask.array.pad`` (with a
     ``FallbackWarning``); ``reflect_type="odd"`` is not supported (NotImplementedError)."""
-    a = as_array(x)
+    a = as_array(array)
     if not callable(mode):
         if mode not in _PAD_KWARGS:
             raise ValueError(f"mode '{mode}' is not supported")

@@ -14,7 +14,7 @@ from .creation import as_array, from_array
 from .elementwise import align_chunks
 from .indexing import getitem
 from .manipulation import broadcast_shape, normalize_axis, ravel, rechunk
-from .reductions import _no_out
+from .reductions import store_output
 
 __all__ = ["take", "take_along_axis"]
 
@@ -39,13 +39,12 @@ def _index_along(axis: int, ndim: int, index: Any) -> tuple[Any, ...]:
     return (slice(None),) * axis + (index,) + (slice(None),) * (ndim - axis - 1)
 
 
-def take(x: ArrayLike, indices: Any, axis: int | None = None, out: Any = None, mode: str = "raise") -> Array:
-    """Elements of ``x`` at integer ``indices`` along ``axis`` (of the flattened array when None), as
+def take(a: ArrayLike, indices: Any, axis: int | None = None, out: Any = None, mode: str = "raise") -> Array:
+    """Elements of ``a`` at integer ``indices`` along ``axis`` (of the flattened array when None), as
     ``numpy.take``: the result has ``indices``' shape in place of the axis. ``mode`` "raise" (IndexError for an
     index out of range), "wrap" or "clip". A gnp Array of indices is computed first (its values decide the
     plan); a single integer index selecting one element is scalar indexing (``gnp.allowscalar``)."""
-    _no_out(out)
-    a = as_array(x)
+    a = as_array(a)
     if axis is None:
         a, axis = ravel(a), 0
     axis = normalize_axis(axis, a.ndim)
@@ -59,14 +58,14 @@ def take(x: ArrayLike, indices: Any, axis: int | None = None, out: Any = None, m
         if n == 0 and idx.size:
             raise IndexError("cannot do a non-empty take from an empty axes.")
         idx = idx % max(n, 1) if mode == "wrap" else np.clip(idx, 0, max(n - 1, 0))
-    return getitem(a, _index_along(axis, a.ndim, idx[()] if idx.ndim == 0 else idx))
+    return store_output("take", getitem(a, _index_along(axis, a.ndim, idx[()] if idx.ndim == 0 else idx)), out)
 
 
 def _take_along_axis_block(block: Any, indices: Any, *, axis: int) -> Any:
     return namespace(block, indices).take_along_axis(block, indices, axis=axis)
 
 
-def take_along_axis(x: ArrayLike, indices: ArrayLike, axis: int | None = -1) -> Array:
+def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None = -1) -> Array:
     """Elements of ``x`` picked along ``axis`` by an integer array of the same number of dimensions
     (broadcast against ``x`` on the other axes), as ``numpy.take_along_axis``; ``axis=None`` works on the
     flattened ``x`` with 1-d ``indices``.
@@ -74,7 +73,7 @@ def take_along_axis(x: ArrayLike, indices: ArrayLike, axis: int | None = -1) -> 
     Per block: ``x`` is made one block along ``axis`` and each block of ``indices`` picks from the matching
     block of ``x``, so ``indices`` may be a lazy Array. Host indices are checked (IndexError out of range);
     the values of lazy ones are not (that would compute them)."""
-    a = as_array(x)
+    a = as_array(arr)
     lazy = isinstance(indices, Array)
     idx = indices if lazy else _host_values(indices)
     if idx.dtype.kind not in "iu":

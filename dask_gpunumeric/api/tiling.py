@@ -37,11 +37,11 @@ def _repeat_block(block: Any, *, repeats: int, axis: int) -> Any:
     return namespace(block).repeat(block, repeats, axis=axis)
 
 
-def repeat(x: ArrayLike, repeats: Any, axis: int | None = None) -> Array:
+def repeat(a: ArrayLike, repeats: Any, axis: int | None = None) -> Array:
     """Each element repeated ``repeats`` times along ``axis`` (of the flattened array when None), as
     ``numpy.repeat``. An integer count repeats within each block (no data movement); an array of counts (one
     per element, computed first if lazy) is an integer-array selection."""
-    a = as_array(x)
+    a = as_array(a)
     if axis is None:
         a, axis = ravel(a), 0
     axis = normalize_axis(axis, a.ndim)
