@@ -90,6 +90,8 @@ for _name, _func in {
     "permute_dims": permute_dims, "ravel": ravel, "reshape": reshape, "roll": roll, "squeeze": squeeze,
     "stack": stack, "swapaxes": swapaxes, "transpose": transpose, "zeros_like": zeros_like,
     "ones_like": ones_like, "full_like": full_like, "empty_like": empty_like, "meshgrid": meshgrid,
+    # numpy.zeros(..., like=gnp_array) and the other creation functions that take like=
+    "zeros": zeros, "ones": ones, "empty": empty, "full": full, "eye": eye, "arange": arange, "asarray": asarray,
 }.items():
     if hasattr(_np, _name):
         _register(getattr(_np, _name), _func)

@@ -180,6 +180,17 @@ def test_numpy_parameters_that_mean_nothing_here() -> None:
         gnp.add(x, 1, bogus=1)
 
 
+def test_numpy_creation_like_a_gnp_array() -> None:
+    """NumPy's creation functions with ``like=`` a gnp Array give gnp Arrays (NumPy's dispatch)."""
+    x = gnp.ones(3)
+    for ours, expected in [(np.zeros(3, like=x), np.zeros(3)), (np.full(2, 1.5, like=x), np.full(2, 1.5)),
+                           (np.ones((2, 2), "int32", like=x), np.ones((2, 2), "int32")),
+                           (np.eye(2, 3, 1, like=x), np.eye(2, 3, 1)), (np.arange(1, 7, 2, like=x), np.arange(1, 7, 2)),
+                           (np.asarray([1, 2], like=x), [1, 2])]:
+        assert isinstance(ours, gnp.Array)
+        check(ours, expected)
+
+
 # --- ufuncs: out=, where=, dtype=, casting= --------------------------------------------------------------
 
 

@@ -360,7 +360,8 @@ class Array(DaskMethodsMixin):
     __gt__, __ge__ = _operators("greater")[0], _operators("greater_equal")[0]
     __eq__, __ne__ = _equality("equal"), _equality("not_equal")
     __hash__ = None  # type: ignore[assignment]  # __eq__ is elementwise
-    __neg__, __pos__, __abs__, __invert__ = _unary("negative"), _unary("positive"), _unary("abs"), _unary("bitwise_invert")
+    __neg__, __pos__, __abs__ = _unary("negative"), _unary("positive"), _unary("abs")
+    __invert__ = _unary("bitwise_invert")
 
     # --- NumPy's methods: the gnp functions ------------------------------------------------------------
     sum, prod, mean, var, std = _method("sum"), _method("prod"), _method("mean"), _method("var"), _method("std")
@@ -370,8 +371,8 @@ class Array(DaskMethodsMixin):
     round, clip = _method("round"), _method("clip")
     conj = conjugate = _method("conj")
     flatten = ravel = _method("ravel")
-    argsort, dot, nonzero, searchsorted = _method("argsort"), _method("dot"), _method("nonzero"), _method("searchsorted")
-    repeat, take = _method("repeat"), _method("take")
+    argsort, dot, nonzero = _method("argsort"), _method("dot"), _method("nonzero")
+    repeat, take, searchsorted = _method("repeat"), _method("take"), _method("searchsorted")
 
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True, copy: bool = True, *,
                device: Any = None) -> Array:

@@ -33,8 +33,9 @@ _UFUNC_NAME = {"sum": "add", "prod": "multiply", "min": "minimum", "max": "maxim
 
 
 def store_output(kind: str, result: Array, out: Any) -> Any:
-    """``out=`` of a reduction, scan or other function that is no ufunc: ``out`` (a gnp Array, rebound; or a NumPy array, written) must have the
-    result's shape; the result is cast to its dtype (NumPy's "unsafe" casting of reductions)."""
+    """``out=`` of a reduction, scan or other function that is no ufunc: ``out`` (a gnp Array, rebound; or a
+    NumPy array, written) must have the result's shape; the result is cast to its dtype (NumPy's "unsafe"
+    casting of reductions)."""
     if out is None:
         return result
     target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
@@ -179,24 +180,26 @@ def std(a: ArrayLike, axis: Any = None, dtype: Any = None, out: Any = None, ddof
     return _var(True, a, axis, dtype, out, ddof, keepdims, where, correction)
 
 
-def min(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: Any = NO_VALUE, initial: Any = NO_VALUE,  # noqa: A001
-        where: Any = True) -> Array:
+def min(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: Any = NO_VALUE,  # noqa: A001
+        initial: Any = NO_VALUE, where: Any = True) -> Array:
     """Smallest element over ``axis`` (NaN if any element is NaN); ``initial``, ``where``, ``out`` as in NumPy."""
     return _reduction("min", a, axis, None, out, keepdims, initial, where)
 
 
-def max(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: Any = NO_VALUE, initial: Any = NO_VALUE,  # noqa: A001
-        where: Any = True) -> Array:
+def max(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: Any = NO_VALUE,  # noqa: A001
+        initial: Any = NO_VALUE, where: Any = True) -> Array:
     """Largest element over ``axis`` (NaN if any element is NaN); ``initial``, ``where``, ``out`` as in NumPy."""
     return _reduction("max", a, axis, None, out, keepdims, initial, where)
 
 
-def all(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: Any = NO_VALUE, *, where: Any = True) -> Array:  # noqa: A001
+def all(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: Any = NO_VALUE, *,  # noqa: A001
+        where: Any = True) -> Array:
     """True where every element over ``axis`` (where ``where`` is true) is true."""
     return _reduction("all", a, axis, np.dtype(bool), out, keepdims, NO_VALUE, where)
 
 
-def any(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: Any = NO_VALUE, *, where: Any = True) -> Array:  # noqa: A001
+def any(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: Any = NO_VALUE, *,  # noqa: A001
+        where: Any = True) -> Array:
     """True where some element over ``axis`` (where ``where`` is true) is true."""
     return _reduction("any", a, axis, np.dtype(bool), out, keepdims, NO_VALUE, where)
 
