@@ -135,6 +135,7 @@ def test_positional_calls_of_the_issue() -> None:
     check(gnp.eye(3, 4, 1), np.eye(3, 4, 1))
     check(gnp.linspace(0, 1, 5, False), np.linspace(0, 1, 5, False))
     check(gnp.where(ga > 0), np.where(a > 0))
+    check(np.where(ga > 0), np.where(a > 0))  # through NumPy's dispatch
     check(gnp.where(ga > 0, ga, 0.0), np.where(a > 0, a, 0.0))
     with pytest.raises(ValueError, match="both or neither"):
         gnp.where(ga > 0, ga)

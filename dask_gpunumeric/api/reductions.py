@@ -12,7 +12,7 @@ import numpy as np
 from .. import config
 from ..expr.nodes import Reduction, Scan
 from .array import Array, ArrayLike
-from .creation import as_array, full
+from .creation import as_array, from_array, full
 from .elementwise import elementwise
 from .manipulation import broadcast_to, concat, normalize_axes, normalize_axis, ravel, store
 
@@ -127,7 +127,7 @@ def prod(a: ArrayLike, axis: Any = None, dtype: Any = None, out: Any = None, kee
 
 def _count(x: Array, axis: Any, keepdims: bool, where: Any) -> Array:
     """How many elements each reduction over ``axis`` takes where ``where`` is true."""
-    mask = broadcast_to(as_array(where), x.shape)
+    mask = broadcast_to(where if isinstance(where, Array) else from_array(where, backend=x.backend), x.shape)
     return _reduce("sum", mask, axis, keepdims, np.dtype(np.intp))
 
 

@@ -116,7 +116,7 @@ def _nanmean(x: Array, axis: Any, dtype: Any, keepdims: bool) -> Array:
 
 def _selected(x: Array, where: Any) -> Any:
     """The mask of the elements a NaN-skipping reduction takes: not NaN, and where ``where`` is true."""
-    return logical_not(isnan(x)) if where is True else logical_not(isnan(x)) & as_array(where)
+    return logical_not(isnan(x)) if where is True else logical_not(isnan(x)) & where
 
 
 def nanmean(a: ArrayLike, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO_VALUE, *,
