@@ -8,11 +8,11 @@
 from __future__ import annotations
 
 import importlib.util as _importlib_util
+import sys as _sys
 
 import numpy as _np
 
 from . import config, fft, lib, linalg, random
-from .api import operators as _operators  # noqa: F401  (attaches operators and methods to Array)
 from .api.accelerate import accelerate
 from .api.loops import fori_loop, while_loop
 from .api.array import Array
@@ -21,31 +21,47 @@ from .api.checkpoint import checkpoint
 from .api.overlap import map_overlap
 from .runtime.cluster import cluster
 from .api.coverage import coverage
-from .api.contraction import matmul
 from .api.creation import (
     arange, asarray, empty, empty_like, eye, from_array, from_dask_array, from_dlpack, full, full_like, linspace, ones,
     ones_like, zeros, zeros_like,
 )
 from .api.elementwise import *  # noqa: F403  (every elementwise function by its standard and NumPy name)
 from .api.elementwise import FUNCTIONS as _ELEMENTWISE
-from .api.elementwise import astype, clip, round, where  # noqa: A004
+from .api.elementwise import astype, clip, round  # noqa: A004
 from .api.explain import explain
 from .runtime.faults import OutOfMemoryError
 from .api.guards import FetchError, PromotionError, ScalarIndexingError, allowfetch, allowpromotion, allowscalar
 from .api.namespace import __array_namespace_info__, can_cast, finfo, iinfo, isdtype, result_type
 from .api.manipulation import (
-    broadcast_arrays, broadcast_to, concat, expand_dims, flip, matrix_transpose, moveaxis, permute_dims, ravel,
-    rechunk, reshape, roll, squeeze, stack, swapaxes, transpose, unstack,
+    broadcast_arrays, broadcast_to, concat, expand_dims, flip, matrix_transpose, meshgrid, moveaxis, permute_dims,
+    ravel, rechunk, reshape, roll, squeeze, stack, swapaxes, transpose, unstack,
 )
+from .api.indexing import getitem as _getitem
+from .api.indexing import setitem as _setitem
 from .api.interop import FallbackWarning, fetch, register as _register
-from .api.sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, unique_*, count_nonzero, ...)
+from .api.interop import array_function as _array_function
+from .api.interop import array_ufunc as _array_ufunc
+from .api.sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, where, unique_*, ...)
+from .api.sorting import where
 from .api.statistics import *  # noqa: F403  (nan* reductions, median, percentile, quantile, histogram, ...)
-from .api.tensor import dot, einsum, outer, tensordot, vecdot
-from .api.utility import *  # noqa: F403  (take, tile, repeat, meshgrid, tril, triu, diff, pad, convolve, ...)
+from .api.tensor import dot, einsum, matmul, outer, tensordot, vecdot
+from .api import comparison as _comparison
+from .api import convolution as _convolution
+from .api import differences as _differences
+from .api import matrices as _matrices
+from .api import padding as _padding
+from .api import selection as _selection
 from .api import sorting as _sorting
 from .api import statistics as _statistics
 from .api import tensor as _tensor
-from .api import utility as _utility
+from .api import tiling as _tiling
+from .api.comparison import allclose, array_equal, isclose
+from .api.convolution import convolve
+from .api.differences import diff, gradient, trapezoid
+from .api.matrices import diag, tril, triu
+from .api.padding import pad
+from .api.selection import take, take_along_axis
+from .api.tiling import repeat, tile
 from .api.reductions import (
     all, any, argmax, argmin, cumprod, cumsum, cumulative_prod, cumulative_sum, max, mean, min, prod, std, sum,
     var,
@@ -73,12 +89,15 @@ for _name, _func in {
     "expand_dims": expand_dims, "flip": flip, "matrix_transpose": matrix_transpose, "moveaxis": moveaxis,
     "permute_dims": permute_dims, "ravel": ravel, "reshape": reshape, "roll": roll, "squeeze": squeeze,
     "stack": stack, "swapaxes": swapaxes, "transpose": transpose, "zeros_like": zeros_like,
-    "ones_like": ones_like, "full_like": full_like, "empty_like": empty_like, "matmul": matmul,
+    "ones_like": ones_like, "full_like": full_like, "empty_like": empty_like, "meshgrid": meshgrid,
+    # numpy.zeros(..., like=gnp_array) and the other creation functions that take like=
+    "zeros": zeros, "ones": ones, "empty": empty, "full": full, "eye": eye, "arange": arange, "asarray": asarray,
 }.items():
     if hasattr(_np, _name):
         _register(getattr(_np, _name), _func)
 _register(_np.lib.stride_tricks.sliding_window_view, lib.stride_tricks.sliding_window_view)
-for _module in (_utility, _tensor, _sorting, _statistics):
+for _module in (_selection, _tiling, _matrices, _differences, _comparison, _padding, _convolution, _tensor,
+                _sorting, _statistics):
     for _name in _module.__all__:
         if hasattr(_np, _name):
             _register(getattr(_np, _name), getattr(_module, _name))
@@ -86,6 +105,9 @@ for _numpy_module, _gnp_module in ((_np.linalg, linalg), (_np.fft, fft)):
     for _name in _gnp_module.__all__:
         if callable(getattr(_numpy_module, _name, None)) and not isinstance(getattr(_numpy_module, _name), type):
             _register(getattr(_numpy_module, _name), getattr(_gnp_module, _name))
+
+# Array's methods and operators are these functions (they build on Array, so Array can't import them)
+Array._namespace = _sys.modules[__name__]
 
 if _importlib_util.find_spec("xarray") is not None:  # gnp Arrays in xarray objects (see dask_gpunumeric.xarray)
     from .integrations import xarray as _xarray

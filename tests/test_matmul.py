@@ -1,7 +1,7 @@
 """``gnp.matmul``, the ``@`` operator and ``np.matmul`` on gnp Arrays against NumPy: 2-d @ 2-d over random
 shapes and random, misaligned chunkings (zero-size axes and zero-length blocks included), vector operands
 (1-d @ 2-d, 2-d @ 1-d, 1-d @ 1-d), integer, float and complex dtypes, the block structure of the product
-(``matmul-`` keys, one task per output block), stacks through the dask.array fallback, errors, the promotion
+(``matmul-`` keys, one task per output block), stacks of matrices block by block, errors, the promotion
 guard, and a product on a distributed cluster."""
 from __future__ import annotations
 
@@ -199,26 +199,50 @@ def test_numpy_and_list_operands():
         check(z, expected)
 
 
-# --- stacks of matrices: the fallback ----------------------------------------------------------------------
+# --- stacks of matrices: native, block by block -------------------------------------------------------------
+
+
+@st.composite
+def stack_operands(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Shapes of two matmul operands of which at least one is a stack (more than 2 dimensions): batch axes
+    that broadcast (length 1 against n, missing against present), vector operands on either side."""
+    n, k, m = (draw(st.integers(0, 4)) for _ in range(3))
+    batch = draw(st.lists(st.integers(0, 3), min_size=1, max_size=2))
+    a_batch = [b if draw(st.booleans()) else 1 for b in batch][draw(st.integers(0, len(batch))):]
+    b_batch = [b if draw(st.booleans()) else 1 for b in batch][draw(st.integers(0, len(batch))):]
+    a = (k,) if draw(st.integers(0, 4)) == 0 else (*a_batch, n, k)
+    b = (k,) if draw(st.integers(0, 4)) == 0 else (*b_batch, k, m)
+    if len(a) <= 2 and len(b) <= 2:
+        a = (*batch, n, k)
+    return a, b
+
+
+@given(shapes=stack_operands(), dtype=st.sampled_from(DTYPES), style=st.sampled_from(STYLES), data_=st.data())
+def test_stacks_against_numpy(shapes, dtype, style, data_):
+    a, b = data(shapes[0], dtype, 15), data(shapes[1], dtype, 16)
+    x = gnp.from_array(a, chunks=tuple(data_.draw(axis_chunks(s)) for s in a.shape))
+    y = gnp.from_array(b, chunks=tuple(data_.draw(axis_chunks(s)) for s in b.shape))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnp.FallbackWarning)
+        z = product(x, y, style)
+    assert isinstance(z, gnp.Array) and z.backend == BACKEND and z.dtype == np.matmul(a, b).dtype
+    check(z, np.matmul(a, b))
 
 
 @pytest.mark.parametrize("shapes", [((2, 3, 4), (4, 5)), ((3, 4), (2, 4, 5)), ((2, 3, 4), (2, 4, 2)),
-                                    ((4,), (3, 4, 2)), ((2, 1, 3, 4), (5, 4, 2))])
-def test_stacks_use_the_fallback(shapes, fresh_warnings):
+                                    ((4,), (3, 4, 2)), ((2, 3, 4), (4,)), ((2, 1, 3, 4), (5, 4, 2))])
+def test_stacks_run_natively(shapes, fresh_warnings):
+    """Stacks of matrices run block by block (``matmul`` tasks, one per block of the batch axes) on the
+    operands' backend, with no fallback, through every entry point."""
     a, b = data(shapes[0], "float64", 15), data(shapes[1], "float64", 16)
     x, y = gnp.asarray(a, chunks=2), gnp.asarray(b, chunks=2)
-    with pytest.warns(gnp.FallbackWarning, match="matmul"):
-        z = x @ y
-    assert isinstance(z, gnp.Array) and z.backend == BACKEND
-    check(z, a @ b)
-    fresh_warnings.clear()
-    with pytest.warns(gnp.FallbackWarning, match="matmul"):
-        z = np.matmul(x, y)
-    check(z, a @ b)
-    fresh_warnings.clear()
-    with pytest.warns(gnp.FallbackWarning, match="matmul"):
-        z = gnp.matmul(a, y)
-    check(z, a @ b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnp.FallbackWarning)
+        for z in (x @ y, np.matmul(x, y), gnp.matmul(a, y)):
+            assert isinstance(z, gnp.Array) and z.backend == BACKEND
+            assert matmul_tasks(z)
+            check(z, a @ b)
+            np.testing.assert_allclose(gnp.fetch(z), a @ b)
 
 
 def test_two_dimensional_products_do_not_fall_back(fresh_warnings):

@@ -246,10 +246,16 @@ def test_full_reduction_is_lazy_0d(name: str, style: str) -> None:
     assert_eq(r, getattr(np, name)(x))
 
 
-def test_out_is_refused() -> None:
+def test_out() -> None:
+    """``out=``: a gnp Array is rebound to the (lazy) result, a NumPy array written at once (a fetch)."""
     a = gnp.ones(4, chunks=2)
-    with pytest.raises(TypeError, match="out= is not supported"):
-        gnp.sum(a, out=np.empty(()))
+    out = gnp.zeros(())
+    assert gnp.sum(a, out=out) is out
+    assert_eq(out, np.float64(4))
+    host = np.empty(())
+    with gnp.allowfetch():
+        assert gnp.sum(a, out=host) is host
+    assert host == 4
 
 
 # --- scans ------------------------------------------------------------------------------------------

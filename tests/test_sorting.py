@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric.api import sorting as S
 
 DTYPES = [np.int32, np.int64, np.uint8, np.float32, np.float64, np.bool_]
 FLOATS = [np.float32, np.float64]
@@ -109,7 +108,7 @@ def _expected_sort(x: np.ndarray, axis: int | None, descending: bool, indices: b
 def test_sort_argsort(data: st.DataObject, descending: bool, indices: bool) -> None:
     x, a = data.draw(arrays(min_dims=1))
     axis = data.draw(axis_or_none(x.ndim))
-    func = S.argsort if indices else S.sort
+    func = gnp.argsort if indices else gnp.sort
     check(func(a, axis=axis, descending=descending), _expected_sort(x, axis, descending, indices))
 
 
@@ -118,27 +117,27 @@ def test_sort_argsort(data: st.DataObject, descending: bool, indices: bool) -> N
 def test_sort_kinds_and_unstable(data: st.DataObject) -> None:
     x, a = data.draw(arrays(min_dims=1, nans=False))
     kind = data.draw(st.sampled_from([None, "quicksort", "mergesort", "heapsort", "stable", "quick", "S"]))
-    assert_eq(S.sort(a, kind=kind), np.sort(x, kind=kind))
-    assert_eq(S.sort(a, stable=False), np.sort(x))
+    assert_eq(gnp.sort(a, kind=kind), np.sort(x, kind=kind))
+    assert_eq(gnp.sort(a, stable=False), np.sort(x))
     # an unstable argsort still sorts
-    order = to_host(S.argsort(a, axis=0, stable=False).compute())
+    order = to_host(gnp.argsort(a, axis=0, stable=False).compute())
     assert_eq(np.take_along_axis(x, order, axis=0), np.sort(x, axis=0))
 
 
 def test_sort_errors() -> None:
     a = gnp.from_array(np.arange(6.0).reshape(2, 3), chunks=1)
     with pytest.raises(np.exceptions.AxisError):
-        S.sort(a, axis=2)
+        gnp.sort(a, axis=2)
     with pytest.raises(np.exceptions.AxisError):
-        S.argsort(gnp.asarray(3.0))
+        gnp.argsort(gnp.asarray(3.0))
     with pytest.raises(ValueError, match="sort kind"):
-        S.sort(a, kind="bogo")
+        gnp.sort(a, kind="bogo")
     with pytest.raises(ValueError, match="order"):
-        S.sort(a, order="f0")
+        gnp.sort(a, order="f0")
     with pytest.raises(ValueError, match="kind"):
-        S.argsort(a, kind="stable", stable=True)
+        gnp.argsort(a, kind="stable", stable=True)
     with pytest.raises(TypeError):
-        S.sort(a, axis=1.5)
+        gnp.sort(a, axis=1.5)
 
 
 # --- searchsorted -------------------------------------------------------------------------------------
@@ -153,31 +152,31 @@ def test_searchsorted(data: st.DataObject, side: str, use_sorter: bool) -> None:
         sorter = np.argsort(base, kind="stable")
         s = gnp.from_array(sorter, chunks=data.draw(axis_chunks(n)))
         expected = np.searchsorted(base, v, side=side, sorter=sorter)
-        check(S.searchsorted(a, b, side=side, sorter=s), expected)
-        check(S.searchsorted(a, b, side, sorter), expected)  # a host sorter, positionally
+        check(gnp.searchsorted(a, b, side=side, sorter=s), expected)
+        check(gnp.searchsorted(a, b, side, sorter), expected)  # a host sorter, positionally
     else:
         base = np.sort(base)
         a = gnp.from_array(base, chunks=a.chunks)
-        check(S.searchsorted(a, b, side=side), np.searchsorted(base, v, side=side))
+        check(gnp.searchsorted(a, b, side=side), np.searchsorted(base, v, side=side))
 
 
 def test_searchsorted_scalars_and_lists() -> None:
     a = gnp.from_array(np.array([1.0, 2.0, 2.0, 5.0]), chunks=3)
-    assert_eq(S.searchsorted(a, 2.0), np.searchsorted([1.0, 2.0, 2.0, 5.0], 2.0))
-    assert_eq(S.searchsorted(a, [0, 2, 9], side="right"),
+    assert_eq(gnp.searchsorted(a, 2.0), np.searchsorted([1.0, 2.0, 2.0, 5.0], 2.0))
+    assert_eq(gnp.searchsorted(a, [0, 2, 9], side="right"),
               np.searchsorted([1.0, 2.0, 2.0, 5.0], [0, 2, 9], side="right"))
 
 
 def test_searchsorted_errors() -> None:
     a = gnp.from_array(np.arange(4), chunks=2)
     with pytest.raises(ValueError, match="too deep"):
-        S.searchsorted(gnp.ones((2, 2)), 1)
+        gnp.searchsorted(gnp.ones((2, 2)), 1)
     with pytest.raises(ValueError, match="side"):
-        S.searchsorted(a, 1, side="middle")
+        gnp.searchsorted(a, 1, side="middle")
     with pytest.raises(ValueError, match="sorter.size"):
-        S.searchsorted(a, 1, sorter=np.arange(3))
+        gnp.searchsorted(a, 1, sorter=np.arange(3))
     with pytest.raises(TypeError, match="integers"):
-        S.searchsorted(a, 1, sorter=np.arange(4.0))
+        gnp.searchsorted(a, 1, sorter=np.arange(4.0))
 
 
 # --- nonzero and friends ----------------------------------------------------------------------------
@@ -186,10 +185,10 @@ def test_searchsorted_errors() -> None:
 @given(data=st.data())
 def test_nonzero_argwhere_flatnonzero(data: st.DataObject) -> None:
     x, a = data.draw(arrays())
-    check(S.flatnonzero(a), np.flatnonzero(x))
-    check(S.argwhere(a), np.argwhere(x))
+    check(gnp.flatnonzero(a), np.flatnonzero(x))
+    check(gnp.argwhere(a), np.argwhere(x))
     if x.ndim:
-        got = S.nonzero(a)
+        got = gnp.nonzero(a)
         expected = np.nonzero(x)
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
@@ -200,14 +199,14 @@ def test_nonzero_argwhere_flatnonzero(data: st.DataObject) -> None:
 def test_count_nonzero(data: st.DataObject, keepdims: bool) -> None:
     x, a = data.draw(arrays())
     axis = data.draw(st.one_of(axis_or_none(x.ndim), st.permutations(range(x.ndim)).map(tuple)))
-    check(S.count_nonzero(a, axis=axis, keepdims=keepdims), np.count_nonzero(x, axis=axis, keepdims=keepdims))
+    check(gnp.count_nonzero(a, axis=axis, keepdims=keepdims), np.count_nonzero(x, axis=axis, keepdims=keepdims))
 
 
 def test_nonzero_errors() -> None:
     with pytest.raises(ValueError, match="0d"):
-        S.nonzero(gnp.asarray(1.0))
+        gnp.nonzero(gnp.asarray(1.0))
     with pytest.raises(np.exceptions.AxisError):
-        S.count_nonzero(gnp.ones((2, 3)), axis=2)
+        gnp.count_nonzero(gnp.ones((2, 3)), axis=2)
 
 
 # --- unique -------------------------------------------------------------------------------------------
@@ -221,15 +220,15 @@ def _nan_mask(v: np.ndarray) -> np.ndarray:
 def test_unique_all_counts_inverse_values(data: st.DataObject) -> None:
     x, a = data.draw(arrays(max_side=5))
     expected = np.unique_all(x)  # NaNs distinct; NumPy uses a stable sort here, so NaN places are ordered
-    got = S.unique_all(a)
+    got = gnp.unique_all(a)
     assert type(got).__name__ == "UniqueAllResult" and got._fields == expected._fields
     for g, e in zip(got, expected):
         check(g, e)
-    check(S.unique_values(a), expected.values)
-    values, counts = S.unique_counts(a)
+    check(gnp.unique_values(a), expected.values)
+    values, counts = gnp.unique_counts(a)
     check(values, expected.values)
     check(counts, expected.counts)
-    inverse = S.unique_inverse(a)
+    inverse = gnp.unique_inverse(a)
     check(inverse.values, expected.values)
     check(inverse.inverse_indices, expected.inverse_indices)
 
@@ -238,7 +237,7 @@ def test_unique_all_counts_inverse_values(data: st.DataObject) -> None:
 def test_unique_numpy(data: st.DataObject, flags: tuple[bool, bool, bool], equal_nan: bool) -> None:
     x, a = data.draw(arrays(max_side=5))
     expected = np.unique(x, *flags, equal_nan=equal_nan)
-    got = S.unique(a, *flags, equal_nan=equal_nan)
+    got = gnp.unique(a, *flags, equal_nan=equal_nan)
     if not any(flags):
         check(got, expected)
         return
@@ -259,11 +258,11 @@ def test_unique_of_many_blocks_and_errors() -> None:
     x = np.random.default_rng(0).integers(0, 50, size=400).astype(np.float64)
     x[::7] = np.nan
     a = gnp.from_array(x, chunks=13)
-    for g, e in zip(S.unique_all(a), np.unique_all(x)):
+    for g, e in zip(gnp.unique_all(a), np.unique_all(x)):
         assert_eq(g, e)
-    assert_eq(S.unique(a), np.unique(x))
+    assert_eq(gnp.unique(a), np.unique(x))
     with pytest.raises(NotImplementedError, match="axis"):
-        S.unique(a, axis=0)
+        gnp.unique(a, axis=0)
 
 
 # --- laziness -----------------------------------------------------------------------------------------
@@ -275,14 +274,14 @@ def test_lazy_and_shape_deciding_computations() -> None:
     x = np.array([[3.0, 0.0, 1.0], [0.0, 2.0, 2.0]])
     a = gnp.from_array(x, chunks=1)
     with TaskCounter() as counter:
-        S.sort(a, axis=0)
-        S.argsort(a, axis=None, descending=True)
-        S.searchsorted(gnp.arange(5, chunks=2), a)
-        S.count_nonzero(a, axis=1)
+        gnp.sort(a, axis=0)
+        gnp.argsort(a, axis=None, descending=True)
+        gnp.searchsorted(gnp.arange(5, chunks=2), a)
+        gnp.count_nonzero(a, axis=1)
     assert counter.count == 0
     with TaskCounter() as counter:
-        S.nonzero(a)
+        gnp.nonzero(a)
     assert 0 < counter.count <= 3 * a.npartitions  # per-block counts only
-    result = S.unique_all(a)
+    result = gnp.unique_all(a)
     assert_eq(result.counts, np.unique_all(x).counts)
     assert math.prod(result.inverse_indices.shape) == x.size

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from test_sorting import FLOATS, TaskCounter, arrays, axis_or_none, check, quiet, values
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric.api import statistics as S
 
 NUMBERS = [np.int32, np.int64, np.float32, np.float64]
 
@@ -45,22 +44,22 @@ def test_nan_reductions(data: st.DataObject, func: str, keepdims: bool) -> None:
     axis = data.draw(axes(x.ndim))
     if func in ("nanmin", "nanmax") and not _nonempty_slices(x, axis):
         with pytest.raises(ValueError, match="zero-size"):
-            getattr(S, func)(a, axis=axis)
+            getattr(gnp, func)(a, axis=axis)
         return
     kwargs: dict[str, Any] = {"keepdims": keepdims}
     if func in ("nanvar", "nanstd"):
         kwargs["ddof"] = data.draw(st.integers(0, 2))
     expected = quiet(getattr(np, func), x, axis=axis, **kwargs)
-    check(getattr(S, func)(a, axis=axis, **kwargs), expected, rtol=1e-4 if x.dtype == np.float32 else None)
+    check(getattr(gnp, func)(a, axis=axis, **kwargs), expected, rtol=1e-4 if x.dtype == np.float32 else None)
 
 
 @given(data=st.data())
 @settings(max_examples=15)
 def test_nan_reductions_dtype_and_correction(data: st.DataObject) -> None:
     x, a = data.draw(arrays(dtypes=FLOATS, min_dims=1))
-    assert_eq(S.nansum(a, dtype=np.float64), quiet(np.nansum, x, dtype=np.float64))
-    assert_eq(S.nanmean(a, axis=0, dtype=np.float64), quiet(np.nanmean, x, axis=0, dtype=np.float64))
-    assert_eq(S.nanvar(a, axis=-1, correction=1), quiet(np.nanvar, x, axis=-1, correction=1),
+    assert_eq(gnp.nansum(a, dtype=np.float64), quiet(np.nansum, x, dtype=np.float64))
+    assert_eq(gnp.nanmean(a, axis=0, dtype=np.float64), quiet(np.nanmean, x, axis=0, dtype=np.float64))
+    assert_eq(gnp.nanvar(a, axis=-1, correction=1), quiet(np.nanvar, x, axis=-1, correction=1),
               rtol=1e-4 if x.dtype == np.float32 else None)
 
 
@@ -70,9 +69,9 @@ def test_nanargmin_nanargmax(data: st.DataObject, func: str, keepdims: bool) -> 
     axis = data.draw(axis_or_none(x.ndim))
     if not _nonempty_slices(x, axis):
         with pytest.raises(ValueError):
-            getattr(S, func)(a, axis=axis)
+            getattr(gnp, func)(a, axis=axis)
         return
-    result = getattr(S, func)(a, axis=axis, keepdims=keepdims)  # lazy: an all-NaN slice raises when computed
+    result = getattr(gnp, func)(a, axis=axis, keepdims=keepdims)  # lazy: an all-NaN slice raises when computed
     try:
         expected = getattr(np, func)(x, axis=axis, keepdims=keepdims)
     except ValueError:
@@ -86,7 +85,7 @@ def test_nanargmin_nanargmax(data: st.DataObject, func: str, keepdims: bool) -> 
 def test_nan_scans(data: st.DataObject, func: str) -> None:
     x, a = data.draw(arrays(dtypes=NUMBERS))
     axis = data.draw(axis_or_none(x.ndim))
-    check(getattr(S, func)(a, axis=axis), getattr(np, func)(x, axis=axis))
+    check(getattr(gnp, func)(a, axis=axis), getattr(np, func)(x, axis=axis))
 
 
 # --- order statistics ---------------------------------------------------------------------------------
@@ -107,7 +106,7 @@ def test_median(data: st.DataObject, func: str, keepdims: bool) -> None:
     x, a = data.draw(arrays(dtypes=[*NUMBERS, np.bool_]))
     axis = data.draw(axes(x.ndim))
     expected = numpy_order_statistic(func, x, axis=axis, keepdims=keepdims)
-    check(getattr(S, func)(a, axis=axis, keepdims=keepdims), expected)
+    check(getattr(gnp, func)(a, axis=axis, keepdims=keepdims), expected)
 
 
 @given(data=st.data(), func=st.sampled_from(["percentile", "quantile", "nanpercentile", "nanquantile"]),
@@ -124,32 +123,32 @@ def test_quantiles(data: st.DataObject, func: str, method: str, keepdims: bool) 
         expected = numpy_order_statistic(func, x, q, axis=axis, method=method, keepdims=keepdims)
     except IndexError:  # NumPy's error for quantiles of empty slices
         with pytest.raises(IndexError):
-            getattr(S, func)(a, q, axis=axis, method=method, keepdims=keepdims)
+            getattr(gnp, func)(a, q, axis=axis, method=method, keepdims=keepdims)
         return
     # NumPy's nan-quantiles of all-NaN float32 slices may come as float32 where other data give float64
     all_nan_quirk = func.startswith("nan") and x.dtype == np.float32 and bool(np.isnan(x).any())
-    check(getattr(S, func)(a, q, axis=axis, method=method, keepdims=keepdims), expected,
+    check(getattr(gnp, func)(a, q, axis=axis, method=method, keepdims=keepdims), expected,
           rtol=1e-5 if x.dtype == np.float32 else 1e-12, check_dtype=not all_nan_quirk)
 
 
 def test_quantile_errors() -> None:
     a = gnp.from_array(np.arange(6.0), chunks=4)
     with pytest.raises(ValueError, match="Percentiles"):
-        S.percentile(a, 101)
+        gnp.percentile(a, 101)
     with pytest.raises(ValueError, match="Quantiles"):
-        S.quantile(a, [0.5, -0.1])
+        gnp.quantile(a, [0.5, -0.1])
     with pytest.raises(ValueError, match="method"):
-        S.quantile(a, 0.5, method="bogus")
+        gnp.quantile(a, 0.5, method="bogus")
     with pytest.raises(NotImplementedError, match="method"):
-        S.quantile(a, 0.5, method="weibull")
+        gnp.quantile(a, 0.5, method="weibull")
     with pytest.raises(TypeError):
-        S.quantile(gnp.asarray(np.ones(3, dtype=complex)), 0.5)
+        gnp.quantile(gnp.asarray(np.ones(3, dtype=complex)), 0.5)
     with pytest.raises(IndexError):
-        S.quantile(gnp.zeros((2, 0)), 0.5, axis=1)
+        gnp.quantile(gnp.zeros((2, 0)), 0.5, axis=1)
     with pytest.raises(np.exceptions.AxisError):
-        S.median(a, axis=1)
+        gnp.median(a, axis=1)
     with pytest.raises(TypeError, match="out="):
-        S.median(a, out=np.empty(()))
+        gnp.median(a, out=np.empty(()))
 
 
 # --- counting -----------------------------------------------------------------------------------------
@@ -172,7 +171,7 @@ def test_histogram(data: st.DataObject, density: bool) -> None:
         w = values(x.shape, w_dtype, data.draw(st.integers(0, 99)))
         weights = (w, gnp.from_array(w, chunks=a.chunks))
     expected = quiet(np.histogram, x, density=density, weights=None if weights is None else weights[0], **kwargs)
-    counts, edges = S.histogram(a, density=density, weights=None if weights is None else weights[1], **kwargs)
+    counts, edges = gnp.histogram(a, density=density, weights=None if weights is None else weights[1], **kwargs)
     check(counts, expected[0])
     assert_eq(edges, expected[1])
 
@@ -181,19 +180,19 @@ def test_histogram_errors_and_nans() -> None:
     x = np.array([1.0, np.nan, 3.0])
     a = gnp.from_array(x, chunks=2)
     with pytest.raises(ValueError, match="not finite"):
-        S.histogram(a)
-    counts, _ = S.histogram(a, bins=2, range=(0, 4))  # NaNs fall outside every bin
+        gnp.histogram(a)
+    counts, _ = gnp.histogram(a, bins=2, range=(0, 4))  # NaNs fall outside every bin
     assert_eq(counts, np.histogram(x, bins=2, range=(0, 4))[0])
     with pytest.raises(ValueError, match="monotonically"):
-        S.histogram(a, bins=[0, 2, 1])
+        gnp.histogram(a, bins=[0, 2, 1])
     with pytest.raises(ValueError, match="positive"):
-        S.histogram(a, bins=0, range=(0, 1))
+        gnp.histogram(a, bins=0, range=(0, 1))
     with pytest.raises(ValueError, match="max must be larger"):
-        S.histogram(a, bins=2, range=(2, 1))
+        gnp.histogram(a, bins=2, range=(2, 1))
     with pytest.raises(ValueError, match="same shape"):
-        S.histogram(a, weights=np.ones(2))
+        gnp.histogram(a, weights=np.ones(2))
     with pytest.raises(NotImplementedError, match="estimator"):
-        S.histogram(a, bins="auto")
+        gnp.histogram(a, bins="auto")
 
 
 @given(data=st.data(), minlength=st.integers(0, 9), weighted=st.booleans())
@@ -204,25 +203,25 @@ def test_bincount(data: st.DataObject, minlength: int, weighted: bool) -> None:
     a = gnp.from_array(x, chunks=data.draw(axis_chunks(n)))
     if weighted:
         w = values((n,), np.float32, data.draw(st.integers(0, 99)))
-        check(S.bincount(a, weights=gnp.from_array(w, chunks=3), minlength=minlength),
+        check(gnp.bincount(a, weights=gnp.from_array(w, chunks=3), minlength=minlength),
               np.bincount(x, weights=w, minlength=minlength))
     else:
-        check(S.bincount(a, minlength=minlength), np.bincount(x, minlength=minlength))
+        check(gnp.bincount(a, minlength=minlength), np.bincount(x, minlength=minlength))
 
 
 def test_bincount_errors() -> None:
     with pytest.raises(ValueError, match="negative elements"):
-        S.bincount(gnp.from_array(np.array([1, -1, 2]), chunks=2))
+        gnp.bincount(gnp.from_array(np.array([1, -1, 2]), chunks=2))
     with pytest.raises(ValueError, match="minlength"):
-        S.bincount(gnp.arange(3), minlength=-1)
+        gnp.bincount(gnp.arange(3), minlength=-1)
     with pytest.raises(TypeError, match="safe"):
-        S.bincount(gnp.asarray(np.array([1.0, 2.0])))
+        gnp.bincount(gnp.asarray(np.array([1.0, 2.0])))
     with pytest.raises(ValueError, match="too deep"):
-        S.bincount(gnp.ones((2, 2), dtype=np.int64))
+        gnp.bincount(gnp.ones((2, 2), dtype=np.int64))
     with pytest.raises(ValueError, match="too small depth"):
-        S.bincount(gnp.asarray(np.int64(3)))
+        gnp.bincount(gnp.asarray(np.int64(3)))
     with pytest.raises(ValueError, match="same length"):
-        S.bincount(gnp.arange(3), weights=np.ones(2))
+        gnp.bincount(gnp.arange(3), weights=np.ones(2))
 
 
 @given(data=st.data(), right=st.booleans(),
@@ -230,17 +229,17 @@ def test_bincount_errors() -> None:
 def test_digitize(data: st.DataObject, right: bool, bins: list) -> None:
     x, a = data.draw(arrays(dtypes=NUMBERS))
     edges = np.asarray(bins, dtype=float)
-    check(S.digitize(a, edges, right=right), np.digitize(x, edges, right=right))
+    check(gnp.digitize(a, edges, right=right), np.digitize(x, edges, right=right))
 
 
 def test_digitize_errors() -> None:
     a = gnp.from_array(np.arange(4.0), chunks=3)
     with pytest.raises(ValueError, match="monotonically"):
-        S.digitize(a, [1, 3, 2])
+        gnp.digitize(a, [1, 3, 2])
     with pytest.raises(ValueError, match="too deep"):
-        S.digitize(a, [[1, 2]])
+        gnp.digitize(a, [[1, 2]])
     with pytest.raises(TypeError, match="complex"):
-        S.digitize(gnp.asarray(np.ones(2, dtype=complex)), [1, 2])
+        gnp.digitize(gnp.asarray(np.ones(2, dtype=complex)), [1, 2])
 
 
 # --- averages, spread, covariance ---------------------------------------------------------------------
@@ -262,11 +261,11 @@ def test_average(data: st.DataObject, returned: bool, keepdims: bool) -> None:
     try:
         expected = quiet(np.average, x, weights=w, **kwargs)
     except ZeroDivisionError:
-        result = S.average(a, weights=w, **kwargs)  # lazy: raises when computed
+        result = gnp.average(a, weights=w, **kwargs)  # lazy: raises when computed
         with pytest.raises(ZeroDivisionError):
             (result[0] if returned else result).compute()
         return
-    got = S.average(a, weights=w, **kwargs)
+    got = gnp.average(a, weights=w, **kwargs)
     if returned:
         check(got[0], expected[0])
         check(got[1], expected[1])
@@ -277,13 +276,13 @@ def test_average(data: st.DataObject, returned: bool, keepdims: bool) -> None:
 def test_average_errors() -> None:
     a = gnp.from_array(np.arange(6.0).reshape(2, 3), chunks=1)
     with pytest.raises(TypeError, match="Axis must be specified"):
-        S.average(a, weights=[1, 2, 3])
+        gnp.average(a, weights=[1, 2, 3])
     with pytest.raises(ValueError, match="consistent"):
-        S.average(a, axis=0, weights=[1, 2, 3])
+        gnp.average(a, axis=0, weights=[1, 2, 3])
     with pytest.raises(ZeroDivisionError):
-        S.average(a, axis=1, weights=[1, -1, 0]).compute()
+        gnp.average(a, axis=1, weights=[1, -1, 0]).compute()
     expected = np.average(np.arange(6.0).reshape(2, 3), axis=1, weights=[1, 0, 2])
-    assert_eq(S.average(a, axis=1, weights=[1, 0, 2]), expected)
+    assert_eq(gnp.average(a, axis=1, weights=[1, 0, 2]), expected)
 
 
 @given(data=st.data(), keepdims=st.booleans())
@@ -292,9 +291,9 @@ def test_ptp(data: st.DataObject, keepdims: bool) -> None:
     axis = data.draw(axes(x.ndim))
     if not _nonempty_slices(x, axis):
         with pytest.raises(ValueError):
-            S.ptp(a, axis=axis)
+            gnp.ptp(a, axis=axis)
         return
-    check(S.ptp(a, axis=axis, keepdims=keepdims), np.ptp(x, axis=axis, keepdims=keepdims))
+    check(gnp.ptp(a, axis=axis, keepdims=keepdims), np.ptp(x, axis=axis, keepdims=keepdims))
 
 
 @given(data=st.data(), rowvar=st.booleans(), bias=st.booleans(), with_y=st.booleans())
@@ -312,26 +311,26 @@ def test_cov_corrcoef(data: st.DataObject, rowvar: bool, bias: bool, with_y: boo
         expected = quiet(np.cov, x, y, rowvar=rowvar, bias=bias, ddof=ddof)
     except ValueError:  # observations of x and y that don't match
         with pytest.raises(ValueError):
-            S.cov(a, b, rowvar=rowvar, bias=bias, ddof=ddof)
+            gnp.cov(a, b, rowvar=rowvar, bias=bias, ddof=ddof)
         return
-    check(S.cov(a, b, rowvar=rowvar, bias=bias, ddof=ddof), expected, atol=1e-12)
+    check(gnp.cov(a, b, rowvar=rowvar, bias=bias, ddof=ddof), expected, atol=1e-12)
     if expected.size:
-        assert_eq(S.corrcoef(a, b, rowvar=rowvar), quiet(np.corrcoef, x, y, rowvar=rowvar), atol=1e-12)
+        assert_eq(gnp.corrcoef(a, b, rowvar=rowvar), quiet(np.corrcoef, x, y, rowvar=rowvar), atol=1e-12)
 
 
 def test_cov_corrcoef_complex_dtype_and_errors() -> None:
     x = np.array([[1 + 2j, 2, 4 - 1j], [0, 1j, 3]])
     a = gnp.from_array(x, chunks=(1, 2))
-    assert_eq(S.cov(a), np.cov(x))
-    assert_eq(S.corrcoef(a), np.corrcoef(x))
+    assert_eq(gnp.cov(a), np.cov(x))
+    assert_eq(gnp.corrcoef(a), np.corrcoef(x))
     r = np.arange(6.0).reshape(2, 3)
-    assert_eq(S.cov(gnp.from_array(r, chunks=1), dtype=np.float32), np.cov(r, dtype=np.float32))
+    assert_eq(gnp.cov(gnp.from_array(r, chunks=1), dtype=np.float32), np.cov(r, dtype=np.float32))
     with pytest.raises(ValueError, match="more than 2"):
-        S.cov(gnp.ones((2, 2, 2)))
+        gnp.cov(gnp.ones((2, 2, 2)))
     with pytest.raises(NotImplementedError, match="weights"):
-        S.cov(a, fweights=[1, 1, 1])
+        gnp.cov(a, fweights=[1, 1, 1])
     with pytest.raises(ValueError):
-        S.cov(a, gnp.ones((2, 4)))
+        gnp.cov(a, gnp.ones((2, 4)))
 
 
 # --- laziness -----------------------------------------------------------------------------------------
@@ -341,15 +340,15 @@ def test_lazy() -> None:
     """Only the data-deciding parts compute: histogram edges without a range, bincount's length."""
     a = gnp.from_array(np.array([[1.0, np.nan, 2.0], [3.0, 4.0, np.nan]]), chunks=1)
     with TaskCounter() as counter:
-        for func in (S.nansum, S.nanmean, S.nanstd, S.nanmin, S.nanargmax, S.nancumsum, S.median, S.nanmedian, S.ptp):
+        for func in (gnp.nansum, gnp.nanmean, gnp.nanstd, gnp.nanmin, gnp.nanargmax, gnp.nancumsum, gnp.median, gnp.nanmedian, gnp.ptp):
             func(a, axis=1)
-        S.percentile(a, [10, 90], axis=0)
-        S.histogram(a, bins=3, range=(0, 5))
-        S.digitize(a, [1, 2])
-        S.average(a, axis=1, weights=[1, 2, 3], returned=True)
-        S.cov(a)
-        S.corrcoef(a)
+        gnp.percentile(a, [10, 90], axis=0)
+        gnp.histogram(a, bins=3, range=(0, 5))
+        gnp.digitize(a, [1, 2])
+        gnp.average(a, axis=1, weights=[1, 2, 3], returned=True)
+        gnp.cov(a)
+        gnp.corrcoef(a)
     assert counter.count == 0
     with TaskCounter() as counter:
-        S.bincount(gnp.from_array(np.array([0, 3, 1]), chunks=2))
+        gnp.bincount(gnp.from_array(np.array([0, 3, 1]), chunks=2))
     assert counter.count > 0

@@ -3,34 +3,103 @@
 Methods and operators build new expressions (nothing runs until ``compute``/``persist``/``fetch``); the
 Dask collection protocol lets ``dask.compute``, ``dask.persist``, ``Client.compute``, xarray and others
 treat it like any Dask collection; ``__array_ufunc__``/``__array_function__`` route NumPy calls here.
+
+Methods and operators are the gnp functions of the same meaning. Those functions build on this class, so
+this module imports none of them: the namespace hands itself to the class once imported (``_namespace``).
 """
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator
-from typing import Any, Union
+import types
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar, Union
 
 import dask
 import numpy as np
-from dask._task_spec import convert_legacy_graph, cull
+from dask._task_spec import Task, convert_legacy_graph, cull
 from dask.base import DaskMethodsMixin
 from dask.core import flatten
 
-from . import guards as _guards
-from ..kernels.backend import device_name, to_numpy
 from ..expr.nodes import ArrayExpr, FromGraph, Materialized
+from ..kernels.backend import backend_of, device_name, resolve, to_numpy
+from ..kernels.blocks import as_block, concatenate_grid
 from ..runtime.faults import local_scheduler
+from . import guards as _guards
 
 ArrayLike = Union["Array", np.ndarray, int, float, complex, bool, list, Any]
 
 
 def _finalize(results: Any, numblocks: tuple[int, ...]) -> Any:
-    from ..kernels.blocks import concatenate_grid
-
     def flatten(x: Any) -> list:
         return [y for item in x for y in flatten(item)] if isinstance(x, (list, tuple)) else [x]
 
     return concatenate_grid(flatten(results), numblocks)
+
+
+def _operand_ok(other: Any) -> bool:
+    """Whether ``other`` can be an operand; if not, the operator returns NotImplemented (as NumPy's do, also
+    for objects that opt out of NumPy's operators with ``__array_ufunc__ = None``)."""
+    if type(other) in _PLAIN_OPERANDS:  # the usual operands, none of which opts out: at once
+        return True
+    if getattr(type(other), "__array_ufunc__", False) is None:
+        return False
+    return isinstance(other, (Array, bool, int, float, complex, np.generic, np.ndarray, list, tuple)) or \
+        hasattr(other, "__array__") or backend_of(other) == "cupy"
+
+
+def _operators(func: str) -> tuple[Callable, Callable, Callable]:
+    """``x <op> y``, ``y <op> x`` and ``x <op>= y`` as ``gnp.<func>``."""
+    def forward(self: Array, other: Any) -> Any:
+        return getattr(self._namespace, func)(self, other) if _operand_ok(other) else NotImplemented
+
+    def reflected(self: Array, other: Any) -> Any:
+        return getattr(self._namespace, func)(other, self) if _operand_ok(other) else NotImplemented
+
+    def inplace(self: Array, other: Any) -> Any:
+        # Arrays are immutable: ``x += y`` rebinds x to a new Array, with NumPy's in-place casting rule.
+        if not _operand_ok(other):
+            return NotImplemented
+        out = getattr(self._namespace, func)(self, other)
+        if out.dtype != self.dtype:
+            if not np.can_cast(out.dtype, self.dtype, casting="same_kind"):
+                raise TypeError(
+                    f"Cannot cast ufunc '{func}' output from {out.dtype} to {self.dtype} with casting rule 'same_kind'"
+                )
+            out = out.astype(self.dtype)
+        return out
+
+    return forward, reflected, inplace
+
+
+def _equality(func: str) -> Callable:
+    """``==``/``!=``: elementwise, and as NumPy's with an object that is no array operand (None, a str, ...):
+    all unequal."""
+    forward = _operators(func)[0]
+
+    def compare(self: Array, other: Any) -> Any:
+        out = forward(self, other)
+        if out is NotImplemented and getattr(type(other), "__array_ufunc__", False) is not None:
+            return self._namespace.full_like(self, func == "not_equal", dtype=np.bool_)
+        return out
+
+    return compare
+
+
+def _unary(func: str) -> Callable:
+    def unary(self: Array) -> Array:
+        return getattr(self._namespace, func)(self)
+
+    return unary
+
+
+def _method(func: str) -> Callable:
+    """A method that is ``gnp.<func>(self, ...)``, with NumPy's ``ndarray`` method's arguments."""
+    def method(self: Array, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._namespace, func)(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = func
+    method.__doc__ = f"``gnp.{func}(self, ...)``, as ``numpy.ndarray.{func}``."
+    return method
 
 
 class Array(DaskMethodsMixin):
@@ -38,6 +107,8 @@ class Array(DaskMethodsMixin):
 
     __slots__ = ("_expr",)
     __array_priority__ = 20
+    #: the ``dask_gpunumeric`` namespace, whose functions the methods and operators call (set on import)
+    _namespace: ClassVar[types.ModuleType]
 
     def __init__(self, expr: ArrayExpr) -> None:
         if not isinstance(expr, ArrayExpr):
@@ -181,8 +252,15 @@ class Array(DaskMethodsMixin):
         return f"<table><caption>dask_gpunumeric.Array</caption>{body}</table>"
 
     # --- conversions (explicit and guarded) -----------------------------------------------------------
-    def item(self) -> Any:
-        """The single element as a Python scalar (explicit fetch: always allowed)."""
+    def item(self, *args: Any) -> Any:
+        """One element as a Python scalar (explicit fetch: always allowed): the only one, or the one at a flat
+        index or at one index per axis, as ``numpy.ndarray.item``."""
+        if args:
+            index = args[0] if len(args) == 1 else args
+            if isinstance(index, (int, np.integer)) and self.ndim != 1:
+                index = tuple(int(i) for i in np.unravel_index(operator.index(index), self.shape))
+            with _guards.allowscalar():
+                return self[index].item()
         if self.size != 1:
             raise ValueError("can only convert an array of size 1 to a Python scalar")
         return to_numpy(self.compute()).item()
@@ -244,8 +322,6 @@ class Array(DaskMethodsMixin):
 
     def to_backend(self, backend: str) -> Array:
         """The same Array with blocks moved to "numpy" (host) or "cupy" (device)."""
-        from ..kernels.backend import resolve
-
         backend = resolve(backend)
         if backend == self.backend:
             return self
@@ -261,32 +337,114 @@ class Array(DaskMethodsMixin):
 
     # --- indexing -------------------------------------------------------------------------------------
     def __getitem__(self, index: Any) -> Array:
-        from .indexing import getitem
-
-        return getitem(self, index)
+        return self._namespace._getitem(self, index)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        from .indexing import setitem
+        self._expr = self._namespace._setitem(self, index, value).expr
 
-        self._expr = setitem(self, index, value).expr
+    # --- operators ------------------------------------------------------------------------------------
+    __add__, __radd__, __iadd__ = _operators("add")
+    __sub__, __rsub__, __isub__ = _operators("subtract")
+    __mul__, __rmul__, __imul__ = _operators("multiply")
+    __truediv__, __rtruediv__, __itruediv__ = _operators("divide")
+    __floordiv__, __rfloordiv__, __ifloordiv__ = _operators("floor_divide")
+    __mod__, __rmod__, __imod__ = _operators("remainder")
+    __pow__, __rpow__, __ipow__ = _operators("pow")
+    __and__, __rand__, __iand__ = _operators("bitwise_and")
+    __or__, __ror__, __ior__ = _operators("bitwise_or")
+    __xor__, __rxor__, __ixor__ = _operators("bitwise_xor")
+    __lshift__, __rlshift__, __ilshift__ = _operators("bitwise_left_shift")
+    __rshift__, __rrshift__, __irshift__ = _operators("bitwise_right_shift")
+    __matmul__, __rmatmul__ = _operators("matmul")[:2]
+    __lt__, __le__ = _operators("less")[0], _operators("less_equal")[0]
+    __gt__, __ge__ = _operators("greater")[0], _operators("greater_equal")[0]
+    __eq__, __ne__ = _equality("equal"), _equality("not_equal")
+    __hash__ = None  # type: ignore[assignment]  # __eq__ is elementwise
+    __neg__, __pos__, __abs__ = _unary("negative"), _unary("positive"), _unary("abs")
+    __invert__ = _unary("bitwise_invert")
+
+    # --- NumPy's methods: the gnp functions ------------------------------------------------------------
+    sum, prod, mean, var, std = _method("sum"), _method("prod"), _method("mean"), _method("var"), _method("std")
+    min, max, all, any = _method("min"), _method("max"), _method("all"), _method("any")
+    argmin, argmax, cumsum, cumprod = _method("argmin"), _method("argmax"), _method("cumsum"), _method("cumprod")
+    squeeze, swapaxes, rechunk = _method("squeeze"), _method("swapaxes"), _method("rechunk")
+    round, clip = _method("round"), _method("clip")
+    conj = conjugate = _method("conj")
+    flatten = ravel = _method("ravel")
+    argsort, dot, nonzero = _method("argsort"), _method("dot"), _method("nonzero")
+    repeat, take, searchsorted = _method("repeat"), _method("take"), _method("searchsorted")
+
+    def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True, copy: bool = True, *,
+               device: Any = None) -> Array:
+        """The array converted to ``dtype`` (``gnp.astype``), with ``numpy.ndarray.astype``'s arguments."""
+        return self._namespace.astype(self, dtype, copy=copy, device=device, casting=casting, order=order)
+
+    def sort(self, axis: int = -1, kind: str | None = None, order: Any = None, *, stable: bool | None = None) -> None:
+        """Sort in place, as ``numpy.ndarray.sort``: this Array is rebound to the (lazy) sorted array."""
+        self._expr = self._namespace.sort(self, axis, kind, order, stable=stable).expr
+
+    def fill(self, value: Any) -> None:
+        """Fill in place with ``value``, as ``numpy.ndarray.fill``: this Array is rebound to a constant array."""
+        self._expr = self._namespace.full_like(self, value).expr
+
+    def map_blocks(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Array:
+        """``func`` on every block of this Array (and of ``args``): ``gnp.map_blocks(func, self, *args, ...)``."""
+        return self._namespace.map_blocks(func, self, *args, **kwargs)
+
+    def transpose(self, *axes: Any) -> Array:
+        """Axes reversed, or reordered (``x.transpose(1, 0)`` or ``x.transpose((1, 0))``)."""
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = tuple(axes[0]) if axes[0] is not None else ()
+        return self._namespace.transpose(self, axes or None)
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> Array:
+        """The array with a new shape (``x.reshape(2, 3)`` or ``x.reshape((2, 3))``)."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return self._namespace.reshape(self, shape, **kwargs)
+
+    def copy(self, order: str = "C") -> Array:
+        """A new Array object for the same data (no data need be copied: a later ``__setitem__`` on either
+        rebinds that one only); ``order="F"`` is refused."""
+        if order not in ("C", "K", "A"):
+            raise ValueError(f"copy: order={order!r} is not supported (blocks are C-ordered); leave order out")
+        return Array(self.expr)
+
+    @property
+    def T(self) -> Array:  # noqa: N802 (NumPy's name)
+        """Axes reversed."""
+        return self._namespace.transpose(self)
+
+    @property
+    def mT(self) -> Array:  # noqa: N802 (NumPy's name)
+        """The last two axes swapped."""
+        return self._namespace.matrix_transpose(self)
+
+    @property
+    def real(self) -> Array:
+        """Real part."""
+        return self._namespace.real(self)
+
+    @property
+    def imag(self) -> Array:
+        """Imaginary part."""
+        return self._namespace.imag(self)
+
+    def explain(self, *, source: bool = False) -> str:
+        """Print the optimized plan (see ``gnp.explain``)."""
+        return self._namespace.explain(self, source=source)
 
     # --- NumPy protocols ------------------------------------------------------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from .interop import array_ufunc
-
-        return array_ufunc(ufunc, method, inputs, kwargs)
+        return self._namespace._array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        from .interop import array_function
-
-        return array_function(func, types, args, kwargs)
+        return self._namespace._array_function(func, types, args, kwargs)
 
     def __array_namespace__(self, *, api_version: str | None = None) -> Any:
         if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
             raise ValueError(f"unsupported array API version {api_version!r}")
-        import dask_gpunumeric
-
-        return dask_gpunumeric
+        return self._namespace
 
     def to_device(self, device: Any, /, *, stream: Any = None) -> Array:
         """Array API ``to_device``: "cpu" moves blocks to NumPy, "gpu"/"cuda" to CuPy."""
@@ -300,8 +458,8 @@ class _ToBackend(ArrayExpr):
     _like = "array"
 
     def _block_task(self, index: Any) -> Any:
-        from dask._task_spec import Task
-
-        from ..kernels.blocks import as_block
-
         return Task(self.key(index), as_block, self.array.ref(index), self.dtype, self.operand("backend"))
+
+
+# exact types that are always operands
+_PLAIN_OPERANDS = frozenset({Array, int, float})

@@ -7,9 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from .array import Array, ArrayLike
-from ..kernels.backend import namespace
 from ..expr.nodes import MapBlocks
+from ..kernels.backend import namespace
+from .array import Array, ArrayLike
+from .creation import as_array
+from .elementwise import align_chunks
+from .manipulation import expand_dims, squeeze
 
 
 def map_blocks(func: Callable[..., Any], *arrays: ArrayLike, dtype: Any = None, chunks: Any = None,
@@ -20,8 +23,6 @@ def map_blocks(func: Callable[..., Any], *arrays: ArrayLike, dtype: Any = None, 
     ``dtype`` its dtype (default: the first array's). With ``offsets=True``, ``func`` also receives
     ``block_offset`` (the block's position in the output) and ``global_shape``. ``func`` must be a
     picklable top-level function that works on NumPy and CuPy blocks (see ``_backend.namespace``)."""
-    from .elementwise import as_array
-
     if not arrays:
         raise TypeError("map_blocks needs at least one array")
     arrs = [as_array(a) for a in arrays]
@@ -80,9 +81,6 @@ def apply_gufunc(func: Callable[..., Any], signature: str, *args: ArrayLike, out
     dimensions that no input has) describe the outputs; ``kwargs`` go to ``func``. With ``vectorize``,
     ``func`` is wrapped in ``numpy.vectorize`` (NumPy blocks only). Several outputs give a tuple of
     Arrays (``func`` then runs once per output and block)."""
-    from .elementwise import align_chunks, as_array
-    from .manipulation import expand_dims, squeeze
-
     core_in, core_out, several = _parse_signature(signature)
     arrays = [as_array(a) for a in args]
     if len(arrays) != len(core_in):

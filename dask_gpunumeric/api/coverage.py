@@ -5,7 +5,11 @@ from __future__ import annotations
 import types
 from typing import Any
 
+import dask.array as da
 import numpy as np
+
+from .elementwise import FUNCTIONS
+from .interop import HANDLED_FUNCTIONS
 
 
 def _public_functions(module: types.ModuleType) -> dict[str, Any]:
@@ -19,11 +23,6 @@ def coverage() -> dict[str, str]:
     """Status of every public NumPy function (``numpy``, ``numpy.linalg``, ``numpy.fft``) on gnp Arrays:
     "native" (a gnp implementation), "fallback" (dask.array runs it on the same blocks, with a
     ``FallbackWarning``) or "missing" (neither: calling it on a gnp Array computes or fails)."""
-    import dask.array as da
-
-    from .elementwise import FUNCTIONS
-    from .interop import HANDLED_FUNCTIONS
-
     status: dict[str, str] = {}
     for prefix, module, dask_module in (("", np, da), ("linalg.", np.linalg, da.linalg), ("fft.", np.fft, da.fft)):
         for name, func in sorted(_public_functions(module).items()):

@@ -14,10 +14,11 @@ from dask.array.core import normalize_chunks as _dask_normalize_chunks
 from dask.tokenize import tokenize
 
 from .. import config
-from .array import Array, ArrayLike
+from ..expr.nodes import ArrayExpr, Creation, FromArray, FromGraph
 from ..kernels.backend import backend_of, resolve
 from ..runtime.cluster import active_workers
-from ..expr.nodes import ArrayExpr, Creation, FromArray, FromGraph
+from .array import Array, ArrayLike
+from .guards import check_fetch
 
 Shape = int | tuple[int, ...]
 
@@ -115,6 +116,14 @@ def operator_index(value: Any) -> int:
         raise TypeError(f"'{type(value).__name__}' object cannot be interpreted as an integer") from None
 
 
+def check_order(order: Any, what: str) -> None:
+    """``order=``: blocks are C-ordered, which every order but "F" allows; "F" is refused."""
+    if order not in ("K", "A", "C", None):
+        if order in ("F", "f"):
+            raise ValueError(f"{what}: order='F' is not supported (blocks are C-ordered); leave order out")
+        raise ValueError(f"{what}: order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+
+
 _DEVICE_BACKENDS = {"cpu": "numpy", "numpy": "numpy", "gpu": "cupy", "cuda": "cupy", "cupy": "cupy"}
 
 
@@ -165,15 +174,18 @@ def from_array(x: Any, chunks: Any = "auto", *, dtype: Any = None, backend: str 
     return Array(FromArray(x, chunks, dtype, backend, tokenize(token, chunks, str(dtype), backend)))
 
 
-def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None,
-            chunks: Any = "auto") -> Array:
+def asarray(a: Any, dtype: Any = None, order: Any = None, *, device: Any = None, copy: bool | None = None,
+            like: Any = None, chunks: Any = "auto") -> Array:
     """Convert to an Array (array API ``asarray``): Arrays are returned as they are (cast if ``dtype``);
     other data go through ``from_array``. ``device`` may be "cpu"/"numpy" or "gpu"/"cupy".
 
     ``copy=True`` gives a new Array object (``__setitem__`` on it leaves ``obj`` alone) and snapshots array
     data (later writes to ``obj`` don't reach the Array); ``copy=False`` raises ValueError where a copy is
-    needed (a dtype change, or input that is not an array), as NumPy does.
+    needed (a dtype change, or input that is not an array), as NumPy does. ``like`` is accepted (the result is
+    a gnp Array whatever it is); ``order="F"`` is refused (blocks are C-ordered).
     """
+    obj = a
+    check_order(order, "asarray")
     backend = device_backend(device)
     is_array = isinstance(obj, (Array, np.ndarray)) or backend_of(obj) == "cupy"
     if copy is False and (not is_array or dtype is not None and np.dtype(dtype) != obj.dtype):
@@ -185,6 +197,11 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | 
     if copy and not _is_dask_array(obj):
         obj = obj.copy() if backend_of(obj) == "cupy" else np.array(obj, copy=True)
     return from_array(obj, chunks=chunks, dtype=dtype, backend=backend)
+
+
+def as_array(x: ArrayLike) -> Array:
+    """An Array from an Array or anything ``asarray`` takes."""
+    return x if isinstance(x, Array) else asarray(x)
 
 
 def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Array:
@@ -239,71 +256,75 @@ def _creation(kind: str, shape: tuple[int, ...], dtype: np.dtype, chunks: Any, b
     return Array(Creation(kind, normalize_chunks(chunks, shape, dtype, backend), dtype, backend, params))
 
 
-def full(shape: Shape, fill_value: Any, *, dtype: Any = None, device: Any = None, chunks: Any = "auto",
-         backend: str | None = None) -> Array:
-    """An Array of ``shape`` filled with ``fill_value`` (dtype from the value unless given)."""
+def full(shape: Shape, fill_value: Any, dtype: Any = None, order: str = "C", *, device: Any = None, like: Any = None,
+         chunks: Any = "auto", backend: str | None = None) -> Array:
+    """An Array of ``shape`` filled with ``fill_value`` (dtype from the value unless given). ``like`` is
+    accepted (the result is a gnp Array whatever it is); ``order="F"`` is refused (blocks are C-ordered)."""
+    check_order(order, "full")
     if isinstance(fill_value, Array):
-        from .guards import check_fetch
-
         check_fetch("using a lazy Array as fill_value of full()")
         fill_value = fill_value.item()
     dtype = np.dtype(dtype) if dtype is not None else np.asarray(fill_value).dtype
     return _creation("full", _shape(shape), dtype, chunks, device_backend(device, backend), (fill_value,))
 
 
-def zeros(shape: Shape, *, dtype: Any = None, device: Any = None, chunks: Any = "auto",
-          backend: str | None = None) -> Array:
+def zeros(shape: Shape, dtype: Any = None, order: str = "C", *, device: Any = None, like: Any = None,
+          chunks: Any = "auto", backend: str | None = None) -> Array:
     """An Array of zeros (float64 unless ``dtype``)."""
-    return full(shape, 0, dtype=dtype or np.float64, device=device, chunks=chunks, backend=backend)
+    return full(shape, 0, dtype or np.float64, order, device=device, chunks=chunks, backend=backend)
 
 
-def ones(shape: Shape, *, dtype: Any = None, device: Any = None, chunks: Any = "auto",
-          backend: str | None = None) -> Array:
+def ones(shape: Shape, dtype: Any = None, order: str = "C", *, device: Any = None, like: Any = None,
+         chunks: Any = "auto", backend: str | None = None) -> Array:
     """An Array of ones (float64 unless ``dtype``)."""
-    return full(shape, 1, dtype=dtype or np.float64, device=device, chunks=chunks, backend=backend)
+    return full(shape, 1, dtype or np.float64, order, device=device, chunks=chunks, backend=backend)
 
 
-def empty(shape: Shape, *, dtype: Any = None, device: Any = None, chunks: Any = "auto",
-          backend: str | None = None) -> Array:
+def empty(shape: Shape, dtype: Any = None, order: str = "C", *, device: Any = None, like: Any = None,
+          chunks: Any = "auto", backend: str | None = None) -> Array:
     """An uninitialized Array (float64 unless ``dtype``)."""
+    check_order(order, "empty")
     dtype = np.dtype(dtype or np.float64)
     return _creation("empty", _shape(shape), dtype, chunks, device_backend(device, backend), ())
 
 
-def _like(x: ArrayLike, dtype: Any, shape: Shape | None, device: Any) -> tuple[tuple[int, ...], np.dtype, Any, str]:
-    from .elementwise import as_array
-
+def _like(x: ArrayLike, dtype: Any, order: Any, shape: Shape | None,
+          device: Any) -> tuple[tuple[int, ...], np.dtype, Any, str]:
+    check_order(order, "*_like")
     a = as_array(x)
     shape_ = _shape(shape) if shape is not None else a.shape
     dtype_ = np.dtype(dtype) if dtype is not None else a.dtype
     return shape_, dtype_, a.chunks if shape is None else "auto", device_backend(device) or a.backend
 
 
-def full_like(x: ArrayLike, /, fill_value: Any, *, dtype: Any = None, device: Any = None,
-              shape: Shape | None = None) -> Array:
-    """An Array like ``x`` (shape, chunks, backend; dtype unless given) filled with ``fill_value``."""
-    shape_, dtype_, chunks, backend = _like(x, dtype, shape, device)
+def full_like(a: ArrayLike, fill_value: Any, dtype: Any = None, order: str = "K", subok: bool = True,
+              shape: Shape | None = None, *, device: Any = None) -> Array:
+    """An Array like ``a`` (shape, chunks, backend; dtype unless given) filled with ``fill_value``."""
+    shape_, dtype_, chunks, backend = _like(a, dtype, order, shape, device)
     return full(shape_, fill_value, dtype=dtype_, chunks=chunks, backend=backend)
 
 
-def zeros_like(x: ArrayLike, /, *, dtype: Any = None, device: Any = None, shape: Shape | None = None) -> Array:
-    """Zeros like ``x``."""
-    return full_like(x, 0, dtype=dtype, device=device, shape=shape)
+def zeros_like(a: ArrayLike, dtype: Any = None, order: str = "K", subok: bool = True, shape: Shape | None = None, *,
+               device: Any = None) -> Array:
+    """Zeros like ``a``."""
+    return full_like(a, 0, dtype, order, subok, shape, device=device)
 
 
-def ones_like(x: ArrayLike, /, *, dtype: Any = None, device: Any = None, shape: Shape | None = None) -> Array:
-    """Ones like ``x``."""
-    return full_like(x, 1, dtype=dtype, device=device, shape=shape)
+def ones_like(a: ArrayLike, dtype: Any = None, order: str = "K", subok: bool = True, shape: Shape | None = None, *,
+              device: Any = None) -> Array:
+    """Ones like ``a``."""
+    return full_like(a, 1, dtype, order, subok, shape, device=device)
 
 
-def empty_like(x: ArrayLike, /, *, dtype: Any = None, device: Any = None, shape: Shape | None = None) -> Array:
-    """An uninitialized Array like ``x``."""
-    shape_, dtype_, chunks, backend = _like(x, dtype, shape, device)
+def empty_like(a: ArrayLike, dtype: Any = None, order: str = "K", subok: bool = True, shape: Shape | None = None, *,
+               device: Any = None) -> Array:
+    """An uninitialized Array like ``a``."""
+    shape_, dtype_, chunks, backend = _like(a, dtype, order, shape, device)
     return empty(shape_, dtype=dtype_, chunks=chunks, backend=backend)
 
 
-def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
-           chunks: Any = "auto", backend: str | None = None) -> Array:
+def arange(start: Any, /, stop: Any = None, step: Any = 1, dtype: Any = None, *, device: Any = None,
+           like: Any = None, chunks: Any = "auto", backend: str | None = None) -> Array:
     """Evenly spaced values in ``[start, stop)``, as ``numpy.arange``."""
     if dtype is None:  # NumPy's rule: at least the default integer, promoted with each argument's dtype
         dtype = np.result_type(np.intp, *(np.asarray(v).dtype for v in (start, stop, step) if v is not None))
@@ -316,22 +337,30 @@ def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
     return _creation("arange", (n,), dtype, chunks, device_backend(device, backend), (start, step))
 
 
-def linspace(start: Any, stop: Any, /, num: int = 50, *, dtype: Any = None, device: Any = None,
-             endpoint: bool = True, chunks: Any = "auto", backend: str | None = None) -> Array:
-    """``num`` evenly spaced values from ``start`` to ``stop``, as ``numpy.linspace``."""
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False, dtype: Any = None,
+             axis: int = 0, *, device: Any = None, chunks: Any = "auto", backend: str | None = None) -> Any:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (``stop`` left out unless ``endpoint``), as
+    ``numpy.linspace``; with ``retstep``, the pair (values, step). ``start`` and ``stop`` are scalars."""
+    if np.ndim(start) or np.ndim(stop) or isinstance(start, Array) or isinstance(stop, Array):
+        raise NotImplementedError("linspace: start and stop must be scalars (arrays of them are not supported)")
+    if axis not in (0, -1):
+        raise np.exceptions.AxisError(axis, 1)
     num = operator_index(num)
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     div = (num - 1) if endpoint else num
     step = (stop - start) / div if div > 0 else (stop - start) * 0.0
     dtype = np.dtype(dtype) if dtype is not None else np.result_type(float(0.0), start, stop)
-    return _creation("linspace", (num,), dtype, chunks, device_backend(device, backend),
-                     (start, step, num, stop, endpoint))
+    out = _creation("linspace", (num,), dtype, chunks, device_backend(device, backend),
+                    (start, step, num, stop, endpoint))
+    return (out, step if div > 0 else np.nan) if retstep else out
 
 
-def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None, device: Any = None,
-        chunks: Any = "auto", backend: str | None = None) -> Array:
-    """A 2-D Array with ones on diagonal ``k`` and zeros elsewhere."""
-    shape = _shape((n_rows, n_rows if n_cols is None else n_cols))
+def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None, order: str = "C", *,  # noqa: N803
+        device: Any = None, like: Any = None, chunks: Any = "auto", backend: str | None = None) -> Array:
+    """A 2-D Array of ``N`` rows and ``M`` columns (``N`` unless given) with ones on diagonal ``k`` and zeros
+    elsewhere."""
+    check_order(order, "eye")
+    shape = _shape((N, N if M is None else M))
     return _creation("eye", shape, np.dtype(dtype or np.float64), chunks, device_backend(device, backend),
                      (operator_index(k),))

@@ -7,16 +7,17 @@ users reach for. Each maps to the function of the same behaviour in NumPy and Cu
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 from typing import Any
 
 import numpy as np
 
+from ..expr.nodes import ArrayExpr, Elemwise
 from . import guards as _guards
 from .array import Array, ArrayLike
-from .creation import SCALAR_OPERANDS, as_operand
-from ..expr.nodes import ArrayExpr, Elemwise
-from .manipulation import rechunk_expr
+from .creation import SCALAR_OPERANDS, as_array, as_operand, check_order, device_backend
+from .manipulation import broadcast_shape, check_output_cast, rechunk_expr, store
 
 # standard name -> name of the function in NumPy and CuPy (both have these classic names)
 _UNARY = {
@@ -53,7 +54,7 @@ _BINARY = {
 BLOCK_FUNCTION = {**_UNARY, **_BINARY, "where": "where", "clip": "clip", "round": "round", "astype": "astype"}
 
 # the public functions (``from ._elementwise import *`` in the package): the helpers below stay internal
-__all__ = [*_UNARY, *_BINARY, "where", "clip", "round", "astype"]
+__all__ = [*_UNARY, *_BINARY, "clip", "round", "astype"]
 
 
 def _dtypes(op: str, operands: list[Any], kwargs: dict, skip: int) -> tuple[np.dtype, np.dtype | None]:
@@ -88,17 +89,6 @@ def _operation_dtypes(op: str, operands: tuple, kwargs: tuple, skip: int) -> tup
         return out, None
     common = np.result_type(*[probe(o) for o in promoted])
     return out, common if _guards.widened(arrays, common) else None
-
-
-def broadcast_shape(op: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
-    """NumPy broadcasting of operand shapes, with NumPy's error for shapes that don't broadcast."""
-    try:
-        return np.broadcast_shapes(*shapes)
-    except ValueError:
-        raise ValueError(
-            f"{op}: operands could not be broadcast together with shapes "
-            + " ".join(str(s) for s in shapes)
-        ) from None
 
 
 def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, ArrayExpr]:
@@ -172,29 +162,114 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     return Array(Elemwise(func, out_dtype, kwargs, *operands))
 
 
-def _make_unary(name: str) -> Any:
-    def func(x: ArrayLike, /) -> Array:
-        return elementwise(name, x)
+def promoting(op: str, *operands: Any) -> Any:
+    """Check the promotion guard once on the caller's array operands (their common dtype must not widen any
+    of them), and give a context that allows the internal promotions of the steps inside (``isclose``
+    computes in floating point whatever the input, as NumPy does)."""
+    dtypes = [o.dtype for o in operands if isinstance(o, Array)]
+    if dtypes:
+        _guards.check_promotion(op, dtypes, np.result_type(*dtypes))
+    return _guards.allowpromotion()
 
+
+# NumPy's ufunc keywords after the inputs and ``out`` (gufuncs such as matmul take all but ``where``)
+UFUNC_KEYWORDS = ("where", "casting", "order", "dtype", "subok", "signature")
+
+
+def check_keywords(what: str, kwargs: dict, allowed: tuple[str, ...] = UFUNC_KEYWORDS) -> None:
+    """NumPy's TypeError for a keyword the function doesn't take; the harmless ones checked: ``order``
+    (not "F"), ``subok`` (there are no subclasses), ``signature`` (None: give the loop's dtype with ``dtype=``)."""
+    unknown = sorted(set(kwargs) - set(allowed))
+    if unknown:
+        raise TypeError(f"{what}() got an unexpected keyword argument '{unknown[0]}'")
+    check_order(kwargs.get("order", "K"), what)
+    if kwargs.get("signature") is not None:
+        raise TypeError(f"{what}: signature= is not supported; give the loop's dtype with dtype=")
+
+
+def _probe(value: Any) -> Any:
+    """A stand-in for NumPy's dtype checks: an empty array of an operand's dtype, Python scalars as they are."""
+    if isinstance(value, (Array, np.ndarray)):
+        return np.empty((0,), dtype=value.dtype)
+    return value if isinstance(value, SCALAR_OPERANDS) else np.empty((0,), dtype=np.asarray(value).dtype)
+
+
+def ufunc_call(op: str, args: tuple, out: Any, kwargs: dict) -> Array:
+    """A ufunc called with NumPy's keywords (``where``, ``casting``, ``order``, ``dtype``, ``subok``,
+    ``signature``) and ``out``: the inputs checked against ``dtype`` and ``casting`` by NumPy itself, then
+    the result stored as ``store_where`` says."""
+    check_keywords(op, kwargs)
+    dtype, casting = kwargs.get("dtype"), kwargs.get("casting", "same_kind")
+    if dtype is not None or casting != "same_kind":
+        with np.errstate(all="ignore"):
+            getattr(np, BLOCK_FUNCTION[op])(*map(_probe, args), dtype=dtype, casting=casting)
+    return store_where(op, elementwise(op, *args, dtype=dtype), out, casting, kwargs.get("where", True))
+
+
+def store_where(op: str, result: Array, out: Any, casting: str = "same_kind", where: Any = True) -> Any:
+    """NumPy's ``out=`` and ``where=`` (``manipulation.store``): where ``where`` is False, ``out`` keeps its
+    elements. Without ``out`` NumPy leaves those elements undefined: here they are the result's."""
+    target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    if where is not True and isinstance(target, (Array, np.ndarray)):
+        check_output_cast(op, result.dtype, target.dtype, casting)
+        result = elementwise("where", where, astype(result, target.dtype), target, dtype=target.dtype, skip_promotion=1)
+    return store(op, result, out, casting)
+
+
+def _make_ufunc(name: str, nin: int) -> Any:
+    numpy_name = BLOCK_FUNCTION[name]
+    if nin == 1:
+        def func(x: ArrayLike, /, out: Any = None, **kwargs: Any) -> Array:
+            if out is None and not kwargs:
+                return elementwise(name, x)
+            return ufunc_call(name, (x,), out, kwargs)
+    else:
+        def func(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, **kwargs: Any) -> Array:  # type: ignore[misc]
+            if out is None and not kwargs:
+                return elementwise(name, x1, x2)
+            return ufunc_call(name, (x1, x2), out, kwargs)
+
+    inputs = [inspect.Parameter(p, inspect.Parameter.POSITIONAL_ONLY) for p in (["x"] if nin == 1 else ["x1", "x2"])]
+    keywords = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=d)
+                for k, d in zip(UFUNC_KEYWORDS, (True, "same_kind", "K", None, True, None))]
+    func.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [*inputs, inspect.Parameter("out", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None), *keywords])
     func.__name__ = func.__qualname__ = name
-    func.__doc__ = f"Elementwise ``{name}`` of an array, as ``numpy.{_UNARY[name]}`` (lazy)."
-    return func
-
-
-def _make_binary(name: str) -> Any:
-    def func(x1: ArrayLike, x2: ArrayLike, /) -> Array:
-        return elementwise(name, x1, x2)
-
-    func.__name__ = func.__qualname__ = name
-    func.__doc__ = f"Elementwise ``{name}`` of two arrays with broadcasting, as ``numpy.{_BINARY[name]}`` (lazy)."
+    func.__doc__ = (f"Elementwise ``{name}`` {'of an array' if nin == 1 else 'of two arrays with broadcasting'}, as "
+                    f"``numpy.{numpy_name}`` (lazy), with its ``out``, ``where``, ``casting``, ``dtype`` (see "
+                    "``store_where``: a gnp Array ``out`` is rebound to the result).")
     return func
 
 
 _module = sys.modules[__name__]
-for _name in _UNARY:
-    setattr(_module, _name, _make_unary(_name))
-for _name in _BINARY:
-    setattr(_module, _name, _make_binary(_name))
+for _name in (*_UNARY, *_BINARY):
+    if isinstance(getattr(np, BLOCK_FUNCTION[_name]), np.ufunc):
+        setattr(_module, _name, _make_ufunc(_name, 1 if _name in _UNARY else 2))
+
+
+# the elementwise functions that are no ufunc in NumPy, with NumPy's parameters
+
+
+def real(val: ArrayLike) -> Array:
+    """The real part, as ``numpy.real`` (lazy)."""
+    return elementwise("real", val)
+
+
+def imag(val: ArrayLike) -> Array:
+    """The imaginary part, as ``numpy.imag`` (lazy)."""
+    return elementwise("imag", val)
+
+
+def fix(x: ArrayLike, out: Any = None) -> Array:
+    """Rounded towards zero, as ``numpy.fix`` (lazy; ``out`` as in ``store``)."""
+    return store("fix", elementwise("fix", x), out)
+
+
+def sinc(x: ArrayLike) -> Array:
+    """``sin(pi x) / (pi x)``, as ``numpy.sinc`` (lazy)."""
+    return elementwise("sinc", x)
+
+
 FUNCTIONS = {name: getattr(_module, name) for name in (*_UNARY, *_BINARY)}
 
 
@@ -203,31 +278,39 @@ def where(condition: ArrayLike, x1: ArrayLike, x2: ArrayLike, /) -> Array:
     return elementwise("where", condition, x1, x2, skip_promotion=1)
 
 
-def clip(x: ArrayLike, /, min: ArrayLike | None = None, max: ArrayLike | None = None) -> Array:  # noqa: A002
-    """Values of ``x`` limited to ``[min, max]`` (either bound may be None), as ``numpy.clip``: the result
-    dtype is that of ``x`` and the bounds together, and a Python int beyond an integer ``x``'s range is no bound.
-    """
-    out = as_array(x)
-    if out.dtype.kind in "iu":
-        info = np.iinfo(out.dtype)
-        min = None if type(min) is int and min <= info.min else min  # noqa: A001
-        max = None if type(max) is int and max >= info.max else max  # noqa: A001
-    if min is not None:
-        out = elementwise("maximum", out, min)
-    if max is not None:
-        out = elementwise("minimum", out, max)
-    return out
+def clip(a: ArrayLike, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: Any = None,  # noqa: A002
+         max: Any = None, **kwargs: Any) -> Array:  # noqa: A002
+    """Values of ``a`` limited to ``[a_min, a_max]`` (either bound may be None; ``min``/``max`` are the array
+    API's names for them), as ``numpy.clip``: the result dtype is that of ``a`` and the bounds together, and a
+    Python int beyond an integer ``a``'s range is no bound. ``out`` and the ufunc keywords as in ``store_where``."""
+    if (a_min is not None and min is not None) or (a_max is not None and max is not None):
+        raise ValueError("Passing `min` or `max` keyword argument when `a_min` and `a_max` are provided is forbidden.")
+    low, high = (a_min if min is None else min), (a_max if max is None else max)
+    check_keywords("clip", kwargs)
+    result = as_array(a)
+    if result.dtype.kind in "iu":
+        info = np.iinfo(result.dtype)
+        low = None if type(low) is int and low <= info.min else low
+        high = None if type(high) is int and high >= info.max else high
+    if low is not None:
+        result = elementwise("maximum", result, low)
+    if high is not None:
+        result = elementwise("minimum", result, high)
+    if kwargs.get("dtype") is not None:
+        result = astype(result, kwargs["dtype"])
+    return store_where("clip", result, out, kwargs.get("casting", "same_kind"), kwargs.get("where", True))
 
 
-def round(x: ArrayLike, /, decimals: int = 0) -> Array:  # noqa: A001
-    """Round to ``decimals`` decimal places (half to even), as ``numpy.round``."""
-    return elementwise("round", x, decimals=decimals)
+def round(a: ArrayLike, decimals: int = 0, out: Any = None) -> Array:  # noqa: A001
+    """Round to ``decimals`` decimal places (half to even), as ``numpy.round``; ``out`` as in ``store``."""
+    return store("round", elementwise("round", a, decimals=decimals), out)
 
 
-def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, device: Any = None, casting: str = "unsafe") -> Array:
-    """The array converted to ``dtype`` (explicit: never guarded), on ``device`` if given."""
-    from .creation import device_backend
-
+def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, device: Any = None, casting: str = "unsafe",
+           order: str = "K") -> Array:
+    """The array converted to ``dtype`` (explicit: never guarded), on ``device`` if given (``order="F"`` is
+    refused: blocks are C-ordered)."""
+    check_order(order, "astype")
     arr = as_array(x)
     if device is not None:
         arr = arr.to_backend(device_backend(device))
@@ -238,11 +321,3 @@ def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, device: Any = None
         return arr
     return Array(Elemwise("astype", dtype, {}, arr.expr))
 
-
-def as_array(x: ArrayLike) -> Array:
-    """An Array from an Array or anything ``asarray`` takes."""
-    if isinstance(x, Array):
-        return x
-    from .creation import asarray
-
-    return asarray(x)

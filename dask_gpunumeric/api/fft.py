@@ -17,10 +17,10 @@ import numpy as np
 from .array import Array, ArrayLike
 from ..kernels.backend import namespace
 from .blockwise import map_blocks
-from .creation import arange, operator_index
-from .elementwise import as_array, where
+from .creation import arange, as_array, operator_index
+from .elementwise import where
 from .manipulation import normalize_axis, rechunk, roll
-from .reductions import _no_out
+from .reductions import store_output
 
 __all__ = [
     "fft", "fft2", "fftfreq", "fftn", "fftshift", "hfft", "ifft", "ifft2", "ifftn", "ifftshift", "ihfft",
@@ -61,7 +61,6 @@ def _transform(func: str, x: ArrayLike, s: Sequence[Any] | None, axes: Sequence[
                out: Any) -> Array:
     """``func`` of NumPy's ``fft`` module along ``axes`` with lengths ``s`` (None entries, or ``s`` None: the
     default of each axis), run per block on the transformed axes made whole."""
-    _no_out(out)
     a = as_array(x)
     if norm not in _NORMS:
         raise ValueError(f'Invalid norm value {norm}; should be "backward", "ortho" or "forward".')
@@ -76,7 +75,7 @@ def _transform(func: str, x: ArrayLike, s: Sequence[Any] | None, axes: Sequence[
     if not axes:
         if _KIND[func] != "c2c":
             raise IndexError(f"{func} needs at least one axis to transform")
-        return a  # as NumPy: no axes, no transform
+        return store_output(func, a, out)  # as NumPy: no axes, no transform
     kind = _KIND[func]
     sizes = []
     for i, (n, d) in enumerate(zip(s, axes)):
@@ -98,8 +97,9 @@ def _transform(func: str, x: ArrayLike, s: Sequence[Any] | None, axes: Sequence[
     chunks = list(whole.chunks)
     for d, length in zip(reversed(axes), reversed(lengths)):  # a repeated axis ends with its first length
         chunks[d] = (length,)
-    return map_blocks(_fft_block, whole, dtype=dtype, chunks=chunks, name=func, transform=func, s=tuple(sizes),
-                      axes=axes, norm=norm, lengths=tuple(lengths), out_dtype=dtype)
+    result = map_blocks(_fft_block, whole, dtype=dtype, chunks=chunks, name=func, transform=func, s=tuple(sizes),
+                        axes=axes, norm=norm, lengths=tuple(lengths), out_dtype=dtype)
+    return store_output(func, result, out)
 
 
 # --- one-dimensional ----------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ def _check_length(n: Any) -> None:
         raise ValueError("n should be an integer")
 
 
-def fftfreq(n: int, d: Any = 1.0, *, dtype: Any = None, device: Any = None, chunks: Any = "auto",
+def fftfreq(n: int, d: Any = 1.0, device: Any = None, *, dtype: Any = None, chunks: Any = "auto",
             backend: str | None = None) -> Array:
     """The sample frequencies of an ``n``-point transform with sample spacing ``d``
     (``[0, 1, ..., -(n // 2), ..., -1] / (d * n)``), as ``numpy.fft.fftfreq``: a lazy Array (float64 unless
@@ -217,7 +217,7 @@ def fftfreq(n: int, d: Any = 1.0, *, dtype: Any = None, device: Any = None, chun
     return _frequencies(where(k < (n - 1) // 2 + 1, k, k - n), n, d, dtype, device)
 
 
-def rfftfreq(n: int, d: Any = 1.0, *, dtype: Any = None, device: Any = None, chunks: Any = "auto",
+def rfftfreq(n: int, d: Any = 1.0, device: Any = None, *, dtype: Any = None, chunks: Any = "auto",
              backend: str | None = None) -> Array:
     """The non-negative sample frequencies of ``rfft`` (``[0, 1, ..., n // 2] / (d * n)``), as
     ``numpy.fft.rfftfreq``: a lazy Array (float64 unless ``dtype``)."""

@@ -11,10 +11,12 @@ import dask.base
 import dask.callbacks
 import numpy as np
 
-from .array import Array
+from ..expr.nodes import compiled, flat_keys, run_in_order
 from ..kernels.backend import to_numpy
 from ..runtime.cluster import client_active
-from ..expr.nodes import compiled, flat_keys, run_in_order
+from .array import Array
+from .creation import _is_dask_array, from_dask_array
+from .elementwise import FUNCTIONS
 
 HANDLED_FUNCTIONS: dict[Callable, Callable] = {}
 _WARNED: set[str] = set()
@@ -59,8 +61,6 @@ def _to_dask(obj: Any) -> Any:
 
 
 def _from_dask(obj: Any) -> Any:
-    from .creation import _is_dask_array, from_dask_array
-
     return from_dask_array(obj) if _is_dask_array(obj) else obj
 
 
@@ -82,25 +82,21 @@ def array_function(func: Callable, types: Any, args: tuple, kwargs: dict) -> Any
 
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     """``__array_ufunc__``: NumPy ufuncs (and their reduce/accumulate) on gnp Arrays."""
-    import dask_gpunumeric as gnp
-
-    from .elementwise import FUNCTIONS, elementwise
-
-    if kwargs.get("out") is not None:
-        raise TypeError(f"numpy.{ufunc.__name__}: out= is not supported: Arrays are immutable, assign the result")
-    kwargs = {k: v for k, v in kwargs.items() if k != "out"}
+    gnp = Array._namespace
     name = ufunc.__name__
-    if method == "__call__" and name == "matmul" and not kwargs:
-        return gnp.matmul(*inputs)
-    if method == "__call__" and name in FUNCTIONS and set(kwargs) <= {"dtype"}:
-        return elementwise(name, *inputs, dtype=kwargs.get("dtype"))
-    if method == "reduce" and name in _UFUNC_REDUCE and set(kwargs) <= {"axis", "dtype", "keepdims"}:
+    if method == "__call__" and name == "matmul":
+        return gnp.matmul(*inputs, **kwargs)
+    if method == "__call__" and name in FUNCTIONS:  # out=, where=, dtype=, casting=: as the gnp function takes them
+        return FUNCTIONS[name](*inputs, **kwargs)
+    if method == "reduce" and name in _UFUNC_REDUCE and set(kwargs) <= {"axis", "dtype", "out", "keepdims", "initial",
+                                                                        "where"}:
         (x,) = inputs
-        extra = {"dtype": kwargs["dtype"]} if kwargs.get("dtype") is not None and name in ("add", "multiply") else {}
-        return getattr(gnp, _UFUNC_REDUCE[name])(x, axis=kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False), **extra)
-    if method == "accumulate" and name in _UFUNC_ACCUMULATE and set(kwargs) <= {"axis", "dtype"}:
+        if kwargs.get("dtype") is None or name not in ("add", "multiply"):
+            kwargs.pop("dtype", None)
+        return getattr(gnp, _UFUNC_REDUCE[name])(x, **{"axis": 0, **kwargs})
+    if method == "accumulate" and name in _UFUNC_ACCUMULATE and set(kwargs) <= {"axis", "dtype", "out"}:
         (x,) = inputs
-        return getattr(gnp, _UFUNC_ACCUMULATE[name])(x, axis=kwargs.get("axis", 0), dtype=kwargs.get("dtype"))
+        return getattr(gnp, _UFUNC_ACCUMULATE[name])(x, **{"axis": 0, **kwargs})
     return run_fallback(f"numpy.{name}.{method}" if method != "__call__" else f"numpy.{name}",
                         getattr(ufunc, method) if method != "__call__" else ufunc, inputs, kwargs)
 

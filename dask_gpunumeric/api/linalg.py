@@ -17,7 +17,6 @@ block functions run under ``cupyx.errstate(linalg="raise")``: CuPy otherwise ret
 from __future__ import annotations
 
 import contextlib
-
 import operator
 from typing import Any, NamedTuple
 
@@ -28,11 +27,9 @@ from . import reductions as _reductions
 from .array import Array, ArrayLike
 from ..kernels.backend import namespace
 from .blockwise import map_blocks
-from .contraction import matmul
-from .creation import eye, zeros
+from .creation import as_array, eye, zeros
 from .elementwise import abs as _abs
 from .elementwise import (
-    as_array,
     conj,
     divide,
     greater,
@@ -44,6 +41,7 @@ from .elementwise import (
     subtract,
     where,
 )
+from .interop import fetch
 from .manipulation import (
     broadcast_to,
     concat,
@@ -54,7 +52,7 @@ from .manipulation import (
     normalize_axis,
     squeeze,
 )
-from .tensor import align_stacks, matmul_stacks, tensordot, vecdot
+from .tensor import align_stacks, matmul, matmul_stacks, tensordot, vecdot
 from .tensor import outer as _outer
 
 __all__ = [
@@ -354,32 +352,32 @@ def matrix_power(a: ArrayLike, n: int) -> Array:
 # --- per-matrix functions -----------------------------------------------------------------------------
 
 
-def inv(x: ArrayLike, /) -> Array:
+def inv(a: ArrayLike) -> Array:
     """The inverse of a square matrix (or of each in a stack). A singular matrix raises LinAlgError on
     compute (NumPy blocks; CuPy gives inf/nan)."""
-    a = _matrices(x, square=True)
+    a = _matrices(a, square=True)
     return _per_matrix("inv", [a], [(a.shape[-2:], a.dtype)])[0]
 
 
-def det(x: ArrayLike, /) -> Array:
+def det(a: ArrayLike) -> Array:
     """The determinant of a square matrix (a lazy 0-d Array), or of each in a stack."""
-    a = _matrices(x, square=True)
+    a = _matrices(a, square=True)
     return _per_matrix("det", [a], [((), a.dtype)])[0]
 
 
-def slogdet(x: ArrayLike, /) -> SlogdetResult:
+def slogdet(a: ArrayLike) -> SlogdetResult:
     """Sign and natural log of the absolute value of the determinant, ``(sign, logabsdet)``, as NumPy's
     (sign 0 and logabsdet -inf for a singular matrix)."""
-    a = _matrices(x, square=True)
+    a = _matrices(a, square=True)
     return SlogdetResult(*_per_matrix("slogdet", [a], [((), a.dtype), ((), _real_dtype(a.dtype))]))
 
 
-def solve(x1: ArrayLike, x2: ArrayLike, /) -> Array:
+def solve(a: ArrayLike, b: ArrayLike) -> Array:
     """The solution ``x`` of ``x1 @ x = x2`` for square ``x1``: ``x2`` of shape ``(M,)`` is one vector,
     otherwise a stack of ``(M, K)`` matrices; stack axes broadcast. A singular ``x1`` raises LinAlgError on
     compute (NumPy blocks)."""
-    a = _matrices(x1, square=True)
-    b = as_array(x2)
+    a = _matrices(a, square=True)
+    b = as_array(b)
     m = a.shape[-1]
     if b.ndim == 0:
         raise ValueError("solve: Input operand 1 does not have enough dimensions (has 0, gufunc core with "
@@ -408,23 +406,23 @@ def _check_uplo(UPLO: str) -> None:
         raise ValueError("UPLO argument must be 'L' or 'U'")
 
 
-def eigh(x: ArrayLike, /, UPLO: str = "L") -> EighResult:
+def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:
     """Eigenvalues (ascending) and eigenvectors (columns) of a Hermitian matrix (or stack), using its lower
     (``UPLO="L"``) or upper triangle."""
     _check_uplo(UPLO)
-    a = _matrices(x, square=True)
+    a = _matrices(a, square=True)
     m = a.shape[-1]
     return EighResult(*_per_matrix("eigh", [a], [((m,), _real_dtype(a.dtype)), ((m, m), a.dtype)], UPLO=UPLO))
 
 
-def eigvalsh(x: ArrayLike, /, UPLO: str = "L") -> Array:
+def eigvalsh(a: ArrayLike, UPLO: str = "L") -> Array:
     """Eigenvalues (ascending) of a Hermitian matrix (or stack)."""
     _check_uplo(UPLO)
-    a = _matrices(x, square=True)
+    a = _matrices(a, square=True)
     return _per_matrix("eigvalsh", [a], [((a.shape[-1],), _real_dtype(a.dtype))], UPLO=UPLO)[0]
 
 
-def qr(x: ArrayLike, /, mode: str = "reduced") -> QRResult | Array:
+def qr(a: ArrayLike, mode: str = "reduced") -> QRResult | Array:
     """QR factorization ``x = Q @ R`` of a matrix (or stack) of shape ``(M, N)``, ``K = min(M, N)``:
     ``mode="reduced"`` gives Q ``(M, K)`` and R ``(K, N)``, ``"complete"`` Q ``(M, M)`` and R ``(M, N)``,
     ``"r"`` R alone. A tall matrix cut into row blocks is factored by TSQR (reduced and "r"), without
@@ -433,7 +431,7 @@ def qr(x: ArrayLike, /, mode: str = "reduced") -> QRResult | Array:
     if mode not in ("reduced", "complete", "r"):
         raise ValueError(f"Unrecognized mode '{mode}'" if mode != "raw" else
                          "qr: mode 'raw' is not supported; use 'reduced', 'complete' or 'r'")
-    a = _matrices(x)
+    a = _matrices(a)
     if mode != "complete" and _tall(a):
         q, r = _tsqr(a)
         return r if mode == "r" else QRResult(q, r)
@@ -445,14 +443,14 @@ def qr(x: ArrayLike, /, mode: str = "reduced") -> QRResult | Array:
     return QRResult(*_per_matrix("qr", [a], [(q_shape, a.dtype), (r_shape, a.dtype)], mode=mode))
 
 
-def svd(x: ArrayLike, /, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> SVDResult | Array:
+def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False) -> SVDResult | Array:
     """Singular value decomposition ``x = U @ (S[..., None] * Vh)`` of a matrix (or stack), ``S``
     descending. With ``full_matrices=False`` a tall matrix cut into row blocks (or a wide one cut into
     column blocks) is decomposed from the SVD of its TSQR R factor, without gathering it; otherwise each
     matrix is decomposed in one block. ``compute_uv=False`` gives ``S`` alone (``svdvals``). ``hermitian``
     is accepted for NumPy compatibility; the general SVD is used. Singular vectors may differ from NumPy's
     by signs (phases)."""
-    a = _matrices(x)
+    a = _matrices(a)
     if not compute_uv:
         return svdvals(a)
     m, n = a.shape[-2:]
@@ -486,12 +484,12 @@ def _inverse_values(s: Array, rcond: float) -> Array:
     return where(greater(s, cutoff), divide(1, s), 0)
 
 
-def pinv(x: ArrayLike, /, rcond: float | None = None, hermitian: bool = False, *, rtol: Any = _NoValue) -> Array:
+def pinv(a: ArrayLike, rcond: float | None = None, hermitian: bool = False, *, rtol: Any = _NoValue) -> Array:
     """The Moore-Penrose pseudo-inverse of a matrix (or stack), from its SVD with singular values at most
     ``rcond`` (or ``rtol``) times the largest set to zero, as NumPy's: ``rcond`` defaults to 1e-15;
     ``rtol=None`` means ``max(M, N) * eps``. ``hermitian`` is accepted for NumPy compatibility (the general
     SVD is used). Lazy, and distributed like ``svd(x, full_matrices=False)``."""
-    a = _matrices(x)
+    a = _matrices(a)
     if rcond is not None and rtol is not _NoValue:
         raise ValueError("`rtol` and `rcond` can't be both set.")
     if rcond is None:
@@ -530,7 +528,6 @@ def lstsq(a: ArrayLike, b: ArrayLike, rcond: float | None = None) -> tuple[Array
     Built from ``svd(a, full_matrices=False)`` (distributed for a tall ``a`` cut into row blocks). The
     residuals' shape depends on the rank, so the rank is computed (from the singular values alone) when
     this is called; ``x``, ``residuals`` and ``s`` stay lazy."""
-    from .interop import fetch
 
     x, y = as_array(a), as_array(b)
     vector = y.ndim == 1

@@ -1,19 +1,22 @@
-"""Changing layout without changing values: rechunk, reshape, transpose, expand/squeeze, broadcast, concat,
-stack, flip, roll. All of them build ``Gather``, ``Transpose`` or ``BlockReshape`` expressions."""
+"""Changing layout without changing values: rechunk, reshape, transpose, expand/squeeze, broadcast (and
+meshgrid), concat, stack, flip, roll. All of them build ``Gather``, ``Transpose`` or ``BlockReshape`` expressions."""
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from ..expr import plan as _plan
-from .array import Array, ArrayLike
 from dask.array.core import common_blockdim
 
+from ..expr import plan as _plan
 from ..expr.nodes import ArrayExpr, BlockReshape, Broadcast, Gather, Transpose
+from ..kernels.backend import to_numpy
+from .array import Array, ArrayLike
+from .creation import as_array, check_order, normalize_chunks, operator_index
+from .guards import check_fetch, check_promotion
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
@@ -38,10 +41,53 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     return out
 
 
-def _as_array(x: ArrayLike) -> Array:
-    from .elementwise import as_array
+def broadcast_shape(op: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """NumPy broadcasting of operand shapes, with NumPy's error for shapes that don't broadcast."""
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(
+            f"{op}: operands could not be broadcast together with shapes "
+            + " ".join(str(s) for s in shapes)
+        ) from None
 
-    return as_array(x)
+
+# --- out= ---------------------------------------------------------------------------------------------
+
+
+def check_output_cast(what: str, result: np.dtype, out: np.dtype, casting: str) -> None:
+    """NumPy's TypeError when a result can't be stored in an ``out`` of another dtype by ``casting``."""
+    if not np.can_cast(result, out, casting=casting):
+        raise TypeError(f"Cannot cast ufunc '{what}' output from {result!r} to {out!r} with casting rule '{casting}'")
+
+
+def store(what: str, result: Array, out: Any, casting: str = "same_kind") -> Any:
+    """NumPy's ``out=``: ``result`` cast to ``out``'s dtype (allowed by ``casting``, else NumPy's TypeError)
+    and broadcast to its shape. A gnp Array ``out`` is rebound to that lazy result (as ``out[...] = result``
+    would) and returned; a NumPy ``out`` is written now (a fetch: see ``gnp.allowfetch``). Without ``out``
+    (None) the result is returned."""
+    if isinstance(out, tuple):
+        if len(out) != 1:
+            raise ValueError(f"{what}: out must be a tuple of one array (the function has one output)")
+        (out,) = out
+    if out is None:
+        return result
+    if not isinstance(out, (Array, np.ndarray)):
+        raise TypeError("return arrays must be of ArrayType")
+    check_output_cast(what, result.dtype, out.dtype, casting)
+    if result.shape != out.shape:
+        if len(result.shape) > len(out.shape) or \
+                any(r not in (1, o) for r, o in zip(result.shape[::-1], out.shape[::-1])):
+            raise ValueError(f"non-broadcastable output operand with shape {out.shape} doesn't match the broadcast "
+                             f"shape {result.shape}")
+        result = broadcast_to(result, out.shape)
+    value = result if result.dtype == out.dtype else result.astype(out.dtype)
+    if isinstance(out, np.ndarray):
+        check_fetch(f"{what}(..., out=<numpy.ndarray>)")
+        out[...] = to_numpy(value.compute())
+        return out
+    out._expr = value.expr
+    return out
 
 
 # --- rechunk ------------------------------------------------------------------------------------------
@@ -59,9 +105,7 @@ def rechunk_expr(x: ArrayExpr, chunks: tuple[tuple[int, ...], ...]) -> ArrayExpr
 
 def rechunk(x: ArrayLike, chunks: Any = "auto") -> Array:
     """The array with new chunks (every form Dask accepts: "auto", ints, tuples, dicts, -1)."""
-    from .creation import normalize_chunks
-
-    a = _as_array(x)
+    a = as_array(x)
     new = normalize_chunks(chunks, a.shape, a.dtype, a.backend, previous_chunks=a.chunks)
     if tuple(map(sum, new)) != a.shape:
         raise ValueError(f"chunks {chunks!r} do not add up to the shape {a.shape}")
@@ -71,9 +115,9 @@ def rechunk(x: ArrayLike, chunks: Any = "auto") -> Array:
 # --- transpose / axes ---------------------------------------------------------------------------------
 
 
-def permute_dims(x: ArrayLike, /, axes: Sequence[int]) -> Array:
+def permute_dims(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
     """Axes reordered: output axis i is input axis ``axes[i]``."""
-    a = _as_array(x)
+    a = as_array(a)
     axes = tuple(normalize_axis(ax, a.ndim) for ax in axes)
     if sorted(axes) != list(range(a.ndim)):
         raise ValueError(f"axes {axes} don't match array of {a.ndim} dimensions")
@@ -82,23 +126,23 @@ def permute_dims(x: ArrayLike, /, axes: Sequence[int]) -> Array:
     return Array(Transpose(a.expr, axes))
 
 
-def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Array:
+def transpose(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
     """Axes reversed, or reordered by ``axes`` (as ``numpy.transpose``)."""
-    a = _as_array(x)
+    a = as_array(a)
     return permute_dims(a, tuple(reversed(range(a.ndim))) if axes is None else axes)
 
 
 def matrix_transpose(x: ArrayLike, /) -> Array:
     """The last two axes swapped."""
-    a = _as_array(x)
+    a = as_array(x)
     if a.ndim < 2:
         raise ValueError("matrix_transpose needs an array of at least 2 dimensions")
     return permute_dims(a, (*range(a.ndim - 2), a.ndim - 1, a.ndim - 2))
 
 
-def moveaxis(x: ArrayLike, source: Any, destination: Any) -> Array:
+def moveaxis(a: ArrayLike, source: Any, destination: Any) -> Array:
     """Axes moved to new positions, the others keeping their order (as ``numpy.moveaxis``)."""
-    a = _as_array(x)
+    a = as_array(a)
     src = normalize_axes(source, a.ndim)
     dst = normalize_axes(destination, a.ndim)
     if len(src) != len(dst):
@@ -109,9 +153,9 @@ def moveaxis(x: ArrayLike, source: Any, destination: Any) -> Array:
     return permute_dims(a, order)
 
 
-def swapaxes(x: ArrayLike, axis1: int, axis2: int) -> Array:
+def swapaxes(a: ArrayLike, axis1: int, axis2: int) -> Array:
     """Two axes exchanged."""
-    a = _as_array(x)
+    a = as_array(a)
     order = list(range(a.ndim))
     i, j = normalize_axis(axis1, a.ndim), normalize_axis(axis2, a.ndim)
     order[i], order[j] = order[j], order[i]
@@ -123,8 +167,6 @@ def swapaxes(x: ArrayLike, axis1: int, axis2: int) -> Array:
 
 def _block_reshape(a: ArrayExpr, out_chunks: tuple[tuple[int, ...], ...], source_axes: list[int | None]) -> Array:
     """Reshape when each output axis is an input axis (same chunks) or a new length-1 axis."""
-    import itertools
-
     source_of = {}
     numblocks = tuple(len(c) for c in out_chunks)
     for index in itertools.product(*(range(n) for n in numblocks)):
@@ -136,9 +178,9 @@ def _block_reshape(a: ArrayExpr, out_chunks: tuple[tuple[int, ...], ...], source
     return Array(BlockReshape(a, out_chunks, source_of))
 
 
-def expand_dims(x: ArrayLike, /, axis: Any = 0) -> Array:
+def expand_dims(a: ArrayLike, axis: Any = 0) -> Array:
     """New length-1 axes inserted at ``axis`` (an int or a tuple, positions in the result)."""
-    a = _as_array(x)
+    a = as_array(a)
     n_new = 1 if isinstance(axis, (int, np.integer)) else len(axis)
     axes = normalize_axes(axis, a.ndim + n_new)
     it = iter(range(a.ndim))
@@ -147,9 +189,9 @@ def expand_dims(x: ArrayLike, /, axis: Any = 0) -> Array:
     return _block_reshape(a.expr, chunks, source_axes)
 
 
-def squeeze(x: ArrayLike, /, axis: Any = None) -> Array:
+def squeeze(a: ArrayLike, axis: Any = None) -> Array:
     """Length-1 axes removed (all of them, or those named by ``axis``)."""
-    a = _as_array(x)
+    a = as_array(a)
     if axis is None:
         axes = tuple(d for d, s in enumerate(a.shape) if s == 1)
     else:
@@ -167,8 +209,6 @@ def squeeze(x: ArrayLike, /, axis: Any = None) -> Array:
 
 
 def _resolve_shape(shape: Any, size: int) -> tuple[int, ...]:
-    from .creation import operator_index
-
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(operator_index(s) for s in shape)
     unknown = [i for i, s in enumerate(shape) if s < 0]  # NumPy takes any negative length as -1
     if len(unknown) > 1:
@@ -183,13 +223,14 @@ def _resolve_shape(shape: Any, size: int) -> tuple[int, ...]:
     return shape
 
 
-def reshape(x: ArrayLike, /, shape: Any, *, copy: bool | None = None) -> Array:
+def reshape(a: ArrayLike, /, shape: Any, order: str = "C", *, copy: bool | None = None) -> Array:
     """The array with a new shape, C order (as ``numpy.reshape``; one axis may be -1).
 
     Blocks are cut so that each holds whole rows of both shapes: every axis but the first is made one
-    chunk, with row blocks sized to a common multiple of the old and new row lengths.
+    chunk, with row blocks sized to a common multiple of the old and new row lengths. ``order="F"`` is refused.
     """
-    a = _as_array(x)
+    check_order(order, "reshape")
+    a = as_array(a)
     shape = _resolve_shape(shape, a.size)
     if shape == a.shape:
         return a
@@ -216,19 +257,17 @@ def _reshape_single_block(a: Array, shape: tuple[int, ...]) -> Array:
     return Array(BlockReshape(one, tuple((s,) for s in shape), {(0,) * len(shape): (0,) * a.ndim}))
 
 
-def ravel(x: ArrayLike, /) -> Array:
-    """The elements as a 1-d Array, C order."""
-    return reshape(x, (-1,))
+def ravel(a: ArrayLike, order: str = "C") -> Array:
+    """The elements as a 1-d Array, C order (``order="F"`` is refused)."""
+    return reshape(a, (-1,), order)
 
 
 # --- broadcasting -------------------------------------------------------------------------------------
 
 
-def broadcast_to(x: ArrayLike, /, shape: Any, *, chunks: Any = None) -> Array:
+def broadcast_to(array: ArrayLike, shape: Any, subok: bool = False, *, chunks: Any = None) -> Array:
     """The array broadcast to ``shape`` (new and stretched axes are single chunks unless ``chunks``)."""
-    from .elementwise import broadcast_shape
-
-    a = _as_array(x)
+    a = as_array(array)
     shape = tuple(shape) if not isinstance(shape, (int, np.integer)) else (int(shape),)
     if broadcast_shape("broadcast_to", [a.shape, shape]) != shape:
         raise ValueError(f"cannot broadcast an array of shape {a.shape} to shape {shape}")
@@ -242,21 +281,49 @@ def broadcast_to(x: ArrayLike, /, shape: Any, *, chunks: Any = None) -> Array:
     return out if chunks is None else out.rechunk(chunks)
 
 
-def broadcast_arrays(*arrays: ArrayLike) -> list[Array]:
+def broadcast_arrays(*args: ArrayLike, subok: bool = False) -> list[Array]:
     """The arrays broadcast against each other."""
-    from .elementwise import broadcast_shape
-
-    arrs = [_as_array(a) for a in arrays]
+    arrs = [as_array(a) for a in args]
     shape = broadcast_shape("broadcast_arrays", [a.shape for a in arrs])
     return [broadcast_to(a, shape) for a in arrs]
+
+
+def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> tuple[Array, ...]:
+    """Coordinate arrays from 1-d coordinate vectors, as ``numpy.meshgrid`` (a tuple; ``indexing`` "xy"
+    swaps the first two output axes, "ij" keeps them; ``sparse`` leaves length-1 axes unbroadcast). Inputs
+    are flattened. The outputs are broadcast views chunked alike (each axis like its vector), so they combine
+    without rechunking. ``copy`` has no effect: Arrays are immutable."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    vectors = [ravel(as_array(v)) for v in xi]
+    ndim = len(vectors)
+    axis_of = list(range(ndim))
+    if indexing == "xy" and ndim > 1:
+        axis_of[0], axis_of[1] = 1, 0
+    chunks: list[tuple[int, ...]] = [()] * ndim
+    for v, d in zip(vectors, axis_of):
+        chunks[d] = v.chunks[0]
+    out = []
+    for v, d in zip(vectors, axis_of):
+        along = expand_dims(v, tuple(e for e in range(ndim) if e != d))
+        out.append(along if sparse or ndim == 1 else Array(Broadcast(along.expr, tuple(chunks))))
+    return tuple(out)
 
 
 # --- joining ------------------------------------------------------------------------------------------
 
 
-def concat(arrays: Sequence[ArrayLike], /, *, axis: int | None = 0) -> Array:
-    """Arrays joined along an existing axis (``axis=None`` flattens them first)."""
-    arrs = [_as_array(a) for a in arrays]
+def concat(arrays: Sequence[ArrayLike], /, axis: int | None = 0, out: Any = None, *, dtype: Any = None,
+           casting: str = "same_kind") -> Array:
+    """Arrays joined along an existing axis (``axis=None`` flattens them first), as ``numpy.concatenate``:
+    in ``dtype`` if given (each array cast by ``casting``), ``out`` as in ``store``."""
+    arrs = [as_array(a) for a in arrays]
+    if dtype is not None:
+        for a in arrs:
+            if not np.can_cast(a.dtype, dtype, casting=casting):
+                raise TypeError(f"Cannot cast array data from {a.dtype!r} to {np.dtype(dtype)!r} according to the rule "
+                                f"'{casting}'")
+        arrs = [a.astype(dtype, copy=False) for a in arrs]
     if not arrs:
         raise ValueError("need at least one array to concatenate")
     if axis is None:
@@ -276,8 +343,6 @@ def concat(arrays: Sequence[ArrayLike], /, *, axis: int | None = 0) -> Array:
                     f"has size {a.shape[d]}"
                 )
     dtype = np.result_type(*[a.dtype for a in arrs])
-    from .guards import check_promotion
-
     check_promotion("concat", [a.dtype for a in arrs], dtype)
     arrs = [a if a.dtype == dtype else a.astype(dtype) for a in arrs]
     target = [
@@ -293,18 +358,19 @@ def concat(arrays: Sequence[ArrayLike], /, *, axis: int | None = 0) -> Array:
         else _plan.identity_plan(exprs[0].chunks[d])
         for d in range(ndim)
     )
-    return Array(Gather(plan, (), dtype, *exprs))
+    return store("concatenate", Array(Gather(plan, (), dtype, *exprs)), out, casting)
 
 
-def stack(arrays: Sequence[ArrayLike], /, *, axis: int = 0) -> Array:
-    """Arrays of equal shape joined along a new axis."""
-    arrs = [_as_array(a) for a in arrays]
+def stack(arrays: Sequence[ArrayLike], axis: int = 0, out: Any = None, *, dtype: Any = None,
+          casting: str = "same_kind") -> Array:
+    """Arrays of equal shape joined along a new axis (``dtype``, ``casting``, ``out`` as in ``concat``)."""
+    arrs = [as_array(a) for a in arrays]
     if not arrs:
         raise ValueError("need at least one array to stack")
     if len({a.shape for a in arrs}) != 1:
         raise ValueError("all input arrays must have the same shape")
     axis = normalize_axis(axis, arrs[0].ndim + 1)
-    return concat([expand_dims(a, axis) for a in arrs], axis=axis)
+    return concat([expand_dims(a, axis) for a in arrs], axis, out, dtype=dtype, casting=casting)
 
 
 def _gather_axes(a: Array, segments: dict[int, tuple[list[_plan.Segment], tuple[int, ...]]]) -> Array:
@@ -317,18 +383,18 @@ def _gather_axes(a: Array, segments: dict[int, tuple[list[_plan.Segment], tuple[
     return Array(Gather(plan, (), a.dtype, a.expr))
 
 
-def flip(x: ArrayLike, /, *, axis: Any = None) -> Array:
+def flip(m: ArrayLike, axis: Any = None) -> Array:
     """Elements in reverse order along ``axis`` (all axes by default)."""
-    a = _as_array(x)
+    a = as_array(m)
     axes = normalize_axes(axis, a.ndim)
     return _gather_axes(
         a, {d: ([(0, a.shape[d] - 1, -1, a.shape[d])], tuple(reversed(a.chunks[d]))) for d in axes if a.shape[d]}
     )
 
 
-def roll(x: ArrayLike, /, shift: Any, *, axis: Any = None) -> Array:
+def roll(a: ArrayLike, shift: Any, axis: Any = None) -> Array:
     """Elements shifted cyclically by ``shift`` along ``axis`` (flattened when ``axis`` is None)."""
-    a = _as_array(x)
+    a = as_array(a)
     if axis is None:
         return reshape(roll(ravel(a), shift, axis=0), a.shape)
     shifts = (shift,) if isinstance(shift, (int, np.integer)) else tuple(shift)
@@ -352,11 +418,8 @@ def roll(x: ArrayLike, /, shift: Any, *, axis: Any = None) -> Array:
 
 def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple[Array, ...]:
     """The arrays along ``axis``, as a tuple (the inverse of ``stack``)."""
-    a = _as_array(x)
+    a = as_array(x)
     if a.ndim == 0:
         raise ValueError("unstack needs an array of at least one dimension")
     axis = normalize_axis(axis, a.ndim)
-    from .indexing import getitem
-
-    before = (slice(None),) * axis
-    return tuple(squeeze(getitem(a, (*before, slice(i, i + 1))), axis=axis) for i in range(a.shape[axis]))
+    return tuple(squeeze(_gather_axes(a, {axis: ([(0, i, 1, 1)], (1,))}), axis=axis) for i in range(a.shape[axis]))

@@ -20,9 +20,9 @@ def result_type(*arrays_and_dtypes: Any) -> np.dtype:
     return np.result_type(*[_dtype_of(a) for a in arrays_and_dtypes])
 
 
-def can_cast(from_: Any, to: Any, /) -> bool:
-    """Whether ``from_`` (an Array or a dtype) can be cast to ``to`` under safe casting."""
-    return bool(np.can_cast(_dtype_of(from_), to))
+def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
+    """Whether ``from_`` (an Array or a dtype) can be cast to ``to`` under ``casting`` (default: safe)."""
+    return bool(np.can_cast(_dtype_of(from_), to, casting=casting))
 
 
 def finfo(type: Any, /) -> np.finfo:  # noqa: A002

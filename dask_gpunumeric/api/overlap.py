@@ -14,9 +14,13 @@ from typing import Any
 import numpy as np
 
 from ..expr import plan as _plan
+from ..expr.nodes import Gather, Overlap
+from ..kernels.backend import namespace
 from .array import Array, ArrayLike
 from .blockwise import map_blocks
-from ..expr.nodes import Gather, Overlap
+from .creation import as_array
+from .manipulation import expand_dims, normalize_axis
+from .padding import pad
 
 _EDGE_MAPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
     "periodic": lambda p, n: p % n,
@@ -72,8 +76,6 @@ def _normalize(value: Any, ndim: int, default: Any, what: str) -> tuple[Any, ...
 
 def _extend(a: Array, depths: tuple[int, ...], boundaries: tuple[Any, ...]) -> tuple[Array, list[list[int]]]:
     """The array with every block extended by its halos, and each block's left halo size per axis."""
-    from .utility import pad
-
     constant = [not isinstance(b, str) for b in boundaries]
     if any(constant):  # constants: pad those axes first, then take halos from inside the padded array
         widths = [(d, d) if c else (0, 0) for d, c in zip(depths, constant)]
@@ -109,8 +111,6 @@ def map_overlap(func: Callable[..., Any], *arrays: ArrayLike, depth: Any = 1, bo
     halos are trimmed off the results unless ``trim=False``. Arrays must have the same shape (they are
     rechunked to the first one's chunks). ``func`` must return a block of its input's shape and be a
     picklable top-level function working on NumPy and CuPy blocks, like ``map_blocks``'s."""
-    from .elementwise import as_array
-
     if not arrays:
         raise TypeError("map_overlap needs at least one array")
     arrs = [as_array(a) for a in arrays]
@@ -142,16 +142,12 @@ def map_overlap(func: Callable[..., Any], *arrays: ArrayLike, depth: Any = 1, bo
 def _window_view(block: Any, window: int, axis: int) -> Any:
     """The sliding windows of one block extended by its forward halo (its trailing length-1 axis dropped):
     a strided view, no copy."""
-    from ..kernels.backend import namespace
-
     return namespace(block).lib.stride_tricks.sliding_window_view(block[..., 0], window, axis=axis)
 
 
 def _windows_along(a: Array, window: int, axis: int) -> Array:
     """Windows of ``window`` elements along one axis, as a new last axis: output block i along ``axis``
     is input block i extended by the ``window - 1`` elements after it (a forward halo), viewed as windows."""
-    from .manipulation import expand_dims
-
     n = a.shape[axis]
     out_chunks, left = [], n - window + 1  # the output keeps the input's blocks, cut short at the end
     for size in a.chunks[axis]:
@@ -176,9 +172,6 @@ def sliding_window_view(x: ArrayLike, window_shape: Any, axis: Any = None, *, su
     axes, as ``numpy.lib.stride_tricks.sliding_window_view``. Each block holds views of its input block
     extended by the ``window - 1`` elements that follow it, so the windows cost no copy of their own.
     ``subok`` and ``writeable`` are accepted for NumPy compatibility; Arrays are read-only anyway."""
-    from .elementwise import as_array
-    from .manipulation import normalize_axis
-
     a = as_array(x)
     windows = (window_shape,) if np.ndim(window_shape) == 0 else tuple(window_shape)
     windows = tuple(int(w) for w in windows)

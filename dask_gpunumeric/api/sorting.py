@@ -19,8 +19,8 @@ from . import reductions as _reductions
 from .array import Array, ArrayLike
 from ..kernels.backend import namespace
 from .blockwise import map_blocks
-from .creation import arange, as_operand, from_array
-from .elementwise import as_array, elementwise, where
+from .creation import arange, as_array, as_operand, from_array
+from .elementwise import elementwise
 from .manipulation import (
     expand_dims, normalize_axis, ravel, rechunk_expr, reshape, stack,
 )
@@ -28,7 +28,7 @@ from .interop import fetch
 
 __all__ = [
     "argsort", "argwhere", "count_nonzero", "flatnonzero", "nonzero", "searchsorted", "sort", "unique",
-    "unique_all", "unique_counts", "unique_inverse", "unique_values",
+    "unique_all", "unique_counts", "unique_inverse", "unique_values", "where",
 ]
 
 
@@ -137,7 +137,7 @@ def _sort(name: str, x: ArrayLike, axis: int | None, kind: str | None, order: An
                       axis=axis, descending=bool(descending), stable=stable, indices=indices)
 
 
-def sort(x: ArrayLike, /, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
+def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
          descending: bool = False, stable: bool | None = None) -> Array:
     """The array sorted along ``axis`` (the flattened array when ``axis`` is None, as ``numpy.sort``), NaNs
     last; ``descending`` reverses the order, keeping equal elements in their order when the sort is stable
@@ -146,17 +146,17 @@ def sort(x: ArrayLike, /, axis: int | None = -1, kind: str | None = None, order:
     Lazy. The axis is rechunked to one chunk, so each block holds whole slices along it: sorting a 1-d
     array (or ``axis=None``) puts the whole array in one block, on one device.
     """
-    return _sort("sort", x, axis, kind, order, descending, stable)
+    return _sort("sort", a, axis, kind, order, descending, stable)
 
 
-def argsort(x: ArrayLike, /, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
+def argsort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
             descending: bool = False, stable: bool | None = None) -> Array:
     """Indices (intp) that sort the array along ``axis``, as ``numpy.argsort`` (``descending`` and
     ``stable`` as in ``sort``; a stable sort lists equal elements in their order).
 
     Lazy; the axis is rechunked to one chunk (see ``sort`` for the memory this takes).
     """
-    return _sort("argsort", x, axis, kind, order, descending, stable)
+    return _sort("argsort", a, axis, kind, order, descending, stable)
 
 
 # --- searching ----------------------------------------------------------------------------------------
@@ -169,17 +169,17 @@ def _searchsorted_block(values: Any, sorted_: Any, sorter: Any = None, *, side: 
                            sorter=sorter)
 
 
-def searchsorted(x1: ArrayLike, x2: ArrayLike, /, side: str = "left", sorter: ArrayLike | None = None) -> Array:
-    """Indices (intp) where the elements of ``x2`` would be inserted into the sorted 1-d ``x1`` to keep it
-    sorted (``side="left"``: before equal elements, ``"right"``: after them); with ``sorter``, ``x1`` is
-    sorted by those indices (``x1[sorter]``). The result has ``x2``'s shape (a 0-d Array for a scalar).
+def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLike | None = None) -> Array:
+    """Indices (intp) where the elements of ``v`` would be inserted into the sorted 1-d ``a`` to keep it
+    sorted (``side="left"``: before equal elements, ``"right"``: after them); with ``sorter``, ``a`` is
+    sorted by those indices (``a[sorter]``). The result has ``v``'s shape (a 0-d Array for a scalar).
 
-    Lazy: ``x1`` (and ``sorter``) become one block, searched by every block of ``x2``. ``sorter``'s values
+    Lazy: ``a`` (and ``sorter``) become one block, searched by every block of ``v``. ``sorter``'s values
     are not checked (NumPy raises for out-of-range ones).
     """
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right' (got {side!r})")
-    arrays = _arrays(x1, x2) if sorter is None else _arrays(x1, x2, sorter)
+    arrays = _arrays(a, v) if sorter is None else _arrays(a, v, sorter)
     a, v = arrays[:2]
     _require_1d(a.ndim)
     extra = []
@@ -204,14 +204,14 @@ def _select_nonzero(block: Any, index: Any) -> Any:
     return index[block != 0]
 
 
-def flatnonzero(x: ArrayLike, /) -> Array:
+def flatnonzero(a: ArrayLike) -> Array:
     """Flat (C-order) indices (intp) of the nonzero elements, as ``numpy.flatnonzero``.
 
     The result's length depends on the data: the number of nonzero elements of each block is computed
     first (one small computation of the input); the indices themselves are then lazy, one block of them per
     block of the flattened input.
     """
-    flat = ravel(as_array(x))
+    flat = ravel(as_array(a))
     per_block = map_blocks(_nonzero_count_block, flat, chunks=((1,) * flat.numblocks[0],), dtype=np.intp,
                            name="count-nonzero")
     lengths = tuple(int(n) for n in fetch(per_block))
@@ -219,13 +219,13 @@ def flatnonzero(x: ArrayLike, /) -> Array:
     return map_blocks(_select_nonzero, flat, index, chunks=(lengths,), dtype=np.intp, name="nonzero")
 
 
-def nonzero(x: ArrayLike, /) -> tuple[Array, ...]:
+def nonzero(a: ArrayLike) -> tuple[Array, ...]:
     """Indices (intp) of the nonzero elements, one Array per axis, in C order, as ``numpy.nonzero``.
 
     Computes the number of nonzero elements per block first, which decides the length (see
     ``flatnonzero``); the indices are lazy.
     """
-    a = as_array(x)
+    a = as_array(a)
     if a.ndim == 0:
         raise ValueError("Calling nonzero on 0d arrays is not allowed. Use np.atleast_1d(scalar).nonzero() instead.")
     flat = flatnonzero(a)
@@ -233,20 +233,30 @@ def nonzero(x: ArrayLike, /) -> tuple[Array, ...]:
     return tuple(flat // stride % n if d else flat // stride for d, (stride, n) in enumerate(zip(strides, a.shape)))
 
 
-def argwhere(x: ArrayLike, /) -> Array:
+def argwhere(a: ArrayLike) -> Array:
     """Indices (intp) of the nonzero elements as an ``(N, x.ndim)`` Array, as ``numpy.argwhere``.
 
     Computes the number of nonzero elements per block first (see ``flatnonzero``); the indices are lazy.
     """
-    a = as_array(x)
+    a = as_array(a)
     if a.ndim == 0:  # as NumPy: a 0-d input gives N rows of no columns
         return argwhere(reshape(a, (1,)))[:, :0]
     return stack(nonzero(a), axis=1)
 
 
-def count_nonzero(x: ArrayLike, /, axis: Any = None, *, keepdims: bool = False) -> Array:
+def count_nonzero(a: ArrayLike, axis: Any = None, *, keepdims: bool = False) -> Array:
     """Number (intp) of nonzero elements over ``axis`` (int, tuple or None for all): a lazy reduction."""
-    return _reductions.sum(elementwise("not_equal", x, 0), axis=axis, dtype=np.intp, keepdims=keepdims)
+    return _reductions.sum(elementwise("not_equal", a, 0), axis=axis, dtype=np.intp, keepdims=keepdims)
+
+
+def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None = None, /) -> Any:
+    """Elements of ``x`` where ``condition`` is true, else of ``y``, with broadcasting (lazy), as
+    ``numpy.where``; with ``condition`` alone, ``nonzero(condition)``."""
+    if x is None and y is None:
+        return nonzero(condition)
+    if x is None or y is None:
+        raise ValueError("either both or neither of x and y should be given")
+    return elementwise("where", condition, x, y, skip_promotion=1)
 
 
 # --- unique -------------------------------------------------------------------------------------------
@@ -340,7 +350,7 @@ def _unique(x: ArrayLike, equal_nan: bool, *, index: bool = False, inverse: bool
             _counts(positions, values.size) if counts else None)
 
 
-def unique_values(x: ArrayLike, /) -> Array:
+def unique_values(x: ArrayLike) -> Array:
     """The sorted distinct values of ``x`` (flattened), each NaN counted as distinct (array API,
     ``numpy.unique_values``).
 
@@ -350,7 +360,7 @@ def unique_values(x: ArrayLike, /) -> Array:
     return _unique(x, False)[0]
 
 
-def unique_counts(x: ArrayLike, /) -> UniqueCountsResult:
+def unique_counts(x: ArrayLike) -> UniqueCountsResult:
     """``(values, counts)``: the sorted distinct values (each NaN distinct) and how often each occurs (intp).
 
     The values are computed (see ``unique_values``); the counts are lazy (per-block counts summed as a tree).
@@ -359,7 +369,7 @@ def unique_counts(x: ArrayLike, /) -> UniqueCountsResult:
     return UniqueCountsResult(values, counts)
 
 
-def unique_inverse(x: ArrayLike, /) -> UniqueInverseResult:
+def unique_inverse(x: ArrayLike) -> UniqueInverseResult:
     """``(values, inverse_indices)``: the sorted distinct values (each NaN distinct) and, with ``x``'s
     shape, each element's index among them (intp), so that ``values[inverse_indices]`` rebuilds ``x``.
 
@@ -369,7 +379,7 @@ def unique_inverse(x: ArrayLike, /) -> UniqueInverseResult:
     return UniqueInverseResult(values, inverse)
 
 
-def unique_all(x: ArrayLike, /) -> UniqueAllResult:
+def unique_all(x: ArrayLike) -> UniqueAllResult:
     """``(values, indices, inverse_indices, counts)``: the sorted distinct values (each NaN distinct), the
     flat index of each one's first occurrence, each element's index among them (``x``'s shape), and the
     counts; all intp but the values.

@@ -15,19 +15,20 @@ from typing import Any
 
 import numpy as np
 
+from ..kernels.backend import namespace, to_numpy
 from . import reductions as _reductions
 from .array import Array, ArrayLike
-from ..kernels.backend import namespace, to_numpy
 from .blockwise import map_blocks
-from .contraction import matmul
-from .creation import from_array, full_like, zeros
-from .elementwise import as_array, clip, conj, elementwise, imag, isnan, logical_not, real, sqrt, where
+from .creation import as_array, from_array, full_like, zeros
+from .elementwise import clip, conj, elementwise, imag, isnan, logical_not, real, sqrt, where
+from .elementwise import where as where_  # where a parameter is called ``where``
+from .interop import fetch
 from .manipulation import (
     broadcast_to, concat, matrix_transpose, moveaxis, normalize_axes, permute_dims, ravel, reshape, squeeze,
 )
-from .interop import fetch
-from .reductions import _no_out
+from .reductions import NO_VALUE, store_output
 from .sorting import _arrays, _counts, _require_1d, _searchsorted_block, _whole_axis, searchsorted
+from .tensor import matmul
 
 __all__ = [
     "average", "bincount", "corrcoef", "cov", "digitize", "histogram", "median", "nanargmax", "nanargmin",
@@ -67,37 +68,39 @@ def _raise_if(values: Array, bad: Array, error: type[Exception], message: str) -
 # --- NaN-skipping reductions and scans ----------------------------------------------------------------
 
 
-def nansum(a: ArrayLike, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Array:
+def nansum(a: ArrayLike, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO_VALUE,
+           initial: Any = NO_VALUE, where: Any = True) -> Array:
     """Sum over ``axis`` treating NaNs as zero (0 for an all-NaN slice), as ``numpy.nansum``."""
-    _no_out(out)
-    return _reductions.sum(_nan_to(as_array(a), 0), axis=axis, dtype=dtype, keepdims=keepdims)
+    return _reductions.sum(_nan_to(as_array(a), 0), axis, dtype, out, keepdims, initial, where)
 
 
-def nanprod(a: ArrayLike, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Array:
+def nanprod(a: ArrayLike, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO_VALUE,
+            initial: Any = NO_VALUE, where: Any = True) -> Array:
     """Product over ``axis`` treating NaNs as one (1 for an all-NaN slice), as ``numpy.nanprod``."""
-    _no_out(out)
-    return _reductions.prod(_nan_to(as_array(a), 1), axis=axis, dtype=dtype, keepdims=keepdims)
+    return _reductions.prod(_nan_to(as_array(a), 1), axis, dtype, out, keepdims, initial, where)
 
 
-def _nan_extreme(kind: str, a: ArrayLike, axis: Any, keepdims: bool) -> Array:
+def _nan_extreme(kind: str, a: ArrayLike, axis: Any, out: Any, keepdims: Any, initial: Any, where: Any) -> Array:
     x = as_array(a)
     reduce = getattr(_reductions, kind)
     if x.dtype.kind not in "fc":
-        return reduce(x, axis=axis, keepdims=keepdims)
-    out = reduce(_nan_to(x, np.inf if kind == "min" else -np.inf), axis=axis, keepdims=keepdims)
-    return where(_reductions.all(isnan(x), axis=axis, keepdims=keepdims), np.nan, out)
+        return reduce(x, axis, out, keepdims, initial, where)
+    result = reduce(_nan_to(x, np.inf if kind == "min" else -np.inf), axis, None, keepdims, initial, where)
+    if initial is NO_VALUE:  # an all-NaN slice gives NaN (with ``initial``: ``initial``)
+        result = where_(_reductions.all(isnan(x), axis, None, keepdims, where=where), np.nan, result)
+    return store_output(kind, result, out)
 
 
-def nanmin(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
+def nanmin(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: Any = NO_VALUE, initial: Any = NO_VALUE,
+           where: Any = True) -> Array:
     """Smallest element over ``axis`` ignoring NaNs (NaN for an all-NaN slice), as ``numpy.nanmin``."""
-    _no_out(out)
-    return _nan_extreme("min", a, axis, keepdims)
+    return _nan_extreme("min", a, axis, out, keepdims, initial, where)
 
 
-def nanmax(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
+def nanmax(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: Any = NO_VALUE, initial: Any = NO_VALUE,
+           where: Any = True) -> Array:
     """Largest element over ``axis`` ignoring NaNs (NaN for an all-NaN slice), as ``numpy.nanmax``."""
-    _no_out(out)
-    return _nan_extreme("max", a, axis, keepdims)
+    return _nan_extreme("max", a, axis, out, keepdims, initial, where)
 
 
 def _nan_count(x: Array, axis: Any, keepdims: bool) -> Array:
@@ -111,46 +114,58 @@ def _nanmean(x: Array, axis: Any, dtype: Any, keepdims: bool) -> Array:
     return total / _nan_count(x, axis, keepdims).astype(out_dtype)
 
 
-def nanmean(a: ArrayLike, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False) -> Array:
+def _selected(x: Array, where: Any) -> Any:
+    """The mask of the elements a NaN-skipping reduction takes: not NaN, and where ``where`` is true."""
+    return logical_not(isnan(x)) if where is True else logical_not(isnan(x)) & where
+
+
+def nanmean(a: ArrayLike, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: Any = NO_VALUE, *,
+            where: Any = True) -> Array:
     """Mean over ``axis`` of the non-NaN elements (NaN for an all-NaN slice), as ``numpy.nanmean``."""
-    _no_out(out)
     x = as_array(a)
     if x.dtype.kind not in "fc":
-        return _reductions.mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
-    return _nanmean(x, axis, dtype, keepdims)
+        return _reductions.mean(x, axis, dtype, out, keepdims, where=where)
+    if where is not True:
+        return _reductions.mean(_nan_to(x, 0), axis, dtype, out, keepdims, where=_selected(x, where))
+    return store_output("mean", _nanmean(x, axis, dtype, keepdims is True), out)
 
 
-def _nanvar(a: ArrayLike, axis: Any, dtype: Any, ddof: Any, keepdims: bool, correction: Any) -> Array:
+def _nanvar(a: ArrayLike, axis: Any, dtype: Any, out: Any, ddof: Any, keepdims: Any, where: Any,
+            correction: Any, root: bool) -> Array:
     if correction is not None:
         if ddof:
             raise ValueError("ddof and correction can't be provided simultaneously.")
         ddof = correction
     x = as_array(a)
+    statistic = _reductions.std if root else _reductions.var
     if x.dtype.kind not in "fc":
-        return _reductions.var(x, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+        return statistic(x, axis, dtype, out, ddof, keepdims, where=where)
+    if where is not True:
+        return statistic(_nan_to(x, 0), axis, dtype, out, ddof, keepdims, where=_selected(x, where))
+    keepdims = keepdims is True
     avg = _nanmean(x, axis, dtype, True)
-    deviation = where(isnan(x), 0, _nan_to(x, 0).astype(avg.dtype, copy=False) - avg)
+    deviation = where_(isnan(x), 0, _nan_to(x, 0).astype(avg.dtype, copy=False) - avg)
     squares = real(deviation * conj(deviation)) if deviation.dtype.kind == "c" else deviation * deviation
     out_dtype = np.var(_probe(x), dtype=dtype).dtype
     total = _reductions.sum(squares, axis=axis, dtype=out_dtype, keepdims=keepdims)
     dof = _nan_count(x, axis, keepdims) - ddof
     # as NumPy: NaN where no degrees of freedom are left
-    return where(dof <= 0, np.nan, total / dof.astype(out_dtype))
+    result = where_(dof <= 0, np.nan, total / dof.astype(out_dtype))
+    return store_output("var", sqrt(result) if root else result, out)
 
 
 def nanvar(a: ArrayLike, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
-           keepdims: bool = False, *, correction: Any = None) -> Array:
+           keepdims: Any = NO_VALUE, *, where: Any = True, mean: Any = NO_VALUE, correction: Any = None) -> Array:
     """Variance over ``axis`` of the non-NaN elements, as ``numpy.nanvar``: ``ddof`` (or ``correction``) is
-    subtracted from their count; NaN for slices with no degrees of freedom left (all NaN included)."""
-    _no_out(out)
-    return _nanvar(a, axis, dtype, ddof, keepdims, correction)
+    subtracted from their count; NaN for slices with no degrees of freedom left (all NaN included). A
+    precomputed ``mean`` is accepted and not needed."""
+    return _nanvar(a, axis, dtype, out, ddof, keepdims, where, correction, False)
 
 
 def nanstd(a: ArrayLike, axis: Any = None, dtype: Any = None, out: Any = None, ddof: Any = 0,
-           keepdims: bool = False, *, correction: Any = None) -> Array:
+           keepdims: Any = NO_VALUE, *, where: Any = True, mean: Any = NO_VALUE, correction: Any = None) -> Array:
     """Standard deviation over ``axis`` of the non-NaN elements (square root of ``nanvar``)."""
-    _no_out(out)
-    return sqrt(_nanvar(a, axis, dtype, ddof, keepdims, correction))
+    return _nanvar(a, axis, dtype, out, ddof, keepdims, where, correction, True)
 
 
 def _nan_arg(kind: str, a: ArrayLike, axis: int | None, keepdims: bool) -> Array:
@@ -166,27 +181,23 @@ def _nan_arg(kind: str, a: ArrayLike, axis: int | None, keepdims: bool) -> Array
 def nanargmin(a: ArrayLike, axis: int | None = None, out: Any = None, *, keepdims: bool = False) -> Array:
     """Index (intp) of the smallest non-NaN element along ``axis`` (flattened when None), as
     ``numpy.nanargmin``. An all-NaN slice raises ValueError, when the result is computed."""
-    _no_out(out)
-    return _nan_arg("argmin", a, axis, keepdims)
+    return store_output("argmin", _nan_arg("argmin", a, axis, keepdims), out)
 
 
 def nanargmax(a: ArrayLike, axis: int | None = None, out: Any = None, *, keepdims: bool = False) -> Array:
     """Index (intp) of the largest non-NaN element along ``axis`` (flattened when None), as
     ``numpy.nanargmax``. An all-NaN slice raises ValueError, when the result is computed."""
-    _no_out(out)
-    return _nan_arg("argmax", a, axis, keepdims)
+    return store_output("argmax", _nan_arg("argmax", a, axis, keepdims), out)
 
 
 def nancumsum(a: ArrayLike, axis: int | None = None, dtype: Any = None, out: Any = None) -> Array:
     """Cumulative sum along ``axis`` (flattened when None) treating NaNs as zero, as ``numpy.nancumsum``."""
-    _no_out(out)
-    return _reductions.cumsum(_nan_to(as_array(a), 0), axis=axis, dtype=dtype)
+    return store_output("cumsum", _reductions.cumsum(_nan_to(as_array(a), 0), axis=axis, dtype=dtype), out)
 
 
 def nancumprod(a: ArrayLike, axis: int | None = None, dtype: Any = None, out: Any = None) -> Array:
     """Cumulative product along ``axis`` (flattened when None) treating NaNs as one, as ``numpy.nancumprod``."""
-    _no_out(out)
-    return _reductions.cumprod(_nan_to(as_array(a), 1), axis=axis, dtype=dtype)
+    return store_output("cumprod", _reductions.cumprod(_nan_to(as_array(a), 1), axis=axis, dtype=dtype), out)
 
 
 # --- order statistics ---------------------------------------------------------------------------------
@@ -261,10 +272,10 @@ def median(a: ArrayLike, axis: Any = None, out: Any = None, overwrite_input: boo
     elements for an even count, NaN for a slice with a NaN or no elements; float64 for integer input.
 
     Lazy; the reduced axes go into one block (see ``quantile``). ``overwrite_input`` has no effect."""
-    _no_out(out)
     x = as_array(a)
     dtype = np.median(_probe(x)).dtype
-    return _order_statistics(x, np.asarray(0.5), axis, keepdims, "median", False, dtype, "median")
+    return store_output("median", _order_statistics(x, np.asarray(0.5), axis, keepdims, "median", False, dtype,
+                                                       "median"), out)
 
 
 def nanmedian(a: ArrayLike, axis: Any = None, out: Any = None, overwrite_input: bool = False,
@@ -272,13 +283,16 @@ def nanmedian(a: ArrayLike, axis: Any = None, out: Any = None, overwrite_input: 
     """Median over ``axis`` of the non-NaN elements (NaN for an all-NaN slice), as ``numpy.nanmedian``.
 
     Lazy; the reduced axes go into one block (see ``quantile``). ``overwrite_input`` has no effect."""
-    _no_out(out)
     x = as_array(a)
     dtype = np.nanmedian(_probe(x)).dtype
-    return _order_statistics(x, np.asarray(0.5), axis, keepdims, "median", True, dtype, "nanmedian")
+    return store_output("nanmedian", _order_statistics(x, np.asarray(0.5), axis, keepdims, "median", True, dtype,
+                                                          "nanmedian"), out)
 
 
-def _quantile(name: str, a: ArrayLike, q: Any, axis: Any, method: str, keepdims: bool) -> Array:
+def _quantile(name: str, a: ArrayLike, q: Any, axis: Any, method: str, keepdims: bool, weights: Any) -> Array:
+    if weights is not None:
+        raise NotImplementedError(f"{name}: weights= is not supported (NumPy takes them with method='inverted_cdf' "
+                                  "only); leave them out")
     x = as_array(a)
     q_host = _on_host(q)
     # NumPy checks q, the method and the dtype on a one-element probe, and gives the result dtype
@@ -299,36 +313,32 @@ def _quantile(name: str, a: ArrayLike, q: Any, axis: Any, method: str, keepdims:
 
 
 def percentile(a: ArrayLike, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-               method: str = "linear", keepdims: bool = False) -> Array:
+               method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Array:
     """The ``q``-th percentiles (0 to 100; a number or an array, whose axes lead the result) over ``axis``,
     as ``numpy.percentile``; ``method`` is one of "linear", "lower", "higher", "midpoint", "nearest". A slice
     with a NaN gives NaN.
 
     Lazy; the reduced axes are merged into one block, sorted there: a reduction over all axes puts the whole
     array in one block. ``overwrite_input`` has no effect."""
-    _no_out(out)
-    return _quantile("percentile", a, q, axis, method, keepdims)
+    return store_output("percentile", _quantile("percentile", a, q, axis, method, keepdims, weights), out)
 
 
 def quantile(a: ArrayLike, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-             method: str = "linear", keepdims: bool = False) -> Array:
+             method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Array:
     """The ``q``-th quantiles (0 to 1) over ``axis``, as ``numpy.quantile`` (see ``percentile``)."""
-    _no_out(out)
-    return _quantile("quantile", a, q, axis, method, keepdims)
+    return store_output("quantile", _quantile("quantile", a, q, axis, method, keepdims, weights), out)
 
 
 def nanpercentile(a: ArrayLike, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-                  method: str = "linear", keepdims: bool = False) -> Array:
+                  method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Array:
     """``percentile`` of the non-NaN elements (NaN for an all-NaN slice), as ``numpy.nanpercentile``."""
-    _no_out(out)
-    return _quantile("nanpercentile", a, q, axis, method, keepdims)
+    return store_output("nanpercentile", _quantile("nanpercentile", a, q, axis, method, keepdims, weights), out)
 
 
 def nanquantile(a: ArrayLike, q: Any, axis: Any = None, out: Any = None, overwrite_input: bool = False,
-                method: str = "linear", keepdims: bool = False) -> Array:
+                method: str = "linear", keepdims: bool = False, *, weights: Any = None) -> Array:
     """``quantile`` of the non-NaN elements (NaN for an all-NaN slice), as ``numpy.nanquantile``."""
-    _no_out(out)
-    return _quantile("nanquantile", a, q, axis, method, keepdims)
+    return store_output("nanquantile", _quantile("nanquantile", a, q, axis, method, keepdims, weights), out)
 
 
 # --- counting -----------------------------------------------------------------------------------------
@@ -482,9 +492,9 @@ def average(a: ArrayLike, axis: Any = None, weights: ArrayLike | None = None, re
 
 def ptp(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
     """Range (maximum minus minimum) over ``axis``, as ``numpy.ptp`` (integers wrap around as in NumPy)."""
-    _no_out(out)
     x = as_array(a)
-    return _reductions.max(x, axis=axis, keepdims=keepdims) - _reductions.min(x, axis=axis, keepdims=keepdims)
+    result = _reductions.max(x, axis=axis, keepdims=keepdims) - _reductions.min(x, axis=axis, keepdims=keepdims)
+    return store_output("ptp", result, out)
 
 
 def _variables(v: Array, rowvar: bool, dtype: np.dtype, name: str) -> Array:

@@ -1,6 +1,7 @@
-"""Contractions beyond ``matmul``: ``tensordot``, ``dot``, ``outer``, ``vecdot`` and ``einsum``.
+"""Contractions: ``matmul`` (and the ``@`` operator), ``tensordot``, ``dot``, ``outer``, ``vecdot`` and ``einsum``.
 
-They are built on layout operations (transpose, reshape), the blocked ``MatMul`` of 2-d operands,
+``matmul`` of matrices multiplies the operands block grid by block grid (``MatMul``), without gathering
+either operand. The others are built on layout operations (transpose, reshape), that blocked product,
 elementwise products and reductions. Two operands are contracted by moving the summed axes to the end of
 the first and the front of the second, merging them, and multiplying the matrices; axes that both keep
 (einsum's batch labels) make stacks of matrices, multiplied block by block with the matrix axes whole
@@ -16,17 +17,21 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from dask.array.core import common_blockdim
 
+from ..expr.nodes import MatMul
+from ..kernels.backend import namespace
 from . import guards as _guards
 from . import reductions as _reductions
 from .array import Array, ArrayLike
-from ..kernels.backend import namespace
 from .blockwise import map_blocks
-from .contraction import matmul
-from .elementwise import align_chunks, as_array, broadcast_shape, conj, multiply
-from .manipulation import expand_dims, normalize_axis, permute_dims, reshape, squeeze
+from .creation import as_array, check_order
+from .elementwise import align_chunks, check_keywords, conj, multiply, store_where
+from .manipulation import (
+    broadcast_shape, expand_dims, normalize_axis, permute_dims, rechunk_expr, reshape, squeeze, store,
+)
 
-__all__ = ["dot", "einsum", "outer", "tensordot", "vecdot"]
+__all__ = ["dot", "einsum", "matmul", "outer", "tensordot", "vecdot"]
 
 _LETTERS = string.ascii_letters
 
@@ -62,20 +67,58 @@ def _matmul_block(a: Any, b: Any) -> Any:
     return namespace(a, b).matmul(a, b)
 
 
+def _blocked_matmul(a: Array, b: Array, dtype: np.dtype) -> Array:
+    """The product of two matrices block by block on their grids (the inner axis chunked alike)."""
+    inner = common_blockdim({a.chunks[1], b.chunks[0]}) if a.chunks[1] != b.chunks[0] else a.chunks[1]
+    ea = rechunk_expr(a.expr, (a.chunks[0], inner))
+    eb = rechunk_expr(b.expr, (inner, b.chunks[1]))
+    return Array(MatMul(ea, eb, dtype))
+
+
 def matmul_stacks(a: Array, b: Array) -> Array:
     """``a @ b`` for operands of at least 2 dimensions: 2-d operands by the blocked matrix product, stacks
     (batch axes broadcast as in NumPy) block by block with the matrix axes whole."""
-    if a.ndim == 2 and b.ndim == 2:
-        return matmul(a, b)
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(
             f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature "
             f"(n?,k),(k,m?)->(n?,m?) (size {b.shape[-2]} is different from {a.shape[-1]})"
         )
     dtype = _common_dtype("matmul", [a, b])
+    if a.ndim == 2 and b.ndim == 2:
+        return _blocked_matmul(a, b, dtype)
     (a, b), batch = align_stacks("matmul", [a, b])
     return map_blocks(_matmul_block, a, b, dtype=dtype, chunks=(*batch, (a.shape[-2],), (b.shape[-1],)),
                       name="matmul")
+
+
+def _gufunc_keywords(name: str, inputs: list[Array], kwargs: dict) -> list[Array]:
+    """A generalized ufunc's keywords (``casting``, ``order``, ``dtype``, ``subok``, ``signature``; ``axes``
+    and ``axis`` only as their defaults): the inputs cast to ``dtype`` as ``casting`` allows."""
+    if kwargs.get("axes") is not None or kwargs.get("axis") not in (None, -1):
+        raise NotImplementedError(f"{name}: axes= and axis= are not supported; move the axes with gnp.moveaxis first")
+    check_keywords(name, {k: v for k, v in kwargs.items() if k not in ("axes", "axis")},
+                   ("casting", "order", "dtype", "subok", "signature"))
+    dtype, casting = kwargs.get("dtype"), kwargs.get("casting", "same_kind")
+    if dtype is None:
+        return inputs
+    for i, x in enumerate(inputs):
+        if not np.can_cast(x.dtype, dtype, casting=casting):
+            raise TypeError(f"Cannot cast ufunc '{name}' input {i} from {x.dtype!r} to {np.dtype(dtype)!r} with "
+                            f"casting rule '{casting}'")
+    return [x.astype(dtype, copy=False) for x in inputs]
+
+
+def matmul(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, **kwargs: Any) -> Array:
+    """Matrix product with NumPy's rules (``numpy.matmul``, the ``@`` operator): a 1-d operand is a row
+    (first) or column (second) vector, removed from the result; matrices are multiplied block by block on
+    their grids, stacks of matrices (batch axes broadcast) block by block with the matrix axes whole (lazy).
+    ``out`` and the keywords of NumPy's gufunc (``casting``, ``dtype``, ...) as ``numpy.matmul``'s."""
+    a, b = _gufunc_keywords("matmul", [as_array(x1), as_array(x2)], kwargs)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("matmul: Input operand does not have enough dimensions (scalars are not allowed; use *)")
+    product = matmul_stacks(expand_dims(a, 0) if a.ndim == 1 else a, expand_dims(b, 1) if b.ndim == 1 else b)
+    drop = tuple(d for d, vector in ((product.ndim - 2, a.ndim == 1), (product.ndim - 1, b.ndim == 1)) if vector)
+    return store_where("matmul", squeeze(product, drop) if drop else product, out, kwargs.get("casting", "same_kind"))
 
 
 # --- pairwise contraction -----------------------------------------------------------------------------
@@ -138,12 +181,12 @@ def _axes_pair(axes: Any) -> tuple[list[int], list[int]]:
     return as_list(axes_a), as_list(axes_b)
 
 
-def tensordot(x1: ArrayLike, x2: ArrayLike, /, axes: Any = 2) -> Array:
+def tensordot(a: ArrayLike, b: ArrayLike, axes: Any = 2) -> Array:
     """Sum of products over the axes ``axes`` of ``x1`` and ``x2`` (``numpy.tensordot``): an int N pairs
     the last N axes of ``x1`` with the first N of ``x2``; a pair of sequences names them. The result has the
     remaining axes of ``x1`` then those of ``x2``. Lazy: the summed axes are merged and multiplied as
     matrices by the blocked matrix product."""
-    a, b = as_array(x1), as_array(x2)
+    a, b = as_array(a), as_array(b)
     axes_a, axes_b = _axes_pair(axes)
     if len(axes_a) != len(axes_b):
         raise ValueError("shape-mismatch for sum")
@@ -163,32 +206,33 @@ def tensordot(x1: ArrayLike, x2: ArrayLike, /, axes: Any = 2) -> Array:
     return out
 
 
-def dot(a: ArrayLike, b: ArrayLike, /) -> Array:
+def dot(a: ArrayLike, b: ArrayLike, out: Any = None) -> Array:
     """Dot product with ``numpy.dot``'s rules: a scalar operand multiplies, two vectors give their inner
     product, otherwise the sum runs over the last axis of ``a`` and the second-to-last of ``b`` (its only
     axis when ``b`` is 1-d) (lazy)."""
     x, y = as_array(a), as_array(b)
     if x.ndim == 0 or y.ndim == 0:
-        return multiply(x, y)
+        return multiply(x, y, out)
     axis_b = max(y.ndim - 2, 0)
     if x.shape[-1] != y.shape[axis_b]:
         raise ValueError(
             f"shapes {x.shape} and {y.shape} not aligned: {x.shape[-1]} (dim {x.ndim - 1}) != "
             f"{y.shape[axis_b]} (dim {axis_b})"
         )
-    return tensordot(x, y, axes=([x.ndim - 1], [axis_b]))
+    return store("dot", tensordot(x, y, axes=([x.ndim - 1], [axis_b])), out)
 
 
-def outer(x1: ArrayLike, x2: ArrayLike, /) -> Array:
-    """Outer product of the flattened inputs, ``out[i, j] = x1[i] * x2[j]`` (``numpy.outer``; lazy)."""
-    a, b = as_array(x1), as_array(x2)
-    return multiply(reshape(a, (a.size, 1)), reshape(b, (1, b.size)))
+def outer(a: ArrayLike, b: ArrayLike, out: Any = None) -> Array:
+    """Outer product of the flattened inputs, ``out[i, j] = a[i] * b[j]`` (``numpy.outer``; lazy)."""
+    a, b = as_array(a), as_array(b)
+    return multiply(reshape(a, (a.size, 1)), reshape(b, (1, b.size)), out)
 
 
-def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Array:
+def vecdot(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, *, axis: int = -1, **kwargs: Any) -> Array:
     """Vector dot product along ``axis`` of each operand, ``sum(conj(x1) * x2)``, the other axes broadcast
-    (``numpy.vecdot``; lazy: one fused product and reduction)."""
-    a, b = as_array(x1), as_array(x2)
+    (``numpy.vecdot``; lazy: one fused product and reduction); ``out`` and NumPy's gufunc keywords as in
+    ``matmul``."""
+    a, b = _gufunc_keywords("vecdot", [as_array(x1), as_array(x2)], kwargs)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"vecdot: Input operand {0 if a.ndim == 0 else 1} does not have enough dimensions (has 0, "
                          "gufunc core with signature (n),(n)->() requires 1)")
@@ -203,7 +247,8 @@ def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Array:
     b = permute_dims(b, [d for d in range(b.ndim) if d != axis_b] + [axis_b])
     if a.dtype.kind == "c":
         a = conj(a)
-    return _reductions.sum(multiply(a, b), axis=-1, dtype=dtype)
+    return store_where("vecdot", _reductions.sum(multiply(a, b), axis=-1, dtype=dtype), out,
+                       kwargs.get("casting", "same_kind"))
 
 
 # --- einsum -------------------------------------------------------------------------------------------
@@ -336,7 +381,8 @@ def _plan(operands: list[tuple[Array, str]], output: str, optimize: bool | str) 
     return [(0, 1)] + [(0, n - 1 - s) for s in range(1, n - 1)]
 
 
-def einsum(subscripts: Any, /, *operands: Any, optimize: bool | str = True) -> Array:
+def einsum(subscripts: Any, /, *operands: Any, out: Any = None, optimize: bool | str = True, dtype: Any = None,
+           order: str = "K", casting: str = "safe") -> Array:
     """Einstein summation (``numpy.einsum``): explicit (``"ij,jk->ik"``) and implicit (``"ij,jk"``) output,
     ellipses, repeated labels within an operand (diagonals and traces), broadcasting of length-1 axes, and
     the interleaved form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``.
@@ -345,13 +391,17 @@ def einsum(subscripts: Any, /, *operands: Any, optimize: bool | str = True) -> A
     the operands are contracted two at a time (a broadcast product, or a matrix product of the summed axes,
     stacked over shared kept axes). The order comes from ``opt_einsum.contract_path`` with strategy
     ``optimize`` (``True``: "greedy", or any opt_einsum strategy name) when opt_einsum is installed, and is
-    left to right otherwise or with ``optimize=False``.
+    left to right otherwise or with ``optimize=False``. ``dtype`` (the inputs cast by ``casting``) and
+    ``out`` as ``numpy.einsum``'s.
     """
+    check_order(order, "einsum")
     if not isinstance(subscripts, str):
         subscripts, operands = _parse_sublists((subscripts, *operands))
     if not operands:
         raise ValueError("einsum: at least one operand is needed")
     arrays = [as_array(o) for o in operands]
+    if dtype is not None:
+        arrays = _gufunc_keywords("einsum", arrays, {"dtype": dtype, "casting": casting})
     terms, output = _parse(subscripts, arrays)
     dtype = _common_dtype("einsum", arrays)
     ops = _unbroadcast([_diagonals(a.astype(dtype, copy=False), t) for a, t in zip(arrays, terms)])
@@ -369,4 +419,4 @@ def einsum(subscripts: Any, /, *operands: Any, optimize: bool | str = True) -> A
             ops.append((a, la))
     (a, labels), = ops
     a, labels = _sum_labels(a, labels, output)
-    return permute_dims(a, [labels.index(c) for c in output])
+    return store("einsum", permute_dims(a, [labels.index(c) for c in output]), out, casting)

@@ -33,8 +33,10 @@ from xarray.namedarray.parallelcompat import ChunkManagerEntrypoint, list_chunkm
 
 from .. import config
 from ..api.array import Array
-from ..kernels.backend import backend_of
+from ..api.blockwise import apply_gufunc, map_blocks
+from ..api.creation import from_array, from_dask_array, normalize_chunks
 from ..api.manipulation import moveaxis
+from ..kernels.backend import backend_of
 
 __all__ = ["DaskArrayManager", "DaskIndexingAdapter", "GpuNumericManager", "register"]
 
@@ -57,8 +59,6 @@ class GpuNumericManager(ChunkManagerEntrypoint[Array]):
                          dtype: Any = None, previous_chunks: Any = None) -> tuple[tuple[int, ...], ...]:
         """Chunks in every form Dask accepts as explicit tuples; "auto" aims at gnp's block size for the
         current backend (or at ``limit`` bytes when given)."""
-        from ..api.creation import normalize_chunks
-
         target = config.set(chunk_size=limit) if limit is not None else contextlib.nullcontext()
         with target:
             return normalize_chunks(chunks, tuple(shape or ()), np.dtype(dtype or np.float64), config.backend(),
@@ -72,8 +72,6 @@ class GpuNumericManager(ChunkManagerEntrypoint[Array]):
         """A gnp Array over in-memory data (NumPy or CuPy), or over a lazily indexed file-backed array
         (what ``open_dataset``/``open_zarr`` give) read block by block when computed, then moved to the
         current backend. ``kwargs`` (``name``, ``lock``, ``inline_array``, ...) go to the reading tasks."""
-        from ..api.creation import from_array, from_dask_array
-
         if isinstance(data, np.ndarray) or backend_of(data) == "cupy":
             return from_array(data, chunks)
         import dask.array as da
@@ -98,21 +96,15 @@ class GpuNumericManager(ChunkManagerEntrypoint[Array]):
     @property
     def array_api(self) -> Any:
         """The namespace xarray calls for chunked data: gnp."""
-        import dask_gpunumeric
-
-        return _Namespace(dask_gpunumeric)
+        return _Namespace(Array._namespace)
 
     def apply_gufunc(self, func: Callable[..., Any], signature: str, *args: Any, **kwargs: Any) -> Any:
-        from ..api.blockwise import apply_gufunc
-
         return apply_gufunc(func, signature, *args, **kwargs)
 
     def map_blocks(self, func: Callable[..., Any], *args: Any, dtype: Any = None, chunks: Any = None,
                    drop_axis: Any = None, new_axis: Any = None, **kwargs: Any) -> Array:
         """``func`` on every block (``gnp.map_blocks``); axes can't be dropped or added (use
         ``xr.apply_ufunc`` with core dimensions for that)."""
-        from ..api.blockwise import map_blocks
-
         if drop_axis is not None or new_axis is not None:
             raise NotImplementedError("gnp map_blocks keeps the axes of its inputs: drop_axis and new_axis are not "
                                       "supported; use xr.apply_ufunc with core dimensions")
