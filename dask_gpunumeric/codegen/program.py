@@ -206,7 +206,7 @@ template <typename T> __device__ __forceinline__ T gnp_floor_divide(T a, T b) {
 }
 __device__ __forceinline__ unsigned int gnp_word(const gnp_u32x4 r, int j)
 { return j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w; }
-#endif  /* GNP_FUSED_HELPERS */
+""" + "".join(u.helper for u in UFUNCS.values()) + """#endif  /* GNP_FUSED_HELPERS */
 """
 
 
