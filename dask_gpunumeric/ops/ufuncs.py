@@ -111,7 +111,21 @@ UFUNCS: dict[str, Ufunc] = {u.numpy: u for u in (
     Ufunc('fmax', ('fmax',), 2, 'arith', 'float', 'fmax{f}({0}, {1})'),
     Ufunc('fmin', ('fmin',), 2, 'arith', 'float', 'fmin{f}({0}, {1})'),
     Ufunc('float_power', ('float_power',), 2),
-    Ufunc('logaddexp2', ('logaddexp2',), 2),
+    Ufunc('logaddexp2', ('logaddexp2',), 2, 'arith', 'float', 'gnp_logaddexp2({0}, {1})', helper=r"""
+/* NumPy's npy_logaddexp2: log2(2**x + 2**y) */
+__device__ __forceinline__ float gnp_logaddexp2(float x, float y) {
+    if (x == y) return x + 1.0f;
+    const float d = x - y;
+    return d > 0.0f ? x + 1.442695040888963407359924681001892137f * log1pf(exp2f(-d))
+                    : (d <= 0.0f ? y + 1.442695040888963407359924681001892137f * log1pf(exp2f(d)) : d);
+}
+__device__ __forceinline__ double gnp_logaddexp2(double x, double y) {
+    if (x == y) return x + 1.0;
+    const double d = x - y;
+    return d > 0.0 ? x + 1.442695040888963407359924681001892137 * log1p(exp2(-d))
+                   : (d <= 0.0 ? y + 1.442695040888963407359924681001892137 * log1p(exp2(d)) : d);
+}
+"""),
     Ufunc('heaviside', ('heaviside',), 2),
     Ufunc('ldexp', ('ldexp',), 2),
     Ufunc('gcd', ('gcd',), 2),
