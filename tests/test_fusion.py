@@ -1132,7 +1132,7 @@ def test_emulated_specialized_kernels_give_the_same_bits(name: str, monkeypatch:
     import concurrent.futures
 
     _cuda_emulator.emulated_fused(monkeypatch)
-    monkeypatch.setattr(_codegen, "_kernel", functools.lru_cache(maxsize=None)(_fused._Kernel))  # launches add up
+    monkeypatch.setattr(_fused, "_kernel", functools.lru_cache(maxsize=None)(_fused._Kernel))  # launches add up
     sources: list[str] = []
     compile_module = _cuda.compile_module
 
