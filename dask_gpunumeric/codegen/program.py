@@ -210,26 +210,6 @@ __device__ __forceinline__ unsigned int gnp_word(const gnp_u32x4 r, int j)
 """
 
 
-def _compute_dtype(func: str, category: str, out: np.dtype, probes: list[Any], args: Sequence[Any]) -> np.dtype | None:
-    if category in ("arith", "astype"):
-        return np.dtype(out)
-    if category == "where":
-        return np.dtype(out)
-    if category == "predicate":
-        return np.dtype(_dtype_of(probes[0]))
-    common = np.result_type(*[np.empty(0, p) if isinstance(p, np.dtype) else p for p in probes])
-    for a in args:  # Python ints out of the common dtype's range compare specially in NumPy: don't fuse
-        if isinstance(a, int) and not isinstance(a, bool) and common.kind in "iu":
-            info = np.iinfo(common)
-            if not info.min <= a <= info.max:
-                return None
-    return common
-
-
-def _dtype_of(probe: Any) -> np.dtype:
-    return probe if isinstance(probe, np.dtype) else np.asarray(probe).dtype
-
-
 def describe(program: tuple) -> str:
     """Op words of a program, for key names and explain(): e.g. "random-multiply-exp-sum"."""
     words = []
