@@ -281,8 +281,9 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
     for k, dt in enumerate(input_dtypes):
         params.append(f"const {ctype(dt)}* __restrict__ in{k}")
     finals = final_outputs(program)
-    params += [final_param(program, k) if k in finals  # else a block (or the epilogue's one element)
-               else f"{ctype(value_dtype(instrs[out[1]]))}* __restrict__ out{k}" for k, out in enumerate(outputs)]
+    for k, out in enumerate(outputs):  # a full reduction's results, else a block (or the epilogue's one element)
+        params += (final_params(program, k) if k in finals
+                   else [f"{ctype(value_dtype(instrs[out[1]]))}* __restrict__ out{k}"])
     params += fold_params(program)
     scalars = scalar_params(instrs)
     if constants and len(constants) != len(scalars):
@@ -333,9 +334,10 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
 
 
 class _Fold(NamedTuple):
-    """A reduction over every element that a kernel finishes itself: value ``value`` folded with ``kind``
-    in an accumulator of dtype ``acc``, ending as the one-element partial of output ``output`` (a full
-    "reduce"; in dtype ``final``: a mean's sum dtype) or as the value of "total" instruction ``total``."""
+    """A simple reduction over every element that a kernel finishes itself: value ``value`` folded with
+    ``kind`` in an accumulator of dtype ``acc``, ending as field ``field`` of the one-element partial of
+    output ``output`` (a full "reduce", written to ``fin``, in dtype ``final``: a mean's sum dtype) or in
+    the value of "total" instruction ``total``. A reduction may fold several (``ops.reductions``)."""
 
     value: int
     kind: str
@@ -343,18 +345,32 @@ class _Fold(NamedTuple):
     final: np.dtype
     output: int | None
     total: int | None
+    field: str = "v"
+    fin: str = ""
+
+
+def _reduction_folds(value: int, kind: str, instrs: Sequence[tuple], out_dt: np.dtype, params: tuple,
+                     output: int | None, total: int | None, final: np.dtype) -> list[_Fold]:
+    """The folds of reduction ``kind`` of value ``value``: one per simple reduction of its partial."""
+    reduction = REDUCTIONS[kind]
+    value_dt = value_dtype(instrs[value])
+    single = len(reduction.folds) == 1
+    folds = []
+    for part, field in zip(reduction.folds, reduction.fields):
+        acc = _acc_dtype(part, value_dt, out_dt, params)
+        fin = "" if output is None else f"fin{output}" if single else f"fin{output}_{field}"
+        folds.append(_Fold(value, part, acc, final if single else acc, output, total, field, fin))
+    return folds
 
 
 @functools.lru_cache(maxsize=256)
 def program_folds(program: tuple) -> tuple[_Fold, ...]:
     """The full reductions of a program: its outputs that reduce over every axis, then its totals."""
     ndim, _, instrs, outputs = program
-    folds = [_Fold(out[1], out[2], _acc_dtype(out[2], value_dtype(instrs[out[1]]), np.dtype(out[4]), out[5]),
-                   final_dtype(out), k, None)
-             for k, out in enumerate(outputs) if out[0] == "reduce" and tuple(out[3]) == tuple(range(ndim))]
-    folds += [_Fold(ins[3], ins[1], _acc_dtype(ins[1], value_dtype(instrs[ins[3]]), np.dtype(ins[2]), ins[5]),
-                    np.dtype(ins[2]), None, j)
-              for j, ins in enumerate(instrs) if ins[0] == "total"]
+    folds = [fold for k, out in enumerate(outputs) if out[0] == "reduce" and tuple(out[3]) == tuple(range(ndim))
+             for fold in _reduction_folds(out[1], out[2], instrs, np.dtype(out[4]), out[5], k, None, final_dtype(out))]
+    folds += [fold for j, ins in enumerate(instrs) if ins[0] == "total"
+              for fold in _reduction_folds(ins[3], ins[1], instrs, np.dtype(ins[2]), ins[5], None, j, np.dtype(ins[2]))]
     return tuple(folds)
 
 
@@ -472,9 +488,10 @@ def _grouped_loop(program: tuple, variant: Variant, values: Mapping[int, str]) -
 LINEAR_IDS = ("threadIdx.x", "blockDim.x", "blockIdx.x", "gridDim.x")
 
 
-def final_param(program: tuple, k: int) -> str:
-    """The kernel parameter of output ``k``, a full reduction finished in the launch: its one-element result."""
-    return f"{ctype(final_dtype(program.outputs[k]))}* __restrict__ fin{k}"
+def final_params(program: tuple, k: int) -> list[str]:
+    """The kernel parameters of output ``k``, a full reduction finished in the launch: its one-element
+    results (one per fold)."""
+    return [f"{ctype(fold.final)}* __restrict__ {fold.fin}" for fold in program_folds(program) if fold.output == k]
 
 
 def fold_params(program: tuple) -> list[str]:
@@ -498,7 +515,7 @@ def fold_statements(program: tuple, partial: dict[int, str] | None = None) -> li
     for f, fold in enumerate(program_folds(program)):
         acc = partial.get(f, f"acc{f}")
         ct = "float" if f in partial else ctype(fold.acc)
-        lines.append(f"{acc} = {REDUCTIONS[fold.kind].combine.format(a=acc, b=f'({ct})v{fold.value}')};")
+        lines.append(f"{acc} = {REDUCTIONS[fold.kind].fold_combine.format(a=acc, b=f'({ct})v{fold.value}')};")
     return lines
 
 
@@ -521,13 +538,13 @@ def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS) -> list[
               "    __syncthreads();", "    if (!last) return;"]
     for f, fold in enumerate(folds):
         ct = ctype(fold.acc)
-        combine = REDUCTIONS[fold.kind].combine.format(a=f"a{f}", b=f"gnp_partial(part{f} + i)")
+        combine = REDUCTIONS[fold.kind].fold_combine.format(a=f"a{f}", b=f"gnp_partial(part{f} + i)")
         lines += [f"    {ct} a{f} = {_identity(fold.kind, fold.acc)};", "    #pragma unroll 8",
                   f"    for (unsigned int i = {thread}; i < {blocks}; i += {threads}) a{f} = {combine};",
                   f"    sh{f}[{thread}] = a{f};"]
     lines += _block_tree(folds, thread, threads)
     lines.append(f"    if ({thread} == 0) {{")
-    lines += [f"        fin{fold.output}[0] = ({ctype(fold.final)})sh{f}[0];"
+    lines += [f"        {fold.fin}[0] = ({ctype(fold.final)})sh{f}[0];"
               for f, fold in enumerate(folds) if fold.output is not None]
     lines += ["        " + line for line in _epilogue_code(program)]
     lines += ["        *ticket = 0u;", "    }"]
@@ -536,20 +553,22 @@ def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS) -> list[
 
 def _epilogue_code(program: tuple) -> list[str]:
     """The statements of the epilogue, in the last thread block's first thread once the folds are combined
-    (``sh<f>[0]``): each total finished as ``_blocks.reduce_finish`` does (a mean divided by the element
-    count), the ops on totals and scalars, and the stores of their one-element outputs."""
+    (``sh<f>[0]``): each total finished as ``_blocks.reduce_finish`` does (``ops.reductions``: a mean divided
+    by the element count), the ops on totals and scalars, and the stores of their one-element outputs."""
     _, _, instrs, outputs = program
     after = epilogue_values(instrs)
     if not after:
         return []
-    totals = {fold.total: f for f, fold in enumerate(program_folds(program)) if fold.total is not None}
+    totals: dict[int, list[str]] = {}
+    for f, fold in enumerate(program_folds(program)):
+        if fold.total is not None:
+            totals.setdefault(fold.total, []).append(f"sh{f}[0]")
     lines = ["{"]
     for i, ins in enumerate(instrs):
         if i in totals:
             _, kind, dt, _, _, params, _ = ins
-            value = f"sh{totals[i]}[0]"
-            if kind == "mean":
-                value = f"(({ctype(params[0])}){value} / ({ctype(params[0])})n)"
+            template = REDUCTIONS[kind].total
+            value = template.format(*totals[i], S=ctype(params[0]) if "{S}" in template else "")
             lines.append(f"    const {ctype(dt)} v{i} = ({ctype(dt)}){value};")
         elif i in after or ins[0] in ("scalar", "full"):
             lines.append("    " + instr_code(i, ins, instrs, "flat", 1))
@@ -561,7 +580,7 @@ def _block_tree(folds: Sequence[_Fold], thread: str, threads: str) -> list[str]:
     """Combine ``sh<f>[0..threads)`` into ``sh<f>[0]`` (a fixed-order tree)."""
     lines = ["    __syncthreads();", f"    for (int s = {threads} / 2; s > 0; s >>= 1) {{", f"        if ({thread} < s) {{"]
     for f, fold in enumerate(folds):
-        combine = REDUCTIONS[fold.kind].combine.format(a=f"sh{f}[{thread}]", b=f"sh{f}[{thread} + s]")
+        combine = REDUCTIONS[fold.kind].fold_combine.format(a=f"sh{f}[{thread}]", b=f"sh{f}[{thread} + s]")
         lines.append(f"            sh{f}[{thread}] = {combine};")
     lines += ["        }", "        __syncthreads();", "    }"]
     return lines

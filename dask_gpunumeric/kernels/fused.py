@@ -20,6 +20,7 @@ import numpy as np
 from .. import config
 from ..codegen import program as _program
 from ..codegen import types as _types
+from ..ops.reductions import REDUCTIONS
 from . import blocks as _blocks
 from . import cuda as _cuda
 from . import philox as _philox
@@ -125,8 +126,8 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     bufs, results = [], []
     for k, out in enumerate(outputs):
         if k in kernel.finals:
-            result, buffer = final_buffer(program, k, size)
-            bufs.append(buffer)
+            result, buffers = final_buffers(program, k, size)
+            bufs += buffers
             results.append(result)
         else:
             value_shape = (1,) * after[out[1]] if out[1] in after else shape
@@ -139,14 +140,17 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
             if out[0] == "reduce" and k not in kernel.finals else r for k, (out, r) in enumerate(zip(outputs, results))]
 
 
-def final_buffer(program: tuple, k: int, size: int) -> tuple[dict[str, Any], Any]:
+def final_buffers(program: tuple, k: int, size: int) -> tuple[dict[str, Any], list[Any]]:
     """The result of output ``k``, a full reduction over ``size`` elements finished in the launch, as the partial
-    ``_blocks.reduce_chunk`` gives, and the one-element device array the kernel writes it to (``fin<k>``)."""
+    ``_blocks.reduce_chunk`` gives, and the one-element device arrays the kernel writes it to (``fin<k>``, one
+    per fold)."""
     import cupy
 
-    out = program.outputs[k]
-    final = cupy.empty((1,) * program.ndim, dtype=_program.final_dtype(out))
-    return ({"s": final, "n": size} if out[2] == "mean" else {"v": final}), final
+    folds = [fold for fold in _program.program_folds(program) if fold.output == k]
+    finals = [cupy.empty((1,) * program.ndim, dtype=fold.final) for fold in folds]
+    partial = {fold.field: final for fold, final in zip(folds, finals)}
+    count = REDUCTIONS[program.outputs[k][2]].count
+    return ({**partial, count: size} if count else partial), finals
 
 
 def fold_buffers(program: tuple, blocks: int) -> list[Any]:

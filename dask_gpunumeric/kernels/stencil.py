@@ -346,8 +346,8 @@ def _run_cuda(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, 
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code), resident * WAVES if reductions else None)
     partials, buffers = {}, []
     for k in reductions:
-        partials[k], final = _fused.final_buffer(program, k, int(np.prod([hi - lo for lo, hi in target])))
-        buffers.append(final)
+        partials[k], finals = _fused.final_buffers(program, k, int(np.prod([hi - lo for lo, hi in target])))
+        buffers += finals
     buffers += _fused.fold_buffers(program, int(np.prod(grid)))
     args = arrays + buffers + scalar_args + [to_index(v) for v in values] + fills
     args += [to_index(v) for bounds in target for v in bounds] if reductions else []
