@@ -225,6 +225,8 @@ REDUCTIONS: dict[str, Reduction] = {r.name: r for r in (
     Reduction("var", _var_partial, _var_combine, _var_finish),
     Reduction("argmin", *_arg("argmin"), _index, empty="attempt to get argmin of an empty sequence"),
     Reduction("argmax", *_arg("argmax"), _index, empty="attempt to get argmax of an empty sequence"),
+    Reduction("ptp", *_extremes("max", "min"), _range, empty=_empty_message("maximum"), folds=("max", "min"),
+              fields=("max", "min"), total="({0} - {1})"),
 )}
 
 #: The reductions whose partials fused kernels compute.
