@@ -343,7 +343,7 @@ def test_padding_with_other_edges() -> None:
 
 REDUCED = {"sum": lambda xp, v: xp.sum(v), "max": lambda xp, v: xp.max(v), "min": lambda xp, v: xp.min(v),
            "mean": lambda xp, v: xp.mean(v), "prod": lambda xp, v: xp.prod(1 + v / 64),
-           "any": lambda xp, v: xp.any(v > 3.5), "all": lambda xp, v: xp.all(v > -9)}
+           "any": lambda xp, v: xp.any(v > 3.5), "all": lambda xp, v: xp.all(v > -9), "ptp": lambda xp, v: xp.ptp(v)}
 
 
 @pytest.mark.parametrize("kind", sorted(REDUCED))
@@ -461,6 +461,7 @@ def test_generated_kernels_run_on_the_cpu(name: str, monkeypatch: Any) -> None:
         expected = sweeps(update, np, x.copy(), 3)
         assert_eq(u, expected, rtol=1e-5, atol=1e-6)
         assert_eq(gnp.sum(u * u), np.sum(expected * expected), rtol=1e-4)
+        assert_eq(gnp.ptp(u * 2), np.ptp(expected * 2), rtol=1e-5)  # a reduction of two folds
 
 
 @pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
