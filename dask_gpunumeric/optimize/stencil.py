@@ -41,7 +41,7 @@ from dask.tokenize import tokenize
 
 from .. import config
 from ..codegen.stencil_plan import tile_pairs
-from ..codegen.types import FILL, WRAP, Program, StencilCode, StencilPlan, Sweep, dtype_supported, scalar_supported
+from ..codegen.types import FILL, WRAP, StencilCode, StencilPlan, Sweep, dtype_supported, scalar_supported, typed_program
 from ..expr import plan as _plan
 from ..expr.nodes import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil
 from ..kernels.stencil import record_sources
@@ -529,7 +529,7 @@ class _Pass:
         outputs = tuple(("store", value[f]) for f in kernel.stores)
         outputs += tuple(("reduce", value[r.array._name], r.operand("kind"), tuple(r.operand("axes")), r.dtype.str,
                           r.operand("params")) for r in kernel.reductions)
-        program = Program(ndim, tuple(ins[2] for ins in instrs if ins[0] == "load"), tuple(instrs), outputs)
+        program = typed_program((ndim, tuple(ins[2] for ins in instrs if ins[0] == "load"), tuple(instrs), outputs))
         kernel.code = StencilCode(program, buffer_dtypes, tuple(load_list), restricted,
                        tuple(bases[f] if kernel.region is not None else None for f in kernel.stores),
                        tuple(self.nodes[f].dtype.str for f in kernel.stores))
