@@ -493,8 +493,8 @@ def average(a: ArrayLike, axis: Any = None, weights: ArrayLike | None = None, re
 def ptp(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: bool = False) -> Array:
     """Range (maximum minus minimum) over ``axis``, as ``numpy.ptp`` (integers wrap around as in NumPy)."""
     x = as_array(a)
-    result = _reductions.max(x, axis=axis, keepdims=keepdims) - _reductions.min(x, axis=axis, keepdims=keepdims)
-    return store_output("ptp", result, out)
+    dtype = np.subtract(_probe(x), _probe(x)).dtype  # NumPy's error for bool
+    return store_output("ptp", _reductions._reduce("ptp", x, axis, keepdims, dtype), out)
 
 
 def _variables(v: Array, rowvar: bool, dtype: np.dtype, name: str) -> Array:

@@ -20,18 +20,19 @@ from collections import defaultdict
 from dask._expr import Expr
 from dask.tokenize import tokenize
 
-from ..codegen import program as _codegen
+from ..codegen.types import dtype_supported
+from ..kernels.fused import record_sources
+from ..ops.reductions import FUSABLE as FUSED_REDUCTIONS
 from ..expr.nodes import ArrayExpr, Creation, Elemwise, Fused, FusedOutput, Materialized, Reduction
-
-FUSED_REDUCTIONS = {"sum", "prod", "min", "max", "all", "any", "mean"}
+from .programs import build_program, creation_supported, elemwise_supported
 
 
 def is_fusable(node: Expr) -> bool:
     """True for nodes the fused kernels can compute element by element."""
     if isinstance(node, Elemwise):
-        return _codegen.elemwise_supported(node)
+        return elemwise_supported(node)
     if isinstance(node, Creation):
-        return _codegen.creation_supported(node)
+        return creation_supported(node)
     return False
 
 
@@ -40,8 +41,8 @@ def _reduction_fusable(node: Expr) -> bool:
         isinstance(node, Reduction)
         and not node.operand("prereduced")
         and node.operand("kind") in FUSED_REDUCTIONS
-        and _codegen.dtype_supported(node.array.dtype)
-        and _codegen.dtype_supported(node.dtype)
+        and dtype_supported(node.array.dtype)
+        and dtype_supported(node.dtype)
     )
 
 
@@ -192,8 +193,8 @@ def _build_group(dag: _DAG, root: ArrayExpr, nodes: list[Expr], reductions: list
     stores = [n for n in nodes if used_outside(n, names | reduced_names)]
     finished = [n for n in (*totals, *epilogue) if used_outside(n, names)]
     partials = [r for r in reductions if r._name not in names]
-    program, inputs, scalars = _codegen.build_program(nodes, [*stores, *finished], partials, totals, epilogue)
-    _codegen.record_sources(program, scalars)
+    program, inputs, scalars = build_program(nodes, [*stores, *finished], partials, totals, epilogue)
+    record_sources(program, scalars)
     first = nodes[-1]
     n_out = len(stores) + len(finished) + len(partials)
     # the token of a group is that of its members (cheaper than tokenizing the program)
