@@ -60,11 +60,6 @@ def set(**settings: Any) -> dask.config.set:  # noqa: A001 - mirrors dask.config
     return dask.config.set({f"gpunumeric.{k.replace('_', '-')}": v for k, v in settings.items()})
 
 
-def optimizer_settings() -> tuple:
-    """The settings an optimized graph depends on (caches of graphs and plans key on them)."""
-    return bool(get("fusion")), get("stencil-sweeps"), bool(get("stencil-tiles"))
-
-
 def backend() -> str:
     """The backend new arrays get: "cupy" when a GPU is usable (or asked for), else "numpy"."""
     return _backend.resolve(get("backend"))

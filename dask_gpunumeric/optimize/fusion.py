@@ -1,97 +1,29 @@
-"""The fusion pass: maximal groups of elementwise operations and random draws with the same block grid,
-plus the reductions that consume them, become one ``Fused`` expression (one kernel per block).
+"""The fusion pass: groups of elementwise operations and random draws with the same block grid, plus the
+reductions that consume them, become one ``Fused`` expression (one kernel per block).
 
-The pass is a pure function of the expression DAG (``fuse(root) -> root'``). A group is grown by
-union-find over producer/consumer edges between fusable nodes with equal chunks and backend; a merge
-that would make the group both feed and depend on an outside node (a cycle) is refused. Members used
-outside their group (or the root) become outputs of the group's kernel (multi-output), so every value
-is computed once. Reductions over a member (sum, prod, min, max, all, any, mean) get their per-block
-partial from the same kernel; their combine/finish stages stay tree tasks.
-
-A group of one block finishes its full reductions in the kernel itself (a *total*: the kernel's last thread
-block combines the partials), and takes in the elementwise work on those results alone (an *epilogue*:
-``(omega / n) * sum(f(x))``, a mean's normalisation, ``sum(a) / sum(b)``), computed by that last thread
-block: the whole computation is one kernel and one task. With several blocks the reduction's tree tasks
-finish it, and the elementwise work on the result is a task of its own.
+A group grows by union-find over producer/consumer edges between fusable nodes with equal chunks and
+backend, refusing a merge that would make the group both feed and depend on an outside node (a cycle).
+Members used outside their group become outputs of its kernel, so every value is computed once.
+Reductions over a member get their per-block partial from the same kernel; their combine stays tree tasks.
+A group of one block also finishes its full reductions in the kernel (*totals*) and the elementwise work on
+those results alone (its *epilogue*, run by the kernel's last thread block).
 """
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
 from dask._expr import Expr
 from dask.tokenize import tokenize
 
 from ..codegen import program as _codegen
-from ..expr.nodes import ArrayExpr, Creation, Elemwise, Fused, FusedOutput, Materialized, Reduction
-
-FUSED_REDUCTIONS = {"sum", "prod", "min", "max", "all", "any", "mean"}
-
-
-def is_fusable(node: Expr) -> bool:
-    """True for nodes the fused kernels can compute element by element."""
-    if isinstance(node, Elemwise):
-        return _codegen.elemwise_supported(node)
-    if isinstance(node, Creation):
-        return _codegen.creation_supported(node)
-    return False
+from ..expr.nodes import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
+from .dag import DAG, UnionFind, rebuild
+from .fusable import is_fusable, is_fused_reduction
 
 
-def _reduction_fusable(node: Expr) -> bool:
-    return (
-        isinstance(node, Reduction)
-        and not node.operand("prereduced")
-        and node.operand("kind") in FUSED_REDUCTIONS
-        and _codegen.dtype_supported(node.array.dtype)
-        and _codegen.dtype_supported(node.dtype)
-    )
-
-
-class _DAG:
-    """Nodes of an expression tree in topological order (inputs first), with consumers."""
-
-    def __init__(self, root: ArrayExpr) -> None:
-        self.order: list[Expr] = []
-        self.consumers: dict[str, list[Expr]] = defaultdict(list)
-        seen: set[str] = set()
-        stack: list[tuple[Expr, bool]] = [(root, False)]
-        while stack:
-            node, done = stack.pop()
-            if done:
-                self.order.append(node)
-                continue
-            if node._name in seen:
-                continue
-            seen.add(node._name)
-            stack.append((node, True))
-            for dep in node.dependencies():
-                self.consumers[dep._name].append(node)
-                stack.append((dep, False))
-
-
-class _Groups:
-    """Union-find over node names, with each group's members."""
-
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-        self.members: dict[str, set[str]] = {}
-
-    def find(self, name: str) -> str:
-        if name not in self.parent:
-            self.parent[name] = name
-            self.members[name] = {name}
-        while self.parent[name] != name:
-            self.parent[name] = self.parent[self.parent[name]]
-            name = self.parent[name]
-        return name
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if len(self.members[ra]) > len(self.members[rb]):
-            ra, rb = rb, ra
-        self.parent[ra] = rb
-        self.members[rb] |= self.members.pop(ra)
-
-
-def _creates_cycle(dag: _DAG, groups: _Groups, a: str, b: str) -> bool:
+def _creates_cycle(dag: DAG, groups: UnionFind, a: str, b: str) -> bool:
     """Would merging the groups of ``a`` and ``b`` make a cycle between kernels? Walks downstream from the
     merged group, a reached group counting as a whole (it becomes one task), and looks for a way back."""
     members = groups.members[groups.find(a)] | groups.members[groups.find(b)]
@@ -111,10 +43,13 @@ def _creates_cycle(dag: _DAG, groups: _Groups, a: str, b: str) -> bool:
     return False
 
 
-def fuse(root: ArrayExpr) -> ArrayExpr:
-    """The expression with fusable groups replaced by ``Fused`` kernels (same values, same root shape)."""
-    dag = _DAG(root)
-    groups = _Groups()
+def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
+    """The expression with fusable groups replaced by ``Fused`` kernels (same values, same root shape);
+    nothing when the ``fusion`` setting is off."""
+    if not settings["fusion"]:
+        return root
+    dag = DAG(root)
+    groups = UnionFind()
     fusable = {n._name for n in dag.order if is_fusable(n)}
     for node in dag.order:
         if node._name not in fusable:
@@ -135,7 +70,7 @@ def fuse(root: ArrayExpr) -> ArrayExpr:
             members[groups.find(node._name)].append(node)
     reductions: dict[str, list[Reduction]] = defaultdict(list)
     for node in dag.order:
-        if _reduction_fusable(node) and node.array._name in fusable:
+        if is_fused_reduction(node) and node.array._name in fusable:
             reductions[groups.find(node.array._name)].append(node)
     totals: dict[str, list[Reduction]] = {}
     epilogues: dict[str, list[Expr]] = {}
@@ -155,7 +90,7 @@ def fuse(root: ArrayExpr) -> ArrayExpr:
     for g, nodes in plans.items():
         replaced.update(_build_group(dag, root, nodes, reductions.get(g, []), totals.get(g, []),
                                      epilogues.get(g, [])))
-    return _rebuild(root, replaced, {})
+    return rebuild(root, replaced)
 
 
 def _finished_in_kernel(reduction: Reduction) -> bool:
@@ -164,7 +99,7 @@ def _finished_in_kernel(reduction: Reduction) -> bool:
     return x.ndim > 0 and all(n == 1 for n in x.numblocks) and set(reduction.operand("axes")) == set(range(x.ndim))
 
 
-def _epilogue(dag: _DAG, totals: list[Reduction], fusable: set[str]) -> list[Expr]:
+def _epilogue(dag: DAG, totals: list[Reduction], fusable: set[str]) -> list[Expr]:
     """The elementwise nodes computed from the totals alone (and from each other, and scalars), in
     topological order: what the kernel's last thread block computes after finishing the totals."""
     inside = {t._name for t in totals}
@@ -179,7 +114,7 @@ def _epilogue(dag: _DAG, totals: list[Reduction], fusable: set[str]) -> list[Exp
     return out
 
 
-def _build_group(dag: _DAG, root: ArrayExpr, nodes: list[Expr], reductions: list[Reduction],
+def _build_group(dag: DAG, root: ArrayExpr, nodes: list[Expr], reductions: list[Reduction],
                  totals: list[Reduction], epilogue: list[Expr]) -> dict[str, Expr]:
     """The Fused node of one group (its members, its totals and their epilogue), and what replaces each of
     them used outside it."""
@@ -208,43 +143,3 @@ def _build_group(dag: _DAG, root: ArrayExpr, nodes: list[Expr], reductions: list
         partial = fused if n_out == 1 else FusedOutput(fused, k, red.array.chunks, red.array.dtype)
         out[red._name] = Reduction(partial, *red.operands[1:len(Reduction._parameters) - 1], True)
     return out
-
-
-def _rebuild(node: Expr, replaced: dict[str, Expr], memo: dict[str, Expr]) -> Expr:
-    if node._name in memo:
-        return memo[node._name]
-    if node._name in replaced:
-        new = replaced[node._name]
-        # the replacement's own inputs are outside the group: rebuild them too
-        new = _rebuild_operands(new, replaced, memo)
-        memo[node._name] = new
-        return new
-    new = _rebuild_operands(node, replaced, memo)
-    memo[node._name] = new
-    return new
-
-
-def _rebuild_operands(node: Expr, replaced: dict[str, Expr], memo: dict[str, Expr]) -> Expr:
-    ops = [
-        _rebuild(o, replaced, memo) if isinstance(o, Expr) and not isinstance(o, Materialized) else o
-        for o in node.operands
-    ]
-    if all(a is b for a, b in zip(ops, node.operands)):
-        return node
-    return type(node)(*ops)
-
-
-def optimize(root: ArrayExpr) -> ArrayExpr:
-    """All graph-optimization passes, in order (stencil grouping, then fusion; when ``gpunumeric.fusion``
-    is on)."""
-    from .. import config
-    from .stencil import stencils
-
-    return fuse(stencils(root)) if config.get("fusion") else root
-
-
-def explain_groups(root: ArrayExpr) -> list[Fused]:
-    """The Fused nodes of the optimized expression (for ``gnp.explain``)."""
-    opt = optimize(root)
-    return [n for n in _DAG(opt).order if isinstance(n, Fused)]
-
