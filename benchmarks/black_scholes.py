@@ -105,7 +105,7 @@ def main(argv=None) -> int:
 
     def fused_kernel(device_inputs):
         """The one fused kernel of both outputs, launched on the device arrays without any scheduling."""
-        from dask_gpunumeric.codegen import program as _codegen
+        from dask_gpunumeric.kernels import fused as _fused
         from dask_gpunumeric.expr.nodes import Bundle
         from dask_gpunumeric.optimize import explain_groups
 
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
         inputs = [by_name[a._name] for a in fused.inputs]
         index = (0,) * fused.ndim
         args = (fused.operand("program"), fused.operand("scalars"), *fused.geometry(index), inputs)
-        return lambda: _codegen.run_cuda(*args)
+        return lambda: _fused.run_cuda(*args)
 
     xp = np if cp is None else cp
     device = [xp.asarray(h) for h in host]

@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     import monte_carlo as mc
 
     import dask_gpunumeric as gnp
-    from dask_gpunumeric.codegen import program as _codegen
+    from dask_gpunumeric.kernels import fused as _fused
     from dask_gpunumeric.optimize import explain_groups
 
     rows = [
@@ -108,20 +108,20 @@ def main(argv=None) -> int:
         index = (0,) * fused.ndim
         block = (fused.operand("program"), fused.operand("scalars"), *fused.geometry(index))
         rows.append((f"fused kernel, first block: {block[3]} elements",
-                     median_ms(lambda: _codegen.run_cuda(*block, []), args.repeat)))
+                     median_ms(lambda: _fused.run_cuda(*block, []), args.repeat)))
         rows.append((f"hand-written kernel, n={args.n}", median_ms(hand_written(args.n), args.repeat)))
     print(f"breakdown of the Monte-Carlo estimate, backend {gnp.config.backend()}, {H.device_name()}")
     for label, ms in rows:
         print(f"  {label:55s} {ms:9.3f} ms")
     if fused.backend == "cupy":
         launches: list[float] = []
-        run_cuda = _codegen.run_cuda
+        run_cuda = _fused.run_cuda
 
         def timed_run_cuda(*a):
             launches.append(time.perf_counter())
             return run_cuda(*a)
 
-        _codegen.run_cuda = timed_run_cuda
+        _fused.run_cuda = timed_run_cuda
         prefix, total = [], []
         for _ in range(args.repeat):
             H.sync()
@@ -129,7 +129,7 @@ def main(argv=None) -> int:
             gnp.fetch(mc.monte_carlo(args.n, 10.0))
             total.append(time.perf_counter() - start)
             prefix.append(launches[-1] - start)
-        _codegen.run_cuda = run_cuda
+        _fused.run_cuda = run_cuda
         print(f"  {'from the call to the fused kernel launch':55s} {statistics.median(prefix) * 1e3:9.3f} ms")
         print(f"  {'from the call to the value':55s} {statistics.median(total) * 1e3:9.3f} ms")
     if args.profile:

@@ -1,8 +1,8 @@
 """Generated CUDA kernels run on the CPU, for tests of the CuPy code paths on machines without a GPU.
 
 ``emulated_cupy(monkeypatch)`` puts a stand-in for ``cupy`` in ``sys.modules`` (its arrays are NumPy
-arrays) and makes ``_stencil_kernels`` compile each generated kernel with the host C++ compiler instead of
-NVRTC; ``emulated_fused(monkeypatch)`` does the same for the fused kernels of ``_codegen``. The CUDA source
+arrays) and makes ``kernels.stencil`` compile each generated kernel with the host C++ compiler instead of
+NVRTC; ``emulated_fused(monkeypatch)`` does the same for the fused kernels of ``kernels.fused``. The CUDA source
 is wrapped in definitions of the CUDA built-ins (``threadIdx``, ``__syncthreads`` as a barrier of one OS
 thread per CUDA thread, the ``_rn`` intrinsics, ``atomicAdd``), and a driver runs the launch's thread
 blocks one after another. Every launch checks its arguments against the kernel's parameters (count, order
@@ -117,7 +117,7 @@ class EmulatedKernel:
         self.library = _compile(unit)
 
     def __call__(self, grid: tuple[int, ...], threads: tuple[int, ...], args: tuple) -> None:
-        from dask_gpunumeric.codegen.program import _NP_OF_CTYPE
+        from dask_gpunumeric.codegen.types import NP_OF_CTYPE
 
         assert len(args) == len(self.params), (len(args), self.params)
         values = []
@@ -125,10 +125,10 @@ class EmulatedKernel:
             if pointer:
                 assert isinstance(arg, np.ndarray), ctype
                 assert self.strided or arg.size <= 1 or arg.strides[-1] == arg.itemsize, (ctype, arg.strides)
-                assert arg.dtype == _NP_OF_CTYPE[ctype], (ctype, arg.dtype)
+                assert arg.dtype == NP_OF_CTYPE[ctype], (ctype, arg.dtype)
                 values.append(ctypes.c_void_p(arg.ctypes.data))
             else:
-                assert isinstance(arg, np.generic) and arg.dtype == _NP_OF_CTYPE[ctype], (ctype, type(arg))
+                assert isinstance(arg, np.generic) and arg.dtype == NP_OF_CTYPE[ctype], (ctype, type(arg))
                 values.append(_CTYPES_OF[arg.dtype](arg.item()))
         pointers = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
         with _LAUNCH:
@@ -165,7 +165,7 @@ def _fake_cupy() -> types.ModuleType:
 
 
 class _HostWorkspace:
-    """``_codegen._Workspace`` in host memory: the partials as arrays (the emulated kernels take arrays)."""
+    """``kernels.fused._Workspace`` in host memory: the partials as arrays (the emulated kernels take arrays)."""
 
     def __init__(self) -> None:
         self.ticket = np.zeros(1, dtype=np.uint32)
@@ -178,19 +178,20 @@ def emulated_cupy(monkeypatch: Any) -> None:
     """Route the stencil kernels of NumPy-backed tasks through their CUDA path, run on the CPU: the fake
     ``cupy`` above, kernels (pair kernels too) compiled by ``EmulatedKernel`` (at most 4 thread blocks
     resident)."""
-    from dask_gpunumeric.codegen import program as _codegen
-    from dask_gpunumeric.codegen import stencil as _stencil_kernels
+    from dask_gpunumeric.codegen import stencil as _stencil_source
+    from dask_gpunumeric.kernels import fused as _fused
+    from dask_gpunumeric.kernels import stencil as _stencil_kernels
 
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
-    monkeypatch.setattr(_codegen, "_workspace_for", functools.lru_cache(maxsize=None)(
+    monkeypatch.setattr(_fused, "_workspace_for", functools.lru_cache(maxsize=None)(
         lambda device, stream: _HostWorkspace()))
 
     def kernel(code: tuple, index: str, edges: tuple) -> tuple[EmulatedKernel, int]:
-        return EmulatedKernel(*_stencil_kernels.kernel_source(code, index, edges)), 4
+        return EmulatedKernel(*_stencil_source.kernel_source(code, index, edges)), 4
 
     monkeypatch.setattr(_stencil_kernels, "_kernel", kernel)
     monkeypatch.setattr(_stencil_kernels, "_pair_kernel", lambda *variant: EmulatedKernel(
-        *_stencil_kernels.pair_source(*variant)))
+        *_stencil_source.pair_source(*variant)))
     monkeypatch.setattr(_stencil_kernels, "_TILED_BACKENDS", _stencil_kernels._TILED_BACKENDS | {"numpy"})
     monkeypatch.setattr(_stencil_kernels, "_run_interpreted", lambda code, inputs, edges, region, box, scalars, shape,
                         backend, dests, target: _stencil_kernels._run_cuda(code, inputs, edges, region, box, scalars,
@@ -198,25 +199,25 @@ def emulated_cupy(monkeypatch: Any) -> None:
 
 
 def emulated_fused(monkeypatch: Any) -> None:
-    """``emulated_cupy``, and the Fused tasks of NumPy blocks run through ``_codegen.run_cuda`` too (a 0-d block,
-    a NumPy scalar, as the 0-d array CuPy's is): each launch builds its ``_codegen._Kernel`` anew (its source
+    """``emulated_cupy``, and the Fused tasks of NumPy blocks run through ``kernels.fused.run_cuda`` too (a 0-d block,
+    a NumPy scalar, as the 0-d array CuPy's is): each launch builds its ``kernels.fused._Kernel`` anew (its source
     for the settings of the moment, such as ``PHILOX_STEPS``; ``_compile`` caches the library on the source
     text), compiled by ``EmulatedKernel``, with at most 4 thread blocks resident (grid-stride loops iterate)."""
-    from dask_gpunumeric.codegen import program as _codegen
     from dask_gpunumeric.kernels import cuda as _cuda
+    from dask_gpunumeric.kernels import fused as _fused
 
     emulated_cupy(monkeypatch)
     monkeypatch.setattr(_cuda, "compile_module", lambda source: types.SimpleNamespace(
         get_function=functools.partial(EmulatedKernel, source, strided=True)))
     monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads: 4)
-    monkeypatch.setattr(_codegen, "_kernel", _codegen._Kernel)
-    run = _codegen.run
+    monkeypatch.setattr(_fused, "_kernel", _fused._Kernel)
+    run = _fused.run
 
     def run_cuda(program: tuple, scalars: Any, offset: tuple, shape: tuple, global_shape: tuple, backend: str,
                  *inputs: Any) -> Any:
-        """``_codegen.run``, NumPy blocks taking the CUDA path."""
+        """``kernels.fused.run``, NumPy blocks taking the CUDA path."""
         if backend == "numpy":
             backend, inputs = "cupy", tuple(np.asarray(a) for a in inputs)
         return run(program, scalars, offset, shape, global_shape, backend, *inputs)
 
-    monkeypatch.setattr(_codegen, "run", run_cuda)
+    monkeypatch.setattr(_fused, "run", run_cuda)

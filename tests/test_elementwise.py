@@ -808,3 +808,29 @@ def test_integer_wraparound(dtype: type) -> None:
         assert_eq(a * 2, x * 2)
         assert_eq(-a, -x)
         assert_eq(a - x[::-1], x - x[::-1])
+
+
+@pytest.mark.parametrize("emulated", [False, True], ids=["numpy-blocks", "emulated-kernel"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_logaddexp2_is_fused_and_matches_numpy(dtype: type, emulated: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import _cuda_emulator
+    from conftest import BACKEND
+
+    from dask_gpunumeric.api.explain import plan
+
+    if emulated:
+        if _cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy":
+            pytest.skip("the kernel emulator needs a host C++ compiler and NumPy blocks")
+        _cuda_emulator.emulated_fused(monkeypatch)
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.uniform(-60, 60, 40), [np.inf, -np.inf, np.nan, 1.0, -np.inf]]).astype(dtype)
+    y = np.concatenate([rng.uniform(-60, 60, 40), [np.inf, -np.inf, 0.0, 1.0, 2.0]]).astype(dtype)
+    a, b = gnp.from_array(x, chunks=11), gnp.from_array(y, chunks=11)
+    out = gnp.logaddexp2(a, b) * 2
+    assert [g["ops"] for g in plan(out)["groups"]] == [["logaddexp2", "multiply"]]
+    with np.errstate(invalid="ignore"):  # inf - inf
+        expected, expected_plain = np.logaddexp2(x, y) * 2, np.logaddexp2(x, y)
+    np.testing.assert_allclose(gnp.fetch(out), expected, rtol=4 * np.finfo(dtype).eps)
+    dispatched = np.logaddexp2(a, b)  # NumPy's ufunc on gnp arrays: a gnp array
+    assert isinstance(dispatched, gnp.Array)
+    assert_eq(dispatched, expected_plain)

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric.codegen import program as _codegen
+from dask_gpunumeric.codegen import types as _types
+from dask_gpunumeric.kernels import fused as _fused
 from dask_gpunumeric.kernels import cuda as _cuda
 from dask_gpunumeric.api.explain import plan
 from dask_gpunumeric.expr.nodes import Bundle, Materialized
@@ -386,13 +388,13 @@ def test_compute_and_persist_together_fuse_into_one_group(monkeypatch: pytest.Mo
     assert len(separately) == 2 and sum(separately.values()) == 6
 
     calls = []
-    original = _codegen.run
+    original = _fused.run
 
     def counting_run(*args: Any) -> Any:
         calls.append(args[2])  # the block offset
         return original(*args)
 
-    monkeypatch.setattr(_codegen, "run", counting_run)
+    monkeypatch.setattr(_fused, "run", counting_run)
     x = gnp.asarray(xn * 2, chunks=10)  # new expressions (no graph made before the patch)
     y = gnp.exp(-x)
     ra, rb = dask.compute(y + 1, gnp.sum(y * 2))
@@ -830,7 +832,7 @@ def test_programs_for_codegen() -> None:
 def test_kernel_sources_compile(name: str) -> None:
     program = _programs()[name]
     randoms = [ins for ins in program[2] if ins[0] == "random"]
-    group = 4 // max(_codegen._words(ins) for ins in randoms) if randoms else 1
+    group = 4 // max(_codegen.philox_words(ins) for ins in randoms) if randoms else 1
     singles = tuple(range(len(program[1])))
     for mode, g, index, single in (("flat", group, "int", ()), ("flat", 1, "long long", singles),
                                    ("strided", 1, "int", ()), ("strided", 1, "long long", ())):
@@ -846,7 +848,7 @@ def test_kernel_sources_compile(name: str) -> None:
 def test_specialized_kernel_sources_compile(name: str) -> None:
     group = _groups()[name]
     program = group["program"]
-    constants = tuple(_codegen.scalar_args(program[2], group["scalars"]))
+    constants = tuple(_fused.scalar_args(program[2], group["scalars"]))
     source, kernel = _codegen.kernel_source(program, "flat", 1, "int", (), constants)
     params = source.split(f"{kernel}(")[1].split(")\n{")[0]
     assert [p.split()[-1] for p in params.split(",")][-2:] == ["n", "goff"]
@@ -855,11 +857,11 @@ def test_specialized_kernel_sources_compile(name: str) -> None:
     _cuda.nvcc_compile_check(source)
 
 
-@given(st.sampled_from(sorted(_codegen.CTYPES)), st.integers(-2**64, 2**64), st.floats(width=64))
+@given(st.sampled_from(sorted(_types.CTYPES)), st.integers(-2**64, 2**64), st.floats(width=64))
 @settings(max_examples=200, deadline=None)
 def test_c_literal_is_exact(dtype: str, integer: int, real: float) -> None:
     dt = np.dtype(dtype)
-    ctype = _codegen.CTYPES[dtype]
+    ctype = _types.CTYPES[dtype]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # float64 to float32 overflows to inf
         value = dt.type(real) if dt.kind == "f" else dt.type(integer % 2**(8 * dt.itemsize) if dt.kind == "u" else
@@ -918,11 +920,11 @@ def test_kernel_specializes_repeated_scalar_values(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads: 7)
     program = _programs()["random-reduction"]
     scalars = _groups()["random-reduction"]["scalars"]
-    new_kernel = lambda: _codegen._Kernel(program, _codegen._Variant("flat", 1, "int", frozenset()))  # noqa: E731
+    new_kernel = lambda: _fused._Kernel(program, _codegen.Variant("flat", 1, "int", frozenset()))  # noqa: E731
     kernel = new_kernel()
     first = kernel.launch(scalars)
-    assert first.args == tuple(_codegen.scalar_args(program[2], scalars)) and len(compiled) == 1
-    for _ in range(_codegen._Kernel.SPECIALIZE_AFTER - 1):
+    assert first.args == tuple(_fused.scalar_args(program[2], scalars)) and len(compiled) == 1
+    for _ in range(_fused._Kernel.SPECIALIZE_AFTER - 1):
         assert kernel.launch(scalars) == first  # the specialized kernel is being compiled
     assert len(queued) == 1 and len(compiled) == 2
     special = kernel.launch(scalars)
@@ -931,11 +933,11 @@ def test_kernel_specializes_repeated_scalar_values(monkeypatch: pytest.MonkeyPat
     assert kernel.launch(scalars) is special and len(queued) == 1  # compiled once
     other = [s if not isinstance(s, float) else s + 1.0 for s in scalars]
     assert kernel.launch(other).function is first.function
-    for k in range(_codegen._Kernel.MAX_SPECIALIZED + 3):
+    for k in range(_fused._Kernel.MAX_SPECIALIZED + 3):
         values = [s if not isinstance(s, float) else s + 2.0 + k for s in scalars]
-        for _ in range(_codegen._Kernel.SPECIALIZE_AFTER + 1):
+        for _ in range(_fused._Kernel.SPECIALIZE_AFTER + 1):
             kernel.launch(values)
-    assert len(queued) == _codegen._Kernel.MAX_SPECIALIZED
+    assert len(queued) == _fused._Kernel.MAX_SPECIALIZED
     with gnp.config.set(specialize=False):
         off = new_kernel()
         assert all(off.launch(scalars).args for _ in range(3))
@@ -943,24 +945,24 @@ def test_kernel_specializes_repeated_scalar_values(monkeypatch: pytest.MonkeyPat
     assert off.launch(scalars).args == ()
     compiled.append("broken")
     broken = new_kernel()
-    for _ in range(_codegen._Kernel.SPECIALIZE_AFTER):
+    for _ in range(_fused._Kernel.SPECIALIZE_AFTER):
         broken.launch(scalars)
     with pytest.warns(RuntimeWarning, match="did not compile"):
         assert broken.launch(scalars).args
-    assert broken.launch(scalars).args and len(queued) == _codegen._Kernel.MAX_SPECIALIZED + 2  # not retried
+    assert broken.launch(scalars).args and len(queued) == _fused._Kernel.MAX_SPECIALIZED + 2  # not retried
 
 
 def test_record_sources_writes_every_variant(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     groups = _groups()
     monkeypatch.setenv("GNP_KERNEL_DUMP_DIR", str(tmp_path / "a"))
     program, scalars = groups["random32-reduction"]["program"], groups["random32-reduction"]["scalars"]
-    _codegen.record_sources(program, scalars)
+    _fused.record_sources(program, scalars)
     files = sorted((tmp_path / "a").glob("*.cu"))
     # flat, strided and flat with elements sharing a Philox block; each with 32- and 64-bit positions; and
     # the grouped kernel specialized to the scalar values
     assert len(files) == 7
     sources = {f.read_text() for f in files}
-    constants = tuple(_codegen.scalar_args(program[2], scalars))
+    constants = tuple(_fused.scalar_args(program[2], scalars))
     assert sources == {_codegen.kernel_source(program, m, g, i)[0] for m, g in (("flat", 1), ("strided", 1), ("flat", 2))
                        for i in ("int", "long long")} | {_codegen.kernel_source(program, "flat", 2, "int", (), constants)[0]}
     # the fusion pass records what it generates
@@ -972,7 +974,7 @@ def test_record_sources_writes_every_variant(tmp_path: Any, monkeypatch: pytest.
     assert {_codegen.kernel_source(g["program"], m, 1, i)[0] for m in ("flat", "strided") for i in ("int", "long long")} \
         | {_codegen.kernel_source(g["program"], "flat", 1, "int", (0,))[0]} <= written  # the input as one element too
     monkeypatch.delenv("GNP_KERNEL_DUMP_DIR")
-    _codegen.record_sources(groups["int"]["program"], groups["int"]["scalars"])
+    _fused.record_sources(groups["int"]["program"], groups["int"]["scalars"])
     assert len(list(tmp_path.rglob("*.cu"))) == len(files) + len(written)
 
 
@@ -1007,7 +1009,7 @@ def test_launch_geometry_keys_random_draws_by_global_index(chunks: tuple) -> Non
     global_shape = expr.shape
     for index in expr.expr.block_indices():
         offset, shape = expr.expr.block_offset(index), expr.expr.block_shape(index)
-        variant, geometry = _codegen._launch_geometry(program, [], offset, shape, global_shape)
+        variant, geometry = _fused._launch_geometry(program, [], offset, shape, global_shape)
         mode, group = variant.mode, variant.group
         local = np.indices(shape).reshape(len(shape), -1)
         expected = np.ravel_multi_index(tuple(local[d] + offset[d] for d in range(len(shape))), global_shape)
@@ -1023,19 +1025,19 @@ emulated = pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND !=
                               reason="needs g++; CPU runs only")
 
 
-def counted_launches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[int, ...], _codegen._Variant]]:
+def counted_launches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[int, ...], _codegen.Variant]]:
     """The fused kernels of NumPy blocks emulated (``_cuda_emulator.emulated_fused``), recording the shape and
     the kernel variant of each block launched."""
     _cuda_emulator.emulated_fused(monkeypatch)
-    launched, geometry = [], _codegen._launch_geometry
+    launched, geometry = [], _fused._launch_geometry
 
     def counted(program: tuple, inputs: Any, offset: tuple, shape: tuple, global_shape: tuple) -> tuple[Any, list]:
-        """``_codegen._launch_geometry``, recorded."""
+        """``_fused._launch_geometry``, recorded."""
         variant, arguments = geometry(program, inputs, offset, shape, global_shape)
         launched.append((tuple(shape), variant))
         return variant, arguments
 
-    monkeypatch.setattr(_codegen, "_launch_geometry", counted)
+    monkeypatch.setattr(_fused, "_launch_geometry", counted)
     return launched
 
 
@@ -1130,7 +1132,7 @@ def test_emulated_specialized_kernels_give_the_same_bits(name: str, monkeypatch:
     import concurrent.futures
 
     _cuda_emulator.emulated_fused(monkeypatch)
-    monkeypatch.setattr(_codegen, "_kernel", functools.lru_cache(maxsize=None)(_codegen._Kernel))  # launches add up
+    monkeypatch.setattr(_fused, "_kernel", functools.lru_cache(maxsize=None)(_fused._Kernel))  # launches add up
     sources: list[str] = []
     compile_module = _cuda.compile_module
 
@@ -1151,7 +1153,7 @@ def test_emulated_specialized_kernels_give_the_same_bits(name: str, monkeypatch:
         u = gnp.random.default_rng(3).random(1001, dtype=np.float32, chunks=400)
         arrays = (gnp.sum(u * 1234.5 - 3.0), np.float32(-3.0) * u, u * np.float32(1e-38), u * np.float32(3e-39),
                   gnp.exp(-(20 * u - 10) ** 2))
-        assert sum(len(_codegen._uniform_products(g["program"], 4, tuple(_codegen.scalar_args(g["program"][2],
+        assert sum(len(_codegen._uniform_products(g["program"], 4, tuple(_fused.scalar_args(g["program"][2],
                                                                                              g["scalars"]))))
                    for g in plan(Bundle(*(a.expr for a in arrays)))["groups"]) == 3  # not 1e-38, 3e-39
     else:
@@ -1178,11 +1180,11 @@ def test_gpu_specialized_kernels_give_the_same_bits(name: str, monkeypatch: pyte
     sources: list[str] = []
     compile_module = _cuda.compile_module
     monkeypatch.setattr(_cuda, "compile_module", lambda source: sources.append(source) or compile_module(source))
-    _codegen._kernel.cache_clear()  # kernels count the launches of each value set from here
+    _fused._kernel.cache_clear()  # kernels count the launches of each value set from here
     arrays = _exprs()[name]
     with gnp.config.set(specialize=False):
         generic = [to_host(v) for v in dask.compute(*arrays)]
-    runs = [[to_host(v) for v in dask.compute(*arrays)] for _ in range(_codegen._Kernel.SPECIALIZE_AFTER)]
+    runs = [[to_host(v) for v in dask.compute(*arrays)] for _ in range(_fused._Kernel.SPECIALIZE_AFTER)]
     _cuda.wait_for_background_compiles()
     runs += [[to_host(v) for v in dask.compute(*arrays)] for _ in range(2)]
     assert any(SPECIALIZED_BODY.search(s) for s in sources), "no kernel was specialized"

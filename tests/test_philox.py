@@ -449,7 +449,7 @@ def test_wave_blocks_match_the_driver():
     cupy = _cupy_with_gpu()
     sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
     for kind, dtype in (("random", "float32"), ("normal", "float64"), ("integers", "int64")):
-        kernel = _cuda.compile_module(ph.cuda_source(kind, dtype, 2)).get_function(ph._kernel_name(kind, np.dtype(dtype), 2))
+        kernel = _cuda.compile_module(ph.cuda_source(kind, dtype, 2)).get_function(ph.kernel_name(kind, np.dtype(dtype), 2))
         for threads in (256, 128):
             per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, 0)
             assert _cuda.wave_blocks(kernel, threads) == sms * per_sm, (kind, threads, kernel.num_regs)

@@ -17,7 +17,10 @@ from hypothesis import strategies as st
 import dask_gpunumeric as gnp
 from dask_gpunumeric.kernels import blocks as _blocks
 from dask_gpunumeric.kernels import cuda as _cuda
-from dask_gpunumeric.codegen import stencil as _stencil_kernels
+from dask_gpunumeric.codegen import stencil as _stencil_source
+from dask_gpunumeric.codegen import stencil_plan as _stencil_plan
+from dask_gpunumeric.codegen.types import FILL, WRAP
+from dask_gpunumeric.kernels import stencil as _stencil_kernels
 from dask_gpunumeric.api.explain import plan
 from dask_gpunumeric.expr.nodes import graph_of
 from dask_gpunumeric.optimize import optimize
@@ -521,7 +524,7 @@ def test_pair_kernels_run_on_the_cpu(name: str, n: int, monkeypatch: Any) -> Non
             # n // 2 pair kernels per block part (a band task computes several parts)
             assert len(launched) == n // 2 if chunks == x.shape else len(launched) >= tasks * (n // 2)
             # one periodic block: the second sweep's reads of the first's outputs wrap (phase 1 past its box)
-            wrapped = {any(_stencil_kernels.WRAP in v[5][slot] for slot, _ in v[2]) for v in launched}
+            wrapped = {any(WRAP in v[5][slot] for slot, _ in v[2]) for v in launched}
             assert wrapped == {name == "heat_periodic" and chunks == x.shape}
 
 
@@ -582,7 +585,7 @@ def test_pair_sources_recorded(tmp_path: Any, monkeypatch: Any) -> None:
     u = sweeps(heat_periodic, gnp, gnp.from_array(np.zeros((7, 9), dtype=np.float32)), 2)
     (group,) = plan(u)["stencils"]
     written = {f.read_text() for f in tmp_path.glob("*.cu")}
-    assert {_stencil_kernels.pair_source(*_stencil_kernels.pair_variant(group["plan"], 0, index, with_edges))[0]
+    assert {_stencil_source.pair_source(*_stencil_plan.pair_variant(group["plan"], 0, index, with_edges))[0]
             for index in ("int", "long long") for with_edges in (False, True)} <= written
 
 
@@ -605,9 +608,9 @@ def test_forged_stencil_code_is_refused(forge: str) -> None:
         bases = ((0, (0.5, 0)),)
     else:
         index = "long long); evil(("
-    _stencil_kernels.kernel_source(code, "int")  # the pass's own code is fine
+    _stencil_source.kernel_source(code, "int")  # the pass's own code is fine
     with pytest.raises(ProgramError):
-        _stencil_kernels.kernel_source((program, buffers, loads, restricted, bases, out_dtypes), index)
+        _stencil_source.kernel_source((program, buffers, loads, restricted, bases, out_dtypes), index)
 
 
 @pytest.mark.parametrize("forge", ["slot", "output", "fill", "index", "3d"])
@@ -617,21 +620,21 @@ def test_forged_pair_is_refused(forge: str) -> None:
     from dask_gpunumeric.codegen.check import ProgramError
 
     (group,) = plan(sweeps(jacobi, gnp, gnp.from_array(np.zeros((6, 6), dtype=np.float32)), 2))["stencils"]
-    first, second, shared, index, edges, edges_b = _stencil_kernels.pair_variant(group["plan"], 0, "int")
-    _stencil_kernels.pair_source(first, second, shared, index, edges, edges_b)  # as planned: fine
+    first, second, shared, index, edges, edges_b = _stencil_plan.pair_variant(group["plan"], 0, "int")
+    _stencil_source.pair_source(first, second, shared, index, edges, edges_b)  # as planned: fine
     if forge == "slot":
         shared = ((len(second[1]), 0),)
     elif forge == "output":
         shared = ((shared[0][0], 1),)
     elif forge == "fill":
-        edges_b = tuple((_stencil_kernels.FILL, 0) if s == shared[0][0] else m for s, m in enumerate(edges_b))
+        edges_b = tuple((FILL, 0) if s == shared[0][0] else m for s, m in enumerate(edges_b))
     elif forge == "index":
         index = "int); evil(("
     else:
         code = plan(jacobi_3d(gnp, gnp.from_array(np.zeros((5, 5, 5)), chunks=5)))["stencils"][0]["plan"][2][0][0]
-        first, edges = code, _stencil_kernels._no_edges(code)
+        first, edges = code, _stencil_source.no_edges(code)
     with pytest.raises(ProgramError):
-        _stencil_kernels.pair_source(first, second, shared, index, edges, edges_b)
+        _stencil_source.pair_source(first, second, shared, index, edges, edges_b)
 
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -642,13 +645,13 @@ def test_kernel_sources_compile() -> None:
     u = gnp.from_array(np.zeros((6, 6, 6), dtype=np.float32), chunks=3)
     codes = {code for group in [plan(jacobi_3d(gnp, u)), plan(heat_periodic(gnp, u[0]))]
              for g in group["stencils"] for code, *_ in g["plan"][2]}
-    source = "\n".join(_stencil_kernels.kernel_source(code, index)[0] for code in codes for index in ("int", "long long"))
+    source = "\n".join(_stencil_source.kernel_source(code, index)[0] for code in codes for index in ("int", "long long"))
     _cuda.nvcc_compile_check(source)
     x = gnp.from_array(np.zeros((6, 6), dtype=np.float32))
     u, v = gray_scott(gnp, *gray_scott(gnp, x, x + 1))
     for y in (sweeps(jacobi, gnp, x, 2), sweeps(heat_periodic, gnp, x, 2), u + v):  # pair kernels
         (group,) = plan(y)["stencils"]
         assert group["plan"][7]
-        variants = {_stencil_kernels.pair_variant(group["plan"], k, index, with_edges) for k in group["plan"][7]
+        variants = {_stencil_plan.pair_variant(group["plan"], k, index, with_edges) for k in group["plan"][7]
                     for index in ("int", "long long") for with_edges in (False, True)}  # some coincide
-        _cuda.nvcc_compile_check("\n".join(_stencil_kernels.pair_source(*variant)[0] for variant in variants))
+        _cuda.nvcc_compile_check("\n".join(_stencil_source.pair_source(*variant)[0] for variant in variants))

@@ -12,45 +12,16 @@ from typing import Any
 
 import numpy as np
 
+from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
 from .array import Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_operand
 from ..expr.nodes import ArrayExpr, Elemwise
 from .manipulation import rechunk_expr
 
-# standard name -> name of the function in NumPy and CuPy (both have these classic names)
-_UNARY = {
-    "abs": "absolute", "acos": "arccos", "acosh": "arccosh", "asin": "arcsin", "asinh": "arcsinh",
-    "atan": "arctan", "atanh": "arctanh", "bitwise_invert": "invert", "ceil": "ceil", "conj": "conjugate",
-    "cos": "cos", "cosh": "cosh", "exp": "exp", "expm1": "expm1", "floor": "floor", "imag": "imag",
-    "isfinite": "isfinite", "isinf": "isinf", "isnan": "isnan", "log": "log", "log1p": "log1p",
-    "log2": "log2", "log10": "log10", "logical_not": "logical_not", "negative": "negative",
-    "positive": "positive", "real": "real", "reciprocal": "reciprocal", "sign": "sign", "signbit": "signbit",
-    "sin": "sin", "sinh": "sinh", "square": "square", "sqrt": "sqrt", "tan": "tan", "tanh": "tanh",
-    "trunc": "trunc",
-    # NumPy names beyond the standard
-    "absolute": "absolute", "arccos": "arccos", "arccosh": "arccosh", "arcsin": "arcsin",
-    "arcsinh": "arcsinh", "arctan": "arctan", "arctanh": "arctanh", "invert": "invert",
-    "conjugate": "conjugate", "exp2": "exp2", "cbrt": "cbrt", "fabs": "fabs", "rint": "rint",
-    "degrees": "degrees", "radians": "radians", "deg2rad": "deg2rad", "rad2deg": "rad2deg",
-    "sinc": "sinc", "fix": "fix",
-}
-_BINARY = {
-    "add": "add", "atan2": "arctan2", "bitwise_and": "bitwise_and", "bitwise_left_shift": "left_shift",
-    "bitwise_or": "bitwise_or", "bitwise_right_shift": "right_shift", "bitwise_xor": "bitwise_xor",
-    "copysign": "copysign", "divide": "true_divide", "equal": "equal", "floor_divide": "floor_divide",
-    "greater": "greater", "greater_equal": "greater_equal", "hypot": "hypot", "less": "less",
-    "less_equal": "less_equal", "logaddexp": "logaddexp", "logical_and": "logical_and",
-    "logical_or": "logical_or", "logical_xor": "logical_xor", "maximum": "maximum", "minimum": "minimum",
-    "multiply": "multiply", "nextafter": "nextafter", "not_equal": "not_equal", "pow": "power",
-    "remainder": "remainder", "subtract": "subtract",
-    # NumPy names beyond the standard
-    "arctan2": "arctan2", "left_shift": "left_shift", "right_shift": "right_shift",
-    "true_divide": "true_divide", "power": "power", "mod": "remainder", "fmod": "fmod", "fmax": "fmax",
-    "fmin": "fmin", "float_power": "float_power", "logaddexp2": "logaddexp2", "heaviside": "heaviside",
-    "ldexp": "ldexp", "gcd": "gcd", "lcm": "lcm",
-}
-BLOCK_FUNCTION = {**_UNARY, **_BINARY, "where": "where", "clip": "clip", "round": "round", "astype": "astype"}
+# gnp function name -> the NumPy/CuPy function of the same behaviour (the registry: ``ops.ufuncs``)
+_UNARY = {name: u.numpy for u in UFUNCS.values() if u.arity == 1 for name in u.names}
+_BINARY = {name: u.numpy for u in UFUNCS.values() if u.arity == 2 for name in u.names}
 
 # the public functions (``from ._elementwise import *`` in the package): the helpers below stay internal
 __all__ = [*_UNARY, *_BINARY, "where", "clip", "round", "astype"]

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ..codegen import stencil as _stencil_kernels
+from ..codegen import stencil as _stencil_source
+from ..codegen import stencil_plan as _stencil_plan
 from .array import Array
 from ..expr.nodes import ArrayExpr, Fused, Stencil, graph_of
 
@@ -64,12 +65,12 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
             kinds = Counter("halo" if k[0].startswith("halo-") else "interior" if k[0].endswith(
                 f"-interior-{node.deterministic_token}") else "bands" for k in node._layer())
             stencils.append({
-                "name": node._name, "kernel": _stencil_kernels.describe(stencil_plan),
-                "kernels": _stencil_kernels.sweeps(stencil_plan), "pairs": len(stencil_plan[7]),
+                "name": node._name, "kernel": _stencil_plan.describe(stencil_plan),
+                "kernels": _stencil_plan.sweeps(stencil_plan), "pairs": len(stencil_plan.pairs),
                 "blocks": int(np.prod(node.numblocks)),
-                "halo": _stencil_kernels.halo_depth(stencil_plan), "inputs": len(node.sources),
-                "outputs": [f"store {b}" for b in stencil_plan[3]]
-                + [f"{_stencil_kernels._reduction(stencil_plan, r)[1][2]}-partial" for r in stencil_plan[6]],
+                "halo": _stencil_plan.halo_depth(stencil_plan), "inputs": len(node.sources),
+                "outputs": [f"store {b}" for b in stencil_plan.outputs]
+                + [f"{_stencil_plan.reduction_of(stencil_plan, r)[1][2]}-partial" for r in stencil_plan.reductions],
                 "plan": stencil_plan,
                 "tasks": {kind: kinds[kind] for kind in ("interior", "bands", "halo")},
             })
@@ -103,9 +104,9 @@ def explain(x: Array, *, source: bool = False) -> str:
                      f"their edge bands, {tasks['halo']} halo strips")
         lines.append(f"  halo depth per axis: {g['halo']}; inputs: {g['inputs']}; outputs: {len(g['outputs'])}")
         if source:
-            lines += [_stencil_kernels.kernel_source(code)[0] for code, *_ in g["plan"][2]]
-            lines += [_stencil_kernels.pair_source(*_stencil_kernels.pair_variant(g["plan"], k, "int"))[0]
-                      for k in g["plan"][7]]
+            lines += [_stencil_source.kernel_source(code)[0] for code, *_ in g["plan"].sweeps]
+            lines += [_stencil_source.pair_source(*_stencil_plan.pair_variant(g["plan"], k, "int"))[0]
+                      for k in g["plan"].pairs]
     for g in info["groups"]:
         lines.append(f"fused kernel {g['kernel']}: 1 kernel per block, {g['blocks']} block(s)")
         lines.append(f"  ops:     {', '.join(g['ops'])}")

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ops.ufuncs import OPERATORS
 from . import elementwise as _elementwise
 from . import manipulation as _manipulation
 from . import reductions as _reductions
@@ -12,15 +13,10 @@ from .array import Array
 from ..kernels.backend import backend_of
 from .creation import full_like
 
-# operator -> elementwise function name
-_BINARY_OPERATORS = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide", "floordiv": "floor_divide",
-    "mod": "remainder", "pow": "pow", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
-    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
-}
-_COMPARISONS = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
-                "ge": "greater_equal"}
-_UNARY_OPERATORS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "bitwise_invert"}
+# operator -> elementwise function name (the registry: ``ops.ufuncs``)
+_COMPARISONS = {op: name for op, name in OPERATORS.items() if op in ("eq", "ne", "lt", "le", "gt", "ge")}
+_UNARY_OPERATORS = {op: name for op, name in OPERATORS.items() if op in ("neg", "pos", "abs", "invert")}
+_BINARY_OPERATORS = {op: name for op, name in OPERATORS.items() if op not in (*_COMPARISONS, *_UNARY_OPERATORS)}
 
 
 # exact types that are always operands

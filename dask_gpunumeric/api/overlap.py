@@ -14,42 +14,10 @@ from typing import Any
 import numpy as np
 
 from ..expr import plan as _plan
+from ..expr.plan import EDGE_MAPS, axis_segments
 from .array import Array, ArrayLike
 from .blockwise import map_blocks
 from ..expr.nodes import Gather, Overlap
-
-_EDGE_MAPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
-    "periodic": lambda p, n: p % n,
-    "nearest": lambda p, n: np.clip(p, 0, n - 1),
-    "reflect": lambda p, n: np.where(p < 0, -p, np.where(p >= n, 2 * (n - 1) - p, p)),
-    "symmetric": lambda p, n: np.where(p < 0, -p - 1, np.where(p >= n, 2 * n - 1 - p, p)),
-}
-
-
-def _runs(indices: np.ndarray) -> list[_plan.Segment]:
-    """Source-0 segments (runs of step +1 or -1, else single elements) selecting ``indices`` in order."""
-    segments: list[_plan.Segment] = []
-    i = 0
-    while i < len(indices):
-        step = int(indices[i + 1] - indices[i]) if i + 1 < len(indices) else 0
-        j = i  # the run is indices[i..j]
-        if step in (1, -1):
-            while j + 1 < len(indices) and indices[j + 1] - indices[j] == step:
-                j += 1
-        segments.append((0, int(indices[i]), step if j > i else 1, j - i + 1))
-        i = j + 1
-    return segments
-
-
-def axis_segments(lo: int, hi: int, n: int, boundary: str) -> list[_plan.Segment]:
-    """Source-0 segments selecting positions ``lo..hi-1`` of an axis of length ``n`` in order, positions
-    outside ``0..n-1`` mapped by ``boundary`` (left out for "none")."""
-    inside = [(0, max(lo, 0), 1, min(hi, n) - max(lo, 0))] if min(hi, n) > max(lo, 0) else []
-    if boundary == "none":
-        return inside
-    edge = _EDGE_MAPS[boundary]
-    return _runs(edge(np.arange(lo, min(hi, 0)), n)) + inside + _runs(edge(np.arange(max(lo, n), hi), n))
-
 
 def _axis_halos(chunks: Sequence[int], depth: int, boundary: str) -> tuple[list[list[_plan.Segment]], tuple[int, ...], list[int]]:
     """Per block: the segments of its extended range, the extended chunk lengths, and its left halo size."""
@@ -88,7 +56,7 @@ def _extend(a: Array, depths: tuple[int, ...], boundaries: tuple[Any, ...]) -> t
             segs = [[(0, o, 1, size + 2 * depth)] for o, size in zip(offsets, chunks)]
             lengths, left = tuple(size + 2 * depth for size in chunks), [depth] * len(chunks)
         else:
-            if boundary not in (*_EDGE_MAPS, "none"):
+            if boundary not in (*EDGE_MAPS, "none"):
                 raise ValueError(f"map_overlap: unknown boundary {boundary!r}; use 'periodic', 'nearest', "
                                  "'reflect', 'symmetric', 'none' or a number")
             if depth > sum(chunks) and boundary != "none":

@@ -30,7 +30,7 @@ class Generator:
 
     def _draw(self, kind: str, size: Any, dtype: Any, params: tuple, chunks: Any, backend: str | None) -> Array:
         shape = () if size is None else _shape(size)
-        dt = _philox._resolve_dtype(kind, dtype)
+        dt = _philox.resolve_dtype(kind, dtype)
         _philox._check_params(kind, dt, params)  # fail at the call, not at compute time
         return _creation(f"random-{kind}", shape, dt, chunks, backend, (self._key, next(self._streams), params))
 

@@ -1,5 +1,5 @@
 """The check a fused program (or a stencil sweep's code) passes before it becomes CUDA source
-(``_codegen.kernel_source``, ``_stencil_kernels.kernel_source``).
+(``codegen.program.kernel_source``, ``codegen.stencil.kernel_source``).
 
 Generated source is made of our own templates, filled with names looked up in our tables (operations,
 reductions, random kinds, C types of native-order dtypes) and with integers (slots, operand numbers, axes).
@@ -13,13 +13,18 @@ from typing import Any
 
 import numpy as np
 
+from ..ops.reductions import REDUCTIONS
+from ..ops.ufuncs import UFUNCS, fusable
+from .philox import N_PARAMS
+from .types import CTYPES, FILL, TILE_HALO
+
 
 class ProgramError(ValueError):
     """A fused program that the fusion pass could not have made; no source is generated from it."""
 
 
 def check_program(program: Any, mode: Any, group: Any, index: Any = "long long", singles: Any = ()) -> None:
-    """Raise ``ProgramError`` unless ``program`` (see ``_codegen``) holds only our names and integers in
+    """Raise ``ProgramError`` unless ``program`` (see ``codegen.program``) holds only our names and integers in
     range, and ``mode``/``group``/``index``/``singles`` are launch variants we generate."""
     _require(mode in ("flat", "strided"), f"launch mode {mode!r}")
     _require(_is_int(group) and group in (1, 2, 4), f"Philox group {group!r}")
@@ -38,7 +43,7 @@ def check_program(program: Any, mode: Any, group: Any, index: Any = "long long",
 
 
 def check_stencil_code(code: Any, index: Any, edges: Any = None) -> None:
-    """Raise ``ProgramError`` unless a stencil sweep's ``code`` (see ``_stencil_kernels``) holds only our
+    """Raise ``ProgramError`` unless a stencil sweep's ``code`` (see ``codegen.stencil``) holds only our
     names and integers in range: its program, buffer dtypes, loads (a buffer slot and an integer offset per
     axis, or none for a 0-d array), restricted axes, bases and output dtypes (of its stores, before its full
     reductions: none in a kernel with a region); ``index`` is a C type we
@@ -73,9 +78,7 @@ def check_pair(first: Any, second: Any, shared: Any, index: Any, edges_a: Any, e
     """Raise ``ProgramError`` unless two 2-d sweeps' codes and edges pass ``check_stencil_code``, neither
     has full reductions or random draws, and ``shared`` pairs distinct slots of the second with outputs of
     the first (``(slot, output)``), read at offsets of at most ``TILE_HALO`` per axis, without FILL edges
-    (``_stencil_kernels.pair_source``)."""
-    from .stencil import FILL, TILE_HALO
-
+    (``codegen.stencil.pair_source``)."""
     for code, edges in ((first, edges_a), (second, edges_b)):
         check_stencil_code(code, index, edges)
         _require(edges is not None and code[0][0] == 2 and len(code[5]) == len(code[0][3])
@@ -91,9 +94,6 @@ def check_pair(first: Any, second: Any, shared: Any, index: Any, edges_a: Any, e
 
 
 def _check_instruction(i: int, ins: Any, n_inputs: int, ndim: int) -> None:
-    from . import program as _codegen
-    from ..kernels.philox import _N_PARAMS
-
     _require(isinstance(ins, tuple) and ins, f"instruction {i}")
     tag = ins[0]
     if tag == "load":
@@ -102,12 +102,12 @@ def _check_instruction(i: int, ins: Any, n_inputs: int, ndim: int) -> None:
     elif tag in ("scalar", "full"):
         _require(len(ins) == 3 and _is_int(ins[1]) and ins[1] >= 0 and _is_dtype(ins[2]), f"{tag} instruction {ins!r}")
     elif tag == "random":
-        _require(len(ins) == 5 and isinstance(ins[1], str) and ins[1] in _N_PARAMS and _is_dtype(ins[2]) and _is_int(ins[3]) and ins[3] >= 0
-                 and _is_int(ins[4]) and ins[4] == _N_PARAMS[ins[1]], f"random instruction {ins!r}")
+        _require(len(ins) == 5 and isinstance(ins[1], str) and ins[1] in N_PARAMS and _is_dtype(ins[2]) and _is_int(ins[3]) and ins[3] >= 0
+                 and _is_int(ins[4]) and ins[4] == N_PARAMS[ins[1]], f"random instruction {ins!r}")
     elif tag == "op":
-        _require(len(ins) == 6 and isinstance(ins[1], str) and ins[1] in _codegen._OPS, f"operation {ins[1:2]!r}")
+        _require(len(ins) == 6 and isinstance(ins[1], str) and fusable(ins[1]), f"operation {ins[1:2]!r}")
         _, func, dtype, kwargs, args, compute = ins
-        arity = _codegen._OPS[func][0]
+        arity = UFUNCS[func].arity
         _require(_is_dtype(dtype) and _is_dtype(compute) and isinstance(kwargs, tuple), f"operation {ins!r}")
         _require(isinstance(args, tuple) and len(args) == arity and all(_is_int(a) and 0 <= a < i for a in args),
                  f"operands {args!r} of instruction {i}")
@@ -133,10 +133,8 @@ def _check_output(out: Any, n_instrs: int, ndim: int) -> None:
 
 def _check_reduction(reduction: tuple, ndim: int) -> None:
     """``(kind, axes, dtype, params)`` of a reduction output or a total."""
-    from . import program as _codegen
-
     kind, axes, dtype, params = reduction
-    _require(isinstance(kind, str) and kind in _codegen._COMBINE, f"reduction {kind!r}")
+    _require(isinstance(kind, str) and kind in REDUCTIONS and REDUCTIONS[kind].fusable, f"reduction {kind!r}")
     _require(isinstance(axes, tuple) and all(_is_int(a) and 0 <= a < ndim for a in axes), f"reduction axes {axes!r}")
     _require(_is_dtype(dtype) and isinstance(params, tuple), f"reduction {reduction!r}")
     _require(kind != "mean" or (len(params) >= 1 and _is_dtype(params[0])), f"mean parameters {params!r}")
@@ -148,8 +146,6 @@ def _is_int(value: Any) -> bool:
 
 def _is_dtype(value: Any) -> bool:
     """A native-order dtype (or its ``.str``) of one of the C types the kernels use."""
-    from .program import CTYPES
-
     if not isinstance(value, (str, np.dtype)):
         return False
     try:

@@ -28,6 +28,7 @@ from dask._task_spec import Alias, DataNode, GraphNode, List, Task, TaskRef, _is
 
 from .. import config
 from ..kernels import blocks as _blocks
+from . import plan as _plan
 from ..kernels.backend import empty_meta
 from ..runtime.cluster import active_workers, owner
 
@@ -1171,7 +1172,7 @@ class Fused(ArrayExpr):
         return (0,) * len(shape), shape, shape
 
     def _block_task(self, index: Index) -> GraphNode:
-        from ..codegen.program import run
+        from ..kernels.fused import run
 
         if self.operand("elements") == self.chunks:
             refs = [a.ref(self.operand_block(a, index)) for a in self.inputs]
@@ -1182,7 +1183,7 @@ class Fused(ArrayExpr):
 
 
 class Stencil(ArrayExpr):
-    """A group of stencil sweeps run as one task per block (made by the stencil pass; ``_stencil_kernels``
+    """A group of stencil sweeps run as one task per block (made by the stencil pass; ``kernels.stencil``
     describes ``plan``): each task gets its source blocks extended by the halos the group needs (only the
     strips of the neighbours travel) and runs the group's kernels, one per sweep, on shrinking regions.
     Its blocks are the group's output, or a tuple of outputs picked by ``FusedOutput``."""
@@ -1195,32 +1196,33 @@ class Stencil(ArrayExpr):
 
     @cached
     def _funcname(self) -> str:
-        from ..codegen.stencil import describe
+        from ..codegen.stencil_plan import describe
 
         return "stencil-" + describe(self.operand("plan"))
 
     @cached
     def dtype(self) -> np.dtype:
-        from ..codegen.stencil import output_dtypes
+        from ..codegen.stencil_plan import output_dtypes
 
         return output_dtypes(self.operand("plan"))[0]
 
     @cached
     def _tasks(self) -> dict:
-        """Per block: a task for its interior (``_stencil_kernels.split``), then one for the bands around
+        """Per block: a task for its interior (``codegen.stencil_plan.split``), then one for the bands around
         it that writes them into the interior's output blocks (each is the block's task when alone), and
         the halo strips the bands read."""
-        from ..codegen import stencil as _stencil_kernels
+        from ..codegen import stencil_plan as _stencil_plan
+        from ..kernels import stencil as _stencil_kernels
 
         plan, sources, backend = self.operand("plan"), self.sources, self.backend
         inner_name = f"{self._funcname}-interior-{self.deterministic_token}"
         layer: dict = {}
 
         def part(target: tuple, index: Index) -> tuple[tuple, list]:
-            kernel_boxes, source_boxes = _stencil_kernels.boxes(plan, [s.shape for s in sources], target)
+            kernel_boxes, source_boxes = _stencil_plan.boxes(plan, [s.shape for s in sources], target)
             refs, layouts, origins = [], [], []
             for source, box, axis_pieces in zip(sources, source_boxes,
-                                                _stencil_kernels.source_pieces(plan, sources, source_boxes)):
+                                                _plan.source_pieces(plan.wraps, sources, source_boxes)):
                 if box is None:
                     refs.append(List())
                     layouts.append(None)
@@ -1236,7 +1238,7 @@ class Stencil(ArrayExpr):
 
         for index in self.block_indices():
             block = tuple((o, o + n) for o, n in zip(self.block_offset(index), self.block_shape(index)))
-            interior, bands = _stencil_kernels.split(plan, sources, self.chunks, block)
+            interior, bands = _stencil_plan.split(plan, sources, self.chunks, block)
             inner = None
             if interior is not None:
                 key = (inner_name, *index) if bands else self.key(index)
@@ -1274,7 +1276,7 @@ class FusedOutput(ArrayExpr):
         return f"{self.fused._funcname}-out"
 
     def _block_task(self, index: Index) -> GraphNode:
-        from ..codegen.program import pick
+        from ..kernels.fused import pick
 
         # a total (or the epilogue's value) is 0-d (or keepdims), from the one block of the elements
         source = index if self.chunks == self.fused.chunks else (0,) * self.fused.ndim

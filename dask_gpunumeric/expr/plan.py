@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -124,3 +124,51 @@ def integer_plan(chunks: Sequence[int], i: int) -> AxisPlan:
     """Plan an axis indexed by one integer: a length-1 piece (the caller drops the axis afterwards)."""
     ((c, local, _),) = _split_segment(chunks, i, 1, 1)
     return ((((0, c, local),), None),)
+
+
+EDGE_MAPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
+    "periodic": lambda p, n: p % n,
+    "nearest": lambda p, n: np.clip(p, 0, n - 1),
+    "reflect": lambda p, n: np.where(p < 0, -p, np.where(p >= n, 2 * (n - 1) - p, p)),
+    "symmetric": lambda p, n: np.where(p < 0, -p - 1, np.where(p >= n, 2 * n - 1 - p, p)),
+}
+
+
+def _runs(indices: np.ndarray) -> list[Segment]:
+    """Source-0 segments (runs of step +1 or -1, else single elements) selecting ``indices`` in order."""
+    segments: list[Segment] = []
+    i = 0
+    while i < len(indices):
+        step = int(indices[i + 1] - indices[i]) if i + 1 < len(indices) else 0
+        j = i  # the run is indices[i..j]
+        if step in (1, -1):
+            while j + 1 < len(indices) and indices[j + 1] - indices[j] == step:
+                j += 1
+        segments.append((0, int(indices[i]), step if j > i else 1, j - i + 1))
+        i = j + 1
+    return segments
+
+
+def axis_segments(lo: int, hi: int, n: int, boundary: str) -> list[Segment]:
+    """Source-0 segments selecting positions ``lo..hi-1`` of an axis of length ``n`` in order, positions
+    outside ``0..n-1`` mapped by ``boundary`` (left out for "none")."""
+    inside = [(0, max(lo, 0), 1, min(hi, n) - max(lo, 0))] if min(hi, n) > max(lo, 0) else []
+    if boundary == "none":
+        return inside
+    edge = EDGE_MAPS[boundary]
+    return _runs(edge(np.arange(lo, min(hi, 0)), n)) + inside + _runs(edge(np.arange(max(lo, n), hi), n))
+
+
+def source_pieces(wraps: Sequence[Sequence[bool]], sources: Sequence[Any],
+                  source_boxes: Sequence[Any]) -> Iterator[list | None]:
+    """Per source of a stencil group, the pieces of its blocks covering its box along each axis (its halo
+    wrapping around the array's ends along the axes of ``wraps``; None where it is not read)."""
+    for wrap, source, box in zip(wraps, sources, source_boxes):
+        if box is None:
+            yield None
+            continue
+        yield [
+            segments_plan([source.chunks[d]], axis_segments(lo, hi, source.shape[d], "periodic" if wrap[d] else "none"),
+                          (hi - lo,))[0][0]
+            for d, (lo, hi) in enumerate(box)
+        ]

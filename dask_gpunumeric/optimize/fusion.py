@@ -17,10 +17,10 @@ from typing import Any
 from dask._expr import Expr
 from dask.tokenize import tokenize
 
-from ..codegen import program as _codegen
 from ..expr.nodes import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
+from ..kernels.fused import record_sources
 from .dag import DAG, UnionFind, rebuild
-from .fusable import is_fusable, is_fused_reduction
+from .programs import build_program, is_fusable, is_fused_reduction
 
 
 def _creates_cycle(dag: DAG, groups: UnionFind, a: str, b: str) -> bool:
@@ -127,8 +127,8 @@ def _build_group(dag: DAG, root: ArrayExpr, nodes: list[Expr], reductions: list[
     stores = [n for n in nodes if used_outside(n, names | reduced_names)]
     finished = [n for n in (*totals, *epilogue) if used_outside(n, names)]
     partials = [r for r in reductions if r._name not in names]
-    program, inputs, scalars = _codegen.build_program(nodes, [*stores, *finished], partials, totals, epilogue)
-    _codegen.record_sources(program, scalars)
+    program, inputs, scalars = build_program(nodes, [*stores, *finished], partials, totals, epilogue)
+    record_sources(program, scalars)
     first = nodes[-1]
     n_out = len(stores) + len(finished) + len(partials)
     # the token of a group is that of its members (cheaper than tokenizing the program)

@@ -14,13 +14,13 @@ import numpy as np
 from dask._expr import Expr
 from dask.tokenize import tokenize
 
-from ..codegen import program as _codegen
-from ..codegen import stencil as _stencil_kernels
-from ..codegen.stencil import FILL, WRAP
+from ..codegen.stencil_plan import tile_pairs
+from ..codegen.types import FILL, WRAP, Program, StencilCode, StencilPlan, Sweep, dtype_supported, scalar_supported
 from ..expr import plan as _plan
 from ..expr.nodes import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil
+from ..kernels.stencil import record_sources
 from .dag import DAG, UnionFind, rebuild
-from .fusable import is_fused_reduction
+from .programs import elemwise_supported, is_fused_reduction, op_compute_dtype
 
 Read = tuple[Expr, tuple[int, ...], tuple[int, ...], Any]  # (target, shift, edge mode per axis, fill value)
 
@@ -184,19 +184,19 @@ def _pointwise_reads(node: Expr, views: _Views) -> list[Read] | None:
     A SetItem reads its base, then its value (at the shift that places it in the box)."""
     if not isinstance(node, (Elemwise, SetItem)) or not 1 <= node.ndim <= 3:
         return None
-    if not _codegen.dtype_supported(node.dtype):
+    if not dtype_supported(node.dtype):
         return None
     if isinstance(node, Elemwise):
         arrays = [a for a in node.args if isinstance(a, ArrayExpr)]
-        if not _codegen.elemwise_supported(node) or any(a.shape not in (node.shape, ()) for a in arrays):
+        if not elemwise_supported(node) or any(a.shape not in (node.shape, ()) for a in arrays):
             return None
     else:
         region = _region(node)
         value = node.operand("value")
-        if region is None or not isinstance(value, ArrayExpr) and not _codegen._scalar_supported(value):
+        if region is None or not isinstance(value, ArrayExpr) and not scalar_supported(value):
             return None
         arrays = [node.array] + ([value] if isinstance(value, ArrayExpr) else [])
-    if any(a.backend != node.backend or not _codegen.dtype_supported(a.dtype) for a in arrays):
+    if any(a.backend != node.backend or not dtype_supported(a.dtype) for a in arrays):
         return None
     reads = [views.resolve(a) for a in arrays]
     if isinstance(node, SetItem) and len(reads) == 2:
@@ -511,7 +511,7 @@ class _Pass:
                 args = tuple(read(name, next(reads)) if isinstance(a, ArrayExpr) else scalar(a) for a in node.args)
                 kwargs = tuple(sorted(node.operand("kwargs").items()))
                 instrs.append(("op", node.operand("op"), node.dtype.str, kwargs, args,
-                               _codegen._op_compute_dtype(node).str))
+                               op_compute_dtype(node).str))
                 value[name] = len(instrs) - 1
             else:
                 base = next(reads)
@@ -524,8 +524,8 @@ class _Pass:
         outputs = tuple(("store", value[f]) for f in kernel.stores)
         outputs += tuple(("reduce", value[r.array._name], r.operand("kind"), tuple(r.operand("axes")), r.dtype.str,
                           r.operand("params")) for r in kernel.reductions)
-        program = (ndim, tuple(ins[2] for ins in instrs if ins[0] == "load"), tuple(instrs), outputs)
-        kernel.code = (program, buffer_dtypes, tuple(load_list), restricted,
+        program = Program(ndim, tuple(ins[2] for ins in instrs if ins[0] == "load"), tuple(instrs), outputs)
+        kernel.code = StencilCode(program, buffer_dtypes, tuple(load_list), restricted,
                        tuple(bases[f] if kernel.region is not None else None for f in kernel.stores),
                        tuple(self.nodes[f].dtype.str for f in kernel.stores))
         kernel.scalars = tuple(scalars)
@@ -594,12 +594,13 @@ class _Pass:
                                     else 0 for d, m in enumerate(modes)), fill, self.nodes[t].shape)
                              for t, modes, fill in zip(k.targets, k.modes, k.fills))
 
-            plan = (ndim, kernels[0].frame[0],
-                    tuple((k.code, tuple(number[t] for t in k.targets), k.region_values, edges(k)) for k in kernels),
-                    tuple(number[f] for f in outputs), tuple(d in periodic for d in range(ndim)),
-                    tuple(tuple(wraps[s]) for s in sources), tuple((j, out) for j, out, _ in reductions))
-            plan += (_stencil_kernels.tile_pairs(plan) if self.settings["stencil-tiles"] else (),)
-            _stencil_kernels.record_sources(plan)
+            plan = StencilPlan(ndim, kernels[0].frame[0],
+                               tuple(Sweep(k.code, tuple(number[t] for t in k.targets), k.region_values, edges(k))
+                                     for k in kernels),
+                               tuple(number[f] for f in outputs), tuple(d in periodic for d in range(ndim)),
+                               tuple(tuple(wraps[s]) for s in sources), tuple((j, out) for j, out, _ in reductions))
+            plan = plan._replace(pairs=tile_pairs(plan) if self.settings["stencil-tiles"] else ())
+            record_sources(plan)
             token = tokenize(fields, [r._name for _, _, r in reductions], [k.scalars for k in kernels])
             node = Stencil(plan, kernels[0].frame[1], kernels[0].frame[2], tuple(k.scalars for k in kernels),
                            *[self.nodes[s] for s in sources], _determ_token=token)

@@ -749,7 +749,7 @@ def summary(built: Built) -> dict[str, Any]:
 
 def _is_kernel(task: GraphNode) -> bool:
     """Whether a task runs generated kernels: a fused group's, or a stencil group's (one per sweep)."""
-    from ...codegen import program as _codegen
-    from ...codegen import stencil as _stencil_kernels
+    from ...kernels import fused as _fused
+    from ...kernels import stencil as _stencil_kernels
 
-    return getattr(task, "func", None) in (_codegen.run, _stencil_kernels.run)
+    return getattr(task, "func", None) in (_fused.run, _stencil_kernels.run)

@@ -1,0 +1,128 @@
+"""What generated kernels are made from: the C types of the dtypes they handle, exact C++ constants, and the
+typed programs (``Program``, a stencil group's ``StencilPlan`` and its sweeps' ``StencilCode``).
+
+The typed programs are NamedTuples that print (``repr``) and compare as plain tuples: kernel names are hashes
+of that text, and programs are cache keys and task arguments.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+#: dtype name -> the C++ type generated kernels hold it in
+CTYPES = {
+    "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
+    "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
+    "uint64": "unsigned long long", "float32": "float", "float64": "double",
+}
+
+#: C++ type -> its NumPy dtype
+NP_OF_CTYPE = {v: np.dtype(k) for k, v in CTYPES.items()}
+
+
+def ctype(dt: str | np.dtype) -> str:
+    """The C++ type of a dtype (or its ``.str``)."""
+    return CTYPES[np.dtype(dt).name]
+
+
+def dtype_supported(dtype: np.dtype) -> bool:
+    """Dtypes the generated kernels handle (no complex, no float16, native byte order only)."""
+    return np.dtype(dtype).name in CTYPES and np.dtype(dtype).isnative
+
+
+def scalar_supported(value: Any) -> bool:
+    """Python and NumPy scalars a kernel takes as an argument."""
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    if isinstance(value, (int, np.integer)):
+        return -(2**63) <= int(value) < 2**64
+    return isinstance(value, (float, np.floating)) and dtype_supported(np.asarray(value).dtype)
+
+
+def c_literal(ct: str, value: Any) -> str:
+    """``value`` as an exact C++ constant of C type ``ct``: floats in hexadecimal (their bits where not
+    finite), integers through their two's-complement bits."""
+    dt = NP_OF_CTYPE[ct]
+    v = dt.type(value)
+    if dt.kind == "b":
+        return "true" if v else "false"
+    if dt.kind == "f":
+        if np.isfinite(v):
+            return float(v).hex() + ("f" if ct == "float" else "")
+        return (f"__uint_as_float({int(v.view(np.uint32)):#x}u)" if ct == "float"
+                else f"__longlong_as_double({int(v.view(np.int64))}ll)")
+    return f"({ct}){int(v) % 2 ** (8 * dt.itemsize)}ull"
+
+
+def _as_tuple(self: tuple) -> str:
+    """A typed program's text: the plain tuple's (kernel names hash it)."""
+    return tuple.__repr__(self)
+
+
+# edge modes of a stencil sweep's reads: what a read past a buffer's ends gives
+WRAP = 1  # the element a period away (the buffer holds a whole period of a cyclic axis)
+FILL = 2  # a constant (reads past the ends of an array padded with it)
+
+TILE = (32, 64)  # outputs of a thread block of a pair kernel (rows, columns): 64 columns keep rows coalesced
+TILE_THREADS = 256
+TILE_HALO = 2  # the largest offset per axis at which the second sweep of a pair may read the first's outputs
+
+
+class Program(NamedTuple):
+    """What one fused group computes per block, in SSA form (``codegen.program``): value ``i`` is defined by
+    instruction ``i``; ``inputs`` holds the dtypes of the external inputs, ``outputs`` the stores and
+    reductions."""
+
+    ndim: int
+    inputs: tuple[str, ...]
+    instrs: tuple[tuple, ...]
+    outputs: tuple[tuple, ...]
+
+    __repr__ = _as_tuple
+
+
+class StencilCode(NamedTuple):
+    """What one stencil sweep's generated kernel depends on (``codegen.stencil``): its ``program``, whose
+    ``("load", k, dtype)`` reads buffer slot ``loads[k][0]`` at offset ``loads[k][1]`` (``()``: a 0-d
+    array), the slots' dtypes, the axes where a region applies, per store what it keeps outside the region
+    (``(slot, offset)`` or None) and the stores' dtypes."""
+
+    program: Program
+    buffers: tuple[str, ...]
+    loads: tuple[tuple[int, tuple[int, ...]], ...]
+    restricted: tuple[int, ...]
+    bases: tuple[Any, ...]
+    out_dtypes: tuple[str, ...]
+
+    __repr__ = _as_tuple
+
+
+class Sweep(NamedTuple):
+    """One kernel of a stencil group: its code, the group's buffer number of each of its slots, its region
+    (``(lo, hi)`` per restricted axis) and per slot ``(modes, fill, extent)``: what reads past the slot's
+    buffer give along each axis."""
+
+    code: StencilCode
+    slots: tuple[int, ...]
+    region: tuple[tuple[int, int], ...]
+    edges: tuple[tuple[tuple[int, ...], Any, tuple[int, ...]], ...]
+
+    __repr__ = _as_tuple
+
+
+class StencilPlan(NamedTuple):
+    """A stencil group (``codegen.stencil_plan``): the fields' ``shape``, its ``sweeps`` in order, the
+    buffers it returns, whether each axis is ``periodic``, per source and axis whether its halo ``wraps``,
+    its full ``reductions`` (``(sweep, output)``) and the sweeps run in ``pairs`` (``tile_pairs``)."""
+
+    ndim: int
+    shape: tuple[int, ...]
+    sweeps: tuple[Sweep, ...]
+    outputs: tuple[int, ...]
+    periodic: tuple[bool, ...]
+    wraps: tuple[tuple[bool, ...], ...]
+    reductions: tuple[tuple[int, int], ...]
+    pairs: tuple[int, ...] = ()
+
+    __repr__ = _as_tuple

@@ -1,0 +1,343 @@
+"""What a Fused task runs on one block: its program (``codegen.program``) interpreted with the block functions
+on NumPy blocks (the reference), or its generated kernel launched on CuPy blocks.
+
+A program compiles once per worker whatever its scalar values (and once per launch variant: flat or strided,
+Philox group, 32-bit or 64-bit positions, which inputs are one element); values that come back get a kernel
+specialized to them, compiled in the background (``_Kernel``). A launch is one full wave of thread blocks
+(``cuda.wave_blocks``).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .. import config
+from ..codegen import program as _program
+from ..codegen import types as _types
+from . import blocks as _blocks
+from . import cuda as _cuda
+from . import philox as _philox
+from .backend import namespace
+
+
+def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
+              global_shape: tuple[int, ...], inputs: Sequence[Any], backend: str) -> list[Any]:
+    """Evaluate a program on one block with the unfused block functions; returns the outputs."""
+    xp = namespace(*inputs) if inputs else (np if backend == "numpy" else __import__("cupy"))
+    values: list[Any] = []
+    for ins in program.instrs:
+        tag = ins[0]
+        if tag == "load":
+            values.append(inputs[ins[1]])
+        elif tag == "scalar":
+            values.append(scalars[ins[1]])
+        elif tag == "full":
+            values.append(xp.full(shape, scalars[ins[1]], dtype=np.dtype(ins[2])))
+        elif tag == "random":
+            kind, dt, slot, nparams = ins[1], np.dtype(ins[2]), ins[3], ins[4]
+            key = (scalars[slot], scalars[slot + 1])
+            values.append(_philox.draw_block(kind, key, scalars[slot + 2], global_shape, offset, shape, dt,
+                                             tuple(scalars[slot + 3 : slot + 3 + nparams]), xp=xp))
+        elif tag == "total":
+            _, kind, dt, i, axes, params, keepdims = ins
+            partial = _blocks.reduce_chunk(kind, _block_of(values[i], shape), axes, np.dtype(dt), params, ())
+            values.append(_blocks.reduce_finish(kind, partial, axes, keepdims, np.dtype(dt), params))
+        else:
+            _, func, dt, kwargs, args, _ = ins
+            values.append(_blocks.elemwise(func, np.dtype(dt), dict(kwargs), *[values[j] for j in args]))
+    finished = _program.epilogue_values(program.instrs)
+    return [values[out[1]] if out[1] in finished else _output(out, values, shape) for out in program.outputs]
+
+
+def _block_of(value: Any, shape: tuple[int, ...]) -> Any:
+    """A value as a whole block (a broadcast load or scalar spread over it)."""
+    return value if value.shape == shape else namespace(value).broadcast_to(value, shape)
+
+
+def _output(out: tuple, values: list[Any], shape: tuple[int, ...]) -> Any:
+    value = _block_of(values[out[1]], shape)
+    if out[0] == "store":
+        return value
+    _, _, kind, axes, dt, params = out
+    return _blocks.reduce_chunk(kind, value, axes, np.dtype(dt), params, ())
+
+
+#: Blocks of fewer elements than this are indexed with 32-bit ints (the margin: grid-stride loops step past
+#: the end by up to a grid's threads times the elements each handles per step).
+INT_INDEX_LIMIT = 2**31 - 2**26
+
+
+def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
+                     global_shape: tuple[int, ...]) -> tuple[_program.Variant, list[Any]]:
+    """The kernel variant of one launch (mode, Philox group, index type, single-element inputs) and its
+    geometry arguments."""
+    ndim = program.ndim
+    gstrides = [math.prod(global_shape[d + 1 :]) for d in range(ndim)]
+    goff = sum(o * s for o, s in zip(offset, gstrides))
+    size = math.prod(shape)
+    shape = tuple(shape)
+    index, to_index = ("int", np.int32) if size < INT_INDEX_LIMIT else ("long long", np.int64)
+    flat = all((a.size == 1) or (a.shape == shape and a.flags.c_contiguous) for a in inputs)
+    contiguous_in_global = shape[1:] == tuple(global_shape[1:])
+    philox = _program.philox_group(program.instrs)
+    if flat and (contiguous_in_global or not philox):
+        # flat mode keys random draws by goff + t: only right when the block is contiguous in the global
+        # array; otherwise the strided mode maps each element to its global index
+        singles = frozenset(k for k, a in enumerate(inputs) if a.size == 1)
+        return _program.Variant("flat", philox or 1, index, singles), [to_index(size), np.int64(goff)]
+    geometry: list[Any] = [to_index(size), np.int64(goff)]
+    for d in range(ndim):
+        geometry += [to_index(shape[d]), np.int64(gstrides[d])]
+    for a in inputs:
+        lead = ndim - a.ndim
+        for d in range(ndim):
+            if d < lead or a.shape[d - lead] == 1:
+                geometry.append(np.int64(0))
+            else:
+                geometry.append(np.int64(a.strides[d - lead] // a.itemsize))
+    return _program.Variant("strided", 1, index, frozenset()), geometry
+
+
+def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
+             global_shape: tuple[int, ...], inputs: Sequence[Any]) -> list[Any]:
+    """Run a program on one block of CuPy arrays with its generated kernel (one launch); returns the outputs.
+    What depends on the program alone (the kernel, its grid, its scalar arguments for given values) is
+    made once (``_kernel``); the per-block partials of full reductions live in a per-stream workspace."""
+    import cupy
+
+    ndim, input_dtypes, instrs, outputs = program
+    inputs = [a if a.dtype == dt else a.astype(dt) for a, dt in zip(inputs, input_dtypes)]
+    size = math.prod(shape)
+    if not size:  # nothing to launch: the block functions give empty outputs (and totals of nothing)
+        return run_numpy(program, scalars, offset, shape, global_shape, inputs, "cupy")
+    variant, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
+    kernel = _kernel(program, variant)
+    launch = kernel.launch(scalars)
+    per_thread = variant.group * _program.PHILOX_STEPS if variant.group > 1 else _program.UNROLL if variant.mode == "flat" else 1
+    blocks = max(1, min(-(-size // (per_thread * _THREADS)), launch.max_blocks))
+    after = _program.epilogue_values(instrs)
+    bufs, results = [], []
+    for k, out in enumerate(outputs):
+        if k in kernel.finals:
+            result, buffer = final_buffer(program, k, size)
+            bufs.append(buffer)
+            results.append(result)
+        else:
+            value_shape = (1,) * after[out[1]] if out[1] in after else shape
+            bufs.append(cupy.empty(value_shape, dtype=_program.value_dtype(instrs[out[1]])))
+            results.append(bufs[-1])
+    bufs += fold_buffers(program, blocks)
+    launch.function((blocks,), (_THREADS,), (*inputs, *bufs, *launch.args, *geometry))
+    # a reduction over some axes: of the stored block, once the kernel has written it
+    return [_blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
+            if out[0] == "reduce" and k not in kernel.finals else r for k, (out, r) in enumerate(zip(outputs, results))]
+
+
+def final_buffer(program: tuple, k: int, size: int) -> tuple[dict[str, Any], Any]:
+    """The result of output ``k``, a full reduction over ``size`` elements finished in the launch, as the partial
+    ``_blocks.reduce_chunk`` gives, and the one-element device array the kernel writes it to (``fin<k>``)."""
+    import cupy
+
+    out = program.outputs[k]
+    final = cupy.empty((1,) * program.ndim, dtype=_program.final_dtype(out))
+    return ({"s": final, "n": size} if out[2] == "mean" else {"v": final}), final
+
+
+def fold_buffers(program: tuple, blocks: int) -> list[Any]:
+    """The kernel arguments of a launch of ``blocks`` thread blocks for its folds' partials and the ticket
+    (``fold_params``), in the current stream's workspace."""
+    folds = _program.program_folds(program)
+    if not folds:
+        return []
+    workspace = _workspace()
+    return [*workspace.partials(blocks, [fold.acc for fold in folds]), workspace.ticket]
+
+
+_THREADS = 256  # threads per block: the kernels' __launch_bounds__ and shared-memory trees assume it
+
+
+class _Workspace:
+    """Device memory that the kernels launched on one stream share, one launch after another (a stream runs
+    its launches in order): the zeroed counter with which full reductions find their last thread block
+    (each kernel resets it to zero when it finishes), and room for the thread blocks' partials."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.ticket = cupy.zeros(1, dtype=np.uint32)
+        self._room = cupy.empty(0, dtype=np.uint8)
+
+    def partials(self, blocks: int, dtypes: Sequence[np.dtype]) -> list[Any]:
+        """Pointers (kernel arguments) to an array of ``blocks`` partials of each of ``dtypes`` (of at most 8
+        bytes each)."""
+        import cupy
+
+        count = len(dtypes)
+        need = 8 * blocks * count
+        if self._room.nbytes < need:
+            self._room = cupy.empty(need, dtype=np.uint8)  # the old room is freed in stream order
+        base = self._room.data.ptr
+        return [np.uintp(base + 8 * blocks * j) for j in range(count)]
+
+
+@functools.lru_cache(maxsize=None)
+def _workspace_for(device: int, stream: int) -> _Workspace:
+    return _Workspace()
+
+
+def _workspace() -> _Workspace:
+    """The workspace of the current device and stream."""
+    import cupy
+
+    return _workspace_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
+
+
+def _scalar_arg(scalars: Sequence[Any], k: int, ctype: str, instrs: Sequence[tuple]) -> Any:
+    """The kernel argument of scalar slot ``k``: random parameters converted as the Philox stream
+    defines them; other values cast to their C type."""
+    for ins in instrs:
+        if ins[0] == "random" and ins[3] + 3 <= k < ins[3] + 3 + ins[4]:
+
+            slot = ins[3]
+            converted = _philox._check_params(ins[1], np.dtype(ins[2]), scalars[slot + 3 : slot + 3 + ins[4]])
+            return converted[k - slot - 3]
+    return _types.NP_OF_CTYPE[ctype].type(scalars[k])
+
+
+def scalar_args(instrs: Sequence[tuple], scalars: Sequence[Any]) -> list[Any]:
+    """The scalar kernel arguments of a program's instructions for these scalar values: each slot as its
+    C type (``s<k>``), then each scalar operand converted to the type it is computed in."""
+    types = _program.scalar_ctypes(instrs)
+    return ([_scalar_arg(scalars, k, types[k], instrs) for k in sorted(types)]
+            + [_cast_arg(scalars, instrs, j, ct) for j, ct in _program.scalar_casts(instrs)])
+
+
+def _cast_arg(scalars: Sequence[Any], instrs: Sequence[tuple], j: int, ctype: str) -> Any:
+    """The value of scalar instruction ``j`` as its own C type, then converted to ``ctype`` (what ``(ctype)v``
+    gives in C: NumPy's casts round the same way)."""
+    own = _types.NP_OF_CTYPE[_types.ctype(instrs[j][2])].type(scalars[instrs[j][1]])
+    return _types.NP_OF_CTYPE[ctype].type(own)
+
+
+class _Launch(NamedTuple):
+    """What a launch of a program variant with one set of scalar values calls: the compiled function, the
+    most thread blocks worth launching (one full wave), and the scalar arguments."""
+
+    function: Any
+    max_blocks: int
+    args: tuple
+
+
+class _ValueSet:
+    """The launches of a kernel with one set of scalar values: how many so far, what they call, and the
+    compilation of a kernel specialized to the values, while it runs (or whether one was tried)."""
+
+    __slots__ = ("launches", "launch", "pending", "tried")
+
+    def __init__(self, launch: _Launch) -> None:
+        self.launches, self.launch, self.pending, self.tried = 0, launch, None, False
+
+
+class _Kernel:
+    """A compiled variant of a program: the full reductions finished in the launch (and which outputs they
+    give), and the launch (``_Launch``) for the scalar values of recent calls. The kernel takes its scalars
+    as arguments, so that new values need no compilation. Scalar values that come back (a Python constant
+    of the user's code, a seed) get a kernel specialized to them from their ``SPECIALIZE_AFTER``-th launch
+    on (``gpunumeric.specialize``), compiled in the background while the generic kernel keeps running:
+    their constants fold into the instructions and free registers, as in a hand-written kernel. The grid
+    of each is one full wave: as many blocks as the device keeps resident at once; a grid-stride loop
+    covers the rest, where a partial second wave would leave multiprocessors idle."""
+
+    _REMEMBERED = 64  # scalar value sets kept (a loop changing a scalar each step would grow without bound)
+    SPECIALIZE_AFTER = 2  # launches with the same scalar values before a kernel is specialized to them
+    MAX_SPECIALIZED = 8  # value sets with a specialized kernel, at most (each is a compilation)
+
+    def __init__(self, program: tuple, variant: _program.Variant) -> None:
+
+        self._program, self._variant = program, variant
+        self.finals = _program.final_outputs(program)
+        self._generic = _cuda.compile_function(*self._source(()), _THREADS)
+        self._values: dict[tuple, _ValueSet] = {}
+        self._specialized = 0
+
+    def _source(self, constants: tuple) -> tuple[str, str]:
+        variant = self._variant
+        return _program.kernel_source(self._program, variant.mode, variant.group, variant.index,
+                             tuple(sorted(variant.singles)), constants)
+
+    def launch(self, scalars: Sequence[Any]) -> _Launch:
+        """The launch for these scalar values (remembered by value and type: 1 and 1.0 are equal in Python)."""
+        key = tuple((type(v), v) for v in scalars)
+        values = self._values.get(key)
+        if values is None:
+            if len(self._values) >= self._REMEMBERED:
+                self._values.clear()
+                self._specialized = 0
+            values = self._values[key] = _ValueSet(_Launch(*self._generic, tuple(scalar_args(self._program.instrs, scalars))))
+        values.launches += 1
+        if values.pending is not None and values.pending.done():
+            self._finish_specialization(values)
+        elif (not values.tried and values.launch.args and values.launches >= self.SPECIALIZE_AFTER
+              and self._specialized < self.MAX_SPECIALIZED and config.get("specialize")):
+
+            values.tried = True
+            self._specialized += 1
+            values.pending = _cuda.compile_in_background(*self._source(values.launch.args), _THREADS)
+        return values.launch
+
+    @staticmethod
+    def _finish_specialization(values: _ValueSet) -> None:
+        pending, values.pending = values.pending, None
+        error = pending.exception()
+        if error is None:
+            values.launch = _Launch(*pending.result(), ())
+        else:  # a generated source nvcc compiles in CI: a bug, but the generic kernel gives the same results
+            warnings.warn(f"dask_gpunumeric: a kernel specialized to its scalar values did not compile ({error}); "
+                          "the generic kernel runs instead. Please report this; gnp.config.set(specialize=False) "
+                          "turns specialization off.", RuntimeWarning, stacklevel=3)
+
+
+@functools.lru_cache(maxsize=256)
+def _kernel(program: tuple, variant: _program.Variant) -> _Kernel:
+    """The compiled kernel of a program variant (compiled once per process; CuPy also caches on disk)."""
+    return _Kernel(program, variant)
+
+
+def record_sources(program: tuple, scalars: Sequence[Any]) -> None:
+    """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write every kernel variant of a program there (and the one
+    specialized to these scalar values), so that nvcc compiles what the test suite generated even on
+    machines without a GPU."""
+
+    if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
+        return
+    singles = tuple(range(len(program.inputs)))
+    variants = [("flat", 1, ()), ("strided", 1, ()), ("flat", 1, singles)]
+    if _program.philox_group(program.instrs):
+        variants.append(("flat", _program.philox_group(program.instrs), ()))
+    for mode, group, single in variants:
+        for index in ("int", "long long"):
+            _cuda.record_source(_program.kernel_source(program, mode, group, index, single)[0])
+    constants = tuple(scalar_args(program.instrs, scalars))
+    if constants:
+        _cuda.record_source(_program.kernel_source(program, *variants[-1][:2], "int", (), constants)[0])
+
+
+def run(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
+        global_shape: tuple[int, ...], backend: str, *inputs: Any) -> Any:
+    """Task function of a Fused block: the outputs (one value, or a tuple when there are several)."""
+    if backend == "cupy":
+        results = run_cuda(program, scalars, offset, shape, global_shape, inputs)
+    else:
+        results = run_numpy(program, scalars, offset, shape, global_shape, inputs, backend)
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def pick(outputs: tuple, k: int) -> Any:
+    """Output ``k`` of a multi-output Fused block."""
+    return outputs[k]

@@ -1,0 +1,354 @@
+"""What the tasks of a ``Stencil`` group run: source blocks extended by halos in, one sweep after another on a
+shrinking region (``codegen.stencil_plan``), the group's output blocks out. On NumPy blocks a sweep's program
+is interpreted on windows of the buffers (``fused.run_numpy``); on CuPy blocks it is its generated kernel
+(``codegen.stencil``), and pairs of 2-d sweeps one pair kernel.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..codegen import stencil as _stencil_source
+from ..codegen import stencil_plan as _stencil_plan
+from ..codegen.stencil_plan import Box
+from ..codegen.types import FILL, NP_OF_CTYPE, TILE, TILE_THREADS, WRAP, ctype
+from . import blocks as _blocks
+from . import cuda as _cuda
+from . import fused as _fused
+from .backend import module, namespace
+
+def run(plan: tuple, scalars: tuple, block: Box, backend: str, into: Any, parts: tuple, *pieces: Sequence[Any]) -> Any:
+    """Task function of a Stencil block: the group's outputs (one, or a tuple of several): its output blocks,
+    then the partials of its full reductions over the block.
+
+    Computes each part ``(target, kernel_boxes, origins, layouts)`` (a box of the block, the box of each
+    kernel, and the origin and layout of each source's extended block) into the output blocks ``into``
+    (another task's outputs, written in place, its partials combined with the parts') or new ones.
+    ``pieces`` are each part's sources' pieces."""
+    xp = module(backend)
+    extent = tuple(hi - lo for lo, hi in block)
+    n_out, n_sources = len(plan.outputs), len(plan.wraps)
+    values = [] if into is None else list(into) if isinstance(into, tuple) else [into]
+    outs = values[:n_out] or [xp.empty(extent, dtype=dt) for dt in _stencil_plan.output_dtypes(plan)[:n_out]]
+    partials = [values[n_out:]] if values[n_out:] else []
+    for p, part in enumerate(parts):
+        partials.append(_run_part(plan, scalars, part, pieces[p * n_sources : (p + 1) * n_sources], block, outs,
+                                  backend))
+    results = outs + [_combined(plan, r, [p[i] for p in partials]) for i, r in enumerate(plan.reductions)]
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def _combined(plan: tuple, reduction: tuple[int, int], partials: list[dict[str, Any]]) -> dict[str, Any]:
+    """One partial of a full reduction from those of a block's parts."""
+    if len(partials) == 1:
+        return partials[0]
+    _, (_, _, kind, axes, _, params) = _stencil_plan.reduction_of(plan, reduction)
+    return _blocks.reduce_combine(kind, partials, (len(partials),) + (1,) * (plan.ndim - 1), axes, params)
+
+
+def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], block: Box, outs: list,
+              backend: str) -> list[dict[str, Any]]:
+    """Compute one part of a block into ``outs``; the partials of the group's full reductions over it."""
+    target, kernel_boxes, origins, layouts = part
+    kernels, outputs = plan.sweeps, plan.outputs
+    xp = module(backend)
+    origin = tuple(lo for lo, _ in block)
+    buffers: dict[int, tuple[Any, tuple[int, ...]]] = {
+        s: (_blocks.halo_block(pieces[s], layout), origins[s]) for s, layout in enumerate(layouts) if layout is not None
+    }
+    last_read = _last_reads(plan)
+    output_of = {b: j for j, b in enumerate(outputs)}
+    partials: dict[tuple[int, int], dict[str, Any]] = {}
+    buffer = len(layouts)
+    pairs = set(plan.pairs) if backend in _TILED_BACKENDS else set()
+    pair = None  # sweep k of a pair kernel: what it needs, to run with sweep k + 1
+    for k, ((code, slots, region, edges), box) in enumerate(zip(kernels, kernel_boxes)):
+        fields = range(buffer, buffer + len(code.out_dtypes))
+        inputs = [buffers.get(b) for b in slots]
+        if k in pairs:
+            pair = _pair_part(plan, k, inputs, [buffers.get(b) for b in kernels[k + 1][1]], box, kernel_boxes[k + 1])
+            if pair is not None:  # its outputs only ever live in the pair kernel's shared memory
+                buffer += len(code.out_dtypes)
+                continue
+        # a field that is an output computed just for the target goes straight into the output block
+        dests = [(outs[output_of[f]], origin) if f in output_of and box == target
+                 else (xp.empty(tuple(hi - lo for lo, hi in box), dtype=dt), tuple(lo for lo, _ in box))
+                 for f, dt in zip(fields, code.out_dtypes)]
+        if pair is not None:
+            _run_pair(plan, k - 1, pair, inputs, box, scalars, dests)
+            pair = None
+        elif not _stencil_plan.is_empty(box):
+            reduced = _run_kernel(code, inputs, edges, region, box, scalars[k], plan.shape, backend, dests, target)
+            partials.update({(k, j): partial for j, partial in reduced.items()})
+        for f, dest in zip(fields, dests):
+            buffers[f] = dest
+            if f in output_of and box != target and not _stencil_plan.is_empty(target):
+                _window((outs[output_of[f]], origin), target, ())[...] = _window(dest, target, ())
+        buffer += len(code.out_dtypes)
+        for b in [b for b, last in last_read.items() if last <= k]:  # < k: read by a pair kernel
+            buffers.pop(b, None)
+    return [partials[r] if r in partials else _empty_partial(plan, r, xp) for r in plan.reductions]
+
+
+def _empty_partial(plan: tuple, reduction: tuple[int, int], xp: Any) -> dict[str, Any]:
+    """The partial of a full reduction over no elements (a part with an empty target)."""
+    program, (_, v, kind, axes, dtype, params) = _stencil_plan.reduction_of(plan, reduction)
+    empty = xp.empty((0,) * plan.ndim, dtype=program.instrs[v][2])
+    return _blocks.reduce_chunk(kind, empty, axes, np.dtype(dtype), params, ())
+
+
+def _last_reads(plan: tuple) -> dict[int, int]:
+    """The last kernel reading each buffer."""
+    last: dict[int, int] = {}
+    for k, (_, slots, *_) in enumerate(plan.sweeps):
+        for b in slots:
+            last[b] = k
+    return last
+
+
+def _edges(code: tuple, inputs: list, region: tuple, box: Box, edges: tuple) -> tuple:
+    """Per buffer slot and axis, the edge mode of the reads of a sweep past the ends of what the slot holds
+    (0 where none is): with WRAP past its buffer's, with FILL past its array's (``edges``: the plan's per
+    slot ``(modes, fill, extent)``)."""
+    _, _, loads, restricted, bases, _ = code
+    value = _stencil_plan.value_box(box, restricted, region)
+    reads = [] if _stencil_plan.is_empty(value) else [(slot, value, offset) for slot, offset in loads]
+    reads += [(base[0], box, base[1]) for base in bases if base is not None]
+    active = [[0] * len(modes) for modes, _, _ in edges]
+    for slot, window, offset in reads:
+        if offset and inputs[slot] is not None:
+            array, origin = inputs[slot]
+            modes, _, extent = edges[slot]
+            for d, ((lo, hi), e, o) in enumerate(zip(window, offset, origin)):
+                ends = (o, o + array.shape[d]) if modes[d] == WRAP else (0, extent[d])
+                if lo + e < ends[0] or hi + e > ends[1]:
+                    active[slot][d] = modes[d]
+    return tuple(map(tuple, active))
+
+
+def _window(buffer: tuple[Any, tuple[int, ...]], box: Box, offset: Sequence[int], edges: Sequence[int] = (),
+            fill: Any = None, extent: Sequence[int] = ()) -> Any:
+    """The part of a buffer (an array and the position of its first element) at ``box + offset``; along
+    axes with an edge mode (``_edges``), positions past its ends taken around it (WRAP), or past the ends
+    ``[0, extent)`` of its array given ``fill`` (FILL)."""
+    array, origin = buffer
+    offset = tuple(offset) or (0,) * len(origin)
+    bounds = [(lo + e - o, hi + e - o) for (lo, hi), e, o in zip(box, offset, origin)]
+    edges = tuple(edges) or (0,) * len(bounds)
+    view = array[tuple(slice(None) if mode else slice(*b) for b, mode in zip(bounds, edges))]
+    xp = namespace(array)
+    for d, ((lo, hi), mode, o) in enumerate(zip(bounds, edges, origin)):
+        positions = np.arange(lo, hi)
+        if mode == WRAP:
+            view = xp.take(view, xp.asarray(positions % array.shape[d]), axis=d)
+        elif mode == FILL:
+            inside = np.nonzero((positions + o >= 0) & (positions + o < extent[d]))[0]
+            filled = xp.full(view.shape[:d] + (hi - lo,) + view.shape[d + 1 :], fill, dtype=array.dtype)
+            filled[(slice(None),) * d + (xp.asarray(inside),)] = xp.take(view, xp.asarray(positions[inside]), axis=d)
+            view = filled
+    return view
+
+
+def _run_kernel(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple,
+                shape: tuple[int, ...], backend: str, dests: list, target: Box) -> dict[int, dict[str, Any]]:
+    """One sweep over ``box``, written into ``dests`` (per store: an array and its origin); ``inputs`` per
+    buffer slot (an array and its origin), ``edges`` the plan's per slot ``(modes, fill, extent)``. Returns
+    the partial of each full reduction of the sweep (by output number) over ``target``."""
+    if backend == "cupy":
+        return _run_cuda(code, inputs, edges, region, box, scalars, dests, target)
+    return _run_interpreted(code, inputs, edges, region, box, scalars, shape, backend, dests, target)
+
+
+def _run_interpreted(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple,
+                     shape: tuple[int, ...], backend: str, dests: list, target: Box) -> dict[int, dict[str, Any]]:
+    program, _, loads, restricted, bases, out_dtypes = code
+    active = _edges(code, inputs, region, box, edges)
+
+    def window(slot: int, where: Box, offset: Sequence[int]) -> Any:
+        _, fill, extent = edges[slot]
+        return _window(inputs[slot], where, offset, active[slot], fill, extent)
+
+    outs = [_window(dest, box, ()) for dest in dests]
+    for out, base in zip(outs, bases):
+        if base is not None:
+            out[...] = window(base[0], box, base[1])
+    value = _stencil_plan.value_box(box, restricted, region)
+    if _stencil_plan.is_empty(value):
+        return {}
+    views = [window(slot, value, offset) for slot, offset in loads]
+    inner = tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(value, box))
+    stores = program._replace(outputs=tuple(("store", out[1]) for out in program.outputs))  # reductions: over the target
+    values = _fused.run_numpy(stores, scalars, tuple(lo for lo, _ in value), tuple(hi - lo for lo, hi in value),
+                                shape, views, backend)
+    for out, v in zip(outs, values):
+        out[inner] = v
+    reduced = {}
+    for j, (out, v) in enumerate(zip(program.outputs, values)):
+        if out[0] == "reduce":
+            part = v[tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(target, value))]
+            reduced[j] = _blocks.reduce_chunk(out[2], part, out[3], np.dtype(out[4]), out[5], ())
+    return reduced
+
+
+WAVES = 8  # thread blocks of a kernel with full reductions: this many full waves (H200: 1 wave 34 ms, 8 waves
+
+
+_TILED_BACKENDS = frozenset({"cupy"})  # where pair kernels run (the CPU kernel emulator adds "numpy")
+
+
+def _pair_part(plan: tuple, k: int, inputs: list, inputs_b: list, box: Box, box_b: Box) -> tuple | None:
+    """What kernel ``k`` of a pair needs to run with kernel ``k + 1`` in a pair kernel over these boxes and
+    buffers (``inputs_b``: the second's, but the first's outputs): its inputs, edges over what it computes,
+    box, the shared slots and the second's edges; None where the two run as two kernels (a box empty, or
+    wrapped reads of the first more than a period away)."""
+    if _stencil_plan.is_empty(box) or _stencil_plan.is_empty(box_b):
+        return None
+    (first, _, region, edges), (second, _, region_b, edges_b) = plan.sweeps[k], plan.sweeps[k + 1]
+    shared = _stencil_plan.pair_shared(plan, k)
+    placed = list(inputs_b)
+    for slot, _ in shared:  # the first's outputs as buffers of its box, for their edges (only shapes are read)
+        placed[slot] = (np.broadcast_to(np.int8(0), tuple(hi - lo for lo, hi in box)), tuple(lo for lo, _ in box))
+    active_b = _edges(second, placed, region_b, box_b, edges_b)
+    halo = _stencil_source.tile_halo(second, shared)
+    # along axes where the second's reads of the first's outputs wrap, the first is computed on the second's
+    # box extended by the halo, at unwrapped positions
+    extended = tuple((lo - h, hi + h) if any(active_b[slot][d] == WRAP for slot, _ in shared) else a
+                     for d, ((lo, hi), h, a) in enumerate(zip(box_b, halo, box)))
+    active = _edges(first, inputs, region, extended, edges)
+    for slot, offset in first.loads:
+        for d in [d for d, mode in enumerate(active[slot]) if mode == WRAP] if offset else ():
+            array, origin = inputs[slot]
+            period, (lo, hi) = array.shape[d], extended[d]
+            if lo + offset[d] - origin[d] < -period or hi + offset[d] - origin[d] > 2 * period:
+                return None
+    return inputs, active, box, shared, active_b
+
+
+def _run_pair(plan: tuple, k: int, pair: tuple, inputs_b: list, box_b: Box, scalars: tuple, dests: list) -> None:
+    """Kernels ``k`` and ``k + 1`` in one pair kernel (``_pair_part`` gave ``pair``), over the second's box
+    ``box_b`` into ``dests``."""
+    inputs, active, box, shared, active_b = pair
+    (first, _, region, edges), (second, _, region_b, edges_b) = plan.sweeps[k], plan.sweeps[k + 1]
+    slots = [slot for slot, _ in shared]
+    local_b = tuple(_stencil_source.no_edges(second)[s] if s in slots else modes for s, modes in enumerate(active_b))
+    a = _sweep_args(first, inputs, edges, active, region, box, scalars[k], [])
+    b = _sweep_args(second, inputs_b, edges_b, local_b, region_b, box_b, scalars[k + 1], dests, slots)
+    index = _index_type(a[4] + b[4])
+    to_index = _INDEX_TYPES[index]
+    args = [arg for arrays, scalar_args, values, fills, _ in (a, b)
+            for arg in (*arrays, *scalar_args, *map(to_index, values), *fills)]
+    grid = (-(-(box_b[1][1] - box_b[1][0]) // TILE[1]), -(-(box_b[0][1] - box_b[0][0]) // TILE[0]), 1)
+    _pair_kernel(first, second, shared, index, active, active_b)(grid, (TILE_THREADS, 1, 1), tuple(args))
+
+
+def record_sources(plan: tuple) -> None:
+    """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the kernels of a group there (both index types, without
+    edges and with every edge a read may have), so that nvcc compiles them even on machines without a GPU."""
+    if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
+        return
+    for code, _, _, edges in plan.sweeps:
+        for index in _INDEX_TYPES:
+            for active in (None, tuple(modes for modes, _, _ in edges)):
+                _cuda.record_source(_stencil_source.kernel_source(code, index, active)[0])
+    for k in plan.pairs:
+        for index in _INDEX_TYPES:
+            for with_edges in (False, True):
+                _cuda.record_source(_stencil_source.pair_source(*_stencil_plan.pair_variant(plan, k, index, with_edges))[0])
+
+
+_INDEX_TYPES = {"int": np.int32, "long long": np.int64}
+
+
+@functools.lru_cache(maxsize=256)
+def _kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int]:
+    """The compiled kernel of a sweep's variant, and how many of its thread blocks the device keeps resident."""
+    return _cuda.compile_function(*_stencil_source.kernel_source(code, index, edges),
+                                  int(np.prod(_stencil_source.THREADS[code.program.ndim])))
+
+
+@functools.lru_cache(maxsize=256)
+def _pair_kernel(first: tuple, second: tuple, shared: tuple, index: str, edges: tuple, edges_b: tuple) -> Any:
+    """The compiled pair kernel of two sweeps' variant (``pair_source``)."""
+    return _cuda.compile_function(*_stencil_source.pair_source(first, second, shared, index, edges, edges_b),
+                                  TILE_THREADS)[0]
+
+
+def _launch_shape(extent: tuple[int, ...], per_thread: int, limit: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(grid, threads) of a launch over a box of ``extent``: each thread computes ``per_thread`` positions
+    along axis ``ndim - 2`` (1-d: the only axis); at most ``limit`` thread blocks where given (a kernel with
+    full reductions: its last block combines one partial per block), fewer along x first (each thread block
+    then walks along rows, in its own band of them)."""
+    ndim = len(extent)
+    threads = _stencil_source.THREADS[ndim]
+    per_dim = dict(zip(_stencil_source.GRID_AXES[ndim], extent))
+    unrolled = _stencil_source.GRID_AXES[ndim][max(ndim - 2, 0)]
+    grid = [max(1, min(-(-per_dim.get(dim, 1) // (t * (per_thread if dim == unrolled else 1))), _stencil_source.GRID_LIMITS[dim]))
+            for dim, t in zip("xyz", threads)]
+    for axis in (0, 1, 2) if limit is not None else ():
+        grid[axis] = max(1, min(grid[axis], limit // (int(np.prod(grid)) // grid[axis])))
+    return tuple(grid), threads  # type: ignore[return-value]
+
+
+def _sweep_args(code: tuple, inputs: list, edges: tuple, active: tuple, region: tuple, box: Box,
+                scalars: tuple, dests: list, shared: Sequence[int] = ()) -> tuple[list, list, list[int], list, list[int]]:
+    """A sweep's launch arguments in ``_sweep_params``' order, but those of full reductions: (its arrays,
+    inputs then outputs; its scalars; its index values: box, geometry, region, extents; its fills; the
+    numbers that must fit the index type). ``shared`` slots are not passed (a pair kernel's shared memory)."""
+    import cupy
+
+    program, buffer_dtypes, loads, _, _, _ = code
+    ndim = len(box)
+    single = {slot for slot, offset in loads if not offset}
+    # the array's extent along each axis read past the ends (with WRAP, also its buffer's: a whole period)
+    extents = [extent[d] for used, (_, _, extent) in zip(active, edges) for d, mode in enumerate(used) if mode]
+    fills = [NP_OF_CTYPE[ctype(dt)].type(fill)
+             for dt, used, (_, fill, _) in zip(buffer_dtypes, active, edges) if FILL in used]
+    arrays, places = [], []
+    for s, (buffer, dt) in enumerate(zip(inputs, buffer_dtypes)):
+        if s in shared:
+            continue
+        if buffer is None:  # read only inside a region this box misses
+            buffer = (cupy.empty((1,) * ndim, dtype=dt), (0,) * ndim)
+        array, origin = buffer
+        array = cupy.asarray(array)  # a 0-d value may be a host scalar
+        if s not in single and array.strides[-1] != array.itemsize:  # the kernels read rows with stride 1
+            array = cupy.ascontiguousarray(array)
+        arrays.append(array)
+        if s not in single:
+            places.append((array, origin))
+    places += dests
+    checked = [*(v for iv in box for v in iv), *(v for iv in region for v in iv)]
+    checked += [v for array, origin in places for v in (*origin, array.size)] + extents
+    geometry = [v for array, origin in places for v in (*origin, *(stride // array.itemsize for stride in array.strides[:-1]))]
+    values = [lo for lo, _ in box] + [hi - lo for lo, hi in box] + geometry + [v for bounds in region for v in bounds]
+    return (arrays + [out for out, _ in dests], _fused.scalar_args(program.instrs, scalars), values + extents, fills,
+            checked)
+
+
+def _index_type(numbers: Sequence[int]) -> str:
+    """The C type of a launch's positions and offsets: "int" where all of them fit."""
+    return "int" if all(abs(v) < 2**31 - 1 for v in numbers) else "long long"
+
+
+def _run_cuda(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple, dests: list,
+              target: Box) -> dict[int, dict[str, Any]]:
+    program, out_dtypes = code.program, code.out_dtypes
+    active = _edges(code, inputs, region, box, edges)
+    arrays, scalar_args, values, fills, checked = _sweep_args(code, inputs, edges, active, region, box, scalars, dests)
+    index = _index_type(checked)
+    to_index = _INDEX_TYPES[index]
+    kernel, resident = _kernel(code, index, active)
+    reductions = range(len(out_dtypes), len(program.outputs))
+    grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code), resident * WAVES if reductions else None)
+    partials, buffers = {}, []
+    for k in reductions:
+        partials[k], final = _fused.final_buffer(program, k, int(np.prod([hi - lo for lo, hi in target])))
+        buffers.append(final)
+    buffers += _fused.fold_buffers(program, int(np.prod(grid)))
+    args = arrays + buffers + scalar_args + [to_index(v) for v in values] + fills
+    args += [to_index(v) for bounds in target for v in bounds] if reductions else []
+    kernel(grid, threads, tuple(args))
+    return partials
