@@ -6,6 +6,7 @@ is interpreted on windows of the buffers (``fused.run_numpy``); on CuPy blocks i
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from typing import Any
 
