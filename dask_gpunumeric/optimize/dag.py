@@ -11,24 +11,24 @@ from ..expr.nodes import Materialized
 
 
 class DAG:
-    """The nodes of an expression in topological order (inputs first), each node's consumers, and each
-    node's position in that order."""
+    """The nodes of an expression in topological order (inputs first), each node's dependencies and
+    consumers, and each node's position in that order."""
 
     def __init__(self, root: Expr) -> None:
         self.order: list[Expr] = []
+        self.dependencies: dict[str, list[Expr]] = {}
         self.consumers: dict[str, list[Expr]] = defaultdict(list)
-        seen: set[str] = set()
         stack: list[tuple[Expr, bool]] = [(root, False)]
         while stack:
             node, done = stack.pop()
             if done:
                 self.order.append(node)
                 continue
-            if node._name in seen:
+            if node._name in self.dependencies:
                 continue
-            seen.add(node._name)
+            deps = self.dependencies[node._name] = node.dependencies()
             stack.append((node, True))
-            for dep in node.dependencies():
+            for dep in deps:
                 self.consumers[dep._name].append(node)
                 stack.append((dep, False))
         self.position: dict[str, int] = {node._name: i for i, node in enumerate(self.order)}

@@ -14,13 +14,14 @@ import numpy as np
 from dask._expr import Expr
 from dask.tokenize import tokenize
 
+from ..codegen.program import ProgramBuilder
 from ..codegen.stencil_plan import tile_pairs
-from ..codegen.types import FILL, WRAP, Program, StencilCode, StencilPlan, Sweep, dtype_supported, scalar_supported
+from ..codegen.types import FILL, WRAP, StencilCode, StencilPlan, Sweep, dtype_supported, scalar_supported
 from ..expr import plan as _plan
 from ..expr.nodes import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil
 from ..kernels.stencil import record_sources
 from .dag import DAG, UnionFind, rebuild
-from .programs import elemwise_supported, is_fused_reduction, op_compute_dtype
+from .programs import elemwise_supported, is_fused_reduction, operands_of
 
 Read = tuple[Expr, tuple[int, ...], tuple[int, ...], Any]  # (target, shift, edge mode per axis, fill value)
 
@@ -304,10 +305,6 @@ class _Pass:
         self.nodes = {n._name: n for n in self.dag.order}
         self.views = _Views()
         self.reads: dict[str, list[Read]] = {}
-        for node in self.dag.order:
-            reads = _pointwise_reads(node, self.views)
-            if reads is not None:
-                self.reads[node._name] = reads
 
     # --- clusters and placement ---
     def clusters(self) -> set[str]:
@@ -464,11 +461,9 @@ class _Pass:
                     members.add(target._name)
                     stack.append(target._name)
         ndim = len(kernel.frame[0])
-        instrs: list[tuple] = []
+        builder = ProgramBuilder()
         value: dict[str, int] = {}
-        loads: dict[tuple, int] = {}
-        load_list: list[tuple[int, tuple[int, ...]]] = []
-        scalars: list[Any] = []
+        loads: dict[str, tuple[int, tuple[int, ...]]] = {}  # per load's name: (buffer slot, offset)
 
         def slot(r: Read) -> int:
             """The buffer slot of a read: the first of its target's whose edge modes and fill agree with the
@@ -492,43 +487,34 @@ class _Pass:
             target = r[0]
             if target._name in value:
                 return value[target._name]
-            s, offset = slot(r), self.offset(reader, r)
-            if (s, offset) not in loads:
-                instrs.append(("load", len(load_list), target.dtype.str))
-                load_list.append((s, offset))
-                loads[(s, offset)] = len(instrs) - 1
-            return loads[(s, offset)]
-
-        def scalar(v: Any) -> int:
-            scalars.append(v)
-            instrs.append(("scalar", len(scalars) - 1, np.asarray(v).dtype.str))
-            return len(instrs) - 1
+            where = (slot(r), self.offset(reader, r))
+            name = repr(where)
+            loads[name] = where
+            return builder.load(name, target.dtype)
 
         bases: dict[str, tuple] = {}
         for name in sorted(members, key=self.order.__getitem__):
             node, reads = self.nodes[name], iter(self.reads[name])
             if isinstance(node, Elemwise):
-                args = tuple(read(name, next(reads)) if isinstance(a, ArrayExpr) else scalar(a) for a in node.args)
-                kwargs = tuple(sorted(node.operand("kwargs").items()))
-                instrs.append(("op", node.operand("op"), node.dtype.str, kwargs, args,
-                               op_compute_dtype(node).str))
-                value[name] = len(instrs) - 1
+                args = [read(name, next(reads)) if isinstance(a, ArrayExpr) else builder.scalar(a) for a in node.args]
+                value[name] = builder.op(node.operand("op"), node.dtype, node.operand("kwargs"), args,
+                                         operands_of(node))
             else:
                 base = next(reads)
                 v = node.operand("value")
-                value[name] = read(name, next(reads)) if isinstance(v, ArrayExpr) else scalar(v)
+                value[name] = read(name, next(reads)) if isinstance(v, ArrayExpr) else builder.scalar(v)
                 bases[name] = (slot(base), self.offset(name, base))
         restricted = tuple(d for d, r in enumerate(kernel.region or ()) if r is not None)
         kernel.region_values = tuple(kernel.region[d] for d in restricted) if kernel.region else ()
         buffer_dtypes = tuple(self.nodes[t].dtype.str for t in kernel.targets)
-        outputs = tuple(("store", value[f]) for f in kernel.stores)
-        outputs += tuple(("reduce", value[r.array._name], r.operand("kind"), tuple(r.operand("axes")), r.dtype.str,
-                          r.operand("params")) for r in kernel.reductions)
-        program = Program(ndim, tuple(ins[2] for ins in instrs if ins[0] == "load"), tuple(instrs), outputs)
+        program = builder.program(ndim, [value[f] for f in kernel.stores],
+                                  [(value[r.array._name], r.operand("kind"), tuple(r.operand("axes")), r.dtype,
+                                    r.operand("params")) for r in kernel.reductions])
+        load_list = [loads[name] for name in builder.inputs]
         kernel.code = StencilCode(program, buffer_dtypes, tuple(load_list), restricted,
-                       tuple(bases[f] if kernel.region is not None else None for f in kernel.stores),
-                       tuple(self.nodes[f].dtype.str for f in kernel.stores))
-        kernel.scalars = tuple(scalars)
+                                  tuple(bases[f] if kernel.region is not None else None for f in kernel.stores),
+                                  tuple(self.nodes[f].dtype.str for f in kernel.stores))
+        kernel.scalars = tuple(builder.scalars)
         reach = [0] * ndim
         for _, offset in [*load_list, *bases.values()]:
             if offset:  # not a 0-d array
@@ -614,6 +600,13 @@ class _Pass:
         return replaced
 
     def run(self) -> ArrayExpr:
+        if not any(isinstance(n, (Gather, SetItem)) for n in self.dag.order):
+            return self.root  # no view to read at a shift: no stencil
+        self.reads = {}
+        for node in self.dag.order:
+            reads = _pointwise_reads(node, self.views)
+            if reads is not None:
+                self.reads[node._name] = reads
         self.cluster = self.clusters()
         if not self.cluster:
             return self.root
