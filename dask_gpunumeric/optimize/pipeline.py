@@ -10,6 +10,7 @@ from .. import config
 from ..expr.nodes import ArrayExpr, Fused
 from .dag import DAG
 from .fusion import fuse
+from .simplify import simplify
 from .stencil import stencils
 
 
@@ -23,6 +24,7 @@ class Pass(NamedTuple):
 
 
 PASSES: tuple[Pass, ...] = (
+    Pass("simplify", simplify, ()),
     Pass("stencils", stencils, ("fusion", "stencil-sweeps", "stencil-tiles")),
     Pass("fusion", fuse, ("fusion",)),
 )
