@@ -26,7 +26,7 @@ class Pass(NamedTuple):
 PASSES: tuple[Pass, ...] = (
     Pass("simplify", simplify, ()),
     Pass("stencils", stencils, ("fusion", "stencil-sweeps", "stencil-tiles")),
-    Pass("fusion", fuse, ("fusion",)),
+    Pass("fusion", fuse, ("fusion", "kernel-size")),
 )
 
 
