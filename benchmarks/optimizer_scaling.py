@@ -7,8 +7,9 @@ Three shapes, built as users write them on NumPy blocks and optimized with ``gnp
 loop over two coupled fields (a deep chain whose steps share subexpressions), a wide sum of independent
 terms, and a deep loop with a reduction per step feeding back (groups cut by each reduction). Prints the
 median optimizer time per node, as the process's CPU time (the optimizer is single-threaded Python: on an
-idle machine that is its wall time; on a shared one, less noisy), and the wall time; the target is at most
-10 us per node at every size (linear growth).
+idle machine that is its wall time; on a shared one, less noisy), the wall time, and the ratio to one walk
+over the same DAG measured in the same run (constant when the optimizer is linear, whatever the machine's
+load); the target is at most 10 us per node at every size.
 """
 from __future__ import annotations
 
@@ -83,15 +84,21 @@ def measure(shape: str, n_nodes: int, repeat: int) -> dict:
     arrays = build(gnp, max(1, round((n_nodes - one) / (two - one)) + 1))
     root = Bundle(*(a.expr for a in arrays))
     nodes = _count(gnp, *arrays)
-    cpu, wall = [], []
+    from dask_gpunumeric.optimize.dag import DAG
+
+    cpu, wall, walk = [], [], []
     for _ in range(repeat):
         start, start_cpu = time.perf_counter(), time.process_time()
         optimize(root)
         cpu.append(time.process_time() - start_cpu)
         wall.append(time.perf_counter() - start)
+        start_cpu = time.process_time()
+        DAG(root)
+        walk.append(time.process_time() - start_cpu)
     seconds = statistics.median(cpu)
     return {"shape": shape, "nodes": nodes, "kernels": len(explain_groups(root)), "cpu_seconds": seconds,
-            "wall_seconds": statistics.median(wall), "us_per_node": seconds / nodes * 1e6}
+            "wall_seconds": statistics.median(wall), "us_per_node": seconds / nodes * 1e6,
+            "walks": seconds / statistics.median(walk)}
 
 
 def main(argv=None) -> int:
@@ -107,13 +114,14 @@ def main(argv=None) -> int:
     sys.setrecursionlimit(10_000)  # the optimizer is iterative; this only guards against a regression
     rows = []
     with gnp.config.set(backend="numpy"):
-        print(f"{'shape':<11} {'nodes':>8} {'kernels':>8} {'cpu (s)':>9} {'wall (s)':>9} {'us/node':>8}")
+        print(f"{'shape':<11} {'nodes':>8} {'kernels':>8} {'cpu (s)':>9} {'wall (s)':>9} {'us/node':>8} "
+              f"{'DAG walks':>9}")
         for shape in args.shapes.split(","):
             for size in (int(s) for s in args.sizes.split(",")):
                 row = measure(shape, size, args.repeat)
                 rows.append(row)
                 print(f"{row['shape']:<11} {row['nodes']:>8} {row['kernels']:>8} {row['cpu_seconds']:>9.3f} "
-                      f"{row['wall_seconds']:>9.3f} {row['us_per_node']:>8.2f}", flush=True)
+                      f"{row['wall_seconds']:>9.3f} {row['us_per_node']:>8.2f} {row['walks']:>9.1f}", flush=True)
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
