@@ -2,8 +2,10 @@
 rebuilding an expression with some of its nodes replaced. All iterative (expressions may be 100,000 deep)."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from dask._expr import Expr
 
@@ -32,6 +34,31 @@ class DAG:
                 self.consumers[dep._name].append(node)
                 stack.append((dep, False))
         self.position: dict[str, int] = {node._name: i for i, node in enumerate(self.order)}
+
+    @classmethod
+    def of(cls, root: Expr) -> DAG:
+        """The DAG of ``root``: inside ``sharing()``, built once per expression (passes that change nothing
+        leave the next one the same expression)."""
+        shared = _SHARED.get()
+        if shared is None:
+            return cls(root)
+        dag = shared.get(root._name)
+        if dag is None:
+            dag = shared[root._name] = cls(root)
+        return dag
+
+
+_SHARED: contextvars.ContextVar[dict[str, DAG] | None] = contextvars.ContextVar("gnp_shared_dags", default=None)
+
+
+@contextlib.contextmanager
+def sharing() -> Iterator[None]:
+    """Within it, ``DAG.of`` builds the DAG of each expression once (one optimization's passes)."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
 
 
 class UnionFind:

@@ -111,7 +111,7 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     nothing when the ``fusion`` setting is off."""
     if not settings["fusion"]:
         return root
-    dag = DAG(root)
+    dag = DAG.of(root)
     grouping = _Grouping()
     groups = grouping.groups
     fusable = {n._name for n in dag.order if is_fusable(n)}

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 from .. import config
 from ..expr.nodes import ArrayExpr, Fused
-from .dag import DAG
+from .dag import DAG, sharing
 from .fusion import fuse
 from .simplify import simplify
 from .stencil import stencils
@@ -44,8 +44,9 @@ def settings_key() -> tuple:
 def optimize(root: ArrayExpr) -> ArrayExpr:
     """The expression after every pass, in order."""
     values = dict(settings_key())
-    for p in PASSES:
-        root = p.run(root, {name: values[name] for name in p.settings})
+    with sharing():
+        for p in PASSES:
+            root = p.run(root, {name: values[name] for name in p.settings})
     return root
 
 

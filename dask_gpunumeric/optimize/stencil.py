@@ -301,7 +301,7 @@ class _Pass:
     def __init__(self, root: ArrayExpr, settings: Mapping[str, Any]) -> None:
         self.root = root
         self.settings = settings
-        self.dag = DAG(root)
+        self.dag = DAG.of(root)
         self.nodes = {n._name: n for n in self.dag.order}
         self.views = _Views()
         self.reads: dict[str, list[Read]] = {}
