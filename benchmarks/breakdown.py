@@ -70,7 +70,7 @@ def hand_written(n: int):
     cp = H.cupy_gpu()
     if cp is None:
         return None
-    from dask_gpunumeric.kernels.philox import PHILOX_DEVICE_SOURCE
+    from dask_gpunumeric.codegen.philox import PHILOX_DEVICE_SOURCE
 
     kernel = cp.RawKernel(PHILOX_DEVICE_SOURCE + HAND_WRITTEN, "mc_hand")
     out = cp.zeros(1, dtype=cp.float64)

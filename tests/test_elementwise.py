@@ -826,10 +826,11 @@ def test_logaddexp2_is_fused_and_matches_numpy(dtype: type, emulated: bool, monk
     x = np.concatenate([rng.uniform(-60, 60, 40), [np.inf, -np.inf, np.nan, 1.0, -np.inf]]).astype(dtype)
     y = np.concatenate([rng.uniform(-60, 60, 40), [np.inf, -np.inf, 0.0, 1.0, 2.0]]).astype(dtype)
     a, b = gnp.from_array(x, chunks=11), gnp.from_array(y, chunks=11)
-    out = gnp.logaddexp2(a, b) * 2
+    factor = 4 if emulated else 2  # another expression, not the graph cached by the other run
+    out = gnp.logaddexp2(a, b) * factor
     assert [g["ops"] for g in plan(out)["groups"]] == [["logaddexp2", "multiply"]]
     with np.errstate(invalid="ignore"):  # inf - inf
-        expected, expected_plain = np.logaddexp2(x, y) * 2, np.logaddexp2(x, y)
+        expected, expected_plain = np.logaddexp2(x, y) * factor, np.logaddexp2(x, y)
     np.testing.assert_allclose(gnp.fetch(out), expected, rtol=4 * np.finfo(dtype).eps)
     dispatched = np.logaddexp2(a, b)  # NumPy's ufunc on gnp arrays: a gnp array
     assert isinstance(dispatched, gnp.Array)

@@ -831,9 +831,9 @@ def test_programs_for_codegen() -> None:
                                   "multi-output", "totals"])
 def test_kernel_sources_compile(name: str) -> None:
     program = _programs()[name]
-    randoms = [ins for ins in program[2] if ins[0] == "random"]
+    randoms = [ins for ins in program.instrs if ins[0] == "random"]
     group = 4 // max(_codegen.philox_words(ins) for ins in randoms) if randoms else 1
-    singles = tuple(range(len(program[1])))
+    singles = tuple(range(len(program.inputs)))
     for mode, g, index, single in (("flat", group, "int", ()), ("flat", 1, "long long", singles),
                                    ("strided", 1, "int", ()), ("strided", 1, "long long", ())):
         source, kernel = _codegen.kernel_source(program, mode, g, index, single)
@@ -848,7 +848,7 @@ def test_kernel_sources_compile(name: str) -> None:
 def test_specialized_kernel_sources_compile(name: str) -> None:
     group = _groups()[name]
     program = group["program"]
-    constants = tuple(_fused.scalar_args(program[2], group["scalars"]))
+    constants = tuple(_fused.scalar_args(program.instrs, group["scalars"]))
     source, kernel = _codegen.kernel_source(program, "flat", 1, "int", (), constants)
     params = source.split(f"{kernel}(")[1].split(")\n{")[0]
     assert [p.split()[-1] for p in params.split(",")][-2:] == ["n", "goff"]
@@ -923,7 +923,7 @@ def test_kernel_specializes_repeated_scalar_values(monkeypatch: pytest.MonkeyPat
     new_kernel = lambda: _fused._Kernel(program, _codegen.Variant("flat", 1, "int", frozenset()))  # noqa: E731
     kernel = new_kernel()
     first = kernel.launch(scalars)
-    assert first.args == tuple(_fused.scalar_args(program[2], scalars)) and len(compiled) == 1
+    assert first.args == tuple(_fused.scalar_args(program.instrs, scalars)) and len(compiled) == 1
     for _ in range(_fused._Kernel.SPECIALIZE_AFTER - 1):
         assert kernel.launch(scalars) == first  # the specialized kernel is being compiled
     assert len(queued) == 1 and len(compiled) == 2
@@ -962,7 +962,7 @@ def test_record_sources_writes_every_variant(tmp_path: Any, monkeypatch: pytest.
     # the grouped kernel specialized to the scalar values
     assert len(files) == 7
     sources = {f.read_text() for f in files}
-    constants = tuple(_fused.scalar_args(program[2], scalars))
+    constants = tuple(_fused.scalar_args(program.instrs, scalars))
     assert sources == {_codegen.kernel_source(program, m, g, i)[0] for m, g in (("flat", 1), ("strided", 1), ("flat", 2))
                        for i in ("int", "long long")} | {_codegen.kernel_source(program, "flat", 2, "int", (), constants)[0]}
     # the fusion pass records what it generates

@@ -378,3 +378,44 @@ def test_distributed_reduction(client: Any) -> None:
     np.testing.assert_array_equal(to_host(total), np.sum(x))
     np.testing.assert_allclose(to_host(cols), np.var(x, axis=0))
     np.testing.assert_array_equal(to_host(cs), np.cumsum(x, axis=1))
+
+
+@pytest.mark.parametrize("emulated", [False, True], ids=["numpy-blocks", "emulated-kernel"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint16])
+@pytest.mark.parametrize("chunks", [(6, 7), (4, 3)], ids=["one-block", "blocks"])
+@pytest.mark.parametrize("axis", [None, 1, (0, 1)])
+def test_ptp_is_fused_and_matches_numpy(axis: object, chunks: tuple, dtype: type, emulated: bool,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import _cuda_emulator
+    from conftest import BACKEND
+
+    from dask_gpunumeric.api.explain import plan
+
+    if emulated:
+        if _cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy":
+            pytest.skip("the kernel emulator needs a host C++ compiler and NumPy blocks")
+        _cuda_emulator.emulated_fused(monkeypatch)
+    x = np.random.default_rng(5).uniform(-100, 100, (6, 7)).astype(dtype)
+    if dtype in (np.float32, np.float64):
+        x[2, 3] = np.nan if axis is not None else x[2, 3]  # NaN propagates (a whole-array NaN: below)
+    a = gnp.from_array(x, chunks=chunks)
+    factor = 5 if emulated else 3  # another expression, not the graph cached by the other run
+    out = gnp.ptp(a * factor, axis=axis)
+    with np.errstate(over="ignore"):
+        expected = np.ptp(x * dtype(factor), axis=axis)  # integers wrap around, as NumPy's
+    (group,) = plan(out)["groups"]
+    assert [w for w in (*group["ops"], *group["outputs"]) if "ptp" in w] == ["ptp-total" if chunks == (6, 7) and axis in (None, (0, 1))
+                                                          else "ptp-partial"]
+    got = gnp.fetch(out)
+    np.testing.assert_array_equal(got, expected)
+    assert np.asarray(out).dtype == np.asarray(expected).dtype
+    dispatched = np.ptp(a, axis=axis)  # NumPy's function on a gnp array: a gnp array
+    assert isinstance(dispatched, gnp.Array)
+    np.testing.assert_array_equal(np.asarray(dispatched), np.ptp(x, axis=axis))
+
+
+def test_ptp_errors_as_numpy() -> None:
+    with pytest.raises(TypeError, match="boolean subtract"):
+        gnp.ptp(gnp.from_array(np.array([True, False])))
+    with pytest.raises(ValueError, match="zero-size array"):
+        gnp.ptp(gnp.from_array(np.zeros((0, 3))), axis=0)

@@ -184,7 +184,7 @@ def test_forged_stencil_code_is_refused(forge):
 
     u = gnp.from_array(np.zeros((8, 8)), chunks=4)
     step = u + 0.1 * (gnp.roll(u, 1, axis=0) + gnp.roll(u, -1, axis=0) - 2 * u)
-    code = plan(step)["stencils"][0]["plan"][2][0][0]
+    code = plan(step)["stencils"][0]["plan"].sweeps[0].code
     _stencil_source.kernel_source(code)  # as made: fine
     program, dtypes, loads, restricted, bases, out_dtypes = code
     index = "int"

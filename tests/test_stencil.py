@@ -344,7 +344,7 @@ def test_padding_with_other_edges() -> None:
 
 REDUCED = {"sum": lambda xp, v: xp.sum(v), "max": lambda xp, v: xp.max(v), "min": lambda xp, v: xp.min(v),
            "mean": lambda xp, v: xp.mean(v), "prod": lambda xp, v: xp.prod(1 + v / 64),
-           "any": lambda xp, v: xp.any(v > 3.5), "all": lambda xp, v: xp.all(v > -9)}
+           "any": lambda xp, v: xp.any(v > 3.5), "all": lambda xp, v: xp.all(v > -9), "ptp": lambda xp, v: xp.ptp(v)}
 
 
 @pytest.mark.parametrize("kind", sorted(REDUCED))
@@ -462,6 +462,7 @@ def test_generated_kernels_run_on_the_cpu(name: str, monkeypatch: Any) -> None:
         expected = sweeps(update, np, x.copy(), 3)
         assert_eq(u, expected, rtol=1e-5, atol=1e-6)
         assert_eq(gnp.sum(u * u), np.sum(expected * expected), rtol=1e-4)
+        assert_eq(gnp.ptp(u * 2), np.ptp(expected * 2), rtol=1e-5)  # a reduction of two folds
 
 
 @pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
@@ -568,14 +569,14 @@ def test_pairs_planned_where_eligible() -> None:
     not through constant padding, not with a box before wrapping reads; in order, an odd sweep alone."""
     x = np.zeros((16, 16), dtype=np.float32)
     u = gnp.from_array(x)
-    assert [g["plan"][7] for g in plan(sweeps(jacobi, gnp, u, 5))["stencils"]] == [(0, 2)]
-    assert [g["plan"][7] for g in plan(sweeps(periodic_x_fixed_y, gnp, u, 4))["stencils"]] == [()]  # box, wrap
-    assert [g["plan"][7] for g in plan(sweeps(jacobi_3d, gnp, gnp.from_array(np.zeros((6, 6, 6))), 4))["stencils"]] == [()]
+    assert [g["plan"].pairs for g in plan(sweeps(jacobi, gnp, u, 5))["stencils"]] == [(0, 2)]
+    assert [g["plan"].pairs for g in plan(sweeps(periodic_x_fixed_y, gnp, u, 4))["stencils"]] == [()]  # box, wrap
+    assert [g["plan"].pairs for g in plan(sweeps(jacobi_3d, gnp, gnp.from_array(np.zeros((6, 6, 6))), 4))["stencils"]] == [()]
     p = padded_laplacian(gnp, padded_laplacian(gnp, u, ((1, 1), (1, 1)), 0.0), ((1, 1), (1, 1)), 0.0)
-    assert [g["plan"][7] for g in plan(p)["stencils"]] == [()]
+    assert [g["plan"].pairs for g in plan(p)["stencils"]] == [()]
     first = jacobi(gnp, u)
     # the first sweep's output is read by the third kernel (the sum) too: only the second pairs, with the sum
-    assert [g["plan"][7] for g in plan(jacobi(gnp, first) + first)["stencils"]] == [(1,)]
+    assert [g["plan"].pairs for g in plan(jacobi(gnp, first) + first)["stencils"]] == [(1,)]
 
 
 def test_pair_sources_recorded(tmp_path: Any, monkeypatch: Any) -> None:
@@ -596,7 +597,7 @@ def test_forged_stencil_code_is_refused(forge: str) -> None:
     from dask_gpunumeric.codegen.check import ProgramError
 
     u = gnp.from_array(np.zeros((6, 6), dtype=np.float32), chunks=3)
-    ((code, *_), *_), index = plan(jacobi(gnp, u))["stencils"][0]["plan"][2], "int"
+    ((code, *_), *_), index = plan(jacobi(gnp, u))["stencils"][0]["plan"].sweeps, "int"
     program, buffers, loads, restricted, bases, out_dtypes = code
     if forge == "offset":
         loads = ((loads[0][0], ("0]; evil(); b0[0", 0)), *loads[1:])
@@ -631,7 +632,7 @@ def test_forged_pair_is_refused(forge: str) -> None:
     elif forge == "index":
         index = "int); evil(("
     else:
-        code = plan(jacobi_3d(gnp, gnp.from_array(np.zeros((5, 5, 5)), chunks=5)))["stencils"][0]["plan"][2][0][0]
+        code = plan(jacobi_3d(gnp, gnp.from_array(np.zeros((5, 5, 5)), chunks=5)))["stencils"][0]["plan"].sweeps[0][0]
         first, edges = code, _stencil_source.no_edges(code)
     with pytest.raises(ProgramError):
         _stencil_source.pair_source(first, second, shared, index, edges, edges_b)
@@ -644,14 +645,14 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is no
 def test_kernel_sources_compile() -> None:
     u = gnp.from_array(np.zeros((6, 6, 6), dtype=np.float32), chunks=3)
     codes = {code for group in [plan(jacobi_3d(gnp, u)), plan(heat_periodic(gnp, u[0]))]
-             for g in group["stencils"] for code, *_ in g["plan"][2]}
+             for g in group["stencils"] for code, *_ in g["plan"].sweeps}
     source = "\n".join(_stencil_source.kernel_source(code, index)[0] for code in codes for index in ("int", "long long"))
     _cuda.nvcc_compile_check(source)
     x = gnp.from_array(np.zeros((6, 6), dtype=np.float32))
     u, v = gray_scott(gnp, *gray_scott(gnp, x, x + 1))
     for y in (sweeps(jacobi, gnp, x, 2), sweeps(heat_periodic, gnp, x, 2), u + v):  # pair kernels
         (group,) = plan(y)["stencils"]
-        assert group["plan"][7]
-        variants = {_stencil_plan.pair_variant(group["plan"], k, index, with_edges) for k in group["plan"][7]
+        assert group["plan"].pairs
+        variants = {_stencil_plan.pair_variant(group["plan"], k, index, with_edges) for k in group["plan"].pairs
                     for index in ("int", "long long") for with_edges in (False, True)}  # some coincide
         _cuda.nvcc_compile_check("\n".join(_stencil_source.pair_source(*variant)[0] for variant in variants))

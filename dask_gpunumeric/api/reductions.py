@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .. import config
+from ..ops.reductions import REDUCTIONS
 from .array import Array, ArrayLike
 from .elementwise import as_array
 from ..expr.nodes import Reduction, Scan
@@ -26,11 +27,8 @@ def _reduce(kind: str, x: ArrayLike, axis: Any, keepdims: bool, dtype: np.dtype,
             split_every: int | None = None) -> Array:
     a = as_array(x)
     axes = normalize_axes(axis, a.ndim)
-    if kind in ("min", "max", "argmin", "argmax") and builtins.any(a.shape[d] == 0 for d in axes):
-        if kind in ("argmin", "argmax"):
-            raise ValueError(f"attempt to get {kind} of an empty sequence")
-        name = {"min": "minimum", "max": "maximum"}[kind]
-        raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
+    if REDUCTIONS[kind].empty and builtins.any(a.shape[d] == 0 for d in axes):
+        raise ValueError(REDUCTIONS[kind].empty)
     split = split_every or config.get("split-every")
     return Array(Reduction(a.expr, kind, axes, bool(keepdims), np.dtype(dtype), split, params))
 

@@ -484,7 +484,8 @@ def ptp(a: ArrayLike, axis: Any = None, out: Any = None, keepdims: bool = False)
     """Range (maximum minus minimum) over ``axis``, as ``numpy.ptp`` (integers wrap around as in NumPy)."""
     _no_out(out)
     x = as_array(a)
-    return _reductions.max(x, axis=axis, keepdims=keepdims) - _reductions.min(x, axis=axis, keepdims=keepdims)
+    dtype = np.subtract(_probe(x), _probe(x)).dtype  # NumPy's error for bool
+    return _reductions._reduce("ptp", x, axis, keepdims, dtype)
 
 
 def _variables(v: Array, rowvar: bool, dtype: np.dtype, name: str) -> Array:

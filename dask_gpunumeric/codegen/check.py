@@ -137,7 +137,8 @@ def _check_reduction(reduction: tuple, ndim: int) -> None:
     _require(isinstance(kind, str) and kind in REDUCTIONS and REDUCTIONS[kind].fusable, f"reduction {kind!r}")
     _require(isinstance(axes, tuple) and all(_is_int(a) and 0 <= a < ndim for a in axes), f"reduction axes {axes!r}")
     _require(_is_dtype(dtype) and isinstance(params, tuple), f"reduction {reduction!r}")
-    _require(kind != "mean" or (len(params) >= 1 and _is_dtype(params[0])), f"mean parameters {params!r}")
+    _require("{S}" not in REDUCTIONS[kind].total or (len(params) >= 1 and _is_dtype(params[0])),
+             f"{kind} parameters {params!r}")  # a mean's sum dtype
 
 
 def _is_int(value: Any) -> bool:

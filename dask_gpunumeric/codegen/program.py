@@ -33,7 +33,7 @@ from ..ops.reductions import REDUCTIONS
 from ..ops.ufuncs import UFUNCS
 from .check import ProgramError, check_program
 from .philox import PHILOX_DEVICE_SOURCE, words_per_element
-from .types import Program, c_literal, ctype, dtype_supported, scalar_supported
+from .types import Program, c_literal, ctype, dtype_supported, scalar_supported, typed_program
 
 # --- what the kernels support -------------------------------------------------------------------------
 
@@ -147,7 +147,7 @@ class ProgramBuilder:
         dtype, params)`` each."""
         outputs = [("store", i) for i in stores]
         outputs += [("reduce", i, kind, axes, np.dtype(dt).str, params) for i, kind, axes, dt, params in reductions]
-        return Program(ndim, tuple(self._dtypes), tuple(self.instrs), tuple(outputs))
+        return typed_program((ndim, tuple(self._dtypes), tuple(self.instrs), tuple(outputs)))
 
 
 HELPERS = r"""
@@ -214,13 +214,13 @@ def describe(program: tuple) -> str:
     """Op words of a program, for key names and explain(): e.g. "random-multiply-exp-sum"."""
     words = []
     for ins in program.instrs:
-        if ins[0] == "op":
-            words.append("".join(c for c in ins[1] if c.isalpha()))  # dashboard prefixes are letters
-        elif ins[0] == "random":
+        if ins.tag == "op":
+            words.append("".join(c for c in ins.func if c.isalpha()))  # dashboard prefixes are letters
+        elif ins.tag == "random":
             words.append("random")
-        elif ins[0] == "total":
-            words.append(ins[1])
-    words += [out[2] for out in program.outputs if out[0] == "reduce"]
+        elif ins.tag == "total":
+            words.append(ins.kind)
+    words += [out.kind for out in program.outputs if out.tag == "reduce"]
     seen: list[str] = []
     for w in words:
         if w not in seen:
@@ -235,10 +235,10 @@ def epilogue_values(instrs: tuple) -> dict[int, int]:
     broadcasts with)."""
     after: dict[int, int] = {}
     for i, ins in enumerate(instrs):
-        if ins[0] == "total":
-            after[i] = len(ins[4]) if ins[6] else 0
-        elif ins[0] == "op" and any(j in after for j in ins[4]):
-            after[i] = max(after.get(j, 0) for j in ins[4])
+        if ins.tag == "total":
+            after[i] = len(ins.axes) if ins.keepdims else 0
+        elif ins.tag == "op" and any(j in after for j in ins.args):
+            after[i] = max(after.get(j, 0) for j in ins.args)
     return after
 
 
@@ -275,14 +275,15 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
     kernel is specialized to them, each an exact constant of the source instead of a parameter (nvcc folds
     them into the instructions; the arithmetic, and so every result bit, is the same)."""
     check_program(program, mode, group, index, singles)  # only our names and integers become source
-    program = Program(*program)
+    program = typed_program(program)
     ndim, input_dtypes, instrs, outputs = program
     params: list[str] = []
     for k, dt in enumerate(input_dtypes):
         params.append(f"const {ctype(dt)}* __restrict__ in{k}")
     finals = final_outputs(program)
-    params += [final_param(program, k) if k in finals  # else a block (or the epilogue's one element)
-               else f"{ctype(value_dtype(instrs[out[1]]))}* __restrict__ out{k}" for k, out in enumerate(outputs)]
+    for k, out in enumerate(outputs):  # a full reduction's results, else a block (or the epilogue's one element)
+        params += (final_params(program, k) if k in finals
+                   else [f"{ctype(value_dtype(instrs[out.value]))}* __restrict__ out{k}"])
     params += fold_params(program)
     scalars = scalar_params(instrs)
     if constants and len(constants) != len(scalars):
@@ -333,9 +334,10 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
 
 
 class _Fold(NamedTuple):
-    """A reduction over every element that a kernel finishes itself: value ``value`` folded with ``kind``
-    in an accumulator of dtype ``acc``, ending as the one-element partial of output ``output`` (a full
-    "reduce"; in dtype ``final``: a mean's sum dtype) or as the value of "total" instruction ``total``."""
+    """A simple reduction over every element that a kernel finishes itself: value ``value`` folded with
+    ``kind`` in an accumulator of dtype ``acc``, ending as field ``field`` of the one-element partial of
+    output ``output`` (a full "reduce", written to ``fin``, in dtype ``final``: a mean's sum dtype) or in
+    the value of "total" instruction ``total``. A reduction may fold several (``ops.reductions``)."""
 
     value: int
     kind: str
@@ -343,18 +345,32 @@ class _Fold(NamedTuple):
     final: np.dtype
     output: int | None
     total: int | None
+    field: str = "v"
+    fin: str = ""
+
+
+def _reduction_folds(value: int, kind: str, instrs: Sequence[tuple], out_dt: np.dtype, params: tuple,
+                     output: int | None, total: int | None, final: np.dtype) -> list[_Fold]:
+    """The folds of reduction ``kind`` of value ``value``: one per simple reduction of its partial."""
+    reduction = REDUCTIONS[kind]
+    value_dt = value_dtype(instrs[value])
+    single = len(reduction.folds) == 1
+    folds = []
+    for part, field in zip(reduction.folds, reduction.fields):
+        acc = _acc_dtype(part, value_dt, out_dt, params)
+        fin = "" if output is None else f"fin{output}" if single else f"fin{output}_{field}"
+        folds.append(_Fold(value, part, acc, final if single else acc, output, total, field, fin))
+    return folds
 
 
 @functools.lru_cache(maxsize=256)
 def program_folds(program: tuple) -> tuple[_Fold, ...]:
     """The full reductions of a program: its outputs that reduce over every axis, then its totals."""
     ndim, _, instrs, outputs = program
-    folds = [_Fold(out[1], out[2], _acc_dtype(out[2], value_dtype(instrs[out[1]]), np.dtype(out[4]), out[5]),
-                   final_dtype(out), k, None)
-             for k, out in enumerate(outputs) if out[0] == "reduce" and tuple(out[3]) == tuple(range(ndim))]
-    folds += [_Fold(ins[3], ins[1], _acc_dtype(ins[1], value_dtype(instrs[ins[3]]), np.dtype(ins[2]), ins[5]),
-                    np.dtype(ins[2]), None, j)
-              for j, ins in enumerate(instrs) if ins[0] == "total"]
+    folds = [fold for k, out in enumerate(outputs) if out.tag == "reduce" and tuple(out.axes) == tuple(range(ndim))
+             for fold in _reduction_folds(out.value, out.kind, instrs, np.dtype(out.dtype), out.params, k, None, final_dtype(out))]
+    folds += [fold for j, ins in enumerate(instrs) if ins.tag == "total"
+              for fold in _reduction_folds(ins.value, ins.kind, instrs, np.dtype(ins.dtype), ins.params, None, j, np.dtype(ins.dtype))]
     return tuple(folds)
 
 
@@ -380,12 +396,12 @@ def _element_code(program: tuple, variant: Variant, partial: dict[int, str],
     of their own code (registers already holding loads, ``_uniform_products``)."""
     _, _, instrs, outputs = program
     after = epilogue_values(instrs)
-    lines = [f"const {ctype(ins[2])} v{i} = {values[i]};" if values and i in values
+    lines = [f"const {ctype(ins.dtype)} v{i} = {values[i]};" if values and i in values
              else instr_code(i, ins, instrs, variant.mode, variant.group, variant.singles)
              for i, ins in enumerate(instrs) if i not in after]
     lines += fold_statements(program, partial)
     folded = final_outputs(program)
-    lines += [f"out{k}[t] = v{out[1]};" for k, out in enumerate(outputs) if k not in folded and out[1] not in after]
+    lines += [f"out{k}[t] = v{out.value};" for k, out in enumerate(outputs) if k not in folded and out.value not in after]
     return lines
 
 
@@ -398,15 +414,15 @@ def _unrolled_loop(program: tuple, variant: Variant, values: Mapping[int, str]) 
     before any arithmetic, so that a memory-bound kernel keeps several loads in flight per thread."""
     _, _, instrs, _ = program
     index = variant.index
-    loads = [i for i, ins in enumerate(instrs) if ins[0] == "load"]
+    loads = [i for i, ins in enumerate(instrs) if ins.tag == "load"]
     lines = [f"    for ({index} base = ({index})blockIdx.x * blockDim.x * {UNROLL} + threadIdx.x; base < n; "
              f"base += nthreads * {UNROLL}) {{",
              f"        if (base + {UNROLL - 1} * ({index})blockDim.x < n) {{"]
     for u in range(UNROLL):
         lines.append(f"            const {index} t{u} = base + {u} * ({index})blockDim.x;")
         for i in loads:
-            k = instrs[i][1]
-            lines.append(f"            const {ctype(instrs[i][2])} ld{i}_{u} = "
+            k = instrs[i].input
+            lines.append(f"            const {ctype(instrs[i].dtype)} ld{i}_{u} = "
                          f"in{k}[{0 if k in variant.singles else f't{u}'}];")
     for u in range(UNROLL):
         lines += ["            {", f"                const {index} t = t{u};", "                const long long gi = goff + t;"]
@@ -436,13 +452,13 @@ def _grouped_loop(program: tuple, variant: Variant, values: Mapping[int, str]) -
     partial = {f: f"p{f}" for f, fold in enumerate(program_folds(program))
                if fold.kind in ("sum", "mean") and value_dtype(instrs[fold.value]) == np.float32
                and fold.acc == np.float64}
-    randoms = [(i, ins) for i, ins in enumerate(instrs) if ins[0] == "random"]
+    randoms = [(i, ins) for i, ins in enumerate(instrs) if ins.tag == "random"]
     lines = [f"    const long long g0 = goff / {group};",
              f"    const {index} lead = ({index})(goff - g0 * {group}), groups = (lead + n + {group - 1}) / {group};",
              f"    for ({index} lg0 = ({index})blockIdx.x * blockDim.x + threadIdx.x; lg0 < groups; "
              f"lg0 += nthreads * {steps}) {{"]
     for q in range(steps):  # a step past the last group draws a block it does not use
-        lines += [f"        const gnp_u32x4 r{i}_{q} = gnp_philox_block(s{ins[3]}, s{ins[3] + 1}, s{ins[3] + 2}, "
+        lines += [f"        const gnp_u32x4 r{i}_{q} = gnp_philox_block(s{ins.slot}, s{ins.slot + 1}, s{ins.slot + 2}, "
                   f"(unsigned long long)(((g0 + lg0 + {q} * nthreads) * {group * philox_words(ins)}) / 4));"
                   for i, ins in randoms]
     lines += [f"        float {p} = 0.0f;" for p in partial.values()]
@@ -472,9 +488,10 @@ def _grouped_loop(program: tuple, variant: Variant, values: Mapping[int, str]) -
 LINEAR_IDS = ("threadIdx.x", "blockDim.x", "blockIdx.x", "gridDim.x")
 
 
-def final_param(program: tuple, k: int) -> str:
-    """The kernel parameter of output ``k``, a full reduction finished in the launch: its one-element result."""
-    return f"{ctype(final_dtype(program.outputs[k]))}* __restrict__ fin{k}"
+def final_params(program: tuple, k: int) -> list[str]:
+    """The kernel parameters of output ``k``, a full reduction finished in the launch: its one-element
+    results (one per fold)."""
+    return [f"{ctype(fold.final)}* __restrict__ {fold.fin}" for fold in program_folds(program) if fold.output == k]
 
 
 def fold_params(program: tuple) -> list[str]:
@@ -498,7 +515,7 @@ def fold_statements(program: tuple, partial: dict[int, str] | None = None) -> li
     for f, fold in enumerate(program_folds(program)):
         acc = partial.get(f, f"acc{f}")
         ct = "float" if f in partial else ctype(fold.acc)
-        lines.append(f"{acc} = {REDUCTIONS[fold.kind].combine.format(a=acc, b=f'({ct})v{fold.value}')};")
+        lines.append(f"{acc} = {REDUCTIONS[fold.kind].fold_combine.format(a=acc, b=f'({ct})v{fold.value}')};")
     return lines
 
 
@@ -521,13 +538,13 @@ def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS) -> list[
               "    __syncthreads();", "    if (!last) return;"]
     for f, fold in enumerate(folds):
         ct = ctype(fold.acc)
-        combine = REDUCTIONS[fold.kind].combine.format(a=f"a{f}", b=f"gnp_partial(part{f} + i)")
+        combine = REDUCTIONS[fold.kind].fold_combine.format(a=f"a{f}", b=f"gnp_partial(part{f} + i)")
         lines += [f"    {ct} a{f} = {_identity(fold.kind, fold.acc)};", "    #pragma unroll 8",
                   f"    for (unsigned int i = {thread}; i < {blocks}; i += {threads}) a{f} = {combine};",
                   f"    sh{f}[{thread}] = a{f};"]
     lines += _block_tree(folds, thread, threads)
     lines.append(f"    if ({thread} == 0) {{")
-    lines += [f"        fin{fold.output}[0] = ({ctype(fold.final)})sh{f}[0];"
+    lines += [f"        {fold.fin}[0] = ({ctype(fold.final)})sh{f}[0];"
               for f, fold in enumerate(folds) if fold.output is not None]
     lines += ["        " + line for line in _epilogue_code(program)]
     lines += ["        *ticket = 0u;", "    }"]
@@ -536,24 +553,26 @@ def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS) -> list[
 
 def _epilogue_code(program: tuple) -> list[str]:
     """The statements of the epilogue, in the last thread block's first thread once the folds are combined
-    (``sh<f>[0]``): each total finished as ``_blocks.reduce_finish`` does (a mean divided by the element
-    count), the ops on totals and scalars, and the stores of their one-element outputs."""
+    (``sh<f>[0]``): each total finished as ``_blocks.reduce_finish`` does (``ops.reductions``: a mean divided
+    by the element count), the ops on totals and scalars, and the stores of their one-element outputs."""
     _, _, instrs, outputs = program
     after = epilogue_values(instrs)
     if not after:
         return []
-    totals = {fold.total: f for f, fold in enumerate(program_folds(program)) if fold.total is not None}
+    totals: dict[int, list[str]] = {}
+    for f, fold in enumerate(program_folds(program)):
+        if fold.total is not None:
+            totals.setdefault(fold.total, []).append(f"sh{f}[0]")
     lines = ["{"]
     for i, ins in enumerate(instrs):
         if i in totals:
             _, kind, dt, _, _, params, _ = ins
-            value = f"sh{totals[i]}[0]"
-            if kind == "mean":
-                value = f"(({ctype(params[0])}){value} / ({ctype(params[0])})n)"
+            template = REDUCTIONS[kind].total
+            value = template.format(*totals[i], S=ctype(params[0]) if "{S}" in template else "")
             lines.append(f"    const {ctype(dt)} v{i} = ({ctype(dt)}){value};")
-        elif i in after or ins[0] in ("scalar", "full"):
+        elif i in after or ins.tag in ("scalar", "full"):
             lines.append("    " + instr_code(i, ins, instrs, "flat", 1))
-    lines += [f"    out{k}[0] = v{out[1]};" for k, out in enumerate(outputs) if out[1] in after]
+    lines += [f"    out{k}[0] = v{out.value};" for k, out in enumerate(outputs) if out.value in after]
     return [*lines, "}"]
 
 
@@ -561,7 +580,7 @@ def _block_tree(folds: Sequence[_Fold], thread: str, threads: str) -> list[str]:
     """Combine ``sh<f>[0..threads)`` into ``sh<f>[0]`` (a fixed-order tree)."""
     lines = ["    __syncthreads();", f"    for (int s = {threads} / 2; s > 0; s >>= 1) {{", f"        if ({thread} < s) {{"]
     for f, fold in enumerate(folds):
-        combine = REDUCTIONS[fold.kind].combine.format(a=f"sh{f}[{thread}]", b=f"sh{f}[{thread} + s]")
+        combine = REDUCTIONS[fold.kind].fold_combine.format(a=f"sh{f}[{thread}]", b=f"sh{f}[{thread} + s]")
         lines.append(f"            sh{f}[{thread}] = {combine};")
     lines += ["        }", "        __syncthreads();", "    }"]
     return lines
@@ -569,16 +588,16 @@ def _block_tree(folds: Sequence[_Fold], thread: str, threads: str) -> list[str]:
 
 def final_dtype(out: tuple) -> np.dtype:
     """The dtype of a full reduction's one-element result (a mean keeps its sum in the mean's sum dtype)."""
-    return np.dtype(out[5][0]) if out[2] == "mean" else np.dtype(out[4])
+    return np.dtype(out.params[0]) if out.kind == "mean" else np.dtype(out.dtype)
 
 
 def philox_words(ins: tuple) -> int:
     """The Philox words one element of random instruction ``ins`` takes."""
-    return words_per_element(ins[1], np.dtype(ins[2]))
+    return words_per_element(ins.kind, np.dtype(ins.dtype))
 
 
 def value_dtype(ins: tuple) -> np.dtype:
-    return np.dtype(ins[2])
+    return np.dtype(ins.dtype)
 
 
 def _identity(kind: str, acc: np.dtype) -> str:
@@ -591,16 +610,16 @@ def scalar_ctypes(instrs: tuple) -> dict[int, str]:
     """Kernel argument type of each scalar slot."""
     types: dict[int, str] = {}
     for ins in instrs:
-        if ins[0] == "scalar":
-            types[ins[1]] = ctype(ins[2])
-        elif ins[0] == "full":
-            types[ins[1]] = ctype(ins[2])
-        elif ins[0] == "random":
-            slot, dt = ins[3], np.dtype(ins[2])
+        if ins.tag == "scalar":
+            types[ins.slot] = ctype(ins.dtype)
+        elif ins.tag == "full":
+            types[ins.slot] = ctype(ins.dtype)
+        elif ins.tag == "random":
+            slot, dt = ins.slot, np.dtype(ins.dtype)
             types[slot] = types[slot + 1] = "unsigned int"
             types[slot + 2] = "unsigned long long"
-            param_type = "unsigned long long" if ins[1] == "integers" else ctype(dt)
-            for p in range(ins[4]):
+            param_type = "unsigned long long" if ins.kind == "integers" else ctype(dt)
+            for p in range(ins.nparams):
                 types[slot + 3 + p] = param_type
     return types
 
@@ -610,15 +629,15 @@ def instr_code(i: int, ins: tuple, instrs: Sequence[tuple], mode: str, group: in
     """The statement of instruction ``i`` for one element (``t``; ``gi`` global), in a kernel of ``mode``
     and Philox ``group`` whose flat inputs ``singles`` hold one element; its scalar parameters (``s<k>``,
     ``c<j>_<type>``) named with ``prefix`` (two sweeps of a stencil kernel have their own)."""
-    tag = ins[0]
+    tag = ins.tag
     if tag == "load":
-        k, ct = ins[1], ctype(ins[2])
+        k, ct = ins.input, ctype(ins.dtype)
         where = f"o{k}" if mode == "strided" else "0" if k in singles else "t"
         return f"const {ct} v{i} = in{k}[{where}];"
     if tag in ("scalar", "full"):
-        return f"const {ctype(ins[2])} v{i} = {prefix}s{ins[1]};"
+        return f"const {ctype(ins.dtype)} v{i} = {prefix}s{ins.slot};"
     if tag == "random":
-        return f"const {ctype(ins[2])} v{i} = {_random_code(i, ins, group)};"
+        return f"const {ctype(ins.dtype)} v{i} = {_random_code(i, ins, group)};"
     _, func, dt, _, args, compute = ins
     category, template = UFUNCS[func].rule, UFUNCS[func].template
     out_dt, compute = np.dtype(dt), np.dtype(compute)
@@ -626,7 +645,7 @@ def instr_code(i: int, ins: tuple, instrs: Sequence[tuple], mode: str, group: in
     if category == "astype" and value_dtype(instrs[args[0]]).kind == "f" and out_dt.kind in "iu" and out_dt.itemsize < 8:
         operands = [f"({ct})(long long)v{args[0]}"]  # as NumPy: through int64, wrapping
     else:
-        operands = [f"v{j}" if cast is None else prefix + cast_name(j, cast) if instrs[j][0] in ("scalar", "full")
+        operands = [f"v{j}" if cast is None else prefix + cast_name(j, cast) if instrs[j].tag in ("scalar", "full")
                     else f"({cast})v{j}" for j, cast in _operand_casts(ins)]
     f = "f" if compute == np.float32 else ""
     expr = template.format(*operands, T=ct, f=f)
@@ -653,16 +672,16 @@ def scalar_casts(instrs: tuple) -> list[tuple[int, str]]:
     every element rather than keep a register, runs on a slow pipe for float64 to float32)."""
     casts: dict[tuple[int, str], None] = {}
     for ins in instrs:
-        if ins[0] == "op":
+        if ins.tag == "op":
             for j, cast in _operand_casts(ins):
-                if cast is not None and instrs[j][0] in ("scalar", "full"):
+                if cast is not None and instrs[j].tag in ("scalar", "full"):
                     casts[(j, cast)] = None
     return list(casts)
 
 
 def _random_words(i: int, ins: tuple, group: int) -> list[str]:
     """The expressions of the Philox words of random instruction ``i`` for one element."""
-    slot, w = ins[3], philox_words(ins)
+    slot, w = ins.slot, philox_words(ins)
     if group > 1:
         # this element's words inside the group's Philox block r{i}: j * w on when the group fills the block
         base = f"j * {w}" if group * w == 4 else f"(int)((gi * {w}) & 3)"
@@ -672,7 +691,7 @@ def _random_words(i: int, ins: tuple, group: int) -> list[str]:
 
 
 def _random_code(i: int, ins: tuple, group: int) -> str:
-    kind, dt, slot = ins[1], np.dtype(ins[2]), ins[3]
+    kind, dt, slot = ins.kind, np.dtype(ins.dtype), ins.slot
     words = _random_words(i, ins, group)
     suffix = "f32" if dt == np.float32 else "f64"
     if kind in ("random", "uniform"):
@@ -700,12 +719,12 @@ def _uniform_products(program: tuple, group: int, constants: tuple) -> dict[int,
     values = {name: value for (_, name), value in zip(scalar_params(instrs), constants)}
     products = {}
     for i, ins in enumerate(instrs):
-        if ins[0] != "op" or ins[1] != "multiply" or np.dtype(ins[5]) != np.float32:
+        if ins.tag != "op" or ins.func != "multiply" or np.dtype(ins.compute) != np.float32:
             continue
-        for a, b in (ins[4], ins[4][::-1]):
+        for a, b in (ins.args, ins.args[::-1]):
             draw, scalar = instrs[a], instrs[b]
-            if (draw[0] == "random" and draw[1] == "random" and np.dtype(draw[2]) == np.float32
-                    and scalar[0] in ("scalar", "full")):
+            if (draw.tag == "random" and draw.kind == "random" and np.dtype(draw.dtype) == np.float32
+                    and scalar.tag in ("scalar", "full")):
                 c = np.float32(values[cast_name(b, "float")])
                 scaled = c * np.float32(2.0**-24)
                 if np.isfinite(c) and scaled * np.float32(2.0**24) == c:
@@ -725,7 +744,7 @@ def _rn_affine(dt: np.dtype, x: str, scale: str, offset: str) -> str:
 @functools.lru_cache(maxsize=256)
 def philox_group(instrs: tuple) -> int:
     """Elements that share one Philox block in a flat kernel of these instructions (0: no random draws)."""
-    randoms = [ins for ins in instrs if ins[0] == "random"]
+    randoms = [ins for ins in instrs if ins.tag == "random"]
     return 4 // max(philox_words(ins) for ins in randoms) if randoms else 0
 
 

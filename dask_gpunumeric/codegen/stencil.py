@@ -15,7 +15,7 @@ import numpy as np
 from . import program as _program
 from .check import check_pair, check_stencil_code
 from .philox import PHILOX_DEVICE_SOURCE
-from .types import FILL, TILE, TILE_THREADS, WRAP, Program, StencilCode, ctype
+from .types import FILL, TILE, TILE_THREADS, WRAP, StencilCode, ctype, typed_program
 
 # grid dimension of each axis (the last axis along x: neighbouring threads read neighbouring elements)
 GRID_AXES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
@@ -40,7 +40,7 @@ template <typename I> __device__ __forceinline__ bool gnp_outside(I c, I n) { re
 
 def typed(code: tuple) -> StencilCode:
     """A sweep's code (checked) as ``StencilCode`` (with its program a ``Program``)."""
-    return StencilCode(Program(*code[0]), *code[1:])
+    return StencilCode(typed_program(code[0]), *code[1:])
 
 
 def rows(code: tuple) -> int:
@@ -78,7 +78,7 @@ def _sweep_params(code: tuple, index: str, edges: tuple, prefix: str = "", share
     reductions = list(range(len(out_dtypes), len(outputs)))
     params = [f"const {ctype(dt)}* __restrict__ {prefix}b{s}" for s, dt in enumerate(buffer_dtypes) if s not in shared]
     params += [f"{ctype(dt)}* __restrict__ {prefix}out{j}" for j, dt in enumerate(out_dtypes)] * stored
-    params += [_program.final_param(program, k) for k in reductions] + _program.fold_params(program)
+    params += [param for k in reductions for param in _program.final_params(program, k)] + _program.fold_params(program)
     params += [f"const {ct} {prefix}s{k}" for k, ct in sorted(_program.scalar_ctypes(instrs).items())]
     params += [f"const {ct} {prefix}{_program.cast_name(j, ct)}" for j, ct in _program.scalar_casts(instrs)]
     params += [f"const {index} {prefix}lo{d}" for d in range(ndim)] + [f"const {index} {prefix}n{d}" for d in range(ndim)]
@@ -144,12 +144,12 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
 
     value: list[str] = []
     for i, ins in enumerate(instrs):
-        if ins[0] == "load":
-            slot, offset = loads[ins[1]]
-            value.append(f"const {ctype(ins[2])} v{i} = {at(slot, offset)};")
+        if ins.tag == "load":
+            slot, offset = loads[ins.input]
+            value.append(f"const {ctype(ins.dtype)} v{i} = {at(slot, offset)};")
         else:
             value.append(_program.instr_code(i, ins, instrs, "flat", 1, prefix=prefix))
-    value += [f"{store} = ({ctype(dt)})v{out[1]};" for store, out, dt in zip(stores, outputs, out_dtypes)]
+    value += [f"{store} = ({ctype(dt)})v{out.value};" for store, out, dt in zip(stores, outputs, out_dtypes)]
     if reductions:  # over the target only (the box may be larger: a halo for later sweeps)
         value.append(f"if ({' && '.join(f'p{d} >= tlo{d} && p{d} < thi{d}' for d in range(ndim))}) {{")
         value += ["    " + line for line in _program.fold_statements(program)] + ["}"]

@@ -46,7 +46,7 @@ def output_dtypes(plan: tuple) -> list[np.dtype]:
     """The dtype of each output of a group: its stored blocks', then (for its partials) the values reduced."""
     fields = [np.dtype(dt) for code, *_ in plan.sweeps for dt in code.out_dtypes]  # buffers after the sources
     reduced = [reduction_of(plan, r) for r in plan.reductions]
-    return [fields[b - len(plan.wraps)] for b in plan.outputs] + [np.dtype(program.instrs[out[1]][2]) for program, out in reduced]
+    return [fields[b - len(plan.wraps)] for b in plan.outputs] + [np.dtype(program.instrs[out.value].dtype) for program, out in reduced]
 
 
 def reduction_of(plan: tuple, reduction: tuple[int, int]) -> tuple[tuple, tuple]:
@@ -80,7 +80,7 @@ def pair_shared(plan: tuple, k: int) -> tuple[tuple[int, int], ...] | None:
     be one pair kernel (``tile_pairs``), else None."""
     ndim, shape, kernels, outputs = plan.ndim, plan.shape, plan.sweeps, plan.outputs
     (first, _, _, _), (second, slots, _, edges) = kernels[k], kernels[k + 1]
-    if ndim != 2 or any(len(code.out_dtypes) != len(code.program.outputs) or any(ins[0] == "random" for ins in code.program.instrs)
+    if ndim != 2 or any(len(code.out_dtypes) != len(code.program.outputs) or any(ins.tag == "random" for ins in code.program.instrs)
                         for code in (first, second)):  # full reductions, or random draws (no prefixed seeds)
         return None
     fields = {b: j for b, (owner, j) in _field_kernels(plan).items() if owner == k}

@@ -72,10 +72,101 @@ TILE_THREADS = 256
 TILE_HALO = 2  # the largest offset per axis at which the second sweep of a pair may read the first's outputs
 
 
+class Load(NamedTuple):
+    """Value: external input ``input`` (broadcast to the block)."""
+
+    tag: str
+    input: int
+    dtype: str
+
+    __repr__ = _as_tuple
+
+
+class Scalar(NamedTuple):
+    """Value: scalar argument ``slot`` (``tag`` "scalar"), or a constant array of it (``tag`` "full")."""
+
+    tag: str
+    slot: int
+    dtype: str
+
+    __repr__ = _as_tuple
+
+
+class Random(NamedTuple):
+    """Value: a Philox draw of ``kind``; scalars ``slot..`` hold key, stream and ``nparams`` parameters."""
+
+    tag: str
+    kind: str
+    dtype: str
+    slot: int
+    nparams: int
+
+    __repr__ = _as_tuple
+
+
+class Op(NamedTuple):
+    """Value: the ufunc ``func`` (``ops.ufuncs``) of values ``args``, computed in dtype ``compute``."""
+
+    tag: str
+    func: str
+    dtype: str
+    kwargs: tuple
+    args: tuple[int, ...]
+    compute: str
+
+    __repr__ = _as_tuple
+
+
+class Total(NamedTuple):
+    """Value: the finished reduction ``kind`` of value ``value`` over every axis of a one-block array."""
+
+    tag: str
+    kind: str
+    dtype: str
+    value: int
+    axes: tuple[int, ...]
+    params: tuple
+    keepdims: bool
+
+    __repr__ = _as_tuple
+
+
+class Store(NamedTuple):
+    """Output: a block of value ``value``."""
+
+    tag: str
+    value: int
+
+    __repr__ = _as_tuple
+
+
+class Reduce(NamedTuple):
+    """Output: the partial of reduction ``kind`` (``ops.reductions``) of value ``value`` over ``axes``."""
+
+    tag: str
+    value: int
+    kind: str
+    axes: tuple[int, ...]
+    dtype: str
+    params: tuple
+
+    __repr__ = _as_tuple
+
+
+_TYPES = {"load": Load, "scalar": Scalar, "full": Scalar, "random": Random, "op": Op, "total": Total,
+          "store": Store, "reduce": Reduce}
+
+
+def typed_program(program: tuple) -> Program:
+    """A program (checked: ``check.check_program``) with its instructions and outputs typed."""
+    ndim, inputs, instrs, outputs = program
+    return Program(ndim, inputs, tuple(_TYPES[i[0]](*i) for i in instrs), tuple(_TYPES[o[0]](*o) for o in outputs))
+
+
 class Program(NamedTuple):
     """What one fused group computes per block, in SSA form (``codegen.program``): value ``i`` is defined by
-    instruction ``i``; ``inputs`` holds the dtypes of the external inputs, ``outputs`` the stores and
-    reductions."""
+    instruction ``i`` (``Load``, ``Scalar``, ``Random``, ``Op``, ``Total``); ``inputs`` holds the dtypes of
+    the external inputs, ``outputs`` the ``Store`` and ``Reduce`` outputs."""
 
     ndim: int
     inputs: tuple[str, ...]

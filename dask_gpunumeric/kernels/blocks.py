@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ops.reductions import REDUCTIONS
 from .backend import module, namespace, to_backend
 
 # --- data in ------------------------------------------------------------------------------------------
@@ -209,103 +210,22 @@ def matmul_sum(a_blocks: Sequence[Any], b_blocks: Sequence[Any], dtype: np.dtype
 # --- reductions ---------------------------------------------------------------------------------------
 
 
-def _count(block: Any, axes: tuple[int, ...]) -> int:
-    return int(np.prod([block.shape[d] for d in axes])) if axes else 1
-
-
 def reduce_chunk(
     kind: str, block: Any, axes: tuple[int, ...], dtype: np.dtype, params: tuple, offsets: tuple[int, ...]
 ) -> dict[str, Any]:
-    """The partial reduction of one block (reduced axes kept with length 1)."""
-    xp = namespace(block)
-    kw = {"axis": axes, "keepdims": True}
-    if kind in ("sum", "prod"):
-        return {"v": getattr(xp, kind)(block, dtype=dtype, **kw)}
-    if kind in ("min", "max"):
-        return {"v": _extreme(kind, block, axes)}
-    if kind in ("all", "any"):
-        return {"v": getattr(xp, kind)(block, **kw)}
-    if kind in ("argmin", "argmax"):
-        (axis,) = axes
-        if block.shape[axis] == 0:  # an empty partial, skipped when joined with its neighbours
-            return {"v": block, "i": xp.zeros(block.shape, dtype=np.intp)}
-        i = _arg_extreme(kind, block, axis)
-        return {"v": xp.take_along_axis(block, i, axis=axis), "i": i + offsets[0]}
-    acc = params[0]
-    n = _count(block, axes)
-    s = xp.sum(block, dtype=acc, **kw)
-    if kind == "mean":
-        return {"s": s, "n": n}
-    if kind == "var":
-        mean = s / n if n else s
-        return {"n": n, "mean": mean, "m2": xp.sum(xp.abs(block - mean) ** 2, **kw)}
-    raise ValueError(f"unknown reduction {kind!r}")
+    """The partial reduction of one block (reduced axes kept with length 1; ``ops.reductions``)."""
+    return REDUCTIONS[kind].partial(namespace(block), block, axes, dtype, params, offsets)
 
 
 def reduce_combine(
     kind: str, partials: Sequence[dict[str, Any]], grid: tuple[int, ...], axes: tuple[int, ...], params: tuple
 ) -> dict[str, Any]:
-    """Combine partials laid out on ``grid`` into one partial."""
-    if kind in ("argmin", "argmax"):
-        (axis,) = axes
-        v = _join(partials, "v", grid)
-        xp = namespace(v)
-        if v.shape[axis] == 0:  # every partial of the group was empty
-            return {"v": v, "i": _join(partials, "i", grid)}
-        pick = _arg_extreme(kind, v, axis)
-        return {"v": xp.take_along_axis(v, pick, axis=axis), "i": xp.take_along_axis(_join(partials, "i", grid), pick, axis=axis)}
-    if kind == "mean":
-        s = _join(partials, "s", grid)
-        # in the partials' dtype, as NumPy's mean sums (a small integer sum would widen, and not wrap)
-        return {"s": namespace(s).sum(s, axis=axes, keepdims=True, dtype=s.dtype), "n": sum(p["n"] for p in partials)}
-    if kind == "var":
-        return _combine_var(partials, grid, axes)
-    v = _join(partials, "v", grid)
-    if kind in ("min", "max"):
-        return {"v": _extreme(kind, v, axes)}
-    xp = namespace(v)
-    kw = {"axis": axes, "keepdims": True}
-    return {"v": getattr(xp, kind)(v, dtype=v.dtype, **kw) if kind in ("sum", "prod") else getattr(xp, kind)(v, **kw)}
-
-
-def _arg_extreme(kind: str, v: Any, axis: int) -> Any:
-    """argmin/argmax along ``axis`` (kept), the first NaN winning as in NumPy (CuPy does not do that)."""
-    xp = namespace(v)
-    i = getattr(xp, kind)(v, axis=axis, keepdims=True)
-    if v.dtype.kind in "fc":
-        nan = xp.isnan(v)
-        first_nan = xp.argmax(nan, axis=axis, keepdims=True)
-        i = xp.where(xp.any(nan, axis=axis, keepdims=True), first_nan, i)
-    return i
-
-
-def _extreme(kind: str, v: Any, axes: tuple[int, ...]) -> Any:
-    """min or max over ``axes``, kept with length 1; where ``v`` is empty along a reduced axis (a block of
-    length 0 there), an empty partial instead: length 0 on that axis and at most 1 on the other reduced
-    axes, so that joining it with its neighbours skips it."""
-    if all(v.shape[d] for d in axes):
-        return getattr(namespace(v), kind)(v, axis=axes, keepdims=True)
-    return v[tuple(slice(0, 1) if d in axes else slice(None) for d in range(v.ndim))]
-
-
-def _join(partials: Sequence[dict[str, Any]], field: str, grid: tuple[int, ...]) -> Any:
-    return concatenate_nested([p[field] for p in partials], grid)
-
-
-def _combine_var(partials: Sequence[dict[str, Any]], grid: tuple[int, ...], axes: tuple[int, ...]) -> dict[str, Any]:
-    # Chan et al.: combine counts, means and sums of squared deviations. A group spans only reduced axes
-    # (the grid is 1 along the others), and a partial's count is a plain int.
-    mean = _join(partials, "mean", grid)
-    m2 = _join(partials, "m2", grid)
-    xp = namespace(mean)
-    counts = np.array([p["n"] for p in partials], dtype=np.float64).reshape(grid)
-    weights = xp.asarray(counts, dtype=m2.dtype)
-    n = float(counts.sum())
-    if n == 0:
-        return {"n": 0, "mean": mean.sum(axis=axes, keepdims=True), "m2": m2.sum(axis=axes, keepdims=True)}
-    total_mean = (mean * weights).sum(axis=axes, keepdims=True) / n
-    total_m2 = m2.sum(axis=axes, keepdims=True) + (weights * xp.abs(mean - total_mean) ** 2).sum(axis=axes, keepdims=True)
-    return {"n": int(n), "mean": total_mean.astype(mean.dtype), "m2": total_m2.astype(m2.dtype)}
+    """Combine partials laid out on ``grid`` into one partial: each array field joined on the grid (counts
+    as a list) for the reduction's combine."""
+    fields = {name: [p[name] for p in partials] if isinstance(value, int)
+              else concatenate_nested([p[name] for p in partials], grid) for name, value in partials[0].items()}
+    xp = namespace(*(v for v in fields.values() if not isinstance(v, list)))
+    return REDUCTIONS[kind].combine(xp, fields, grid, axes, params)
 
 
 def reduce_finish(
@@ -313,19 +233,7 @@ def reduce_finish(
 ) -> Any:
     """The final value from the last partial, with the reduced axes removed unless ``keepdims``."""
     xp = namespace(*partial.values())
-    if kind in ("argmin", "argmax"):
-        out = partial["i"]
-    elif kind == "mean":
-        with np.errstate(all="ignore"):
-            out = partial["s"] / partial["n"] if partial["n"] else partial["s"] * np.nan
-    elif kind == "var":
-        ddof, sqrt = params[1], params[2]
-        with np.errstate(all="ignore"):
-            out = partial["m2"] / max(partial["n"] - ddof, 0)  # as NumPy: inf (or nan for 0/0) when N <= ddof
-            if sqrt:
-                out = xp.sqrt(out)
-    else:
-        out = partial["v"]
+    out = REDUCTIONS[kind].finish(xp, partial, dtype, params)
     if not keepdims:
         out = out.reshape(tuple(s for d, s in enumerate(out.shape) if d not in axes))
     return xp.asarray(out).astype(dtype, copy=False)

@@ -1,4 +1,5 @@
-"""Compiling generated CUDA C++ sources: per-process cache, CI dump, ``nvcc`` check.
+"""Compiling generated CUDA C++ sources: per-process cache, CI dump, ``nvcc`` check. The one compile path of
+fused kernels, stencil kernels and Philox draws is :func:`compile_function`.
 
 Every generated kernel is a *full* CUDA C++ translation unit (``extern "C" __global__``
 kernels plus the ``__device__`` helpers they use, no ``#include``), so that the same
@@ -12,7 +13,7 @@ string compiles under NVRTC (``cupy.RawModule``, on a GPU worker) and under ``nv
 * :func:`nvcc_compile_check` compiles a source with ``nvcc`` and raises on failure; it needs
   no GPU.
 * :func:`compile_in_background` compiles a kernel in a background thread (on the launching thread's
-  device), for kernels that replace one already running (``_codegen``'s specialized kernels).
+  device), for kernels that replace one already running (``kernels.fused``'s specialized kernels).
 * :func:`resident_blocks` is the occupancy arithmetic (thread blocks one multiprocessor keeps resident,
   from a kernel's registers and shared memory), and :func:`wave_blocks` the grid of one full wave of a
   compiled kernel on the current device: grid-stride kernels launch that many blocks (or fewer for small

@@ -20,6 +20,7 @@ import numpy as np
 from .. import config
 from ..codegen import program as _program
 from ..codegen import types as _types
+from ..ops.reductions import REDUCTIONS
 from . import blocks as _blocks
 from . import cuda as _cuda
 from . import philox as _philox
@@ -32,15 +33,15 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
     xp = namespace(*inputs) if inputs else (np if backend == "numpy" else __import__("cupy"))
     values: list[Any] = []
     for ins in program.instrs:
-        tag = ins[0]
+        tag = ins.tag
         if tag == "load":
-            values.append(inputs[ins[1]])
+            values.append(inputs[ins.input])
         elif tag == "scalar":
-            values.append(scalars[ins[1]])
+            values.append(scalars[ins.slot])
         elif tag == "full":
-            values.append(xp.full(shape, scalars[ins[1]], dtype=np.dtype(ins[2])))
+            values.append(xp.full(shape, scalars[ins.slot], dtype=np.dtype(ins.dtype)))
         elif tag == "random":
-            kind, dt, slot, nparams = ins[1], np.dtype(ins[2]), ins[3], ins[4]
+            kind, dt, slot, nparams = ins.kind, np.dtype(ins.dtype), ins.slot, ins.nparams
             key = (scalars[slot], scalars[slot + 1])
             values.append(_philox.draw_block(kind, key, scalars[slot + 2], global_shape, offset, shape, dt,
                                              tuple(scalars[slot + 3 : slot + 3 + nparams]), xp=xp))
@@ -52,7 +53,7 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
             _, func, dt, kwargs, args, _ = ins
             values.append(_blocks.elemwise(func, np.dtype(dt), dict(kwargs), *[values[j] for j in args]))
     finished = _program.epilogue_values(program.instrs)
-    return [values[out[1]] if out[1] in finished else _output(out, values, shape) for out in program.outputs]
+    return [values[out.value] if out.value in finished else _output(out, values, shape) for out in program.outputs]
 
 
 def _block_of(value: Any, shape: tuple[int, ...]) -> Any:
@@ -61,8 +62,8 @@ def _block_of(value: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _output(out: tuple, values: list[Any], shape: tuple[int, ...]) -> Any:
-    value = _block_of(values[out[1]], shape)
-    if out[0] == "store":
+    value = _block_of(values[out.value], shape)
+    if out.tag == "store":
         return value
     _, _, kind, axes, dt, params = out
     return _blocks.reduce_chunk(kind, value, axes, np.dtype(dt), params, ())
@@ -125,28 +126,31 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     bufs, results = [], []
     for k, out in enumerate(outputs):
         if k in kernel.finals:
-            result, buffer = final_buffer(program, k, size)
-            bufs.append(buffer)
+            result, buffers = final_buffers(program, k, size)
+            bufs += buffers
             results.append(result)
         else:
-            value_shape = (1,) * after[out[1]] if out[1] in after else shape
-            bufs.append(cupy.empty(value_shape, dtype=_program.value_dtype(instrs[out[1]])))
+            value_shape = (1,) * after[out.value] if out.value in after else shape
+            bufs.append(cupy.empty(value_shape, dtype=_program.value_dtype(instrs[out.value])))
             results.append(bufs[-1])
     bufs += fold_buffers(program, blocks)
     launch.function((blocks,), (_THREADS,), (*inputs, *bufs, *launch.args, *geometry))
     # a reduction over some axes: of the stored block, once the kernel has written it
-    return [_blocks.reduce_chunk(out[2], r, out[3], np.dtype(out[4]), out[5], ())
-            if out[0] == "reduce" and k not in kernel.finals else r for k, (out, r) in enumerate(zip(outputs, results))]
+    return [_blocks.reduce_chunk(out.kind, r, out.axes, np.dtype(out.dtype), out.params, ())
+            if out.tag == "reduce" and k not in kernel.finals else r for k, (out, r) in enumerate(zip(outputs, results))]
 
 
-def final_buffer(program: tuple, k: int, size: int) -> tuple[dict[str, Any], Any]:
+def final_buffers(program: tuple, k: int, size: int) -> tuple[dict[str, Any], list[Any]]:
     """The result of output ``k``, a full reduction over ``size`` elements finished in the launch, as the partial
-    ``_blocks.reduce_chunk`` gives, and the one-element device array the kernel writes it to (``fin<k>``)."""
+    ``_blocks.reduce_chunk`` gives, and the one-element device arrays the kernel writes it to (``fin<k>``, one
+    per fold)."""
     import cupy
 
-    out = program.outputs[k]
-    final = cupy.empty((1,) * program.ndim, dtype=_program.final_dtype(out))
-    return ({"s": final, "n": size} if out[2] == "mean" else {"v": final}), final
+    folds = [fold for fold in _program.program_folds(program) if fold.output == k]
+    finals = [cupy.empty((1,) * program.ndim, dtype=fold.final) for fold in folds]
+    partial = {fold.field: final for fold, final in zip(folds, finals)}
+    count = REDUCTIONS[program.outputs[k][2]].count
+    return ({**partial, count: size} if count else partial), finals
 
 
 def fold_buffers(program: tuple, blocks: int) -> list[Any]:
@@ -202,10 +206,10 @@ def _scalar_arg(scalars: Sequence[Any], k: int, ctype: str, instrs: Sequence[tup
     """The kernel argument of scalar slot ``k``: random parameters converted as the Philox stream
     defines them; other values cast to their C type."""
     for ins in instrs:
-        if ins[0] == "random" and ins[3] + 3 <= k < ins[3] + 3 + ins[4]:
+        if ins.tag == "random" and ins.slot + 3 <= k < ins.slot + 3 + ins.nparams:
 
-            slot = ins[3]
-            converted = _philox._check_params(ins[1], np.dtype(ins[2]), scalars[slot + 3 : slot + 3 + ins[4]])
+            slot = ins.slot
+            converted = _philox._check_params(ins.kind, np.dtype(ins.dtype), scalars[slot + 3 : slot + 3 + ins.nparams])
             return converted[k - slot - 3]
     return _types.NP_OF_CTYPE[ctype].type(scalars[k])
 
@@ -221,7 +225,7 @@ def scalar_args(instrs: Sequence[tuple], scalars: Sequence[Any]) -> list[Any]:
 def _cast_arg(scalars: Sequence[Any], instrs: Sequence[tuple], j: int, ctype: str) -> Any:
     """The value of scalar instruction ``j`` as its own C type, then converted to ``ctype`` (what ``(ctype)v``
     gives in C: NumPy's casts round the same way)."""
-    own = _types.NP_OF_CTYPE[_types.ctype(instrs[j][2])].type(scalars[instrs[j][1]])
+    own = _types.NP_OF_CTYPE[_types.ctype(instrs[j].dtype)].type(scalars[instrs[j].slot])
     return _types.NP_OF_CTYPE[ctype].type(own)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from ..codegen import stencil as _stencil_source
 from ..codegen import stencil_plan as _stencil_plan
 from ..codegen.stencil_plan import Box
-from ..codegen.types import FILL, NP_OF_CTYPE, TILE, TILE_THREADS, WRAP, ctype
+from ..codegen.types import FILL, NP_OF_CTYPE, TILE, TILE_THREADS, WRAP, Store, ctype
 from . import blocks as _blocks
 from . import cuda as _cuda
 from . import fused as _fused
@@ -97,7 +97,7 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
 def _empty_partial(plan: tuple, reduction: tuple[int, int], xp: Any) -> dict[str, Any]:
     """The partial of a full reduction over no elements (a part with an empty target)."""
     program, (_, v, kind, axes, dtype, params) = _stencil_plan.reduction_of(plan, reduction)
-    empty = xp.empty((0,) * plan.ndim, dtype=program.instrs[v][2])
+    empty = xp.empty((0,) * plan.ndim, dtype=program.instrs[v].dtype)
     return _blocks.reduce_chunk(kind, empty, axes, np.dtype(dtype), params, ())
 
 
@@ -181,16 +181,16 @@ def _run_interpreted(code: tuple, inputs: list, edges: tuple, region: tuple, box
         return {}
     views = [window(slot, value, offset) for slot, offset in loads]
     inner = tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(value, box))
-    stores = program._replace(outputs=tuple(("store", out[1]) for out in program.outputs))  # reductions: over the target
+    stores = program._replace(outputs=tuple(Store("store", out.value) for out in program.outputs))  # reductions: over the target
     values = _fused.run_numpy(stores, scalars, tuple(lo for lo, _ in value), tuple(hi - lo for lo, hi in value),
                                 shape, views, backend)
     for out, v in zip(outs, values):
         out[inner] = v
     reduced = {}
     for j, (out, v) in enumerate(zip(program.outputs, values)):
-        if out[0] == "reduce":
+        if out.tag == "reduce":
             part = v[tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(target, value))]
-            reduced[j] = _blocks.reduce_chunk(out[2], part, out[3], np.dtype(out[4]), out[5], ())
+            reduced[j] = _blocks.reduce_chunk(out.kind, part, out.axes, np.dtype(out.dtype), out.params, ())
     return reduced
 
 
@@ -346,8 +346,8 @@ def _run_cuda(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, 
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code), resident * WAVES if reductions else None)
     partials, buffers = {}, []
     for k in reductions:
-        partials[k], final = _fused.final_buffer(program, k, int(np.prod([hi - lo for lo, hi in target])))
-        buffers.append(final)
+        partials[k], finals = _fused.final_buffers(program, k, int(np.prod([hi - lo for lo, hi in target])))
+        buffers += finals
     buffers += _fused.fold_buffers(program, int(np.prod(grid)))
     args = arrays + buffers + scalar_args + [to_index(v) for v in values] + fills
     args += [to_index(v) for bounds in target for v in bounds] if reductions else []
