@@ -107,7 +107,7 @@ def main(argv=None) -> int:
         """The one fused kernel of both outputs, launched on the device arrays without any scheduling."""
         from dask_gpunumeric.kernels import fused as _fused
         from dask_gpunumeric.expr.nodes import Bundle
-        from dask_gpunumeric.optimize.fusion import explain_groups
+        from dask_gpunumeric.optimize import explain_groups
 
         (fused,) = explain_groups(Bundle(*(o.expr for o in price(gnp, gS, gK, gT))))
         by_name = {a.expr._name: d for a, d in zip((gS, gK, gT), device_inputs)}

@@ -95,7 +95,7 @@ def main(argv=None) -> int:
 
     import dask_gpunumeric as gnp
     from dask_gpunumeric.kernels import fused as _fused
-    from dask_gpunumeric.optimize.fusion import explain_groups
+    from dask_gpunumeric.optimize import explain_groups
 
     rows = [
         ("build expression", median_ms(lambda: mc.monte_carlo(args.n, 10.0), args.repeat)),

@@ -21,6 +21,7 @@ DEFAULTS: dict[str, Any] = {
     "allow-fetch": False,
     "split-every": 8,  # fan-in of tree reductions
     "fusion": True,  # fuse elementwise chains, random draws and reductions into one kernel per block
+    "kernel-size": 256,  # at most this many operations per fused kernel (deeper groups are cut in several)
     "specialize": True,  # on CuPy blocks, a fused kernel launched again with the same scalar values is compiled with them as constants
     "stencil-sweeps": "auto",  # stencil sweeps per task: "auto" (halo within 1/8 of a block) or an int
     "stencil-tiles": True,  # on CuPy blocks, pairs of 2-d stencil sweeps in one kernel through shared memory
@@ -58,11 +59,6 @@ def set(**settings: Any) -> dask.config.set:  # noqa: A001 - mirrors dask.config
     if "backend" in settings:
         _backend.resolve(settings["backend"])  # validate now, not at first use
     return dask.config.set({f"gpunumeric.{k.replace('_', '-')}": v for k, v in settings.items()})
-
-
-def optimizer_settings() -> tuple:
-    """The settings an optimized graph depends on (caches of graphs and plans key on them)."""
-    return bool(get("fusion")), get("stencil-sweeps"), bool(get("stencil-tiles"))
 
 
 def backend() -> str:

@@ -119,11 +119,11 @@ def test_graph_on_persisted_inputs_is_optimized_once_and_keeps_no_blocks(data, m
     import weakref
 
     from dask_gpunumeric.expr import nodes as _expr
-    from dask_gpunumeric.optimize import fusion as _fusion
+    import dask_gpunumeric.optimize as _optimizer
 
     optimized = []
-    optimize = _fusion.optimize
-    monkeypatch.setattr(_fusion, "optimize", lambda root: optimized.append(root._name) or optimize(root))
+    optimize = _optimizer.optimize
+    monkeypatch.setattr(_optimizer, "optimize", lambda root: optimized.append(root._name) or optimize(root))
     x = gnp.asarray(data, chunks=(2, 3))
     e = gnp.exp(x) * 2
     f = lambda a: gnp.sum(gnp.sin(a) + 1, axis=0)  # noqa: E731

@@ -97,7 +97,7 @@ _hostile.__name__ = PAYLOAD  # a NumPy ufunc made from it is named after it
 
 def test_hostile_strings_never_reach_kernel_source():
     from dask_gpunumeric.codegen.program import kernel_source
-    from dask_gpunumeric.optimize.fusion import explain_groups
+    from dask_gpunumeric.optimize import explain_groups
 
     ref = np.arange(12.0)
     x = gnp.from_array(ref, chunks=5)
@@ -131,7 +131,7 @@ def test_forged_programs_are_refused(forge):
     source, whatever it carries."""
     from dask_gpunumeric.codegen import program as _codegen
 
-    from dask_gpunumeric.optimize.fusion import explain_groups
+    from dask_gpunumeric.optimize import explain_groups
 
     x = gnp.arange(12.0, chunks=5)
     (group,) = explain_groups(gnp.sum(gnp.exp(x) + gnp.random.default_rng(0).random(12, chunks=5)).expr)
@@ -162,7 +162,7 @@ def test_forged_totals_are_refused(forge):
     """A total (a one-block array's reduction finished in its kernel) forged: another reduction name, a
     value not before it, not every axis, a keepdims flag that is not a bool."""
     from dask_gpunumeric.codegen import program as _codegen
-    from dask_gpunumeric.optimize.fusion import explain_groups
+    from dask_gpunumeric.optimize import explain_groups
 
     (group,) = explain_groups((gnp.sum(gnp.exp(gnp.arange(12.0))) * 2).expr)
     ndim, inputs, instrs, outputs = group.operand("program")

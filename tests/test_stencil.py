@@ -23,7 +23,8 @@ from dask_gpunumeric.codegen.types import FILL, WRAP
 from dask_gpunumeric.kernels import stencil as _stencil_kernels
 from dask_gpunumeric.api.explain import plan
 from dask_gpunumeric.expr.nodes import graph_of
-from dask_gpunumeric.optimize.fusion import _DAG, optimize
+from dask_gpunumeric.optimize import optimize
+from dask_gpunumeric.optimize.dag import DAG
 
 SWEEPS_PER_TASK = st.sampled_from(["auto", 1, 2, 3, 5])
 
@@ -122,7 +123,7 @@ def test_sweeps_equal_numpy(name: str, data: Any, n: int, per_task: Any) -> None
         result = sweeps(update, gnp, gnp.from_array(x, chunks=chunks), n)
         assert result.chunks == chunks
         assert_eq(result, sweeps(update, np, x.copy(), n), rtol=1e-5, atol=1e-6)
-        assert [type(n).__name__ for n in _DAG(optimize(result.expr)).order].count("Stencil") >= 1
+        assert [type(n).__name__ for n in DAG(optimize(result.expr)).order].count("Stencil") >= 1
 
 
 @given(data=grids(1), depth=st.integers(1, 3))

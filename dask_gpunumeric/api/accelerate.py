@@ -38,6 +38,8 @@ from .. import config
 from ..runtime import cluster as _cluster
 from .array import Array
 from ..expr.nodes import ArrayExpr, Bundle, FromArray, FromGraph, cached, flat_keys, graph_of, run_in_order, schedule_of
+from ..optimize import optimize, settings_key
+from ..optimize.dag import DAG
 
 _CACHE_SIZE = 128
 _RETRIES = 3  # times the scheduler re-runs a failed per-worker task (a peer lost mid-region fails them all)
@@ -67,14 +69,13 @@ class Plan:
     placeholder keys, its outputs' metadata, and its per-worker programs for a number of workers."""
 
     def __init__(self, outputs: list[ArrayExpr], placeholders: list[Placeholder], structure: Any) -> None:
-        from ..optimize.fusion import _DAG, optimize
         from .loops import Loop
 
         bundle = optimize(Bundle(*outputs))
         optimized = list(bundle.operands)
         self.optimized = optimized
         self.inputs = placeholders
-        self.has_loops = any(isinstance(n, Loop) for n in _DAG(bundle).order)
+        self.has_loops = any(isinstance(n, Loop) for n in DAG(bundle).order)
         self.graph: dict = {}
         if not self.has_loops:  # a plan with loops runs only as programs
             for out in optimized:
@@ -82,7 +83,7 @@ class Plan:
         self.outputs = [(out._name, out.chunks, out.dtype, out.backend) for out in optimized]
         self.schedule = schedule_of(self.graph, {k for out in optimized for k in flat_keys(out)})
         self.structure = structure
-        names = sorted(n._name for n in _DAG(bundle).order)
+        names = sorted(n._name for n in DAG(bundle).order)
         self.token = hashlib.sha1(repr(names).encode()).hexdigest()[:16]
         self._built: dict[int, Any] = {}
         self.block_indices = [list(out.block_indices()) for out in optimized]
@@ -191,10 +192,8 @@ class Region(ArrayExpr):
 
             yield from _region.owned(self._name, self.plan.built(len(self.workers)), self._rename_key)
             return
-        from ..optimize.fusion import _DAG
-
         key = self._rename_key
-        for node in _DAG(Bundle(*self.plan.optimized)).order:
+        for node in DAG(Bundle(*self.plan.optimized)).order:
             for k, index, numblocks in node._owned_blocks():
                 yield key(k), index, numblocks
 
@@ -315,7 +314,7 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
         arrays = [(i, a) for i, a in named if isinstance(a, Array)]
         static = tuple((i, _static_key(a)) for i, a in named if not isinstance(a, Array))
         signature = (tuple((i, a.shape, a.chunks, a.dtype.str, a.backend) for i, a in arrays), static,
-                     config.optimizer_settings())
+                     settings_key())
         try:
             hash(signature)
         except TypeError:

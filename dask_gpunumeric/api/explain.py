@@ -22,20 +22,21 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
     from .accelerate import Region
     from ..codegen.program import describe, epilogue_values
     from ..expr.nodes import Bundle
-    from ..optimize.fusion import _DAG, optimize
+    from ..optimize import optimize
+    from ..optimize.dag import DAG
     from .loops import Loop
     from ..runtime.regions.program import summary
 
     root = x.expr if isinstance(x, Array) else x
     optimized = optimize(root)
-    nodes = _DAG(optimized).order
+    nodes = DAG(optimized).order
     regions = []
     for node in nodes:  # accelerated calls and loops: their plans' nodes too
         if isinstance(node, Region):
             regions.append({"name": node._name, "lowering": "programs" if node.as_programs else "tasks",
                             **(summary(node.plan.built(len(node.workers))) if node.as_programs else {})})
         if isinstance(node, (Region, Loop)):
-            nodes += _DAG(Bundle(*(node.plan if isinstance(node, Region) else node.body).optimized)).order
+            nodes += DAG(Bundle(*(node.plan if isinstance(node, Region) else node.body).optimized)).order
     groups = []
     for node in nodes:
         if not isinstance(node, Fused):

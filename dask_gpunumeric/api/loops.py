@@ -240,9 +240,9 @@ def _hoist_invariants(outputs: list[ArrayExpr], placeholders: list[Placeholder],
                       ) -> tuple[list[ArrayExpr], list[tuple[Placeholder, ArrayExpr]]]:
     """The body's outputs with every largest subexpression that depends on no placeholder (the loop
     invariants) replaced by a placeholder of its own, and those (placeholder, invariant) pairs."""
-    from ..optimize.fusion import _DAG, _rebuild
+    from ..optimize.dag import DAG, rebuild_all
 
-    dag = _DAG(Bundle(*outputs))
+    dag = DAG(Bundle(*outputs))
     varying = {p._name for p in placeholders}
     for node in dag.order:
         if any(d._name in varying for d in node.dependencies()):
@@ -253,8 +253,7 @@ def _hoist_invariants(outputs: list[ArrayExpr], placeholders: list[Placeholder],
     invariants = [(Placeholder(m, f"{signature}-invariant", n.chunks, n.dtype, n.backend), n)
                   for m, n in enumerate(hoisted)]
     replaced = {n._name: ph for ph, n in invariants}
-    memo: dict = {}
-    return [_rebuild(o, replaced, memo) for o in outputs], invariants
+    return rebuild_all(outputs, replaced), invariants
 
 
 def _constant(node: ArrayExpr) -> bool:

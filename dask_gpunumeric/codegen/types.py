@@ -28,7 +28,10 @@ def ctype(dt: str | np.dtype) -> str:
 
 def dtype_supported(dtype: np.dtype) -> bool:
     """Dtypes the generated kernels handle (no complex, no float16, native byte order only)."""
-    return np.dtype(dtype).name in CTYPES and np.dtype(dtype).isnative
+    return np.dtype(dtype) in _SUPPORTED  # (a non-native dtype differs from the native one)
+
+
+_SUPPORTED = frozenset(NP_OF_CTYPE.values())
 
 
 def scalar_supported(value: Any) -> bool:

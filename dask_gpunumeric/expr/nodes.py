@@ -371,7 +371,7 @@ class Materialized(ArrayExpr):
 
     @cached
     def _optimized(self) -> ArrayExpr:
-        from ..optimize.fusion import optimize
+        from ..optimize import optimize
 
         return optimize(self.root)
 
@@ -522,10 +522,12 @@ def _cache_key(root: ArrayExpr) -> tuple[tuple, tuple] | None:
     (and so do expressions built on it): the names of the persisted inputs are part of the key, so that
     the graph of a tree on them is never that of the same tree computing them; their blocks stay out of
     the cached graph (``_input_layers`` adds those of each call), so that the cache keeps no data alive."""
+    from ..optimize import settings_key
+
     persisted = _persisted_inputs(root)
     if persisted is None:
         return None
-    return (root._name, config.optimizer_settings(), tuple(sorted(n._name for n in persisted))), persisted
+    return (root._name, settings_key(), tuple(sorted(n._name for n in persisted))), persisted
 
 
 _SEEN: collections.OrderedDict[tuple, None] = collections.OrderedDict()  # keys of trees on persisted inputs

@@ -1,143 +1,138 @@
-"""The fusion pass: maximal groups of elementwise operations and random draws with the same block grid,
-plus the reductions that consume them, become one ``Fused`` expression (one kernel per block).
+"""The fusion pass: groups of elementwise operations and random draws with the same block grid, plus the
+reductions that consume them, become one ``Fused`` expression (one kernel per block).
 
-The pass is a pure function of the expression DAG (``fuse(root) -> root'``). A group is grown by
-union-find over producer/consumer edges between fusable nodes with equal chunks and backend; a merge
-that would make the group both feed and depend on an outside node (a cycle) is refused. Members used
-outside their group (or the root) become outputs of the group's kernel (multi-output), so every value
-is computed once. Reductions over a member (sum, prod, min, max, all, any, mean) get their per-block
-partial from the same kernel; their combine/finish stages stay tree tasks.
-
-A group of one block finishes its full reductions in the kernel itself (a *total*: the kernel's last thread
-block combines the partials), and takes in the elementwise work on those results alone (an *epilogue*:
-``(omega / n) * sum(f(x))``, a mean's normalisation, ``sum(a) / sum(b)``), computed by that last thread
-block: the whole computation is one kernel and one task. With several blocks the reduction's tree tasks
-finish it, and the elementwise work on the result is a task of its own.
+A group grows by union-find over producer/consumer edges between fusable nodes with equal chunks and
+backend, refusing a merge that would make the group both feed and depend on an outside node (a cycle;
+``_Grouping``). A group of more than ``kernel-size`` operations is cut into kernels run one after the other
+(``_cut``). Members used outside their kernel become its outputs, so every value is computed once.
+Reductions over a member get their per-block partial from the same kernel; their combine stays tree tasks.
+A group of one block also finishes its full reductions in the kernel (*totals*) and the elementwise work on
+those results alone (its *epilogue*, run by the kernel's last thread block).
 """
 from __future__ import annotations
 
+import hashlib
+import heapq
 from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
 from dask._expr import Expr
-from dask.tokenize import tokenize
 
-from ..codegen.types import dtype_supported
+from ..expr.nodes import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
 from ..kernels.fused import record_sources
-from ..ops.reductions import FUSABLE as FUSED_REDUCTIONS
-from ..expr.nodes import ArrayExpr, Creation, Elemwise, Fused, FusedOutput, Materialized, Reduction
-from .programs import build_program, creation_supported, elemwise_supported
+from .dag import DAG, UnionFind, rebuild
+from .programs import build_program, is_fusable, is_fused_reduction
 
 
-def is_fusable(node: Expr) -> bool:
-    """True for nodes the fused kernels can compute element by element."""
-    if isinstance(node, Elemwise):
-        return elemwise_supported(node)
-    if isinstance(node, Creation):
-        return creation_supported(node)
-    return False
-
-
-def _reduction_fusable(node: Expr) -> bool:
-    return (
-        isinstance(node, Reduction)
-        and not node.operand("prereduced")
-        and node.operand("kind") in FUSED_REDUCTIONS
-        and dtype_supported(node.array.dtype)
-        and dtype_supported(node.dtype)
-    )
-
-
-class _DAG:
-    """Nodes of an expression tree in topological order (inputs first), with consumers."""
-
-    def __init__(self, root: ArrayExpr) -> None:
-        self.order: list[Expr] = []
-        self.consumers: dict[str, list[Expr]] = defaultdict(list)
-        seen: set[str] = set()
-        stack: list[tuple[Expr, bool]] = [(root, False)]
-        while stack:
-            node, done = stack.pop()
-            if done:
-                self.order.append(node)
-                continue
-            if node._name in seen:
-                continue
-            seen.add(node._name)
-            stack.append((node, True))
-            for dep in node.dependencies():
-                self.consumers[dep._name].append(node)
-                stack.append((dep, False))
-
-
-class _Groups:
-    """Union-find over node names, with each group's members."""
+class _Grouping:
+    """Greedy union of fusable nodes into groups, in topological order, keeping the graph of groups (and
+    unfused nodes) acyclic in time linear in practice: each group has a potential that increases along
+    every edge between groups, so a merge needs no search unless it must raise the potentials downstream
+    of one side; that search, bounded by the potentials, is also the exact cycle check."""
 
     def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-        self.members: dict[str, set[str]] = {}
+        self.groups = UnionFind()
+        self.potential: dict[str, int] = {}
+        self.exits: dict[str, set[str]] = {}  # per group: the processed nodes outside it that read it
 
-    def find(self, name: str) -> str:
-        if name not in self.parent:
-            self.parent[name] = name
-            self.members[name] = {name}
-        while self.parent[name] != name:
-            self.parent[name] = self.parent[self.parent[name]]
-            name = self.parent[name]
-        return name
+    def add(self, name: str, dependencies: list[Expr], candidates: list[Expr]) -> None:
+        """Process node ``name`` (its ``dependencies`` processed already), merging it with as many of the
+        groups of ``candidates`` (its fusable dependencies with its blocks) as stay acyclic."""
+        find, potential, exits = self.groups.find, self.potential, self.exits
+        deps = {find(d._name) for d in dependencies}
+        tried = {find(c._name) for c in candidates}
+        if len(tried) > 1:
+            # in decreasing potential: a path between two of them goes from a lower to a higher one, so it is
+            # found when the lower one is tried (after the higher one joined or was refused)
+            tried = sorted(tried, key=potential.__getitem__, reverse=True)
+        potential[find(name)] = max([potential[d] + 1 for d in deps if d not in tried], default=0)
+        exits[name] = set()
+        for d in deps:
+            exits[d].add(name)
+        for group in tried:
+            if not self._merge(group, find(name)):
+                self._raise(find(name), potential[group] + 1)
 
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if len(self.members[ra]) > len(self.members[rb]):
-            ra, rb = rb, ra
-        self.parent[ra] = rb
-        self.members[rb] |= self.members.pop(ra)
+    def _merge(self, a: str, b: str) -> bool:
+        """Merge two groups unless that makes a cycle."""
+        potential, members, find = self.potential, self.groups.members, self.groups.find
+        q = max(potential[a], potential[b])
+        log: list[tuple[str, int]] = []
+        for side in (a, b):
+            if potential[side] < q and not self._shift(side, q - potential[side], {a, b}, log):
+                for group, value in reversed(log):
+                    potential[group] = value
+                return False
+        small, big = (a, b) if len(members[a]) <= len(members[b]) else (b, a)
+        exits = self.exits[big]
+        exits.difference_update(members[small])
+        exits.update(e for e in self.exits.pop(small) if find(e) not in (a, b))
+        merged = self.groups.union(a, b)
+        self.exits[merged] = exits
+        self.potential[merged] = q
+        return True
+
+    def _raise(self, group: str, q: int) -> None:
+        """Raise a group's potential to ``q`` (and what is downstream, where needed)."""
+        if q > self.potential[group]:
+            self._shift(group, q - self.potential[group], {group}, [])
+            self.potential[group] = q
+
+    def _shift(self, group: str, delta: int, merging: set[str], log: list[tuple[str, int]]) -> bool:
+        """Raise by ``delta`` the potential of every node or group downstream of ``group`` that would not stay
+        above its producer's: False, changing nothing, where that reaches one of ``merging`` (a path that
+        leaves the merged group and comes back)."""
+        if delta <= 0:
+            return True
+        find, potential = self.groups.find, self.potential
+        limit = potential[group] + delta
+        stack = [g for g in {find(e) for e in self.exits[group]} - merging if potential[g] <= limit]
+        seen: set[str] = set()
+        while stack:
+            g = stack.pop()
+            if g in seen:
+                continue
+            seen.add(g)
+            for e in self.exits[g]:
+                h = find(e)
+                if h in merging:
+                    return False
+                if h not in seen and potential[h] <= potential[g] + delta:
+                    stack.append(h)
+        for g in seen:
+            log.append((g, potential[g]))
+            potential[g] += delta
+        return True
 
 
-def _creates_cycle(dag: _DAG, groups: _Groups, a: str, b: str) -> bool:
-    """Would merging the groups of ``a`` and ``b`` make a cycle between kernels? Walks downstream from the
-    merged group, a reached group counting as a whole (it becomes one task), and looks for a way back."""
-    members = groups.members[groups.find(a)] | groups.members[groups.find(b)]
-    stack = [c._name for m in members for c in dag.consumers[m] if c._name not in members]
-    seen: set[str] = set()
-    while stack:
-        name = stack.pop()
-        if name in seen:
-            continue
-        for n in groups.members[groups.find(name)] if name in groups.parent else (name,):
-            seen.add(n)
-            for c in dag.consumers[n]:
-                if c._name in members:
-                    return True
-                if c._name not in seen:
-                    stack.append(c._name)
-    return False
-
-
-def fuse(root: ArrayExpr) -> ArrayExpr:
-    """The expression with fusable groups replaced by ``Fused`` kernels (same values, same root shape)."""
-    dag = _DAG(root)
-    groups = _Groups()
+def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
+    """The expression with fusable groups replaced by ``Fused`` kernels (same values, same root shape);
+    nothing when the ``fusion`` setting is off."""
+    if not settings["fusion"]:
+        return root
+    dag = DAG.of(root)
+    grouping = _Grouping()
+    groups = grouping.groups
     fusable = {n._name for n in dag.order if is_fusable(n)}
     for node in dag.order:
-        if node._name not in fusable:
-            continue
-        groups.find(node._name)
-        for dep in node.dependencies():
-            if (
-                dep._name in fusable
-                and dep.chunks == node.chunks
-                and dep.backend == node.backend
-                and groups.find(dep._name) != groups.find(node._name)
-                and not _creates_cycle(dag, groups, dep._name, node._name)
-            ):
-                groups.union(dep._name, node._name)
-    members: dict[str, list[Expr]] = defaultdict(list)
+        deps = dag.dependencies[node._name]
+        candidates = [] if node._name not in fusable else [
+            d for d in deps if d._name in fusable and d.chunks == node.chunks and d.backend == node.backend]
+        grouping.add(node._name, deps, candidates)
+    limit = settings["kernel-size"]
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ValueError(f"gpunumeric.kernel-size must be a positive int, got {limit!r}")
+    grown: dict[str, list[Expr]] = defaultdict(list)
     for node in dag.order:
         if node._name in fusable:
-            members[groups.find(node._name)].append(node)
+            grown[groups.find(node._name)].append(node)
+    members = {f"{g}-{k}": run for g, nodes in grown.items() for k, run in enumerate(_cut(nodes, dag, limit))}
+    group_of = {n._name: g for g, nodes in members.items() for n in nodes}
     reductions: dict[str, list[Reduction]] = defaultdict(list)
     for node in dag.order:
-        if _reduction_fusable(node) and node.array._name in fusable:
-            reductions[groups.find(node.array._name)].append(node)
+        if is_fused_reduction(node) and node.array._name in fusable:
+            reductions[group_of[node.array._name]].append(node)
     totals: dict[str, list[Reduction]] = {}
     epilogues: dict[str, list[Expr]] = {}
     for g, nodes in members.items():
@@ -156,7 +151,7 @@ def fuse(root: ArrayExpr) -> ArrayExpr:
     for g, nodes in plans.items():
         replaced.update(_build_group(dag, root, nodes, reductions.get(g, []), totals.get(g, []),
                                      epilogues.get(g, [])))
-    return _rebuild(root, replaced, {})
+    return rebuild(root, replaced)
 
 
 def _finished_in_kernel(reduction: Reduction) -> bool:
@@ -165,22 +160,51 @@ def _finished_in_kernel(reduction: Reduction) -> bool:
     return x.ndim > 0 and all(n == 1 for n in x.numblocks) and set(reduction.operand("axes")) == set(range(x.ndim))
 
 
-def _epilogue(dag: _DAG, totals: list[Reduction], fusable: set[str]) -> list[Expr]:
+def _epilogue(dag: DAG, totals: list[Reduction], fusable: set[str]) -> list[Expr]:
     """The elementwise nodes computed from the totals alone (and from each other, and scalars), in
     topological order: what the kernel's last thread block computes after finishing the totals."""
     inside = {t._name for t in totals}
+    waiting = [dag.position[c._name] for t in totals for c in dag.consumers[t._name]]
+    heapq.heapify(waiting)
     out: list[Expr] = []
-    for node in dag.order:
-        if node._name not in fusable or not isinstance(node, Elemwise):
+    while waiting:
+        node = dag.order[heapq.heappop(waiting)]
+        if node._name in inside or node._name not in fusable or not isinstance(node, Elemwise):
             continue
         arrays = [a for a in node.args if isinstance(a, Expr)]
-        if arrays and all(a._name in inside for a in arrays):
+        if all(a._name in inside for a in arrays):
             inside.add(node._name)
             out.append(node)
+            for c in dag.consumers[node._name]:
+                heapq.heappush(waiting, dag.position[c._name])
     return out
 
 
-def _build_group(dag: _DAG, root: ArrayExpr, nodes: list[Expr], reductions: list[Reduction],
+def _cut(nodes: list[Expr], dag: DAG, limit: int) -> list[list[Expr]]:
+    """A group's members (in topological order) in consecutive runs of at most ``limit``, each ending where
+    the fewest values made before are used after (each such value is stored by one kernel and read by a
+    later one; runs of a topological order depend only on earlier runs)."""
+    if len(nodes) <= limit:
+        return [nodes]
+    index = {n._name: i for i, n in enumerate(nodes)}
+    crossing = [0] * (len(nodes) + 1)  # at k: the values made before k and used at k or later
+    for i, node in enumerate(nodes):
+        last = max((index[c._name] for c in dag.consumers[node._name] if c._name in index), default=i)
+        if last > i:
+            crossing[i + 1] += 1
+            crossing[last + 1] -= 1
+    for k in range(1, len(crossing)):
+        crossing[k] += crossing[k - 1]
+    runs, start = [], 0
+    while len(nodes) - start > limit:
+        end = min(range(start + (limit + 1) // 2, start + limit + 1), key=lambda k: (crossing[k], -k))
+        runs.append(nodes[start:end])
+        start = end
+    runs.append(nodes[start:])
+    return runs
+
+
+def _build_group(dag: DAG, root: ArrayExpr, nodes: list[Expr], reductions: list[Reduction],
                  totals: list[Reduction], epilogue: list[Expr]) -> dict[str, Expr]:
     """The Fused node of one group (its members, its totals and their epilogue), and what replaces each of
     them used outside it."""
@@ -190,7 +214,8 @@ def _build_group(dag: _DAG, root: ArrayExpr, nodes: list[Expr], reductions: list
     def used_outside(n: Expr, inside: set[str]) -> bool:
         return n._name == root._name or any(c._name not in inside for c in dag.consumers[n._name])
 
-    stores = [n for n in nodes if used_outside(n, names | reduced_names)]
+    inside = names | reduced_names
+    stores = [n for n in nodes if used_outside(n, inside)]
     finished = [n for n in (*totals, *epilogue) if used_outside(n, names)]
     partials = [r for r in reductions if r._name not in names]
     program, inputs, scalars = build_program(nodes, [*stores, *finished], partials, totals, epilogue)
@@ -198,7 +223,7 @@ def _build_group(dag: _DAG, root: ArrayExpr, nodes: list[Expr], reductions: list
     first = nodes[-1]
     n_out = len(stores) + len(finished) + len(partials)
     # the token of a group is that of its members (cheaper than tokenizing the program)
-    token = tokenize(sorted(names), [r._name for r in reductions])
+    token = hashlib.sha1("|".join([*sorted(names), "", *(r._name for r in reductions)]).encode()).hexdigest()[:32]
     # a kernel of one output has that output's blocks (a total's: 0-d), made from the elements' blocks
     chunks = finished[0].chunks if n_out == 1 and finished else first.chunks
     fused = Fused(program, chunks, first.backend, tuple(scalars), first.chunks, *inputs, _determ_token=token)
@@ -209,43 +234,3 @@ def _build_group(dag: _DAG, root: ArrayExpr, nodes: list[Expr], reductions: list
         partial = fused if n_out == 1 else FusedOutput(fused, k, red.array.chunks, red.array.dtype)
         out[red._name] = Reduction(partial, *red.operands[1:len(Reduction._parameters) - 1], True)
     return out
-
-
-def _rebuild(node: Expr, replaced: dict[str, Expr], memo: dict[str, Expr]) -> Expr:
-    if node._name in memo:
-        return memo[node._name]
-    if node._name in replaced:
-        new = replaced[node._name]
-        # the replacement's own inputs are outside the group: rebuild them too
-        new = _rebuild_operands(new, replaced, memo)
-        memo[node._name] = new
-        return new
-    new = _rebuild_operands(node, replaced, memo)
-    memo[node._name] = new
-    return new
-
-
-def _rebuild_operands(node: Expr, replaced: dict[str, Expr], memo: dict[str, Expr]) -> Expr:
-    ops = [
-        _rebuild(o, replaced, memo) if isinstance(o, Expr) and not isinstance(o, Materialized) else o
-        for o in node.operands
-    ]
-    if all(a is b for a, b in zip(ops, node.operands)):
-        return node
-    return type(node)(*ops)
-
-
-def optimize(root: ArrayExpr) -> ArrayExpr:
-    """All graph-optimization passes, in order (stencil grouping, then fusion; when ``gpunumeric.fusion``
-    is on)."""
-    from .. import config
-    from .stencil import stencils
-
-    return fuse(stencils(root)) if config.get("fusion") else root
-
-
-def explain_groups(root: ArrayExpr) -> list[Fused]:
-    """The Fused nodes of the optimized expression (for ``gnp.explain``)."""
-    opt = optimize(root)
-    return [n for n in _DAG(opt).order if isinstance(n, Fused)]
-

@@ -5,21 +5,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from dask._expr import Expr
 
 from ..codegen import program as _codegen
-from ..codegen.types import Program
+from ..codegen.types import Program, dtype_supported
+from ..expr.nodes import Creation, Elemwise, Reduction
+from ..ops.reductions import FUSABLE
 
 
-def _operands(node: Expr) -> list[Any]:
+def operands_of(node: Expr) -> list[Any]:
     """An Elemwise node's operands as ``codegen.program`` takes them: array dtypes, and scalars."""
-    return [a.dtype if hasattr(a, "chunks") else a for a in node.args]
+    return [a.dtype if isinstance(a, Expr) else a for a in node.args]
 
 
 def elemwise_supported(node: Expr) -> bool:
     """Can a kernel compute this Elemwise node element by element, exactly as NumPy would?"""
-    return _codegen.op_supported(node.operand("op"), node.dtype, node.operand("kwargs"), _operands(node))
+    return _codegen.op_supported(node.operand("op"), node.dtype, node.operand("kwargs"), operands_of(node))
 
 
 def creation_supported(node: Expr) -> bool:
@@ -27,9 +28,24 @@ def creation_supported(node: Expr) -> bool:
     return _codegen.creation_supported(node.operand("kind"), node.dtype, node.operand("params"))
 
 
-def op_compute_dtype(node: Expr) -> np.dtype | None:
-    """The dtype an Elemwise node's kernel computes in (None where NumPy's rules can't be followed)."""
-    return _codegen.compute_dtype(node.operand("op"), node.dtype, _operands(node))
+def is_fusable(node: Expr) -> bool:
+    """True for nodes the fused kernels can compute element by element."""
+    if isinstance(node, Elemwise):
+        return elemwise_supported(node)
+    if isinstance(node, Creation):
+        return creation_supported(node)
+    return False
+
+
+def is_fused_reduction(node: Expr) -> bool:
+    """True for reductions whose per-block partial a kernel computing their operand can fold in."""
+    return (
+        isinstance(node, Reduction)
+        and not node.operand("prereduced")
+        and node.operand("kind") in FUSABLE
+        and dtype_supported(node.array.dtype)
+        and dtype_supported(node.dtype)
+    )
 
 
 def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Sequence[Expr],
@@ -41,7 +57,7 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
     inputs: dict[str, Expr] = {}
 
     def value_of(arg: Any) -> int:
-        if not hasattr(arg, "chunks"):
+        if not isinstance(arg, Expr):
             return builder.scalar(arg)
         if arg._name not in index:
             inputs[arg._name] = arg
@@ -62,7 +78,7 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
                                               node.operand("axes"), node.operand("params"), node.operand("keepdims"))
         else:
             args = tuple(value_of(a) for a in node.args)
-            index[node._name] = builder.op(node.operand("op"), node.dtype, node.operand("kwargs"), args, _operands(node))
+            index[node._name] = builder.op(node.operand("op"), node.dtype, node.operand("kwargs"), args, operands_of(node))
     program = builder.program(nodes[-1].ndim, [index[n._name] for n in stores],
                               [(index[r.array._name], r.operand("kind"), r.operand("axes"), r.dtype, r.operand("params"))
                                for r in reductions])

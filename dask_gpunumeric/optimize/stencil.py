@@ -1,37 +1,12 @@
 """The stencil pass: elementwise expressions over shifted slices and rolls of arrays, and the update idiom
 ``v[1:-1, 1:-1] = expr``, become ``Stencil`` groups: one task per block that receives its source blocks
-extended by the halos the group needs and runs one kernel per sweep, several sweeps per task.
-
-The pass is a pure function of the expression DAG (``stencils(root) -> root'``), run before fusion:
-
-* a *view* is a chain of Gathers reading its base at a constant shift per axis, cyclically or not:
-  ``view[i] = base[(i + c) mod n]`` (slices with step 1, ``roll``, rechunks);
-* *pointwise* nodes are fusable ``Elemwise`` nodes whose array operands all have its shape (or none: 0-d
-  arrays, read as scalars), and ``SetItem`` nodes over a box (a scalar or an array value); each reads its
-  operands through views;
-* a *cluster* is a connected set of pointwise nodes (connected by reads of each other, or of one array
-  outside, so that one kernel may compute the readers of an array together) with at least one ``Elemwise``
-  and one shifted read;
-* *placement*: a node is computed at position ``p`` of its kernel as ``node[p + t]``. A node that all of
-  its readers read at the same shift is inlined into them (``t`` follows), any other is a *field*: stored,
-  with ``t = 0`` (a ``SetItem``, a value used outside the cluster, or one read at several shifts);
-* a *kernel* computes the fields of one sweep *level* and class (shape, chunks, region): a field read at a
-  nonzero shift, or by a field of another class, is computed one level before its reader;
-* a *group* is a run of consecutive levels of one frame (the fields' shape and chunks), lowered to one
-  ``Stencil`` node: one task per block running the group's kernels on a shrinking region, so that a group
-  of ``k`` sweeps of reach ``r`` reads halos ``k * r`` deep.
-
-Group size (``gpunumeric.stencil-sweeps``): "auto" adds sweeps to a group while the halo stays within an
-eighth of the smallest block along every axis with several blocks, so that the redundant work on halos
-stays under about 1/8 per such axis while tasks and halo exchanges drop k-fold; an unsplit axis needs no
-halo (fixed boundaries: none is read; periodic ones: reads wrap around the block in the kernel), so a
-single-block array groups all sweeps. An integer ``k`` makes groups of (at most) ``k`` sweeps whatever the
-halo.
+extended by the halos the group needs and runs one kernel per sweep, several sweeps per task (``_Pass``
+lists the steps).
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,13 +14,14 @@ import numpy as np
 from dask._expr import Expr
 from dask.tokenize import tokenize
 
-from .. import config
+from ..codegen.program import ProgramBuilder
 from ..codegen.stencil_plan import tile_pairs
-from ..codegen.types import FILL, WRAP, StencilCode, StencilPlan, Sweep, dtype_supported, scalar_supported, typed_program
+from ..codegen.types import FILL, WRAP, StencilCode, StencilPlan, Sweep, dtype_supported, scalar_supported
 from ..expr import plan as _plan
 from ..expr.nodes import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil
 from ..kernels.stencil import record_sources
-from .programs import elemwise_supported, op_compute_dtype
+from .dag import DAG, UnionFind, rebuild
+from .programs import elemwise_supported, is_fused_reduction, operands_of
 
 Read = tuple[Expr, tuple[int, ...], tuple[int, ...], Any]  # (target, shift, edge mode per axis, fill value)
 
@@ -267,7 +243,7 @@ class _Group:
         return {d for t, m in zip(kernel.targets, kernel.modes) if t in self.fields for d, x in enumerate(m) if x == WRAP}
 
     def fits(self, kernel: _Kernel, limit: Any, nodes: dict[str, Expr]) -> bool:
-        """May ``kernel`` join: within the group size rule (module docstring), and where fields are read
+        """May ``kernel`` join: within the group size rule (``_Pass``), and where fields are read
         cyclically, with nothing that is not (no region restricting that axis, sources of the same length)?"""
         shape, chunks = self.frame[0], self.frame[1]
         periodic = self.periodic | self.cyclic_reads(kernel)
@@ -295,26 +271,44 @@ class _Group:
 
 
 class _Pass:
-    """The state of one run of the pass over a DAG (see the module docstring for the steps)."""
+    """The state of one run of the pass over a DAG, in these steps:
 
-    def __init__(self, root: ArrayExpr) -> None:
-        from .fusion import _DAG
+    * a *view* is a chain of Gathers reading its base at a constant shift per axis, cyclically or not:
+      ``view[i] = base[(i + c) mod n]`` (slices with step 1, ``roll``, rechunks);
+    * *pointwise* nodes are fusable ``Elemwise`` nodes whose array operands all have its shape (or none: 0-d
+      arrays, read as scalars), and ``SetItem`` nodes over a box (a scalar or an array value); each reads its
+      operands through views;
+    * a *cluster* is a connected set of pointwise nodes (connected by reads of each other, or of one array
+      outside, so that one kernel may compute the readers of an array together) with at least one ``Elemwise``
+      and one shifted read;
+    * *placement*: a node is computed at position ``p`` of its kernel as ``node[p + t]``. A node that all of
+      its readers read at the same shift is inlined into them (``t`` follows), any other is a *field*: stored,
+      with ``t = 0`` (a ``SetItem``, a value used outside the cluster, or one read at several shifts);
+    * a *kernel* computes the fields of one sweep *level* and class (shape, chunks, region): a field read at a
+      nonzero shift, or by a field of another class, is computed one level before its reader;
+    * a *group* is a run of consecutive levels of one frame (the fields' shape and chunks), lowered to one
+      ``Stencil`` node: one task per block running the group's kernels on a shrinking region, so that a group
+      of ``k`` sweeps of reach ``r`` reads halos ``k * r`` deep.
 
+    Group size (``gpunumeric.stencil-sweeps``): "auto" adds sweeps to a group while the halo stays within an
+    eighth of the smallest block along every axis with several blocks, so that the redundant work on halos
+    stays under about 1/8 per such axis while tasks and halo exchanges drop k-fold; an unsplit axis needs no
+    halo (fixed boundaries: none is read; periodic ones: reads wrap around the block in the kernel), so a
+    single-block array groups all sweeps. An integer ``k`` makes groups of (at most) ``k`` sweeps whatever the
+    halo.
+    """
+
+    def __init__(self, root: ArrayExpr, settings: Mapping[str, Any]) -> None:
         self.root = root
-        self.dag = _DAG(root)
+        self.settings = settings
+        self.dag = DAG.of(root)
         self.nodes = {n._name: n for n in self.dag.order}
         self.views = _Views()
         self.reads: dict[str, list[Read]] = {}
-        for node in self.dag.order:
-            reads = _pointwise_reads(node, self.views)
-            if reads is not None:
-                self.reads[node._name] = reads
 
     # --- clusters and placement ---
     def clusters(self) -> set[str]:
-        from .fusion import _Groups
-
-        groups = _Groups()
+        groups = UnionFind()
         first_reader: dict[str, str] = {}
         for name, reads in self.reads.items():
             groups.find(name)
@@ -445,12 +439,10 @@ class _Pass:
     def outputs(self, kernels: list[_Kernel], frontiers: dict[str, list]) -> None:
         """What each kernel outputs: the fields it stores (read by another kernel, or outside but for full
         reductions), and the full reductions of its fields that it computes (of a kernel without a region)."""
-        from .fusion import _reduction_fusable
-
         kernel_of = {f: k for k in kernels for f in k.fields}
         reductions: dict[str, list[Expr]] = defaultdict(list)
         for node in self.dag.order:
-            if (_reduction_fusable(node) and node.array._name in kernel_of and kernel_of[node.array._name].region is None
+            if (is_fused_reduction(node) and node.array._name in kernel_of and kernel_of[node.array._name].region is None
                     and tuple(node.operand("axes")) == tuple(range(node.array.ndim))):
                 reductions[node.array._name].append(node)
         stored = {f for f, readers in self.outside.items() if readers - {r._name for r in reductions[f]}}
@@ -469,11 +461,9 @@ class _Pass:
                     members.add(target._name)
                     stack.append(target._name)
         ndim = len(kernel.frame[0])
-        instrs: list[tuple] = []
+        builder = ProgramBuilder()
         value: dict[str, int] = {}
-        loads: dict[tuple, int] = {}
-        load_list: list[tuple[int, tuple[int, ...]]] = []
-        scalars: list[Any] = []
+        loads: dict[str, tuple[int, tuple[int, ...]]] = {}  # per load's name: (buffer slot, offset)
 
         def slot(r: Read) -> int:
             """The buffer slot of a read: the first of its target's whose edge modes and fill agree with the
@@ -497,43 +487,34 @@ class _Pass:
             target = r[0]
             if target._name in value:
                 return value[target._name]
-            s, offset = slot(r), self.offset(reader, r)
-            if (s, offset) not in loads:
-                instrs.append(("load", len(load_list), target.dtype.str))
-                load_list.append((s, offset))
-                loads[(s, offset)] = len(instrs) - 1
-            return loads[(s, offset)]
-
-        def scalar(v: Any) -> int:
-            scalars.append(v)
-            instrs.append(("scalar", len(scalars) - 1, np.asarray(v).dtype.str))
-            return len(instrs) - 1
+            where = (slot(r), self.offset(reader, r))
+            name = repr(where)
+            loads[name] = where
+            return builder.load(name, target.dtype)
 
         bases: dict[str, tuple] = {}
         for name in sorted(members, key=self.order.__getitem__):
             node, reads = self.nodes[name], iter(self.reads[name])
             if isinstance(node, Elemwise):
-                args = tuple(read(name, next(reads)) if isinstance(a, ArrayExpr) else scalar(a) for a in node.args)
-                kwargs = tuple(sorted(node.operand("kwargs").items()))
-                instrs.append(("op", node.operand("op"), node.dtype.str, kwargs, args,
-                               op_compute_dtype(node).str))
-                value[name] = len(instrs) - 1
+                args = [read(name, next(reads)) if isinstance(a, ArrayExpr) else builder.scalar(a) for a in node.args]
+                value[name] = builder.op(node.operand("op"), node.dtype, node.operand("kwargs"), args,
+                                         operands_of(node))
             else:
                 base = next(reads)
                 v = node.operand("value")
-                value[name] = read(name, next(reads)) if isinstance(v, ArrayExpr) else scalar(v)
+                value[name] = read(name, next(reads)) if isinstance(v, ArrayExpr) else builder.scalar(v)
                 bases[name] = (slot(base), self.offset(name, base))
         restricted = tuple(d for d, r in enumerate(kernel.region or ()) if r is not None)
         kernel.region_values = tuple(kernel.region[d] for d in restricted) if kernel.region else ()
         buffer_dtypes = tuple(self.nodes[t].dtype.str for t in kernel.targets)
-        outputs = tuple(("store", value[f]) for f in kernel.stores)
-        outputs += tuple(("reduce", value[r.array._name], r.operand("kind"), tuple(r.operand("axes")), r.dtype.str,
-                          r.operand("params")) for r in kernel.reductions)
-        program = typed_program((ndim, tuple(ins[2] for ins in instrs if ins[0] == "load"), tuple(instrs), outputs))
+        program = builder.program(ndim, [value[f] for f in kernel.stores],
+                                  [(value[r.array._name], r.operand("kind"), tuple(r.operand("axes")), r.dtype,
+                                    r.operand("params")) for r in kernel.reductions])
+        load_list = [loads[name] for name in builder.inputs]
         kernel.code = StencilCode(program, buffer_dtypes, tuple(load_list), restricted,
-                       tuple(bases[f] if kernel.region is not None else None for f in kernel.stores),
-                       tuple(self.nodes[f].dtype.str for f in kernel.stores))
-        kernel.scalars = tuple(scalars)
+                                  tuple(bases[f] if kernel.region is not None else None for f in kernel.stores),
+                                  tuple(self.nodes[f].dtype.str for f in kernel.stores))
+        kernel.scalars = tuple(builder.scalars)
         reach = [0] * ndim
         for _, offset in [*load_list, *bases.values()]:
             if offset:  # not a 0-d array
@@ -545,9 +526,7 @@ class _Pass:
         """Kernels in runs of consecutive levels of one frame: a group ends where the next kernel does not
         fit (``fits``), or where a kernel reads a field of an open group of another frame, or a source
         computed from an open group's field (that group must finish first)."""
-        from .. import config
-
-        limit = config.get("stencil-sweeps")
+        limit = self.settings["stencil-sweeps"]
         if limit != "auto" and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             raise ValueError(f"gpunumeric.stencil-sweeps must be 'auto' or a positive int, got {limit!r}")
         groups: list[_Group] = []
@@ -606,7 +585,7 @@ class _Pass:
                                      for k in kernels),
                                tuple(number[f] for f in outputs), tuple(d in periodic for d in range(ndim)),
                                tuple(tuple(wraps[s]) for s in sources), tuple((j, out) for j, out, _ in reductions))
-            plan = plan._replace(pairs=tile_pairs(plan) if config.get("stencil-tiles") else ())
+            plan = plan._replace(pairs=tile_pairs(plan) if self.settings["stencil-tiles"] else ())
             record_sources(plan)
             token = tokenize(fields, [r._name for _, _, r in reductions], [k.scalars for k in kernels])
             node = Stencil(plan, kernels[0].frame[1], kernels[0].frame[2], tuple(k.scalars for k in kernels),
@@ -621,17 +600,23 @@ class _Pass:
         return replaced
 
     def run(self) -> ArrayExpr:
-        from .fusion import _rebuild
-
+        if not any(isinstance(n, (Gather, SetItem)) for n in self.dag.order):
+            return self.root  # no view to read at a shift: no stencil
+        self.reads = {}
+        for node in self.dag.order:
+            reads = _pointwise_reads(node, self.views)
+            if reads is not None:
+                self.reads[node._name] = reads
         self.cluster = self.clusters()
         if not self.cluster:
             return self.root
         self.outside = self.used_outside()
         self.place()
         kernels = self.kernels()
-        return _rebuild(self.root, self.lower(self.groups(kernels)), {})
+        return rebuild(self.root, self.lower(self.groups(kernels)))
 
 
-def stencils(root: ArrayExpr) -> ArrayExpr:
-    """The expression with its stencil clusters replaced by ``Stencil`` groups (same values, same root)."""
-    return _Pass(root).run()
+def stencils(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
+    """The expression with its stencil clusters replaced by ``Stencil`` groups (same values, same root);
+    nothing when the ``fusion`` setting is off."""
+    return _Pass(root, settings).run() if settings["fusion"] else root

@@ -218,10 +218,10 @@ def layout_for(outputs: Sequence[ArrayExpr], n_workers: int) -> Layout:
 
 def _all_nodes(outputs: Sequence[ArrayExpr]) -> Iterable[ArrayExpr]:
     """Every node of a region, loop bodies included."""
-    from ...optimize.fusion import _DAG
+    from ...optimize.dag import DAG
     from ...api.loops import Loop
 
-    for node in _DAG(Bundle(*outputs)).order:
+    for node in DAG(Bundle(*outputs)).order:
         yield node
         if isinstance(node, Loop):
             yield from _all_nodes(node.body.optimized)
@@ -331,11 +331,11 @@ class _Scope:
     # -- the scope ---------------------------------------------------------------------------------------
     def build(self, outputs: Sequence[ArrayExpr], inputs: Sequence[ArrayExpr],
               required: dict[Key, frozenset[int]] | None) -> list[Program]:
-        from ...optimize.fusion import _DAG
+        from ...optimize.dag import DAG
         from ...api.loops import Loop, LoopOutput
 
         input_names = {i._name for i in inputs}
-        nodes = [n for n in _DAG(Bundle(*outputs)).order if not isinstance(n, Bundle)]
+        nodes = [n for n in DAG(Bundle(*outputs)).order if not isinstance(n, Bundle)]
         self._own([*inputs, *nodes])
         for node in nodes:
             if node._name in input_names:

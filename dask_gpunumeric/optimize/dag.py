@@ -1,0 +1,126 @@
+"""Tools every pass shares: the DAG in topological order with consumers, union-find over node names, and
+rebuilding an expression with some of its nodes replaced. All iterative (expressions may be 100,000 deep)."""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+
+from dask._expr import Expr
+
+from ..expr.nodes import Materialized
+
+
+class DAG:
+    """The nodes of an expression in topological order (inputs first), each node's dependencies and
+    consumers, and each node's position in that order."""
+
+    def __init__(self, root: Expr) -> None:
+        self.order: list[Expr] = []
+        self.dependencies: dict[str, list[Expr]] = {}
+        self.consumers: dict[str, list[Expr]] = defaultdict(list)
+        stack: list[tuple[Expr, bool]] = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                self.order.append(node)
+                continue
+            if node._name in self.dependencies:
+                continue
+            deps = self.dependencies[node._name] = node.dependencies()
+            stack.append((node, True))
+            for dep in deps:
+                self.consumers[dep._name].append(node)
+                stack.append((dep, False))
+        self.position: dict[str, int] = {node._name: i for i, node in enumerate(self.order)}
+
+    @classmethod
+    def of(cls, root: Expr) -> DAG:
+        """The DAG of ``root``: inside ``sharing()``, built once per expression (passes that change nothing
+        leave the next one the same expression)."""
+        shared = _SHARED.get()
+        if shared is None:
+            return cls(root)
+        dag = shared.get(root._name)
+        if dag is None:
+            dag = shared[root._name] = cls(root)
+        return dag
+
+
+_SHARED: contextvars.ContextVar[dict[str, DAG] | None] = contextvars.ContextVar("gnp_shared_dags", default=None)
+
+
+@contextlib.contextmanager
+def sharing() -> Iterator[None]:
+    """Within it, ``DAG.of`` builds the DAG of each expression once (one optimization's passes)."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+class UnionFind:
+    """Disjoint groups of node names, with each group's members."""
+
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+        self.members: dict[str, set[str]] = {}
+
+    def find(self, name: str) -> str:
+        """The representative of ``name``'s group (a group of its own the first time it is seen)."""
+        if name not in self.parent:
+            self.parent[name] = name
+            self.members[name] = {name}
+        while self.parent[name] != name:
+            self.parent[name] = self.parent[self.parent[name]]
+            name = self.parent[name]
+        return name
+
+    def union(self, a: str, b: str) -> str:
+        """Merge the groups of ``a`` and ``b``; returns the merged group's representative."""
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return ra
+        if len(self.members[ra]) > len(self.members[rb]):
+            ra, rb = rb, ra
+        self.parent[ra] = rb
+        self.members[rb] |= self.members.pop(ra)
+        return rb
+
+
+def rebuild(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
+    """``root`` with every node named in ``replaced`` swapped for its replacement (whose own inputs are
+    rebuilt too) and every node above one rebuilt; ``Materialized`` subtrees are left as they are."""
+    return rebuild_all([root], replaced)[0]
+
+
+def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr]) -> list[Expr]:
+    """``rebuild`` of several roots sharing the work on common nodes."""
+    memo: dict[str, Expr] = {}
+    stack = list(roots)
+    while stack:
+        node = stack[-1]
+        name = node._name
+        if name in memo:
+            stack.pop()
+            continue
+        new = replaced.get(name)
+        if new is not None and new._name != name:
+            if new._name in memo:
+                memo[name] = memo[new._name]
+                stack.pop()
+            else:
+                stack.append(new)
+            continue
+        pending = [o for o in node.operands
+                   if isinstance(o, Expr) and not isinstance(o, Materialized) and o._name not in memo]
+        if pending:
+            stack.extend(pending)
+            continue
+        stack.pop()
+        ops = [memo[o._name] if isinstance(o, Expr) and not isinstance(o, Materialized) else o
+               for o in node.operands]
+        memo[name] = node if all(a is b for a, b in zip(ops, node.operands)) else type(node)(*ops)
+    return [memo[r._name] for r in roots]

@@ -1,0 +1,55 @@
+"""The optimizer: a declared list of passes, each a pure function of the expression and of the settings it
+names. Those names are the whole key under which optimized graphs and plans are cached (``settings_key``),
+so a new pass is one entry in ``PASSES``."""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from .. import config
+from ..expr.nodes import ArrayExpr, Fused
+from .dag import DAG, sharing
+from .fusion import fuse
+from .simplify import simplify
+from .stencil import stencils
+
+
+class Pass(NamedTuple):
+    """One pass: ``run(root, settings) -> root'`` (same values, same root shape), given the values of the
+    settings named in ``settings`` and reading no others."""
+
+    name: str
+    run: Callable[[ArrayExpr, Mapping[str, Any]], ArrayExpr]
+    settings: tuple[str, ...]
+
+
+PASSES: tuple[Pass, ...] = (
+    Pass("simplify", simplify, ()),
+    Pass("stencils", stencils, ("fusion", "stencil-sweeps", "stencil-tiles")),
+    Pass("fusion", fuse, ("fusion", "kernel-size")),
+)
+
+
+def settings_read() -> tuple[str, ...]:
+    """The settings the passes read, each once, in pipeline order."""
+    return tuple(dict.fromkeys(name for p in PASSES for name in p.settings))
+
+
+def settings_key() -> tuple:
+    """The current values of the settings the passes read: part of the key of every cache of optimized
+    graphs or plans."""
+    return tuple((name, config.get(name)) for name in settings_read())
+
+
+def optimize(root: ArrayExpr) -> ArrayExpr:
+    """The expression after every pass, in order."""
+    values = dict(settings_key())
+    with sharing():
+        for p in PASSES:
+            root = p.run(root, {name: values[name] for name in p.settings})
+    return root
+
+
+def explain_groups(root: ArrayExpr) -> list[Fused]:
+    """The Fused nodes of the optimized expression (for ``gnp.explain``)."""
+    return [n for n in DAG(optimize(root)).order if isinstance(n, Fused)]

@@ -1,0 +1,197 @@
+"""The optimizer's pipeline, through what users call: the settings its passes read key the cached graphs;
+exact algebraic identities vanish; deep expressions (time stepping without ``accelerate``) become kernels
+of bounded size that compute every value once, the outputs computed together coming from one kernel."""
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+import numpy as np
+import pytest
+from conftest import assert_eq
+
+import dask_gpunumeric as gnp
+from dask_gpunumeric.api.explain import plan
+from dask_gpunumeric.expr.nodes import Bundle, Elemwise
+from dask_gpunumeric.optimize import PASSES, optimize, settings_key
+from dask_gpunumeric.optimize.dag import DAG
+
+
+def _fused_tasks(*arrays: gnp.Array) -> int:
+    """The kernel tasks of the graph Dask gets for these arrays, computed together."""
+    from dask.base import collections_to_expr
+
+    graph = collections_to_expr(list(arrays)).optimize().__dask_graph__()
+    return sum(1 for key in graph if isinstance(key, tuple) and key[0].startswith("fused-")
+               and not key[0].split("-")[-2] == "out")
+
+
+# --- the pipeline ---------------------------------------------------------------------------------------
+
+
+def test_settings_key_names_what_every_pass_reads() -> None:
+    assert [name for name, _ in settings_key()] == list(dict.fromkeys(s for p in PASSES for s in p.settings))
+    with gnp.config.set(kernel_size=7, stencil_sweeps=2):
+        assert {("kernel-size", 7), ("stencil-sweeps", 2)} <= set(settings_key())
+
+
+def test_a_pass_setting_changes_the_cached_graph() -> None:
+    """The same expression, rebuilt (its graph then comes from the cache), under another value of a setting
+    a pass reads: another graph (``kernel-size``: more, smaller kernels), then the first one again."""
+    xn = np.linspace(0.0, 1.0, 50)
+
+    def steps(xp: Any, x: Any) -> Any:
+        for _ in range(6):
+            x = xp.sin(x) * 1.5 + 0.25
+        return x
+
+    expected = steps(np, xn)
+    kernels = []
+    for size in (256, 4, 256, 4):
+        with gnp.config.set(kernel_size=size):
+            y = steps(gnp, gnp.asarray(xn, chunks=25))
+            assert_eq(y, expected)
+            kernels.append(_fused_tasks(y, y + 1))
+    assert kernels[0] == kernels[2] < kernels[1] == kernels[3]
+
+
+def test_bad_kernel_size_says_what_to_do() -> None:
+    x = gnp.asarray(np.arange(4.0))
+    with gnp.config.set(kernel_size=0), pytest.raises(ValueError, match="kernel-size must be a positive int"):
+        gnp.fetch(gnp.exp(x) + 1)
+
+
+# --- algebraic simplification ---------------------------------------------------------------------------
+
+
+def _elemwise_ops(y: gnp.Array) -> list[str]:
+    """The elementwise operations left in the optimized expression, with fusion off (each a node)."""
+    with gnp.config.set(fusion=False):
+        return sorted(n.operand("op") for n in DAG(optimize(y.expr)).order if isinstance(n, Elemwise))
+
+
+FLOATS = np.array([-0.0, 0.0, 1.5, -2.0, np.inf, -np.inf, np.nan], dtype="float32")
+
+
+@pytest.mark.parametrize("build, kept", [
+    (lambda x: x * 1, []),
+    (lambda x: 1.0 * x, []),
+    (lambda x: x + -0.0, []),  # exact for every float, -0.0 included
+    (lambda x: -0.0 + (x * 1) * 1.0, []),
+    (lambda x: x + 0.0, ["add"]),  # -0.0 + 0.0 is 0.0: kept
+    (lambda x: x + 0, ["add"]),
+    (lambda x: x * np.float64(1), ["multiply"]),  # a float64 result: kept
+    (lambda x: x * 2.0, ["multiply"]),
+])
+def test_float_identities(build: Any, kept: list[str]) -> None:
+    x = gnp.asarray(FLOATS, chunks=4)
+    with gnp.allowpromotion():
+        y = gnp.negative(build(x))
+    assert _elemwise_ops(y) == sorted(["negative", *kept])
+    expected = np.negative(build(FLOATS))
+    assert_eq(y, expected)
+    assert (np.signbit(gnp.fetch(y)) == np.signbit(expected)).all()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int64", "uint32", "bool"])
+def test_integer_and_boolean_identities(dtype: str) -> None:
+    xn = np.array([0, 1, 1, 0, 1], dtype=dtype) if dtype == "bool" else np.arange(-2, 3).astype(dtype)
+    x = gnp.asarray(xn, chunks=2)
+    unit, zero = (True, False) if dtype == "bool" else (1, 0)
+    for build in (lambda a: a * unit, lambda a: unit * a, lambda a: a + zero, lambda a: zero + a):
+        y = build(x) == build(x)[::-1]
+        assert _elemwise_ops(y) == ["equal"]
+        assert_eq(y, build(xn) == build(xn)[::-1])
+
+
+def test_identities_kept_where_not_exact() -> None:
+    """Complex x * 1 is not x where a part is infinite (NumPy multiplies by 1+0j); integer x * 1.0 is
+    float; a root stays (its keys are the output)."""
+    zn = np.array([complex(np.inf, 1.0), complex(1.0, -2.0)])
+    z = gnp.asarray(zn)
+    assert _elemwise_ops(gnp.negative(z * 1)) == ["multiply", "negative"]
+    with np.errstate(invalid="ignore"):
+        assert_eq(gnp.negative(z * 1), np.negative(zn * 1))
+    i = gnp.asarray(np.arange(3))
+    with gnp.allowpromotion():
+        assert _elemwise_ops(gnp.negative(i * 1.0)) == ["multiply", "negative"]
+        assert_eq(gnp.negative(i * 1.0), np.negative(np.arange(3) * 1.0))
+    assert _elemwise_ops(i * 1) == ["multiply"]
+    assert_eq(i * 1, np.arange(3))
+
+
+def test_identities_inside_fused_kernels() -> None:
+    """Under the default settings the identities leave the fused kernel too."""
+    xn = np.linspace(-1.0, 1.0, 30)
+    x = gnp.asarray(xn, chunks=10)
+    y = gnp.sin(x * 1 + -0.0) * 1 + 2.0
+    (group,) = plan(y)["groups"]
+    assert group["ops"] == ["sin", "add"]
+    assert_eq(y, np.sin(xn) + 2.0)
+
+
+# --- deep expressions -------------------------------------------------------------------------------------
+
+
+def _rk4(xp: Any, u: Any, v: Any, steps: int, dt: float = 0.01) -> tuple[Any, Any]:
+    """Runge-Kutta-4 steps of a Van der Pol-like pair of fields, with Python float coefficients."""
+
+    def f(a: Any, b: Any) -> tuple[Any, Any]:
+        return b, (1.0 - a * a) * b - a
+
+    for _ in range(steps):
+        slopes = [f(u, v)]
+        for c in (0.5, 0.5, 1.0):
+            ku, kv = slopes[-1]
+            slopes.append(f(u + c * dt * ku, v + c * dt * kv))
+        (k1u, k1v), (k2u, k2v), (k3u, k3v), (k4u, k4v) = slopes
+        u, v = u + dt / 6.0 * (k1u + 2.0 * k2u + 2.0 * k3u + k4u), v + dt / 6.0 * (k1v + 2.0 * k2v + 2.0 * k3v + k4v)
+    return u, v
+
+
+def _fields() -> tuple[np.ndarray, np.ndarray]:
+    return np.linspace(-1.0, 1.0, 40, dtype="float32"), np.linspace(0.5, -0.5, 40, dtype="float32")
+
+
+@pytest.mark.parametrize("kernel_size", [None, 64])
+def test_deep_loop_gives_bounded_kernels_computing_each_value_once(kernel_size: int | None) -> None:
+    un, vn = _fields()
+    settings = {} if kernel_size is None else {"kernel_size": kernel_size}
+    limit = kernel_size or gnp.config.get("kernel-size")
+    with gnp.config.set(**settings):
+        u, v = _rk4(gnp, gnp.asarray(un, chunks=20), gnp.asarray(vn, chunks=20), 20)
+        got_u, got_v = gnp.fetch((u, v))
+        groups = plan(Bundle(u.expr, v.expr))["groups"]
+    expected_u, expected_v = _rk4(np, un, vn, 20)
+    np.testing.assert_allclose(got_u, expected_u, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_v, expected_v, rtol=1e-5, atol=1e-6)
+    operations = sum(isinstance(n, Elemwise) for n in DAG(Bundle(u.expr, v.expr)).order)
+    assert len(groups) >= operations // limit > 1
+    assert all(len(g["ops"]) <= limit for g in groups)
+    assert sum(len(g["ops"]) for g in groups) == operations  # every value once, shared ones stored
+    # cut where the fewest values cross: between steps (the two fields, and 1 - u * u of the next step,
+    # computed with them in the expression's order), the last kernel storing both fields
+    assert all(g["inputs"] <= 3 for g in groups[1:])
+    assert groups[-1]["outputs"] == ["store", "store"]
+
+
+def test_outputs_computed_together_come_from_one_kernel() -> None:
+    un, vn = _fields()
+    u, v = _rk4(gnp, gnp.asarray(un, chunks=20), gnp.asarray(vn, chunks=20), 3)
+    together = _fused_tasks(u, v)
+    assert together == len(plan(Bundle(u.expr, v.expr))["groups"]) * 2  # each kernel once per block
+    assert together < _fused_tasks(u, u + 1) + _fused_tasks(v, v + 1)
+    results = dask.compute(u, v)
+    expected = _rk4(np, un, vn, 3)
+    for got, want in zip(results, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_deep_expression_optimizes_without_recursion() -> None:
+    """Tens of thousands of nodes deep: every pass and the rebuild are iterative."""
+    x = gnp.asarray(np.linspace(0.0, 1.0, 8))
+    y = x
+    for k in range(10_000):
+        y = y * 0.5 + float(k % 7)
+    groups = plan(y)["groups"]
+    assert len(groups) == -(-20_000 // gnp.config.get("kernel-size"))
