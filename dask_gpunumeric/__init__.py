@@ -37,7 +37,8 @@ from .api.manipulation import (
     broadcast_arrays, broadcast_to, concat, expand_dims, flip, matrix_transpose, moveaxis, permute_dims, ravel,
     rechunk, reshape, roll, squeeze, stack, swapaxes, transpose, unstack,
 )
-from .api.interop import FallbackWarning, fetch, register as _register
+from .api.interop import FallbackWarning, register as _register
+from .runtime.fetch import fetch
 from .api.sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, unique_*, count_nonzero, ...)
 from .api.statistics import *  # noqa: F403  (nan* reductions, median, percentile, quantile, histogram, ...)
 from .api.tensor import dot, einsum, outer, tensordot, vecdot

@@ -23,7 +23,8 @@ from dask.utils import format_bytes
 
 import dask_gpunumeric as gnp
 from conftest import BACKEND, assert_eq, scheduler_runs, to_host
-from dask_gpunumeric.runtime.faults import BlockFunction, is_out_of_memory, local_scheduler, out_of_memory_message
+from dask_gpunumeric.runtime.faults import BlockFunction, is_out_of_memory, out_of_memory_message
+from dask_gpunumeric.runtime.schedule import local_scheduler
 
 distributed = pytest.importorskip("distributed")
 

@@ -19,7 +19,7 @@ from dask_gpunumeric.kernels import blocks as _blocks
 from dask_gpunumeric.kernels import cuda as _cuda
 from dask_gpunumeric.codegen import stencil as _stencil_kernels
 from dask_gpunumeric.api.explain import plan
-from dask_gpunumeric.expr.nodes import graph_of
+from dask_gpunumeric.runtime.compile import graph_of
 from dask_gpunumeric.optimize.fusion import _DAG, optimize
 
 SWEEPS_PER_TASK = st.sampled_from(["auto", 1, 2, 3, 5])

@@ -18,8 +18,8 @@ from dask.core import flatten
 
 from . import guards as _guards
 from ..kernels.backend import device_name, to_numpy
-from ..expr.nodes import ArrayExpr, FromGraph, Materialized
-from ..runtime.faults import local_scheduler
+from ..expr import ArrayExpr, FromGraph, Materialized
+from ..runtime.schedule import local_scheduler
 
 ArrayLike = Union["Array", np.ndarray, int, float, complex, bool, list, Any]
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .array import Array, ArrayLike
 from ..kernels.backend import namespace
-from ..expr.nodes import MapBlocks
+from ..expr import MapBlocks
 
 
 def map_blocks(func: Callable[..., Any], *arrays: ArrayLike, dtype: Any = None, chunks: Any = None,

@@ -7,7 +7,7 @@ from dask.array.core import common_blockdim
 
 from . import guards as _guards
 from .array import Array, ArrayLike
-from ..expr.nodes import MatMul
+from ..expr import MatMul
 from .manipulation import expand_dims, rechunk_expr, squeeze
 
 

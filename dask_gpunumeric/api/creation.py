@@ -17,7 +17,7 @@ from .. import config
 from .array import Array, ArrayLike
 from ..kernels.backend import backend_of, resolve
 from ..runtime.cluster import active_workers
-from ..expr.nodes import ArrayExpr, Creation, FromArray, FromGraph
+from ..expr import ArrayExpr, Creation, FromArray, FromGraph
 
 Shape = int | tuple[int, ...]
 

@@ -15,7 +15,7 @@ import numpy as np
 from . import guards as _guards
 from .array import Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_operand
-from ..expr.nodes import ArrayExpr, Elemwise
+from ..expr import ArrayExpr, Elemwise
 from .manipulation import rechunk_expr
 
 # standard name -> name of the function in NumPy and CuPy (both have these classic names)

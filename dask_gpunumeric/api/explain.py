@@ -8,7 +8,8 @@ import numpy as np
 
 from ..codegen import stencil as _stencil_kernels
 from .array import Array
-from ..expr.nodes import ArrayExpr, Fused, Stencil, graph_of
+from ..expr import ArrayExpr, Fused, Stencil
+from ..runtime.compile import graph_of
 
 
 def _block_bytes(expr: ArrayExpr) -> int:
@@ -20,7 +21,7 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
     how accelerated calls run (``_region.summary``)."""
     from .accelerate import Region
     from ..codegen.program import describe, epilogue_values
-    from ..expr.nodes import Bundle
+    from ..expr import Bundle
     from ..optimize.fusion import _DAG, optimize
     from .loops import Loop
     from ..runtime.regions.program import summary

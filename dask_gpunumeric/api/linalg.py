@@ -530,7 +530,7 @@ def lstsq(a: ArrayLike, b: ArrayLike, rcond: float | None = None) -> tuple[Array
     Built from ``svd(a, full_matrices=False)`` (distributed for a tall ``a`` cut into row blocks). The
     residuals' shape depends on the rank, so the rank is computed (from the singular values alone) when
     this is called; ``x``, ``residuals`` and ``s`` stay lazy."""
-    from .interop import fetch
+    from ..runtime.fetch import fetch
 
     x, y = as_array(a), as_array(b)
     vector = y.ndim == 1

@@ -13,7 +13,7 @@ from ..expr import plan as _plan
 from .array import Array, ArrayLike
 from dask.array.core import common_blockdim
 
-from ..expr.nodes import ArrayExpr, BlockReshape, Broadcast, Gather, Transpose
+from ..expr import ArrayExpr, BlockReshape, Broadcast, Gather, Transpose
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:

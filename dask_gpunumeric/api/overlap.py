@@ -16,7 +16,7 @@ import numpy as np
 from ..expr import plan as _plan
 from .array import Array, ArrayLike
 from .blockwise import map_blocks
-from ..expr.nodes import Gather, Overlap
+from ..expr import Gather, Overlap
 
 _EDGE_MAPS: dict[str, Callable[[np.ndarray, int], np.ndarray]] = {
     "periodic": lambda p, n: p % n,

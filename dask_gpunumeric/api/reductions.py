@@ -11,7 +11,7 @@ import numpy as np
 from .. import config
 from .array import Array, ArrayLike
 from .elementwise import as_array
-from ..expr.nodes import Reduction, Scan
+from ..expr import Reduction, Scan
 from .manipulation import normalize_axes, normalize_axis, ravel
 
 

@@ -25,7 +25,7 @@ from .elementwise import as_array, clip, conj, elementwise, imag, isnan, logical
 from .manipulation import (
     broadcast_to, concat, matrix_transpose, moveaxis, normalize_axes, permute_dims, ravel, reshape, squeeze,
 )
-from .interop import fetch
+from ..runtime.fetch import fetch
 from .reductions import _no_out
 from .sorting import _arrays, _counts, _require_1d, _searchsorted_block, _whole_axis, searchsorted
 

@@ -22,7 +22,7 @@ from ..kernels.backend import namespace, to_numpy
 from .blockwise import map_blocks
 from .creation import eye, from_array, full, operator_index
 from .elementwise import align_chunks, as_array, broadcast_shape, elementwise
-from ..expr.nodes import Broadcast, Gather
+from ..expr import Broadcast, Gather
 from .indexing import getitem
 from .linalg import diagonal
 from .manipulation import (

@@ -21,7 +21,7 @@ from dask._expr import Expr
 from dask.tokenize import tokenize
 
 from ..codegen import program as _codegen
-from ..expr.nodes import ArrayExpr, Creation, Elemwise, Fused, FusedOutput, Materialized, Reduction
+from ..expr import ArrayExpr, Creation, Elemwise, Fused, FusedOutput, Materialized, Reduction
 
 FUSED_REDUCTIONS = {"sum", "prod", "min", "max", "all", "any", "mean"}
 

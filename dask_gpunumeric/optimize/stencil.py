@@ -43,7 +43,7 @@ from .. import config
 from ..codegen import program as _codegen
 from ..expr import plan as _plan
 from ..codegen import stencil as _stencil_kernels
-from ..expr.nodes import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil
+from ..expr import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil
 from ..codegen.stencil import FILL, WRAP
 
 Read = tuple[Expr, tuple[int, ...], tuple[int, ...], Any]  # (target, shift, edge mode per axis, fill value)

@@ -11,8 +11,8 @@ Every task of a lowered graph calls its function through a ``BlockFunction`` (``
   traceback; notes travel with the exception from cluster workers to the client).
 
 An out-of-memory error holds no blocks, so that catching it (a notebook keeps the last error) frees their
-memory: the task drops its inputs, and the default local schedulers (``local_scheduler``) clear the frames of
-the failed computation, whose locals hold every block computed so far.
+memory: the task drops its inputs, and the default local schedulers (``schedule.local_scheduler``, with
+``release_blocks``) clear the frames of the failed computation, whose locals hold every block computed so far.
 """
 from __future__ import annotations
 
@@ -25,8 +25,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-import dask.local
-import dask.threaded
 from dask._task_spec import Task
 from dask.utils import format_bytes
 
@@ -185,24 +183,3 @@ def release_blocks(exc: BaseException) -> None:
                 for cell in function.__closure__ or ():
                     with contextlib.suppress(ValueError):  # already empty
                         del cell.cell_contents
-
-
-def _releasing(get: Callable[..., Any]) -> Callable[..., Any]:
-    def get_releasing_blocks_when_out_of_memory(dsk: Mapping, keys: Any, **kwargs: Any) -> Any:
-        try:
-            return get(dsk, keys, **kwargs)
-        except OutOfMemoryError as exc:
-            release_blocks(exc)
-            raise
-
-    return get_releasing_blocks_when_out_of_memory
-
-
-_LOCAL_SCHEDULERS = {"cupy": _releasing(dask.local.get_sync), "numpy": _releasing(dask.threaded.get)}
-
-
-def local_scheduler(backend: str) -> Callable[..., Any]:
-    """The default local scheduler of a backend, releasing the computed blocks when a task runs out of memory:
-    one thread launching CuPy kernels in order (they run asynchronously on the device's stream), threads for
-    NumPy blocks."""
-    return _LOCAL_SCHEDULERS[backend]
