@@ -164,7 +164,12 @@ class ArrayExpr(Expr):
         return tuple(c[i] for c, i in zip(self.chunks, index))
 
     def block_offset(self, index: Index) -> tuple[int, ...]:
-        return tuple(sum(c[:i]) for c, i in zip(self.chunks, index))
+        return tuple(starts[i] for starts, i in zip(self._chunk_starts, index))
+
+    @cached
+    def _chunk_starts(self) -> tuple[tuple[int, ...], ...]:
+        """Per axis, the start of each chunk (summing chunks for each block would take quadratic time)."""
+        return tuple(tuple(itertools.accumulate(c, initial=0)) for c in self.chunks)
 
     def __dask_keys__(self) -> list:
         if self.ndim == 0:

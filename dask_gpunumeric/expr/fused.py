@@ -14,7 +14,7 @@ from .tokens import cached
 
 class Fused(ArrayExpr):
     """A group of elementwise operations, random draws and reduction partials run as one kernel per block
-    (made by the fusion pass; ``_codegen`` describes ``program``) of the elements' chunks ``elements``. Its
+    (made by the fusion pass; ``codegen.program`` describes ``program``) of the elements' chunks ``elements``. Its
     blocks are the program's output, or a tuple of outputs picked by ``FusedOutput``: the elements' blocks,
     except for a kernel whose one output is a total of a one-block array (or the epilogue's), 0-d."""
 
@@ -54,7 +54,7 @@ class Fused(ArrayExpr):
 
 
 class Stencil(ArrayExpr):
-    """A group of stencil sweeps run as one task per block (made by the stencil pass; ``_stencil_kernels``
+    """A group of stencil sweeps run as one task per block (made by the stencil pass; ``codegen.stencil``
     describes ``plan``): each task gets its source blocks extended by the halos the group needs (only the
     strips of the neighbours travel) and runs the group's kernels, one per sweep, on shrinking regions.
     Its blocks are the group's output, or a tuple of outputs picked by ``FusedOutput``."""
@@ -79,7 +79,7 @@ class Stencil(ArrayExpr):
 
     @cached
     def _tasks(self) -> dict:
-        """Per block: a task for its interior (``_stencil_kernels.split``), then one for the bands around
+        """Per block: a task for its interior (``codegen.stencil.split``), then one for the bands around
         it that writes them into the interior's output blocks (each is the block's task when alone), and
         the halo strips the bands read."""
         from ..codegen import stencil as _stencil_kernels

@@ -17,7 +17,7 @@ from .tokens import cached
 def halo_block_inputs(source: ArrayExpr, axis_pieces: Sequence[Sequence[Piece]],
                       own: Index | None = None) -> tuple[dict, List, tuple]:
     """Task inputs of one block extended by halos, from the pieces of its extended range along each axis
-    (slices of ``source``'s blocks, as ``_plan.segments_plan`` makes them): the piece of the source block at
+    (slices of ``source``'s blocks, as ``plan.segments_plan`` makes them): the piece of the source block at
     the task's ``own`` position (where the task runs), or else the largest piece, is that whole block, cut
     inside the task; every other piece is a strip cut by a task of its own next to its source block (keyed
     by source, block and bounds, so that users share it), so that only strips travel.

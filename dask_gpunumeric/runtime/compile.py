@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 from dask._expr import Expr
-from dask._task_spec import Alias
+from dask._task_spec import Alias, GraphNode
 
 from .. import config
 from ..expr import ArrayExpr, Bundle, FromArray, FromGraph, Materialized, flat_keys, walk
@@ -135,11 +135,41 @@ def _optimized_graph(materialized: Materialized) -> dict:
 
 
 def graph_of(root: ArrayExpr) -> dict:
-    """All tasks of an expression tree, each node's layer once, each task naming its block when it fails."""
-    layers: dict = {}
-    for node in walk(root):
-        layers.update(label_tasks(node, node._layer()))
-    return layers
+    """The tasks that the blocks of ``root`` (of each root of a ``Bundle``) need, each task naming its block when
+    it fails. A node whose blocks are one task each (one that keeps ``ArrayExpr._layer``) makes only the
+    blocks read, so that a slice of a large array builds (and runs) only the blocks it needs; other nodes
+    (reductions, scans, stencil groups, regions, persisted data) give their whole layer."""
+    nodes = {node._name: node for node in walk(root)}
+    made: dict[str, dict] = {}  # per node: its tasks made so far
+    todo: list = []
+    for node in nodes.values():
+        if not _per_block(node):
+            tasks = made[node._name] = node._layer()
+            todo.extend(dep for task in tasks.values() if isinstance(task, GraphNode) for dep in task.dependencies)
+    for start in root.operands if isinstance(root, Bundle) else [root]:
+        todo.extend(flat_keys(start))
+    while todo:
+        key = todo.pop()
+        node = nodes.get(key[0] if type(key) is tuple else key)
+        if node is None or not _per_block(node):
+            continue  # made with a whole layer
+        tasks = made.setdefault(node._name, {})
+        if key not in tasks:
+            task = tasks[key] = node._block_task(key[1:])
+            todo.extend(task.dependencies)
+    graph: dict = {}
+    for node in nodes.values():  # in the order the tree's layers had (dask.order breaks ties by it)
+        tasks = made.get(node._name)
+        if tasks:
+            if len(tasks) > 1 and _per_block(node):
+                tasks = dict(sorted(tasks.items()))  # C order of the blocks
+            graph.update(label_tasks(node, tasks))
+    return graph
+
+
+def _per_block(node: ArrayExpr) -> bool:
+    """Whether a node's tasks are one per block, made by ``_block_task`` (``ArrayExpr._layer``)."""
+    return type(node)._layer is ArrayExpr._layer
 
 
 def _cached_graph(cacheable: tuple[tuple, tuple] | None) -> CompiledGraph | None:
