@@ -13,10 +13,10 @@ from dask._expr import Expr
 from dask._task_spec import Alias, GraphNode
 
 from .. import config
-from ..expr import ArrayExpr, Bundle, FromArray, FromGraph, Materialized, flat_keys, walk
+from ..expr import ArrayExpr, Bundle, Finalize, FromArray, FromGraph, Materialized, flat_keys, walk
 from ..optimize import fusion as _fusion
 from .cluster import active_workers, owner
-from .faults import label_tasks
+from .faults import check_result_fits, label_tasks
 from .schedule import fuse_chains, schedule_of
 
 __all__ = ["CompiledGraph", "cluster_graph", "compile_tree", "compiled", "graph_of", "optimize", "placement",
@@ -67,6 +67,9 @@ def compile_tree(materialized: Materialized) -> CompiledGraph:
     hit = _cached_graph(cacheable)
     if hit is not None:
         return hit
+    if not materialized.operand("workers"):  # a local compute() joins its results here
+        check_result_fits([r for r in (root.operands if isinstance(root, Bundle) else [root]) if isinstance(r, Finalize)],
+                          to_host=False, call="compute()")
     graph, outputs = _optimized_graph(materialized), flat_keys(root)
     # (a loop persisting each step would fill the cache with trees that never come back)
     if cacheable is None or (cacheable[1] and not _seen_before(cacheable[0])):

@@ -12,6 +12,7 @@ from ..expr import ArrayExpr, flat_keys
 from ..kernels.backend import to_numpy
 from .cluster import client_active
 from .compile import compiled
+from .faults import check_result_fits
 from .schedule import run_in_order
 
 
@@ -19,11 +20,17 @@ def fetch(x: Any) -> Any:
     """Compute and copy to the host, explicitly: a 0-d Array becomes a Python number, an n-d Array a NumPy
     array; a tuple or list of Arrays is computed together (shared work done once)."""
     if isinstance(x, (list, tuple)):
+        check_result_fits([a.expr for a in x if _is_array(a)], to_host=True, call="gnp.fetch")
         values = dask.compute(*x)
         return type(x)(_host(v) for v in values)
-    if not isinstance(getattr(x, "expr", None), ArrayExpr):  # not an Array
+    if not _is_array(x):
         return x
+    check_result_fits([x.expr], to_host=True, call="gnp.fetch")
     return _host(_compute_local(x) if _local_scheduler(x) else x.compute())
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(getattr(x, "expr", None), ArrayExpr)  # a gnp Array (the api layer's), by its expression
 
 
 def _local_scheduler(x: Any) -> bool:
