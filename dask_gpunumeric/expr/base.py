@@ -219,6 +219,18 @@ class ArrayExpr(Expr):
     def finalize_compute(self) -> Expr:
         return self if set(self.numblocks) <= {1} else Finalize(self)
 
+    # Dask's own passes (simplify, the "tune" rewrite) have nothing to do on our nodes, whose optimizer runs
+    # when the graph is made: stop them at our top-most node instead of visiting the whole tree on every
+    # compute (a parent of Dask's still asks our nodes' ``_simplify_up``)
+    def simplify_once(self, dependents: Any, simplified: dict) -> Expr:
+        return self
+
+    def simplify(self) -> Expr:
+        return self
+
+    def rewrite(self, kind: str, rewritten: dict) -> Expr:
+        return self
+
 
 class Materialized(ArrayExpr):
     """A whole expression tree as one node, whose graph is the tree's tasks with the root's keys."""

@@ -3,15 +3,20 @@ use) and ``run_in_order``; ``fuse_chains`` for clusters; and the default local s
 from __future__ import annotations
 
 import collections
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import dask.callbacks
 import dask.local
 import dask.threaded
+import numpy as np
+from dask._expr import Expr
 from dask._task_spec import Alias, DataNode, GraphNode, Task
 from dask.order import order
 
-from .faults import OutOfMemoryError, release_blocks
+from ..expr import Materialized
+from .faults import BlockFunction, OutOfMemoryError, release_blocks
 
 
 def schedule_of(graph: dict, outputs: set) -> list[tuple[Any, tuple]]:
@@ -110,11 +115,59 @@ def _releasing(get: Callable[..., Any]) -> Callable[..., Any]:
     return get_releasing_blocks_when_out_of_memory
 
 
-_LOCAL_SCHEDULERS = {"cupy": _releasing(dask.local.get_sync), "numpy": _releasing(dask.threaded.get)}
+# below this many bytes of blocks in all, threads cost more (handing each task over) than they gain
+_THREADED_BYTES = 2**20
+
+
+def _small_in_order(get: Callable[..., Any]) -> Callable[..., Any]:
+    """``get``, but a graph whose blocks are small in all (``_THREADED_BYTES``) runs in this thread: the tree of
+    one ``compute()``/``persist()`` with ``run_in_order`` and its compiled graph's cached schedule (without
+    Dask's ordering and bookkeeping on each call), any other graph on Dask's synchronous scheduler."""
+
+    def get_small_in_order(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+        tree = _one_tree(dsk)
+        if tree is not None and not kwargs and not dask.callbacks.Callback.active:
+            compiled = tree._compiled
+            if _block_bytes(compiled.graph) < _THREADED_BYTES:
+                return run_in_order(compiled.graph, compiled.schedule(), keys)
+        graph = dsk if isinstance(dsk, Mapping) else dsk.__dask_graph__()
+        return (dask.local.get_sync if _block_bytes(graph) < _THREADED_BYTES else get)(graph, keys, **kwargs)
+
+    return get_small_in_order
+
+
+def _one_tree(dsk: Any) -> Materialized | None:
+    """The one local tree of ours that Dask hands a scheduler for ``compute()`` (alone or in its sequence of
+    one), or None."""
+    if isinstance(dsk, Expr) and not isinstance(dsk, Materialized) and len(dsk.operands) == 1:
+        dsk = dsk.operands[0]
+    return dsk if isinstance(dsk, Materialized) and not dsk.operand("workers") else None
+
+
+def _block_bytes(graph: Mapping) -> float:
+    """The bytes of the blocks that a graph's tasks make and its data holds (infinite where a task's are
+    unknown), counted up to ``_THREADED_BYTES``."""
+    total = 0
+    for node in graph.values():
+        if isinstance(node, DataNode):
+            total += getattr(node.value, "nbytes", 0)
+        elif isinstance(node, Task):
+            func = node.func
+            if type(func) is not BlockFunction:
+                return math.inf  # not one of ours (Task.fuse, a user's task)
+            if func.shape is not None:  # a reduction's or a scan's stage: its inputs are counted
+                total += math.prod(func.shape) * np.dtype(func.dtype).itemsize
+        if total >= _THREADED_BYTES:
+            break
+    return total
+
+
+_LOCAL_SCHEDULERS = {"cupy": _releasing(_small_in_order(dask.local.get_sync)),
+                     "numpy": _releasing(_small_in_order(dask.threaded.get))}
 
 
 def local_scheduler(backend: str) -> Callable[..., Any]:
     """The default local scheduler of a backend, releasing the computed blocks when a task runs out of memory:
     one thread launching CuPy kernels in order (they run asynchronously on the device's stream), threads for
-    NumPy blocks."""
+    NumPy blocks; small graphs in this thread (``_small_in_order``)."""
     return _LOCAL_SCHEDULERS[backend]
