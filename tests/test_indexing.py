@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import dask
 import numpy as np
@@ -705,6 +706,7 @@ def test_slices_build_only_the_blocks_they_read(blocks: int) -> None:
         (x[-3:], host[-3:], 1),
         (x[:: n * (blocks // 4)], host[:: n * (blocks // 4)], 4),
         (m[5:9, 4], np.ones((blocks * 4, 6))[5:9, 4], 2),
+        (gnp.ones(2**34, chunks=2**24)[:10], np.ones(10), 1),  # 128 GiB: only 10 elements are made
     ]
     for lazy, expected, blocks_read in cases:
         sizes: list[int] = []
@@ -712,3 +714,17 @@ def test_slices_build_only_the_blocks_they_read(blocks: int) -> None:
             assert_eq(lazy, expected)
         assert sizes and max(sizes) <= 4 * blocks_read + 2, (sizes, blocks_read)
         assert len(dict(lazy.__dask_graph__())) <= 4 * blocks_read + 2
+
+
+@pytest.mark.parametrize("index", [np.s_[5:250], np.s_[::-3], np.s_[950:20:-7], np.s_[99:101], np.s_[::100], np.s_[-1]])
+def test_slices_of_created_arrays(index: Any) -> None:
+    """Slicing a created array (arange, linspace, eye, random draws) computes only the region read, with the
+    values of the whole array's slice."""
+    a, l = gnp.arange(1000, chunks=100), gnp.linspace(-1, 1, 1000, chunks=128)
+    with gnp.allowscalar():
+        assert_eq(a[index], np.arange(1000)[index])
+        assert_eq(l[index], np.linspace(-1, 1, 1000)[index])
+    e = gnp.eye(50, chunks=20)
+    assert_eq(e[3:27, 10:44:3], np.eye(50)[3:27, 10:44:3])
+    r = gnp.random.default_rng(3).random((100, 30), chunks=(25, 10))
+    assert_eq(r[7:61:2, ::-4], to_host(r.compute())[7:61:2, ::-4])

@@ -10,6 +10,7 @@ from dask._task_spec import GraphNode, List, Task
 
 from ..kernels import blocks as _blocks
 from .base import ArrayExpr, Chunks, Index
+from .data import Creation
 from .tokens import cached
 
 
@@ -109,13 +110,46 @@ class Gather(ArrayExpr):
         grid = tuple(len(pieces) for pieces, _ in per_axis)
         refs, locals_ = [], []
         for combo in itertools.product(*(pieces for pieces, _ in per_axis)):
-            source = max(p[0] for p in combo) if combo else 0
-            refs.append(self.sources[source].ref(tuple(p[1] for p in combo)))
-            locals_.append(tuple(p[2] for p in combo))
+            source = self.sources[max(p[0] for p in combo) if combo else 0]
+            block, local = tuple(p[1] for p in combo), tuple(p[2] for p in combo)
+            created = _created_piece(source, block, local) if isinstance(source, Creation) else None
+            if created is None:
+                refs.append(source.ref(block))
+                locals_.append(local)
+            else:  # the piece computed alone: slicing a large created array makes none of its blocks
+                refs.append(created[0])
+                locals_.append(created[1])
         perms = tuple(perm for _, perm in per_axis)
         return Task(
             self.key(index), _blocks.assemble, List(*refs), locals_, grid, perms, tuple(self.operand("drop"))
         )
+
+
+def _created_piece(source: Creation, block: Index, local: tuple) -> tuple[Task, tuple[slice, ...]] | None:
+    """An inline task computing only the region of a ``Creation`` block that the slices ``local`` read (its
+    values depend only on their position), and the slices relative to that region; None where the region
+    is the whole block (its task is made once for all its readers) or a piece is an integer array or empty."""
+    shape = source.block_shape(block)
+    bounds, relative = [], []
+    for ix, n in zip(local, shape):
+        if type(ix) is not slice:
+            return None
+        start, stop, step = ix.indices(n)
+        count = len(range(start, stop, step))
+        if count == 0:
+            return None
+        last = start + step * (count - 1)
+        lo = min(start, last)
+        bounds.append((lo, max(start, last) + 1))
+        stop_in_region = start - lo + step * count
+        relative.append(slice(start - lo, stop_in_region if stop_in_region >= 0 else None, step))
+    if all(hi - lo == n for (lo, hi), n in zip(bounds, shape)):
+        return None
+    offset = tuple(o + lo for o, (lo, _) in zip(source.block_offset(block), bounds))
+    kind, _, _, backend, params = source.operands[:5]
+    task = Task(None, _blocks.create, kind, offset, tuple(hi - lo for lo, hi in bounds), source.shape,
+                source.dtype, backend, params)
+    return task, tuple(relative)
 
 
 def _pieces_length(pieces: Sequence[Piece]) -> int:
