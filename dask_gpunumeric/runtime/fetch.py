@@ -13,7 +13,7 @@ from ..kernels.backend import to_numpy
 from .cluster import client_active
 from .compile import compiled
 from .faults import check_result_fits
-from .schedule import run_in_order
+from .schedule import run_in_order, small_graph
 
 
 def fetch(x: Any) -> Any:
@@ -48,9 +48,9 @@ def _compute_local(x: Any) -> Any:
     expr = x.expr.finalize_compute()
     (key,) = flat_keys(expr)  # one block: nested one level per dimension, or a Finalize's single key
     graph = compiled(expr)
-    if len(graph.graph) <= _SMALL_GRAPH and not dask.callbacks.Callback.active:
-        # a handful of tasks gains nothing from threads: run them in order, in this thread (with Dask
-        # callbacks, such as a progress bar, active: on Dask's local scheduler, which calls them)
+    if (len(graph.graph) <= _SMALL_GRAPH or small_graph(graph.graph)) and not dask.callbacks.Callback.active:
+        # a handful of tasks, or small blocks, gain nothing from threads: run them in order, in this thread
+        # (with Dask callbacks, such as a progress bar, active: on Dask's local scheduler, which calls them)
         return run_in_order(graph.graph, graph.schedule(), [key])[0]
     return x.__dask_scheduler__(dict(graph.graph), [key])[0]
 

@@ -128,10 +128,10 @@ def _small_in_order(get: Callable[..., Any]) -> Callable[..., Any]:
         tree = _one_tree(dsk)
         if tree is not None and not kwargs and not dask.callbacks.Callback.active:
             compiled = tree._compiled
-            if _block_bytes(compiled.graph) < _THREADED_BYTES:
+            if small_graph(compiled.graph):
                 return run_in_order(compiled.graph, compiled.schedule(), keys)
         graph = dsk if isinstance(dsk, Mapping) else dsk.__dask_graph__()
-        return (dask.local.get_sync if _block_bytes(graph) < _THREADED_BYTES else get)(graph, keys, **kwargs)
+        return (dask.local.get_sync if small_graph(graph) else get)(graph, keys, **kwargs)
 
     return get_small_in_order
 
@@ -144,9 +144,9 @@ def _one_tree(dsk: Any) -> Materialized | None:
     return dsk if isinstance(dsk, Materialized) and not dsk.operand("workers") else None
 
 
-def _block_bytes(graph: Mapping) -> float:
-    """The bytes of the blocks that a graph's tasks make and its data holds (infinite where a task's are
-    unknown), counted up to ``_THREADED_BYTES``."""
+def small_graph(graph: Mapping) -> bool:
+    """Whether the blocks that a graph's tasks make and its data holds are under ``_THREADED_BYTES`` in all (not
+    when a task's are unknown): threads gain nothing on it."""
     total = 0
     for node in graph.values():
         if isinstance(node, DataNode):
@@ -154,12 +154,12 @@ def _block_bytes(graph: Mapping) -> float:
         elif isinstance(node, Task):
             func = node.func
             if type(func) is not BlockFunction:
-                return math.inf  # not one of ours (Task.fuse, a user's task)
+                return False  # not one of ours (Task.fuse, a user's task)
             if func.shape is not None:  # a reduction's or a scan's stage: its inputs are counted
                 total += math.prod(func.shape) * np.dtype(func.dtype).itemsize
         if total >= _THREADED_BYTES:
-            break
-    return total
+            return False
+    return True
 
 
 _LOCAL_SCHEDULERS = {"cupy": _releasing(_small_in_order(dask.local.get_sync)),
