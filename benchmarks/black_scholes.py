@@ -106,7 +106,7 @@ def main(argv=None) -> int:
     def fused_kernel(device_inputs):
         """The one fused kernel of both outputs, launched on the device arrays without any scheduling."""
         from dask_gpunumeric.kernels import fused as _fused
-        from dask_gpunumeric.expr.nodes import Bundle
+        from dask_gpunumeric.expr import Bundle
         from dask_gpunumeric.optimize import explain_groups
 
         (fused,) = explain_groups(Bundle(*(o.expr for o in price(gnp, gS, gK, gT))))

@@ -60,14 +60,14 @@ def record(step: int, u, energy: float, client, started: float) -> dict:
     """Memory, caches and graph sizes now."""
     from dask_gpunumeric.kernels import fused as _fused
     from dask_gpunumeric.kernels import cuda as _cuda
-    from dask_gpunumeric.expr import nodes as _expr
+    from dask_gpunumeric.runtime import compile as _compile
 
     cp = H.cupy_gpu()
     row = {
         "step": step, "seconds": time.perf_counter() - started, "energy": energy,
         "host_bytes": host_memory(),
         "device_bytes": int(cp.get_default_memory_pool().used_bytes()) if cp is not None else 0,
-        "graph_cache": len(_expr._GRAPH_CACHE), "graph_cache_limit": _expr._GRAPH_CACHE_SIZE,
+        "graph_cache": len(_compile._GRAPH_CACHE), "graph_cache_limit": _compile._GRAPH_CACHE_SIZE,
         "kernels": _fused._kernel.cache_info().currsize, "kernels_limit": _fused._kernel.cache_info().maxsize,
         "modules": len(_cuda._modules), "modules_limit": _cuda.MODULE_CACHE_SIZE,
         "array_tasks": len(u.__dask_graph__()),

@@ -68,7 +68,7 @@ SHAPES: dict[str, Callable] = {"rk4": rk4, "wide": wide, "normalized": normalize
 
 
 def _count(gnp, *arrays) -> int:
-    from dask_gpunumeric.expr.nodes import Bundle
+    from dask_gpunumeric.expr import Bundle
     from dask_gpunumeric.optimize.dag import DAG
 
     return len(DAG(Bundle(*(a.expr for a in arrays))).order) - 1
@@ -76,7 +76,7 @@ def _count(gnp, *arrays) -> int:
 
 def measure(shape: str, n_nodes: int, repeat: int) -> dict:
     import dask_gpunumeric as gnp
-    from dask_gpunumeric.expr.nodes import Bundle
+    from dask_gpunumeric.expr import Bundle
     from dask_gpunumeric.optimize import explain_groups, optimize
 
     build = SHAPES[shape]

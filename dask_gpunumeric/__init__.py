@@ -38,9 +38,10 @@ from .api.manipulation import (
 )
 from .api.indexing import getitem as _getitem
 from .api.indexing import setitem as _setitem
-from .api.interop import FallbackWarning, fetch, register as _register
+from .api.interop import FallbackWarning, register as _register
 from .api.interop import array_function as _array_function
 from .api.interop import array_ufunc as _array_ufunc
+from .runtime.fetch import fetch
 from .api.sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, where, unique_*, ...)
 from .api.sorting import where
 from .api.statistics import *  # noqa: F403  (nan* reductions, median, percentile, quantile, histogram, ...)

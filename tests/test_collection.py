@@ -118,8 +118,8 @@ def test_graph_on_persisted_inputs_is_optimized_once_and_keeps_no_blocks(data, m
     import gc
     import weakref
 
-    from dask_gpunumeric.expr import nodes as _expr
-    import dask_gpunumeric.optimize as _optimizer
+    from dask_gpunumeric.runtime import compile as _compile
+    from dask_gpunumeric.optimize import pipeline as _optimizer
 
     optimized = []
     optimize = _optimizer.optimize
@@ -143,7 +143,7 @@ def test_graph_on_persisted_inputs_is_optimized_once_and_keeps_no_blocks(data, m
     del p
     gc.collect()
     assert block() is None  # freed: the cache holds no persisted block
-    assert _expr._GRAPH_CACHE
+    assert _compile._GRAPH_CACHE
 
 
 def test_dask_persist_several(data):

@@ -23,7 +23,8 @@ from dask.utils import format_bytes
 
 import dask_gpunumeric as gnp
 from conftest import BACKEND, assert_eq, scheduler_runs, to_host
-from dask_gpunumeric.runtime.faults import BlockFunction, is_out_of_memory, local_scheduler, out_of_memory_message
+from dask_gpunumeric.runtime.faults import BlockFunction, is_out_of_memory, out_of_memory_message
+from dask_gpunumeric.runtime.schedule import local_scheduler
 
 distributed = pytest.importorskip("distributed")
 
@@ -146,6 +147,36 @@ def test_out_of_host_memory():
     with pytest.raises(gnp.OutOfMemoryError, match=r"out of host memory while computing block \([0-2],\) of "
                                                    r"host-out-of-memory \(\(100,\) float64, 800 B\)"):
         gnp.map_blocks(_host_out_of_memory, x).compute(scheduler="sync")
+
+
+def test_a_result_beyond_memory_fails_before_any_work():
+    """gnp.fetch, compute() and dask.compute of an array far beyond memory (8 TB) raise gnp.OutOfMemoryError (a
+    MemoryError) at once, before any task runs, saying what to do instead."""
+    from dask.callbacks import Callback
+
+    x = gnp.zeros(10**12)
+    ran: list = []
+    for call in (lambda: gnp.fetch(x), lambda: gnp.fetch([x, gnp.ones(3)]), x.compute, lambda: dask.compute(x)):
+        with Callback(pretask=lambda key, dsk, state: ran.append(key)):
+            with pytest.raises(MemoryError) as info:
+                call()
+        assert isinstance(info.value, gnp.OutOfMemoryError)
+        message = str(info.value)
+        assert "7.28 TiB" in message and "nothing was computed" in message
+        assert "x.sum()" in message and "x[:1000]" in message and "gnp.cluster()" in message
+    assert not ran
+
+
+def test_a_result_is_checked_against_the_memory_available(monkeypatch):
+    """The check before computing compares the result's size with the memory available (here made 96 MiB):
+    a result larger fails at once, a smaller one is computed."""
+    from dask_gpunumeric.runtime import faults
+
+    monkeypatch.setattr(faults, "available_host_memory", lambda: 96 * 2**20)
+    monkeypatch.setattr(faults, "available_device_memory", lambda: 96 * 2**20)
+    with pytest.raises(gnp.OutOfMemoryError, match=r"needs 128.00 MiB of (host|GPU) memory, and 96.00 MiB is available"):
+        gnp.fetch(gnp.ones(2**24, chunks=2**22) + 1)
+    assert gnp.fetch(gnp.ones(2**23, chunks=2**21) + 1).sum() == 2 * 2**23
 
 
 def test_what_is_out_of_memory():

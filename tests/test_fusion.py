@@ -24,7 +24,7 @@ from dask_gpunumeric.codegen import types as _types
 from dask_gpunumeric.kernels import fused as _fused
 from dask_gpunumeric.kernels import cuda as _cuda
 from dask_gpunumeric.api.explain import plan
-from dask_gpunumeric.expr.nodes import Bundle, Materialized
+from dask_gpunumeric.expr import Bundle, Materialized
 
 try:
     from distributed.utils import key_split
@@ -641,7 +641,7 @@ def test_accelerate_dispatch() -> None:
     """With arguments in memory a call runs at once and returns persisted blocks; with lazy arguments, or
     the setting dispatch="lazy", its outputs stay lazy; the values are the same either way."""
     from dask_gpunumeric.api.accelerate import RegionOutput
-    from dask_gpunumeric.expr.nodes import FromGraph
+    from dask_gpunumeric.expr import FromGraph
 
     @gnp.accelerate
     def step(x: gnp.Array, y: gnp.Array) -> tuple:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import dask
 import numpy as np
@@ -687,3 +688,43 @@ def test_indexing_on_distributed_cluster(client: object) -> None:
     y[[0, 0], :, [1, 3]] = np.array([7.0])
     np.testing.assert_array_equal(to_host(client.compute(b).result()), y)
     np.testing.assert_array_equal(to_host(client.compute(b[1, [0, 2]]).result()), y[1, [0, 2]])
+
+
+@pytest.mark.parametrize("blocks", [1024, 16384])
+def test_slices_build_only_the_blocks_they_read(blocks: int) -> None:
+    """A slice of an array of many blocks builds (and runs) the tasks of the blocks it reads, not one per block
+    of the whole array: the graph the scheduler gets grows with the blocks read."""
+    from dask.callbacks import Callback
+
+    n = 64
+    host = np.arange(blocks * n, dtype=np.float64)
+    x = gnp.arange(blocks * n, chunks=n, dtype=np.float64)
+    m = gnp.ones((blocks * 4, 6), chunks=(4, 3))
+    cases = [
+        (x[:10], host[:10], 1),
+        ((gnp.exp(x / 1e6) + 1)[n - 5 : n + 5], np.exp(host[n - 5 : n + 5] / 1e6) + 1, 2),
+        (x[-3:], host[-3:], 1),
+        (x[:: n * (blocks // 4)], host[:: n * (blocks // 4)], 4),
+        (m[5:9, 4], np.ones((blocks * 4, 6))[5:9, 4], 2),
+        (gnp.ones(2**34, chunks=2**24)[:10], np.ones(10), 1),  # 128 GiB: only 10 elements are made
+    ]
+    for lazy, expected, blocks_read in cases:
+        sizes: list[int] = []
+        with Callback(start=lambda dsk: sizes.append(len(dsk))):  # noqa: B023 - used at once
+            assert_eq(lazy, expected)
+        assert sizes and max(sizes) <= 4 * blocks_read + 2, (sizes, blocks_read)
+        assert len(dict(lazy.__dask_graph__())) <= 4 * blocks_read + 2
+
+
+@pytest.mark.parametrize("index", [np.s_[5:250], np.s_[::-3], np.s_[950:20:-7], np.s_[99:101], np.s_[::100], np.s_[-1]])
+def test_slices_of_created_arrays(index: Any) -> None:
+    """Slicing a created array (arange, linspace, eye, random draws) computes only the region read, with the
+    values of the whole array's slice."""
+    a, l = gnp.arange(1000, chunks=100), gnp.linspace(-1, 1, 1000, chunks=128)
+    with gnp.allowscalar():
+        assert_eq(a[index], np.arange(1000)[index])
+        assert_eq(l[index], np.linspace(-1, 1, 1000)[index])
+    e = gnp.eye(50, chunks=20)
+    assert_eq(e[3:27, 10:44:3], np.eye(50)[3:27, 10:44:3])
+    r = gnp.random.default_rng(3).random((100, 30), chunks=(25, 10))
+    assert_eq(r[7:61:2, ::-4], to_host(r.compute())[7:61:2, ::-4])

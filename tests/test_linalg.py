@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric import linalg as la
-from dask_gpunumeric.expr.nodes import _walk
+from dask_gpunumeric.expr import walk
 
 LinAlgError = np.linalg.LinAlgError
 FLOATS = [np.float32, np.float64, np.complex128]
@@ -381,7 +381,7 @@ def no_whole_matrix(out: gnp.Array, a: gnp.Array) -> None:
     m, n = a.shape
     if sum(min(r, n) for r in a.chunks[0]) == m:
         return
-    for node in _walk(out.expr):
+    for node in walk(out.expr):
         if getattr(node, "ndim", 0) == 2 and node.shape[0] == m:
             assert max(node.chunks[0]) < m, (type(node).__name__, node.chunks)
 

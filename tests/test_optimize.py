@@ -12,7 +12,7 @@ from conftest import assert_eq
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric.api.explain import plan
-from dask_gpunumeric.expr.nodes import Bundle, Elemwise
+from dask_gpunumeric.expr import Bundle, Elemwise
 from dask_gpunumeric.optimize import PASSES, optimize, settings_key
 from dask_gpunumeric.optimize.dag import DAG
 

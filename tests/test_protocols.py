@@ -170,7 +170,7 @@ def test_fetch_runs_small_graphs_in_order_freeing_intermediates() -> None:
     which calls them."""
     from dask.callbacks import Callback
 
-    from dask_gpunumeric.expr.nodes import Materialized
+    from dask_gpunumeric.expr import Materialized
 
     host = np.linspace(-1, 1, 12)
     y = (gnp.asarray(host, chunks=4) * 2 + 1).sum()

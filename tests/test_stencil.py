@@ -22,7 +22,7 @@ from dask_gpunumeric.codegen import stencil_plan as _stencil_plan
 from dask_gpunumeric.codegen.types import FILL, WRAP
 from dask_gpunumeric.kernels import stencil as _stencil_kernels
 from dask_gpunumeric.api.explain import plan
-from dask_gpunumeric.expr.nodes import graph_of
+from dask_gpunumeric.runtime.compile import graph_of
 from dask_gpunumeric.optimize import optimize
 from dask_gpunumeric.optimize.dag import DAG
 

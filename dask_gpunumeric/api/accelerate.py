@@ -37,9 +37,11 @@ from dask._task_spec import Alias, DataNode, GraphNode, Task, _is_dask_future
 from .. import config
 from ..runtime import cluster as _cluster
 from .array import Array
-from ..expr.nodes import ArrayExpr, Bundle, FromArray, FromGraph, cached, flat_keys, graph_of, run_in_order, schedule_of
+from ..expr import ArrayExpr, Bundle, FromArray, FromGraph, cached, flat_keys
 from ..optimize import optimize, settings_key
 from ..optimize.dag import DAG
+from ..runtime.compile import graph_of
+from ..runtime.schedule import run_in_order, schedule_of
 
 _CACHE_SIZE = 128
 _RETRIES = 3  # times the scheduler re-runs a failed per-worker task (a peer lost mid-region fails them all)
@@ -206,7 +208,7 @@ class Region(ArrayExpr):
                                          _RETRIES)}
 
     def schedule(self) -> list[tuple[Any, tuple]]:
-        """The plan's schedule (``_expr.run_in_order``) with this call's keys (lowered as tasks)."""
+        """The plan's schedule (``runtime.schedule.run_in_order``) with this call's keys (lowered as tasks)."""
         key = self._rename_key
         return [(key(k), tuple(key(d) for d in done)) for k, done in self.operand("plan").schedule]
 
@@ -260,7 +262,7 @@ class RegionOutput(ArrayExpr):
         return iter(())  # the Region places its outputs
 
     def finalize_compute(self) -> ArrayExpr:
-        from ..expr.nodes import Finalize
+        from ..expr import Finalize
 
         return self if all(n == 1 for n in self.numblocks) else Finalize(self)
 

@@ -20,10 +20,10 @@ from dask._task_spec import Task, convert_legacy_graph, cull
 from dask.base import DaskMethodsMixin
 from dask.core import flatten
 
-from ..expr.nodes import ArrayExpr, FromGraph, Materialized
+from ..expr import ArrayExpr, FromGraph, Materialized
 from ..kernels.backend import backend_of, device_name, resolve, to_numpy
 from ..kernels.blocks import as_block, concatenate_grid
-from ..runtime.faults import local_scheduler
+from ..runtime.schedule import local_scheduler
 from . import guards as _guards
 
 ArrayLike = Union["Array", np.ndarray, int, float, complex, bool, list, Any]

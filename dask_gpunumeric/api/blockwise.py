@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..expr.nodes import MapBlocks
+from ..expr import MapBlocks
 from ..kernels.backend import namespace
 from .array import Array, ArrayLike
 from .creation import as_array

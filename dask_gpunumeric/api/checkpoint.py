@@ -21,7 +21,7 @@ import dask
 from dask.tokenize import tokenize
 
 from .array import Array
-from ..expr.nodes import FromGraph
+from ..expr import FromGraph
 
 
 def checkpoint(*arrays: Array) -> Any:

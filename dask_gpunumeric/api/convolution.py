@@ -1,10 +1,12 @@
 """``convolve``: the discrete linear convolution of 1-d arrays, window by window."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..expr import plan as _plan
-from ..expr.nodes import Gather
+from ..expr import Gather
 from ..kernels.backend import namespace
 from . import guards as _guards
 from .array import Array, ArrayLike

@@ -14,7 +14,7 @@ from dask.array.core import normalize_chunks as _dask_normalize_chunks
 from dask.tokenize import tokenize
 
 from .. import config
-from ..expr.nodes import ArrayExpr, Creation, FromArray, FromGraph
+from ..expr import ArrayExpr, Creation, FromArray, FromGraph
 from ..kernels.backend import backend_of, resolve
 from ..runtime.cluster import active_workers
 from .array import Array, ArrayLike

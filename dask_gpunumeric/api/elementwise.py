@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..expr.nodes import ArrayExpr, Elemwise
+from ..expr import ArrayExpr, Elemwise
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
 from .array import Array, ArrayLike

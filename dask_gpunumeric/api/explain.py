@@ -9,7 +9,8 @@ import numpy as np
 from ..codegen import stencil as _stencil_source
 from ..codegen import stencil_plan as _stencil_plan
 from .array import Array
-from ..expr.nodes import ArrayExpr, Fused, Stencil, graph_of
+from ..expr import ArrayExpr, Fused, Stencil
+from ..runtime.compile import graph_of
 
 
 def _block_bytes(expr: ArrayExpr) -> int:
@@ -21,7 +22,7 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
     how accelerated calls run (``_region.summary``)."""
     from .accelerate import Region
     from ..codegen.program import describe, epilogue_values
-    from ..expr.nodes import Bundle
+    from ..expr import Bundle
     from ..optimize import optimize
     from ..optimize.dag import DAG
     from .loops import Loop

@@ -18,7 +18,7 @@ from . import guards as _guards
 from ..expr import plan as _plan
 from .array import Array
 from ..kernels.backend import to_numpy
-from ..expr.nodes import Gather, SetItem
+from ..expr import Gather, SetItem
 
 
 def _normalize(index: Any, ndim: int) -> tuple[Any, ...]:

@@ -1,19 +1,13 @@
 """NumPy interoperability: ``__array_ufunc__``/``__array_function__`` dispatch to gnp functions, the
-dask.array fallback for the rest (with a one-time warning naming the function), and ``fetch``."""
+dask.array fallback for the rest (with a one-time warning naming the function)."""
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
 from typing import Any
 
-import dask
-import dask.base
-import dask.callbacks
 import numpy as np
 
-from ..expr.nodes import compiled, flat_keys, run_in_order
-from ..kernels.backend import to_numpy
-from ..runtime.cluster import client_active
 from .array import Array
 from .creation import _is_dask_array, from_dask_array
 from .elementwise import FUNCTIONS
@@ -99,44 +93,3 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
         return getattr(gnp, _UFUNC_ACCUMULATE[name])(x, **{"axis": 0, **kwargs})
     return run_fallback(f"numpy.{name}.{method}" if method != "__call__" else f"numpy.{name}",
                         getattr(ufunc, method) if method != "__call__" else ufunc, inputs, kwargs)
-
-
-def fetch(x: Any) -> Any:
-    """Compute and copy to the host, explicitly: a 0-d Array becomes a Python number, an n-d Array a NumPy
-    array; a tuple or list of Arrays is computed together (shared work done once)."""
-    if isinstance(x, (list, tuple)):
-        values = dask.compute(*x)
-        return type(x)(_host(v) for v in values)
-    if not isinstance(x, Array):
-        return x
-    return _host(_compute_local(x) if _local_scheduler(x) else x.compute())
-
-
-def _local_scheduler(x: Array) -> bool:
-    """True when ``x`` would run on Dask's local scheduler (no distributed client or other scheduler set):
-    at once when no scheduler is set and no client is active, else as ``dask.base.get_scheduler`` says."""
-    settings = dask.config.global_config  # what dask.config.get reads (these names have no "_" or "-" to vary)
-    if settings.get("scheduler") is None and settings.get("get") is None and not client_active():
-        return True
-    return dask.base.get_scheduler(collections=[x]) is x.__dask_scheduler__
-
-
-def _compute_local(x: Array) -> Any:
-    """``x.compute()`` on the local scheduler without the collection machinery of ``dask.compute``: the
-    optimized graph of the array (cached for pure computations) straight to the scheduler."""
-    expr = x.expr.finalize_compute()
-    (key,) = flat_keys(expr)  # one block: nested one level per dimension, or a Finalize's single key
-    graph = compiled(expr)
-    if len(graph.graph) <= _SMALL_GRAPH and not dask.callbacks.Callback.active:
-        # a handful of tasks gains nothing from threads: run them in order, in this thread (with Dask
-        # callbacks, such as a progress bar, active: on Dask's local scheduler, which calls them)
-        return run_in_order(graph.graph, graph.schedule(), [key])[0]
-    return x.__dask_scheduler__(dict(graph.graph), [key])[0]
-
-
-_SMALL_GRAPH = 8
-
-
-def _host(value: Any) -> Any:
-    host = to_numpy(value)
-    return host.item() if host.ndim == 0 else host

@@ -41,7 +41,7 @@ from .elementwise import (
     subtract,
     where,
 )
-from .interop import fetch
+from ..runtime.fetch import fetch
 from .manipulation import (
     broadcast_to,
     concat,

@@ -23,7 +23,7 @@ import numpy as np
 
 from .accelerate import Placeholder, Plan, _flatten, _unflatten, accelerate, tracing
 from .array import Array
-from ..expr.nodes import ArrayExpr, Bundle
+from ..expr import ArrayExpr, Bundle
 
 
 class Loop(ArrayExpr):
@@ -259,6 +259,6 @@ def _hoist_invariants(outputs: list[ArrayExpr], placeholders: list[Placeholder],
 def _constant(node: ArrayExpr) -> bool:
     """A constant array (``full``) used inside the loop: kept there, where kernels take it as a scalar and
     the stencil pass sees it (the edges of ``pad``), rather than hoisted as an opaque invariant."""
-    from ..expr.nodes import Creation
+    from ..expr import Creation
 
     return isinstance(node, Creation) and node.operand("kind") == "full"

@@ -12,7 +12,7 @@ import numpy as np
 from dask.array.core import common_blockdim
 
 from ..expr import plan as _plan
-from ..expr.nodes import ArrayExpr, BlockReshape, Broadcast, Gather, Transpose
+from ..expr import ArrayExpr, BlockReshape, Broadcast, Gather, Transpose
 from ..kernels.backend import to_numpy
 from .array import Array, ArrayLike
 from .creation import as_array, check_order, normalize_chunks, operator_index

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..expr import plan as _plan
-from ..expr.nodes import Gather, Overlap
+from ..expr import Gather, Overlap
 from ..expr.plan import EDGE_MAPS, axis_segments
 from ..kernels.backend import namespace
 from .array import Array, ArrayLike

@@ -8,7 +8,7 @@ import dask.array as da
 import numpy as np
 
 from ..expr import plan as _plan
-from ..expr.nodes import Gather
+from ..expr import Gather
 from .array import Array, ArrayLike
 from .creation import as_array, full
 from .interop import run_fallback

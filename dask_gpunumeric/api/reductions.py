@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import config
 from ..ops.reductions import REDUCTIONS
-from ..expr.nodes import Reduction, Scan
+from ..expr import Reduction, Scan
 from .array import Array, ArrayLike
 from .creation import as_array, from_array, full
 from .elementwise import elementwise

@@ -24,7 +24,7 @@ from .elementwise import elementwise
 from .manipulation import (
     expand_dims, normalize_axis, ravel, rechunk_expr, reshape, stack,
 )
-from .interop import fetch
+from ..runtime.fetch import fetch
 
 __all__ = [
     "argsort", "argwhere", "count_nonzero", "flatnonzero", "nonzero", "searchsorted", "sort", "unique",

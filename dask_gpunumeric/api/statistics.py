@@ -22,7 +22,7 @@ from .blockwise import map_blocks
 from .creation import as_array, from_array, full_like, zeros
 from .elementwise import clip, conj, elementwise, imag, isnan, logical_not, real, sqrt, where
 from .elementwise import where as where_  # where a parameter is called ``where``
-from .interop import fetch
+from ..runtime.fetch import fetch
 from .manipulation import (
     broadcast_to, concat, matrix_transpose, moveaxis, normalize_axes, permute_dims, ravel, reshape, squeeze,
 )

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from dask.array.core import common_blockdim
 
-from ..expr.nodes import MatMul
+from ..expr import MatMul
 from ..kernels.backend import namespace
 from . import guards as _guards
 from . import reductions as _reductions

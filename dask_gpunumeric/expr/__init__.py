@@ -1,1 +1,17 @@
-"""Immutable expression nodes (one task per output block when lowered) and the tokenizer."""
+"""Array expressions: immutable nodes with shape, dtype, chunks and backend, one file per family, each lowered
+to one Dask task per output block (``base`` has the node all others derive from)."""
+from .base import ArrayExpr, Bundle, Chunks, Finalize, Index, JointOutput, Materialized, flat_keys, walk
+from .blockwise import MapBlocks
+from .contraction import MatMul
+from .data import Creation, FromArray, FromGraph
+from .elemwise import Elemwise
+from .fused import Fused, FusedOutput, Stencil
+from .halo import Overlap, SetItem
+from .layout import BlockReshape, Broadcast, Gather, Transpose
+from .reduction import Reduction, Scan
+from .tokens import cached
+
+__all__ = ["ArrayExpr", "BlockReshape", "Broadcast", "Bundle", "Chunks", "Creation", "Elemwise", "Finalize",
+           "FromArray", "FromGraph", "Fused", "FusedOutput", "Gather", "Index", "JointOutput", "MapBlocks", "MatMul",
+           "Materialized", "Overlap", "Reduction", "Scan", "SetItem", "Stencil", "Transpose", "cached", "flat_keys",
+           "walk"]

@@ -30,12 +30,16 @@ def split_even(n: int, size: int) -> tuple[int, ...]:
     return tuple(min(size, n - i) for i in range(0, n, size))
 
 
-def _split_segment(chunks: Sequence[int], start: int, step: int, count: int) -> list[tuple[int, slice, int]]:
-    """Cut one arithmetic run into (chunk, local slice, length) pieces, in run order."""
-    offs = offsets(chunks)
+def _split_segment(chunks: Sequence[int], start: int, step: int, count: int,
+                   offs: Sequence[int] | None = None) -> list[tuple[int, slice, int]]:
+    """Cut one arithmetic run into (chunk, local slice, length) pieces, in run order (``offs``: the chunks'
+    ``offsets``, when the caller cuts several runs of one axis)."""
+    if offs is None:
+        offs = offsets(chunks)
+    length = offs[-1] + chunks[-1] if chunks else 0
     last_position = start + step * (count - 1)
-    if count > 0 and not (0 <= start < sum(chunks) and 0 <= last_position < sum(chunks)):
-        raise IndexError(f"segment {start}:{last_position + step}:{step} is outside an axis of length {sum(chunks)}")
+    if count > 0 and not (0 <= start < length and 0 <= last_position < length):
+        raise IndexError(f"segment {start}:{last_position + step}:{step} is outside an axis of length {length}")
     out = []
     pos, left = start, count
     while left > 0:
@@ -59,6 +63,7 @@ def segments_plan(
 ) -> AxisPlan:
     """Plan an axis whose output is the concatenation of ``segments``, cut into ``out_chunks``."""
     plan = []
+    source_offsets = [offsets(c) for c in source_chunks]
     seg_iter = iter(segments)
     current: Segment | None = next(seg_iter, None)
     for size in out_chunks:
@@ -67,7 +72,7 @@ def segments_plan(
         while need > 0 and current is not None:
             src, start, step, count = current
             take = min(need, count)
-            for c, local, _ in _split_segment(source_chunks[src], start, step, take):
+            for c, local, _ in _split_segment(source_chunks[src], start, step, take, source_offsets[src]):
                 pieces.append((src, c, local))
             need -= take
             current = (src, start + step * take, step, count - take) if count > take else next(seg_iter, None)

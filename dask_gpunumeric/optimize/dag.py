@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from dask._expr import Expr
 
-from ..expr.nodes import Materialized
+from ..expr import Materialized
 
 
 class DAG:

@@ -19,7 +19,7 @@ from typing import Any
 
 from dask._expr import Expr
 
-from ..expr.nodes import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
+from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
 from ..kernels.fused import record_sources
 from .dag import DAG, UnionFind, rebuild
 from .programs import build_program, is_fusable, is_fused_reduction

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from .. import config
-from ..expr.nodes import ArrayExpr, Fused
+from ..expr import ArrayExpr, Fused
 from .dag import DAG, sharing
 from .fusion import fuse
 from .simplify import simplify

@@ -9,7 +9,7 @@ from dask._expr import Expr
 
 from ..codegen import program as _codegen
 from ..codegen.types import Program, dtype_supported
-from ..expr.nodes import Creation, Elemwise, Reduction
+from ..expr import Creation, Elemwise, Reduction
 from ..ops.reductions import FUSABLE
 
 

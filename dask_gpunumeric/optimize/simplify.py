@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from dask._expr import Expr
 
-from ..expr.nodes import ArrayExpr, Bundle, Elemwise
+from ..expr import ArrayExpr, Bundle, Elemwise
 from .dag import DAG, rebuild
 
 _REAL_KINDS = "biuf"  # complex x * 1 is not x where a part is infinite (inf * 0 = nan in the product)

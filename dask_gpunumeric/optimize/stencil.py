@@ -18,7 +18,7 @@ from ..codegen.program import ProgramBuilder
 from ..codegen.stencil_plan import tile_pairs
 from ..codegen.types import FILL, WRAP, StencilCode, StencilPlan, Sweep, dtype_supported, scalar_supported
 from ..expr import plan as _plan
-from ..expr.nodes import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil
+from ..expr import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil
 from ..kernels.stencil import record_sources
 from .dag import DAG, UnionFind, rebuild
 from .programs import elemwise_supported, is_fused_reduction, operands_of

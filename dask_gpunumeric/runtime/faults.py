@@ -10,23 +10,25 @@ Every task of a lowered graph calls its function through a ``BlockFunction`` (``
 * any other exception is raised as it is, with a note naming the block (``exc.__notes__``, shown under the
   traceback; notes travel with the exception from cluster workers to the client).
 
+A result that cannot fit at all (``gnp.fetch`` or ``compute()`` of an array larger than the free memory)
+raises ``gnp.OutOfMemoryError`` before any work starts (``check_result_fits``).
+
 An out-of-memory error holds no blocks, so that catching it (a notebook keeps the last error) frees their
-memory: the task drops its inputs, and the default local schedulers (``local_scheduler``) clear the frames of
-the failed computation, whose locals hold every block computed so far.
+memory: the task drops its inputs, and the default local schedulers (``schedule.local_scheduler``, with
+``release_blocks``) clear the frames of the failed computation, whose locals hold every block computed so far.
 """
 from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import traceback
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import dask.local
-import dask.threaded
 from dask._task_spec import Task
 from dask.utils import format_bytes
 
@@ -157,6 +159,73 @@ def _host_memory() -> str:
     return f"the host has {format_bytes(total)}"
 
 
+# results smaller than this are not checked against free memory before computing: asking the system costs
+# a file read on every call, and such a result fails (if at all) as soon as its first block does
+_CHECKED_RESULT_BYTES = 2**26
+
+
+def check_result_fits(arrays: Sequence[Any], *, to_host: bool, call: str) -> None:
+    """Raise ``OutOfMemoryError`` before any work starts when the results (objects with ``shape``, ``dtype`` and
+    ``backend``), each joined into one array, cannot fit: CuPy blocks in the GPU's free memory, NumPy blocks
+    (or any result copied to the host, ``to_host``) in the host's available memory. ``call`` names what the
+    user called, for the message."""
+    nbytes = {"cupy": 0, "numpy": 0}
+    for array in arrays:
+        nbytes[array.backend] += math.prod(array.shape) * array.dtype.itemsize
+    host = nbytes["numpy"] + (nbytes["cupy"] if to_host else 0)
+    if max(host, nbytes["cupy"]) < _CHECKED_RESULT_BYTES:
+        return
+    for where, need, free in (("GPU", nbytes["cupy"], available_device_memory),
+                              ("host", host, available_host_memory)):
+        have = free() if need >= _CHECKED_RESULT_BYTES else None
+        if have is not None and need > have:
+            raise OutOfMemoryError(result_too_large_message(arrays, where, need, have, call))
+
+
+def result_too_large_message(arrays: Sequence[Any], where: str, need: int, have: int, call: str) -> str:
+    """Why a result cannot be computed at all, and what to do instead."""
+    what = ", ".join(f"{tuple(a.shape)} {a.dtype}" for a in arrays[:3]) + (", ..." if len(arrays) > 3 else "")
+    return "\n".join([
+        f"{call}: the result ({what}) needs {format_bytes(need)} of {where} memory, and {format_bytes(have)} is "
+        "available; nothing was computed. To fix it:",
+        "  - reduce it first: compute a reduction (x.sum(), x.mean(axis=0)) or a slice (x[:1000]) instead of the "
+        "whole array;",
+        "  - go through it in pieces: compute x[i:i + n] for one piece at a time, or write its blocks out one "
+        "at a time (x.to_dask_array().to_zarr(...));",
+        "  - keep it in cluster memory: with gnp.cluster(), x = x.persist() holds its blocks on the workers "
+        "(spilled past their memory limits) for the operations that follow.",
+    ])
+
+
+def available_host_memory() -> int | None:
+    """Bytes of host memory available to this process (the system's available memory, within the limit of
+    its cgroup), or None when the system does not say."""
+    available = None
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/meminfo") as info:
+            available = 1024 * int(next(line for line in info if line.startswith("MemAvailable:")).split()[1])
+    if available is None:
+        with contextlib.suppress(ValueError, OSError, AttributeError):
+            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    with contextlib.suppress(OSError, ValueError):
+        with open("/sys/fs/cgroup/memory.max") as limit, open("/sys/fs/cgroup/memory.current") as used:
+            left = int(limit.read()) - int(used.read())  # "max" (no limit) is a ValueError
+            available = left if available is None else min(available, left)
+    return available
+
+
+def available_device_memory() -> int | None:
+    """Bytes the current GPU can still allocate for CuPy (free device memory plus what CuPy's pool holds
+    unused), or None without one."""
+    try:
+        import cupy
+
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        return free + cupy.get_default_memory_pool().free_bytes()
+    except Exception:  # noqa: BLE001 - no CuPy or no GPU to ask: nothing to check
+        return None
+
+
 def release_blocks(exc: BaseException) -> None:
     """Clear the locals of every finished frame an exception (or its causes) reaches, through its traceback
     and the callers of those frames, and empty the closures made by those calls: a failed local
@@ -185,24 +254,3 @@ def release_blocks(exc: BaseException) -> None:
                 for cell in function.__closure__ or ():
                     with contextlib.suppress(ValueError):  # already empty
                         del cell.cell_contents
-
-
-def _releasing(get: Callable[..., Any]) -> Callable[..., Any]:
-    def get_releasing_blocks_when_out_of_memory(dsk: Mapping, keys: Any, **kwargs: Any) -> Any:
-        try:
-            return get(dsk, keys, **kwargs)
-        except OutOfMemoryError as exc:
-            release_blocks(exc)
-            raise
-
-    return get_releasing_blocks_when_out_of_memory
-
-
-_LOCAL_SCHEDULERS = {"cupy": _releasing(dask.local.get_sync), "numpy": _releasing(dask.threaded.get)}
-
-
-def local_scheduler(backend: str) -> Callable[..., Any]:
-    """The default local scheduler of a backend, releasing the computed blocks when a task runs out of memory:
-    one thread launching CuPy kernels in order (they run asynchronously on the device's stream), threads for
-    NumPy blocks."""
-    return _LOCAL_SCHEDULERS[backend]

@@ -32,7 +32,7 @@ from dask._task_spec import GraphNode, List, Task, TaskRef, _is_dask_future
 from ...kernels import blocks as _blocks
 from ...kernels.backend import module, to_numpy
 from ..cluster import owner
-from ...expr.nodes import ArrayExpr, Bundle, Creation, Reduction
+from ...expr import ArrayExpr, Bundle, Creation, Reduction
 
 Key = Hashable
 

@@ -1,0 +1,378 @@
+"""The base of array expressions: small immutable nodes on ``dask.Expr``, each lowered to one Dask task per
+output block; and the roots Dask meets (``Materialized``, ``Bundle``/``JointOutput``, ``Finalize``).
+
+Every node knows its ``chunks``, ``dtype`` and ``backend`` ("numpy" or "cupy") without computing anything.
+Its ``_layer()`` gives the tasks of its blocks, keyed ``(name, i, j, ...)`` with ``name`` = "<op-words>-<token>",
+so that the Dask dashboard groups tasks by operation.
+
+Dask drives expressions through ``optimize()`` (simplify, then lower). The top-most node of ours in a tree
+lowers to a ``Materialized`` node that hides the subtree from Dask and, when Dask asks for the graph (on the
+client for the local scheduler, on the scheduler for a distributed cluster), has the runtime's compile step
+produce the tasks of the whole subtree with the root's keys unchanged (persist rebuilds collections from them).
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from dask._expr import Expr, _unpack_collections
+from dask._task_spec import GraphNode, List, Task, TaskRef
+
+from ..kernels import blocks as _blocks
+from ..kernels.backend import empty_meta
+from .tokens import _OWN_OPERANDS, _TEXT, _plain_repr, cached
+
+Chunks = tuple[tuple[int, ...], ...]
+Index = tuple[int, ...]
+
+
+def _runtime() -> ModuleType:
+    """The runtime's compile step (optimize, lower, cache, placement), which the Dask hooks of the nodes run:
+    the one import up the layers (DESIGN.md)."""
+    from ..runtime import compile as runtime_compile
+
+    return runtime_compile
+
+
+class ArrayExpr(Expr):
+    """Base of all array expressions: shape, chunks, dtype and backend, and one task per block."""
+
+    def __new__(cls, *args: Any, _determ_token: str | None = None, **kwargs: Any) -> ArrayExpr:
+        # dask's Expr.__new__, without its per-operand search for collections to unpack (an import and
+        # an attribute lookup each): our operands are expressions and plain values, and this runs on
+        # every operation a user writes
+        operands = [o if isinstance(o, _OWN_OPERANDS) else _unpack_collections(o) for o in args]
+        for parameter in cls._parameters[len(operands):]:
+            value = kwargs.pop(parameter) if parameter in kwargs else cls._defaults[parameter]
+            operands.append(value if isinstance(value, _OWN_OPERANDS) else _unpack_collections(value))
+        if kwargs:
+            raise TypeError(f"{cls.__name__} got unexpected arguments {sorted(kwargs)}")
+        inst = object.__new__(cls)
+        inst.__dict__.update(_determ_token=_determ_token, operands=operands)
+        inst._name  # noqa: B018 - computed once here, as dask does
+        return inst
+
+    @cached
+    def _funcname(self) -> str:
+        return type(self).__name__.lower()
+
+    @cached
+    def _name(self) -> str:
+        return f"{self._funcname}-{self.deterministic_token}"
+
+    @property
+    def deterministic_token(self) -> str:
+        # dask's, keeping the token without going through Expr.__setattr__ (Python code, on every node)
+        token = self._determ_token
+        if not token:
+            token = self.__dask_tokenize__()
+            object.__setattr__(self, "_determ_token", token)
+        return token
+
+    def __dask_tokenize__(self) -> str:
+        # Expressions are made on every operation: hash the operands' exact text where they are plain
+        # values and sub-expressions (their names), and use Dask's tokenize only for anything else.
+        if not self._determ_token:
+            # _plain_repr(self.operands), a call less per operand of a type met before
+            parts = [_TEXT.get(type(o), _plain_repr)(o) for o in self.operands]
+            if None in parts:
+                return super().__dask_tokenize__()
+            text = f"{type(self).__qualname__}|list({','.join(parts)})"
+            object.__setattr__(self, "_determ_token", hashlib.sha1(text.encode()).hexdigest()[:32])
+        return self._determ_token
+
+    def _operands_for_repr(self) -> list[str]:
+        return [f"shape={self.shape}", f"dtype={self.dtype}", f"chunks={self.chunksize}"]
+
+    # --- metadata -------------------------------------------------------------------------------------
+    # An operand (or property) whose chunks, dtype and backend a node keeps where it has no such
+    # parameter of its own.
+    _like: str | None = None
+
+    def _meta_attr(self, name: str) -> Any:
+        parameters = self._parameters
+        if name in parameters:
+            return self.operands[parameters.index(name)]
+        like = self._like
+        if like is None:
+            raise NotImplementedError(f"{type(self).__name__} must define {name}")
+        # an operand by position (getattr would go through Expr.__getattr__'s search), else a property
+        source = self.operands[parameters.index(like)] if like in parameters else getattr(self, like)
+        return getattr(source, name)
+
+    @cached
+    def chunks(self) -> Chunks:
+        return self._meta_attr("chunks")
+
+    @cached
+    def dtype(self) -> np.dtype:
+        return np.dtype(self._meta_attr("dtype"))
+
+    @cached
+    def backend(self) -> str:
+        return self._meta_attr("backend")
+
+    @cached
+    def shape(self) -> tuple[int, ...]:
+        return tuple(map(sum, self.chunks))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.chunks)
+
+    @cached
+    def numblocks(self) -> tuple[int, ...]:
+        return tuple(map(len, self.chunks))
+
+    @property
+    def chunksize(self) -> tuple[int, ...]:
+        return tuple(max(c, default=0) for c in self.chunks)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def _meta(self) -> Any:
+        return empty_meta(self.dtype, self.ndim, self.backend)
+
+    # --- keys and tasks -------------------------------------------------------------------------------
+    def key(self, index: Index) -> tuple:
+        """The Dask key of one block."""
+        return (self._name, *index)
+
+    def ref(self, index: Index) -> TaskRef:
+        """A reference to one block, for use as a task argument."""
+        return TaskRef(self.key(index))
+
+    def block_indices(self) -> Iterator[Index]:
+        """All block indices in C order."""
+        return itertools.product(*(range(n) for n in self.numblocks))
+
+    def operand_block(self, operand: ArrayExpr, index: Index) -> Index:
+        """The block of a broadcasting operand (aligned on trailing axes) that output block ``index`` reads:
+        the same position along shared axes, block 0 along axes where the operand has one block."""
+        lead = self.ndim - operand.ndim
+        return tuple(0 if operand.numblocks[d] == 1 else index[lead + d] for d in range(operand.ndim))
+
+    def block_shape(self, index: Index) -> tuple[int, ...]:
+        return tuple(c[i] for c, i in zip(self.chunks, index))
+
+    def block_offset(self, index: Index) -> tuple[int, ...]:
+        return tuple(starts[i] for starts, i in zip(self._chunk_starts, index))
+
+    @cached
+    def _chunk_starts(self) -> tuple[tuple[int, ...], ...]:
+        """Per axis, the start of each chunk (summing chunks for each block would take quadratic time)."""
+        return tuple(tuple(itertools.accumulate(c, initial=0)) for c in self.chunks)
+
+    def __dask_keys__(self) -> list:
+        if self.ndim == 0:
+            return [self.key(())]
+        return self._nested_keys(())
+
+    def _nested_keys(self, prefix: Index) -> list | tuple:
+        # a method, not a closure that calls itself: that closure and its cell would form a reference cycle
+        # holding this node, so every tree computed would wait for the cyclic garbage collector
+        depth = len(prefix)
+        if depth == self.ndim:
+            return self.key(prefix)
+        return [self._nested_keys((*prefix, i)) for i in range(self.numblocks[depth])]
+
+    def _layer(self) -> dict:
+        return {self.key(i): self._block_task(i) for i in self.block_indices()}
+
+    def _block_task(self, index: Index) -> GraphNode:
+        raise NotImplementedError
+
+    # --- hooks into Dask's optimizer ------------------------------------------------------------------
+    def _lower(self) -> Expr | None:
+        return Materialized((self,), _runtime().placement_workers())
+
+    def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
+        """(key, block index, block grid) of this node's per-block tasks, for placement on owner workers."""
+        for index in self.block_indices():
+            yield self.key(index), index, self.numblocks
+
+    def _task_annotations(self) -> dict[str, dict]:
+        """Other annotations of this node's tasks on a cluster, by kind and key (e.g. ``retries``)."""
+        return {}
+
+    def _simplify_up(self, parent: Expr, dependents: Any) -> Expr | None:
+        # dask.compute(a, b) / dask.persist(a, b): optimize our arrays together (one fused kernel can
+        # serve several outputs), keeping each output's keys.
+        if type(parent).__name__ != "_ExprSequence":
+            return None
+        ours = [op for op in parent.operands if isinstance(op, ArrayExpr)]
+        if len(ours) < 2 or any(isinstance(op, JointOutput) for op in ours):
+            return None
+        joint = Materialized((Bundle(*ours),), _runtime().placement_workers())
+        k = iter(range(len(ours)))
+        return type(parent)(*[JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op
+                              for op in parent.operands])
+
+    def finalize_compute(self) -> Expr:
+        return self if set(self.numblocks) <= {1} else Finalize(self)
+
+    # Dask's own passes (simplify, the "tune" rewrite) have nothing to do on our nodes, whose optimizer runs
+    # when the graph is made: stop them at our top-most node instead of visiting the whole tree on every
+    # compute (a parent of Dask's still asks our nodes' ``_simplify_up``)
+    def simplify_once(self, dependents: Any, simplified: dict) -> Expr:
+        return self
+
+    def simplify(self) -> Expr:
+        return self
+
+    def rewrite(self, kind: str, rewritten: dict) -> Expr:
+        return self
+
+
+class Materialized(ArrayExpr):
+    """A whole expression tree as one node, whose graph is the tree's tasks with the root's keys."""
+
+    _parameters = ["wrapped", "workers"]
+    _defaults = {"workers": ()}
+    _like = "root"
+    _pickle_functools_cache = False  # the graph is made where it is needed (the scheduler), not shipped
+
+    @property
+    def root(self) -> ArrayExpr:
+        return self.operand("wrapped")[0]
+
+    def __dask_keys__(self) -> list:
+        return self.root.__dask_keys__()
+
+    def _lower(self) -> None:
+        return None
+
+    def _layer(self) -> dict:
+        return self._graph
+
+    @cached
+    def _compiled(self) -> Any:
+        """The tree's optimized graph and schedule (``runtime.compile.CompiledGraph``), from the graph cache when
+        the same tree was built before."""
+        return _runtime().compile_tree(self)
+
+    @cached
+    def _graph(self) -> dict:
+        """The graph; on a cluster with the linear chains of its tasks fused (``runtime.compile.cluster_graph``)."""
+        return _runtime().cluster_graph(self)
+
+    def schedule(self) -> list[tuple[Any, tuple]]:
+        """The graph's keys in ``dask.order``'s order, each with the keys that no later task needs (to free
+        after it): how a run in one thread goes (``run_in_order``); kept with a cached graph."""
+        return self._compiled.schedule()
+
+    @cached
+    def _optimized(self) -> ArrayExpr:
+        return _runtime().optimize(self.root)
+
+    def __dask_annotations__(self) -> dict[str, dict]:
+        """Owner-computes placement on a cluster (``runtime.compile.placement``)."""
+        return _runtime().placement(self) if self.operand("workers") else {}
+
+
+def flat_keys(expr: ArrayExpr) -> list:
+    """The block keys of an expression, flat, in C order."""
+    keys = expr.__dask_keys__()
+    out: list = []
+    stack = [keys]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+        else:
+            out.append(item)
+    return out
+
+
+def walk(root: Expr) -> Iterator[Expr]:
+    """Every node of an expression tree once."""
+    stack, seen = [root], set()
+    while stack:
+        node = stack.pop()
+        name = node._name
+        if name not in seen:
+            seen.add(name)
+            yield node
+            stack.extend(node.dependencies())
+
+
+class Bundle(ArrayExpr):
+    """Several roots as one, so that the optimizer sees them together; it has no tasks of its own."""
+
+    _parameters: list[str] = []
+    chunks = ()
+    dtype = np.dtype(bool)
+    backend = "numpy"
+
+    def _layer(self) -> dict:
+        return {}
+
+
+class JointOutput(ArrayExpr):
+    """Root ``k`` of a jointly optimized ``Materialized(Bundle(...))``: the root's own keys, made there."""
+
+    _parameters = ["joint", "k"]
+    _like = "_root"
+
+    @property
+    def _root(self) -> ArrayExpr:
+        return self.joint.root.operands[self.operand("k")]
+
+    @cached
+    def _name(self) -> str:
+        return self._root._name
+
+    def __dask_tokenize__(self) -> str:
+        return f"joint-{self.joint._name}-{self.operand('k')}"
+
+    def __dask_keys__(self) -> list:
+        return self._root.__dask_keys__()
+
+    def dependencies(self) -> list[Expr]:
+        return [self.joint]
+
+    def _layer(self) -> dict:
+        return {}
+
+    def _lower(self) -> None:
+        return None
+
+    def _simplify_up(self, parent: Expr, dependents: Any) -> None:
+        return None
+
+    def finalize_compute(self) -> Expr:
+        return self
+
+    def __dask_annotations__(self) -> dict[str, dict]:
+        return self.joint.__dask_annotations__()
+
+
+class Finalize(ArrayExpr):
+    """All blocks concatenated into one array: what ``compute()`` returns."""
+
+    _parameters = ["array"]
+    _like = "array"
+
+    @cached
+    def _funcname(self) -> str:
+        return "finalize"
+
+    @cached
+    def chunks(self) -> Chunks:
+        return tuple((s,) for s in self.array.shape)
+
+    def __dask_keys__(self) -> list:
+        return [self.key(())]
+
+    def _layer(self) -> dict:
+        a = self.array
+        refs = List(*(a.ref(i) for i in a.block_indices()))
+        return {self.key(()): Task(self.key(()), _blocks.concatenate_grid, refs, a.numblocks)}

@@ -1,0 +1,52 @@
+"""``Elemwise``: a NumPy-style elementwise function of N inputs, broadcasting on aligned chunks."""
+from __future__ import annotations
+
+from typing import Any
+
+from dask._task_spec import GraphNode, Task
+
+from ..kernels import blocks as _blocks
+from .base import ArrayExpr, Chunks, Index
+from .tokens import cached
+
+
+class Elemwise(ArrayExpr):
+    """A NumPy-style elementwise function of N inputs (arrays and scalars), broadcasting on aligned chunks.
+
+    Array operands have been rechunked by the caller so that every dimension they share with the output
+    (and do not broadcast) has the output's chunks.
+    """
+
+    _parameters = ["op", "dtype", "kwargs"]
+
+    @property
+    def args(self) -> list[Any]:
+        return self.operands[len(self._parameters) :]
+
+    @cached
+    def _funcname(self) -> str:
+        return self.operands[0].replace("_", "-")  # operand("op")
+
+    @cached
+    def backend(self) -> str:
+        backends = {a.backend for a in self.args if isinstance(a, ArrayExpr)}
+        return "cupy" if "cupy" in backends else "numpy"
+
+    @cached
+    def chunks(self) -> Chunks:
+        arrays = [a for a in self.args if isinstance(a, ArrayExpr)]
+        if len(arrays) == 1:
+            return arrays[0].chunks
+        ndim = max(a.ndim for a in arrays)
+        out: list[tuple[int, ...]] = []
+        for d in range(ndim):
+            dims = [a.chunks[d - ndim + a.ndim] for a in arrays if d - ndim + a.ndim >= 0]
+            # a length-1 axis broadcasts against any other length (0 too): prefer the others
+            out.append(max(dims, key=lambda c: (sum(c) != 1, len(c))))
+        return tuple(out)
+
+    def _block_task(self, index: Index) -> GraphNode:
+        args = [a.ref(self.operand_block(a, index)) if isinstance(a, ArrayExpr) else a for a in self.args]
+        return Task(
+            self.key(index), _blocks.elemwise, self.operand("op"), self.dtype, self.operand("kwargs"), *args
+        )

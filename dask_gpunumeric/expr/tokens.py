@@ -1,0 +1,109 @@
+"""Tokens of expressions: an exact text form of the plain values that operands are, hashed into a node's
+name without going through Dask's generic tokenizer; and ``cached``, the lock-free cached property nodes use."""
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from dask._expr import Expr
+
+_PLAIN = (str, int, float, complex, bool, type(None), slice, np.dtype, np.generic)
+
+
+# the types operands mostly are, the most met first (isinstance tries them in order; a bool is an int)
+_OWN_OPERANDS = (Expr, str, np.dtype, dict, float, int, tuple, type(None), np.generic)
+
+
+class cached:  # noqa: N801 - used like functools.cached_property
+    """``functools.cached_property`` without its lock (Python 3.11 takes one on the first access of every
+    value, and expressions are made on every operation a user writes; 3.12 dropped it): the value is
+    computed once and kept in the instance's ``__dict__``, where later lookups find it first."""
+
+    def __init__(self, func: Callable[[Any], Any]) -> None:
+        self.func = func
+        self.attrname = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.attrname = name
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance.__dict__[self.attrname] = self.func(instance)
+        return value
+
+
+_INT = frozenset({int})
+
+# texts of tuples of ints by identity, each kept with its tuple (so that the id is not reused): the chunks of
+# new nodes are mostly the same objects (normalize_chunks' cache, a parent's chunks), and writing out the
+# lengths of hundreds of blocks takes microseconds
+_INT_TUPLE_TEXT: dict[int, tuple[tuple, str]] = {}
+_INT_TUPLE_TEXT_SIZE = 256
+
+
+def _sequence_text(value: tuple | list) -> str | None:
+    if type(value) is tuple:
+        known = _INT_TUPLE_TEXT.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        if _INT.issuperset(map(type, value)):  # chunks and shapes: the common case
+            if len(_INT_TUPLE_TEXT) >= _INT_TUPLE_TEXT_SIZE:
+                _INT_TUPLE_TEXT.clear()
+            text = f"tuple{value!r}"
+            _INT_TUPLE_TEXT[id(value)] = (value, text)
+            return text
+    parts = [_TEXT.get(type(v), _plain_repr)(v) for v in value]  # _plain_repr, a call less per element
+    return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
+
+
+def _dict_text(value: dict) -> str | None:
+    if not value:
+        return "dict()"
+    parts = [(_plain_repr(k), _plain_repr(v)) for k, v in value.items()]
+    return None if any(None in p for p in parts) else "dict(" + ",".join(f"{k}={v}" for k, v in parts) + ")"
+
+
+@functools.lru_cache(maxsize=1024)
+def _dtype_text(value: np.dtype) -> str:
+    # .str names byte order, kind, size and datetime unit (not the fields of a structured dtype)
+    return f"dtype:{value.str}" if value.names is None else f"{type(value).__name__}:{value!r}"
+
+
+# exact type -> text form, for the types operands mostly are (others are added as they are met)
+_TEXT: dict[type, Callable[[Any], str | None]] = {
+    int: lambda v: f"int:{v!r}",
+    str: lambda v: f"str:{v!r}",
+    float: lambda v: f"float:{struct.pack('<d', v).hex()}",  # exact bits: repr() is "nan" for every NaN
+    bool: lambda v: f"bool:{v!r}",
+    type(None): lambda v: "NoneType:None",
+    tuple: _sequence_text,
+    list: _sequence_text,
+    dict: _dict_text,
+}
+
+
+def _plain_repr(value: Any) -> str | None:
+    """An exact text form of small plain values (what tokens are made of), or None for anything else."""
+    text = _TEXT.get(type(value))
+    if text is not None:
+        return text(value)
+    if isinstance(value, Expr):
+        _TEXT[type(value)] = lambda v: v._name
+        return value._name
+    if isinstance(value, np.dtype):
+        _TEXT[type(value)] = _dtype_text
+        return _dtype_text(value)
+    if isinstance(value, (float, complex, np.inexact)):
+        return f"{type(value).__name__}:{np.asarray(value).tobytes().hex()}"
+    if isinstance(value, _PLAIN):
+        return f"{type(value).__name__}:{value!r}"
+    if isinstance(value, (tuple, list)):
+        return _sequence_text(value)
+    if isinstance(value, dict):
+        return _dict_text(value)
+    return None

@@ -1,0 +1,257 @@
+"""The compile step: an expression tree's optimized graph (the optimizer's passes, then each node's tasks, the
+roots' keys kept), cached by the tree's name and the optimizer's settings, with the schedule of a run in one
+thread; and what a cluster needs of it (chains of tasks fused, each block placed on its owner worker)."""
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from dask._expr import Expr
+from dask._task_spec import Alias, GraphNode
+
+from ..expr import ArrayExpr, Bundle, Finalize, FromArray, FromGraph, Materialized, flat_keys, walk
+from ..optimize import pipeline as _pipeline
+from .cluster import active_workers, owner
+from .faults import check_result_fits, label_tasks
+from .schedule import fuse_chains, schedule_of
+
+__all__ = ["CompiledGraph", "cluster_graph", "compile_tree", "compiled", "graph_of", "optimize", "placement",
+           "placement_workers"]
+
+
+class CompiledGraph:
+    """The optimized graph of an expression tree, and the schedule of a run of it in one thread
+    (``schedule_of``, made when first asked for). A cached graph leaves out the blocks of the tree's
+    persisted inputs; ``with_inputs`` adds those of a call, sharing the schedule."""
+
+    def __init__(self, graph: dict, outputs: list, schedule_of_inputs: CompiledGraph | None = None) -> None:
+        self.graph = graph
+        self._outputs = outputs
+        self._schedule: list[tuple[Any, tuple]] | None = None
+        self._shared = schedule_of_inputs  # the cached graph whose schedule this one's is
+
+    def schedule(self) -> list[tuple[Any, tuple]]:
+        if self._schedule is None:
+            shared = self._shared
+            if shared is not None and shared._schedule is not None:
+                self._schedule = shared._schedule
+            else:
+                self._schedule = schedule_of(self.graph, set(self._outputs))
+                if shared is not None:
+                    shared._schedule = self._schedule
+        return self._schedule
+
+    def with_inputs(self, layers: dict) -> CompiledGraph:
+        """This graph with the blocks of the persisted inputs of a call (none: this graph itself)."""
+        if not layers:
+            return self
+        return CompiledGraph({**self.graph, **layers}, self._outputs, self)
+
+
+def compiled(root: ArrayExpr) -> CompiledGraph:
+    """The optimized graph of a tree (with its keys), from the cache without making a ``Materialized``
+    node when the cache holds it (``gnp.fetch`` of an expression rebuilt on every call)."""
+    hit = _cached_graph(_cache_key(root))
+    return hit if hit is not None else Materialized((root,))._compiled
+
+
+def compile_tree(materialized: Materialized) -> CompiledGraph:
+    """The graph of a ``Materialized`` node's tree: rebuilding the same expression, as a loop or a benchmark
+    does, skips optimizing and lowering."""
+    root = materialized.root
+    cacheable = _cache_key(root)
+    hit = _cached_graph(cacheable)
+    if hit is not None:
+        return hit
+    if not materialized.operand("workers"):  # a local compute() joins its results here
+        check_result_fits([r for r in (root.operands if isinstance(root, Bundle) else [root]) if isinstance(r, Finalize)],
+                          to_host=False, call="compute()")
+    graph, outputs = _optimized_graph(materialized), flat_keys(root)
+    # (a loop persisting each step would fill the cache with trees that never come back)
+    if cacheable is None or (cacheable[1] and not _seen_before(cacheable[0])):
+        return CompiledGraph(graph, outputs)
+    key, persisted = cacheable
+    inputs = _input_layers(persisted)
+    kept = CompiledGraph({k: v for k, v in graph.items() if k not in inputs}, outputs)
+    _remember(_GRAPH_CACHE, key, kept)
+    return CompiledGraph(graph, outputs, kept) if inputs else kept
+
+
+def optimize(root: ArrayExpr) -> ArrayExpr:
+    """The optimizer's passes over a tree (looked up at each call: tests replace it)."""
+    return _pipeline.optimize(root)
+
+
+def placement_workers() -> tuple[str, ...]:
+    """The workers a lowered tree's blocks are placed on: those of the active distributed client (none
+    without one: the local scheduler)."""
+    return tuple(active_workers())
+
+
+def cluster_graph(materialized: Materialized) -> dict:
+    """A ``Materialized`` node's graph; on a cluster with the linear chains of its tasks fused (``fuse_chains``:
+    a task costs milliseconds there), but for the blocks of arrays of several (each on its owner, named as its
+    operation), outputs and tasks with annotations of their own (a region's)."""
+    graph = dict(materialized._compiled.graph)
+    if not materialized.operand("workers"):
+        return graph
+    root = materialized.root
+    roots = root.operands if isinstance(root, Bundle) else [root]
+    frozen = set()
+    for node in walk(materialized._optimized):
+        frozen.update(key for key, _, numblocks in node._owned_blocks() if math.prod(numblocks) > 1)
+        frozen.update(key for values in node._task_annotations().values() for key in values)
+    return fuse_chains(graph, {k for r in roots for k in flat_keys(r)}, frozen)
+
+
+def placement(materialized: Materialized) -> dict[str, dict]:
+    """Owner-computes placement on a cluster: each block task on the worker owning that block position
+    (``cluster.owner``), so chains of per-block work move no data; other workers may still run it if the
+    owner is gone."""
+    workers = materialized.operand("workers")
+    graph = materialized._graph
+    where = {}
+    annotations: dict[str, dict] = {}
+    for node in walk(materialized._optimized):
+        for key, index, numblocks in node._owned_blocks():
+            if key in graph:
+                where[key] = [workers[owner(index, numblocks, len(workers))]]
+        for kind, values in node._task_annotations().items():
+            annotations.setdefault(kind, {}).update(values)
+    return {"workers": where, "allow_other_workers": dict.fromkeys(where, True), **annotations}
+
+
+def _optimized_graph(materialized: Materialized) -> dict:
+    root = materialized.root
+    optimized = materialized._optimized
+    graph = graph_of(optimized)
+    pairs = zip(root.operands, optimized.operands) if isinstance(root, Bundle) else [(root, optimized)]
+    for before, after in pairs:
+        if after._name != before._name:  # keep the roots' keys: persist rebuilds from them
+            for old, new in zip(flat_keys(before), flat_keys(after)):
+                graph[old] = Alias(old, new)
+    return graph
+
+
+def graph_of(root: ArrayExpr) -> dict:
+    """The tasks that the blocks of ``root`` (of each root of a ``Bundle``) need, each task naming its block when
+    it fails. A node whose blocks are one task each (one that keeps ``ArrayExpr._layer``) makes only the
+    blocks read, so that a slice of a large array builds (and runs) only the blocks it needs; other nodes
+    (reductions, scans, stencil groups, regions, persisted data) give their whole layer."""
+    nodes = {node._name: node for node in walk(root)}
+    made: dict[str, dict] = {}  # per node: its tasks made so far
+    todo: list = []
+    for node in nodes.values():
+        if not _per_block(node):
+            tasks = made[node._name] = node._layer()
+            todo.extend(dep for task in tasks.values() if isinstance(task, GraphNode) for dep in task.dependencies)
+    for start in root.operands if isinstance(root, Bundle) else [root]:
+        todo.extend(flat_keys(start))
+    while todo:
+        key = todo.pop()
+        node = nodes.get(key[0] if type(key) is tuple else key)
+        if node is None or not _per_block(node):
+            continue  # made with a whole layer
+        tasks = made.setdefault(node._name, {})
+        if key not in tasks:
+            task = tasks[key] = node._block_task(key[1:])
+            todo.extend(task.dependencies)
+    graph: dict = {}
+    for node in nodes.values():  # in the order the tree's layers had (dask.order breaks ties by it)
+        tasks = made.get(node._name)
+        if tasks:
+            if len(tasks) > 1 and _per_block(node):
+                tasks = dict(sorted(tasks.items()))  # C order of the blocks
+            graph.update(label_tasks(node, tasks))
+    return graph
+
+
+def _per_block(node: ArrayExpr) -> bool:
+    """Whether a node's tasks are one per block, made by ``_block_task`` (``ArrayExpr._layer``)."""
+    return type(node)._layer is ArrayExpr._layer
+
+
+def _cached_graph(cacheable: tuple[tuple, tuple] | None) -> CompiledGraph | None:
+    """The cached graph of a tree (``_cache_key``'s key and persisted inputs) with the blocks of those inputs,
+    or None when it is not in the cache."""
+    if cacheable is None:
+        return None
+    key, persisted = cacheable
+    hit = _lookup(_GRAPH_CACHE, key)
+    return None if hit is None else hit.with_inputs(_input_layers(persisted))
+
+
+def _cache_key(root: ArrayExpr) -> tuple[tuple, tuple] | None:
+    """The key of a tree's graph and schedule in the cache, with the tree's persisted inputs (FromGraph),
+    or None when they may not be cached. A persisted Array keeps the name of the expression it came from
+    (and so do expressions built on it): the names of the persisted inputs are part of the key, so that
+    the graph of a tree on them is never that of the same tree computing them; their blocks stay out of
+    the cached graph (``_input_layers`` adds those of each call), so that the cache keeps no data alive."""
+    persisted = _persisted_inputs(root)
+    if persisted is None:
+        return None
+    return (root._name, _pipeline.settings_key(), tuple(sorted(n._name for n in persisted))), persisted
+
+
+_SEEN: collections.OrderedDict[tuple, None] = collections.OrderedDict()  # keys of trees on persisted inputs
+
+
+def _seen_before(key: tuple) -> bool:
+    """Was the tree of this key (one on persisted inputs) built before? Its graph is cached from its second
+    build on: a loop that persists its state makes a new tree every step, whose graph would never be used
+    again (only its key is kept, among the last ``_GRAPH_CACHE_SIZE``)."""
+    if key in _SEEN:
+        return True
+    _remember(_SEEN, key, None)
+    return False
+
+
+def _input_layers(persisted: Sequence[FromGraph]) -> dict:
+    """The tasks of persisted inputs, as ``graph_of`` makes them."""
+    layers: dict = {}
+    for node in persisted:
+        layers.update(label_tasks(node, node._layer()))
+    return layers
+
+
+_GRAPH_CACHE: collections.OrderedDict[tuple, CompiledGraph] = collections.OrderedDict()
+_GRAPH_CACHE_SIZE = 64
+
+
+def _lookup(cache: collections.OrderedDict, key: tuple | None) -> Any:
+    """A cache's value for ``key`` (None: absent, or not cacheable), marked as recently used."""
+    if key is None or key not in cache:
+        return None
+    cache.move_to_end(key)
+    return cache[key]
+
+
+def _remember(cache: collections.OrderedDict, key: tuple | None, value: Any) -> None:
+    """Keep ``value`` under ``key`` (unless None), dropping the least recently used beyond the cache size."""
+    if key is None:
+        return
+    cache[key] = value
+    while len(cache) > _GRAPH_CACHE_SIZE:
+        cache.popitem(last=False)
+
+
+_CACHE_DATA_LIMIT = 2**20
+
+
+def _persisted_inputs(root: Expr) -> tuple[FromGraph, ...] | None:
+    """The persisted inputs of a tree whose graph may be cached without them, or None when it may not be:
+    the data the graph holds besides them must be small host data (the cache must not keep large arrays,
+    or any device or cluster memory, alive)."""
+    held, persisted = 0, []
+    for node in walk(root):
+        if isinstance(node, FromGraph):
+            persisted.append(node)
+        elif isinstance(node, FromArray):
+            array = node.operand("array")
+            if not isinstance(array, np.ndarray):
+                return None
+            held += array.nbytes
+    return tuple(persisted) if held <= _CACHE_DATA_LIMIT else None

@@ -1,0 +1,63 @@
+"""``gnp.fetch``: compute explicitly and copy to the host; on the local scheduler straight from the compiled
+graph (cached), without the collection machinery of ``dask.compute``."""
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+import dask.base
+import dask.callbacks
+
+from ..expr import ArrayExpr, flat_keys
+from ..kernels.backend import to_numpy
+from .cluster import client_active
+from .compile import compiled
+from .faults import check_result_fits
+from .schedule import run_in_order, small_graph
+
+
+def fetch(x: Any) -> Any:
+    """Compute and copy to the host, explicitly: a 0-d Array becomes a Python number, an n-d Array a NumPy
+    array; a tuple or list of Arrays is computed together (shared work done once)."""
+    if isinstance(x, (list, tuple)):
+        check_result_fits([a.expr for a in x if _is_array(a)], to_host=True, call="gnp.fetch")
+        values = dask.compute(*x)
+        return type(x)(_host(v) for v in values)
+    if not _is_array(x):
+        return x
+    check_result_fits([x.expr], to_host=True, call="gnp.fetch")
+    return _host(_compute_local(x) if _local_scheduler(x) else x.compute())
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(getattr(x, "expr", None), ArrayExpr)  # a gnp Array (the api layer's), by its expression
+
+
+def _local_scheduler(x: Any) -> bool:
+    """True when ``x`` would run on Dask's local scheduler (no distributed client or other scheduler set):
+    at once when no scheduler is set and no client is active, else as ``dask.base.get_scheduler`` says."""
+    settings = dask.config.global_config  # what dask.config.get reads (these names have no "_" or "-" to vary)
+    if settings.get("scheduler") is None and settings.get("get") is None and not client_active():
+        return True
+    return dask.base.get_scheduler(collections=[x]) is x.__dask_scheduler__
+
+
+def _compute_local(x: Any) -> Any:
+    """``x.compute()`` on the local scheduler without the collection machinery of ``dask.compute``: the
+    optimized graph of the array (cached for pure computations) straight to the scheduler."""
+    expr = x.expr.finalize_compute()
+    (key,) = flat_keys(expr)  # one block: nested one level per dimension, or a Finalize's single key
+    graph = compiled(expr)
+    if (len(graph.graph) <= _SMALL_GRAPH or small_graph(graph.graph)) and not dask.callbacks.Callback.active:
+        # a handful of tasks, or small blocks, gain nothing from threads: run them in order, in this thread
+        # (with Dask callbacks, such as a progress bar, active: on Dask's local scheduler, which calls them)
+        return run_in_order(graph.graph, graph.schedule(), [key])[0]
+    return x.__dask_scheduler__(dict(graph.graph), [key])[0]
+
+
+_SMALL_GRAPH = 8
+
+
+def _host(value: Any) -> Any:
+    host = to_numpy(value)
+    return host.item() if host.ndim == 0 else host

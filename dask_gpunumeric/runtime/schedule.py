@@ -1,0 +1,173 @@
+"""Running graphs: the schedule of a run in one thread (``dask.order``'s order, each block freed after its last
+use) and ``run_in_order``; ``fuse_chains`` for clusters; and the default local schedulers of each backend."""
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import dask.callbacks
+import dask.local
+import dask.threaded
+import numpy as np
+from dask._expr import Expr
+from dask._task_spec import Alias, DataNode, GraphNode, Task
+from dask.order import order
+
+from ..expr import Materialized
+from .faults import BlockFunction, OutOfMemoryError, release_blocks
+
+
+def schedule_of(graph: dict, outputs: set) -> list[tuple[Any, tuple]]:
+    """The keys of a graph in ``dask.order``'s order, each with the keys (not among ``outputs``) whose last
+    use it is."""
+    priority = order(graph)
+    keys = sorted(graph, key=priority.__getitem__)
+    last_use = {dep: i for i, k in enumerate(keys) for dep in graph[k].dependencies}
+    release: dict[int, list] = collections.defaultdict(list)
+    for dep, i in last_use.items():
+        if dep not in outputs:
+            release[i].append(dep)
+    return [(k, tuple(release[i])) for i, k in enumerate(keys)]
+
+
+def _skip_aliases(graph: dict, keep: set) -> dict:
+    """The graph without its aliases of other keys (but of ``keep``), their dependents reading those keys."""
+    skipped = {key: node.target for key, node in graph.items() if isinstance(node, Alias) and key not in keep}
+    if not skipped:
+        return graph
+
+    def resolve(key: Any) -> Any:
+        while key in skipped:
+            key = skipped[key]
+        return key
+
+    subs = {key: resolve(key) for key in skipped}
+    return {key: node.substitute(subs) if isinstance(node, GraphNode) else node
+            for key, node in graph.items() if key not in skipped}
+
+
+def fuse_chains(graph: dict, keep: set, frozen: set) -> dict:
+    """The graph with each linear chain of its tasks made one task.
+
+    A task is folded into its dependent when that is its only dependent and it is the dependent's only
+    dependency, and neither is in ``frozen`` nor the task in ``keep`` (data and Futures stay as they are):
+    on a cluster every task costs a scheduler round trip of milliseconds, so a reduction's combine, its
+    finish and the scalar work after it run as one task. The fused task keeps the key of the chain's last
+    task. Aliases (but of ``keep``) are skipped first: their dependents read the aliased key."""
+    graph = _skip_aliases(graph, keep)
+    tasks = {key for key, node in graph.items() if isinstance(node, GraphNode) and not isinstance(node, DataNode)}
+    dependents: dict = collections.defaultdict(list)
+    for key in tasks:
+        for dep in graph[key].dependencies:
+            dependents[dep].append(key)
+
+    def foldable(key: Any) -> Any:
+        """The dependent ``key`` folds into, or None."""
+        after = dependents.get(key, ())
+        if key in keep or key in frozen or key not in tasks or len(after) != 1:
+            return None
+        (nxt,) = after
+        return nxt if nxt not in frozen and graph[nxt].dependencies == {key} else None
+
+    into = {key: nxt for key in graph if (nxt := foldable(key)) is not None}
+    if not into:
+        return graph
+    fused = {}
+    for key, node in graph.items():
+        if key in into:
+            continue  # folded into a later task
+        if key not in tasks:
+            fused[key] = node
+            continue
+        chain = [key]
+        while len(graph[chain[0]].dependencies) == 1 and (dep := next(iter(graph[chain[0]].dependencies))) in into:
+            chain.insert(0, dep)
+        if len(chain) == 1:
+            fused[key] = node
+        else:
+            fused[key] = Task.fuse(*(graph[k] for k in chain), key=key)
+    return fused
+
+
+def run_in_order(graph: dict, schedule: list[tuple[Any, tuple]], keys: list, inputs: dict | None = None) -> list:
+    """Run a graph in this thread in its schedule's order (what ``dask.local.get_sync`` does, without its
+    per-call ordering and bookkeeping: what a handful of tasks launching GPU kernels needs), freeing each
+    intermediate after its last use; the values of ``keys``. ``inputs`` holds values the graph's tasks
+    read that it has no tasks for."""
+    cache: dict = dict(inputs or {})
+    for key, done in schedule:
+        cache[key] = graph[key](cache)
+        for dep in done:
+            cache.pop(dep, None)  # a block used under two names (f(x, x)) is released once
+    return [cache[k] for k in keys]
+
+
+def _releasing(get: Callable[..., Any]) -> Callable[..., Any]:
+    def get_releasing_blocks_when_out_of_memory(dsk: Mapping, keys: Any, **kwargs: Any) -> Any:
+        try:
+            return get(dsk, keys, **kwargs)
+        except OutOfMemoryError as exc:
+            release_blocks(exc)
+            raise
+
+    return get_releasing_blocks_when_out_of_memory
+
+
+# below this many bytes of blocks in all, threads cost more (handing each task over) than they gain
+_THREADED_BYTES = 2**20
+
+
+def _small_in_order(get: Callable[..., Any]) -> Callable[..., Any]:
+    """``get``, but a graph whose blocks are small in all (``_THREADED_BYTES``) runs in this thread: the tree of
+    one ``compute()``/``persist()`` with ``run_in_order`` and its compiled graph's cached schedule (without
+    Dask's ordering and bookkeeping on each call), any other graph on Dask's synchronous scheduler."""
+
+    def get_small_in_order(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+        tree = _one_tree(dsk)
+        if tree is not None and not kwargs and not dask.callbacks.Callback.active:
+            compiled = tree._compiled
+            if small_graph(compiled.graph):
+                return run_in_order(compiled.graph, compiled.schedule(), keys)
+        graph = dsk if isinstance(dsk, Mapping) else dsk.__dask_graph__()
+        return (dask.local.get_sync if small_graph(graph) else get)(graph, keys, **kwargs)
+
+    return get_small_in_order
+
+
+def _one_tree(dsk: Any) -> Materialized | None:
+    """The one local tree of ours that Dask hands a scheduler for ``compute()`` (alone or in its sequence of
+    one), or None."""
+    if isinstance(dsk, Expr) and not isinstance(dsk, Materialized) and len(dsk.operands) == 1:
+        dsk = dsk.operands[0]
+    return dsk if isinstance(dsk, Materialized) and not dsk.operand("workers") else None
+
+
+def small_graph(graph: Mapping) -> bool:
+    """Whether the blocks that a graph's tasks make and its data holds are under ``_THREADED_BYTES`` in all (not
+    when a task's are unknown): threads gain nothing on it."""
+    total = 0
+    for node in graph.values():
+        if isinstance(node, DataNode):
+            total += getattr(node.value, "nbytes", 0)
+        elif isinstance(node, Task):
+            func = node.func
+            if type(func) is not BlockFunction:
+                return False  # not one of ours (Task.fuse, a user's task)
+            if func.shape is not None:  # a reduction's or a scan's stage: its inputs are counted
+                total += math.prod(func.shape) * np.dtype(func.dtype).itemsize
+        if total >= _THREADED_BYTES:
+            return False
+    return True
+
+
+_LOCAL_SCHEDULERS = {"cupy": _releasing(_small_in_order(dask.local.get_sync)),
+                     "numpy": _releasing(_small_in_order(dask.threaded.get))}
+
+
+def local_scheduler(backend: str) -> Callable[..., Any]:
+    """The default local scheduler of a backend, releasing the computed blocks when a task runs out of memory:
+    one thread launching CuPy kernels in order (they run asynchronously on the device's stream), threads for
+    NumPy blocks; small graphs in this thread (``_small_in_order``)."""
+    return _LOCAL_SCHEDULERS[backend]
