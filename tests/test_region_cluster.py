@@ -168,7 +168,7 @@ def _lonely_rank() -> None:
 
 
 def test_peers_that_cannot_meet_fail_clearly(cluster_client, workers) -> None:
-    from dask_gpunumeric.runtime.regions.collectives import RegionTimeoutError
+    from dask_gpunumeric.runtime.regions.transport import RegionTimeoutError
 
     gnp.fori_loop(1, lambda i, u: u, gnp.asarray(np.zeros(8)))  # a region: the cluster gets its plugins
     with pytest.raises(RegionTimeoutError, match=r"ranks \[1\] of 2 did not start within 1 s"):
