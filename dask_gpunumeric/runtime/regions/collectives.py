@@ -5,7 +5,10 @@ exchange runs).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +39,8 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
                           "of another cluster; call the accelerated function again with this cluster's client")
     distributed.secede()  # the peers' tasks may need this worker's thread (two ranks on a worker after a loss)
     channels = plugin.channels
-    member = {"address": worker.address, "id": worker.id, "communicators": list(channels.communicators)}
+    member = {"address": worker.address, "id": worker.id, "communicators": list(channels.communicators),
+              "device": device_of_this_worker() if backend == "cupy" else None}
     meeting = channels.call(worker.scheduler.gnp_region_meet(region=region, rank=rank, size=size, member=member,
                                                              timeout=timeout), timeout + 30)
     if not isinstance(meeting, dict):
@@ -49,7 +53,7 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
     chosen: CommTransport | NcclTransport = CommTransport(
         channels, region, meeting["generation"], rank, [m["address"] for m in members], timeout)
     try:
-        if _use_nccl(transport, backend, members, meeting["exclusive"]):
+        if use_nccl(transport, backend, members, meeting["exclusive"]):
             chosen = NcclTransport(chosen, members, plan)
         yield chosen
     except BaseException as e:
@@ -58,11 +62,16 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
     chosen.close()
 
 
-def _use_nccl(transport: str, backend: str, members: Sequence[dict[str, Any]], exclusive: bool) -> bool:
-    """NCCL for CuPy blocks (asked for, or available with "auto") when every rank is on a worker of its own
-    and no other region runs on them (a communicator serves one region at a time). The same decision on
-    every rank: it depends only on what all of them share."""
+def use_nccl(transport: str, backend: str, members: Sequence[dict[str, Any]], exclusive: bool) -> bool:
+    """NCCL for CuPy blocks (asked for, or available with "auto") when every rank is on a worker and a GPU of
+    its own (NCCL refuses two ranks on one device) and no other region runs on them (a communicator serves
+    one region at a time). The same decision on every rank: it depends only on what all of them share."""
     if transport == "comm" or backend != "cupy" or not exclusive or len({m["id"] for m in members}) < len(members):
+        return False
+    if len({m.get("device") for m in members}) < len(members):
+        if transport == "nccl":
+            raise RegionError("gpunumeric.region-transport is 'nccl' but ranks of the region share a GPU (several "
+                              "workers on one device), which NCCL refuses; use 'auto' or 'comm'")
         return False
     if transport == "nccl":  # asked for: NCCL missing is an error, raised where it is used
         return True
@@ -71,6 +80,37 @@ def _use_nccl(transport: str, backend: str, members: Sequence[dict[str, Any]], e
     except ImportError:
         return False
     return bool(nccl.available)
+
+
+def device_of_this_worker() -> str:
+    """This process's current GPU, the same text in every process using it: host and PCI bus id."""
+    import cupy
+
+    return f"{socket.gethostname()}/{cupy.cuda.Device().pci_bus_id}"
+
+
+def nccl_communicator(size: int, uid: Any, rank: int, timeout: float) -> Any:
+    """Rank ``rank`` of a new NCCL communicator of ``size`` ranks, or ``RegionTimeoutError`` when the others do
+    not join within ``timeout`` seconds (NCCL itself would wait for ever: its thread is left waiting)."""
+    import cupy
+    from cupy.cuda import nccl
+
+    device = cupy.cuda.Device()
+    made: concurrent.futures.Future = concurrent.futures.Future()
+
+    def make() -> None:
+        try:
+            with device:
+                made.set_result(nccl.NcclCommunicator(size, uid, rank))
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting task
+            made.set_exception(e)
+
+    threading.Thread(target=make, name="gnp-nccl-init", daemon=True).start()
+    try:
+        return made.result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise RegionTimeoutError(f"rank {rank} of a new NCCL communicator of {size} ranks: its peers did not join "
+                                 f"within {timeout:g} s; raise gpunumeric.region-timeout if they need longer") from None
 
 
 
@@ -99,14 +139,15 @@ class NcclTransport(Transport):
             # made once per set of workers, rank 0's unique id going to the others through the channels
             from cupy.cuda import nccl
 
-            if self.key in communicators:
-                communicators.pop(self.key).nccl.destroy()
+            lost = control.channels.lost
+            for key in [k for k in communicators if k == self.key or any(a in lost for a, _ in k)]:
+                communicators.pop(key).nccl.destroy()  # this set's old one, and those of lost workers
             if self.rank == 0:
                 uid = nccl.get_unique_id()
                 control.exchange(0, {p: [uid] for p in range(1, self.size)}, [])
             else:
                 uid = control.exchange(0, {}, [0])[0][0]
-            communicators[self.key] = _Communicator(nccl.NcclCommunicator(self.size, uid, self.rank))
+            communicators[self.key] = _Communicator(nccl_communicator(self.size, uid, self.rank, control.timeout))
         self.communicator = communicators[self.key]
 
     def exchange(self, step: int, outgoing: dict[int, list[Any]], sources: Sequence[int]) -> dict[int, list[Any]]:

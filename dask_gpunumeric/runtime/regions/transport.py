@@ -3,8 +3,9 @@
 * Rendezvous: each task of a region reports to the scheduler (a handler that ``install`` adds once per
   cluster) and waits until all of them have, or fails with ``RegionTimeoutError`` after
   ``gpunumeric.region-timeout``. One round trip per region call, none per iteration. A task that runs
-  again (a retry after a lost peer, or a lost result) starts a new round, and its peers that had finished
-  run again too, so a recomputed region meets afresh.
+  again (a retry after a lost peer, or a lost result, however old the region) starts a new round, and its
+  peers that had finished run again too, so a recomputed region meets afresh. The scheduler keeps only the
+  rounds still meeting.
 * Channels: every worker (a plugin, also on workers that join later) keeps one connection to each peer it
   talks to, reused by every region, and an inbox of the messages from its peers. A closed connection means
   a lost peer: the tasks waiting on it fail at once with ``RegionPeerError`` (the scheduler then runs the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -29,7 +31,7 @@ _SCHEDULER_PLUGIN = "gnp-region-rendezvous"
 _WORKER_PLUGIN = "gnp-region-channels"
 _MEET = "gnp_region_meet"
 _CHANNEL = "gnp_region_channel"
-_ROUNDS_KEPT = 4096  # regions whose rendezvous the scheduler remembers (to tell a rerun from a first run)
+_ABORTS_KEPT = 4096  # failed regions a worker remembers (their peers' tasks may still be starting)
 
 
 class RegionError(RuntimeError):
@@ -91,7 +93,8 @@ class _Rendezvous(_scheduler_plugin_base()):  # type: ignore[misc]
 
     async def start(self, scheduler: Any) -> None:
         self.scheduler = scheduler
-        self.rounds: OrderedDict[str, _Round] = OrderedDict()
+        self.rounds: dict[str, _Round] = {}  # regions whose tasks are meeting now (a complete round is dropped)
+        self.generations = itertools.count()  # each round's own number: messages of another never match it
         self.busy: dict[str, str] = {}  # worker id -> the region using it exclusively
         self.running: dict[str, set[int]] = {}  # such a region -> its ranks still running
         scheduler.handlers[_MEET] = self.meet
@@ -99,14 +102,14 @@ class _Rendezvous(_scheduler_plugin_base()):  # type: ignore[misc]
     async def meet(self, region: str, rank: int, size: int, member: dict[str, Any], timeout: float) -> dict:
         """Wait until all ``size`` tasks of ``region`` have reported; then everyone's report, in rank order."""
         current = self.rounds.get(region)
-        if current is None or rank in current.members:  # a first run, or a task running again: a new round
-            current = _Round(0 if current is None else current.generation + 1)
-            self.rounds[region] = current
-            self.rounds.move_to_end(region)
-            while len(self.rounds) > _ROUNDS_KEPT:
-                self.rounds.popitem(last=False)
-            if current.generation:
-                self._run_again(region, [r for r in range(size) if r != rank])
+        if current is None or rank in current.members:  # a new round
+            again = current is not None
+            current = self.rounds[region] = _Round(next(self.generations))
+            peers = [r for r in range(size) if r != rank]
+            # a task running again while its round is open, or after its peers finished (a lost result or
+            # worker, however long ago the region ran): the peers that finished run again to meet it
+            if again or any(self._state(region, r) == "memory" for r in peers):
+                self._run_again(region, peers)
         current.members[rank] = member
         if len(current.members) == size:
             ids = [m["id"] for m in current.members.values()]
@@ -115,12 +118,19 @@ class _Rendezvous(_scheduler_plugin_base()):  # type: ignore[misc]
                 self.busy.update(dict.fromkeys(ids, region))
                 self.running[region] = set(range(size))
             current.complete.set()
+            del self.rounds[region]
         try:
             await asyncio.wait_for(current.complete.wait(), timeout)
         except TimeoutError:
+            if self.rounds.get(region) is current:
+                del self.rounds[region]
             return {"status": "timeout", "missing": sorted(set(range(size)) - set(current.members))}
         return {"status": "OK", "generation": current.generation, "exclusive": current.exclusive,
                 "members": [current.members[r] for r in range(size)]}
+
+    def _state(self, region: str, rank: int) -> str | None:
+        ts = self.scheduler.tasks.get((region, rank))
+        return None if ts is None else ts.state
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         """A task of an exclusive region that stops running frees its worker for the next region."""
@@ -195,7 +205,7 @@ class Channels:
         with self.arrived:
             if "abort" in msg:
                 self.aborted[(msg["region"], msg["generation"])] = msg["abort"]
-                while len(self.aborted) > _ROUNDS_KEPT:
+                while len(self.aborted) > _ABORTS_KEPT:
                     self.aborted.popitem(last=False)
             elif "values" in msg:
                 tag = (msg["region"], msg["generation"], msg["source"], msg["target"], msg["number"])
