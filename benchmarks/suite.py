@@ -43,7 +43,7 @@ ROOT = BENCHMARKS_DIR.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # an installed dask_gpunumeric comes first; else the checkout
 
-BENCHMARKS = ("monte_carlo", "black_scholes", "heat", "gray_scott", "cg", "matmul", "small_arrays")
+BENCHMARKS = ("monte_carlo", "black_scholes", "heat", "gray_scott", "cg", "matmul", "small_arrays", "cluster_overhead")
 """The benchmark scripts of the suite, in the order they run. Each takes ``--json PATH``, ``--repeat N`` and
 ``--warmup N`` and writes a ``_harness.make_report`` dictionary. (The reliability runs, ``long_run.py`` and
 ``out_of_memory.py``, check memory rather than time systems against each other: they run on their own.)"""

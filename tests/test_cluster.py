@@ -147,6 +147,7 @@ class _RecordingCUDACluster:
         while len(self.worker_spec) < (n_workers or len(self.cuda_visible_devices)):
             self.worker_spec.update(self.new_worker_spec())
         raise _Started({"CUDA_VISIBLE_DEVICES": CUDA_VISIBLE_DEVICES, "n_workers": n_workers,
+                        "protocol": kwargs.get("protocol"),
                         "workers": {k: v["env"] for k, v in self.worker_spec.items()}})
 
     def new_worker_spec(self) -> dict:
@@ -171,7 +172,7 @@ def _gpu_cluster_arguments(monkeypatch: Any, visible: str | None, **kwargs: Any)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     with pytest.raises(_Started) as started:
-        gnp.cluster(protocol="tcp", **kwargs)
+        gnp.cluster(**kwargs)
     return started.value.args[0]
 
 
@@ -191,11 +192,18 @@ def test_gpu_cluster_respects_the_parents_visible_devices(monkeypatch: Any) -> N
 
 def test_gpu_cluster_honours_n_workers(monkeypatch: Any) -> None:
     """``n_workers`` on GPUs: fewer than the GPUs takes the first ones; more puts worker i on GPU i % n_gpus
-    (two workers sharing one GPU, for tests), workers named by number."""
+    (two workers sharing one GPU, for tests), workers named by number, over TCP unless asked (UCX's CUDA IPC
+    between processes on one GPU fails)."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "distributed_ucxx" else find_spec(name))
     fewer = _gpu_cluster_arguments(monkeypatch, "0,1,2,3", n_workers=2)
-    assert fewer["n_workers"] == 2 and sorted(fewer["workers"]) == ["0", "1"]
+    assert fewer["n_workers"] == 2 and sorted(fewer["workers"]) == ["0", "1"] and fewer["protocol"] == "ucx"
     shared = _gpu_cluster_arguments(monkeypatch, "5", n_workers=2)
     assert shared["workers"] == {0: {"CUDA_VISIBLE_DEVICES": "5"}, 1: {"CUDA_VISIBLE_DEVICES": "5"}}
+    assert shared["protocol"] == "tcp"
+    assert _gpu_cluster_arguments(monkeypatch, "5", n_workers=2, protocol="ucx")["protocol"] == "ucx"
     spread = _gpu_cluster_arguments(monkeypatch, "0,1", n_workers=3)
     assert spread["workers"] == {0: {"CUDA_VISIBLE_DEVICES": "0,1"}, 1: {"CUDA_VISIBLE_DEVICES": "1,0"},
                                  2: {"CUDA_VISIBLE_DEVICES": "0,1"}}

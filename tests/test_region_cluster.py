@@ -175,26 +175,36 @@ def test_peers_that_cannot_meet_fail_clearly(cluster_client, workers) -> None:
         cluster_client.submit(_lonely_rank, pure=False).result(timeout=30)
 
 
-def test_lost_output_block_runs_the_region_again(cluster_client, workers) -> None:
-    """A persisted output block lost with its worker is recomputed: the region runs again, all its ranks."""
-    xn = np.random.default_rng(5).random((24, 6))
+@gnp.accelerate
+def _smooth(a: gnp.Array, steps: int) -> gnp.Array:
+    return gnp.fori_loop(steps, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)) + gnp.mean(u), a)
 
-    @gnp.accelerate
-    def smooth(a: gnp.Array) -> gnp.Array:
-        return gnp.fori_loop(5, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)) + gnp.mean(u), a)
 
-    expected = xn.copy()
-    for _ in range(5):
-        expected = 0.5 * (expected + np.roll(expected, 1, axis=0)) + expected.mean()
-    out = smooth(gnp.asarray(xn))
+def _numpy_smooth(xn: np.ndarray, steps: int) -> np.ndarray:
+    for _ in range(steps):
+        xn = 0.5 * (xn + np.roll(xn, 1, axis=0)) + xn.mean()
+    return xn
+
+
+def _lost_block_recomputed(client: Any, out: gnp.Array, expected: np.ndarray, meanwhile: Any = None) -> None:
+    """Persist a region's output (then run ``meanwhile``), kill the worker holding its second block: the
+    block is recomputed right, the region running again, all its ranks."""
     ranks = [k for k in out.__dask_graph__() if dask.utils.key_split(k) == "region"]
     p = out.persist()
     distributed.wait(p)
-    (victim,) = cluster_client.who_has(p)[list(flatten(p.__dask_keys__()))[1]]
+    if meanwhile is not None:
+        meanwhile()
+    (victim,) = client.who_has(p)[list(flatten(p.__dask_keys__()))[1]]
     with contextlib.suppress(OSError):
-        cluster_client.run(os._exit, 1, workers=[victim])
+        client.run(os._exit, 1, workers=[victim])
     assert_eq(p * 2, expected * 2, rtol=1e-12)
-    assert all(n >= 2 for n in scheduler_runs(cluster_client, ranks).values())
+    assert len(ranks) == 2 and all(n >= 2 for n in scheduler_runs(client, ranks).values())
+
+
+def test_lost_output_block_runs_the_region_again(cluster_client, workers) -> None:
+    """A persisted output block lost with its worker is recomputed: the region runs again, all its ranks."""
+    xn = np.random.default_rng(5).random((24, 6))
+    _lost_block_recomputed(cluster_client, _smooth(gnp.asarray(xn), 5), _numpy_smooth(xn, 5))
 
 
 def _rendezvous_rounds(dask_scheduler: Any) -> int:
@@ -203,30 +213,18 @@ def _rendezvous_rounds(dask_scheduler: Any) -> int:
 
 
 def test_old_region_recovers(cluster_client, workers) -> None:
-    """A region that ran long ago (many regions since; the scheduler keeps no record of finished meetings)
+    """A region that ran long ago (newer regions since; the scheduler keeps no record of finished meetings)
     runs again when its output block is lost with its worker."""
     xn = np.random.default_rng(6).random((24, 6))
 
-    @gnp.accelerate
-    def step(a: gnp.Array) -> gnp.Array:
-        return gnp.fori_loop(3, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)) + gnp.mean(u), a)
+    def newer_regions() -> None:
+        later = gnp.asarray(np.ones((24, 6)))
+        for _ in range(5):
+            later = _smooth(later, 3).persist()
+        distributed.wait(later)
+        assert cluster_client.run_on_scheduler(_rendezvous_rounds) == 0
 
-    expected = xn.copy()
-    for _ in range(3):
-        expected = 0.5 * (expected + np.roll(expected, 1, axis=0)) + expected.mean()
-    old = step(gnp.asarray(xn)).persist()
-    distributed.wait(old)
-    ranks = [k for k in old.__dask_graph__() if dask.utils.key_split(k) == "region"]
-    later = gnp.asarray(np.ones((24, 6)))
-    for _ in range(5):  # newer regions
-        later = step(later).persist()
-    distributed.wait(later)
-    assert cluster_client.run_on_scheduler(_rendezvous_rounds) == 0
-    (victim,) = cluster_client.who_has(old)[list(flatten(old.__dask_keys__()))[1]]
-    with contextlib.suppress(OSError):
-        cluster_client.run(os._exit, 1, workers=[victim])
-    assert_eq(old * 2, expected * 2, rtol=1e-12)
-    assert all(n >= 2 for n in scheduler_runs(cluster_client, ranks).values())
+    _lost_block_recomputed(cluster_client, _smooth(gnp.asarray(xn), 3), _numpy_smooth(xn, 3), newer_regions)
 
 
 def _slow_copy(block: Any, delay: float) -> Any:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,8 +75,8 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
       when distributed-ucxx imports, else "tcp"; "tls" with a ``security`` that requires encryption), with
       dask-cuda's device-memory limit and spilling to host memory. ``n_workers`` fewer than the GPUs uses the
       first ones; more than the GPUs (for tests, and to measure distribution on one GPU) puts worker ``i`` on
-      GPU ``i % n_gpus``, workers named ``0 .. n_workers - 1`` (regions then exchange through Dask's comms:
-      NCCL refuses two ranks on one GPU).
+      GPU ``i % n_gpus``, workers named ``0 .. n_workers - 1``, over TCP unless ``protocol`` says otherwise
+      (regions then exchange through Dask's comms: NCCL refuses two ranks on one GPU).
     - Without one: a ``LocalCluster`` of ``n_workers`` (default ``n_gpus`` or 2) single-threaded worker
       processes with NumPy blocks, so the same code runs (and is tested) on CPUs.
 
@@ -97,9 +96,11 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
         cluster_kwargs["security"] = security
     if gpu_available():
         devices = gpu_devices(n_gpus)
-        options = {"CUDA_VISIBLE_DEVICES": ",".join(devices), "protocol": _protocol(protocol, security, gpu=True),
+        shared = n_workers is not None and n_workers > len(devices)
+        # workers sharing a GPU talk over TCP unless asked: UCX's CUDA IPC between them fails to map memory
+        options = {"CUDA_VISIBLE_DEVICES": ",".join(devices), "protocol": _protocol(protocol, security, gpu=not shared),
                    **gpu_memory_defaults(cluster_kwargs)}
-        if n_workers is not None and n_workers > len(devices):
+        if shared:
             new = _shared_gpu_cluster_class()(n_workers=n_workers, **options)
         else:
             from dask_cuda import LocalCUDACluster
@@ -178,14 +179,13 @@ def gpu_memory_defaults(cluster_kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**cluster_kwargs, "rmm_async": True, "rmm_allocator_external_lib_list": ["cupy"]}
 
 
-_WORKERS_TTL_S = 2.0
-_workers_cache: dict[tuple[int, str], tuple[float, list[str]]] = {}
+_memberships: dict[tuple[int, str], Any] = {}
 
 
 def active_workers() -> list[str]:
     """Addresses of the workers of the default distributed client, in a stable order (by worker name, numbers
-    in numeric order: GPU ids for dask-cuda); empty when no client is active. Asked of the scheduler at most
-    every 2 s."""
+    in numeric order: GPU ids for dask-cuda); empty when no client is active. The scheduler publishes its
+    workers whenever they change (``membership``): a call asks it nothing."""
     if "distributed" not in sys.modules:
         return []
     import distributed
@@ -194,15 +194,16 @@ def active_workers() -> list[str]:
         client = distributed.default_client()
     except ValueError:
         return []
-    now = time.monotonic()
+    if client.asynchronous:  # its calls return coroutines: the workers it last heard of
+        workers = client.scheduler_info()["workers"]
+        return sorted(workers, key=lambda address: (worker_order(workers[address].get("name")), address))
     key = (id(client), client.scheduler.address)  # the address too: a new client may reuse an old id
-    cached = _workers_cache.get(key)
-    if cached is not None and now - cached[0] < _WORKERS_TTL_S:
-        return cached[1]
-    info = client.scheduler_info(n_workers=-1)["workers"]
-    workers = [addr for addr, _ in sorted(info.items(), key=lambda kv: (worker_order(kv[1].get("name")), kv[0]))]
-    _workers_cache[key] = (now, workers)
-    return workers
+    membership = _memberships.get(key)
+    if membership is None:
+        from .membership import Membership
+
+        membership = _memberships[key] = Membership(client)
+    return [address for address, name in sorted(membership.workers, key=lambda w: (worker_order(w[1]), w[0]))]
 
 
 def worker_order(name: Any) -> tuple:
