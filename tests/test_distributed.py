@@ -264,34 +264,45 @@ def _round_trips(sent: list[str]) -> int:
 
 
 def _calls(xn: np.ndarray):
+    """(name, call, replies it asks for, levels of tasks or None where the work needs several)."""
     x = gnp.asarray(xn).persist()
-    distributed.wait(x)
+    one = gnp.asarray(xn, chunks=xn.shape).persist()  # one block: a region of one rank
+    distributed.wait([x, one])
 
     @gnp.accelerate
     def accelerated(a):
         return gnp.exp(a) * 2 + 1, gnp.sum(a * a)
 
-    yield "compute", lambda: (gnp.exp(x) + 1).compute(), 1
-    yield "compute of a reduction", lambda: gnp.sum(gnp.exp(x) + 1).compute(), 1
-    yield "persist", lambda: distributed.wait((x * 2).persist()), 0
-    yield "gnp.fetch", lambda: gnp.fetch(gnp.sum(x, axis=0)), 1
-    yield "np.asarray", lambda: np.asarray(x * 3), 1
-    yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1
-    yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0
-    yield "fori_loop", lambda: gnp.fori_loop(4, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)), x).compute(), 1
-    yield "while_loop", lambda: gnp.fetch(gnp.sum(gnp.while_loop(lambda s: gnp.sum(s) < 1e4, lambda s: s * 2, x))), 1
+    def smooth(a):
+        return gnp.fori_loop(4, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)), a)
+
+    yield "compute", lambda: (gnp.exp(x) + 1).compute(), 1, None
+    yield "compute of one block", lambda: (gnp.exp(one) + 1).compute(), 1, 1
+    yield "compute of a reduction", lambda: gnp.sum(gnp.exp(x) + 1).compute(), 1, None
+    yield "compute of a reduction of one block", lambda: gnp.sum(gnp.exp(one) + 1).compute(), 1, 1
+    yield "persist", lambda: distributed.wait((x * 2).persist()), 0, 1
+    yield "gnp.fetch", lambda: gnp.fetch(gnp.sum(x, axis=0)), 1, None
+    yield "np.asarray", lambda: np.asarray(x * 3), 1, None
+    yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1, None
+    yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, None
+    yield "fori_loop", lambda: smooth(x).compute(), 1, None
+    yield "fori_loop of one block", lambda: smooth(one).compute(), 1, 1
+    yield "while_loop", lambda: gnp.fetch(gnp.sum(gnp.while_loop(lambda s: gnp.sum(s) < 1e4, lambda s: s * 2, x))), 1, None
 
 
 def test_one_round_trip_per_call(client):
     """Every kind of call submits one graph and asks the scheduler for at most one reply (the results it
     gathers): no second round trip (asking for the workers, waiting in between), whatever the expression.
-    The levels of tasks each graph adds are reported (the scheduler-to-worker cycles of the call)."""
+    On one block, a call is one level of tasks (one scheduler-to-worker cycle): a fused kernel, a reduction
+    finished in its kernel, a region of one rank computing its one output block itself. (Over several blocks
+    a compute joins them in a task, a reduction combines its partials in one, and a region of several ranks
+    picks each block from its rank's results after every rank is done: those levels are printed.)"""
     client.run_on_scheduler(_start_counting)
     refresh = client._periodic_callbacks["scheduler-info"]  # the client's own refresh, every 2 s, apart from calls
     refresh.stop()
     try:
         with gnp.allowfetch():
-            for name, call, gathers in _calls(data(41, (80, 6))):
+            for name, call, gathers, levels in _calls(data(41, (80, 6))):
                 call()  # traced, compiled, the workers known
                 client.run_on_scheduler(_submitted)
                 with _Requests(client) as sent:
@@ -302,6 +313,7 @@ def test_one_round_trip_per_call(client):
                 assert [op for op in sent if op.startswith("request ")] == ["request gather"] * gathers, (name, sent)
                 assert _round_trips(sent) == 1 + gathers
                 assert len(graphs) == 1 and graphs[0]["levels"] >= 1, (name, graphs)
+                assert levels is None or graphs[0]["levels"] == levels, (name, graphs)
     finally:
         refresh.start()
         client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.remove_plugin(_Submitted.name))

@@ -40,6 +40,13 @@ def run_rank(spec: RankSpec, *inputs: Any) -> dict[Key, Any]:
     return {k: env[k] for k in spec.program.outputs}
 
 
+def run_alone(spec: RankSpec, *inputs: Any) -> Any:
+    """Task function of a region of one rank and one output block: that block (no task picking it: one level
+    of tasks less, a scheduler-to-worker cycle less)."""
+    (value,) = run_rank(spec, *inputs).values()
+    return value
+
+
 def finished(outputs: dict[Key, Any]) -> None:
     """Task function marking a rank done: output blocks depend on every rank through these (small values),
     so that computing any of a region's blocks runs all of its ranks."""
@@ -62,15 +69,21 @@ def rank_keys(name: str, built: Built) -> list[Key]:
 
 def layer(name: str, plan: str, built: Built, input_key: Callable[[Key], Key], output_key: Callable[[Key], Key],
           timeout: float, transport: str, backend: str) -> dict[Key, Any]:
-    """The tasks of a call ``name`` of a plan (``plan`` names it and its layout): one per rank (``(name, rank)``), one per output block
-    (picking it from its rank's outputs), and with several ranks one small task per rank that the output
-    blocks all depend on. ``input_key``/``output_key`` turn the plan's keys into the call's."""
+    """The tasks of a call ``name`` of a plan (``plan`` names it and its layout): one per rank (``(name, rank)``),
+    one per output block (picking it from its rank's outputs), and with several ranks one small task per rank
+    that the output blocks all depend on; one rank with one output block is one task computing that block.
+    ``input_key``/``output_key`` turn the plan's keys into the call's."""
     out: dict[Key, Any] = dict(built.external)
     size = built.layout.size
     done = _done_name(name)
+    alone = _alone(built, input_key, output_key)
     for rank, program in enumerate(built.programs):
         spec = RankSpec(program, name, plan, rank, size, timeout, transport, backend)
-        out[(name, rank)] = Task((name, rank), run_rank, spec, *(TaskRef(input_key(k)) for k in program.inputs))
+        refs = [TaskRef(input_key(k)) for k in program.inputs]
+        if alone is not None:
+            out[alone] = Task(alone, run_alone, spec, *refs)
+            return out
+        out[(name, rank)] = Task((name, rank), run_rank, spec, *refs)
         if size > 1:
             out[(done, rank)] = Task((done, rank), finished, TaskRef((name, rank)))
     inputs = {input_key(k) for p in built.programs for k in p.inputs}
@@ -83,10 +96,24 @@ def layer(name: str, plan: str, built: Built, input_key: Callable[[Key], Key], o
     return out
 
 
+def _alone(built: Built, input_key: Callable[[Key], Key], output_key: Callable[[Key], Key]) -> Key | None:
+    """The key of the one output block of a region of one rank, which its task then computes itself (not an
+    argument returned as it is); None for other regions."""
+    if built.layout.size != 1 or len(built.placement) != 1:
+        return None
+    (key,) = built.placement
+    inputs = {input_key(k) for k in built.programs[0].inputs}
+    return None if output_key(key) in inputs else output_key(key)
+
+
 def owned(name: str, built: Built, output_key: Callable[[Key], Key]) -> Iterable[tuple[Key, tuple, tuple]]:
     """(key, index, numblocks) of a region's tasks such that ``cluster.owner`` gives each its rank's worker."""
     n = built.layout.n_workers
     done = _done_name(name)
+    alone = _alone(built, output_key, output_key)  # (the call's renaming covers its placeholders too)
+    if alone is not None:
+        yield alone, (built.layout.workers[0],), (n,)
+        return
     for rank, worker in enumerate(built.layout.workers):
         yield (name, rank), (worker,), (n,)
         yield (done, rank), (worker,), (n,)
