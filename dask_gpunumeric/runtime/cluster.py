@@ -128,7 +128,7 @@ def gpu_devices(n_gpus: int | Sequence[int] | str | None) -> list[str]:
         seen = [str(i) for i in range(cupy.cuda.runtime.getDeviceCount())]
     if n_gpus is None:
         return seen
-    if isinstance(n_gpus, bool) or isinstance(n_gpus, int):
+    if isinstance(n_gpus, int):
         if n_gpus < 1:
             raise ValueError(f"gnp.cluster: n_gpus must be at least 1, got {n_gpus}")
         return seen[:n_gpus]
