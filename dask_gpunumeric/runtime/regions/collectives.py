@@ -120,6 +120,7 @@ class _Communicator:
     (by plan, exchange, direction and peer), kept from one call of a region to the next."""
 
     nccl: Any
+    addresses: tuple[str, ...]
     layouts: dict[tuple, Any] = field(default_factory=dict)
 
 
@@ -133,21 +134,23 @@ class NcclTransport(Transport):
         self.control = control
         self.rank, self.size = control.rank, control.size
         self.plan = plan
-        self.key = tuple((m["address"], m["id"]) for m in members)
+        # a string: the members' lists of communicators reach the scheduler as msgpack, tuples as lists
+        self.key = " ".join(f"{m['address']}={m['id']}" for m in members)
         communicators = control.channels.communicators
         if not all(self.key in m["communicators"] for m in members):
             # made once per set of workers, rank 0's unique id going to the others through the channels
             from cupy.cuda import nccl
 
             lost = control.channels.lost
-            for key in [k for k in communicators if k == self.key or any(a in lost for a, _ in k)]:
+            for key in [k for k, c in communicators.items() if k == self.key or any(a in lost for a in c.addresses)]:
                 communicators.pop(key).nccl.destroy()  # this set's old one, and those of lost workers
             if self.rank == 0:
                 uid = nccl.get_unique_id()
                 control.exchange(0, {p: [uid] for p in range(1, self.size)}, [])
             else:
                 uid = control.exchange(0, {}, [0])[0][0]
-            communicators[self.key] = _Communicator(nccl_communicator(self.size, uid, self.rank, control.timeout))
+            communicators[self.key] = _Communicator(nccl_communicator(self.size, uid, self.rank, control.timeout),
+                                                    tuple(control.addresses))
         self.communicator = communicators[self.key]
 
     def exchange(self, step: int, outgoing: dict[int, list[Any]], sources: Sequence[int]) -> dict[int, list[Any]]:

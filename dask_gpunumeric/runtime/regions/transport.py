@@ -183,7 +183,7 @@ class Channels:
         self.lost: set[str] = set()  # peers whose connection here closed
         self.comms: dict[str, Any] = {}
         self.locks: dict[str, asyncio.Lock] = {}
-        self.communicators: dict[tuple, Any] = {}  # NCCL's (``collectives``), by their members
+        self.communicators: dict[str, Any] = {}  # NCCL's (``collectives``), by their members
 
     async def serve(self, comm: Any, source: str) -> None:
         """Handler of a peer's connection: its messages into the inbox until it closes."""
