@@ -148,12 +148,13 @@ def jax_row_sharding(devices: list) -> Any:
 
 def persisted(*collections: Any) -> tuple:
     """``dask.persist`` the collections and wait until the scheduler holds every block (on a distributed
-    cluster persisting returns at once); the persisted collections."""
+    cluster persisting returns at once; locally the blocks are there already); the persisted collections."""
     import dask
-    from distributed import wait
+    from distributed import futures_of, wait
 
     out = dask.persist(*collections)
-    wait(out)
+    if futures_of(out):
+        wait(out)
     return out
 
 

@@ -78,6 +78,20 @@ echo "== benchmarks: python3 benchmarks/suite.py --out $log_dir/benchmarks ${ben
 python3 benchmarks/suite.py --out "$log_dir/benchmarks" "${bench_args[@]}" 2>&1 | tee "$log_dir/bench.log"
 bench_rc=${PIPESTATUS[0]}
 
+# Two workers sharing one GPU (gnp.cluster(n_workers=2) on one device): every weak-scaling workload checked
+# against NumPy and timed against the same run without a cluster; regions exchange through Dask's comms
+# (NCCL refuses two ranks on one device). Fails on a wrong result or on NCCL/UCX errors in the log.
+shared_gpu="${CUDA_VISIBLE_DEVICES:-0}"; shared_gpu="${shared_gpu%%,*}"
+echo "== two workers on GPU $shared_gpu: python3 benchmarks/cluster_overhead.py --workers 2"
+CUDA_VISIBLE_DEVICES="$shared_gpu" python3 benchmarks/cluster_overhead.py --workers 2 --repeat 5 --warmup 2 \
+    --json "$log_dir/shared_gpu.json" 2>&1 | tee "$log_dir/shared_gpu.log"
+shared_rc=${PIPESTATUS[0]}
+shared_errors="$(grep -E -i 'nccl_error|ncclerror|ncclInvalidUsage|cuIpcOpenMemHandle|UCX +ERROR|UCXX?Error' "$log_dir/shared_gpu.log" | sort | uniq -c | sort -rn | head -n 5)"
+if [[ -n "$shared_errors" ]]; then
+    echo "NCCL/UCX errors in the log:"; echo "$shared_errors"
+    ((shared_rc == 0)) && shared_rc=1
+fi
+
 echo
 echo "== summary"
 if ((quick)); then
@@ -87,7 +101,9 @@ else
     echo "tests:      ${summary:-no pytest summary line (see tests.log)} (exit code $tests_rc)"
 fi
 echo "benchmarks: exit code $bench_rc; results, table and plots in $log_dir/benchmarks/"
+echo "2 workers on one GPU: exit code $shared_rc (log: $log_dir/shared_gpu.log)"
 [[ -n "${OUT:-}" ]] && echo "logs: $OUT/tests.log, $OUT/bench.log"
 
 if ((tests_rc != 0)); then exit "$tests_rc"; fi
-exit "$bench_rc"
+if ((bench_rc != 0)); then exit "$bench_rc"; fi
+exit "$shared_rc"

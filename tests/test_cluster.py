@@ -133,6 +133,92 @@ def test_cluster_lifecycle():
     assert gnp.from_array(np.zeros((20, 3))).chunks == ((20,), (3,))
 
 
+class _Started(Exception):
+    """What a cluster class was started with (raised instead of starting it)."""
+
+
+class _RecordingCUDACluster:
+    """dask-cuda's ``LocalCUDACluster`` as ``gnp.cluster`` sees it: its arguments, and its rule for naming
+    and placing a new worker (the first device no worker has, devices rotated from it), without processes."""
+
+    def __init__(self, CUDA_VISIBLE_DEVICES: str, n_workers: int | None = None, **kwargs: Any) -> None:
+        self.cuda_visible_devices = CUDA_VISIBLE_DEVICES.split(",")
+        self.worker_spec: dict = {}
+        while len(self.worker_spec) < (n_workers or len(self.cuda_visible_devices)):
+            self.worker_spec.update(self.new_worker_spec())
+        raise _Started({"CUDA_VISIBLE_DEVICES": CUDA_VISIBLE_DEVICES, "n_workers": n_workers,
+                        "protocol": kwargs.get("protocol"),
+                        "workers": {k: v["env"] for k, v in self.worker_spec.items()}})
+
+    def new_worker_spec(self) -> dict:
+        name = min(set(self.cuda_visible_devices) - set(self.worker_spec))
+        i = self.cuda_visible_devices.index(name)
+        devices = self.cuda_visible_devices[i:] + self.cuda_visible_devices[:i]
+        return {name: {"env": {"CUDA_VISIBLE_DEVICES": ",".join(devices)}}}
+
+
+def _gpu_cluster_arguments(monkeypatch: Any, visible: str | None, **kwargs: Any) -> dict:
+    """The arguments ``gnp.cluster(**kwargs)`` starts dask-cuda's cluster with on a machine with a GPU, under
+    the parent's ``CUDA_VISIBLE_DEVICES`` ``visible``."""
+    import sys
+    import types
+
+    from dask_gpunumeric.runtime import cluster as _cluster
+
+    monkeypatch.setattr(_cluster, "gpu_available", lambda: True)
+    monkeypatch.setitem(sys.modules, "dask_cuda", types.SimpleNamespace(LocalCUDACluster=_RecordingCUDACluster))
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    with pytest.raises(_Started) as started:
+        gnp.cluster(**kwargs)
+    return started.value.args[0]
+
+
+def test_gpu_cluster_respects_the_parents_visible_devices(monkeypatch: Any) -> None:
+    """Under a job scheduler's ``CUDA_VISIBLE_DEVICES=2,3``, the cluster's GPUs are 2 and 3, counted or named
+    as the parent process numbers them."""
+    started = _gpu_cluster_arguments(monkeypatch, "2,3", n_gpus=2)
+    assert started["CUDA_VISIBLE_DEVICES"] == "2,3"
+    assert started["workers"] == {"2": {"CUDA_VISIBLE_DEVICES": "2,3"}, "3": {"CUDA_VISIBLE_DEVICES": "3,2"}}
+    assert _gpu_cluster_arguments(monkeypatch, "2,3", n_gpus=1)["CUDA_VISIBLE_DEVICES"] == "2"
+    assert _gpu_cluster_arguments(monkeypatch, "2,3", n_gpus=[1])["CUDA_VISIBLE_DEVICES"] == "3"
+    assert _gpu_cluster_arguments(monkeypatch, "4,5,6", n_gpus="2,0")["CUDA_VISIBLE_DEVICES"] == "6,4"
+    assert _gpu_cluster_arguments(monkeypatch, "GPU-a1,GPU-b2")["CUDA_VISIBLE_DEVICES"] == "GPU-a1,GPU-b2"
+    with pytest.raises(ValueError, match="sees 2 GPU"):
+        _gpu_cluster_arguments(monkeypatch, "2,3", n_gpus=[2])
+
+
+def test_gpu_cluster_honours_n_workers(monkeypatch: Any) -> None:
+    """``n_workers`` on GPUs: fewer than the GPUs takes the first ones; more puts worker i on GPU i % n_gpus
+    (two workers sharing one GPU, for tests), workers named by number, over TCP unless asked (UCX's CUDA IPC
+    between processes on one GPU fails)."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "distributed_ucxx" else find_spec(name))
+    fewer = _gpu_cluster_arguments(monkeypatch, "0,1,2,3", n_workers=2)
+    assert fewer["n_workers"] == 2 and sorted(fewer["workers"]) == ["0", "1"] and fewer["protocol"] == "ucx"
+    shared = _gpu_cluster_arguments(monkeypatch, "5", n_workers=2)
+    assert shared["workers"] == {0: {"CUDA_VISIBLE_DEVICES": "5"}, 1: {"CUDA_VISIBLE_DEVICES": "5"}}
+    assert shared["protocol"] == "tcp"
+    assert _gpu_cluster_arguments(monkeypatch, "5", n_workers=2, protocol="ucx")["protocol"] == "ucx"
+    spread = _gpu_cluster_arguments(monkeypatch, "0,1", n_workers=3)
+    assert spread["workers"] == {0: {"CUDA_VISIBLE_DEVICES": "0,1"}, 1: {"CUDA_VISIBLE_DEVICES": "1,0"},
+                                 2: {"CUDA_VISIBLE_DEVICES": "0,1"}}
+
+
+def test_workers_ordered_by_number():
+    """From 11 workers on, the order is numeric (worker 10 after worker 9, not after worker 1): block owners
+    follow it."""
+    with distributed.LocalCluster(n_workers=12, processes=False, threads_per_worker=1,
+                                  dashboard_address=None) as local, distributed.Client(local) as client:
+        client.wait_for_workers(12)
+        names = {a: w["name"] for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+        assert [names[a] for a in active_workers()] == list(range(12))
+
+
 # --- on the module's cluster ------------------------------------------------------------------------------
 
 

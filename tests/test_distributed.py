@@ -182,3 +182,138 @@ def test_scheduler_sees_readable_prefixes(client):
 
     assert client.run_on_scheduler(prefixes_of) == ["multiply"]
     assert all(key_split(k) == "multiply" for k in keys)
+
+
+# --- round trips: what one call asks of the scheduler ---------------------------------------------------------
+
+
+class _Submitted:
+    """On the scheduler: the tasks of each graph submitted, by key prefix, with the length of the longest
+    chain of new tasks (each level is a scheduler-to-worker cycle before the result exists)."""
+
+    name = "gnp-test-submitted"
+
+    def __init__(self) -> None:
+        self.graphs: list[dict] = []
+
+    def update_graph(self, scheduler, *, keys, tasks, **kwargs) -> None:
+        new = {k for k in tasks if scheduler.tasks[k].state != "memory"}
+        level: dict = {}
+        for key in sorted(new, key=lambda k: len(scheduler.tasks[k].dependencies)):  # then fixed up below
+            level[key] = 1
+        changed = True
+        while changed:  # longest chains (graphs here are small)
+            changed = False
+            for key in new:
+                deps = [level[d.key] for d in scheduler.tasks[key].dependencies if d.key in new]
+                if deps and level[key] < 1 + max(deps):
+                    level[key], changed = 1 + max(deps), True
+        self.graphs.append({"levels": max(level.values(), default=0),
+                            "tasks": dict(collections.Counter(key_split(k) for k in new))})
+
+
+def _start_counting(dask_scheduler) -> None:
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    plugin = type("Submitted", (_Submitted, SchedulerPlugin), {})()
+    dask_scheduler.add_plugin(plugin, name=_Submitted.name)
+
+
+def _submitted(dask_scheduler) -> list[dict]:
+    plugin = dask_scheduler.plugins[_Submitted.name]
+    out, plugin.graphs = plugin.graphs, []
+    return out
+
+
+class _Requests:
+    """What the client sends the scheduler: batched messages by op, and requests that wait for a reply."""
+
+    def __init__(self, client) -> None:
+        self.client, self.sent = client, []
+
+    def __enter__(self) -> list[str]:
+        client, sent = self.client, self.sent
+        self.stream, self.rpc = client._send_to_scheduler, client.scheduler
+
+        def send(msg: dict) -> None:
+            sent.append(msg.get("op"))
+            return self.stream(msg)
+
+        class Requests:
+            def __getattr__(_, name: str):
+                attr = getattr(self.rpc, name)
+                if name.startswith("_") or not callable(attr):
+                    return attr
+
+                def request(*args, **kwargs):
+                    sent.append(f"request {name}")
+                    return attr(*args, **kwargs)
+
+                return request
+
+        client._send_to_scheduler, client.scheduler = send, Requests()
+        return sent
+
+    def __exit__(self, *exc: object) -> None:
+        self.client._send_to_scheduler, self.client.scheduler = self.stream, self.rpc
+
+
+def _round_trips(sent: list[str]) -> int:
+    """Requests of the client that wait for the scheduler: a graph submitted, a reply asked for."""
+    return sum(1 for op in sent if op == "update-graph" or op.startswith("request "))
+
+
+def _calls(xn: np.ndarray):
+    """(name, call, replies it asks for, levels of tasks or None where the work needs several)."""
+    x = gnp.asarray(xn).persist()
+    one = gnp.asarray(xn, chunks=xn.shape).persist()  # one block: a region of one rank
+    distributed.wait([x, one])
+
+    @gnp.accelerate
+    def accelerated(a):
+        return gnp.exp(a) * 2 + 1, gnp.sum(a * a)
+
+    def smooth(a):
+        return gnp.fori_loop(4, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)), a)
+
+    yield "compute", lambda: (gnp.exp(x) + 1).compute(), 1, None
+    yield "compute of one block", lambda: (gnp.exp(one) + 1).compute(), 1, 1
+    yield "compute of a reduction", lambda: gnp.sum(gnp.exp(x) + 1).compute(), 1, None
+    yield "compute of a reduction of one block", lambda: gnp.sum(gnp.exp(one) + 1).compute(), 1, 1
+    yield "persist", lambda: distributed.wait((x * 2).persist()), 0, 1
+    yield "gnp.fetch", lambda: gnp.fetch(gnp.sum(x, axis=0)), 1, None
+    yield "np.asarray", lambda: np.asarray(x * 3), 1, None
+    yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1, None
+    yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, None
+    yield "fori_loop", lambda: smooth(x).compute(), 1, None
+    yield "fori_loop of one block", lambda: smooth(one).compute(), 1, 1
+    yield "while_loop", lambda: gnp.fetch(gnp.sum(gnp.while_loop(lambda s: gnp.sum(s) < 1e4, lambda s: s * 2, x))), 1, None
+
+
+def test_one_round_trip_per_call(client):
+    """Every kind of call submits one graph and asks the scheduler for at most one reply (the results it
+    gathers): no second round trip (asking for the workers, waiting in between), whatever the expression.
+    On one block, a call is one level of tasks (one scheduler-to-worker cycle): a fused kernel, a reduction
+    finished in its kernel, a region of one rank computing its one output block itself. (Over several blocks
+    a compute joins them in a task, a reduction combines its partials in one, and a region of several ranks
+    picks each block from its rank's results after every rank is done: those levels are printed.)"""
+    client.run_on_scheduler(_start_counting)
+    refresh = client._periodic_callbacks["scheduler-info"]  # the client's own refresh, every 2 s, apart from calls
+    refresh.stop()
+    try:
+        with gnp.allowfetch():
+            for name, call, gathers, levels in _calls(data(41, (80, 6))):
+                call()  # traced, compiled, the workers known
+                client.run_on_scheduler(_submitted)
+                with _Requests(client) as sent:
+                    call()
+                graphs = client.run_on_scheduler(_submitted)
+                print(f"{name}: {sent} {graphs}")
+                assert sent.count("update-graph") == 1, (name, sent, graphs)
+                assert [op for op in sent if op.startswith("request ")] == ["request gather"] * gathers, (name, sent)
+                assert _round_trips(sent) == 1 + gathers
+                assert len(graphs) == 1 and graphs[0]["levels"] >= 1, (name, graphs)
+                assert levels is None or graphs[0]["levels"] == levels, (name, graphs)
+    finally:
+        refresh.start()
+        client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.remove_plugin(_Submitted.name))

@@ -640,7 +640,7 @@ def test_accelerate_black_scholes() -> None:
 def test_accelerate_dispatch() -> None:
     """With arguments in memory a call runs at once and returns persisted blocks; with lazy arguments, or
     the setting dispatch="lazy", its outputs stay lazy; the values are the same either way."""
-    from dask_gpunumeric.api.accelerate import RegionOutput
+    from dask_gpunumeric.runtime.regions.plan import RegionOutput
     from dask_gpunumeric.expr import FromGraph
 
     @gnp.accelerate

@@ -168,33 +168,63 @@ def _lonely_rank() -> None:
 
 
 def test_peers_that_cannot_meet_fail_clearly(cluster_client, workers) -> None:
-    from dask_gpunumeric.runtime.regions.collectives import RegionTimeoutError
+    from dask_gpunumeric.runtime.regions.transport import RegionTimeoutError
 
     gnp.fori_loop(1, lambda i, u: u, gnp.asarray(np.zeros(8)))  # a region: the cluster gets its plugins
     with pytest.raises(RegionTimeoutError, match=r"ranks \[1\] of 2 did not start within 1 s"):
         cluster_client.submit(_lonely_rank, pure=False).result(timeout=30)
 
 
-def test_lost_output_block_runs_the_region_again(cluster_client, workers) -> None:
-    """A persisted output block lost with its worker is recomputed: the region runs again, all its ranks."""
-    xn = np.random.default_rng(5).random((24, 6))
+@gnp.accelerate
+def _smooth(a: gnp.Array, steps: int) -> gnp.Array:
+    return gnp.fori_loop(steps, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)) + gnp.mean(u), a)
 
-    @gnp.accelerate
-    def smooth(a: gnp.Array) -> gnp.Array:
-        return gnp.fori_loop(5, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)) + gnp.mean(u), a)
 
-    expected = xn.copy()
-    for _ in range(5):
-        expected = 0.5 * (expected + np.roll(expected, 1, axis=0)) + expected.mean()
-    out = smooth(gnp.asarray(xn))
+def _numpy_smooth(xn: np.ndarray, steps: int) -> np.ndarray:
+    for _ in range(steps):
+        xn = 0.5 * (xn + np.roll(xn, 1, axis=0)) + xn.mean()
+    return xn
+
+
+def _lost_block_recomputed(client: Any, out: gnp.Array, expected: np.ndarray, meanwhile: Any = None) -> None:
+    """Persist a region's output (then run ``meanwhile``), kill the worker holding its second block: the
+    block is recomputed right, the region running again, all its ranks."""
     ranks = [k for k in out.__dask_graph__() if dask.utils.key_split(k) == "region"]
     p = out.persist()
     distributed.wait(p)
-    (victim,) = cluster_client.who_has(p)[list(flatten(p.__dask_keys__()))[1]]
+    if meanwhile is not None:
+        meanwhile()
+    (victim,) = client.who_has(p)[list(flatten(p.__dask_keys__()))[1]]
     with contextlib.suppress(OSError):
-        cluster_client.run(os._exit, 1, workers=[victim])
+        client.run(os._exit, 1, workers=[victim])
     assert_eq(p * 2, expected * 2, rtol=1e-12)
-    assert all(n >= 2 for n in scheduler_runs(cluster_client, ranks).values())
+    assert len(ranks) == 2 and all(n >= 2 for n in scheduler_runs(client, ranks).values())
+
+
+def test_lost_output_block_runs_the_region_again(cluster_client, workers) -> None:
+    """A persisted output block lost with its worker is recomputed: the region runs again, all its ranks."""
+    xn = np.random.default_rng(5).random((24, 6))
+    _lost_block_recomputed(cluster_client, _smooth(gnp.asarray(xn), 5), _numpy_smooth(xn, 5))
+
+
+def _rendezvous_rounds(dask_scheduler: Any) -> int:
+    """How many regions the scheduler's rendezvous holds (those still meeting)."""
+    return len(dask_scheduler.plugins["gnp-region-rendezvous"].rounds)
+
+
+def test_old_region_recovers(cluster_client, workers) -> None:
+    """A region that ran long ago (newer regions since; the scheduler keeps no record of finished meetings)
+    runs again when its output block is lost with its worker."""
+    xn = np.random.default_rng(6).random((24, 6))
+
+    def newer_regions() -> None:
+        later = gnp.asarray(np.ones((24, 6)))
+        for _ in range(5):
+            later = _smooth(later, 3).persist()
+        distributed.wait(later)
+        assert cluster_client.run_on_scheduler(_rendezvous_rounds) == 0
+
+    _lost_block_recomputed(cluster_client, _smooth(gnp.asarray(xn), 3), _numpy_smooth(xn, 3), newer_regions)
 
 
 def _slow_copy(block: Any, delay: float) -> Any:
@@ -234,3 +264,92 @@ def test_region_whose_peer_dies_is_recomputed(cluster_client, workers) -> None:
     np.testing.assert_allclose(to_host(future.result(timeout=120)), expected, rtol=1e-10)
     runs = scheduler_runs(cluster_client, ranks)
     assert all(n >= 2 for n in runs.values()), runs  # both ranks ran again: the survivor failed cleanly
+
+
+# --- the choice of transport, and NCCL's code paths ----------------------------------------------------------
+
+
+def _members(*devices: str | None) -> list[dict]:
+    return [{"address": f"tcp://w{i}", "id": f"w{i}", "device": d} for i, d in enumerate(devices)]
+
+
+def test_ranks_sharing_a_gpu_exchange_through_comms() -> None:
+    """NCCL refuses two ranks on one device: with "auto" such regions use Dask's comms; "nccl" asked for
+    explicitly says what to change; NumPy blocks and "comm" never use NCCL."""
+    from dask_gpunumeric.runtime.regions.collectives import use_nccl
+    from dask_gpunumeric.runtime.regions.transport import RegionError
+
+    shared = _members("host/0000:3B:00.0", "host/0000:3B:00.0")
+    assert not use_nccl("auto", "cupy", shared, exclusive=True)
+    assert not use_nccl("comm", "cupy", _members("host/a", "host/b"), exclusive=True)
+    assert not use_nccl("nccl", "numpy", shared, exclusive=True)
+    assert not use_nccl("nccl", "cupy", _members("host/a", "host/b"), exclusive=False)
+    assert use_nccl("nccl", "cupy", _members("host/a", "host/b"), exclusive=True)
+    with pytest.raises(RegionError, match="share a GPU"):
+        use_nccl("nccl", "cupy", shared, exclusive=True)
+
+
+def _nccl() -> Any:
+    cupy = pytest.importorskip("cupy")
+    try:
+        from cupy.cuda import nccl
+        available = nccl.available and cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no NCCL, or no device
+        available = False
+    if not available:
+        pytest.skip("needs a GPU and CuPy's NCCL")
+    return nccl
+
+
+def test_single_rank_nccl_communicator_all_reduces() -> None:
+    """A communicator of one rank made the way regions make theirs (with a timeout) sums in place."""
+    from dask_gpunumeric.runtime.regions.collectives import nccl_communicator
+
+    nccl = _nccl()
+    import cupy
+
+    communicator = nccl_communicator(1, nccl.get_unique_id(), 0, timeout=60)
+    try:
+        x = cupy.arange(10, dtype=cupy.float64)
+        out = cupy.empty_like(x)
+        communicator.allReduce(x.data.ptr, out.data.ptr, x.size, nccl.NCCL_FLOAT64, nccl.NCCL_SUM,
+                               cupy.cuda.get_current_stream().ptr)
+        cupy.cuda.get_current_stream().synchronize()
+        np.testing.assert_array_equal(cupy.asnumpy(out), np.arange(10.0))
+    finally:
+        communicator.destroy()
+
+
+def test_nccl_communicator_whose_peers_never_join_times_out() -> None:
+    from dask_gpunumeric.runtime.regions.collectives import nccl_communicator
+    from dask_gpunumeric.runtime.regions.transport import RegionTimeoutError
+
+    nccl = _nccl()
+    start = time.monotonic()
+    with pytest.raises(RegionTimeoutError, match="did not join within 1 s"):
+        nccl_communicator(2, nccl.get_unique_id(), 0, timeout=1.0)
+    assert time.monotonic() - start < 10
+
+
+def _communicators(dask_worker: Any) -> int:
+    return len(dask_worker.plugins["gnp-region-channels"].channels.communicators)
+
+
+def test_two_gpus_exchange_through_nccl_with_a_communicator_kept(cluster_client, workers) -> None:
+    """On two GPUs, "nccl" regions are correct and keep one communicator per set of workers across calls."""
+    devices = cluster_client.run(_device) if gnp.config.backend() == "cupy" else {}
+    if len(set(devices.values())) < 2:
+        pytest.skip("needs two workers on two GPUs")
+    _nccl()
+    bn = np.random.default_rng(7).standard_normal((64, 48))
+    with gnp.config.set(region_transport="nccl"):
+        for _ in range(2):
+            result = gnp_cg(gnp.asarray(bn), 20).compute()
+            np.testing.assert_allclose(to_host(result), numpy_cg(bn, 20), rtol=1e-8, atol=1e-10)
+    assert set(cluster_client.run(_communicators).values()) == {1}
+
+
+def _device() -> str:
+    from dask_gpunumeric.runtime.regions.collectives import device_of_this_worker
+
+    return device_of_this_worker()

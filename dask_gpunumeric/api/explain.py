@@ -19,14 +19,14 @@ def _block_bytes(expr: ArrayExpr) -> int:
 
 def plan(x: Array | ArrayExpr) -> dict[str, Any]:
     """The optimized plan as data: fused groups (ops, inputs, outputs, bytes per block), tasks by kind, and
-    how accelerated calls run (``_region.summary``)."""
-    from .accelerate import Region
+    how accelerated calls run (``runtime.regions.lower.summary``)."""
+    from ..runtime.regions.plan import Region
     from ..codegen.program import describe, epilogue_values
     from ..expr import Bundle
     from ..optimize import optimize
     from ..optimize.dag import DAG
-    from .loops import Loop
-    from ..runtime.regions.program import summary
+    from ..runtime.regions.nodes import Loop
+    from ..runtime.regions.lower import summary
 
     root = x.expr if isinstance(x, Array) else x
     optimized = optimize(root)

@@ -2,7 +2,7 @@
 
 A Python loop over lazy operations grows the expression by one copy of its body per iteration; these
 trace the body once, optimize it on its own (one set of fused kernels), and run it ``n`` times (or while a
-condition holds) inside the region's program on each worker (``_region``): a 10,000-step loop is one
+condition holds) inside the region's program on each worker (``runtime.regions``): a 10,000-step loop is one
 region, not 10,000 graph layers. The condition of a ``while_loop`` is computed on the workers (replicated:
 every worker gets the same value) and read there, without a round trip to the client.
 
@@ -14,85 +14,17 @@ Outside ``gnp.accelerate`` a loop is a region of its own.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .accelerate import Placeholder, Plan, _flatten, _unflatten, accelerate, tracing
-from .array import Array
 from ..expr import ArrayExpr, Bundle
-
-
-class Loop(ArrayExpr):
-    """A loop: ``body`` (a Plan over placeholders for the state, the iteration number of a fori_loop, and the
-    loop invariants) repeated ``count`` times, or while its condition holds (at most ``count`` times; None:
-    no bound). Operands: the initial state, the condition on it (while_loop), then the invariants. Its
-    results are ``LoopOutput`` nodes; it is lowered only as a step of a region's programs (``_region``)."""
-
-    _parameters = ["body", "count", "n_state", "kind"]
-    chunks = ()
-    dtype = np.dtype(bool)
-    backend = "numpy"
-
-    def __dask_tokenize__(self) -> str:
-        if not self._determ_token:
-            text = "|".join([self.kind, repr(self.count), self.body.token, *(o._name for o in self.args)])
-            self._determ_token = hashlib.sha1(text.encode()).hexdigest()
-        return self._determ_token
-
-    @functools.cached_property
-    def _funcname(self) -> str:
-        return f"{self.kind}-loop"
-
-    @property
-    def args(self) -> list[ArrayExpr]:
-        return self.operands[len(self._parameters) :]
-
-    @property
-    def is_while(self) -> bool:
-        return self.kind == "while"
-
-    @property
-    def state(self) -> list[ArrayExpr]:
-        return self.args[: self.n_state]
-
-    @property
-    def flag(self) -> ArrayExpr:
-        """cond(initial state) of a while_loop."""
-        return self.args[self.n_state]
-
-    @property
-    def invariants(self) -> list[ArrayExpr]:
-        return self.args[self.n_state + self.is_while :]
-
-
-class LoopOutput(ArrayExpr):
-    """Element ``k`` of a loop's final state."""
-
-    _parameters = ["loop", "k"]
-
-    @functools.cached_property
-    def _funcname(self) -> str:
-        return self.loop._funcname
-
-    @property
-    def _state(self) -> Placeholder:
-        return self.loop.body.inputs[self.operand("k")]
-
-    @functools.cached_property
-    def chunks(self) -> tuple:
-        return self._state.chunks
-
-    @functools.cached_property
-    def dtype(self) -> np.dtype:
-        return self._state.dtype
-
-    @functools.cached_property
-    def backend(self) -> str:
-        return self._state.backend
+from ..runtime.regions.nodes import Loop, LoopOutput, Placeholder
+from ..runtime.regions.plan import Plan
+from .accelerate import _flatten, _unflatten, accelerate, tracing
+from .array import Array
 
 
 def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any, *, unroll: int = 1) -> Any:

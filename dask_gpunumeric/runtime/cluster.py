@@ -6,8 +6,8 @@ block per worker along the leading axis) and each block's owner (tasks run where
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,9 +70,13 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
     - ``client=`` or ``address=``: use an existing cluster (a multi-node dask-cuda cluster, say); with
       ``security=`` (a ``distributed.security.Security``) for a cluster that requires TLS.
     - With a GPU: ``LocalCUDACluster`` with one worker per visible GPU, or per GPU of ``n_gpus`` (a count,
-      or device ids like ``[0, 1]`` / ``"0,1"``), over ``protocol`` ("ucx" when distributed-ucxx imports,
-      else "tcp"; "tls" with a ``security`` that requires encryption), with dask-cuda's device-memory limit
-      and spilling to host memory.
+      or device ids like ``[0, 1]`` / ``"0,1"``, numbered as this process sees them: under
+      ``CUDA_VISIBLE_DEVICES=2,3``, ``n_gpus=2`` and ``[0, 1]`` are GPUs 2 and 3), over ``protocol`` ("ucx"
+      when distributed-ucxx imports, else "tcp"; "tls" with a ``security`` that requires encryption), with
+      dask-cuda's device-memory limit and spilling to host memory. ``n_workers`` fewer than the GPUs uses the
+      first ones; more than the GPUs (for tests, and to measure distribution on one GPU) puts worker ``i`` on
+      GPU ``i % n_gpus``, workers named ``0 .. n_workers - 1``, over TCP unless ``protocol`` says otherwise
+      (regions then exchange through Dask's comms: NCCL refuses two ranks on one GPU).
     - Without one: a ``LocalCluster`` of ``n_workers`` (default ``n_gpus`` or 2) single-threaded worker
       processes with NumPy blocks, so the same code runs (and is tested) on CPUs.
 
@@ -91,17 +95,17 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
     if security is not None:
         cluster_kwargs["security"] = security
     if gpu_available():
-        from dask_cuda import LocalCUDACluster
+        devices = gpu_devices(n_gpus)
+        shared = n_workers is not None and n_workers > len(devices)
+        # workers sharing a GPU talk over TCP unless asked: UCX's CUDA IPC between them fails to map memory
+        options = {"CUDA_VISIBLE_DEVICES": ",".join(devices), "protocol": _protocol(protocol, security, gpu=not shared),
+                   **gpu_memory_defaults(cluster_kwargs)}
+        if shared:
+            new = _shared_gpu_cluster_class()(n_workers=n_workers, **options)
+        else:
+            from dask_cuda import LocalCUDACluster
 
-        devices = n_gpus
-        if isinstance(devices, int):
-            import cupy
-
-            devices = list(range(min(devices, cupy.cuda.runtime.getDeviceCount())))
-        if isinstance(devices, (list, tuple)):
-            devices = ",".join(str(d) for d in devices)
-        new = LocalCUDACluster(CUDA_VISIBLE_DEVICES=devices, protocol=_protocol(protocol, security, gpu=True),
-                               **gpu_memory_defaults(cluster_kwargs))
+            new = LocalCUDACluster(n_workers=n_workers, **options)
     else:
         workers = n_workers or (n_gpus if isinstance(n_gpus, int) else 2)
         new = distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
@@ -109,6 +113,60 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
     out = _new_client_class()(new)
     out._gnp_owned_cluster = new
     return out
+
+
+def gpu_devices(n_gpus: int | Sequence[int] | str | None) -> list[str]:
+    """The GPUs of a cluster as the parent's ``CUDA_VISIBLE_DEVICES`` names them (ids or UUIDs): all visible
+    ones (None), the first ``n_gpus`` (a count), or those at the given positions in what this process sees
+    (device ids as CuPy numbers them here, a list or ``"0,1"``)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip():
+        seen = [d.strip() for d in visible.split(",") if d.strip()]
+    else:
+        import cupy
+
+        seen = [str(i) for i in range(cupy.cuda.runtime.getDeviceCount())]
+    if n_gpus is None:
+        return seen
+    if isinstance(n_gpus, int):
+        if n_gpus < 1:
+            raise ValueError(f"gnp.cluster: n_gpus must be at least 1, got {n_gpus}")
+        return seen[:n_gpus]
+    ids = n_gpus.split(",") if isinstance(n_gpus, str) else list(n_gpus)
+    try:
+        return [seen[int(i)] for i in ids]
+    except (ValueError, IndexError):
+        raise ValueError(f"gnp.cluster: n_gpus={n_gpus!r} names devices this process does not see; it sees "
+                         f"{len(seen)} GPU(s), numbered 0 to {len(seen) - 1}") from None
+
+
+def shared_devices(devices: Sequence[Any], n_workers: int) -> list[list[Any]]:
+    """The ``CUDA_VISIBLE_DEVICES`` of each of ``n_workers`` workers on ``devices``: worker ``i`` on device
+    ``i % len(devices)``, the others following it (as dask-cuda orders them, so that peers stay visible)."""
+    return [[*devices[i % len(devices):], *devices[: i % len(devices)]] for i in range(n_workers)]
+
+
+def _shared_gpu_cluster_class() -> type:
+    from dask_cuda import LocalCUDACluster
+
+    class SharedGPUCluster(LocalCUDACluster):
+        """A ``LocalCUDACluster`` with more workers than GPUs: worker ``i`` (named ``i``) on GPU
+        ``i % n_gpus`` (``shared_devices``), its spec made by dask-cuda for that device."""
+
+        def new_worker_spec(self) -> dict:
+            number = min(set(range(len(self.worker_spec) + 1)) - set(self.worker_spec))
+            devices, held = self.cuda_visible_devices, self.worker_spec
+            mine = shared_devices(devices, number + 1)[number]
+            # dask-cuda names a new worker by the first of its devices that no worker has: show it this
+            # worker's device order with every other device taken
+            self.cuda_visible_devices, self.worker_spec = mine, dict.fromkeys(mine[1:])
+            try:
+                ((_, spec),) = super().new_worker_spec().items()
+            finally:
+                self.cuda_visible_devices, self.worker_spec = devices, held
+            return {number: spec}
+
+    return SharedGPUCluster
 
 
 def gpu_memory_defaults(cluster_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -121,13 +179,13 @@ def gpu_memory_defaults(cluster_kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**cluster_kwargs, "rmm_async": True, "rmm_allocator_external_lib_list": ["cupy"]}
 
 
-_WORKERS_TTL_S = 2.0
-_workers_cache: dict[tuple[int, str], tuple[float, list[str]]] = {}
+_memberships: dict[tuple[int, str], Any] = {}
 
 
 def active_workers() -> list[str]:
-    """Addresses of the workers of the default distributed client, in a stable order (by worker name, so
-    GPU ids for dask-cuda); empty when no client is active. Asked of the scheduler at most every 2 s."""
+    """Addresses of the workers of the default distributed client, in a stable order (by worker name, numbers
+    in numeric order: GPU ids for dask-cuda); empty when no client is active. The scheduler publishes its
+    workers whenever they change (``membership``): a call asks it nothing."""
     if "distributed" not in sys.modules:
         return []
     import distributed
@@ -136,15 +194,23 @@ def active_workers() -> list[str]:
         client = distributed.default_client()
     except ValueError:
         return []
-    now = time.monotonic()
+    if client.asynchronous:  # its calls return coroutines: the workers it last heard of
+        workers = client.scheduler_info()["workers"]
+        return sorted(workers, key=lambda address: (worker_order(workers[address].get("name")), address))
     key = (id(client), client.scheduler.address)  # the address too: a new client may reuse an old id
-    cached = _workers_cache.get(key)
-    if cached is not None and now - cached[0] < _WORKERS_TTL_S:
-        return cached[1]
-    info = client.scheduler_info(n_workers=-1)["workers"]
-    workers = [addr for addr, _ in sorted(info.items(), key=lambda kv: (str(kv[1].get("name")), kv[0]))]
-    _workers_cache[key] = (now, workers)
-    return workers
+    membership = _memberships.get(key)
+    if membership is None:
+        from .membership import Membership
+
+        membership = _memberships[key] = Membership(client)
+    return [address for address, name in sorted(membership.workers, key=lambda w: (worker_order(w[1]), w[0]))]
+
+
+def worker_order(name: Any) -> tuple:
+    """Sort key of a worker name: numbers (ints, or strings of digits) first in numeric order, then others by
+    their text (so worker 10 comes after worker 9)."""
+    text = str(name)
+    return (0, int(text), "") if text.isdigit() else (1, 0, text)
 
 
 def client_active() -> bool:

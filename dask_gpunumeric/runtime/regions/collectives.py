@@ -1,240 +1,21 @@
-"""How the per-worker tasks of a region (``_region``) meet and exchange values, directly between workers.
-
-* Rendezvous: each task of a region reports to the scheduler (a handler that ``install`` adds once per
-  cluster) and waits until all of them have, or fails with ``RegionTimeoutError`` after
-  ``gpunumeric.region-timeout``. One round trip per region call, none per iteration. A task that runs
-  again (a retry after a lost peer, or a lost result) starts a new round, and its peers that had finished
-  run again too, so a recomputed region meets afresh.
-* Channels: every worker (a plugin, also on workers that join later) keeps one connection to each peer it
-  talks to, reused by every region, and an inbox of the messages from its peers. A closed connection means
-  a lost peer: the tasks waiting on it fail at once with ``RegionPeerError`` (the scheduler then runs the
-  region again: its tasks are retried, the lost worker's elsewhere). A task that fails tells its peers.
-* Transports: ``CommTransport`` sends values through these channels with Dask's comms (TCP; UCX where the
-  cluster uses it, which moves CuPy blocks GPU to GPU); ``NcclTransport`` sends CuPy arrays through NCCL
-  (one communicator per set of workers, made once and kept), their layout going through the channels only
-  the first time an exchange runs.
+"""A region's transport, chosen once its tasks have met (``connect``): the workers' channels
+(``transport.CommTransport``), or NCCL for CuPy blocks (``NcclTransport``: one communicator per set of
+workers, made once and kept, the layout of its messages going through the channels only the first time an
+exchange runs).
 """
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
+import socket
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .program import Transport
-
-_SCHEDULER_PLUGIN = "gnp-region-rendezvous"
-_WORKER_PLUGIN = "gnp-region-channels"
-_MEET = "gnp_region_meet"
-_CHANNEL = "gnp_region_channel"
-_ROUNDS_KEPT = 4096  # regions whose rendezvous the scheduler remembers (to tell a rerun from a first run)
-
-
-class RegionError(RuntimeError):
-    """A region's per-worker tasks could not run together."""
-
-
-class RegionTimeoutError(RegionError):
-    """A region's peers did not start, or did not send what they owe, within ``gpunumeric.region-timeout``."""
-
-
-class RegionPeerError(RegionError):
-    """A peer of a region's task was lost (its worker died) or failed."""
-
-
-# --- setup, once per cluster ---------------------------------------------------------------------------
-
-_installed: set[tuple[int, str]] = set()
-
-
-def install() -> None:
-    """Give the default client's cluster the rendezvous (scheduler) and the channels (every worker)."""
-    import distributed
-
-    client = distributed.default_client()
-    key = (id(client), client.scheduler.address)
-    if key not in _installed:
-        client.register_plugin(_Rendezvous())
-        client.register_plugin(_ChannelsPlugin())
-        _installed.add(key)
-
-
-def _scheduler_plugin_base() -> type:
-    from distributed.diagnostics.plugin import SchedulerPlugin
-
-    return SchedulerPlugin
-
-
-def _worker_plugin_base() -> type:
-    from distributed.diagnostics.plugin import WorkerPlugin
-
-    return WorkerPlugin
-
-
-@dataclass
-class _Round:
-    """The tasks of a region that have reported, and whether all have."""
-
-    generation: int
-    members: dict[int, dict[str, Any]] = field(default_factory=dict)
-    complete: asyncio.Event = field(default_factory=asyncio.Event)
-    exclusive: bool = False  # no other running region shares a worker with it
-
-
-class _Rendezvous(_scheduler_plugin_base()):  # type: ignore[misc]
-    """On the scheduler: the handler where a region's tasks meet."""
-
-    name = _SCHEDULER_PLUGIN
-    idempotent = True
-
-    async def start(self, scheduler: Any) -> None:
-        self.scheduler = scheduler
-        self.rounds: OrderedDict[str, _Round] = OrderedDict()
-        self.busy: dict[str, str] = {}  # worker id -> the region using it exclusively
-        self.running: dict[str, set[int]] = {}  # such a region -> its ranks still running
-        scheduler.handlers[_MEET] = self.meet
-
-    async def meet(self, region: str, rank: int, size: int, member: dict[str, Any], timeout: float) -> dict:
-        """Wait until all ``size`` tasks of ``region`` have reported; then everyone's report, in rank order."""
-        current = self.rounds.get(region)
-        if current is None or rank in current.members:  # a first run, or a task running again: a new round
-            current = _Round(0 if current is None else current.generation + 1)
-            self.rounds[region] = current
-            self.rounds.move_to_end(region)
-            while len(self.rounds) > _ROUNDS_KEPT:
-                self.rounds.popitem(last=False)
-            if current.generation:
-                self._run_again(region, [r for r in range(size) if r != rank])
-        current.members[rank] = member
-        if len(current.members) == size:
-            ids = [m["id"] for m in current.members.values()]
-            current.exclusive = not any(i in self.busy for i in ids)
-            if current.exclusive:
-                self.busy.update(dict.fromkeys(ids, region))
-                self.running[region] = set(range(size))
-            current.complete.set()
-        try:
-            await asyncio.wait_for(current.complete.wait(), timeout)
-        except TimeoutError:
-            return {"status": "timeout", "missing": sorted(set(range(size)) - set(current.members))}
-        return {"status": "OK", "generation": current.generation, "exclusive": current.exclusive,
-                "members": [current.members[r] for r in range(size)]}
-
-    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
-        """A task of an exclusive region that stops running frees its worker for the next region."""
-        if start == "processing" and isinstance(key, tuple) and key[0] in self.running:
-            ranks = self.running[key[0]]
-            ranks.discard(key[1])
-            if not ranks:
-                del self.running[key[0]]
-                self.busy = {i: r for i, r in self.busy.items() if r != key[0]}
-
-    def _run_again(self, region: str, ranks: list[int]) -> None:
-        """A region's task runs again (its worker was lost, or its result): its peers that finished run again
-        too, so that they meet it (a peer still running fails on its own, and its retry meets it)."""
-        stimulus = f"gnp-region-rerun-{time.time()}"
-        for rank in ranks:
-            ts = self.scheduler.tasks.get((region, rank))
-            if ts is not None and ts.state == "memory":
-                self.scheduler.transitions({ts.key: "released"}, stimulus)
-            if ts is not None and ts.state == "released":
-                self.scheduler.transitions({ts.key: "waiting"}, stimulus)
-
-
-class _ChannelsPlugin(_worker_plugin_base()):  # type: ignore[misc]
-    """On every worker: its Channels."""
-
-    name = _WORKER_PLUGIN
-    idempotent = True
-
-    def setup(self, worker: Any) -> None:
-        self.channels = Channels(worker)
-        worker.handlers[_CHANNEL] = self.channels.serve
-
-    async def teardown(self, worker: Any) -> None:
-        await self.channels.close()
-
-
-# --- channels between workers ---------------------------------------------------------------------------
-
-
-class Channels:
-    """One worker's connections to its peers (written to from the worker's event loop) and its inbox of
-    their messages (read by the region tasks' threads)."""
-
-    def __init__(self, worker: Any) -> None:
-        self.worker = worker
-        self.loop = worker.loop.asyncio_loop
-        self.arrived = threading.Condition()
-        self.inbox: dict[tuple, list[Any]] = {}  # (region, generation, source, target, number) -> values
-        self.aborted: OrderedDict[tuple[str, int], str] = OrderedDict()  # (region, generation) -> why
-        self.lost: set[str] = set()  # peers whose connection here closed
-        self.comms: dict[str, Any] = {}
-        self.locks: dict[str, asyncio.Lock] = {}
-        self.communicators: dict[tuple, _Communicator] = {}  # NCCL's, by their members
-
-    async def serve(self, comm: Any, source: str) -> None:
-        """Handler of a peer's connection: its messages into the inbox until it closes."""
-        from distributed.comm.core import CommClosedError
-
-        with self.arrived:
-            self.lost.discard(source)
-        try:
-            while True:
-                self._deliver(await comm.read())
-        except (CommClosedError, OSError):
-            pass
-        finally:
-            with self.arrived:
-                self.lost.add(source)
-                self.arrived.notify_all()
-
-    def _deliver(self, msg: dict[str, Any]) -> None:
-        with self.arrived:
-            if "abort" in msg:
-                self.aborted[(msg["region"], msg["generation"])] = msg["abort"]
-                while len(self.aborted) > _ROUNDS_KEPT:
-                    self.aborted.popitem(last=False)
-            elif "values" in msg:
-                tag = (msg["region"], msg["generation"], msg["source"], msg["target"], msg["number"])
-                self.inbox[tag] = msg["values"]
-            self.arrived.notify_all()
-
-    def send(self, address: str, msg: dict[str, Any]) -> concurrent.futures.Future:
-        """Queue a message to a peer (in order with the earlier ones to it)."""
-        return asyncio.run_coroutine_threadsafe(self._write(address, msg), self.loop)
-
-    async def _write(self, address: str, msg: dict[str, Any]) -> None:
-        from distributed.comm import connect
-
-        async with self.locks.setdefault(address, asyncio.Lock()):
-            comm = self.comms.get(address)
-            if comm is None or comm.closed():
-                comm = await connect(address, **self.worker.connection_args)
-                await comm.write({"op": _CHANNEL, "source": self.worker.address, "reply": False})
-                self.comms[address] = comm
-            await comm.write(msg)
-
-    def call(self, coroutine: Any, timeout: float) -> Any:
-        """Run a coroutine on the worker's event loop and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
-
-    def discard(self, region: str, generation: int, rank: int) -> None:
-        """Forget the messages to one rank of a region (another rank may share the worker)."""
-        with self.arrived:
-            for tag in [t for t in self.inbox if t[:2] == (region, generation) and t[3] == rank]:
-                del self.inbox[tag]
-
-    async def close(self) -> None:
-        for comm in self.comms.values():
-            comm.abort()
-        for communicator in self.communicators.values():
-            communicator.nccl.destroy()
+from .transport import (_WORKER_PLUGIN, CommTransport, RegionError, RegionPeerError, RegionTimeoutError)
 
 
 # --- meeting --------------------------------------------------------------------------------------------
@@ -258,11 +39,12 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
                           "of another cluster; call the accelerated function again with this cluster's client")
     distributed.secede()  # the peers' tasks may need this worker's thread (two ranks on a worker after a loss)
     channels = plugin.channels
-    member = {"address": worker.address, "id": worker.id, "communicators": list(channels.communicators)}
+    member = {"address": worker.address, "id": worker.id, "communicators": list(channels.communicators),
+              "device": device_of_this_worker() if backend == "cupy" else None}
     meeting = channels.call(worker.scheduler.gnp_region_meet(region=region, rank=rank, size=size, member=member,
                                                              timeout=timeout), timeout + 30)
     if not isinstance(meeting, dict):
-        raise RegionError("the scheduler has no gnp region rendezvous (gnp._collectives.install() adds it)")
+        raise RegionError("the scheduler has no gnp region rendezvous (runtime.regions.transport.install() adds it)")
     if meeting["status"] == "timeout":
         raise RegionTimeoutError(
             f"rank {rank} of region {region}: ranks {list(meeting['missing'])} of {size} did not start within {timeout:g} s "
@@ -271,7 +53,7 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
     chosen: CommTransport | NcclTransport = CommTransport(
         channels, region, meeting["generation"], rank, [m["address"] for m in members], timeout)
     try:
-        if _use_nccl(transport, backend, members, meeting["exclusive"]):
+        if use_nccl(transport, backend, members, meeting["exclusive"]):
             chosen = NcclTransport(chosen, members, plan)
         yield chosen
     except BaseException as e:
@@ -280,11 +62,16 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
     chosen.close()
 
 
-def _use_nccl(transport: str, backend: str, members: Sequence[dict[str, Any]], exclusive: bool) -> bool:
-    """NCCL for CuPy blocks (asked for, or available with "auto") when every rank is on a worker of its own
-    and no other region runs on them (a communicator serves one region at a time). The same decision on
-    every rank: it depends only on what all of them share."""
+def use_nccl(transport: str, backend: str, members: Sequence[dict[str, Any]], exclusive: bool) -> bool:
+    """NCCL for CuPy blocks (asked for, or available with "auto") when every rank is on a worker and a GPU of
+    its own (NCCL refuses two ranks on one device) and no other region runs on them (a communicator serves
+    one region at a time). The same decision on every rank: it depends only on what all of them share."""
     if transport == "comm" or backend != "cupy" or not exclusive or len({m["id"] for m in members}) < len(members):
+        return False
+    if len({m.get("device") for m in members}) < len(members):
+        if transport == "nccl":
+            raise RegionError("gpunumeric.region-transport is 'nccl' but ranks of the region share a GPU (several "
+                              "workers on one device), which NCCL refuses; use 'auto' or 'comm'")
         return False
     if transport == "nccl":  # asked for: NCCL missing is an error, raised where it is used
         return True
@@ -295,90 +82,36 @@ def _use_nccl(transport: str, backend: str, members: Sequence[dict[str, Any]], e
     return bool(nccl.available)
 
 
-# --- transports -----------------------------------------------------------------------------------------
+def device_of_this_worker() -> str:
+    """This process's current GPU, the same text in every process using it: host and PCI bus id."""
+    import cupy
+
+    return f"{socket.gethostname()}/{cupy.cuda.Device().pci_bus_id}"
 
 
-class CommTransport(Transport):
-    """Values through the workers' channels (Dask's comms: TCP, or UCX where the cluster uses it)."""
+def nccl_communicator(size: int, uid: Any, rank: int, timeout: float) -> Any:
+    """Rank ``rank`` of a new NCCL communicator of ``size`` ranks, or ``RegionTimeoutError`` when the others do
+    not join within ``timeout`` seconds (NCCL itself would wait for ever: its thread is left waiting)."""
+    import cupy
+    from cupy.cuda import nccl
 
-    def __init__(self, channels: Channels, region: str, generation: int, rank: int, addresses: list[str],
-                 timeout: float) -> None:
-        self.channels = channels
-        self.region, self.generation = region, generation
-        self.rank, self.size = rank, len(addresses)
-        self.addresses = addresses
-        self.timeout = timeout
-        self.sent = [0] * self.size  # messages sent to each peer
-        self.received = [0] * self.size  # messages taken from each peer
-        self.pending: list[tuple[int, concurrent.futures.Future]] = []
-        for peer in range(self.size):  # open the channels both ways now: a peer lost later is noticed at once
-            if peer != rank:
-                self._send(peer, {"hello": True})
+    device = cupy.cuda.Device()
+    made: concurrent.futures.Future = concurrent.futures.Future()
 
-    def _send(self, peer: int, body: dict[str, Any]) -> None:
-        msg = {"region": self.region, "generation": self.generation, "source": self.rank, "target": peer, **body}
-        self.pending.append((peer, self.channels.send(self.addresses[peer], msg)))
+    def make() -> None:
+        try:
+            with device:
+                made.set_result(nccl.NcclCommunicator(size, uid, rank))
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting task
+            made.set_exception(e)
 
-    def _check_sends(self) -> None:
-        still = []
-        for peer, future in self.pending:
-            if not future.done():
-                still.append((peer, future))
-            elif future.exception() is not None:
-                raise RegionPeerError(f"rank {self.rank} of region {self.region} could not reach rank {peer} at "
-                                      f"{self.addresses[peer]}: {future.exception()}")
-        self.pending = still
+    threading.Thread(target=make, name="gnp-nccl-init", daemon=True).start()
+    try:
+        return made.result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise RegionTimeoutError(f"rank {rank} of a new NCCL communicator of {size} ranks: its peers did not join "
+                                 f"within {timeout:g} s; raise gpunumeric.region-timeout if they need longer") from None
 
-    def exchange(self, step: int, outgoing: dict[int, list[Any]], sources: Sequence[int]) -> dict[int, list[Any]]:
-        from distributed.protocol import to_serialize
-
-        for peer, values in outgoing.items():
-            self._send(peer, {"number": self.sent[peer], "values": [to_serialize(v) for v in values]})
-            self.sent[peer] += 1
-        tags = {}
-        for peer in sources:
-            tags[peer] = (self.region, self.generation, peer, self.rank, self.received[peer])
-            self.received[peer] += 1
-        return self._wait(tags)
-
-    def _wait(self, tags: dict[int, tuple]) -> dict[int, list[Any]]:
-        channels = self.channels
-        deadline = time.monotonic() + self.timeout
-        with channels.arrived:
-            while True:
-                if all(tag in channels.inbox for tag in tags.values()):
-                    return {peer: channels.inbox.pop(tag) for peer, tag in tags.items()}
-                why = channels.aborted.get((self.region, self.generation))
-                if why is not None:
-                    raise RegionPeerError(f"region {self.region}: {why}")
-                lost = [p for p, tag in tags.items() if tag not in channels.inbox and self.addresses[p] in channels.lost]
-                if lost:
-                    raise RegionPeerError(f"rank {self.rank} of region {self.region} lost rank {lost[0]} (worker "
-                                          f"{self.addresses[lost[0]]} closed its connection)")
-                self._check_sends()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    missing = [p for p, tag in tags.items() if tag not in channels.inbox]
-                    raise RegionTimeoutError(f"rank {self.rank} of region {self.region} waited {self.timeout:g} s for "
-                                             f"ranks {missing}; raise gpunumeric.region-timeout if they need longer")
-                channels.arrived.wait(min(left, 0.5))
-
-    def abort(self, why: str) -> None:
-        """Tell the peers this rank failed (best effort) and forget the region's messages."""
-        for peer in range(self.size):
-            if peer != self.rank:
-                self._send(peer, {"abort": why})
-        concurrent.futures.wait([f for _, f in self.pending], timeout=5)
-        self.channels.discard(self.region, self.generation, self.rank)
-
-    def close(self) -> None:
-        """Wait until every message sent has left (a failure to send is an error)."""
-        concurrent.futures.wait([f for _, f in self.pending], timeout=self.timeout)
-        self._check_sends()
-        if self.pending:
-            raise RegionTimeoutError(f"rank {self.rank} of region {self.region} could not send its last messages "
-                                     f"within {self.timeout:g} s")
-        self.channels.discard(self.region, self.generation, self.rank)
 
 
 @dataclass
@@ -387,6 +120,7 @@ class _Communicator:
     (by plan, exchange, direction and peer), kept from one call of a region to the next."""
 
     nccl: Any
+    addresses: tuple[str, ...]
     layouts: dict[tuple, Any] = field(default_factory=dict)
 
 
@@ -400,20 +134,23 @@ class NcclTransport(Transport):
         self.control = control
         self.rank, self.size = control.rank, control.size
         self.plan = plan
-        self.key = tuple((m["address"], m["id"]) for m in members)
+        # a string: the members' lists of communicators reach the scheduler as msgpack, tuples as lists
+        self.key = " ".join(f"{m['address']}={m['id']}" for m in members)
         communicators = control.channels.communicators
         if not all(self.key in m["communicators"] for m in members):
             # made once per set of workers, rank 0's unique id going to the others through the channels
             from cupy.cuda import nccl
 
-            if self.key in communicators:
-                communicators.pop(self.key).nccl.destroy()
+            lost = control.channels.lost
+            for key in [k for k, c in communicators.items() if k == self.key or any(a in lost for a in c.addresses)]:
+                communicators.pop(key).nccl.destroy()  # this set's old one, and those of lost workers
             if self.rank == 0:
                 uid = nccl.get_unique_id()
                 control.exchange(0, {p: [uid] for p in range(1, self.size)}, [])
             else:
                 uid = control.exchange(0, {}, [0])[0][0]
-            communicators[self.key] = _Communicator(nccl.NcclCommunicator(self.size, uid, self.rank))
+            communicators[self.key] = _Communicator(nccl_communicator(self.size, uid, self.rank, control.timeout),
+                                                    tuple(control.addresses))
         self.communicator = communicators[self.key]
 
     def exchange(self, step: int, outgoing: dict[int, list[Any]], sources: Sequence[int]) -> dict[int, list[Any]]:
@@ -536,3 +273,4 @@ def _join(layout: Any, arrays: Iterator[Any]) -> Any:
     if isinstance(layout, dict):
         return {k: _join(x, arrays) for k, x in layout.items()}
     return layout
+

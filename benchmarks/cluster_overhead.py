@@ -1,0 +1,180 @@
+"""What a cluster adds to a call: every weak-scaling workload's gnp run locally and on a cluster, against
+Dask's own round trip measured in the same run.
+
+    python benchmarks/cluster_overhead.py [--workers K] [--repeat 7] [--warmup 2] [--scale S] [--rounds R]
+                                          [--only W,...] [--json PATH]
+
+For each workload of ``weak_scaling.WORKLOADS`` (the suite's benchmarks with a size per worker; the
+small-array latency benchmark has none), its "gnp" system (``weak_scaling(k, scale)``, K workers' worth of
+work) is timed on ``gnp.cluster(n_workers=K)`` (default 1: the one-worker cluster; K above the GPUs puts
+several workers on one GPU, whose regions then exchange through Dask's comms), then in the same process
+without a cluster (Dask's local scheduler). On the cluster, Dask's floor is measured too: ``rt``, the
+median of ``client.submit(int, 1, pure=False).result()``, and the median of ``client.run(int)``.
+
+The overhead of a workload is (cluster time - local time) / rt: how many of Dask's own round trips a call
+costs on top of its work (the goal: at most one, the call's own; 1.2 on a noisy 2-core CPU machine). The
+workers run with this process's memory allocator settings (``SAME_MALLOC``). ``--rounds`` alternates
+cluster and local measurements, for a machine whose load drifts.
+Times end with a device synchronisation (every worker's on the cluster, its idle cost taken off); each
+workload's last result is checked against NumPy. ``--scale`` defaults to 1 with a GPU and 2^8 without one.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Any
+
+import _harness as H
+import dask
+import weak_scaling as W
+
+SYSTEM = "gnp"
+# Dask's nannies start workers with MALLOC_TRIM_THRESHOLD_=65536, which makes glibc map and unmap every
+# block-sized NumPy temporary: 2-6x slower NumPy work on the 2-core CPU machine, a cost of the worker's
+# allocator, not of the control path measured here. The workers get this process's allocator settings.
+SAME_MALLOC = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+CYCLE = 64  # distinct calls of a workload (see measure_all)
+TARGET_RT = {"gpu": 1.0, "cpu": 1.2}  # the goal, in round trips over the local time
+
+
+def dask_floor_ms(client: Any, calls: int = 31) -> tuple[float, float]:
+    """Medians (ms) of one round trip through the scheduler to a worker (``submit(...).result()``) and of a
+    ``client.run`` on every worker, after a few calls of each to warm up."""
+    def median_ms(call: Any) -> float:
+        for _ in range(3):
+            call()
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+        return 1e3 * statistics.median(times)
+
+    return median_ms(lambda: client.submit(int, 1, pure=False).result()), median_ms(lambda: client.run(int))
+
+
+def gnp_runs(modules: dict[str, Any], k: int, scale: int) -> dict[str, tuple[Any, Any]]:
+    """(run, check) of each workload's gnp system, set up now (on the active cluster, if any)."""
+    runs = {}
+    for name, module in modules.items():
+        try:
+            runs[name] = next((run, check) for system, run, check in module.weak_scaling(k, scale) if system == SYSTEM)
+        except Exception as exc:  # noqa: BLE001 - the next workload still runs
+            runs[name] = exc
+    return runs
+
+
+def measure_all(runs: dict[str, Any], k: int, where: str, repeat: int, warmup: int, sync: Any,
+                sync_s: float) -> dict[str, W.Row]:
+    rows = {}
+    for name, entry in runs.items():
+        if isinstance(entry, Exception):
+            rows[name] = W.new_row(name, where, k, H.describe_error(entry))
+            continue
+        run, check = entry
+        # i cycles: a fast local run is called hundreds of times in its warm-up, and Black-Scholes folds i into
+        # its rate while its check prices at the base rate (off by more than its tolerance from i ~ 130 on);
+        # a result 64 calls old is no longer held anywhere
+        rows[name] = W.measure_run(name, where, k, lambda i, run=run: run(i % CYCLE), check, repeat=repeat,
+                                   warmup=warmup, sync=sync, sync_s=sync_s)
+    return rows
+
+
+def merged(rows: list[W.Row]) -> W.Row:
+    """One row of the rounds' rows of a workload: their times together (the first error, the worst check)."""
+    times = [t for row in rows for t in row["times_s"]]
+    failed = next((row for row in rows if row["error"] or row["ok"] is False), rows[0])
+    return {**failed, "times_s": times, "median_ms": 1e3 * statistics.median(times) if times and not failed["error"]
+            else None}
+
+
+def overhead(cluster: W.Row, local: W.Row, rt_ms: float) -> float | None:
+    """(cluster - local) / rt, or None where either failed."""
+    if not (W.passed(cluster) and W.passed(local)) or cluster["median_ms"] is None or local["median_ms"] is None:
+        return None
+    return (cluster["median_ms"] - local["median_ms"]) / rt_ms
+
+
+def cell(row: W.Row) -> str:
+    return "error" if row["error"] else "WRONG" if row["ok"] is False else f"{row['median_ms']:.2f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    cpu_only = H.cupy_gpu() is None
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=1, help="workers of the cluster (default 1)")
+    parser.add_argument("--repeat", type=int, default=7, help="timed runs (default 7)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
+    parser.add_argument("--scale", type=H.parse_int, default=2**8 if cpu_only else 1,
+                        help="divide every size per worker by this (default 1 with a GPU, 2**8 without)")
+    parser.add_argument("--rounds", type=int, default=2 if cpu_only else 1,
+                        help="cluster-then-local rounds, times pooled (default 2 without a GPU, where load drifts; "
+                             "1 with one: a cluster starts before this process uses the GPU)")
+    parser.add_argument("--only", help="comma-separated workloads to run (default: all of weak_scaling.WORKLOADS)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    names = tuple(args.only.split(",")) if args.only else W.WORKLOADS
+    unknown = sorted(set(names) - set(W.WORKLOADS))
+    if unknown:
+        parser.error(f"unknown workload(s) {unknown}; known: {list(W.WORKLOADS)}")
+    modules, skipped = W.load_workloads(names)
+    for name, reason in skipped.items():
+        print(f"skipped {name}: {reason}", flush=True)
+    k = args.workers
+
+    import distributed  # noqa: F401  (its configuration's defaults, before SAME_MALLOC changes one)
+
+    import dask_gpunumeric as gnp
+
+    on_cluster: dict[str, list[W.Row]] = {name: [] for name in modules}
+    local: dict[str, list[W.Row]] = {name: [] for name in modules}
+    floors: list[tuple[float, float]] = []
+    for _ in range(args.rounds):  # each round: the cluster first (it starts before this process uses a GPU)
+        with dask.config.set(SAME_MALLOC), gnp.cluster(n_workers=k, dashboard_address=":0") as client:
+            client.wait_for_workers(k)
+            floors.append(dask_floor_ms(client))
+            sync_s = W.idle_sync_seconds(client)
+            print(f"cluster of {k} worker(s): rt {floors[-1][0]:.2f} ms, client.run {floors[-1][1]:.2f} ms, "
+                  f"synchronising the workers {1e3 * sync_s:.2f} ms (taken off every time)", flush=True)
+            for name, row in measure_all(gnp_runs(modules, k, args.scale), k, "cluster", args.repeat, args.warmup,
+                                         lambda: W.sync_workers(client), sync_s).items():
+                on_cluster[name].append(row)
+            floors.append(dask_floor_ms(client, calls=11))  # the floor again: a noisy machine shows here
+        print("without a cluster (Dask's local scheduler):", flush=True)
+        for name, row in measure_all(gnp_runs(modules, k, args.scale), k, "local", args.repeat, args.warmup,
+                                     H.sync, 0.0).items():
+            local[name].append(row)
+    rt_ms = statistics.median(rt for rt, _ in floors)
+    run_ms = statistics.median(run for _, run in floors)
+
+    target = TARGET_RT["cpu" if cpu_only else "gpu"]
+    results = []
+    lines = []
+    for name in modules:
+        c, l = merged(on_cluster[name]), merged(local[name])
+        over = overhead(c, l, rt_ms)
+        detail = "-" if over is None else f"{over:.2f} rt"
+        verdict = "" if over is None else "ok" if over <= target else f"over {target:g} rt"
+        lines.append([H.title(name), cell(l), cell(c), detail, verdict])
+        for row in (l, c):
+            result = H.Result(f"{name} {row['system']}", times_s=list(row["times_s"]), ok=row["ok"],
+                              detail=row["detail"] if row is l else f"{row['detail']}; overhead {detail}".strip("; "),
+                              error=row["error"])
+            results.append(result)
+    results.append(H.Result("rt", times_s=[rt_ms / 1e3]))
+    results.append(H.Result("client.run", times_s=[run_ms / 1e3]))
+    print(f"\ncluster overhead, {H.device_name()}, {k} worker(s)"
+          + (f" (sizes / {args.scale})" if args.scale != 1 else "")
+          + f", {args.rounds} round(s): rt {rt_ms:.2f} ms (each time: {', '.join(f'{rt:.1f}' for rt, _ in floors)}), "
+          f"client.run {run_ms:.2f} ms, target <= {target:g} rt")
+    print(H.format_table(["workload", "local ms", "cluster ms", "(cluster - local) / rt", ""], lines, align="lrrrl"))
+    params = {"workers": k, "scale": args.scale, "repeat": args.repeat, "warmup": args.warmup,
+              "rounds": args.rounds, "rt_ms": round(rt_ms, 3), "client_run_ms": round(run_ms, 3),
+              "target_rt": target}
+    return H.finish(H.make_report("cluster_overhead", results, baseline="rt", params=params), args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""A region's programs as Dask tasks: one long-running task per rank, one small task per output block
+picking it from its rank's results; and the summary ``gnp.explain`` shows of them."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from dask._task_spec import GraphNode, Task, TaskRef
+
+from .build import Built
+from .program import Exchange, Key, Program, Repeat, Run, execute
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """What a per-worker task runs: its program, as rank ``rank`` of ``size`` in region ``region``."""
+
+    program: Program
+    region: str  # the call
+    plan: str  # what every call of the same plan and layout shares (their exchanges are the same)
+    rank: int
+    size: int
+    timeout: float  # seconds to wait for peers
+    transport: str  # "auto", "comm" or "nccl"
+    backend: str  # of the region's blocks
+
+
+def run_rank(spec: RankSpec, *inputs: Any) -> dict[Key, Any]:
+    """Task function of a per-worker task: its program run on its input blocks; its output blocks by key."""
+    env = dict(zip(spec.program.inputs, inputs))
+    if spec.size == 1:
+        execute(spec.program, env, None)
+    else:
+        from .collectives import connect  # distributed imported only where a region runs on several workers
+
+        with connect(spec.region, spec.plan, spec.rank, spec.size, spec.timeout, spec.transport,
+                     spec.backend) as transport:
+            execute(spec.program, env, transport)
+    return {k: env[k] for k in spec.program.outputs}
+
+
+def run_alone(spec: RankSpec, *inputs: Any) -> Any:
+    """Task function of a region of one rank and one output block: that block (no task picking it: one level
+    of tasks less, a scheduler-to-worker cycle less)."""
+    (value,) = run_rank(spec, *inputs).values()
+    return value
+
+
+def finished(outputs: dict[Key, Any]) -> None:
+    """Task function marking a rank done: output blocks depend on every rank through these (small values),
+    so that computing any of a region's blocks runs all of its ranks."""
+
+
+def pick(outputs: dict[Key, Any], key: Key, *peers_finished: None) -> Any:
+    """Task function of an output block: the block from its rank's outputs."""
+    return outputs[key]
+
+
+def _done_name(name: str) -> str:
+    prefix, _, token = name.rpartition("-")
+    return f"{prefix}-done-{token}"
+
+
+def rank_keys(name: str, built: Built) -> list[Key]:
+    """The keys of a region's per-worker tasks."""
+    return [(name, rank) for rank in range(built.layout.size)]
+
+
+def layer(name: str, plan: str, built: Built, input_key: Callable[[Key], Key], output_key: Callable[[Key], Key],
+          timeout: float, transport: str, backend: str) -> dict[Key, Any]:
+    """The tasks of a call ``name`` of a plan (``plan`` names it and its layout): one per rank (``(name, rank)``),
+    one per output block (picking it from its rank's outputs), and with several ranks one small task per rank
+    that the output blocks all depend on; one rank with one output block is one task computing that block.
+    ``input_key``/``output_key`` turn the plan's keys into the call's."""
+    out: dict[Key, Any] = dict(built.external)
+    size = built.layout.size
+    done = _done_name(name)
+    alone = _alone(built, input_key, output_key)
+    for rank, program in enumerate(built.programs):
+        spec = RankSpec(program, name, plan, rank, size, timeout, transport, backend)
+        refs = [TaskRef(input_key(k)) for k in program.inputs]
+        if alone is not None:
+            out[alone] = Task(alone, run_alone, spec, *refs)
+            return out
+        out[(name, rank)] = Task((name, rank), run_rank, spec, *refs)
+        if size > 1:
+            out[(done, rank)] = Task((done, rank), finished, TaskRef((name, rank)))
+    inputs = {input_key(k) for p in built.programs for k in p.inputs}
+    for key, (rank,) in built.placement.items():
+        actual = output_key(key)
+        if actual in inputs:  # an argument returned as it is
+            continue
+        peers = [TaskRef((done, r)) for r in range(size) if r != rank]
+        out[actual] = Task(actual, pick, TaskRef((name, rank)), key, *peers)
+    return out
+
+
+def _alone(built: Built, input_key: Callable[[Key], Key], output_key: Callable[[Key], Key]) -> Key | None:
+    """The key of the one output block of a region of one rank, which its task then computes itself (not an
+    argument returned as it is); None for other regions."""
+    if built.layout.size != 1 or len(built.placement) != 1:
+        return None
+    (key,) = built.placement
+    inputs = {input_key(k) for k in built.programs[0].inputs}
+    return None if output_key(key) in inputs else output_key(key)
+
+
+def owned(name: str, built: Built, output_key: Callable[[Key], Key]) -> Iterable[tuple[Key, tuple, tuple]]:
+    """(key, index, numblocks) of a region's tasks such that ``cluster.owner`` gives each its rank's worker."""
+    n = built.layout.n_workers
+    done = _done_name(name)
+    alone = _alone(built, output_key, output_key)  # (the call's renaming covers its placeholders too)
+    if alone is not None:
+        yield alone, (built.layout.workers[0],), (n,)
+        return
+    for rank, worker in enumerate(built.layout.workers):
+        yield (name, rank), (worker,), (n,)
+        yield (done, rank), (worker,), (n,)
+    for key, (rank,) in built.placement.items():
+        yield output_key(key), (built.layout.workers[rank],), (n,)
+
+
+# --- explain --------------------------------------------------------------------------------------------
+
+
+def summary(built: Built) -> dict[str, Any]:
+    """Per rank: steps outside loops, and for each loop the kernels, exchanges and bytes sent per iteration."""
+
+    def count(program: Program) -> dict[str, Any]:
+        runs = [s for s in program.steps if isinstance(s, Run)]
+        exchanges = [s for s in program.steps if isinstance(s, Exchange)]
+        return {
+            "tasks": len(runs),
+            "kernels": sum(1 for s in runs if _is_kernel(s.task)),
+            "exchanges": len(exchanges),
+            "bytes_sent": sum(built.sizes[k][0] for s in exchanges for _, keys in s.sends for k in keys),
+            "loops": [dict(count(s.body), count=s.count, kind="while" if s.body_flag is not None else "fori")
+                      for s in program.steps if isinstance(s, Repeat)],
+        }
+
+    return {"ranks": built.layout.size, "workers": list(built.layout.workers),
+            "programs": [count(p) for p in built.programs]}
+
+
+def _is_kernel(task: GraphNode) -> bool:
+    """Whether a task runs generated kernels: a fused group's, or a stencil group's (one per sweep)."""
+    from ...kernels import fused as _fused
+    from ...kernels import stencil as _stencil_kernels
+
+    return getattr(task, "func", None) in (_fused.run, _stencil_kernels.run)

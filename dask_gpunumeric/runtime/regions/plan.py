@@ -1,0 +1,221 @@
+"""A traced function's plan (its optimized expressions over placeholders, their per-block graph, and its
+per-worker programs), and its calls as expression nodes: a ``Region`` and its ``RegionOutput``s."""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+from dask._task_spec import Alias, DataNode, GraphNode, Task
+
+from ...expr import ArrayExpr, Bundle, Finalize, cached, flat_keys
+from ...optimize import optimize
+from ...optimize.dag import DAG
+from ..compile import graph_of
+from ..schedule import run_in_order, schedule_of
+from . import build as _build
+from . import lower as _lower
+from .nodes import Loop, Placeholder
+from .program import execute
+
+RETRIES = 3  # times the scheduler re-runs a failed per-worker task (a peer lost mid-region fails them all)
+
+
+class Plan:
+    """The optimized expressions of a traced function (over placeholders), their per-block graph with
+    placeholder keys, its outputs' metadata, and its per-worker programs for a number of workers."""
+
+    def __init__(self, outputs: list[ArrayExpr], placeholders: list[Placeholder], structure: Any) -> None:
+        bundle = optimize(Bundle(*outputs))
+        optimized = list(bundle.operands)
+        self.optimized = optimized
+        self.inputs = placeholders
+        self.has_loops = any(isinstance(n, Loop) for n in DAG(bundle).order)
+        self.graph: dict = {}
+        if not self.has_loops:  # a plan with loops runs only as programs
+            for out in optimized:
+                self.graph.update(graph_of(out))
+        self.outputs = [(out._name, out.chunks, out.dtype, out.backend) for out in optimized]
+        self.schedule = schedule_of(self.graph, {k for out in optimized for k in flat_keys(out)})
+        self.structure = structure
+        names = sorted(n._name for n in DAG(bundle).order)
+        self.token = hashlib.sha1(repr(names).encode()).hexdigest()[:16]
+        self._built: dict[int, Any] = {}
+        self.block_indices = [list(out.block_indices()) for out in optimized]
+
+    def run_local(self, as_programs: bool, inputs: dict) -> dict:
+        """The output blocks of a call run now in this thread (no cluster), from the blocks of its arguments,
+        all by template keys (placeholders' and outputs' own): the per-worker program of one rank, or the
+        per-block tasks in their schedule."""
+        if as_programs:
+            (program,) = self.built(0).programs
+            env = {k: inputs[k] for k in program.inputs}
+            execute(program, env, None)
+            return env
+        keys = [(name, *index) for (name, *_), indices in zip(self.outputs, self.block_indices) for index in indices]
+        return dict(zip(keys, run_in_order(self.graph, self.schedule, keys, inputs)))
+
+    def built(self, n_workers: int) -> Any:
+        """The per-worker programs (``build.Built``) for a cluster of ``n_workers`` (0: no cluster)."""
+        if n_workers not in self._built:
+            layout = _build.layout_for(self.optimized, n_workers)
+            self._built[n_workers] = _build.build(self.optimized, self.inputs, layout)
+        return self._built[n_workers]
+
+
+def _rename(name: str, salt: str) -> str:
+    prefix, _, _ = name.rpartition("-")
+    return f"{prefix or name}-{hashlib.sha1(f'{name}|{salt}'.encode()).hexdigest()[:32]}"
+
+
+def call_token(plan: Plan, lowering: str, workers: tuple, args: list[ArrayExpr]) -> str:
+    """The token of one call of a plan (its Region's): the plan, how it is lowered, where, on what."""
+    text = "|".join([plan.token, lowering, *workers, *(a._name for a in args)])
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+class Region(ArrayExpr):
+    """One call of an accelerated function on a cluster of ``workers`` (empty: none).
+
+    As programs (``build``, ``lower``): one task per worker owning its blocks, each running its part of the plan and
+    talking to its peers directly, plus one small task per output block picking it from its worker's
+    results. As tasks (``lowering`` "tasks"): the plan's per-block tasks with keys renamed for the call."""
+
+    _parameters = ["plan", "workers", "lowering", "timeout", "transport"]
+
+    @property
+    def args(self) -> list[ArrayExpr]:
+        return self.operands[len(self._parameters) :]
+
+    def __dask_tokenize__(self) -> str:
+        if not self._determ_token:
+            self._determ_token = call_token(self.operand("plan"), self.lowering, self.workers, self.args)
+        return self._determ_token
+
+    @cached
+    def chunks(self) -> tuple:
+        return ()
+
+    dtype = np.dtype(bool)
+    backend = "numpy"
+
+    @property
+    def as_programs(self) -> bool:
+        return self.lowering == "programs" or self.plan.has_loops
+
+    @cached
+    def name_map(self) -> dict[str, str]:
+        """Template key names -> this call's key names (placeholders -> the arguments' names)."""
+        plan = self.operand("plan")
+        names = {k[0] if isinstance(k, tuple) else k for k in plan.graph} | {o[0] for o in plan.outputs}
+        mapping = {n: _rename(n, self.deterministic_token) for n in names}
+        mapping.update(self._arguments())
+        return mapping
+
+    @cached
+    def _rename_key(self) -> Callable[[Any], Any]:
+        return _renamer(self.name_map)
+
+    def _arguments(self) -> dict[str, str]:
+        return _argument_names(self.plan, self.args)
+
+    def _layer(self) -> dict:
+        if self.as_programs:
+            arguments, outputs = self._arguments(), self.name_map
+            return _lower.layer(
+                self._name, f"{self.plan.token}-{len(self.workers)}", self.plan.built(len(self.workers)),
+                _renamer(arguments), _renamer(outputs),
+                self.timeout, self.transport, "cupy" if "cupy" in {o[3] for o in self.plan.outputs} else "numpy",
+            )
+        key = self._rename_key
+        layer = {}
+        for k, node in self.operand("plan").graph.items():
+            new_key = key(k)
+            subs = {d: key(d) for d in node.dependencies}
+            layer[new_key] = _substitute(node, subs, new_key)
+        return layer
+
+    def _owned_blocks(self) -> Iterator[tuple[tuple, tuple[int, ...], tuple[int, ...]]]:
+        if self.as_programs:
+            yield from _lower.owned(self._name, self.plan.built(len(self.workers)), self._rename_key)
+            return
+        key = self._rename_key
+        for node in DAG(Bundle(*self.plan.optimized)).order:
+            for k, index, numblocks in node._owned_blocks():
+                yield key(k), index, numblocks
+
+    def _task_annotations(self) -> dict[str, dict]:
+        if not self.as_programs or self.plan.built(len(self.workers)).layout.size < 2:
+            return {}
+        return {"retries": dict.fromkeys(_lower.rank_keys(self._name, self.plan.built(len(self.workers))),
+                                         RETRIES)}
+
+    def schedule(self) -> list[tuple[Any, tuple]]:
+        """The plan's schedule (``runtime.schedule.run_in_order``) with this call's keys (lowered as tasks)."""
+        key = self._rename_key
+        return [(key(k), tuple(key(d) for d in done)) for k, done in self.operand("plan").schedule]
+
+
+def _renamer(mapping: dict[str, str]) -> Callable[[Any], Any]:
+    """Renames keys (``(name, i, ...)`` or ``name``) whose name is in ``mapping``."""
+
+    def key(k: Any) -> Any:
+        return (mapping.get(k[0], k[0]), *k[1:]) if isinstance(k, tuple) else mapping.get(k, k)
+
+    return key
+
+
+def _substitute(node: GraphNode, subs: dict, key: Any) -> GraphNode:
+    if isinstance(node, Alias):
+        return Alias(key, subs.get(node.target, node.target))
+    if isinstance(node, (Task, DataNode)):
+        return node.substitute(subs, key=key)
+    return node
+
+
+class RegionOutput(ArrayExpr):
+    """Output ``k`` of a Region: keys named as the plan's output, renamed for the call."""
+
+    _parameters = ["region", "k"]
+
+    @cached
+    def _spec(self) -> tuple:
+        return self.region.operand("plan").outputs[self.operand("k")]
+
+    @cached
+    def _name(self) -> str:
+        return self.region.name_map[self._spec[0]]
+
+    @cached
+    def chunks(self) -> tuple:
+        return self._spec[1]
+
+    @cached
+    def dtype(self) -> np.dtype:
+        return self._spec[2]
+
+    @cached
+    def backend(self) -> str:
+        return self._spec[3]
+
+    def _layer(self) -> dict:
+        return {}
+
+    def _owned_blocks(self) -> Iterator[tuple[tuple, tuple[int, ...], tuple[int, ...]]]:
+        return iter(())  # the Region places its outputs
+
+    def finalize_compute(self) -> ArrayExpr:
+        return self if all(n == 1 for n in self.numblocks) else Finalize(self)
+
+
+def _argument_names(plan: Plan, args: list[ArrayExpr]) -> dict[str, str]:
+    """The plan's placeholders' names -> the names of a call's arguments."""
+    return {p._name: a._name for p, a in zip(plan.inputs, args)}
+
+
+def output_names(plan: Plan, token: str, args: list[ArrayExpr]) -> list[str]:
+    """The names of a call's outputs (``Region.name_map``'s, for the outputs alone): an argument returned as
+    it is keeps its name."""
+    arguments = _argument_names(plan, args)
+    return [arguments.get(name) or _rename(name, token) for name, *_ in plan.outputs]
