@@ -31,7 +31,10 @@ from .api.elementwise import FUNCTIONS as _ELEMENTWISE
 from .api.elementwise import astype, clip, round, where  # noqa: A004
 from .api.explain import explain
 from .runtime.faults import OutOfMemoryError
-from .api.guards import FetchError, PromotionError, ScalarIndexingError, allowfetch, allowpromotion, allowscalar
+from .api.guards import (
+    FetchError, FetchWarning, GuardWarning, PromotionError, PromotionWarning, ScalarIndexingError,
+    ScalarIndexingWarning, allowfetch, allowpromotion, allowscalar,
+)
 from .api.namespace import __array_namespace_info__, can_cast, finfo, iinfo, isdtype, result_type
 from .api.manipulation import (
     broadcast_arrays, broadcast_to, concat, expand_dims, flip, matrix_transpose, moveaxis, permute_dims, ravel,

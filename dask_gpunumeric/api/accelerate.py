@@ -36,6 +36,7 @@ from dask._task_spec import Alias, DataNode, GraphNode, Task, _is_dask_future
 
 from .. import config
 from ..runtime import cluster as _cluster
+from . import guards as _guards
 from .array import Array
 from ..expr.nodes import ArrayExpr, Bundle, FromArray, FromGraph, cached, flat_keys, graph_of, run_in_order, schedule_of
 
@@ -302,7 +303,7 @@ def _unflatten(arrays: list[Array], structure: Any) -> Any:
 def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator: trace ``func`` once per argument signature, fuse across its statements and outputs,
     and reuse the optimized plan on later calls (see the module docstring for what this adds)."""
-    plans: dict[Any, Plan] = {}
+    plans: dict[Any, tuple[Plan, list]] = {}
     lock = threading.Lock()
 
     @functools.wraps(func)
@@ -321,13 +322,16 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
         except TypeError:
             raise TypeError("gnp.accelerate: non-array arguments must be hashable (they select the plan)") from None
         with lock:
-            plan = plans.get(signature)
+            plan, guard_events = plans.get(signature, (None, ()))
         if plan is None:
-            plan = _trace(func, args, kwargs, arrays, signature)
+            with _guards.recorded() as guard_events:
+                plan = _trace(func, args, kwargs, arrays, signature)
             with lock:
                 if len(plans) >= _CACHE_SIZE:
                     plans.pop(next(iter(plans)))
-                plans[signature] = plan
+                plans[signature] = plan, guard_events
+        else:  # the guards the trace met, checked again under this call's modes
+            _guards.replay(guard_events)
         args = [a.expr for _, a in arrays]
         lowering, transport, timeout = _settings()
         workers = tuple(_cluster.active_workers())

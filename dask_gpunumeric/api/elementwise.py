@@ -155,7 +155,8 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
         out_dtype, common = _dtypes(op, operands, kwargs, skip_promotion)
     if dtype is None and common is not None:
         promoted = operands[skip_promotion:][: _PROMOTED_OPERANDS.get(op)]
-        _guards.check_promotion(op, [a.dtype for a in promoted if isinstance(a, ArrayExpr)], common)
+        _guards.check_promotion(op, [a.dtype for a in promoted if isinstance(a, ArrayExpr)], common,
+                                [a for a in promoted if not isinstance(a, ArrayExpr)])
     if len(arrays) > 1:
         shape = broadcast_shape(op, [a.shape for a in arrays])
         aligned = align_chunks(arrays, shape)
