@@ -40,11 +40,15 @@ from .api.manipulation import (
     broadcast_arrays, broadcast_to, concat, expand_dims, flip, matrix_transpose, moveaxis, permute_dims, ravel,
     rechunk, reshape, roll, squeeze, stack, swapaxes, transpose, unstack,
 )
-from .api.interop import FallbackWarning, fetch, register as _register
+from .api.interop import FallbackWarning, fetch, namespace_function as _namespace_function, register as _register
 from .api.sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, unique_*, count_nonzero, ...)
 from .api.statistics import *  # noqa: F403  (nan* reductions, median, percentile, quantile, histogram, ...)
 from .api.tensor import dot, einsum, outer, tensordot, vecdot
 from .api.utility import *  # noqa: F403  (take, tile, repeat, meshgrid, tril, triu, diff, pad, convolve, ...)
+from .api.stacking import *  # noqa: F403  (vstack, hstack, split, atleast_2d, kron, trace, tri, logspace, ...)
+from .api.numeric import *  # noqa: F403  (cross, isin, interp, lexsort, partition, polyfit, polyval, ...)
+from .api import numeric as _numeric
+from .api import stacking as _stacking
 from .api import sorting as _sorting
 from .api import statistics as _statistics
 from .api import tensor as _tensor
@@ -81,7 +85,7 @@ for _name, _func in {
     if hasattr(_np, _name):
         _register(getattr(_np, _name), _func)
 _register(_np.lib.stride_tricks.sliding_window_view, lib.stride_tricks.sliding_window_view)
-for _module in (_utility, _tensor, _sorting, _statistics):
+for _module in (_utility, _tensor, _sorting, _statistics, _stacking, _numeric):
     for _name in _module.__all__:
         if hasattr(_np, _name):
             _register(getattr(_np, _name), getattr(_module, _name))
@@ -94,3 +98,9 @@ if _importlib_util.find_spec("xarray") is not None:  # gnp Arrays in xarray obje
     from .integrations import xarray as _xarray
 
     _xarray.register()
+
+
+def __getattr__(name: str) -> object:
+    """NumPy functions without a native version here: NumPy's dispatch to ours, else the fallback (a
+    ``FallbackWarning`` says which), so that NumPy code with only the import changed runs."""
+    return _namespace_function(name)

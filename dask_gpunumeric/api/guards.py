@@ -153,12 +153,7 @@ class _Switch:
             return
         if mode == "error":
             raise self.error(message)
-        if site is None:
-            warnings.warn(message, self.warning, stacklevel=3)
-            return
-        filename, lineno, module_globals = site
-        registry = module_globals.setdefault("__warningregistry__", {})
-        warnings.warn_explicit(message, self.warning, filename, lineno, module_globals.get("__name__"), registry)
+        _warn(message, self.warning, site)
 
     def __repr__(self) -> str:
         return f"<gnp.{self.__name__}: {self.mode()}>"
@@ -205,6 +200,20 @@ def _user_site() -> tuple | None:
     while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
         frame = frame.f_back
     return None if frame is None else (frame.f_code.co_filename, frame.f_lineno, frame.f_globals)
+
+
+def warn_at_user_site(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the user's line (the innermost frame outside the libraries)."""
+    _warn(message, category, _user_site())
+
+
+def _warn(message: str, category: type[Warning], site: tuple | None) -> None:
+    if site is None:
+        warnings.warn(message, category, stacklevel=3)
+        return
+    filename, lineno, module_globals = site
+    registry = module_globals.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(message, category, filename, lineno, module_globals.get("__name__"), registry)
 
 
 allowscalar = _Switch("allowscalar", "scalar", ScalarIndexingError, ScalarIndexingWarning)
