@@ -113,9 +113,10 @@ def fresh_fallback_warnings(monkeypatch):
 
 @pytest.mark.parametrize("name, call", [
     ("ediff1d", lambda m, a: m.ediff1d(a)),
-    ("fliplr", lambda m, a: m.fliplr(a)),
+    ("rollaxis", lambda m, a: m.rollaxis(a, 1)),
     ("nan_to_num", lambda m, a: m.nan_to_num(a)),
-], ids=["ediff1d", "fliplr", "nan_to_num"])
+    ("unwrap", lambda m, a: m.unwrap(a)),  # not in dask.array: computed on the host, wrapped back
+], ids=["ediff1d", "rollaxis", "nan_to_num", "unwrap"])
 def test_fallback_returns_gnp_array_and_warns_once(x, name, call, fresh_fallback_warnings):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -131,22 +132,37 @@ def test_fallback_returns_gnp_array_and_warns_once(x, name, call, fresh_fallback
 
 
 def test_fallback_warns_once_per_function(x, fresh_fallback_warnings):
-    with pytest.warns(gnp.FallbackWarning, match="numpy.fliplr") as first:
-        np.fliplr(x)
+    with pytest.warns(gnp.FallbackWarning, match="numpy.rollaxis") as first:
+        np.rollaxis(x, 1)
     assert len([w for w in first if issubclass(w.category, gnp.FallbackWarning)]) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error", gnp.FallbackWarning)
-        assert_eq(np.fliplr(x * 2), np.fliplr(REF * 2))  # no second warning for fliplr
-    with pytest.warns(gnp.FallbackWarning, match="numpy.flipud"):
-        assert_eq(np.flipud(x), np.flipud(REF))  # another function warns on its own
+        assert_eq(np.rollaxis(x * 2, 1), np.rollaxis(REF * 2, 1))  # no second warning for rollaxis
+    with pytest.warns(gnp.FallbackWarning, match="numpy.ediff1d"):
+        assert_eq(np.ediff1d(x), np.ediff1d(REF))  # another function warns on its own
     assert issubclass(gnp.FallbackWarning, UserWarning)
 
 
 def test_fallback_result_composes(x, fresh_fallback_warnings):
     with pytest.warns(gnp.FallbackWarning):
-        d = np.fliplr(x)
-    assert_eq(gnp.sum(d * 2, axis=0), (np.fliplr(REF) * 2).sum(axis=0))
-    assert_eq(np.exp(d), np.exp(np.fliplr(REF)))
+        d = np.rollaxis(x, 1)
+    assert_eq(gnp.sum(d * 2, axis=0), (np.rollaxis(REF, 1) * 2).sum(axis=0))
+    assert_eq(np.exp(d), np.exp(np.rollaxis(REF, 1)))
+
+
+@pytest.mark.parametrize("how", ["dispatch", "namespace"])
+def test_fallback_on_the_host_says_so_and_keeps_the_backend(x, how, fresh_fallback_warnings):
+    """A function dask.array lacks is computed on the host and wrapped back as a gnp Array on x's backend
+    (through NumPy's dispatch, and as gnp.<name> for code with only the import changed)."""
+    table = np.array([0.0, 1.0, 3.0])
+    with pytest.warns(gnp.FallbackWarning, match="moved the data to the host") as record:
+        out = np.trim_zeros(x[0]) if how == "dispatch" else gnp.trim_zeros(x[0])
+    assert record[0].filename == __file__
+    assert isinstance(out, gnp.Array) and out.backend == x.backend
+    assert_eq(out, np.trim_zeros(REF[0]))
+    with pytest.raises(AttributeError):
+        gnp.no_such_function  # noqa: B018
+    assert gnp.interp(gnp.asarray(table), table, table).backend == x.backend
 
 
 def test_ufunc_fallback(fresh_fallback_warnings):

@@ -219,10 +219,10 @@ class Array(DaskMethodsMixin):
         return self._implicit_scalar("operator.index", operator.index)
 
     def __format__(self, format_spec: str) -> str:
-        if not format_spec:
+        if self.ndim:  # as NumPy: no format spec for arrays with axes (and no data fetched for str())
+            if format_spec:
+                raise TypeError("unsupported format string passed to gnp.Array.__format__")
             return str(self)
-        if self.ndim:
-            raise TypeError("unsupported format string passed to gnp.Array.__format__")
         return format(self._implicit_scalar("format", lambda v: v), format_spec)
 
     def __round__(self, ndigits: int | None = None) -> Any:
