@@ -15,6 +15,7 @@ from dask.tokenize import tokenize
 
 from .. import config
 from .array import Array, ArrayLike
+from .namespace import supported_dtype
 from ..kernels.backend import backend_of, resolve
 from ..runtime.cluster import active_workers
 from ..expr.nodes import ArrayExpr, Creation, FromArray, FromGraph
@@ -247,7 +248,7 @@ def full(shape: Shape, fill_value: Any, *, dtype: Any = None, device: Any = None
 
         check_fetch("using a lazy Array as fill_value of full()")
         fill_value = fill_value.item()
-    dtype = np.dtype(dtype) if dtype is not None else np.asarray(fill_value).dtype
+    dtype = supported_dtype(dtype if dtype is not None else np.asarray(fill_value).dtype, "full")
     return _creation("full", _shape(shape), dtype, chunks, device_backend(device, backend), (fill_value,))
 
 

@@ -17,6 +17,7 @@ from .array import Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_operand
 from ..expr.nodes import ArrayExpr, Elemwise
 from .manipulation import rechunk_expr
+from .namespace import supported_dtype, warn_integer_division_by_zero
 
 # standard name -> name of the function in NumPy and CuPy (both have these classic names)
 _UNARY = {
@@ -162,6 +163,8 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
         aligned = align_chunks(arrays, shape)
         operands = [aligned[a._name] if isinstance(a, ArrayExpr) else a for a in operands]
     func = BLOCK_FUNCTION[op]
+    if func in ("floor_divide", "remainder", "fmod"):
+        warn_integer_division_by_zero(func, operands[1], out_dtype)
     if func == "power" and type(operands[1]) is int and operands[1] == 2 and out_dtype.kind in "iuf":
         # x ** 2 is x * x, bit for bit (NumPy takes the same shortcut); kernels skip a pow() call
         func, operands = "square", operands[:1]
@@ -232,7 +235,7 @@ def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, device: Any = None
     arr = as_array(x)
     if device is not None:
         arr = arr.to_backend(device_backend(device))
-    dtype = np.dtype(dtype)
+    dtype = supported_dtype(dtype, "astype")
     if not np.can_cast(arr.dtype, dtype, casting=casting):
         raise TypeError(f"Cannot cast array data from {arr.dtype} to {dtype} according to the rule {casting!r}")
     if dtype == arr.dtype and not copy:
