@@ -47,6 +47,8 @@ from .api.tensor import dot, einsum, outer, tensordot, vecdot
 from .api.utility import *  # noqa: F403  (take, tile, repeat, meshgrid, tril, triu, diff, pad, convolve, ...)
 from .api.stacking import *  # noqa: F403  (vstack, hstack, split, atleast_2d, kron, trace, tri, logspace, ...)
 from .api.numeric import *  # noqa: F403  (cross, isin, interp, lexsort, partition, polyfit, polyval, ...)
+from .api.constructors import *  # noqa: F403  (array, indices, windows, is* predicates, inner, vdot, ...)
+from .api import constructors as _constructors
 from .api import numeric as _numeric
 from .api import stacking as _stacking
 from .api import sorting as _sorting
@@ -85,7 +87,7 @@ for _name, _func in {
     if hasattr(_np, _name):
         _register(getattr(_np, _name), _func)
 _register(_np.lib.stride_tricks.sliding_window_view, lib.stride_tricks.sliding_window_view)
-for _module in (_utility, _tensor, _sorting, _statistics, _stacking, _numeric):
+for _module in (_utility, _tensor, _sorting, _statistics, _stacking, _numeric, _constructors):
     for _name in _module.__all__:
         if hasattr(_np, _name):
             _register(getattr(_np, _name), getattr(_module, _name))

@@ -249,3 +249,62 @@ def test_vander_polyval_polyfit(chunks):
     assert_eq(ours[3], ref[3], rtol=1e-8)
     for bad in (lambda m: m.polyfit(x, y, -1), lambda m: m.polyfit(M, M, 1), lambda m: m.polyfit(x, y[:3], 1)):
         check_like_numpy(lambda: bad(gnp), lambda: bad(np))
+
+
+SPECIAL = np.array([1.5, -np.inf, np.nan, np.inf, -0.0, 2.0, -3.0])
+COMPLEX = np.array([1 + 2j, -1 - 0.5j, 3 + 0j, -2j])
+
+
+@pytest.mark.parametrize("chunks", CHUNKS)
+def test_predicates_and_small_helpers(chunks):
+    for name in ("isposinf", "isneginf", "iscomplex", "isreal", "nan_to_num", "angle", "ediff1d", "copy"):
+        both(name, SPECIAL, chunks=chunks)
+    for name in ("iscomplex", "isreal", "angle", "isposinf"):  # isposinf: TypeError for complex, as NumPy
+        both(name, COMPLEX, chunks=chunks)
+    both("angle", COMPLEX, True, chunks=chunks)
+    both("angle", np.arange(-3, 3, dtype=np.int32), chunks=chunks)
+    both("nan_to_num", SPECIAL.astype(np.float32), nan=-1.0, posinf=9.0, chunks=chunks)
+    both("nan_to_num", np.arange(5), chunks=chunks)
+    both("ediff1d", M, [7.0], np.array([-1.0, -2.0]), chunks=chunks)
+    both("ediff1d", np.arange(5), None, [0.5], chunks=chunks)  # TypeError: float into int, as NumPy
+    assert gnp.iscomplexobj(gnp.asarray(COMPLEX)) is True and gnp.isrealobj(gnp.asarray(SPECIAL)) is True
+
+
+@pytest.mark.parametrize("chunks", CHUNKS)
+def test_products_and_axes(chunks):
+    cube = RNG.standard_normal((3, 4, 5))
+    both("inner", M, RNG.standard_normal((2, 5)), chunks=chunks)
+    both("inner", V, V, chunks=chunks)
+    both("inner", cube, M, chunks=chunks)
+    both("inner", M, M.T)  # ValueError, as NumPy
+    both("vdot", COMPLEX, COMPLEX[::-1], chunks=chunks)
+    both("vdot", M, M, chunks=chunks)
+    both("diagflat", M[:2, :2], 1, chunks=chunks)
+    for axis, start in ((2, 0), (0, 3), (1, -1), (2, 2), (0, 5)):
+        both("rollaxis", cube, axis, start, chunks=chunks)
+
+
+@pytest.mark.parametrize("m", [0, 1, 2, 7, 12])
+def test_windows_and_index_grids(m):
+    for name in ("hamming", "hanning", "blackman", "bartlett"):
+        assert_eq(getattr(gnp, name)(m), getattr(np, name)(m), rtol=1e-14, atol=1e-15)
+    assert_eq(gnp.indices((2, m)), np.indices((2, m)))
+    for ours, ref in zip(gnp.indices((3, m), sparse=True), np.indices((3, m), sparse=True)):
+        assert_eq(ours, ref)
+    for func in ("tril_indices", "triu_indices"):
+        for ours, ref in zip(getattr(gnp, func)(m, 1), getattr(np, func)(m, 1)):
+            assert_eq(ours, ref)
+    for ours, ref in zip(gnp.diag_indices(m, 3), np.diag_indices(m, 3)):
+        assert_eq(ours, ref)
+
+
+def test_array_constructors_and_dtype_utilities():
+    assert_eq(gnp.array([[1, 2], [3, 4]]), np.array([[1, 2], [3, 4]]))
+    assert_eq(gnp.array(5.0, ndmin=2), np.array(5.0, ndmin=2))
+    assert_eq(gnp.array([1, 2], dtype=np.float32), np.array([1, 2], dtype=np.float32))
+    assert_eq(gnp.asanyarray([1.0]), np.asanyarray([1.0]))
+    assert_eq(gnp.ascontiguousarray(3), np.ascontiguousarray(3))
+    x = gnp.asarray(np.ones(3, np.float32))
+    assert gnp.common_type(x, gnp.asarray(np.ones(2))) is np.common_type(np.ones(3, np.float32), np.ones(2))
+    assert gnp.promote_types(np.int8, np.uint8) == np.promote_types(np.int8, np.uint8)
+    assert gnp.broadcast_shapes((2, 1), (3,)) == (2, 3) and gnp.issubdtype(x.dtype, np.floating)
