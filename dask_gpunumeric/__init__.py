@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import importlib.util as _importlib_util
+import sys as _sys
 
 import numpy as _np
 
@@ -40,7 +41,7 @@ from .api.manipulation import (
     broadcast_arrays, broadcast_to, concat, expand_dims, flip, matrix_transpose, moveaxis, permute_dims, ravel,
     rechunk, reshape, roll, squeeze, stack, swapaxes, transpose, unstack,
 )
-from .api.interop import FallbackWarning, fetch, namespace_function as _namespace_function, register as _register
+from .api.interop import NAMESPACES as _NAMESPACES, FallbackWarning, fetch, namespace_function as _namespace_function, register as _register
 from .api.sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, unique_*, count_nonzero, ...)
 from .api.statistics import *  # noqa: F403  (nan* reductions, median, percentile, quantile, histogram, ...)
 from .api.tensor import dot, einsum, outer, tensordot, vecdot
@@ -100,6 +101,8 @@ if _importlib_util.find_spec("xarray") is not None:  # gnp Arrays in xarray obje
     from .integrations import xarray as _xarray
 
     _xarray.register()
+
+_NAMESPACES.update({"": _sys.modules[__name__], "linalg.": linalg, "fft.": fft})
 
 
 def __getattr__(name: str) -> object:

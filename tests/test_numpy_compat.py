@@ -88,3 +88,38 @@ def test_coverage_tells_the_truth():
         assert status[name] == "fallback"
     assert status["seterr"] == status["frombuffer"] == "missing"
     assert status["linalg.cond"] == "fallback" and status["linalg.qr"] == "native"
+
+
+def test_floor_divide_special_cases_of_the_array_api():
+    """Where NumPy gives NaN for ``inf // 2`` and -1 for ``1 // -inf``, the standard's ±inf and ±0."""
+    x1 = np.array([np.inf, np.inf, -np.inf, -np.inf, 1.5, 1.5, -1.5, -1.5, 7.0, np.nan, np.inf])
+    x2 = np.array([2.0, -2.0, 2.0, -2.0, np.inf, -np.inf, np.inf, -np.inf, 2.0, 2.0, np.inf])
+    expected = np.array([np.inf, -np.inf, -np.inf, np.inf, 0.0, -0.0, -0.0, 0.0, 3.0, np.nan, np.nan])
+    a, b = gnp.asarray(x1, chunks=4), gnp.asarray(x2, chunks=4)
+    for result in (a // b, gnp.floor_divide(a, b), np.floor_divide(a, b)):
+        got = gnp.fetch(result)
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+    c = gnp.asarray(x1, chunks=4)
+    c //= 2.0
+    np.testing.assert_array_equal(gnp.fetch(c), np.where(np.isinf(x1), x1, np.floor_divide(x1, 2.0)))
+    f32 = gnp.asarray(x1.astype(np.float32))
+    assert (f32 // np.float32(2)).dtype == np.float32
+    assert_eq(gnp.asarray(np.arange(-5, 5)) // 3, np.arange(-5, 5) // 3)  # integers: NumPy's
+
+
+def test_complex_expm1_special_cases_of_the_array_api():
+    inf, nan = np.inf, np.nan
+    cases = {  # z: the standard's expm1(z) (where NumPy gives NaN parts)
+        complex(inf, 0.0): complex(inf, 0.0), complex(-inf, inf): complex(-1.0, 0.0),
+        complex(-inf, nan): complex(-1.0, 0.0), complex(nan, 0.0): complex(nan, 0.0),
+    }
+    z = np.array(list(cases), dtype=np.complex128)
+    for dtype in (np.complex64, np.complex128):
+        got = gnp.fetch(gnp.expm1(gnp.asarray(z.astype(dtype), chunks=2)))
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, np.array(list(cases.values()), dtype=dtype))
+    both_inf = gnp.fetch(gnp.expm1(gnp.asarray(np.array([complex(inf, inf), complex(inf, nan)]))))
+    assert np.isinf(both_inf.real).all() and np.isnan(both_inf.imag).all()
+    finite = np.array([0.5 + 1j, -2 - 0.25j, 1e-9 + 1e-9j])
+    assert_eq(gnp.expm1(gnp.asarray(finite)), np.expm1(finite))

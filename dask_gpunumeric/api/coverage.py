@@ -30,13 +30,12 @@ def coverage() -> dict[str, str]:
       ``FallbackWarning``;
     - "missing": neither (NumPy does not dispatch it: called on a gnp Array it converts it, or fails).
     """
-    import dask_gpunumeric as gnp
-
     from .elementwise import FUNCTIONS
-    from .interop import HANDLED_FUNCTIONS
+    from .interop import HANDLED_FUNCTIONS, NAMESPACES
 
     status: dict[str, str] = {}
-    for prefix, module, ours in (("", np, gnp), ("linalg.", np.linalg, gnp.linalg), ("fft.", np.fft, gnp.fft)):
+    for prefix, module in (("", np), ("linalg.", np.linalg), ("fft.", np.fft)):
+        ours = NAMESPACES[prefix]
         for name, func in sorted(_public_functions(module).items()):
             if func in HANDLED_FUNCTIONS or (not prefix and name in FUNCTIONS) or name in vars(ours):
                 status[prefix + name] = "native"

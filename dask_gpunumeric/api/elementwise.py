@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import guards as _guards
+from . import special_values as _special_values
 from .array import Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_operand
 from ..expr.nodes import ArrayExpr, Elemwise
@@ -173,7 +174,9 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
         # 1 / x is NumPy's reciprocal of a float x, bit for bit (both round 1/x once); kernels take the
         # reciprocal's path instead of a division by a value they do not know
         func, operands = "reciprocal", operands[1:]
-    return Array(Elemwise(func, out_dtype, kwargs, *operands))
+    result = Array(Elemwise(func, out_dtype, kwargs, *operands))
+    kinds, correct = _special_values.CORRECTIONS.get(func, ("", None))
+    return correct(result, *args, elementwise) if out_dtype.kind in kinds and not kwargs else result
 
 
 def _make_unary(name: str) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from . import guards as _guards
 from . import reductions as _reductions
 from .array import Array, ArrayLike
 from .blockwise import map_blocks
@@ -50,8 +51,9 @@ def cross(a: ArrayLike, b: ArrayLike, axisa: int = -1, axisb: int = -1, axisc: i
         warnings.warn("Arrays of 2-dimensional vectors are deprecated. Use arrays of 3-dimensional vectors "
                       "instead. (deprecated in NumPy 2.0)", DeprecationWarning, stacklevel=2)
     dtype = np.promote_types(x.dtype, y.dtype)
-    xs = [x[..., i].astype(dtype) for i in range(x.shape[-1])]
-    ys = [y[..., i].astype(dtype) for i in range(y.shape[-1])]
+    with _guards.allowscalar():  # components of a single vector are lazy 0-d Arrays, nothing is fetched
+        xs = [x[..., i].astype(dtype) for i in range(x.shape[-1])]
+        ys = [y[..., i].astype(dtype) for i in range(y.shape[-1])]
 
     def mul(p: Array, q: Array) -> Array:
         return elementwise("multiply", p, q)
