@@ -99,7 +99,8 @@ def test_floor_divide_special_cases_of_the_array_api():
     for result in (a // b, gnp.floor_divide(a, b), np.floor_divide(a, b)):
         got = gnp.fetch(result)
         np.testing.assert_array_equal(got, expected)
-        np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+        zeros = expected == 0
+        np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(expected[zeros]))
     c = gnp.asarray(x1, chunks=4)
     c //= 2.0
     np.testing.assert_array_equal(gnp.fetch(c), np.where(np.isinf(x1), x1, np.floor_divide(x1, 2.0)))
