@@ -124,3 +124,18 @@ def test_complex_expm1_special_cases_of_the_array_api():
     assert np.isinf(both_inf.real).all() and np.isnan(both_inf.imag).all()
     finite = np.array([0.5 + 1j, -2 - 0.25j, 1e-9 + 1e-9j])
     assert_eq(gnp.expm1(gnp.asarray(finite)), np.expm1(finite))
+
+
+def test_special_cases_through_the_generated_cuda_kernels(monkeypatch):
+    """The same corrections fused into the generated CUDA kernels (run on the CPU by the emulator)."""
+    import _cuda_emulator
+
+    _cuda_emulator.emulated_fused(monkeypatch)
+    x1 = np.array([np.inf, -np.inf, 1.5, -1.5, 7.0, np.nan])
+    x2 = np.array([-2.0, 2.0, -np.inf, np.inf, 2.0, 2.0])
+    got = gnp.fetch(gnp.asarray(x1, chunks=4) // gnp.asarray(x2, chunks=4))
+    np.testing.assert_array_equal(got, [-np.inf, -np.inf, -0.0, -0.0, 3.0, np.nan])
+    assert np.signbit(got[2:4]).all()
+    z = np.array([complex(np.inf, 0.0), complex(-np.inf, np.nan), complex(np.nan, 0.0), 0.5 + 1j])
+    expected = np.array([complex(np.inf, 0.0), complex(-1.0, 0.0), complex(np.nan, 0.0), np.expm1(0.5 + 1j)])
+    np.testing.assert_allclose(gnp.fetch(gnp.expm1(gnp.asarray(z, chunks=2))), expected, rtol=1e-12)
