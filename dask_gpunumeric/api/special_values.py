@@ -1,6 +1,6 @@
 """Where the array API standard's special cases differ from NumPy's results, the standard's, as a fused
 correction of the elementwise result: ``floor_divide`` of floats with an infinite operand (NumPy gives NaN
-for ``inf // 2`` and -1 for ``1 // -inf``), and complex ``expm1`` at infinite and NaN parts."""
+for ``inf // 2`` and -1 for ``1 // -inf``), and complex ``expm1`` at zero, infinite and NaN parts."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -26,7 +26,8 @@ def floor_divide(result: Array, x1: Any, x2: Any, elementwise: Elementwise) -> A
 
 
 def expm1(result: Array, z: Any, elementwise: Elementwise) -> Array:
-    """Complex ``expm1(z)`` with the standard's values where the real part is infinite or NaN."""
+    """Complex ``expm1(z)`` with the standard's values where the real part is ±0 (with a zero imaginary
+    part: +0, where NumPy keeps -0), infinite or NaN."""
     re, im = elementwise("real", z), elementwise("imag", z)
     zero, infinite_im = elementwise("equal", im, 0), ~elementwise("isfinite", im)
     positive_inf = elementwise("isinf", re) & ~elementwise("signbit", re)
@@ -40,7 +41,8 @@ def expm1(result: Array, z: Any, elementwise: Elementwise) -> Array:
     def signed_zero(real: float) -> Array:
         return elementwise("where", negative_zero, constant(real, -0.0), constant(real, 0.0), dtype=dtype)
 
-    out = elementwise("where", positive_inf & zero, signed_zero(np.inf), result, dtype=dtype)
+    out = elementwise("where", elementwise("equal", re, 0) & zero, signed_zero(0.0), result, dtype=dtype)
+    out = elementwise("where", positive_inf & zero, signed_zero(np.inf), out, dtype=dtype)
     out = elementwise("where", positive_inf & infinite_im, constant(np.inf, np.nan), out, dtype=dtype)
     out = elementwise("where", negative_inf & infinite_im, constant(-1.0, 0.0), out, dtype=dtype)
     return elementwise("where", nan_re & zero, signed_zero(np.nan), out, dtype=dtype)
