@@ -8,9 +8,6 @@ import numpy as np
 from . import elementwise as _elementwise
 from . import manipulation as _manipulation
 from . import reductions as _reductions
-from . import sorting as _sorting
-from . import stacking as _stacking
-from . import tensor as _tensor
 from .array import Array
 from ..kernels.backend import backend_of
 from .creation import full_like
@@ -123,8 +120,6 @@ for _name in ("squeeze", "swapaxes", "rechunk"):
     setattr(Array, _name, _method(getattr(_manipulation, _name)))
 for _name in ("round", "clip", "astype"):
     setattr(Array, _name, _method(getattr(_elementwise, _name)))
-Array.argsort, Array.nonzero = _method(_sorting.argsort), _method(_sorting.nonzero)
-Array.dot, Array.diagonal, Array.trace = _method(_tensor.dot), _method(_stacking.diagonal), _method(_stacking.trace)
 
 
 def _transpose_method(self: Array, *axes: Any) -> Array:
