@@ -30,7 +30,10 @@ from .api.elementwise import FUNCTIONS as _ELEMENTWISE
 from .api.elementwise import astype, clip, round  # noqa: A004
 from .api.explain import explain
 from .runtime.faults import OutOfMemoryError
-from .api.guards import FetchError, PromotionError, ScalarIndexingError, allowfetch, allowpromotion, allowscalar
+from .api.guards import (
+    FetchError, FetchWarning, GuardWarning, PromotionError, PromotionWarning, ScalarIndexingError,
+    ScalarIndexingWarning, allowfetch, allowpromotion, allowscalar,
+)
 from .api.namespace import __array_namespace_info__, can_cast, finfo, iinfo, isdtype, result_type
 from .api.manipulation import (
     broadcast_arrays, broadcast_to, concat, expand_dims, flip, matrix_transpose, meshgrid, moveaxis, permute_dims,
@@ -38,25 +41,32 @@ from .api.manipulation import (
 )
 from .api.indexing import getitem as _getitem
 from .api.indexing import setitem as _setitem
-from .api.interop import FallbackWarning, register as _register
+from .api.interop import NAMESPACES as _NAMESPACES, FallbackWarning, register as _register
 from .api.interop import array_function as _array_function
 from .api.interop import array_ufunc as _array_ufunc
+from .api.interop import namespace_function as _namespace_function
 from .runtime.fetch import fetch
 from .api.sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, where, unique_*, ...)
 from .api.sorting import where
 from .api.statistics import *  # noqa: F403  (nan* reductions, median, percentile, quantile, histogram, ...)
 from .api.tensor import dot, einsum, matmul, outer, tensordot, vecdot
+from .api.stacking import *  # noqa: F403  (vstack, hstack, split, atleast_2d, kron, trace, tri, logspace, ...)
+from .api.numeric import *  # noqa: F403  (cross, isin, interp, lexsort, partition, polyfit, polyval, ...)
+from .api.constructors import *  # noqa: F403  (array, indices, windows, is* predicates, inner, vdot, ...)
 from .api import comparison as _comparison
+from .api import constructors as _constructors
 from .api import convolution as _convolution
 from .api import differences as _differences
 from .api import matrices as _matrices
+from .api import numeric as _numeric
 from .api import padding as _padding
 from .api import selection as _selection
+from .api import stacking as _stacking
 from .api import sorting as _sorting
 from .api import statistics as _statistics
 from .api import tensor as _tensor
 from .api import tiling as _tiling
-from .api.comparison import allclose, array_equal, isclose
+from .api.comparison import allclose, array_equal, array_equiv, isclose
 from .api.convolution import convolve
 from .api.differences import diff, gradient, trapezoid
 from .api.matrices import diag, tril, triu
@@ -98,7 +108,7 @@ for _name, _func in {
         _register(getattr(_np, _name), _func)
 _register(_np.lib.stride_tricks.sliding_window_view, lib.stride_tricks.sliding_window_view)
 for _module in (_selection, _tiling, _matrices, _differences, _comparison, _padding, _convolution, _tensor,
-                _sorting, _statistics):
+                _sorting, _statistics, _stacking, _numeric, _constructors):
     for _name in _module.__all__:
         if hasattr(_np, _name):
             _register(getattr(_np, _name), getattr(_module, _name))
@@ -114,3 +124,11 @@ if _importlib_util.find_spec("xarray") is not None:  # gnp Arrays in xarray obje
     from .integrations import xarray as _xarray
 
     _xarray.register()
+
+_NAMESPACES.update({"": _sys.modules[__name__], "linalg.": linalg, "fft.": fft})
+
+
+def __getattr__(name: str) -> object:
+    """NumPy functions without a native version here: NumPy's dispatch to ours, else the fallback (a
+    ``FallbackWarning`` says which), so that NumPy code with only the import changed runs."""
+    return _namespace_function(name)

@@ -16,9 +16,13 @@ from .kernels import backend as _backend
 DEFAULTS: dict[str, Any] = {
     "backend": "auto",  # "auto" (CuPy when a GPU is usable), "numpy" or "cupy"
     "chunk-size": "auto",  # "auto": 128 MiB blocks on NumPy, 4 GiB on CuPy (one GPU gains nothing from more blocks, and each costs a task); or bytes / a string like "256MiB"
-    "allow-scalar": False,
-    "allow-promotion": False,
-    "allow-fetch": False,
+    # guards (api/guards.py): "warn" (once per call site), "error" or "allow"; or a dict of those by guard
+    # ("scalar", "promotion", "fetch"); one guard's own setting (True = "allow", False = "error", or a
+    # mode) wins over it when not None
+    "guards": "warn",
+    "allow-scalar": None,
+    "allow-promotion": None,
+    "allow-fetch": None,
     "split-every": 8,  # fan-in of tree reductions
     "fusion": True,  # fuse elementwise chains, random draws and reductions into one kernel per block
     "kernel-size": 256,  # at most this many operations per fused kernel (deeper groups are cut in several)

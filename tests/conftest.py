@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import dask
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
@@ -45,24 +46,45 @@ def to_host(value: Any) -> Any:
     return value
 
 
+def check_entry_points(actual: gnp.Array) -> Any:
+    """The computed value of ``actual`` (a block of the backend under test), after checking that every way
+    a user gets a result gives the same: ``.compute()``, ``gnp.fetch``, ``np.asarray`` (inside
+    ``gnp.allowfetch``: it is an implicit fetch), ``dask.compute`` and ``dask.compute`` of it in a tuple."""
+    computed = actual.compute()
+    backend = "cupy" if type(computed).__module__.startswith("cupy") else "numpy"
+    assert backend == actual.backend, (backend, actual.backend)
+    assert computed.shape == actual.shape and computed.dtype == actual.dtype, (computed.shape, computed.dtype)
+    host = np.asarray(to_host(computed))
+    fetched = gnp.fetch(actual)
+    if actual.ndim == 0:  # a Python scalar, as NumPy's .item()
+        assert type(fetched) is type(host.item()), (type(fetched), host.dtype)
+    with gnp.allowfetch():
+        as_numpy = np.asarray(actual)
+    (dasked,), (dasked_pair, _) = dask.compute(actual), dask.compute(actual, actual[...])
+    for how, value in (("gnp.fetch", np.asarray(fetched)), ("np.asarray", as_numpy),
+                       ("dask.compute", dasked), ("dask.compute of two", dasked_pair)):
+        value = np.asarray(to_host(value))
+        assert isinstance(value, np.ndarray) and value.shape == host.shape, (how, value.shape, host.shape)
+        assert actual.ndim == 0 and how == "gnp.fetch" or value.dtype == host.dtype, (how, value.dtype, host.dtype)
+        np.testing.assert_array_equal(value, host, err_msg=how)
+    return computed
+
+
 def assert_eq(actual: Any, expected: Any, *, rtol: float | None = None, atol: float = 0.0,
               check_dtype: bool = True) -> None:
     """Check a gnp result against NumPy's: metadata before computing, then the computed values.
 
-    For an Array: its declared shape and dtype equal NumPy's, the computed block has that shape and dtype and
-    lives on the backend under test, and the values match (exactly for integers and booleans, to ``rtol``
-    for floats, NaNs in the same places).
+    For an Array: its declared shape and dtype equal NumPy's, every user entry point gives the same values
+    (``check_entry_points``), the computed block has that shape and dtype and lives on the backend under
+    test, and the values match (exactly for integers and booleans, to ``rtol`` for floats, NaNs in the same
+    places).
     """
     expected = np.asarray(expected)
     if isinstance(actual, gnp.Array):
         assert actual.shape == expected.shape, (actual.shape, expected.shape)
         if check_dtype:
             assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
-        computed = actual.compute()
-        backend = "cupy" if type(computed).__module__.startswith("cupy") else "numpy"
-        assert backend == actual.backend, (backend, actual.backend)
-        assert computed.shape == actual.shape and computed.dtype == actual.dtype, (computed.shape, computed.dtype)
-        actual = computed
+        actual = check_entry_points(actual)
     actual = np.asarray(to_host(actual))  # computed results (dask.compute) may be CuPy arrays
     if check_dtype:
         assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)

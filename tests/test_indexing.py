@@ -115,7 +115,7 @@ def test_basic_getitem(data: st.DataObject) -> None:
     index = data.draw(basic_indices(x.shape))
     expected = x[index]
     if selects_one(index, x.ndim):
-        with pytest.raises(gnp.ScalarIndexingError, match="allowscalar"):
+        with pytest.warns(gnp.ScalarIndexingWarning, match="allowscalar"):
             a[index]
         with gnp.allowscalar():
             out = a[index]
@@ -370,14 +370,14 @@ def test_slice_of_non_integers_is_type_error() -> None:
 def test_scalar_indexing_guard() -> None:
     x = np.arange(24).reshape(4, 6)
     a = gnp.from_array(x, chunks=3)
-    with pytest.raises(gnp.ScalarIndexingError, match="allowscalar") as info:
+    with gnp.config.set(guards="error"), pytest.raises(gnp.ScalarIndexingError, match="allowscalar") as info:
         a[1, 2]
     assert isinstance(info.value, IndexError)
-    with pytest.raises(gnp.ScalarIndexingError, match="allowscalar"):
+    with pytest.warns(gnp.ScalarIndexingWarning, match="allowscalar"):
         a[-1, np.int64(-2)]
-    with pytest.raises(gnp.ScalarIndexingError):
+    with pytest.warns(gnp.ScalarIndexingWarning):
         a[..., 1, 2]
-    with pytest.raises(gnp.ScalarIndexingError):
+    with pytest.warns(gnp.ScalarIndexingWarning):
         gnp.from_array(np.arange(5), chunks=2)[3]
     with gnp.allowscalar():
         out = a[1, 2]
@@ -402,16 +402,16 @@ def test_scalar_indexing_decorator_and_config() -> None:
     assert_eq(pick(4), x[4])
     with gnp.config.set(allow_scalar=True):
         assert_eq(a[-1], x[-1])
-    with pytest.raises(gnp.ScalarIndexingError):
+    with pytest.warns(gnp.ScalarIndexingWarning):
         a[0]
 
 
 def test_iteration() -> None:
     x = np.arange(12).reshape(3, 4)
     a = gnp.from_array(x, chunks=2)
-    with pytest.raises(gnp.ScalarIndexingError, match="allowscalar"):
+    with pytest.warns(gnp.ScalarIndexingWarning, match="allowscalar"):
         list(a)
-    with pytest.raises(gnp.ScalarIndexingError):
+    with pytest.warns(gnp.ScalarIndexingWarning):
         next(iter(gnp.from_array(np.arange(3), chunks=2)))
     with gnp.allowscalar():
         rows = list(a)
@@ -436,7 +436,7 @@ def test_setitem_basic_scalar(data: st.DataObject) -> None:
     x = x.copy()
     x[index] = value
     if selects_one(index, x.ndim):
-        with pytest.raises(gnp.ScalarIndexingError, match="allowscalar"):
+        with pytest.warns(gnp.ScalarIndexingWarning, match="allowscalar"):
             a[index] = value
         with gnp.allowscalar():
             a[index] = value
@@ -530,7 +530,7 @@ def test_setitem_errors() -> None:
         a[0, 0, 0] = 1.0
     with pytest.raises(IndexError):
         a[1.0] = 1.0
-    with pytest.raises(gnp.ScalarIndexingError, match="allowscalar"):
+    with pytest.warns(gnp.ScalarIndexingWarning, match="allowscalar"):
         a[1, 2] = 1.0
 
 

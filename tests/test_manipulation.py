@@ -377,7 +377,7 @@ def test_concat_dtype_promotion(dtypes: tuple, widens: bool) -> None:
     arrays = [gnp.from_array(x, chunks=2) for x in xs]
     expected = np.concatenate(xs)
     if widens:
-        with pytest.raises(gnp.PromotionError, match="allowpromotion") as info:
+        with gnp.config.set(guards="error"), pytest.raises(gnp.PromotionError, match="allowpromotion") as info:
             gnp.concat(arrays)
         assert isinstance(info.value, TypeError)
         with gnp.allowpromotion():

@@ -71,15 +71,24 @@ def test_array_priority():
     assert gnp.Array.__array_priority__ > np.ndarray([]).__array_priority__
 
 
-@pytest.mark.parametrize("call", [
-    lambda x, o: np.exp(x, out=o),
-    lambda x, o: np.add(x, 1, out=(o,)),
-    lambda x, o: np.add.reduce(x, axis=0, out=o[0]),
-    lambda x, o: np.add.accumulate(x, out=o),
+@pytest.mark.parametrize("call, shape", [
+    (lambda x, o: np.exp(x, out=o), REF.shape),
+    (lambda x, o: np.add(x, 1, out=(o,)), REF.shape),
+    (lambda x, o: np.add.reduce(x, axis=0, out=o), REF.shape[1:]),
+    (lambda x, o: np.add.accumulate(x, out=o), REF.shape),
 ], ids=["exp", "add", "reduce", "accumulate"])
-def test_out_is_rejected(x, call):
-    with pytest.raises(TypeError, match="out="):
-        call(x, np.empty_like(REF))
+def test_out_through_numpy_dispatch(x, call, shape):
+    """NumPy's out=: a NumPy array is written with the result (and returned), a gnp Array is rebound to it."""
+    expected = call(REF, np.empty(shape))
+    host = np.empty(shape)
+    with gnp.allowfetch():
+        result = call(x, host)
+    np.testing.assert_allclose(host, expected)
+    assert (result[0] if isinstance(result, tuple) else result) is host
+    target = gnp.zeros(shape)
+    returned = call(x, target)
+    assert (returned[0] if isinstance(returned, tuple) else returned) is target
+    assert_eq(target, expected)
 
 
 def test_array_namespace(x):
@@ -112,10 +121,11 @@ def fresh_fallback_warnings(monkeypatch):
 
 
 @pytest.mark.parametrize("name, call", [
-    ("ediff1d", lambda m, a: m.ediff1d(a)),
-    ("fliplr", lambda m, a: m.fliplr(a)),
-    ("nan_to_num", lambda m, a: m.nan_to_num(a)),
-], ids=["ediff1d", "fliplr", "nan_to_num"])
+    ("delete", lambda m, a: m.delete(a, 1, axis=1)),
+    ("insert", lambda m, a: m.insert(a, 2, 7.5, axis=1)),
+    ("i0", lambda m, a: m.i0(a)),
+    ("unwrap", lambda m, a: m.unwrap(a)),  # not in dask.array: computed on the host, wrapped back
+], ids=["delete", "insert", "i0", "unwrap"])
 def test_fallback_returns_gnp_array_and_warns_once(x, name, call, fresh_fallback_warnings):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -131,22 +141,37 @@ def test_fallback_returns_gnp_array_and_warns_once(x, name, call, fresh_fallback
 
 
 def test_fallback_warns_once_per_function(x, fresh_fallback_warnings):
-    with pytest.warns(gnp.FallbackWarning, match="numpy.fliplr") as first:
-        np.fliplr(x)
+    with pytest.warns(gnp.FallbackWarning, match="numpy.delete") as first:
+        np.delete(x, 1, axis=1)
     assert len([w for w in first if issubclass(w.category, gnp.FallbackWarning)]) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error", gnp.FallbackWarning)
-        assert_eq(np.fliplr(x * 2), np.fliplr(REF * 2))  # no second warning for fliplr
-    with pytest.warns(gnp.FallbackWarning, match="numpy.flipud"):
-        assert_eq(np.flipud(x), np.flipud(REF))  # another function warns on its own
+        assert_eq(np.delete(x * 2, 1, axis=1), np.delete(REF * 2, 1, axis=1))  # no second warning for delete
+    with pytest.warns(gnp.FallbackWarning, match="numpy.i0"):
+        assert_eq(np.i0(x), np.i0(REF))  # another function warns on its own
     assert issubclass(gnp.FallbackWarning, UserWarning)
 
 
 def test_fallback_result_composes(x, fresh_fallback_warnings):
     with pytest.warns(gnp.FallbackWarning):
-        d = np.fliplr(x)
-    assert_eq(gnp.sum(d * 2, axis=0), (np.fliplr(REF) * 2).sum(axis=0))
-    assert_eq(np.exp(d), np.exp(np.fliplr(REF)))
+        d = np.delete(x, 1, axis=1)
+    assert_eq(gnp.sum(d * 2, axis=0), (np.delete(REF, 1, axis=1) * 2).sum(axis=0))
+    assert_eq(np.exp(d), np.exp(np.delete(REF, 1, axis=1)))
+
+
+@pytest.mark.parametrize("how", ["dispatch", "namespace"])
+def test_fallback_on_the_host_says_so_and_keeps_the_backend(x, how, fresh_fallback_warnings):
+    """A function dask.array lacks is computed on the host and wrapped back as a gnp Array on x's backend
+    (through NumPy's dispatch, and as gnp.<name> for code with only the import changed)."""
+    table = np.array([0.0, 1.0, 3.0])
+    with pytest.warns(gnp.FallbackWarning, match="moved the data to the host") as record:
+        out = np.trim_zeros(x[0]) if how == "dispatch" else gnp.trim_zeros(x[0])
+    assert record[0].filename == __file__
+    assert isinstance(out, gnp.Array) and out.backend == x.backend
+    assert_eq(out, np.trim_zeros(REF[0]))
+    with pytest.raises(AttributeError):
+        gnp.no_such_function  # noqa: B018
+    assert gnp.interp(gnp.asarray(table), table, table).backend == x.backend
 
 
 def test_ufunc_fallback(fresh_fallback_warnings):

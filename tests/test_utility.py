@@ -74,7 +74,7 @@ def test_take_scalar_and_bool_indices() -> None:
     assert_eq(gnp.take(a, 2, axis=1), np.take(x, 2, axis=1))
     assert_eq(gnp.take(a, [True, False, True], axis=0), np.take(x, [True, False, True], axis=0))
     assert_eq(gnp.take(a, [], axis=0), np.take(x, [], axis=0))
-    with pytest.raises(gnp.ScalarIndexingError):
+    with pytest.warns(gnp.ScalarIndexingWarning):
         gnp.take(a, 5)
     with gnp.allowscalar():
         assert_eq(gnp.take(a, 5), np.take(x, 5))
@@ -92,8 +92,8 @@ def test_take_errors() -> None:
         gnp.take(a, [0], axis=1)
     with pytest.raises(IndexError, match="empty"):
         gnp.take(gnp.zeros((0,)), [0], mode="wrap")
-    with pytest.raises(TypeError, match="out="):
-        gnp.take(a, [0], out=np.empty(1))
+    with pytest.raises(ValueError, match="wrong shape"):
+        gnp.take(a, [0], out=np.empty(3))
 
 
 # --- take_along_axis ----------------------------------------------------------------------------------
@@ -327,7 +327,7 @@ def test_trapezoid_nd_x() -> None:
     with pytest.raises(ValueError):
         gnp.trapezoid(gnp.ones((3, 4)), x=np.arange(3.0))
     y32 = gnp.ones(4, dtype=np.float32)
-    with pytest.raises(gnp.PromotionError):
+    with pytest.warns(gnp.PromotionWarning):
         gnp.trapezoid(y32, x=np.arange(4.0))
     with gnp.allowpromotion():
         assert_eq(gnp.trapezoid(y32, x=np.arange(4.0)), np.trapezoid(np.ones(4, dtype=np.float32), x=np.arange(4.0)))
@@ -357,7 +357,8 @@ def test_isclose_allclose(pair: tuple, equal_nan: bool, tolerances: tuple[float,
     rtol, atol = tolerances
     assert_eq(gnp.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan),
               np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
-    assert_eq(gnp.allclose(a, b, rtol, atol, equal_nan), np.asarray(np.allclose(x, y, rtol, atol, equal_nan)))
+    result = gnp.allclose(a, b, rtol, atol, equal_nan)
+    assert type(result) is bool and result == np.allclose(x, y, rtol, atol, equal_nan)
 
 
 def test_isclose_scalars_and_promotion() -> None:
@@ -366,7 +367,7 @@ def test_isclose_scalars_and_promotion() -> None:
     assert_eq(gnp.isclose(a, 1.0), np.isclose(x, 1.0))
     assert_eq(gnp.isclose(1, a), np.isclose(1, x))
     assert_eq(gnp.isclose(gnp.arange(3, dtype=np.int32), gnp.arange(3, dtype=np.int32)), np.ones(3, dtype=bool))
-    with pytest.raises(gnp.PromotionError):
+    with pytest.warns(gnp.PromotionWarning):
         gnp.isclose(gnp.arange(3, dtype=np.int32), gnp.arange(3, dtype=np.float32))
     with pytest.raises(ValueError, match="broadcast"):
         gnp.isclose(gnp.ones(3), gnp.ones(2))
@@ -377,7 +378,9 @@ def test_array_equal(pair: tuple, equal_nan: bool, same: bool) -> None:
     x, y, a, b = pair
     if same:
         y, b = x, a
-    assert_eq(gnp.array_equal(a, b, equal_nan=equal_nan), np.asarray(np.array_equal(x, y, equal_nan=equal_nan)))
+    result = gnp.array_equal(a, b, equal_nan=equal_nan)
+    assert type(result) is bool and result == np.array_equal(x, y, equal_nan=equal_nan)
+    assert gnp.array_equiv(a, b) is np.array_equiv(x, y)
 
 
 # --- pad ----------------------------------------------------------------------------------------------
@@ -461,7 +464,7 @@ def test_convolve_scalars_and_errors() -> None:
         gnp.convolve(gnp.ones(3), gnp.ones(2), "middle")
     with pytest.raises(ValueError, match="cannot be empty"):
         gnp.convolve(gnp.ones(3), gnp.ones(0))
-    with pytest.raises(gnp.PromotionError):
+    with pytest.warns(gnp.PromotionWarning):
         gnp.convolve(gnp.ones(3, dtype=np.float32), gnp.ones(2, dtype=np.float64))
 
 

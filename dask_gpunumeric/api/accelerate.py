@@ -39,6 +39,7 @@ from ..optimize import settings_key
 from ..runtime import cluster as _cluster
 from ..runtime.regions.nodes import Placeholder
 from ..runtime.regions.plan import Plan, Region, RegionOutput, call_token, output_names
+from . import guards as _guards
 from .array import Array
 
 _CACHE_SIZE = 128
@@ -86,7 +87,7 @@ def _unflatten(arrays: list[Array], structure: Any) -> Any:
 def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator: trace ``func`` once per argument signature, fuse across its statements and outputs,
     and reuse the optimized plan on later calls (see the module docstring for what this adds)."""
-    plans: dict[Any, Plan] = {}
+    plans: dict[Any, tuple[Plan, list]] = {}
     lock = threading.Lock()
 
     @functools.wraps(func)
@@ -105,13 +106,16 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
         except TypeError:
             raise TypeError("gnp.accelerate: non-array arguments must be hashable (they select the plan)") from None
         with lock:
-            plan = plans.get(signature)
+            plan, guard_events = plans.get(signature, (None, ()))
         if plan is None:
-            plan = _trace(func, args, kwargs, arrays, signature)
+            with _guards.recorded() as guard_events:
+                plan = _trace(func, args, kwargs, arrays, signature)
             with lock:
                 if len(plans) >= _CACHE_SIZE:
                     plans.pop(next(iter(plans)))
-                plans[signature] = plan
+                plans[signature] = plan, guard_events
+        else:  # the guards the trace met, checked again under this call's modes
+            _guards.replay(guard_events)
         args = [a.expr for _, a in arrays]
         lowering, transport, timeout = _settings()
         workers = tuple(_cluster.active_workers())

@@ -270,7 +270,7 @@ class Array(DaskMethodsMixin):
         return to_numpy(self.compute()).tolist()
 
     def _implicit_scalar(self, what: str, convert: Any) -> Any:
-        _guards.check_fetch(f"{what}({self!r})")
+        _guards.check_fetch(f"{what}() of {_guards.describe(self)}", self.backend)
         if self.size != 1:
             if convert is bool:
                 raise ValueError(
@@ -296,14 +296,28 @@ class Array(DaskMethodsMixin):
             raise TypeError(f"only integer arrays can be used as an index, not {self.dtype}")
         return self._implicit_scalar("operator.index", operator.index)
 
+    def __format__(self, format_spec: str) -> str:
+        if self.ndim:  # as NumPy: no format spec for arrays with axes (and no data fetched for str())
+            if format_spec:
+                raise TypeError("unsupported format string passed to gnp.Array.__format__")
+            return str(self)
+        return format(self._implicit_scalar("format", lambda v: v), format_spec)
+
+    def __round__(self, ndigits: int | None = None) -> Any:
+        if self.ndim:
+            raise TypeError("round() of an Array with axes: use gnp.round(x, decimals)")
+        return self.dtype.type(self._implicit_scalar("round", lambda v: round(v, ndigits))) if ndigits is not None \
+            else self._implicit_scalar("round", round)
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        _guards.check_fetch(f"numpy.asarray() of {_guards.describe(self)}", self.backend)
         out = to_numpy(self.compute())
         return out if dtype is None else out.astype(dtype)
 
     def __iter__(self) -> Iterator[Any]:
         if not self.shape:
             raise TypeError("iteration over a 0-d array")
-        _guards.check_iteration(self.shape)
+        _guards.check_iteration(self.shape, self.backend)
         for i in range(self.shape[0]):
             yield self[i]
 
@@ -373,6 +387,7 @@ class Array(DaskMethodsMixin):
     flatten = ravel = _method("ravel")
     argsort, dot, nonzero = _method("argsort"), _method("dot"), _method("nonzero")
     repeat, take, searchsorted = _method("repeat"), _method("take"), _method("searchsorted")
+    diagonal, trace = _method("diagonal"), _method("trace")
 
     def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True, copy: bool = True, *,
                device: Any = None) -> Array:

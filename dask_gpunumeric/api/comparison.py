@@ -6,11 +6,11 @@ from typing import Any
 import numpy as np
 
 from .array import Array, ArrayLike
-from .creation import as_array, full
+from .creation import as_array
 from .elementwise import elementwise, promoting
 from .reductions import all as _all
 
-__all__ = ["allclose", "array_equal", "isclose"]
+__all__ = ["allclose", "array_equal", "array_equiv", "isclose"]
 
 
 def isclose(a: ArrayLike, b: ArrayLike, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Array:
@@ -30,18 +30,29 @@ def isclose(a: ArrayLike, b: ArrayLike, rtol: Any = 1e-05, atol: Any = 1e-08, eq
     return result
 
 
-def allclose(a: ArrayLike, b: ArrayLike, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Array:
-    """Whether every element of ``a`` is close to ``b`` (see ``isclose``), as a lazy 0-d boolean Array."""
-    return _all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+def allclose(a: ArrayLike, b: ArrayLike, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> bool:
+    """Whether every element of ``a`` is close to ``b`` (see ``isclose``): a Python bool, as NumPy's (so it
+    computes, like ``x.item()``)."""
+    return bool(_all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)).item())
 
 
-def array_equal(a1: ArrayLike, a2: ArrayLike, equal_nan: bool = False) -> Array:
-    """Whether the arrays have the same shape and elements (NaNs equal to NaNs with ``equal_nan``), as
-    ``numpy.array_equal``, as a lazy 0-d boolean Array (False at once for different shapes)."""
+def array_equal(a1: ArrayLike, a2: ArrayLike, equal_nan: bool = False) -> bool:
+    """Whether the arrays have the same shape and elements (NaNs equal to NaNs with ``equal_nan``): a Python
+    bool, as ``numpy.array_equal`` (computed; False at once for different shapes)."""
     x, y = as_array(a1), as_array(a2)
     if x.shape != y.shape:
-        return full((), False, dtype=bool, backend="cupy" if "cupy" in (x.backend, y.backend) else "numpy")
+        return False
     same = x == y
     if equal_nan and (x.dtype.kind in "fc" or y.dtype.kind in "fc"):
         same = same | (elementwise("isnan", x) & elementwise("isnan", y))
-    return _all(same)
+    return bool(_all(same).item())
+
+
+def array_equiv(a1: ArrayLike, a2: ArrayLike) -> bool:
+    """Whether the arrays are broadcastable to one shape and equal there: a Python bool, as NumPy's."""
+    x, y = as_array(a1), as_array(a2)
+    try:
+        np.broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        return False
+    return bool(_all(x == y).item())

@@ -1,15 +1,14 @@
-"""``gnp.coverage()``: which NumPy functions run natively on gnp Arrays, which go through the dask.array
-fallback, and which are missing."""
+"""``gnp.coverage()``: which NumPy functions run natively on gnp Arrays, which through the fallback, and
+which are missing (what is counted: docs/namespace.md)."""
 from __future__ import annotations
 
 import types
 from typing import Any
 
-import dask.array as da
 import numpy as np
 
 from .elementwise import FUNCTIONS
-from .interop import HANDLED_FUNCTIONS
+from .interop import HANDLED_FUNCTIONS, NAMESPACES
 
 
 def _public_functions(module: types.ModuleType) -> dict[str, Any]:
@@ -19,16 +18,28 @@ def _public_functions(module: types.ModuleType) -> dict[str, Any]:
     }
 
 
+def _dispatches(func: Any) -> bool:
+    """Whether NumPy hands ``func(gnp_array, ...)`` to gnp (``__array_function__``/``__array_ufunc__``)."""
+    return isinstance(func, np.ufunc) or hasattr(func, "_implementation")
+
+
 def coverage() -> dict[str, str]:
-    """Status of every public NumPy function (``numpy``, ``numpy.linalg``, ``numpy.fft``) on gnp Arrays:
-    "native" (a gnp implementation), "fallback" (dask.array runs it on the same blocks, with a
-    ``FallbackWarning``) or "missing" (neither: calling it on a gnp Array computes or fails)."""
+    """Status of every public function of ``numpy``, ``numpy.linalg`` and ``numpy.fft`` (classes excluded):
+
+    - "native": gnp has its own version (``gnp.<name>``, or NumPy's dispatch routes ``numpy.<name>`` on gnp
+      Arrays to one);
+    - "fallback": no native version, but ``numpy.<name>(gnp_array)`` (and ``gnp.<name>`` at the top level)
+      runs through dask.array on the same blocks, or computes on the host and wraps the result back, with a
+      ``FallbackWarning``;
+    - "missing": neither (NumPy does not dispatch it: called on a gnp Array it converts it, or fails).
+    """
     status: dict[str, str] = {}
-    for prefix, module, dask_module in (("", np, da), ("linalg.", np.linalg, da.linalg), ("fft.", np.fft, da.fft)):
+    for prefix, module in (("", np), ("linalg.", np.linalg), ("fft.", np.fft)):
+        ours = NAMESPACES[prefix]
         for name, func in sorted(_public_functions(module).items()):
-            if func in HANDLED_FUNCTIONS or (not prefix and name in FUNCTIONS):
+            if func in HANDLED_FUNCTIONS or (not prefix and name in FUNCTIONS) or name in vars(ours):
                 status[prefix + name] = "native"
-            elif hasattr(dask_module, name):
+            elif _dispatches(func):
                 status[prefix + name] = "fallback"
             else:
                 status[prefix + name] = "missing"

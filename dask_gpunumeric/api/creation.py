@@ -19,6 +19,7 @@ from ..kernels.backend import backend_of, resolve
 from ..runtime.cluster import active_workers
 from .array import Array, ArrayLike
 from .guards import check_fetch
+from .namespace import supported_dtype
 
 Shape = int | tuple[int, ...]
 
@@ -264,7 +265,7 @@ def full(shape: Shape, fill_value: Any, dtype: Any = None, order: str = "C", *, 
     if isinstance(fill_value, Array):
         check_fetch("using a lazy Array as fill_value of full()")
         fill_value = fill_value.item()
-    dtype = np.dtype(dtype) if dtype is not None else np.asarray(fill_value).dtype
+    dtype = supported_dtype(dtype if dtype is not None else np.asarray(fill_value).dtype, "full")
     return _creation("full", _shape(shape), dtype, chunks, device_backend(device, backend), (fill_value,))
 
 

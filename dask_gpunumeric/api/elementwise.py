@@ -16,9 +16,11 @@ import numpy as np
 from ..expr import ArrayExpr, Elemwise
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
+from . import special_values as _special_values
 from .array import Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_array, as_operand, check_order, device_backend
 from .manipulation import broadcast_shape, check_output_cast, rechunk_expr, store
+from .namespace import supported_dtype, warn_integer_division_by_zero
 
 # gnp function name -> the NumPy/CuPy function of the same behaviour (the registry: ``ops.ufuncs``)
 _UNARY = {name: u.numpy for u in UFUNCS.values() if u.arity == 1 for name in u.names}
@@ -116,12 +118,15 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
         out_dtype, common = _dtypes(op, operands, kwargs, skip_promotion)
     if dtype is None and common is not None:
         promoted = operands[skip_promotion:][: _PROMOTED_OPERANDS.get(op)]
-        _guards.check_promotion(op, [a.dtype for a in promoted if isinstance(a, ArrayExpr)], common)
+        _guards.check_promotion(op, [a.dtype for a in promoted if isinstance(a, ArrayExpr)], common,
+                                [a for a in promoted if not isinstance(a, ArrayExpr)])
     if len(arrays) > 1:
         shape = broadcast_shape(op, [a.shape for a in arrays])
         aligned = align_chunks(arrays, shape)
         operands = [aligned[a._name] if isinstance(a, ArrayExpr) else a for a in operands]
     func = BLOCK_FUNCTION[op]
+    if func in ("floor_divide", "remainder", "fmod"):
+        warn_integer_division_by_zero(func, operands[1], out_dtype)
     if func == "power" and type(operands[1]) is int and operands[1] == 2 and out_dtype.kind in "iuf":
         # x ** 2 is x * x, bit for bit (NumPy takes the same shortcut); kernels skip a pow() call
         func, operands = "square", operands[:1]
@@ -130,7 +135,9 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
         # 1 / x is NumPy's reciprocal of a float x, bit for bit (both round 1/x once); kernels take the
         # reciprocal's path instead of a division by a value they do not know
         func, operands = "reciprocal", operands[1:]
-    return Array(Elemwise(func, out_dtype, kwargs, *operands))
+    result = Array(Elemwise(func, out_dtype, kwargs, *operands))
+    kinds, correct = _special_values.CORRECTIONS.get(func, ("", None))
+    return correct(result, *args, elementwise) if out_dtype.kind in kinds and not kwargs else result
 
 
 def promoting(op: str, *operands: Any) -> Any:
@@ -285,7 +292,7 @@ def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, device: Any = None
     arr = as_array(x)
     if device is not None:
         arr = arr.to_backend(device_backend(device))
-    dtype = np.dtype(dtype)
+    dtype = supported_dtype(dtype, "astype")
     if not np.can_cast(arr.dtype, dtype, casting=casting):
         raise TypeError(f"Cannot cast array data from {arr.dtype} to {dtype} according to the rule {casting!r}")
     if dtype == arr.dtype and not copy:

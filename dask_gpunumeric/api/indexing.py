@@ -28,6 +28,7 @@ def _normalize(index: Any, ndim: int) -> tuple[Any, ...]:
     out: list[Any] = []
     for ix in index:
         if isinstance(ix, Array):
+            _guards.check_fetch(f"indexing with {_guards.describe(ix)} (it decides the result's shape)", ix.backend)
             ix = to_numpy(ix.compute())
         elif isinstance(ix, list):
             ix = np.asarray(ix)
@@ -84,7 +85,7 @@ def getitem(x: Array, index: Any) -> Array:
     """``x[index]`` with NumPy semantics (lazy)."""
     index = _normalize(index, x.ndim)
     _check_in_numpy_order(x.shape, index)
-    _guards.check_scalar_index(x.shape, index, "reading")
+    _guards.check_scalar_index(x.shape, index, "reading", x.backend)
     if not any(_is_advanced(ix) for ix in index):
         return _basic_getitem(x, index)
     x, index = _new_axes_as_slices(x, index)
@@ -259,7 +260,7 @@ def setitem(x: Array, index: Any, value: Any) -> Array:
         isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items
     )
     index = _normalize(index, x.ndim)
-    _guards.check_scalar_index(x.shape, index, "setting")
+    _guards.check_scalar_index(x.shape, index, "setting", x.backend)
     if one_element and (value.ndim if isinstance(value, Array) else np.ndim(value)):
         raise ValueError("setting an array element with a sequence.")  # as NumPy, for integers only
     if any(_is_advanced(ix) for ix in index):

@@ -478,7 +478,7 @@ def svdvals(x: ArrayLike, /) -> Array:
     return _per_matrix("svdvals", [a], [((min(a.shape[-2:]),), _real_dtype(a.dtype))])[0]
 
 
-def _inverse_values(s: Array, rcond: float) -> Array:
+def _inverse_values(s: Array, rcond: Any) -> Array:
     """``1 / s`` for singular values above ``rcond`` times the largest (of each matrix), 0 for the rest."""
     cutoff = multiply(_max_or_zero(s, -1, keepdims=True), rcond)
     return where(greater(s, cutoff), divide(1, s), 0)
@@ -496,8 +496,12 @@ def pinv(a: ArrayLike, rcond: float | None = None, hermitian: bool = False, *, r
         rcond = rtol if rtol is not _NoValue else 1e-15
     if rcond is None:
         rcond = max(a.shape[-2:]) * np.finfo(a.dtype).eps
+    if isinstance(rcond, Array) or np.ndim(rcond):  # one value per matrix of the stack, as NumPy
+        rcond = expand_dims(as_array(rcond), -1)
+    else:
+        rcond = float(rcond)
     u, s, vh = svd(a, full_matrices=False)
-    return matmul_stacks(multiply(_ct(vh), expand_dims(_inverse_values(s, float(rcond)), -2)), _ct(u))
+    return matmul_stacks(multiply(_ct(vh), expand_dims(_inverse_values(s, rcond), -2)), _ct(u))
 
 
 def matrix_rank(A: ArrayLike, tol: float | None = None, hermitian: bool = False, *, rtol: float | None = None) -> Array:

@@ -25,14 +25,54 @@ def can_cast(from_: Any, to: Any, casting: str = "safe") -> bool:
     return bool(np.can_cast(_dtype_of(from_), to, casting=casting))
 
 
-def finfo(type: Any, /) -> np.finfo:  # noqa: A002
-    """Machine limits of a floating dtype (or of an Array's dtype)."""
-    return np.finfo(_dtype_of(type))
+class MachineLimits:
+    """NumPy's ``finfo``/``iinfo`` with its numbers as Python ``float``/``int`` (as the array API asks)."""
+
+    def __init__(self, info: Any) -> None:
+        self._info = info
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._info, name)
+        return value.item() if isinstance(value, np.generic) else value
+
+    def __repr__(self) -> str:
+        return repr(self._info)
 
 
-def iinfo(type: Any, /) -> np.iinfo:  # noqa: A002
-    """Machine limits of an integer dtype (or of an Array's dtype)."""
-    return np.iinfo(_dtype_of(type))
+def finfo(type: Any, /) -> MachineLimits:  # noqa: A002
+    """Machine limits of a floating dtype (or of an Array's dtype): ``bits``, ``eps``, ``max``, ``min``,
+    ``smallest_normal``, ``dtype`` and NumPy's other fields, as Python numbers."""
+    return MachineLimits(np.finfo(_dtype_of(type)))
+
+
+def iinfo(type: Any, /) -> MachineLimits:  # noqa: A002
+    """Machine limits of an integer dtype (or of an Array's dtype): ``bits``, ``max``, ``min``, ``dtype``."""
+    return MachineLimits(np.iinfo(_dtype_of(type)))
+
+
+def supported_dtype(dtype: Any, what: str) -> np.dtype:
+    """``dtype`` as a NumPy dtype, or a TypeError saying gnp Arrays hold only booleans and numbers."""
+    dt = np.dtype(dtype)
+    if dt.kind not in "biufc":
+        raise TypeError(f"{what}: dtype {dt} ({dt.kind!r} kind) is not supported: gnp Arrays hold booleans and "
+                        "numbers (bool, int*, uint*, float*, complex*); keep strings, objects and dates in NumPy "
+                        "arrays")
+    return dt
+
+
+def warn_integer_division_by_zero(op: str, divisor: Any, dtype: np.dtype) -> None:
+    """NumPy's RuntimeWarning (or what ``np.seterr``/``np.errstate`` asks) for an integer ``//`` or ``%``
+    by a scalar zero, when the expression is built (a zero inside a divisor Array is not looked at)."""
+    if dtype.kind not in "iu" or isinstance(divisor, Array) or not np.isscalar(divisor) or divisor != 0:
+        return
+    mode = np.geterr()["divide"]
+    message = f"divide by zero encountered in {op}"
+    if mode == "raise":
+        raise FloatingPointError(message)
+    if mode in ("warn", "print", "log"):
+        from .guards import warn_at_user_site
+
+        warn_at_user_site(message, RuntimeWarning)
 
 
 def isdtype(dtype: Any, kind: Any) -> bool:

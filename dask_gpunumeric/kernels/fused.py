@@ -209,7 +209,7 @@ def _scalar_arg(scalars: Sequence[Any], k: int, ctype: str, instrs: Sequence[tup
         if ins.tag == "random" and ins.slot + 3 <= k < ins.slot + 3 + ins.nparams:
 
             slot = ins.slot
-            converted = _philox._check_params(ins.kind, np.dtype(ins.dtype), scalars[slot + 3 : slot + 3 + ins.nparams])
+            converted = _philox.check_params(ins.kind, np.dtype(ins.dtype), scalars[slot + 3 : slot + 3 + ins.nparams])
             return converted[k - slot - 3]
     return _types.NP_OF_CTYPE[ctype].type(scalars[k])
 

@@ -123,7 +123,7 @@ def _int_seed_key(seed: int) -> tuple[int, int]:
     return int(k0), int(k1)
 
 
-def _check_params(kind: str, dt: np.dtype, params: Sequence[Any]) -> tuple:
+def check_params(kind: str, dt: np.dtype, params: Sequence[Any]) -> tuple:
     """Validate ``params`` and return them as the kernel takes them.
 
     Floats: values of the output dtype. Integers: ``(low mod 2**64, (high - low) mod 2**64)``
@@ -396,7 +396,7 @@ def _draw_cupy(kind: str, dt: np.dtype, key: tuple[int, int], stream: int,
                runs: list[tuple[int, int, int]], block_shape: tuple[int, ...],
                params: tuple) -> Any:
     """The CuPy block, by the generated kernel of the collapsed geometry ``runs``; ``params``
-    as :func:`_check_params` returns them (numpy scalars of the kernel's argument types)."""
+    as :func:`check_params` returns them (numpy scalars of the kernel's argument types)."""
     import cupy
 
     out = cupy.empty(block_shape, dtype=dt)
@@ -432,7 +432,7 @@ def draw_block(kind: str, key: Sequence[int], stream: int, global_shape: Sequenc
     stream definition, whatever the blocking.
     """
     dt = resolve_dtype(kind, dtype)
-    params = _check_params(kind, dt, params)
+    params = check_params(kind, dt, params)
     k0, k1, stream = _check_key_stream(key, stream)
     g, o, b = _check_geometry(global_shape, block_offset, block_shape)
     runs = _runs(g, o, b)
