@@ -153,7 +153,7 @@ Array.conj = Array.conjugate = _method(_elementwise.conj)
 
 
 def _explain(self: Array, *, source: bool = False) -> str:
-    """Print the optimized plan (see ``gnp.explain``)."""
+    """The optimized plan, as printable text (see ``gnp.explain``)."""
     from .explain import explain
 
     return explain(self, source=source)
