@@ -1,11 +1,17 @@
-"""Compile every generated CUDA kernel source in a folder with nvcc, many per translation unit.
+"""Compile every distinct generated CUDA kernel source in a folder with nvcc, many per translation unit,
+batches in parallel.
 
-    python ci/compile_kernels.py DIR [--batch 80] [--arch sm_90] [--jobs N]
+    python ci/compile_kernels.py DIR [--batch 200] [--arch sm_90] [--jobs N] [--full]
 
-Identical sources compile once. Sources are include-guarded and their kernels have unique names, so a
-batch of them is one valid translation unit: nvcc parses the shared device code once per batch instead
-of once per kernel. A batch that fails is compiled file by file to name the sources at fault; their
-errors and the start of their source are printed. Exits 1 if any source does not compile.
+Identical sources compile once (the library names them by the hash of their text; this compares the
+text again). Sources are include-guarded and their kernels have unique names, so a batch of them is one
+valid translation unit: nvcc parses the shared device code once per batch instead of once per kernel.
+Kernels are compiled to PTX (front end and NVVM: every C++ and code-generation error); the stencil pair
+kernels (``gnp_pair_``), whose shared-memory tiles grow with the program, also go through ptxas (``-c``),
+which checks the limit on shared memory (the reductions' shared arrays are 256 elements); ``--full`` takes
+every kernel through ptxas. A batch that fails is compiled file by
+file to name the sources at fault; their errors and the start of their source are printed. Exits 1 if
+any source does not compile.
 """
 from __future__ import annotations
 
@@ -20,32 +26,33 @@ import sys
 import tempfile
 
 
-def nvcc(paths: list[pathlib.Path], arch: str, extra: list[str]) -> tuple[bool, str]:
-    """Compile the concatenation of ``paths`` (one translation unit); (ok, compiler output)."""
+def nvcc(paths: list[pathlib.Path], arch: str, extra: list[str], full: bool) -> tuple[bool, str]:
+    """Compile the concatenation of ``paths`` (one translation unit) to an object file (``full``) or to
+    PTX; (ok, compiler output)."""
+    stage = ["-c", "-o", "batch.o"] if full else ["-ptx", "-o", "batch.ptx"]
     with tempfile.TemporaryDirectory() as tmp:
         unit = pathlib.Path(tmp) / "batch.cu"
         unit.write_text("\n".join(p.read_text() for p in paths))
-        done = subprocess.run(
-            ["nvcc", "-std=c++17", f"-arch={arch}", *extra, "-c", "-o", str(pathlib.Path(tmp) / "batch.o"), str(unit)],
-            capture_output=True, text=True,
-        )
+        done = subprocess.run(["nvcc", "-std=c++17", f"-arch={arch}", *extra, *stage, "batch.cu"],
+                              capture_output=True, text=True, cwd=tmp)
     return done.returncode == 0, done.stdout + done.stderr
 
 
-def compile_batch(paths: list[pathlib.Path], arch: str, extra: list[str]) -> list[tuple[pathlib.Path, str]]:
+def compile_batch(paths: list[pathlib.Path], arch: str, extra: list[str], full: bool) -> list[tuple[pathlib.Path, str]]:
     """The sources of a batch that fail, each with its compiler output."""
-    ok, _ = nvcc(paths, arch, extra)
+    ok, _ = nvcc(paths, arch, extra, full)
     if ok:
         return []
-    return [(p, out) for p in paths for good, out in [nvcc([p], arch, extra)] if not good]
+    return [(p, out) for p in paths for good, out in [nvcc([p], arch, extra, full)] if not good]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=pathlib.Path)
-    parser.add_argument("--batch", type=int, default=80)
+    parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--arch", default="sm_90")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--full", action="store_true", help="every kernel through ptxas, not only the pair kernels")
     args = parser.parse_args(argv)
     extra = shlex.split(os.environ.get("GNP_NVCC_FLAGS", ""))
 
@@ -56,12 +63,16 @@ def main(argv: list[str] | None = None) -> int:
     if not sources:
         print(f"ci: no generated kernels in {args.folder}")
         return 0
-    batches = [sources[i : i + args.batch] for i in range(0, len(sources), args.batch)]
+    full = [p for p in sources if args.full or "gnp_pair_" in p.read_text()]
+    ptx = sorted(set(sources) - set(full))
+    batches = [(paths[i : i + args.batch], to_object) for paths, to_object in ((full, True), (ptx, False))
+               for i in range(0, len(paths), args.batch)]
     version = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    print(f"ci: compiling {len(sources)} generated kernels in {len(batches)} batches with {version}", flush=True)
+    print(f"ci: compiling {len(sources)} distinct generated kernels ({len(full)} to object code, {len(ptx)} to PTX) "
+          f"in {len(batches)} batches, {args.jobs} at a time, with {version}", flush=True)
     failed: list[tuple[pathlib.Path, str]] = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for result in pool.map(lambda b: compile_batch(b, args.arch, extra), batches):
+        for result in pool.map(lambda b: compile_batch(b[0], args.arch, extra, b[1]), batches):
             failed += result
     if not failed:
         print(f"ci: compiled {len(sources)} generated kernels with nvcc -std=c++17 -arch={args.arch}: all OK")

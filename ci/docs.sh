@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the documentation site (docs/ and the docstrings, mkdocs.yml) with warnings as errors: sets up
-# .venv with the docs and xarray extras, then runs `mkdocs build --strict` into SITE_DIR (default: a
+# .venv with the docs extra, then runs `mkdocs build --strict` into SITE_DIR (default: a
 # temporary folder, removed afterwards).
 #
 #   bash ci/docs.sh [SITE_DIR]
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=ci/setup_venv.sh
 source ci/setup_venv.sh
-gnp_setup_venv docs,xarray  # xarray: the API reference documents gnp.xarray, which imports it
+gnp_setup_venv docs
 
 site="${1:-}"
 if [[ -z "$site" ]]; then

@@ -6,12 +6,14 @@
 #
 # Creates .venv in the repository root with `python3 -m venv` if it is missing (set PYTHON to use
 # another interpreter, >= 3.11), activates it, and installs this package editable with the given
-# extras, pinned by ci/constraints.txt. Leaves the current directory at the repository root.
+# extras, pinned by ci/constraints.txt (the lowest dask and distributed admitted), or by the file that
+# GNP_CONSTRAINTS names (ci/constraints-newest.txt: the highest). Leaves the current directory at the
+# repository root.
 
 GNP_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 gnp_setup_venv() {
-    local extras="${1:-}" python="${PYTHON:-python3}" spec="."
+    local extras="${1:-}" python="${PYTHON:-python3}" spec="." constraints="${GNP_CONSTRAINTS:-ci/constraints.txt}"
     cd "$GNP_REPO_ROOT" || return
     export PIP_DISABLE_PIP_VERSION_CHECK=1
     if [[ ! -x .venv/bin/python ]]; then
@@ -25,6 +27,6 @@ gnp_setup_venv() {
     # shellcheck disable=SC1091
     source .venv/bin/activate || return
     [[ -n "$extras" ]] && spec=".[$extras]"
-    echo "ci: pip install -c ci/constraints.txt -e \"$spec\""
-    pip install -q -c ci/constraints.txt -e "$spec" || return
+    echo "ci: pip install -c $constraints -e \"$spec\""
+    pip install -q -c "$constraints" -e "$spec" || return
 }

@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     if args.explain:
         print("\nthe standardized anomaly of tas, as gnp runs it:")
-        gnp.explain(anomaly_of(with_gnp).tas.data)
+        print(gnp.explain(anomaly_of(with_gnp).tas.data))
     return 0 if passed else 1
 
 

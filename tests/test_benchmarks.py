@@ -49,6 +49,7 @@ def test_suite_runs_on_the_cpu(tmp_path: pathlib.Path) -> None:
 
 @pytest.mark.parametrize("benchmark, size", [("cg", ["--steps", "5"]), ("gray_scott", ["--steps", "5"]),
                                              ("heat", ["--sweeps", "5"])])
+@pytest.mark.slow
 def test_iterative_benchmark_runs_and_checks_on_the_cpu(benchmark: str, size: list[str], tmp_path: pathlib.Path) -> None:
     """The iterative benchmarks at a small size: every system's result checked against NumPy's."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
@@ -97,6 +98,7 @@ def test_user_code_benchmark_runs_and_checks_on_the_cpu(benchmark: str, tmp_path
     assert report["ratios"]["numpy"] == {"x numpy": 1.0}
 
 
+@pytest.mark.slow
 def test_long_run_writes_its_checks_and_plot_on_the_cpu(tmp_path: pathlib.Path) -> None:
     """The long-run benchmark at a few hundred steps: flat memory and bounded caches, as JSON and a plot."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}

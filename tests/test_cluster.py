@@ -98,6 +98,7 @@ def test_persisted_array_graph_is_its_blocks():
     assert_eq(p * 2, (ref * 3 + 1) * 2)
 
 
+@pytest.mark.slow
 def test_cluster_lifecycle():
     with gnp.cluster(**CLUSTER_KWARGS) as client:
         assert isinstance(client, distributed.Client)
@@ -384,6 +385,7 @@ def _slow_copy(block, delay):
     return block * 1
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_computation(cluster_client, workers):
     # runs last: it kills a worker of the module's cluster (its nanny starts a new one)
     n = len(workers)

@@ -39,6 +39,7 @@ def conjugate_gradient(apply: Any, b: Any, iterations: int) -> Any:
     return x
 
 
+@pytest.mark.slow
 def test_conjugate_gradient_matches_numpy() -> None:
     rng = np.random.default_rng(0)
     b = rng.standard_normal((24, 20))

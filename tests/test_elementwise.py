@@ -743,6 +743,7 @@ def _chain(xp, x, y, s):  # noqa: ANN001, ANN202
     return (z > 0.25) ^ (y < 0.0), z
 
 
+@pytest.mark.slow
 @given(data=st.data(), shapes=broadcastable_shapes(2, max_size=9), seed=seeds)
 def test_long_chain(data, shapes: list, seed: int) -> None:  # noqa: ANN001
     rng = np.random.default_rng(seed)

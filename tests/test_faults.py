@@ -304,6 +304,7 @@ def _eventually(condition, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_keyboard_interrupt_leaves_the_cluster_usable(own_client):
     x = gnp.arange(40.0, chunks=10)
     interrupted = gnp.sum(gnp.map_blocks(_wait_for_cluster_release, x))

@@ -263,6 +263,7 @@ def _assert_same(actual: Any, expected: Any, exact: bool, scale: float = 1.0, rt
         np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale, equal_nan=True)
 
 
+@pytest.mark.slow
 @given(dag=dags())
 @settings(max_examples=5 * settings.default.max_examples)
 def test_random_dags_fused_equal_unfused_and_numpy(dag: dict) -> None:
@@ -829,6 +830,7 @@ def test_programs_for_codegen() -> None:
 @needs_nvcc
 @pytest.mark.parametrize("name", ["random-reduction", "random32-reduction", "where-compare-bool", "int",
                                   "multi-output", "totals"])
+@pytest.mark.slow
 def test_kernel_sources_compile(name: str) -> None:
     program = _programs()[name]
     randoms = [ins for ins in program.instrs if ins[0] == "random"]
@@ -845,6 +847,7 @@ def test_kernel_sources_compile(name: str) -> None:
 @needs_nvcc
 @pytest.mark.parametrize("name", ["random-reduction", "random32-reduction", "where-compare-bool", "int",
                                   "multi-output", "totals"])
+@pytest.mark.slow
 def test_specialized_kernel_sources_compile(name: str) -> None:
     group = _groups()[name]
     program = group["program"]

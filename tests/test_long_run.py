@@ -63,6 +63,7 @@ def _worker_state(dask_worker) -> tuple[int, int]:
     return len(dask_worker.data), len(dask_worker.state.tasks)
 
 
+@pytest.mark.slow
 def test_long_loop_on_a_cluster_stays_bounded(small_history_client):
     client = small_history_client
     ref = np.sin(np.linspace(0, 6, 256))

@@ -488,9 +488,9 @@ def chunk_specs(draw: st.DrawFn, shape: tuple[int, ...]) -> object:
 
 
 def _expected_chunks(spec: object, a: gnp.Array) -> tuple[tuple[int, ...], ...] | None:
-    """The chunks dask.array's rechunk gives for a fixed spec (None for the size-driven forms, which
-    depend on each library's block size setting)."""
-    if isinstance(spec, str):
+    """The chunks dask.array's rechunk gives for a fixed spec or a byte size (None for "auto", which depends
+    on each library's block size setting, and for byte sizes of empty arrays, which Dask can't divide)."""
+    if spec == "auto" or isinstance(spec, str) and 0 in a.shape:
         return None
     return da.zeros(a.shape, chunks=a.chunks, dtype=a.dtype).rechunk(spec).chunks
 
@@ -503,11 +503,8 @@ def test_rechunk(data: st.DataObject) -> None:
     check(out, x)
     check(gnp.rechunk(a, spec), x)
     expected = _expected_chunks(spec, a)
-    if expected is not None:
+    if expected is not None:  # byte sizes too: irregular chunks may keep blocks over the size, as in Dask
         assert out.chunks == expected, (spec, out.chunks, expected)
-    elif isinstance(spec, str) and spec.endswith("B") and x.size:
-        limit = dask.utils.parse_bytes(spec)
-        assert math.prod(out.chunksize) * x.itemsize <= max(limit, x.itemsize)
     for c, n in zip(out.chunks, x.shape):
         assert sum(c) == n
 

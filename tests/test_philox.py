@@ -336,6 +336,7 @@ def test_cuda_source_shape():
                 assert (f"unsigned long long start{d}" in src) == (d < ndim)
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_cuda_sources_compile_with_nvcc():
     """Every (kind, dtype, ndim) kernel: all of them in one translation unit (the device

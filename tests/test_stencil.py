@@ -478,6 +478,7 @@ def test_generated_kernels_wrap_boxes_past_the_period(shape: tuple, chunks: tupl
         assert_eq(u, sweeps(heat_periodic, np, x.copy(), 2), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
 def test_generated_kernels_run_on_the_cpu_for_cg_and_gray_scott(monkeypatch: Any) -> None:
     """CG (constant padding, two full reductions per iteration) and Gray-Scott (two fields, wrapping) through
@@ -507,6 +508,7 @@ def counted_pair_kernels(monkeypatch: Any) -> list[tuple]:
 PAIRED = {"jacobi": jacobi, "heat_periodic": heat_periodic}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
 @pytest.mark.parametrize("name", sorted(PAIRED))
 @pytest.mark.parametrize("n", [4, 5])
@@ -642,6 +644,7 @@ def test_forged_pair_is_refused(forge: str) -> None:
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_kernel_sources_compile() -> None:
     u = gnp.from_array(np.zeros((6, 6, 6), dtype=np.float32), chunks=3)

@@ -319,6 +319,16 @@ def test_trapezoid(data: st.DataObject) -> None:
     assert_eq(gnp.trapezoid(a, axis=axis, **kwargs), np.trapezoid(y, axis=axis, **kwargs), **tol)
 
 
+def test_trapezoid_length_two_axis(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An axis of length 2 with sample points: ``diff(x)`` is read only through a reshape, outside the stencil
+    cluster; the stencil pass must store it (it once made a kernel with no outputs, which the source check
+    rejects when kernels are generated: on CuPy blocks, or with GNP_KERNEL_DUMP_DIR set as in CI)."""
+    monkeypatch.setenv("GNP_KERNEL_DUMP_DIR", str(tmp_path))
+    y, x = np.array([[-3], [5]]), np.array([1, 4])
+    assert_eq(gnp.trapezoid(gnp.from_array(y, chunks=(2, 1)), x=x, axis=0), np.trapezoid(y, x=x, axis=0))
+    assert list(tmp_path.glob("*.cu"))
+
+
 def test_trapezoid_nd_x() -> None:
     y = np.arange(12.0).reshape(3, 4)
     x = np.cumsum(np.arange(1.0, 13.0)).reshape(3, 4)

@@ -311,6 +311,7 @@ def test_example_baseline_on_cupy_like_blocks() -> None:
     assert xarray_climate.differing(results, xarray_climate.analysis(ds)) == []
 
 
+@pytest.mark.slow
 def test_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     """The example at a small size: both forms on gnp agree with NumPy, and the CuPy-safe one on dask.array too."""
     assert xarray_climate.main(["--days", "75", "--nlat", "6", "--nlon", "8", "--repeat", "1"]) == 0

@@ -155,11 +155,18 @@ class Array(DaskMethodsMixin):
         keys = [(name, *k[1:]) for k in flatten(self.__dask_keys__())]
         layer = dict(dsk)
         if layer.keys() != set(keys):
+            if rename is None:  # dask.optimize: dask made the unfused graph of the expression; what runs is ours
+                layer = self.__dask_graph__()
             layer = cull(convert_legacy_graph(layer), keys)
         return Array(FromGraph(layer, name, e.chunks, e.dtype, e.backend))
 
     def __reduce__(self) -> tuple:
         return Array, (self._expr,)
+
+    def visualize(self, filename: str | None = "mydask", format: str | None = None, optimize_graph: bool = False,
+                  **kwargs: Any) -> Any:
+        """Draw the task graph that runs (fused, named as on the dashboard) with ``dask.visualize``."""
+        return dask.visualize(dask.optimize(self)[0], filename=filename, format=format, **kwargs)
 
     # --- metadata -------------------------------------------------------------------------------------
     @property
@@ -446,7 +453,7 @@ class Array(DaskMethodsMixin):
         return self._namespace.imag(self)
 
     def explain(self, *, source: bool = False) -> str:
-        """Print the optimized plan (see ``gnp.explain``)."""
+        """The optimized plan, as printable text (see ``gnp.explain``)."""
         return self._namespace.explain(self, source=source)
 
     # --- NumPy protocols ------------------------------------------------------------------------------

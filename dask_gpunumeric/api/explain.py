@@ -81,10 +81,23 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
             "regions": regions}
 
 
-def explain(x: Array, *, source: bool = False) -> str:
-    """Print (and return) the optimized plan of ``x``: its fused groups (one kernel per block each), the
-    tasks per block, the estimated bytes each kernel moves per block, and with ``source=True`` the
-    generated CUDA of each kernel."""
+class Explanation(str):
+    """The text of a plan: a ``str`` whose repr is the text itself, so that ``print(gnp.explain(x))`` and a
+    notebook cell ending in ``gnp.explain(x)`` both show it once, as lines."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+
+def explain(x: Array, *, source: bool = False) -> Explanation:
+    """The optimized plan of ``x``, as printable text (nothing is printed): its fused groups (one kernel
+    per block each), the tasks per block, the estimated bytes each kernel moves per block, and with
+    ``source=True`` the generated CUDA of each kernel. ``print(gnp.explain(x))`` shows it."""
     from ..codegen.program import kernel_source
 
     info = plan(x)
@@ -115,9 +128,7 @@ def explain(x: Array, *, source: bool = False) -> str:
         lines.append(f"  per block: reads {g['bytes_read_per_block']:,} B, writes {g['bytes_written_per_block']:,} B")
         if source:
             lines.append(kernel_source(g["program"], "flat", 1)[0])
-    text = "\n".join(lines)
-    print(text)
-    return text
+    return Explanation("\n".join(lines))
 
 
 def _region_lines(region: dict[str, Any]) -> list[str]:

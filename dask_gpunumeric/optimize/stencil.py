@@ -336,7 +336,7 @@ class _Pass:
                 continue
             seen.add(node._name)
             if node._name in self.cluster:
-                stack.extend(t for t, *_ in self.reads[node._name] if t._name not in self.cluster)
+                stack.extend(t for t, *_ in self.reads[node._name])  # its cluster reads too: they read outside
                 continue
             for dep in node.dependencies():
                 if dep._name in self.cluster:

@@ -85,7 +85,12 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
     The Client is the default scheduler while it lives, and works as a context manager: leaving the ``with``
     block closes it and the cluster started for it.
     """
-    import distributed
+    try:
+        import distributed
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError('gnp.cluster() needs the distributed package: pip install ".[distributed]" '
+                                  '(a CPU cluster and its dashboard) or ".[cuda13]" (GPUs) from a clone of '
+                                  'dask_gpunumeric', name=e.name) from None
 
     if client is not None:
         return client

@@ -3,8 +3,8 @@ that defines it, so that a new function appears in the reference without editing
 
 A page of ``docs/api/`` holds markers, one per line:
 
-- ``<!-- api: _creation _utility -->``: every public name of the ``gnp`` namespace whose object is defined
-  in those private modules of the package, sorted by name;
+- ``<!-- api: api.creation api.utility -->``: every public name of the ``gnp`` namespace whose object is
+  defined in those modules of the package, sorted by name;
 - ``<!-- api: linalg -->``, ``<!-- api: lib.stride_tricks -->``: every public function and class of that
   public submodule (``gnp.linalg.qr``, ...) that the package defines.
 
@@ -21,12 +21,15 @@ from typing import Any
 PACKAGE = "dask_gpunumeric"
 MARKER = re.compile(r"^<!-- api: ([\w. ]+) -->$", re.MULTILINE)
 
+# the package's layers (DESIGN.md): subpackages of the implementation, not public submodules
+LAYERS = {"api", "ops", "expr", "optimize", "codegen", "kernels", "runtime", "integrations"}
+
 log = logging.getLogger(f"mkdocs.hooks.{__name__}")  # under "mkdocs": strict builds count its warnings
 listed: set[str] = set()
 
 
 def public_names() -> dict[str, list[str]]:
-    """Module name (``_creation``, or a public submodule such as ``linalg`` or ``lib.stride_tricks``) ->
+    """Module name (``api.creation``, or a public submodule such as ``linalg`` or ``lib.stride_tricks``) ->
     the dotted paths of the public names it contributes."""
     import importlib
 
@@ -35,6 +38,8 @@ def public_names() -> dict[str, list[str]]:
     for name in sorted(dir(package)):
         obj = getattr(package, name)
         if name.startswith("_"):
+            continue
+        if name in LAYERS:
             continue
         if is_submodule(package, name, obj):
             add_submodule(groups, obj)
