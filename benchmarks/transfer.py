@@ -36,7 +36,7 @@ def nvlink_bytes() -> int | None:
 
 def make_block(nbytes: int, seed: int):
     """A block of ``nbytes`` on this worker (CuPy on a GPU worker, else NumPy)."""
-    from dask_gpunumeric.kernels.backend import gpu_available
+    from dask_gpunumeric.backend import gpu_available
 
     if gpu_available():
         import cupy

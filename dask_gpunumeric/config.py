@@ -11,7 +11,7 @@ from typing import Any
 
 import dask
 
-from .kernels import backend as _backend
+from . import backend as _backend
 
 DEFAULTS: dict[str, Any] = {
     "backend": "auto",  # "auto" (CuPy when a GPU is usable), "numpy" or "cupy"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric.kernels.backend import namespace
+from dask_gpunumeric.backend import namespace
 from conftest import assert_eq
 
 RNG = np.random.default_rng(0)

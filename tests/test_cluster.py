@@ -24,7 +24,7 @@ from dask.core import flatten
 
 import dask_gpunumeric as gnp
 from conftest import assert_eq, scheduler_runs, to_host
-from dask_gpunumeric.kernels.backend import gpu_available
+from dask_gpunumeric.backend import gpu_available
 from dask_gpunumeric.runtime.cluster import active_workers, owner
 
 distributed = pytest.importorskip("distributed")

@@ -9,8 +9,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dask_gpunumeric"
 
-# Lowest first: a module may import modules of its own layer and of the layers before it.
-LAYERS = ["config", "ops", "codegen", "kernels", "expr", "optimize", "runtime", "api", "integrations", "namespace"]
+# Lowest first: a module may import modules of its own layer and of the layers before it. "base" is the
+# package's config.py and backend.py (which array module holds the blocks), which every layer may read.
+LAYERS = ["base", "ops", "codegen", "kernels", "expr", "optimize", "runtime", "api", "integrations", "namespace"]
 
 # The one documented exception (DESIGN.md): an expression's graph is made by dask's ``__dask_graph__`` /
 # ``_lower`` hooks on the node itself, which must run the optimizer and the compile step of the runtime.
@@ -27,7 +28,7 @@ def module_name(path: Path) -> str:
 def layer(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1 or parts[1] not in LAYERS:
-        return "config" if parts[-1] == "config" else "namespace"
+        return "base" if parts[-1] in ("config", "backend") else "namespace"
     return parts[1]
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import dask_gpunumeric as gnp
 from conftest import to_host
-from dask_gpunumeric.kernels.backend import gpu_available
+from dask_gpunumeric.backend import gpu_available
 
 
 def _bits(value) -> bytes:

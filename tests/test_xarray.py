@@ -18,7 +18,7 @@ import pytest
 import _cupy_like
 import dask_gpunumeric as gnp
 from conftest import BACKEND
-from dask_gpunumeric.kernels.backend import namespace
+from dask_gpunumeric.backend import namespace
 
 xr = pytest.importorskip("xarray")
 pd = pytest.importorskip("pandas")

@@ -21,7 +21,7 @@ from dask.base import DaskMethodsMixin
 from dask.core import flatten
 
 from ..expr import ArrayExpr, FromGraph, Materialized
-from ..kernels.backend import backend_of, device_name, resolve, to_numpy
+from ..backend import backend_of, device_name, resolve, to_numpy
 from ..kernels.blocks import as_block, concatenate_grid
 from ..runtime.schedule import local_scheduler
 from . import guards as _guards

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..expr import MapBlocks
-from ..kernels.backend import namespace
+from ..backend import namespace
 from .array import Array, ArrayLike
 from .creation import as_array
 from .elementwise import align_chunks

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..expr import plan as _plan
 from ..expr import Gather
-from ..kernels.backend import namespace
+from ..backend import namespace
 from . import guards as _guards
 from .array import Array, ArrayLike
 from .blockwise import map_blocks

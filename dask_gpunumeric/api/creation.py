@@ -15,7 +15,7 @@ from dask.tokenize import tokenize
 
 from .. import config
 from ..expr import ArrayExpr, Creation, FromArray, FromGraph
-from ..kernels.backend import backend_of, resolve
+from ..backend import backend_of, resolve
 from ..runtime.cluster import active_workers
 from .array import Array, ArrayLike
 from .guards import check_fetch

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .array import Array, ArrayLike
-from ..kernels.backend import namespace
+from ..backend import namespace
 from .blockwise import map_blocks
 from .creation import arange, as_array, operator_index
 from .elementwise import where

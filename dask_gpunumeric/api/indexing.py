@@ -17,7 +17,7 @@ import numpy as np
 from . import guards as _guards
 from ..expr import plan as _plan
 from .array import Array
-from ..kernels.backend import to_numpy
+from ..backend import to_numpy
 from ..expr import Gather, SetItem
 
 

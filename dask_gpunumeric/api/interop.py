@@ -9,7 +9,7 @@ from typing import Any
 import dask
 import numpy as np
 
-from ..kernels.backend import to_numpy
+from ..backend import to_numpy
 from . import guards as _guards
 from .array import Array
 from .creation import _is_dask_array, from_array, from_dask_array

@@ -25,7 +25,7 @@ import numpy as np
 from . import guards as _guards
 from . import reductions as _reductions
 from .array import Array, ArrayLike
-from ..kernels.backend import namespace
+from ..backend import namespace
 from .blockwise import map_blocks
 from .creation import as_array, eye, zeros
 from .elementwise import abs as _abs

@@ -13,7 +13,7 @@ from dask.array.core import common_blockdim
 
 from ..expr import plan as _plan
 from ..expr import ArrayExpr, BlockReshape, Broadcast, Gather, Transpose
-from ..kernels.backend import to_numpy
+from ..backend import to_numpy
 from .array import Array, ArrayLike
 from .creation import as_array, check_order, normalize_chunks, operator_index
 from .guards import check_fetch, check_promotion

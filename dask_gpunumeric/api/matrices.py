@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kernels.backend import namespace
+from ..backend import namespace
 from .array import Array, ArrayLike
 from .blockwise import map_blocks
 from .creation import as_array, eye, full, operator_index

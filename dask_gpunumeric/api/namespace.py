@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .array import Array
-from ..kernels.backend import gpu_available
+from ..backend import gpu_available
 
 
 def _dtype_of(x: Any) -> Any:

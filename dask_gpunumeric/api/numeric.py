@@ -18,7 +18,7 @@ from .elementwise import as_array, elementwise
 from .linalg import lstsq
 from .manipulation import broadcast_to, concat, flip, moveaxis, normalize_axis, reshape, squeeze, stack
 from .sorting import _whole_axis, argsort, sort
-from ..kernels.backend import namespace, to_numpy
+from ..backend import namespace, to_numpy
 
 __all__ = [
     "apply_along_axis", "argpartition", "cross", "interp", "isin", "lexsort", "partition", "polyfit", "polyval",

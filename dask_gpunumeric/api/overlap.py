@@ -16,7 +16,7 @@ import numpy as np
 from ..expr import plan as _plan
 from ..expr import Gather, Overlap
 from ..expr.plan import EDGE_MAPS, axis_segments
-from ..kernels.backend import namespace
+from ..backend import namespace
 from .array import Array, ArrayLike
 from .blockwise import map_blocks
 from .creation import as_array

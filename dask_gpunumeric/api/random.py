@@ -18,7 +18,7 @@ from .elementwise import as_array, minimum, where
 from .manipulation import moveaxis, reshape
 from .sorting import argsort, searchsorted
 from .selection import take_along_axis
-from ..kernels.backend import to_numpy
+from ..backend import to_numpy
 from ..kernels import philox as _philox
 
 __all__ = [

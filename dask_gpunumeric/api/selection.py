@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..kernels.backend import namespace, to_numpy
+from ..backend import namespace, to_numpy
 from .array import Array, ArrayLike
 from .blockwise import map_blocks
 from .creation import as_array, from_array

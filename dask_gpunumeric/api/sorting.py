@@ -17,7 +17,7 @@ import numpy as np
 
 from . import reductions as _reductions
 from .array import Array, ArrayLike
-from ..kernels.backend import namespace
+from ..backend import namespace
 from .blockwise import map_blocks
 from .creation import arange, as_array, as_operand, from_array
 from .elementwise import elementwise

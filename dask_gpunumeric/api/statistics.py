@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..kernels.backend import namespace, to_numpy
+from ..backend import namespace, to_numpy
 from . import reductions as _reductions
 from .array import Array, ArrayLike
 from .blockwise import map_blocks

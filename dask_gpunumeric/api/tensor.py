@@ -20,7 +20,7 @@ import numpy as np
 from dask.array.core import common_blockdim
 
 from ..expr import MatMul
-from ..kernels.backend import namespace
+from ..backend import namespace
 from . import guards as _guards
 from . import reductions as _reductions
 from .array import Array, ArrayLike

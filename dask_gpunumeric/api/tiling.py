@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..kernels.backend import namespace
+from ..backend import namespace
 from .array import Array, ArrayLike
 from .blockwise import map_blocks
 from .creation import as_array, operator_index

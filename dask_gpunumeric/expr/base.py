@@ -24,7 +24,7 @@ from dask._expr import Expr, _unpack_collections
 from dask._task_spec import GraphNode, List, Task, TaskRef
 
 from ..kernels import blocks as _blocks
-from ..kernels.backend import empty_meta
+from ..backend import empty_meta
 from .tokens import _OWN_OPERANDS, _TEXT, _plain_repr, cached
 
 Chunks = tuple[tuple[int, ...], ...]

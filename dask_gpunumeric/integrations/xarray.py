@@ -36,7 +36,7 @@ from ..api.array import Array
 from ..api.blockwise import apply_gufunc, map_blocks
 from ..api.creation import from_array, from_dask_array, normalize_chunks
 from ..api.manipulation import moveaxis
-from ..kernels.backend import backend_of
+from ..backend import backend_of
 
 __all__ = ["DaskArrayManager", "DaskIndexingAdapter", "GpuNumericManager", "register"]
 

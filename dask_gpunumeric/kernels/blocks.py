@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..ops.reductions import REDUCTIONS
-from .backend import module, namespace, to_backend
+from ..backend import module, namespace, to_backend
 
 # --- data in ------------------------------------------------------------------------------------------
 

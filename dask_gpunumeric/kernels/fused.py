@@ -24,7 +24,7 @@ from ..ops.reductions import REDUCTIONS
 from . import blocks as _blocks
 from . import cuda as _cuda
 from . import philox as _philox
-from .backend import namespace
+from ..backend import namespace
 
 
 def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],

@@ -19,7 +19,7 @@ from ..codegen.types import FILL, NP_OF_CTYPE, TILE, TILE_THREADS, WRAP, Store, 
 from . import blocks as _blocks
 from . import cuda as _cuda
 from . import fused as _fused
-from .backend import module, namespace
+from ..backend import module, namespace
 
 def run(plan: tuple, scalars: tuple, block: Box, backend: str, into: Any, parts: tuple, *pieces: Sequence[Any]) -> Any:
     """Task function of a Stencil block: the group's outputs (one, or a tuple of several): its output blocks,

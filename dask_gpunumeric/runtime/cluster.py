@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..kernels.backend import gpu_available
+from ..backend import gpu_available
 
 
 def _new_client_class() -> type:

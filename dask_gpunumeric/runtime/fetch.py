@@ -9,7 +9,7 @@ import dask.base
 import dask.callbacks
 
 from ..expr import ArrayExpr, flat_keys
-from ..kernels.backend import to_numpy
+from ..backend import to_numpy
 from .cluster import client_active
 from .compile import compiled
 from .faults import check_result_fits

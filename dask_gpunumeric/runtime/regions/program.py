@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from dask._task_spec import GraphNode, List, Task, TaskRef
 
-from ...kernels.backend import module, to_numpy
+from ...backend import module, to_numpy
 
 Key = Hashable
 
