@@ -147,8 +147,12 @@ def test_quantile_errors() -> None:
         gnp.quantile(gnp.zeros((2, 0)), 0.5, axis=1)
     with pytest.raises(np.exceptions.AxisError):
         gnp.median(a, axis=1)
-    with pytest.raises(TypeError, match="out="):
-        gnp.median(a, out=np.empty(()))
+    out = np.empty(())  # NumPy's out=: written at once, a fetch (guarded)
+    with gnp.config.set(guards="error"), pytest.raises(gnp.FetchError, match="out="):
+        gnp.median(a, out=out)
+    with gnp.allowfetch():
+        assert gnp.median(a, out=out) is out
+    assert out == 2.5
 
 
 # --- counting -----------------------------------------------------------------------------------------

@@ -75,11 +75,12 @@ def dask_implements(func: Callable) -> bool:
 
 def run_fallback(name: str, func: Callable, args: tuple, kwargs: dict) -> Any:
     """Run NumPy's ``func`` without a native gnp version, with a ``FallbackWarning`` saying how, and give
-    its array results back as gnp Arrays: lazily through dask.array on the same blocks where dask.array
-    implements it, else by computing the Array arguments, moving them to the host and calling NumPy."""
+    its array results back as gnp Arrays: lazily through dask.array on the same NumPy blocks where dask.array
+    implements it, else (and on CuPy blocks) by computing the Array arguments, moving them to the host and
+    calling NumPy."""
     arrays = _arrays_in((args, kwargs))
     backend = "cupy" if any(a.backend == "cupy" for a in arrays) else arrays[0].backend if arrays else None
-    if dask_implements(func):
+    if dask_implements(func) and backend != "cupy":  # dask.array mixes NumPy constants into CuPy blocks
         warn_fallback(name, "it runs through dask.array on the same blocks (lazy and correct, but not fused, "
                             "and possibly slower); the result is a gnp Array.")
         result = func(*_map(args, _to_dask), **_map(kwargs, _to_dask))
@@ -93,8 +94,8 @@ def run_fallback(name: str, func: Callable, args: tuple, kwargs: dict) -> Any:
         result = func(*host[0], **host[1])
 
     def wrap(value: Any) -> Any:
-        if _is_dask_array(value):
-            return from_dask_array(value)
+        if _is_dask_array(value):  # dask.array's meta may say NumPy for CuPy blocks: keep the inputs' backend
+            return from_dask_array(value, backend=backend)
         if isinstance(value, (np.ndarray, np.generic)) or type(value).__module__.startswith("cupy"):
             return from_array(value, backend=backend)
         return value

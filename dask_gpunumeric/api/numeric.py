@@ -34,9 +34,13 @@ def _host(value: Any) -> np.ndarray:
 # --- cross product --------------------------------------------------------------------------------------
 
 
+# NumPy 2.5 removed the 2-element vectors that 2.0 deprecated: follow the NumPy installed
+_TWO_DIMENSIONAL_VECTORS = np.lib.NumpyVersion(np.__version__) < "2.5.0"
+
+
 def cross(a: ArrayLike, b: ArrayLike, axisa: int = -1, axisb: int = -1, axisc: int = -1,
           axis: int | None = None) -> Array:
-    """Cross product of vectors of length 3 (or 2, as NumPy, deprecated there) along the given axes,
+    """Cross product of vectors of length 3 (or 2, as NumPy before 2.5, deprecated there) along the given axes,
     computed as NumPy writes it, as one fused elementwise expression per component."""
     if axis is not None:
         axisa = axisb = axisc = axis
@@ -47,9 +51,12 @@ def cross(a: ArrayLike, b: ArrayLike, axisa: int = -1, axisb: int = -1, axisc: i
     y = moveaxis(y, normalize_axis(axisb, y.ndim, "axisb"), -1)
     if x.shape[-1] not in (2, 3) or y.shape[-1] not in (2, 3):
         raise ValueError("incompatible dimensions for cross product\n(dimension must be 2 or 3)")
-    if x.shape[-1] == 2 or y.shape[-1] == 2:
+    if (x.shape[-1] == 2 or y.shape[-1] == 2) and _TWO_DIMENSIONAL_VECTORS:
         warnings.warn("Arrays of 2-dimensional vectors are deprecated. Use arrays of 3-dimensional vectors "
                       "instead. (deprecated in NumPy 2.0)", DeprecationWarning, stacklevel=2)
+    elif x.shape[-1] == 2 or y.shape[-1] == 2:
+        raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, but they are "
+                         f"{x.shape[-1]} and {y.shape[-1]} dimensional instead.")
     dtype = np.promote_types(x.dtype, y.dtype)
     with _guards.allowscalar():  # components of a single vector are lazy 0-d Arrays, nothing is fetched
         xs = [x[..., i].astype(dtype) for i in range(x.shape[-1])]

@@ -26,9 +26,18 @@ def floor_divide(result: Array, x1: Any, x2: Any, elementwise: Elementwise) -> A
 
 
 def expm1(result: Array, z: Any, elementwise: Elementwise) -> Array:
-    """Complex ``expm1(z)`` with the standard's values where the real part is ±0 (with a zero imaginary
+    """Complex ``expm1(z)`` accurate near 0 for finite ``z`` (CuPy's is ``exp(z) - 1``, which loses the
+    digits of a small ``z``), with the standard's values where the real part is ±0 (with a zero imaginary
     part: +0, where NumPy keeps -0), infinite or NaN."""
     re, im = elementwise("real", z), elementwise("imag", z)
+    # expm1(x + iy) = expm1(x) cos(y) - 2 sin(y/2)^2 + i exp(x) sin(y): no cancellation for small x, y
+    half = elementwise("sin", elementwise("multiply", im, 0.5))
+    real_part = elementwise("subtract", elementwise("multiply", elementwise("expm1", re), elementwise("cos", im)),
+                            elementwise("multiply", elementwise("multiply", half, half), 2))
+    imag_part = elementwise("multiply", elementwise("exp", re), elementwise("sin", im))
+    accurate = elementwise("add", real_part, elementwise("multiply", imag_part, 1j), dtype=result.dtype)
+    finite = elementwise("isfinite", z) & elementwise("isfinite", accurate)
+    result = elementwise("where", finite, accurate, result, dtype=result.dtype)
     zero, infinite_im = elementwise("equal", im, 0), ~elementwise("isfinite", im)
     positive_inf = elementwise("isinf", re) & ~elementwise("signbit", re)
     negative_inf = elementwise("isinf", re) & elementwise("signbit", re)
