@@ -1,24 +1,11 @@
 """``gnp.accelerate``: trace a function of Arrays once per signature, optimize all of its outputs together,
 and reuse that plan on every later call.
 
-Beyond the automatic fusion every computation gets, an accelerated function
-
-* fuses across all of its outputs jointly (``return call, put`` shares one kernel per block: common
-  subexpressions are computed once, inputs read once), where separately computed outputs fuse separately;
-* skips tracing and optimizing on later calls with the same argument shapes, dtypes, chunks and backends
-  (and equal non-array arguments): the optimized task graph is reused with its keys renamed;
-* returns only its outputs: intermediates are never materialized or exposed;
-* runs as one program per worker (``runtime.regions``): on a cluster, one long-running task per worker owning its
-  blocks, the workers exchanging halos and reduction partials directly; without one, a single task. With
-  ``gpunumeric.region-lowering`` set to "tasks" it runs as one task per block instead (not with loops);
-* dispatches at once when its array arguments are already in memory (persisted, or made from arrays) and
-  no distributed cluster is active: the call launches the kernels (asynchronously on a GPU, as JAX does)
-  and returns persisted outputs, so that Python's work after the call overlaps the device's. With lazy
-  arguments, on a cluster, or with the setting ``dispatch="lazy"``, the outputs stay lazy (and fuse with
-  what consumes them).
-
-An accelerated function called while another is traced is traced inline, as part of the outer one.
-"""
+Beyond the automatic fusion every computation gets, its outputs fuse jointly (shared subexpressions computed
+once), later calls with the same argument shapes, dtypes, chunks and backends skip tracing and optimizing,
+intermediates are never materialized, and the call runs as one program per worker (``runtime.regions``).
+With its array arguments in memory and no cluster, a call dispatches at once and returns persisted outputs.
+What each of these means for users: docs/fusion.md."""
 from __future__ import annotations
 
 import contextvars

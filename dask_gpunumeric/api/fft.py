@@ -9,7 +9,7 @@ the other axes keep their blocks, so a batch of transforms is as parallel as the
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -168,28 +168,22 @@ def irfftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | N
     return _transform("irfftn", a, s, axes, norm, out)
 
 
-def fft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None,
-         out: Any = None) -> Array:
-    """``fftn`` over the last two axes by default, as ``numpy.fft.fft2``."""
-    return _transform("fftn", a, s, axes, norm, out)
+def _over_last_two(transform: str, numpy_name: str) -> Callable[..., Array]:
+    """NumPy's 2-d variant of an n-d transform: the same with ``axes=(-2, -1)`` by default."""
+
+    def two_d(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None,
+              out: Any = None) -> Array:
+        return _transform(transform, a, s, axes, norm, out)
+
+    two_d.__name__ = two_d.__qualname__ = numpy_name
+    two_d.__doc__ = f"``{transform}`` over the last two axes by default, as ``numpy.fft.{numpy_name}``."
+    return two_d
 
 
-def ifft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None,
-          out: Any = None) -> Array:
-    """``ifftn`` over the last two axes by default, as ``numpy.fft.ifft2``."""
-    return _transform("ifftn", a, s, axes, norm, out)
-
-
-def rfft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None,
-          out: Any = None) -> Array:
-    """``rfftn`` over the last two axes by default, as ``numpy.fft.rfft2``."""
-    return _transform("rfftn", a, s, axes, norm, out)
-
-
-def irfft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1), norm: str | None = None,
-           out: Any = None) -> Array:
-    """``irfftn`` over the last two axes by default, as ``numpy.fft.irfft2``."""
-    return _transform("irfftn", a, s, axes, norm, out)
+fft2 = _over_last_two("fftn", "fft2")
+ifft2 = _over_last_two("ifftn", "ifft2")
+rfft2 = _over_last_two("rfftn", "rfft2")
+irfft2 = _over_last_two("irfftn", "irfft2")
 
 
 # --- frequencies and shifts ---------------------------------------------------------------------------

@@ -1,19 +1,11 @@
 """Linear algebra: the array API (2024.12) ``linalg`` extension with NumPy's ``numpy.linalg`` semantics.
 
-Products (``matmul``, ``tensordot``, ``vecdot``, ``outer``), norms, ``diagonal``, ``trace`` and ``cross`` are
-built from layout operations, elementwise functions, reductions and the blocked matrix product, so they keep
-the operands' chunking. Factorizations and solvers need whole matrices: the last two axes are made one
-block, the leading (stack) axes keep their blocks, and the backend's ``linalg`` (NumPy or CuPy) runs on each
-block (``_per_matrix``). Tall matrices cut into row blocks are factored without gathering them: ``qr`` by
-TSQR (a QR per row block, a QR of the stacked R factors, and each block's Q times its piece of that second
-Q), and ``svd``/``svdvals`` from the SVD of TSQR's R (wide matrices through their conjugate transpose);
-``pinv`` and ``lstsq`` are composed from that SVD.
-
-Everything is lazy, so errors that depend on the values (a singular matrix, a matrix that is not positive
-definite) are raised by ``compute``, with NumPy's ``LinAlgError`` on either backend (on CuPy blocks the
-block functions run under ``cupyx.errstate(linalg="raise")``: CuPy otherwise returns inf/nan). Shape errors are raised when the expression is built. Computations run in NumPy's linalg dtypes
-(float32, float64, complex64, complex128; integers and booleans as float64).
-"""
+Products, norms, ``diagonal``, ``trace`` and ``cross`` are built from layout operations, elementwise functions,
+reductions and the blocked matrix product, so they keep the operands' chunking. Factorizations and solvers
+need whole matrices: the last two axes become one block and the backend's ``linalg`` runs per block
+(``_per_matrix``), except tall matrices in row blocks, factored without gathering them (``qr`` by TSQR;
+``svd``, ``pinv``, ``lstsq`` from the SVD of TSQR's R). Value-dependent errors (a singular matrix) come from
+``compute`` as NumPy's ``LinAlgError`` on either backend (docs/api/linalg.md)."""
 from __future__ import annotations
 
 import contextlib

@@ -1,4 +1,4 @@
-"""Random arrays: counter-based Philox4x32-10 streams, identical on NumPy and CUDA (see ``_philox``).
+"""Random arrays: counter-based Philox4x32-10 streams, identical on NumPy and CUDA (``kernels.philox``).
 
 ``gnp.random.default_rng(seed)`` gives a ``Generator`` whose draws are lazy Arrays. Each element is a
 function of (seed, draw number, flat index) only, so the numbers are the same for any chunking, any

@@ -1,25 +1,11 @@
 """Fused programs: what one fused group computes per block, and the CUDA C++ source of its kernel.
 
-A *program* (``types.Program``) is ``(ndim, input_dtypes, instructions, outputs)`` in SSA form: value ``i``
-is defined by instruction ``i``:
-
-* ``("load", k, dtype)``: external input ``k`` (broadcast to the block),
-* ``("scalar", k, dtype)``: scalar argument ``k`` (its value is a kernel argument, not part of the source),
-* ``("random", kind, dtype, slot, n)``: a Philox draw; scalars ``slot..`` hold key, stream and parameters,
-* ``("full", slot, dtype)``: a constant array,
-* ``("op", func, dtype, kwargs, args, compute)``: the ufunc ``func`` (``ops.ufuncs``) of values ``args``;
-* ``("total", kind, dtype, i, axes, params, keepdims)``: the finished reduction of value ``i`` over every
-  axis of a one-block array; ops on totals (and scalars) are the program's *epilogue*, computed once,
-  after the reductions;
-
-and outputs are ``("store", i)`` (a block of value ``i``; a 0-d or keepdims value for the epilogue's) or
-``("reduce", i, kind, axes, dtype, params)`` (the reduction partial of value ``i``).
-
-Programs are made with ``ProgramBuilder``. ``kernels.fused`` runs them: interpreted on NumPy blocks, as the
-kernel of ``kernel_source`` on CuPy blocks (scalar values are kernel arguments, or constants of a kernel
-specialized to them; full reductions are two-stage, finished by the last thread block, which also computes
-the epilogue; random numbers are drawn in registers, one Philox block per 4/w elements).
-"""
+A *program* (``types.Program``) is ``(ndim, input_dtypes, instructions, outputs)`` in SSA form, value ``i``
+defined by instruction ``i`` (``types``: ``Load``, ``Scalar``, ``Random``, ``Op``, ``Total``; outputs
+``Store`` and ``Reduce``). Ops on totals and scalars are the program's *epilogue*, computed once after the
+reductions. ``ProgramBuilder`` makes programs; ``kernels.fused`` runs them (interpreted on NumPy blocks, as the
+kernel of ``kernel_source`` on CuPy blocks: full reductions two-stage, finished with the epilogue by the last
+thread block; random numbers drawn in registers)."""
 from __future__ import annotations
 
 import functools

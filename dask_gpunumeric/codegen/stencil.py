@@ -45,8 +45,8 @@ def typed(code: tuple) -> StencilCode:
 
 def rows(code: tuple) -> int:
     """Positions each thread computes along axis ndim - 2 (1-d: along x): 4, or 2 where more than one buffer
-    is read at shifted positions (each keeps rows + 2 rows of values live). On an H200, heat (one shifted
-    field) ran 20.8/16.2/13.7 ms with 1/2/4 rows, Gray-Scott (two) 10.2/9.1/10.3 ms."""
+    is read at shifted positions (each keeps rows + 2 rows of values live, and more rows then cost registers
+    instead of saving reads: docs/benchmarks.md)."""
     shifted = {slot for slot, offset in code.loads if any(offset)}
     return 2 if len(shifted) > 1 else 4
 

@@ -1,22 +1,9 @@
 """A stencil group's plan (``types.StencilPlan``) and its geometry: which box each sweep computes and each
-source must cover for a target box, a block's interior and bands, and which sweeps run as pairs.
-
-Buffers are numbered: the group's sources ``0..S-1``, then the sweeps' stored outputs in order. A sweep's
-``slots`` map its local buffer slots to those numbers, its ``region`` holds ``(lo, hi)`` per restricted axis
-of its code (the ``SetItem`` box), and its ``edges`` per slot ``(modes, fill, extent)``: what a read past the
-ends of the slot's buffer gives along each axis (an edge mode: 0, never read there; WRAP; FILL, ``fill`` past
-the ends of the array, of shape ``extent``). ``periodic``: per axis, whether fields are extended cyclically (a
-group reading its own fields with ``roll``); ``wraps``: per source and axis, whether its halo wraps around the
-array's ends; ``pairs``: the sweeps ``k`` run on CuPy blocks with sweep ``k + 1`` in one pair kernel, their
-outputs only in its shared memory (``tile_pairs``; none where ``gpunumeric.stencil-tiles`` is off).
-
-Coordinates are those of the fields (a source is read at ``position + offset`` in its own coordinates). A
-buffer covers a box ``[lo, hi)`` per axis; along periodic axes boxes may leave ``[0, n)`` (positions are meant
-modulo ``n``). ``boxes`` works back from a *target* box to the box each sweep computes and each source must
-cover: the last sweeps compute the target itself, earlier ones as much more as later ones read (the halo).
-A block is computed in two tasks where it can (``split``): its *interior*, which needs nothing but the
-source blocks at its own place, then the *bands* along its edges, from the halo strips of its neighbours.
-"""
+source must cover for a target box (``boxes``: working back from the target, each sweep computing as much
+more as later ones read), a block's interior and bands (``split``: a task for the interior, which needs only
+the source blocks at its own place, and one for the bands along the edges, which need the halos), and which
+sweeps run as pairs (``tile_pairs``). Buffers, slots, edge modes and coordinates: docs/architecture.md
+("Stencil plans")."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,25 +1,10 @@
 """xarray integration: gnp Arrays as the chunked arrays inside DataArrays and Datasets.
 
-``GpuNumericManager`` is an xarray chunk manager (``chunked_array_type="gpunumeric"``): ``ds.chunk(...)``,
-``xr.open_dataset``/``open_zarr``/``open_mfdataset`` with ``chunked_array_type="gpunumeric"`` give
-Datasets whose variables are gnp Arrays, and xarray's operations on them build gnp expressions (fused
-when they run) until ``.compute()``, ``.load()``, ``.values`` or a write.
-
-The "dask" slot. A gnp Array is a Dask collection, so xarray's built-in dask manager claims it as well, and
-two managers claiming one array make xarray raise "Multiple ChunkManagers recognise type". ``register()``
-therefore puts two managers in xarray's registry: ours under "gpunumeric", and under "dask" xarray's own
-dask manager narrowed to leave gnp Arrays alone (``DaskArrayManager``). dask.array-backed objects keep
-working exactly as before, side by side with gnp-backed ones; only a "dask" manager that is xarray's own
-is replaced (another library's manager there is left as it is). For the same reason xarray indexes gnp
-Arrays through its adapter for Dask collections, which expects dask.array's indexing rules: ``register()``
-installs a subclass of it (``DaskIndexingAdapter``) that uses NumPy's rules, gnp's, for gnp Arrays.
-
-``register()`` runs when ``dask_gpunumeric`` is imported with xarray importable (dask.array imports
-xarray anyway when it is installed), so nothing is needed in user code; an installed package also declares
-the manager through the ``xarray.chunkmanagers`` entry point, so that ``chunked_array_type="gpunumeric"``
-works before ``dask_gpunumeric`` is imported. Call ``register()`` again after clearing xarray's registry
-(``list_chunkmanagers.cache_clear()``).
-"""
+``GpuNumericManager`` is xarray's chunk manager for them (``chunked_array_type="gpunumeric"``), so that
+xarray's operations build gnp expressions, fused when they run. A gnp Array is also a Dask collection, which
+xarray's own dask manager would claim too ("Multiple ChunkManagers recognise type"): ``register()`` (run on
+import) therefore also puts in the "dask" slot xarray's dask manager narrowed to leave gnp Arrays alone, and
+gives gnp Arrays NumPy's indexing rules in xarray's adapter. Details: docs/xarray.md."""
 from __future__ import annotations
 
 import contextlib

@@ -1,24 +1,10 @@
-"""Compiling generated CUDA C++ sources: per-process cache, CI dump, ``nvcc`` check. The one compile path of
-fused kernels, stencil kernels and Philox draws is :func:`compile_function`.
+"""Compiling generated CUDA C++: the one compile path of fused kernels, stencil kernels and Philox draws
+(:func:`compile_function`), its per-process cache, the dump of every source for CI, and the ``nvcc`` check.
 
-Every generated kernel is a *full* CUDA C++ translation unit (``extern "C" __global__``
-kernels plus the ``__device__`` helpers they use, no ``#include``), so that the same
-string compiles under NVRTC (``cupy.RawModule``, on a GPU worker) and under ``nvcc``
-(in CI, on a machine without a GPU).
-
-* :func:`compile_module` compiles a source with CuPy and memoizes the module per process,
-  keyed by the sha256 of the source (tasks carry source strings, never kernels).
-* :func:`record_source` writes every source it sees to ``$GNP_KERNEL_DUMP_DIR`` (when that
-  environment variable is set) as ``<sha256[:16]>.cu``, so CI can compile all of them.
-* :func:`nvcc_compile_check` compiles a source with ``nvcc`` and raises on failure; it needs
-  no GPU.
-* :func:`compile_in_background` compiles a kernel in a background thread (on the launching thread's
-  device), for kernels that replace one already running (``kernels.fused``'s specialized kernels).
-* :func:`resident_blocks` is the occupancy arithmetic (thread blocks one multiprocessor keeps resident,
-  from a kernel's registers and shared memory), and :func:`wave_blocks` the grid of one full wave of a
-  compiled kernel on the current device: grid-stride kernels launch that many blocks (or fewer for small
-  work), never a partial second wave.
-"""
+Every generated kernel is a full translation unit (no ``#include``), so that the same string compiles under
+NVRTC (``cupy.RawModule``, on a GPU worker) and under ``nvcc`` (in CI, without a GPU). Tasks carry source
+strings, never kernels: modules are memoized per process by the sha256 of their source. Launches are one full
+wave of thread blocks (:func:`wave_blocks`, from the occupancy arithmetic of :func:`resident_blocks`)."""
 
 from __future__ import annotations
 

@@ -1,64 +1,10 @@
-"""Counter-based random numbers: Philox4x32-10, with identical streams on NumPy and CUDA.
+"""Counter-based random numbers: Philox4x32-10, with identical streams on NumPy and CUDA blocks.
 
-Stream definition (the contract every backend implements)
-=========================================================
-
-Key
-    Two uint32 words ``(k0, k1) = numpy.random.SeedSequence(seed).generate_state(2, uint32)``
-    (:func:`seed_to_key`).
-
-Stream
-    Every draw call of a generator has a stream number ``stream`` (``0 <= stream < 2**64``),
-    so successive calls give independent numbers.
-
-Words of an element
-    An array of shape ``S`` is drawn element by element in C order. The element with global
-    flat index ``i`` uses ``w`` consecutive 32-bit words (``w`` from
-    :func:`words_per_element`: 1, 2 or 4). They are words ``(i*w) % 4 ... (i*w) % 4 + w - 1``
-    of the Philox4x32-10 output block
-
-        ``philox4x32_10(counter=(c & 0xffffffff, c >> 32, stream & 0xffffffff, stream >> 32),
-        key=(k0, k1))`` with ``c = (i*w) // 4``.
-
-    Nothing depends on how the array is chunked, on the number of devices, or on the backend.
-
-Distributions (``kind``; ``a, b, c, d`` are the element's words in order; ``u53(a, b) =
-((a >> 5) * 2**26 + (b >> 6)) * 2**-53``; every float operation is rounded in the output
-dtype, one operation at a time, never fused into an FMA)
-
-    ``"random"``           float32: ``w=1``, ``(a >> 8) * 2**-24``; float64: ``w=2``,
-                           ``u53(a, b)``. Both exact, in ``[0, 1)``.
-    ``"uniform"``          params ``(low, high)``: ``low + (high - low) * random``. As with
-                           NumPy, rounding can give ``high`` for some ``(low, high)``.
-    ``"standard_normal"``  Box-Muller, ``z = sqrt(-2 log u1) * cos(2 pi u2)``.
-                           float32: ``w=2``, ``u1 = ((a >> 8) + 1) * 2**-24`` (in ``(0, 1]``),
-                           ``u2 = (b >> 8) * 2**-24``, ``2 pi`` rounded to float32.
-                           float64: ``w=4``, ``u1 = 1 - u53(a, b)``, ``u2 = u53(c, d)``.
-    ``"normal"``           params ``(loc, scale)``: ``loc + scale * standard_normal``;
-                           ``scale < 0`` is a ``ValueError``.
-    ``"integers"``         params ``(low, high)``, the half-open range ``[low, high)`` (callers
-                           convert ``endpoint=True``); any integer or bool dtype: ``w=2``,
-                           ``u = (a << 32) | b`` (uint64), value ``low + u % (high - low)``
-                           computed in uint64 (wrapping) and cast to the dtype. ``high <= low``
-                           is a ``ValueError``. The modulo has a bias of at most
-                           ``(high - low) / 2**64``.
-
-Everything except ``log``/``cos`` in the normals is bit-identical between backends; those two
-differ by the libraries' few-ulp errors.
-
-Backends
-========
-* NumPy: :func:`draw_block` (vectorized; blocks are cut into runs of consecutive flat indices,
-  Philox is evaluated once per needed counter, in cache-sized chunks).
-* CUDA: :func:`cuda_source` generates one full ``extern "C" __global__`` kernel per
-  ``(kind, dtype, ndim)`` (no ``#include``: NVRTC and nvcc both compile it). Key, stream,
-  parameters and the block geometry are kernel arguments, so one compiled kernel serves every
-  call. :data:`PHILOX_DEVICE_SOURCE` holds the reusable ``__device__`` functions (include-guarded,
-  so several sources can be concatenated) for fused kernels: per element with global flat index
-  ``i``, ``gnp_random_f32(k0, k1, stream, i)``, ``gnp_uniform_f64(k0, k1, stream, i, low, high)``,
-  ``gnp_standard_normal_f32(...)``, ``gnp_normal_f64(..., loc, scale)``,
-  ``gnp_integers_u64(..., low, span)`` (``span == 0`` meaning ``2**64``), and the building blocks
-  ``gnp_philox4x32_10``, ``gnp_u32_to_f32``, ``gnp_u64_to_f64``.
+Each element is a function of (key, stream, flat index) alone, so the numbers do not depend on the chunking,
+the number of devices or the backend. The stream's definition, the contract both backends implement, is in
+docs/architecture.md ("The random stream"). Here: the key from a seed, the NumPy generator of a block
+(``draw_block``, vectorized over runs of consecutive flat indices), and the CuPy one (one generated kernel per
+``(kind, dtype, ndim)``, its source from ``codegen.philox``).
 """
 
 from __future__ import annotations

@@ -194,7 +194,9 @@ def _run_interpreted(code: tuple, inputs: list, edges: tuple, region: tuple, box
     return reduced
 
 
-WAVES = 8  # thread blocks of a kernel with full reductions: this many full waves (H200: 1 wave 34 ms, 8 waves
+# Thread blocks of a kernel with full reductions: this many full waves, each thread looping over its rows and
+# each block writing one partial: one wave, or one block per tile, was slower (docs/benchmarks.md).
+WAVES = 8
 
 
 _TILED_BACKENDS = frozenset({"cupy"})  # where pair kernels run (the CPU kernel emulator adds "numpy")

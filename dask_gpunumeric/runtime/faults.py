@@ -1,22 +1,12 @@
 """Failures inside block tasks, told in terms of the array: which block failed, and what to do when memory
 runs out.
 
-Every task of a lowered graph calls its function through a ``BlockFunction`` (``label_tasks`` wraps them as
-``graph_of`` collects the layers), which knows the block the task computes. When the function raises,
-
-* out of memory (CuPy's ``OutOfMemoryError``, a CUDA allocation failure, or a host ``MemoryError``) becomes
-  ``gnp.OutOfMemoryError``, a ``MemoryError`` whose message names the block, its size, the memory of the
-  device and the fixes (smaller chunks, a cluster that spills, persisting less);
-* any other exception is raised as it is, with a note naming the block (``exc.__notes__``, shown under the
-  traceback; notes travel with the exception from cluster workers to the client).
-
-A result that cannot fit at all (``gnp.fetch`` or ``compute()`` of an array larger than the free memory)
-raises ``gnp.OutOfMemoryError`` before any work starts (``check_result_fits``).
-
-An out-of-memory error holds no blocks, so that catching it (a notebook keeps the last error) frees their
-memory: the task drops its inputs, and the default local schedulers (``schedule.local_scheduler``, with
-``release_blocks``) clear the frames of the failed computation, whose locals hold every block computed so far.
-"""
+Every task of a lowered graph calls its function through a ``BlockFunction`` (``label_tasks``), which knows
+its block: out of memory becomes ``gnp.OutOfMemoryError`` naming the block, its size and the fixes; any other
+exception gets a note naming the block (``__notes__`` travel from cluster workers). A result that cannot fit
+at all fails before any work starts (``check_result_fits``). An out-of-memory error holds no blocks, so that
+keeping it (a notebook's last error) frees their memory (the default local schedulers clear the failed
+computation's frames: ``release_blocks``). What users see: docs/reliability.md."""
 from __future__ import annotations
 
 import contextlib

@@ -21,8 +21,8 @@ from typing import Any
 PACKAGE = "dask_gpunumeric"
 MARKER = re.compile(r"^<!-- api: ([\w. ]+) -->$", re.MULTILINE)
 
-# the package's layers (DESIGN.md): subpackages of the implementation, not public submodules
-LAYERS = {"api", "ops", "expr", "optimize", "codegen", "kernels", "runtime", "integrations"}
+# the package's layers (docs/architecture.md): the implementation, not public submodules
+LAYERS = {"backend", "api", "ops", "expr", "optimize", "codegen", "kernels", "runtime", "integrations"}
 
 log = logging.getLogger(f"mkdocs.hooks.{__name__}")  # under "mkdocs": strict builds count its warnings
 listed: set[str] = set()
