@@ -43,7 +43,7 @@ def workers(cluster_client) -> list[str]:
     n = len(cluster_client.cluster.workers)
     if n < 2:
         pytest.skip("regions of several workers need two workers: a CPU run, or a machine with two GPUs")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # a loaded 2-core machine starts worker processes slowly
     while True:
         info = cluster_client.scheduler_info(n_workers=-1)["workers"]
         running = {address for address, worker in info.items() if worker["status"] == "running"}
