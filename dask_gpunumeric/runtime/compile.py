@@ -15,6 +15,7 @@ from dask._task_spec import Alias, GraphNode
 from ..expr import ArrayExpr, Bundle, Finalize, FromArray, FromGraph, Materialized, flat_keys, walk
 from ..optimize import pipeline as _pipeline
 from .cluster import active_workers, owner
+from . import reuse as _reuse
 from .faults import check_result_fits, label_tasks
 from .schedule import fuse_chains, schedule_of
 
@@ -66,18 +67,44 @@ def compile_tree(materialized: Materialized) -> CompiledGraph:
     hit = _cached_graph(cacheable)
     if hit is not None:
         return hit
-    if not materialized.operand("workers"):  # a local compute() joins its results here
-        check_result_fits([r for r in (root.operands if isinstance(root, Bundle) else [root]) if isinstance(r, Finalize)],
-                          to_host=False, call="compute()")
-    graph, outputs = _optimized_graph(materialized), flat_keys(root)
+    local = not materialized.operand("workers")
+    shape = _reuse.structure_of(root, _pipeline.settings_key()) if local else None
+    made = None if shape is None else _from_template(shape)
+    if made is None:
+        if local:  # a local compute() joins its results here
+            check_result_fits([r for r in _roots(root) if isinstance(r, Finalize)], to_host=False, call="compute()")
+        made = CompiledGraph(_optimized_graph(materialized), [k for r in _roots(root) for k in flat_keys(r)])
+        if shape is not None:
+            _reuse.remember(shape, made.graph, made._outputs)
     # (a loop persisting each step would fill the cache with trees that never come back)
     if cacheable is None or (cacheable[1] and not _seen_before(cacheable[0])):
-        return CompiledGraph(graph, outputs)
+        return made
     key, persisted = cacheable
     inputs = _input_layers(persisted)
-    kept = CompiledGraph({k: v for k, v in graph.items() if k not in inputs}, outputs)
+    kept = CompiledGraph({k: v for k, v in made.graph.items() if k not in inputs}, made._outputs)
+    kept._schedule = made._schedule
     _remember(_GRAPH_CACHE, key, kept)
-    return CompiledGraph(graph, outputs, kept) if inputs else kept
+    return CompiledGraph(made.graph, made._outputs, kept) if inputs else kept
+
+
+def _roots(root: ArrayExpr) -> list[ArrayExpr]:
+    return list(root.operands) if isinstance(root, Bundle) else [root]
+
+
+def _from_template(shape: _reuse.Structure) -> CompiledGraph | None:
+    """The graph of a tree whose structure was compiled before (``runtime.reuse``), or None."""
+    template = _reuse.lookup(shape)
+    made = None if template is None else _reuse.instantiate(template, shape)
+    if made is None:
+        return None
+    graph, outputs, schedule, subs = made
+    hit = CompiledGraph(graph, outputs)
+    if schedule is None:  # made once per template, for every later call of it
+        back = {new: old for old, new in subs.items()}
+        _reuse.with_schedule(shape, template, [(back[k], tuple(back[d] for d in done)) for k, done in hit.schedule()])
+    else:
+        hit._schedule = schedule
+    return hit
 
 
 def optimize(root: ArrayExpr) -> ArrayExpr:
