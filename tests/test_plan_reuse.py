@@ -115,3 +115,21 @@ def test_compute_and_persist_of_one_array_match_dask_compute():
         p, (q,) = y.persist(), dask.persist(y)
         assert p.name == q.name == y.name and p.chunks == q.chunks
         np.testing.assert_array_equal(to_host(p.compute()), to_host(q.compute()))
+
+
+@pytest.mark.parametrize("chunks", [(6, 5), (4, 10), (12, 10)])
+def test_repeated_slices_and_updates_as_numpy(chunks):
+    """Slices repeated on arrays of several chunkings (their plans are made once per chunking) and interior
+    updates whose value has the region's chunks, or other chunks, or another dtype, or broadcasts."""
+    h = np.arange(120.0).reshape(12, 10)
+    x = gnp.asarray(h, chunks=chunks)
+    for index in [(slice(1, -1), slice(None, -2)), (slice(None), slice(None)), (slice(None, None, -2), slice(3, 4))]:
+        for _ in range(2):
+            assert_eq(x[index], h[index])
+    for value, expected in [(x[2:, 1:-1] * 2, h[2:, 1:-1] * 2), (gnp.asarray(h[2:, 1:-1]), h[2:, 1:-1]),
+                            (x[2:, 1:-1].astype(np.float32), h[2:, 1:-1].astype(np.float32)),
+                            (x[0, 1:-1], h[0, 1:-1])]:
+        y, e = x.copy(), h.copy()
+        y[:-2, 1:-1] = value
+        e[:-2, 1:-1] = expected
+        assert_eq(y, e)

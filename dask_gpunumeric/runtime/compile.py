@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -63,12 +63,13 @@ def compile_tree(materialized: Materialized) -> CompiledGraph:
     """The graph of a ``Materialized`` node's tree: rebuilding the same expression, as a loop or a benchmark
     does, skips optimizing and lowering."""
     root = materialized.root
-    cacheable = _cache_key(root)
+    nodes = list(walk(root))
+    cacheable = _cache_key(root, nodes)
     hit = _cached_graph(cacheable)
     if hit is not None:
         return hit
     local = not materialized.operand("workers")
-    shape = _reuse.structure_of(root, _pipeline.settings_key()) if local else None
+    shape = _reuse.structure_of(nodes, _pipeline.settings_key()) if local else None
     made = None if shape is None else _from_template(shape)
     if made is None:
         if local:  # a local compute() joins its results here
@@ -211,13 +212,13 @@ def _cached_graph(cacheable: tuple[tuple, tuple] | None) -> CompiledGraph | None
     return None if hit is None else hit.with_inputs(_input_layers(persisted))
 
 
-def _cache_key(root: ArrayExpr) -> tuple[tuple, tuple] | None:
+def _cache_key(root: ArrayExpr, nodes: list[ArrayExpr] | None = None) -> tuple[tuple, tuple] | None:
     """The key of a tree's graph and schedule in the cache, with the tree's persisted inputs (FromGraph),
     or None when they may not be cached. A persisted Array keeps the name of the expression it came from
     (and so do expressions built on it): the names of the persisted inputs are part of the key, so that
     the graph of a tree on them is never that of the same tree computing them; their blocks stay out of
     the cached graph (``_input_layers`` adds those of each call), so that the cache keeps no data alive."""
-    persisted = _persisted_inputs(root)
+    persisted = _persisted_inputs(walk(root) if nodes is None else nodes)
     if persisted is None:
         return None
     return (root._name, _pipeline.settings_key(), tuple(sorted(n._name for n in persisted))), persisted
@@ -268,12 +269,12 @@ def _remember(cache: collections.OrderedDict, key: tuple | None, value: Any) -> 
 _CACHE_DATA_LIMIT = 2**20
 
 
-def _persisted_inputs(root: Expr) -> tuple[FromGraph, ...] | None:
+def _persisted_inputs(nodes: Iterable[Expr]) -> tuple[FromGraph, ...] | None:
     """The persisted inputs of a tree whose graph may be cached without them, or None when it may not be:
     the data the graph holds besides them must be small host data (the cache must not keep large arrays,
     or any device or cluster memory, alive)."""
     held, persisted = 0, []
-    for node in walk(root):
+    for node in nodes:
         if isinstance(node, FromGraph):
             persisted.append(node)
         elif isinstance(node, FromArray):

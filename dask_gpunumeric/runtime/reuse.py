@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from dask._expr import Expr
 from dask._task_spec import GraphNode, _is_dask_future
 
-from ..expr import ArrayExpr, FromArray, FromGraph, JointOutput, Materialized, walk
+from ..expr import ArrayExpr, FromArray, FromGraph, JointOutput, Materialized
 from ..expr.tokens import _TEXT, _plain_repr
 from .faults import label_tasks
 
@@ -49,10 +49,10 @@ def _text(operand: Any, position: dict[str, int]) -> str | None:
     return _TEXT.get(type(operand), _plain_repr)(operand)
 
 
-def structure_of(root: ArrayExpr, settings: tuple) -> Structure | None:
-    """The structure of a tree (under the optimizer's ``settings``), or None when its plan may not be reused:
-    an operand that is no plain value, a node that holds a tree of its own, inputs that are tasks."""
-    nodes = list(walk(root))
+def structure_of(nodes: list[ArrayExpr], settings: tuple) -> Structure | None:
+    """The structure of a tree (its nodes in ``walk`` order, the root first; under the optimizer's
+    ``settings``), or None when its plan may not be reused: an operand that is no plain value, a node that
+    holds a tree of its own, inputs that are tasks."""
     position = {node._name: i for i, node in enumerate(nodes)}
     parts, inputs = [repr(settings)], []
     for i, node in enumerate(nodes):
@@ -136,8 +136,11 @@ def instantiate(template: Template, shape: Structure) -> tuple[dict, list, list 
     for key, task in template.graph.items():
         new = subs[key]
         graph[new] = task.substitute(subs, key=new) if isinstance(task, GraphNode) else task
-    for i, blocks in zip(template.inputs, template.input_blocks):
-        graph.update(_input_tasks(shape.nodes[i], blocks))
+    try:
+        for i, blocks in zip(template.inputs, template.input_blocks):
+            graph.update(_input_tasks(shape.nodes[i], blocks))
+    except KeyError:  # a persisted input without a block the template's reads
+        return None
     if any(not task.dependencies <= graph.keys() for task in graph.values() if isinstance(task, GraphNode)):
         return None
     schedule = template.schedule
