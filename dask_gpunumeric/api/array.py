@@ -23,6 +23,7 @@ from dask.core import flatten
 from ..expr import ArrayExpr, FromGraph, Materialized
 from ..backend import backend_of, device_name, resolve, to_numpy
 from ..kernels.blocks import as_block, concatenate_grid
+from ..runtime.fetch import compute_now, persist_now
 from ..runtime.schedule import local_scheduler
 from . import guards as _guards
 
@@ -143,6 +144,25 @@ class Array(DaskMethodsMixin):
 
     def __dask_postcompute__(self) -> tuple:
         return _finalize, (self.numblocks,)
+
+    def compute(self, **kwargs: Any) -> Any:
+        """The computed array (a NumPy or CuPy array), as ``dask.compute(self)[0]``; on the local scheduler
+        straight from the array's compiled graph, without Dask's collection machinery."""
+        if not kwargs:
+            value = compute_now(self)
+            if value is not None:
+                return value
+        return super().compute(**kwargs)
+
+    def persist(self, **kwargs: Any) -> Array:
+        """This Array with its blocks computed and held in memory, as ``dask.persist(self)[0]``; on the local
+        scheduler straight from the array's compiled graph."""
+        if not kwargs:
+            blocks = persist_now(self)
+            if blocks is not None:
+                e = self._expr
+                return Array(FromGraph(blocks, e._name, e.chunks, e.dtype, e.backend))
+        return super().persist(**kwargs)
 
     def __dask_postpersist__(self) -> tuple:
         return self._rebuild, ()

@@ -120,7 +120,7 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
         promoted = operands[skip_promotion:][: _PROMOTED_OPERANDS.get(op)]
         _guards.check_promotion(op, [a.dtype for a in promoted if isinstance(a, ArrayExpr)], common,
                                 [a for a in promoted if not isinstance(a, ArrayExpr)])
-    if len(arrays) > 1:
+    if len(arrays) > 1 and any(a.chunks != arrays[0].chunks for a in arrays):  # (the same chunks: aligned)
         shape = broadcast_shape(op, [a.shape for a in arrays])
         aligned = align_chunks(arrays, shape)
         operands = [aligned[a._name] if isinstance(a, ArrayExpr) else a for a in operands]

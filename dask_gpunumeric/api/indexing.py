@@ -19,6 +19,7 @@ from ..expr import plan as _plan
 from .array import Array
 from ..backend import to_numpy
 from ..expr import Gather, SetItem
+from ..expr.tokens import keep_text
 
 
 def _normalize(index: Any, ndim: int) -> tuple[Any, ...]:
@@ -83,16 +84,58 @@ def _is_advanced(ix: Any) -> bool:
 
 def getitem(x: Array, index: Any) -> Array:
     """``x[index]`` with NumPy semantics (lazy)."""
+    known = _slices_key(x, index)
+    planned = _SLICE_PLANS.get(known) if known is not None else None
+    if planned is not None:  # the plan of these slices of these chunks, made before (stencil code repeats them)
+        if planned is _WHOLE:
+            return x
+        keep_text(planned)
+        return Array(Gather(planned, (), x.dtype, x.expr))
     index = _normalize(index, x.ndim)
     _check_in_numpy_order(x.shape, index)
     _guards.check_scalar_index(x.shape, index, "reading", x.backend)
     if not any(_is_advanced(ix) for ix in index):
-        return _basic_getitem(x, index)
+        out = _basic_getitem(x, index)
+        if known is not None:
+            _remember_slices(known, _WHOLE if out is x else out.expr.operand("plan"))
+        return out
     x, index = _new_axes_as_slices(x, index)
     advanced = [ix for ix in index if _is_advanced(ix)]
     if len(advanced) > 1:
         return _pointwise_getitem(x, index)
     return _advanced_getitem(x, index, advanced[0])
+
+
+# plans of indices made of slices alone (with int or None bounds) by (chunks, bounds): valid, and the same
+# plan object each time (its token text is then the same work, and it is small)
+_SLICE_PLANS: dict[tuple, Any] = {}
+_SLICE_PLANS_SIZE = 256
+_WHOLE = object()  # the plan of slices that take every element: the array itself
+
+
+def _slices_key(x: Array, index: Any) -> tuple | None:
+    """The key of an index of slices alone, with int or None bounds, as many as ``x`` has axes; else None."""
+    items = index if type(index) is tuple else (index,)
+    if len(items) != x.ndim:
+        return None
+    bounds = []
+    for ix in items:
+        if type(ix) is not slice:
+            return None
+        start, stop, step = ix.start, ix.stop, ix.step
+        if not (type(start) in _BOUND and type(stop) in _BOUND and type(step) in _BOUND):
+            return None
+        bounds.append((start, stop, step))
+    return x.chunks, tuple(bounds)
+
+
+_BOUND = frozenset({int, type(None)})
+
+
+def _remember_slices(key: tuple, plan: Any) -> None:
+    if len(_SLICE_PLANS) >= _SLICE_PLANS_SIZE:
+        _SLICE_PLANS.clear()
+    _SLICE_PLANS[key] = plan
 
 
 def _check_in_numpy_order(shape: tuple[int, ...], index: tuple[Any, ...]) -> None:
@@ -255,17 +298,58 @@ def setitem(x: Array, index: Any, value: Any) -> Array:
 
     if isinstance(index, Array) and index.dtype == bool and index.shape == x.shape and _is_scalar_like(value):
         return elementwise("where", index, value, x, dtype=x.dtype)
-    items = index if isinstance(index, tuple) else (index,)
-    one_element = len(items) == x.ndim and all(
-        isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items
-    )
-    index = _normalize(index, x.ndim)
-    _guards.check_scalar_index(x.shape, index, "setting", x.backend)
-    if one_element and (value.ndim if isinstance(value, Array) else np.ndim(value)):
-        raise ValueError("setting an array element with a sequence.")  # as NumPy, for integers only
-    if any(_is_advanced(ix) for ix in index):
-        return _advanced_setitem(x, index, value)
-    target = _basic_getitem(x, index)
+    known = _slices_key(x, index)
+    region = _REGION_PLANS.get(known) if known is not None else None
+    if region is not None:  # these slices of these chunks, met before (stencil updates repeat them)
+        region_plan, region_chunks = region
+        keep_text(region_plan)
+        index = index if type(index) is tuple else (index,)
+    else:
+        items = index if isinstance(index, tuple) else (index,)
+        one_element = len(items) == x.ndim and all(
+            isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items
+        )
+        index = _normalize(index, x.ndim)
+        _guards.check_scalar_index(x.shape, index, "setting", x.backend)
+        if one_element and (value.ndim if isinstance(value, Array) else np.ndim(value)):
+            raise ValueError("setting an array element with a sequence.")  # as NumPy, for integers only
+        if any(_is_advanced(ix) for ix in index):
+            return _advanced_setitem(x, index, value)
+        region_plan, region_chunks = _region(x, index)
+        if known is not None:
+            if len(_REGION_PLANS) >= _SLICE_PLANS_SIZE:
+                _REGION_PLANS.clear()
+            _REGION_PLANS[known] = region_plan, region_chunks
+    if _is_scalar_like(value) and not isinstance(value, Array):
+        v: Any = np.asarray(value).astype(x.dtype)[()]
+    elif isinstance(value, Array) and (value.dtype, value.backend, value.chunks) == (x.dtype, x.backend,
+                                                                                      region_chunks) and \
+            all(type(ix) is slice for ix in index):
+        v = value.expr  # already the region's shape, dtype and chunks (stencil updates, as users write them)
+    else:
+        from .manipulation import reshape
+
+        target_shape: list[int] = []  # of x[index]: new axes (None) of length 1, integers' axes dropped
+        axes = iter(region_chunks)
+        for ix in index:
+            chunks = (1,) if ix is None else next(axes)
+            if not isinstance(ix, (int, np.integer)):
+                target_shape.append(sum(chunks))
+        # the target's axes from new axes (None) removed, length-1 axes for integers inserted
+        varr = reshape(_value_array(value, x, tuple(target_shape)), tuple(map(sum, region_chunks)))
+        v = varr.rechunk(region_chunks).expr
+    if any(not p or all(h is None for h in p) for p in region_plan):
+        return x
+    return Array(SetItem(x.expr, v, region_plan))
+
+
+# region plans of updates by slices alone, by (chunks, bounds) as ``_SLICE_PLANS``
+_REGION_PLANS: dict[tuple, tuple[tuple, tuple]] = {}
+
+
+def _region(x: Array, index: tuple[Any, ...]) -> tuple[tuple, tuple]:
+    """The region of ``x`` that a basic ``index`` (normalized) updates: per axis, for each chunk, the piece of
+    the value it takes and where (None: not touched); and the value's chunks."""
     region_plan, region_chunks = [], []
     for axis, ix in enumerate(ix for ix in index if ix is not None):
         chunks, n = x.chunks[axis], x.shape[axis]
@@ -279,17 +363,7 @@ def setitem(x: Array, index: Any, value: Any) -> Array:
             per_chunk[c] = (j, local)
         region_plan.append(tuple(per_chunk))
         region_chunks.append(tuple(m for _, _, m in pieces) or (0,))
-    if _is_scalar_like(value) and not isinstance(value, Array):
-        v: Any = np.asarray(value).astype(x.dtype)[()]
-    else:
-        from .manipulation import reshape
-
-        # the target's axes from new axes (None) removed, length-1 axes for integers inserted
-        varr = reshape(_value_array(value, x, target.shape), tuple(map(sum, region_chunks)))
-        v = varr.rechunk(tuple(region_chunks)).expr
-    if any(not p or all(h is None for h in p) for p in region_plan):
-        return x
-    return Array(SetItem(x.expr, v, tuple(region_plan)))
+    return tuple(region_plan), tuple(region_chunks)
 
 
 def _is_scalar_like(value: Any) -> bool:

@@ -61,6 +61,17 @@ def _sequence_text(value: tuple | list) -> str | None:
     return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
 
 
+def keep_text(value: tuple) -> None:
+    """Keep the text of a tuple by identity, as that of tuples of ints: for an immutable plan (ints, slices,
+    None and tuples of them) that many nodes share, written out once (until the kept texts are cleared)."""
+    if id(value) not in _INT_TUPLE_TEXT:
+        text = _sequence_text(value)
+        if text is not None:
+            if len(_INT_TUPLE_TEXT) >= _INT_TUPLE_TEXT_SIZE:
+                _INT_TUPLE_TEXT.clear()
+            _INT_TUPLE_TEXT[id(value)] = (value, text)
+
+
 def _dict_text(value: dict) -> str | None:
     if not value:
         return "dict()"

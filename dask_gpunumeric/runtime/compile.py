@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ from dask._task_spec import Alias, GraphNode
 from ..expr import ArrayExpr, Bundle, Finalize, FromArray, FromGraph, Materialized, flat_keys, walk
 from ..optimize import pipeline as _pipeline
 from .cluster import active_workers, owner
+from . import reuse as _reuse
 from .faults import check_result_fits, label_tasks
 from .schedule import fuse_chains, schedule_of
 
@@ -62,22 +63,49 @@ def compile_tree(materialized: Materialized) -> CompiledGraph:
     """The graph of a ``Materialized`` node's tree: rebuilding the same expression, as a loop or a benchmark
     does, skips optimizing and lowering."""
     root = materialized.root
-    cacheable = _cache_key(root)
+    nodes = list(walk(root))
+    cacheable = _cache_key(root, nodes)
     hit = _cached_graph(cacheable)
     if hit is not None:
         return hit
-    if not materialized.operand("workers"):  # a local compute() joins its results here
-        check_result_fits([r for r in (root.operands if isinstance(root, Bundle) else [root]) if isinstance(r, Finalize)],
-                          to_host=False, call="compute()")
-    graph, outputs = _optimized_graph(materialized), flat_keys(root)
+    local = not materialized.operand("workers")
+    shape = _reuse.structure_of(nodes, _pipeline.settings_key()) if local else None
+    made = None if shape is None else _from_template(shape)
+    if made is None:
+        if local:  # a local compute() joins its results here
+            check_result_fits([r for r in _roots(root) if isinstance(r, Finalize)], to_host=False, call="compute()")
+        made = CompiledGraph(_optimized_graph(materialized), [k for r in _roots(root) for k in flat_keys(r)])
+        if shape is not None:
+            _reuse.remember(shape, made.graph, made._outputs)
     # (a loop persisting each step would fill the cache with trees that never come back)
     if cacheable is None or (cacheable[1] and not _seen_before(cacheable[0])):
-        return CompiledGraph(graph, outputs)
+        return made
     key, persisted = cacheable
     inputs = _input_layers(persisted)
-    kept = CompiledGraph({k: v for k, v in graph.items() if k not in inputs}, outputs)
+    kept = CompiledGraph({k: v for k, v in made.graph.items() if k not in inputs}, made._outputs)
+    kept._schedule = made._schedule
     _remember(_GRAPH_CACHE, key, kept)
-    return CompiledGraph(graph, outputs, kept) if inputs else kept
+    return CompiledGraph(made.graph, made._outputs, kept) if inputs else kept
+
+
+def _roots(root: ArrayExpr) -> list[ArrayExpr]:
+    return list(root.operands) if isinstance(root, Bundle) else [root]
+
+
+def _from_template(shape: _reuse.Structure) -> CompiledGraph | None:
+    """The graph of a tree whose structure was compiled before (``runtime.reuse``), or None."""
+    template = _reuse.lookup(shape)
+    made = None if template is None else _reuse.instantiate(template, shape)
+    if made is None:
+        return None
+    graph, outputs, schedule, subs = made
+    hit = CompiledGraph(graph, outputs)
+    if schedule is None:  # made once per template, for every later call of it
+        back = {new: old for old, new in subs.items()}
+        _reuse.with_schedule(shape, template, [(back[k], tuple(back[d] for d in done)) for k, done in hit.schedule()])
+    else:
+        hit._schedule = schedule
+    return hit
 
 
 def optimize(root: ArrayExpr) -> ArrayExpr:
@@ -184,13 +212,13 @@ def _cached_graph(cacheable: tuple[tuple, tuple] | None) -> CompiledGraph | None
     return None if hit is None else hit.with_inputs(_input_layers(persisted))
 
 
-def _cache_key(root: ArrayExpr) -> tuple[tuple, tuple] | None:
+def _cache_key(root: ArrayExpr, nodes: list[ArrayExpr] | None = None) -> tuple[tuple, tuple] | None:
     """The key of a tree's graph and schedule in the cache, with the tree's persisted inputs (FromGraph),
     or None when they may not be cached. A persisted Array keeps the name of the expression it came from
     (and so do expressions built on it): the names of the persisted inputs are part of the key, so that
     the graph of a tree on them is never that of the same tree computing them; their blocks stay out of
     the cached graph (``_input_layers`` adds those of each call), so that the cache keeps no data alive."""
-    persisted = _persisted_inputs(root)
+    persisted = _persisted_inputs(walk(root) if nodes is None else nodes)
     if persisted is None:
         return None
     return (root._name, _pipeline.settings_key(), tuple(sorted(n._name for n in persisted))), persisted
@@ -241,12 +269,12 @@ def _remember(cache: collections.OrderedDict, key: tuple | None, value: Any) -> 
 _CACHE_DATA_LIMIT = 2**20
 
 
-def _persisted_inputs(root: Expr) -> tuple[FromGraph, ...] | None:
+def _persisted_inputs(nodes: Iterable[Expr]) -> tuple[FromGraph, ...] | None:
     """The persisted inputs of a tree whose graph may be cached without them, or None when it may not be:
     the data the graph holds besides them must be small host data (the cache must not keep large arrays,
     or any device or cluster memory, alive)."""
     held, persisted = 0, []
-    for node in walk(root):
+    for node in nodes:
         if isinstance(node, FromGraph):
             persisted.append(node)
         elif isinstance(node, FromArray):

@@ -10,6 +10,7 @@ import dask.callbacks
 
 from ..expr import ArrayExpr, flat_keys
 from ..backend import to_numpy
+from ..kernels.blocks import concatenate_grid
 from .cluster import client_active
 from .compile import compiled
 from .faults import check_result_fits
@@ -47,12 +48,34 @@ def _compute_local(x: Any) -> Any:
     optimized graph of the array (cached for pure computations) straight to the scheduler."""
     expr = x.expr.finalize_compute()
     (key,) = flat_keys(expr)  # one block: nested one level per dimension, or a Finalize's single key
+    return _run_local(x, expr, [key])[0]
+
+
+def _run_local(x: Any, expr: ArrayExpr, keys: list) -> list:
     graph = compiled(expr)
     if (len(graph.graph) <= _SMALL_GRAPH or small_graph(graph.graph)) and not dask.callbacks.Callback.active:
         # a handful of tasks, or small blocks, gain nothing from threads: run them in order, in this thread
         # (with Dask callbacks, such as a progress bar, active: on Dask's local scheduler, which calls them)
-        return run_in_order(graph.graph, graph.schedule(), [key])[0]
-    return x.__dask_scheduler__(dict(graph.graph), [key])[0]
+        return run_in_order(graph.graph, graph.schedule(), keys)
+    return x.__dask_scheduler__(dict(graph.graph), keys)
+
+
+def compute_now(x: Any) -> Any:
+    """``x.compute()``, straight from the compiled graph when ``x`` runs on the local scheduler (as
+    ``gnp.fetch`` does, the result left where it is), or None to leave it to ``dask.compute``."""
+    if not _local_scheduler(x):
+        return None
+    check_result_fits([x.expr], to_host=False, call="compute()")
+    return concatenate_grid([_compute_local(x)], (1,) * x.ndim)
+
+
+def persist_now(x: Any) -> dict | None:
+    """The blocks of ``x.persist()`` by key, straight from the compiled graph when ``x`` runs on the local
+    scheduler, or None to leave it to ``dask.persist``."""
+    if not _local_scheduler(x):
+        return None
+    keys = flat_keys(x.expr)
+    return dict(zip(keys, _run_local(x, x.expr, keys)))
 
 
 _SMALL_GRAPH = 8

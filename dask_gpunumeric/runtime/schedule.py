@@ -15,7 +15,7 @@ from dask._expr import Expr
 from dask._task_spec import Alias, DataNode, GraphNode, Task
 from dask.order import order
 
-from ..expr import Materialized
+from ..expr import JointOutput, Materialized
 from .faults import BlockFunction, OutOfMemoryError, release_blocks
 
 
@@ -128,7 +128,7 @@ def _small_in_order(get: Callable[..., Any]) -> Callable[..., Any]:
         tree = _one_tree(dsk)
         if tree is not None and not kwargs and not dask.callbacks.Callback.active:
             compiled = tree._compiled
-            if small_graph(compiled.graph):
+            if small_graph(compiled.graph) and compiled.graph.keys() >= set(keys):
                 return run_in_order(compiled.graph, compiled.schedule(), keys)
         graph = dsk if isinstance(dsk, Mapping) else dsk.__dask_graph__()
         return (dask.local.get_sync if small_graph(graph) else get)(graph, keys, **kwargs)
@@ -138,9 +138,13 @@ def _small_in_order(get: Callable[..., Any]) -> Callable[..., Any]:
 
 def _one_tree(dsk: Any) -> Materialized | None:
     """The one local tree of ours that Dask hands a scheduler for ``compute()`` (alone or in its sequence of
-    one), or None."""
-    if isinstance(dsk, Expr) and not isinstance(dsk, Materialized) and len(dsk.operands) == 1:
-        dsk = dsk.operands[0]
+    one), or that the outputs of ``dask.compute(a, b)``/``dask.persist(a, b)`` share, or None."""
+    if isinstance(dsk, Expr) and not isinstance(dsk, Materialized):
+        parts = dsk.operands
+        if len(parts) == 1:
+            dsk = parts[0]
+        elif parts and all(isinstance(p, JointOutput) for p in parts) and len({p.joint._name for p in parts}) == 1:
+            dsk = parts[0].joint
     return dsk if isinstance(dsk, Materialized) and not dsk.operand("workers") else None
 
 
