@@ -564,10 +564,12 @@ def test_tile_kernels_run_on_the_cpu(name: str, dtype: Any, monkeypatch: Any) ->
     NumPy's: 5-point and 9-point, fixed (a ``SetItem`` box) and periodic (``roll``: on one block the linked
     reads wrap) boundaries, odd sizes of several tiles, one block and several (halos); 9 sweeps per task in
     three kernels of 3 (at most 4 per kernel), 5 with at most 8 per kernel in one (6 would do more than
-    ``TILE_WORK`` times the work of their tiles)."""
+    ``TILE_WORK`` times the work of their tiles); on 130 x 200, thread blocks inside every box and region
+    (computed without checks)."""
     launched = counted_tile_kernels(monkeypatch)
-    x = np.random.default_rng(11).random((67, 133)).astype(dtype)
-    for chunks, n, limit, runs in [((67, 133), 9, 4, [3, 3, 3]), ((34, 67), 9, 4, [3, 3, 3]), ((67, 133), 5, 8, [5])]:
+    for shape, chunks, n, limit, runs in [((67, 133), (67, 133), 9, 4, [3, 3, 3]), ((67, 133), (34, 67), 9, 4, [3, 3, 3]),
+                                          ((67, 133), (67, 133), 5, 8, [5]), ((130, 200), (130, 200), 6, 4, [3, 3])]:
+        x = np.random.default_rng(11).random(shape).astype(dtype)
         with gnp.config.set(stencil_sweeps=n, stencil_tile_sweeps=limit):
             u = sweeps(TILED[name], gnp, gnp.from_array(x, chunks=chunks), n)
             assert [g["sweeps_per_kernel"] for g in plan(u)["stencils"]] == [runs]

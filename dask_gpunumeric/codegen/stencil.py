@@ -1,8 +1,9 @@
 """CUDA C++ of stencil sweeps (``types.StencilCode``): one kernel per sweep, the last axis along ``threadIdx.x``
 (coalesced), each thread computing ``rows(code)`` consecutive rows of a column (1-d: elements a thread block
-apart), reading each buffer at constant offsets from the element computed; and pair kernels of two 2-d
-sweeps: per tile of the second's box, the first sweep on the tile and its halo into shared memory, then the
-second from there (``pair_source``): the first's outputs never travel to memory and back.
+apart), reading each buffer at constant offsets from the element computed; and tile kernels of consecutive
+2-d sweeps (two: a pair kernel): per tile of the last's box, each sweep in turn on the tile and the halo the
+later ones read, in shared memory, then the last from there (``tile_source``): the intermediate fields never
+travel to memory and back.
 """
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def no_edges(code: tuple) -> tuple:
 
 
 def tile_halo(second: tuple, shared: tuple) -> tuple[int, ...]:
-    """How far, per axis, the second sweep of a pair reads the first's outputs (its ``shared`` slots)."""
+    """How far, per axis, a sweep of a tile kernel reads its predecessor's outputs (its ``shared`` slots)."""
     slots, halo = {slot for slot, _ in shared}, [0] * second.program.ndim
     for slot, offset in (*second.loads, *(b for b in second.bases if b is not None)):
         if slot in slots:
@@ -116,7 +117,7 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
              stores: Sequence[str] | None = None) -> list[str]:
     """The statements computing and storing one element of a sweep at position ``p`` (reads with their
     edges where ``checked``; parameters named with ``prefix``). ``shared``: the slots read from shared
-    memory, each an expression of the read's offset per axis (``{0}``, ``{1}``: ``pair_source``);
+    memory, each an expression of the read's offset per axis (``{0}``, ``{1}``: ``tile_source``);
     ``stores``: where each output goes (default: its buffer ``out<j>`` at ``w<j>``)."""
     program, _, loads, restricted, bases, out_dtypes = code
     ndim, _, instrs, outputs = program
@@ -309,24 +310,42 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[s
         shift = [f" - {a - b}" if a - b else "" for a, b in zip(halo, halos[k])]
         return f"(p0 - g0{shift[0]} + ({{0}})) * {extents[k][1]} + (p1 - g1{shift[1]} + ({{1}}))"
 
-    def phase(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None) -> list[str]:
+    def starts(k: int) -> list[int]:
+        return [a - b for a, b in zip(halo, halos[k])]
+
+    def loop(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None, whole: bool) -> list[str]:
         """The threads' loop over sweep ``k``'s extended tile but where ``skip`` holds, computing the
-        sweep's element at each (without edges where all its reads are inside)."""
-        code, prefix, extent = codes[k], prefixes[k], extents[k]
-        start = [a - b for a, b in zip(halo, halos[k])]
-        lines = [f"    for (int e = threadIdx.x; e < {extent[0] * extent[1]}; e += {TILE_THREADS}) {{",
-                 f"        const {index} p0 = g0 + {start[0]} + e / {extent[1]};",
-                 f"        const {index} p1 = g1 + {start[1]} + e % {extent[1]};",
-                 f"        if ({' || '.join(skip)}) continue;"]
-        lines += [f"        {line}" for line in _places(code, index, prefix, tuple(reads), stores is None)]
-        element = functools.partial(_element, code, local[k], prefix=prefix, shared=reads, stores=stores)
+        sweep's element at each (without edges where all its reads are inside); ``whole``: in a thread
+        block whose extended tiles lie inside every box and region (no position skipped, none kept)."""
+        code, prefix, extent, start = codes[k], prefixes[k], extents[k], starts(k)
+        lines = [f"for (int e = threadIdx.x; e < {extent[0] * extent[1]}; e += {TILE_THREADS}) {{",
+                 f"    const {index} p0 = g0 + {start[0]} + e / {extent[1]};",
+                 f"    const {index} p1 = g1 + {start[1]} + e % {extent[1]};"]
+        lines += [] if whole else [f"    if ({' || '.join(skip)}) continue;"]
+        lines += [f"    {line}" for line in _places(code, index, prefix, tuple(reads), stores is None)]
+        element = functools.partial(_element, code._replace(restricted=()) if whole else code, local[k],
+                                    prefix=prefix, shared=reads, stores=stores)
         fast = _interior(code.loads, code.bases, local[k], 0, "p0", "p0", prefix)
         if not fast:
-            return lines + [f"        {line}" for line in element(False)] + ["    }"]
-        return lines + [f"        if ({' && '.join(fast)}) {{", *[f"            {line}" for line in element(False)],
-                        "        } else {", *[f"            {line}" for line in element(True)], "        }", "    }"]
+            return lines + [f"    {line}" for line in element(False)] + ["}"]
+        return lines + [f"    if ({' && '.join(fast)}) {{", *[f"        {line}" for line in element(False)],
+                        "    } else {", *[f"        {line}" for line in element(True)], "    }", "}"]
+
+    def phase(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None) -> list[str]:
+        """Sweep ``k``'s loop: without checks in thread blocks inside everything (``gnp_whole``)."""
+        return (["    if (gnp_whole) {"] + [f"        {line}" for line in loop(k, skip, reads, stores, True)]
+                + ["    } else {"] + [f"        {line}" for line in loop(k, skip, reads, stores, False)] + ["    }"])
 
     end = [f"{prefixes[last]}lo{d} + {prefixes[last]}n{d}" for d in range(2)]
+    whole = []  # the conditions under which no sweep skips a position of its extended tile, nor keeps one
+    for k in range(last + 1):
+        prefix, first = prefixes[k], [f"g{d} + {starts(k)[d]}" for d in range(2)]
+        after = [f"g{d} + {starts(k)[d] + extents[k][d]}" for d in range(2)]
+        whole += [f"{after[d]} <= {end[d]} + {halos[k][d]}" for d in range(2)]
+        whole += [f"{first[d]} >= {prefix}lo{d} && {after[d]} <= {prefix}lo{d} + {prefix}n{d}"
+                  for d in range(2) if not wraps[d] and k < last]
+        whole += [f"{first[d]} >= {prefix}rlo{d} && {after[d]} <= {prefix}rhi{d}" for d in codes[k].restricted]
+    body.append(f"    const bool gnp_whole = {' && '.join(whole)};")
     for k in range(last + 1):
         reads = {slot: f"{prefixes[(k - 1) % 2]}t{j}[{place(k - 1)}]" for slot, j in slots[k].items()}
         if k == last:  # the last sweep on the tile, inside its box
