@@ -580,6 +580,24 @@ def test_tile_kernels_run_on_the_cpu(name: str, dtype: Any, monkeypatch: Any) ->
 
 
 @pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+@pytest.mark.parametrize("name", ["jacobi_3d", "heat_periodic"])
+def test_tile_kernels_in_3d(name: str, monkeypatch: Any) -> None:
+    """3-d 7-point sweeps two per kernel through shared memory (emulated), bit for bit NumPy's: fixed and
+    periodic boundaries, odd sizes, one block (on 20 x 40 x 70 with thread blocks inside everything) and
+    several."""
+    launched = counted_tile_kernels(monkeypatch)
+    update = {"jacobi_3d": jacobi_3d, "heat_periodic": heat_periodic}[name]
+    for shape, chunks in [((19, 21, 37), (19, 21, 37)), ((19, 21, 37), (10, 11, 37)), ((20, 40, 70), (20, 40, 70))]:
+        x = np.random.default_rng(13).random(shape, dtype=np.float32)
+        with gnp.config.set(stencil_sweeps=4):
+            u = sweeps(update, gnp, gnp.from_array(x, chunks=chunks), 4)
+            assert [g["sweeps_per_kernel"] for g in plan(u)["stencils"]] == [[2, 2]]
+            launched.clear()
+            np.testing.assert_array_equal(gnp.fetch(u), sweeps(update, np, x.copy(), 4))
+            assert launched and {len(variant[0]) for variant in launched} == {2}
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
 @pytest.mark.parametrize("chunks", [(41, 70), (21, 35)])
 def test_tile_kernels_for_gray_scott(chunks: tuple, monkeypatch: Any) -> None:
     """Gray-Scott's two fields, updated together by rolls, 8 steps in two kernels of 4 (emulated, float32),
@@ -651,19 +669,20 @@ def test_tiles_planned_where_eligible() -> None:
     with gnp.config.set(stencil_tile_sweeps=1), pytest.raises(ValueError, match="stencil-tile-sweeps"):
         plan(sweeps(jacobi, gnp, u, 2))
     assert tile_runs(sweeps(periodic_x_fixed_y, gnp, u, 4)) == [()]  # box, wrap
-    assert tile_runs(sweeps(jacobi_3d, gnp, gnp.from_array(np.zeros((6, 6, 6))), 4)) == [()]
+    # 3-d: 8 x 16 x 32 tiles, two sweeps per kernel (a third would pass ``TILE_WORK``)
+    assert tile_runs(sweeps(jacobi_3d, gnp, gnp.from_array(np.zeros((6, 6, 6))), 5)) == [((0, 2), (2, 2))]
+    assert tile_runs(sweeps(smooth_1d, gnp, gnp.from_array(np.zeros(50)), 4)) == [()]  # 1-d: none
     p = padded_laplacian(gnp, padded_laplacian(gnp, u, ((1, 1), (1, 1)), 0.0), ((1, 1), (1, 1)), 0.0)
     assert tile_runs(p) == [()]
     first = jacobi(gnp, u)
     # the first sweep's output is read by the third kernel (the sum) too: only the second joins the sum
     assert tile_runs(jacobi(gnp, first) + first) == [((1, 2),)]
     # float64 Gray-Scott: two fields of two sweeps in shared memory would pass 48 KiB: pairs
-    y = gnp.from_array(np.zeros((16, 16)))
-    state = (y, y + 1)
+    state = (gnp.from_array(np.zeros((16, 16))), gnp.from_array(np.ones((16, 16))))
     for _ in range(4):
         state = gray_scott(gnp, *state)
     assert tile_runs(state[0] + state[1]) == [((0, 2), (2, 2))]
-    state = (u, u + 1)
+    state = (u, gnp.from_array(np.ones((16, 16), dtype=np.float32)))
     for _ in range(4):
         state = gray_scott(gnp, *state)
     assert tile_runs(state[0] + state[1]) == [((0, 4),)]  # float32: four steps per kernel
@@ -746,11 +765,14 @@ def test_kernel_sources_compile() -> None:
     _cuda.nvcc_compile_check(source)
     for dtype in (np.float32, np.float64):
         x = gnp.from_array(np.zeros((6, 6), dtype=dtype))
-        state = (x, x + 1)
+        state = (x, gnp.from_array(np.ones((6, 6), dtype=dtype)))
         for _ in range(5):
             state = gray_scott(gnp, *state)
+        cube = np.zeros((6, 6, 6), dtype=dtype)
         for y in (sweeps(jacobi, gnp, x, 7), sweeps(heat_periodic, gnp, x, 6), sweeps(nine_point, gnp, x, 4),
-                  state[0] + state[1]):  # tile kernels of 2 to 4 sweeps
+                  state[0] + state[1], sweeps(jacobi_3d, gnp, gnp.from_array(cube), 2),
+                  sweeps(heat_periodic, gnp, gnp.from_array(cube), 2)):
+            # tile kernels of 2 to 4 sweeps
             (group,) = plan(y)["stencils"]
             assert group["plan"].tiles
             variants = {_stencil_plan.tile_variant(group["plan"], run, index, with_edges) for run in group["plan"].tiles

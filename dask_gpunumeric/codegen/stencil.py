@@ -16,7 +16,7 @@ import numpy as np
 from . import program as _program
 from .check import ProgramError, check_stencil_code, check_tiles
 from .philox import PHILOX_DEVICE_SOURCE
-from .types import FILL, TILE, TILE_SHARED_BYTES, TILE_THREADS, WRAP, StencilCode, ctype, typed_program
+from .types import FILL, TILE_SHARED_BYTES, TILE_THREADS, TILES, WRAP, StencilCode, ctype, typed_program
 
 # grid dimension of each axis (the last axis along x: neighbouring threads read neighbouring elements)
 GRID_AXES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
@@ -266,7 +266,7 @@ def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple]) -> int:
     halos = tile_halos(codes, links)
     sizes: dict[tuple[int, int], int] = {}
     for j, code in enumerate(codes[:-1]):
-        area = (TILE[0] + 2 * halos[j][0]) * (TILE[1] + 2 * halos[j][1])
+        area = int(np.prod([t + 2 * h for t, h in zip(TILES[code.program.ndim], halos[j])]))
         for i, dt in enumerate(code.out_dtypes):
             sizes[j % 2, i] = max(sizes.get((j % 2, i), 0), area * np.dtype(dt).itemsize)
     return sum(sizes.values())
@@ -274,7 +274,7 @@ def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple]) -> int:
 
 def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[str, str]:
     """CUDA C++ source and kernel name of consecutive 2-d sweeps in one launch (a *tile kernel*; two sweeps: a
-    pair kernel): a thread block per ``TILE`` of the last sweep's box (``<last>lo``, ``<last>n``) computes
+    pair kernel; 2-d or 3-d): a thread block per tile (``TILES``) of the last sweep's box (``<last>lo``, ``<last>n``) computes
     each sweep in turn into shared memory, on the tile extended by how far the later sweeps read
     (``tile_halos``), then the last sweep on the tile, each reading its predecessor's outputs (its ``links``
     slots: ``(slot, output of the previous sweep)``) from shared memory and its other slots from global
@@ -292,23 +292,28 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[s
     halos = tile_halos(codes, links)
     halo = halos[0]
     wraps = [any(modes[slot][d] == WRAP for shared, modes in zip(slots[1:], edges[1:]) for slot in shared)
-             for d in range(2)]
+             for d in range(codes[0].program.ndim)]
     # the linked slots' reads need no edges in the kernel (their edges are in what the previous sweep computes)
     local = [tuple(no_edges(code)[s] if s in shared else m for s, m in enumerate(modes))
              for code, shared, modes in zip(codes, slots, edges)]
-    extents = [(TILE[0] + 2 * h[0], TILE[1] + 2 * h[1]) for h in halos]  # the extended tiles
+    ndim = codes[0].program.ndim
+    tile = TILES[ndim]
+    extents = [tuple(t + 2 * e for t, e in zip(tile, h)) for h in halos]  # the extended tiles
     body = []
     for parity in range(min(2, last)):
         for j, dt in enumerate(codes[parity].out_dtypes):
-            size = max(extents[k][0] * extents[k][1] for k in range(parity, last, 2))
+            size = max(int(np.prod(extents[k])) for k in range(parity, last, 2))
             body.append(f"    __shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
-    body += [f"    const {index} g{d} = {prefixes[last]}lo{d} + ({index})blockIdx.{dim} * {TILE[d]} - {halo[d]};"
-             for d, dim in enumerate("yx")]  # where the extended tile starts
+    body += [f"    const {index} g{d} = {prefixes[last]}lo{d} + ({index})blockIdx.{dim} * {tile[d]} - {halo[d]};"
+             for d, dim in enumerate(GRID_AXES[ndim])]  # where the extended tile starts
 
     def place(k: int) -> str:
-        """Sweep ``k``'s element at ``p`` + the read's offset (``{0}``, ``{1}``) in its shared buffers."""
+        """Sweep ``k``'s element at ``p`` + the read's offset (``{0}``, ``{1}``, ...) in its shared buffers."""
         shift = [f" - {a - b}" if a - b else "" for a, b in zip(halo, halos[k])]
-        return f"(p0 - g0{shift[0]} + ({{0}})) * {extents[k][1]} + (p1 - g1{shift[1]} + ({{1}}))"
+        flat = f"(p0 - g0{shift[0]} + ({{0}}))"
+        for d in range(1, ndim):
+            flat = f"{'(' * (d > 1)}{flat}{')' * (d > 1)} * {extents[k][d]} + (p{d} - g{d}{shift[d]} + ({{{d}}}))"
+        return flat
 
     def starts(k: int) -> list[int]:
         return [a - b for a, b in zip(halo, halos[k])]
@@ -318,9 +323,11 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[s
         sweep's element at each (without edges where all its reads are inside); ``whole``: in a thread
         block whose extended tiles lie inside every box and region (no position skipped, none kept)."""
         code, prefix, extent, start = codes[k], prefixes[k], extents[k], starts(k)
-        lines = [f"for (int e = threadIdx.x; e < {extent[0] * extent[1]}; e += {TILE_THREADS}) {{",
-                 f"    const {index} p0 = g0 + {start[0]} + e / {extent[1]};",
-                 f"    const {index} p1 = g1 + {start[1]} + e % {extent[1]};"]
+        lines = [f"for (int e = threadIdx.x; e < {int(np.prod(extent))}; e += {TILE_THREADS}) {{"]
+        for d in range(ndim):  # the position of element e of the extended tile, the last axis fastest
+            inner = int(np.prod(extent[d + 1 :]))
+            at = f"e % {extent[d]}" if d == ndim - 1 else f"e / {inner}" if d == 0 else f"e / {inner} % {extent[d]}"
+            lines.append(f"    const {index} p{d} = g{d} + {start[d]} + {at};")
         lines += [] if whole else [f"    if ({' || '.join(skip)}) continue;"]
         lines += [f"    {line}" for line in _places(code, index, prefix, tuple(reads), stores is None)]
         element = functools.partial(_element, code._replace(restricted=()) if whole else code, local[k],
@@ -336,26 +343,26 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[s
         return (["    if (gnp_whole) {"] + [f"        {line}" for line in loop(k, skip, reads, stores, True)]
                 + ["    } else {"] + [f"        {line}" for line in loop(k, skip, reads, stores, False)] + ["    }"])
 
-    end = [f"{prefixes[last]}lo{d} + {prefixes[last]}n{d}" for d in range(2)]
+    end = [f"{prefixes[last]}lo{d} + {prefixes[last]}n{d}" for d in range(ndim)]
     whole = []  # the conditions under which no sweep skips a position of its extended tile, nor keeps one
     for k in range(last + 1):
-        prefix, first = prefixes[k], [f"g{d} + {starts(k)[d]}" for d in range(2)]
-        after = [f"g{d} + {starts(k)[d] + extents[k][d]}" for d in range(2)]
-        whole += [f"{after[d]} <= {end[d]} + {halos[k][d]}" for d in range(2)]
+        prefix, first = prefixes[k], [f"g{d} + {starts(k)[d]}" for d in range(ndim)]
+        after = [f"g{d} + {starts(k)[d] + extents[k][d]}" for d in range(ndim)]
+        whole += [f"{after[d]} <= {end[d]} + {halos[k][d]}" for d in range(ndim)]
         whole += [f"{first[d]} >= {prefix}lo{d} && {after[d]} <= {prefix}lo{d} + {prefix}n{d}"
-                  for d in range(2) if not wraps[d] and k < last]
+                  for d in range(ndim) if not wraps[d] and k < last]
         whole += [f"{first[d]} >= {prefix}rlo{d} && {after[d]} <= {prefix}rhi{d}" for d in codes[k].restricted]
     body.append(f"    const bool gnp_whole = {' && '.join(whole)};")
     for k in range(last + 1):
         reads = {slot: f"{prefixes[(k - 1) % 2]}t{j}[{place(k - 1)}]" for slot, j in slots[k].items()}
         if k == last:  # the last sweep on the tile, inside its box
-            body += phase(k, [f"p{d} >= {end[d]}" for d in range(2)], reads, None)
+            body += phase(k, [f"p{d} >= {end[d]}" for d in range(ndim)], reads, None)
             break
         # sweep k on its extended tile, as far as the later sweeps read it, into shared memory
-        skip = [f"p{d} >= {end[d]} + {halos[k][d]}" for d in range(2)]
+        skip = [f"p{d} >= {end[d]} + {halos[k][d]}" for d in range(ndim)]
         skip += [f"p{d} < {prefixes[k]}lo{d} || p{d} >= {prefixes[k]}lo{d} + {prefixes[k]}n{d}"
-                 for d in range(2) if not wraps[d]]
-        stores = [f"{prefixes[k % 2]}t{j}[{place(k).format(0, 0).replace(' + (0)', '')}]"
+                 for d in range(ndim) if not wraps[d]]
+        stores = [f"{prefixes[k % 2]}t{j}[{place(k).format(*[0] * ndim).replace(' + (0)', '')}]"
                   for j in range(len(codes[k].out_dtypes))]
         body += phase(k, skip, reads, stores)
         body.append("    __syncthreads();")

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import program as _program
 from . import stencil as _stencil_source
-from .types import FILL, TILE, TILE_HALO, TILE_SHARED_BYTES, TILE_WORK, WRAP
+from .types import FILL, TILE_HALO, TILE_SHARED_BYTES, TILE_WORK, TILES, WRAP
 
 Box = tuple[tuple[int, int], ...]
 
@@ -96,7 +96,7 @@ def link(plan: tuple, k: int) -> tuple[tuple[int, int], ...] | None:
     follow each other in a tile kernel (``tile_runs``), else None."""
     ndim, shape, kernels, outputs = plan.ndim, plan.shape, plan.sweeps, plan.outputs
     (first, _, _, _), (second, slots, _, edges) = kernels[k], kernels[k + 1]
-    if ndim != 2 or any(len(code.out_dtypes) != len(code.program.outputs) or any(ins.tag == "random" for ins in code.program.instrs)
+    if ndim not in TILES or any(len(code.out_dtypes) != len(code.program.outputs) or any(ins.tag == "random" for ins in code.program.instrs)
                         for code in (first, second)):  # full reductions, or random draws (no prefixed seeds)
         return None
     fields = {b: j for b, (owner, j) in _field_kernels(plan).items() if owner == k}
@@ -106,7 +106,8 @@ def link(plan: tuple, k: int) -> tuple[tuple[int, int], ...] | None:
         return None
     halo = _stencil_source.tile_halo(second, shared)
     modes = {m for slot, _ in shared for m in edges[slot][0]}
-    if max(halo) > TILE_HALO or FILL in modes or -(-shape[0] // TILE[0]) > _stencil_source.GRID_LIMITS["y"]:
+    grid = zip(_stencil_source.GRID_AXES[ndim], shape, TILES[ndim])
+    if max(halo) > TILE_HALO or FILL in modes or any(-(-n // t) > _stencil_source.GRID_LIMITS[dim] for dim, n, t in grid):
         return None
     return shared
 
@@ -121,15 +122,16 @@ def tile_fits(plan: tuple, start: int, count: int) -> bool:
     if any(shared is None for shared in links) or len({code.out_dtypes for code in codes[:-1]}) != 1:
         return False
     halos = _stencil_source.tile_halos(codes, links)
-    work = sum((TILE[0] + 2 * h[0]) * (TILE[1] + 2 * h[1]) for h in halos)
-    if _stencil_source.tile_shared_bytes(codes, links) > TILE_SHARED_BYTES or work > TILE_WORK * count * TILE[0] * TILE[1]:
+    tile = TILES[plan.ndim]
+    work = sum(int(np.prod([t + 2 * e for t, e in zip(tile, h)])) for h in halos)
+    if _stencil_source.tile_shared_bytes(codes, links) > TILE_SHARED_BYTES or work > TILE_WORK * count * np.prod(tile):
         return False
     sweeps = plan.sweeps[start : start + count]
     if not any(WRAP in sweep.edges[slot][0] for shared, sweep in zip(links, sweeps[1:]) for slot, _ in shared):
         return True
     for (code, *_), shared, halo in zip(sweeps[:-1], [(), *links], halos):
         linked = {slot for slot, _ in shared}
-        reach = [max([abs(o[d]) for slot, o in code.loads if o and slot not in linked] + [0]) for d in range(2)]
+        reach = [max([abs(o[d]) for slot, o in code.loads if o and slot not in linked] + [0]) for d in range(plan.ndim)]
         # computed past its box, a sweep must have no region and its reads wrap at most a period (``gnp_wrap``)
         if code.restricted or any(h + r > n for h, r, n in zip(halo, reach, plan.shape)):
             return False

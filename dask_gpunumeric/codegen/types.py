@@ -67,7 +67,8 @@ def _as_tuple(self: tuple) -> str:
 WRAP = 1  # the element a period away (the buffer holds a whole period of a cyclic axis)
 FILL = 2  # a constant (reads past the ends of an array padded with it)
 
-TILE = (32, 64)  # outputs of a thread block of a tile kernel (rows, columns): 64 columns keep rows coalesced
+# outputs of a thread block of a tile kernel per axis, by number of axes: 64 (32) columns keep rows coalesced
+TILES = {2: (32, 64), 3: (8, 16, 32)}
 TILE_THREADS = 256
 TILE_HALO = 2  # the largest offset per axis at which a sweep of a tile kernel may read its predecessor's outputs
 TILE_SHARED_BYTES = 48 * 1024  # the static shared memory a thread block may declare

@@ -15,7 +15,7 @@ import numpy as np
 from ..codegen import stencil as _stencil_source
 from ..codegen import stencil_plan as _stencil_plan
 from ..codegen.stencil_plan import Box
-from ..codegen.types import FILL, NP_OF_CTYPE, TILE, TILE_THREADS, WRAP, Store, ctype
+from ..codegen.types import FILL, NP_OF_CTYPE, TILE_THREADS, TILES, WRAP, Store, ctype
 from . import blocks as _blocks
 from . import cuda as _cuda
 from . import fused as _fused
@@ -253,8 +253,8 @@ def _run_tile(plan: tuple, tile: tuple, scalars: tuple, dests: list) -> None:
     to_index = _INDEX_TYPES[index]
     args = [arg for arrays, scalar_args, values, fills, _ in args_of
             for arg in (*arrays, *scalar_args, *map(to_index, values), *fills)]
-    last = boxes[-1]
-    grid = (-(-(last[1][1] - last[1][0]) // TILE[1]), -(-(last[0][1] - last[0][0]) // TILE[0]), 1)
+    tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], TILES[len(boxes[-1])])]
+    grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
     _tile_kernel(tuple(sweep.code for sweep in sweeps), links, index, variant)(grid, (TILE_THREADS, 1, 1), tuple(args))
 
 
