@@ -1,7 +1,7 @@
 """CUDA C++ of stencil sweeps (``types.StencilCode``): one kernel per sweep, the last axis along ``threadIdx.x``
 (coalesced), each thread computing ``rows(code)`` consecutive rows of a column (1-d: elements a thread block
 apart), reading each buffer at constant offsets from the element computed; and tile kernels of consecutive
-2-d sweeps (two: a pair kernel): per tile of the last's box, each sweep in turn on the tile and the halo the
+2-d or 3-d sweeps (two: a pair kernel): per tile of the last's box, each sweep in turn on the tile and the halo the
 later ones read, in shared memory, then the last from there (``tile_source``): the intermediate fields never
 travel to memory and back.
 """
@@ -273,9 +273,9 @@ def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple]) -> int:
 
 
 def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[str, str]:
-    """CUDA C++ source and kernel name of consecutive 2-d sweeps in one launch (a *tile kernel*; two sweeps: a
-    pair kernel; 2-d or 3-d): a thread block per tile (``TILES``) of the last sweep's box (``<last>lo``, ``<last>n``) computes
-    each sweep in turn into shared memory, on the tile extended by how far the later sweeps read
+    """CUDA C++ source and kernel name of consecutive 2-d or 3-d sweeps in one launch (a *tile kernel*; two
+    sweeps: a pair kernel): a thread block per tile (``TILES``) of the last sweep's box (``<last>lo``,
+    ``<last>n``) computes each sweep in turn into shared memory, on the tile extended by how far the later sweeps read
     (``tile_halos``), then the last sweep on the tile, each reading its predecessor's outputs (its ``links``
     slots: ``(slot, output of the previous sweep)``) from shared memory and its other slots from global
     memory. Parameters are ``kernel_source``'s of each sweep, prefixed ``a_``, ``b_``, ... (without the
