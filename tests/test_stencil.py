@@ -686,6 +686,10 @@ def test_tiles_planned_where_eligible() -> None:
     for _ in range(4):
         state = gray_scott(gnp, *state)
     assert tile_runs(state[0] + state[1]) == [((0, 4),)]  # float32: four steps per kernel
+    # its floor: reading both fields and writing their sum once; one kernel per sweep: both fields each step
+    assert [g["floor_bytes"] for g in plan(state[0] + state[1])["stencils"]] == [3 * u.nbytes]
+    with gnp.config.set(stencil_tiles=False):
+        assert [g["floor_bytes"] for g in plan(state[0] + state[1])["stencils"]] == [(3 * 4 + 3) * u.nbytes]
 
 
 def test_pair_sources_recorded(tmp_path: Any, monkeypatch: Any) -> None:
