@@ -6,10 +6,10 @@ batches in parallel.
 Identical sources compile once (the library names them by the hash of their text; this compares the
 text again). Sources are include-guarded and their kernels have unique names, so a batch of them is one
 valid translation unit: nvcc parses the shared device code once per batch instead of once per kernel.
-Kernels are compiled to PTX (front end and NVVM: every C++ and code-generation error); the stencil pair
-kernels (``gnp_pair_``), whose shared-memory tiles grow with the program, also go through ptxas (``-c``),
-which checks the limit on shared memory (the reductions' shared arrays are 256 elements); ``--full`` takes
-every kernel through ptxas. A batch that fails is compiled file by
+Kernels are compiled to PTX (front end and NVVM: every C++ and code-generation error); the stencil tile
+kernels (``gnp_pair_``, ``gnp_tiles_``), whose shared-memory tiles grow with the program, also go through
+ptxas (``-c``), which checks the limit on shared memory (the reductions' shared arrays are 256 elements);
+``--full`` takes every kernel through ptxas. A batch that fails is compiled file by
 file to name the sources at fault; their errors and the start of their source are printed. Exits 1 if
 any source does not compile.
 """
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     if not sources:
         print(f"ci: no generated kernels in {args.folder}")
         return 0
-    full = [p for p in sources if args.full or "gnp_pair_" in p.read_text()]
+    full = [p for p in sources if args.full or "gnp_pair_" in p.read_text() or "gnp_tiles_" in p.read_text()]
     ptx = sorted(set(sources) - set(full))
     batches = [(paths[i : i + args.batch], to_object) for paths, to_object in ((full, True), (ptx, False))
                for i in range(0, len(paths), args.batch)]

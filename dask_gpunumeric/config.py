@@ -28,7 +28,8 @@ DEFAULTS: dict[str, Any] = {
     "kernel-size": 256,  # at most this many operations per fused kernel (deeper groups are cut in several)
     "specialize": True,  # on CuPy blocks, a fused kernel launched again with the same scalar values is compiled with them as constants
     "stencil-sweeps": "auto",  # stencil sweeps per task: "auto" (halo within 1/8 of a block) or an int
-    "stencil-tiles": True,  # on CuPy blocks, pairs of 2-d stencil sweeps in one kernel through shared memory
+    "stencil-tiles": True,  # on CuPy blocks, runs of 2-d/3-d stencil sweeps in one kernel through shared memory
+    "stencil-tile-sweeps": 4,  # the most sweeps per such kernel (fewer where shared memory or halo work bind)
     "region-lowering": "programs",  # accelerated regions as one task per worker ("programs") or per block ("tasks")
     "region-timeout": "60s",  # how long a region's per-worker task waits for its peers before failing
     "region-transport": "auto",  # between workers: "nccl" (CuPy blocks, a GPU each), "comm" (Dask's comms), "auto"

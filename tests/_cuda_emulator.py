@@ -176,7 +176,7 @@ class _HostWorkspace:
 
 def emulated_cupy(monkeypatch: Any) -> None:
     """Route the stencil kernels of NumPy-backed tasks through their CUDA path, run on the CPU: the fake
-    ``cupy`` above, kernels (pair kernels too) compiled by ``EmulatedKernel`` (at most 4 thread blocks
+    ``cupy`` above, kernels (tile kernels too) compiled by ``EmulatedKernel`` (at most 4 thread blocks
     resident)."""
     from dask_gpunumeric.codegen import stencil as _stencil_source
     from dask_gpunumeric.kernels import fused as _fused
@@ -190,8 +190,8 @@ def emulated_cupy(monkeypatch: Any) -> None:
         return EmulatedKernel(*_stencil_source.kernel_source(code, index, edges)), 4
 
     monkeypatch.setattr(_stencil_kernels, "_kernel", kernel)
-    monkeypatch.setattr(_stencil_kernels, "_pair_kernel", lambda *variant: EmulatedKernel(
-        *_stencil_source.pair_source(*variant)))
+    monkeypatch.setattr(_stencil_kernels, "_tile_kernel", lambda *variant: EmulatedKernel(
+        *_stencil_source.tile_source(*variant)))
     monkeypatch.setattr(_stencil_kernels, "_TILED_BACKENDS", _stencil_kernels._TILED_BACKENDS | {"numpy"})
     monkeypatch.setattr(_stencil_kernels, "_run_interpreted", lambda code, inputs, edges, region, box, scalars, shape,
                         backend, dests, target: _stencil_kernels._run_cuda(code, inputs, edges, region, box, scalars,

@@ -47,6 +47,14 @@ def heat_periodic(xp: Any, u: Any) -> Any:
     return u + 0.1 * lap
 
 
+def nine_point(xp: Any, u: Any) -> Any:
+    """A 9-point smoother (the 3 x 3 box), fixed boundary."""
+    v = u.copy()
+    v[1:-1, 1:-1] = (4 * u[1:-1, 1:-1] + 2 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+                     + u[:-2, :-2] + u[:-2, 2:] + u[2:, :-2] + u[2:, 2:]) / 16
+    return v
+
+
 def jacobi_3d(xp: Any, u: Any) -> Any:
     u[1:-1, 1:-1, 1:-1] = (u[:-2, 1:-1, 1:-1] + u[2:, 1:-1, 1:-1] + u[1:-1, :-2, 1:-1] + u[1:-1, 2:, 1:-1]
                            + u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:]) / 6
@@ -231,11 +239,17 @@ def test_explain_one_kernel_per_block_per_sweep(per_task: int) -> None:
     assert set(info["tasks_by_prefix"]) == {"array", "halo", "stencil-add-multiply", "stencil-add-multiply-interior"}
     assert info["tasks_by_prefix"]["stencil-add-multiply"] == 4 * len(groups)
     assert f"{per_task} kernel(s) per block part, one per sweep" in text
-    with gnp.config.set(stencil_sweeps=per_task):  # pair kernels on CuPy blocks: half as many kernels
-        assert [g["pairs"] for g in plan(u)["stencils"]] == [per_task // 2] * len(groups)
+    one_per_sweep = info["stencils"][0]["floor_bytes"]
+    assert one_per_sweep == per_task * 2 * x.nbytes  # each sweep reads the grid and writes it
+    with gnp.config.set(stencil_sweeps=per_task):  # tile kernels on CuPy blocks: all sweeps of a task in one
+        groups = plan(u)["stencils"]
+        assert [g["tiles"] for g in groups] == [int(per_task > 1)] * len(groups)
+        assert [g["sweeps_per_kernel"] for g in groups] == [[per_task]] * len(groups)
+        assert [g["floor_bytes"] for g in groups] == [2 * x.nbytes] * len(groups)
         if per_task > 1:
-            assert (f"{per_task} sweeps per block part in {per_task // 2} kernel(s) on CuPy blocks ({per_task // 2} "
-                    "with 2 sweeps per kernel, through shared memory)") in gnp.explain(u)
+            assert (f"{per_task} sweeps per block part in 1 kernel(s) on CuPy blocks (sweeps per kernel: {per_task}; "
+                    "1 through shared memory)") in gnp.explain(u)
+            assert f"floor: {2 * x.nbytes:,} B moved by those kernels" in gnp.explain(u)
 
 
 def test_group_size_rule() -> None:
@@ -492,17 +506,23 @@ def test_generated_kernels_run_on_the_cpu_for_cg_and_gray_scott(monkeypatch: Any
     gray_scott_loop(4, 10)
 
 
-def counted_pair_kernels(monkeypatch: Any) -> list[tuple]:
-    """The emulated kernels, recording the variant of each pair kernel launched."""
+def counted_tile_kernels(monkeypatch: Any) -> list[tuple]:
+    """The emulated kernels, recording the variant of each tile kernel launched."""
     _cuda_emulator.emulated_cupy(monkeypatch)
-    launched, emulated = [], _stencil_kernels._pair_kernel
+    launched, emulated = [], _stencil_kernels._tile_kernel
 
-    def pair_kernel(*variant: Any) -> Any:
+    def tile_kernel(*variant: Any) -> Any:
         launched.append(variant)
         return emulated(*variant)
 
-    monkeypatch.setattr(_stencil_kernels, "_pair_kernel", pair_kernel)
+    monkeypatch.setattr(_stencil_kernels, "_tile_kernel", tile_kernel)
     return launched
+
+
+def wrapped(variant: tuple) -> bool:
+    """Whether a tile kernel's linked reads wrap (its sweeps but the last computed past their boxes)."""
+    codes, links, _, edges = variant
+    return any(WRAP in edges[j + 1][slot] for j, shared in enumerate(links) for slot, _ in shared)
 
 
 PAIRED = {"jacobi": jacobi, "heat_periodic": heat_periodic}
@@ -516,9 +536,9 @@ def test_pair_kernels_run_on_the_cpu(name: str, n: int, monkeypatch: Any) -> Non
     """Two sweeps per kernel through shared memory (fixed boundary with a ``SetItem`` box, periodic with
     reads wrapping around one block), emulated: NumPy's results on one block, on blocks of several tiles
     and on small blocks (halos), an odd sweep out running alone; pair kernels launched per block part."""
-    launched = counted_pair_kernels(monkeypatch)
+    launched = counted_tile_kernels(monkeypatch)
     x = np.random.default_rng(5).random((70, 140), dtype=np.float32)
-    with gnp.config.set(stencil_sweeps=n):
+    with gnp.config.set(stencil_sweeps=n, stencil_tile_sweeps=2):
         for chunks in [(70, 140), (35, 70), (13, 29)]:
             u = sweeps(PAIRED[name], gnp, gnp.from_array(x, chunks=chunks), n)
             assert_eq(u, sweeps(PAIRED[name], np, x.copy(), n), rtol=1e-5, atol=1e-6)
@@ -528,8 +548,70 @@ def test_pair_kernels_run_on_the_cpu(name: str, n: int, monkeypatch: Any) -> Non
             # n // 2 pair kernels per block part (a band task computes several parts)
             assert len(launched) == n // 2 if chunks == x.shape else len(launched) >= tasks * (n // 2)
             # one periodic block: the second sweep's reads of the first's outputs wrap (phase 1 past its box)
-            wrapped = {any(WRAP in v[5][slot] for slot, _ in v[2]) for v in launched}
-            assert wrapped == {name == "heat_periodic" and chunks == x.shape}
+            assert {len(v[0]) for v in launched} == {2}
+            assert set(map(wrapped, launched)) == {name == "heat_periodic" and chunks == x.shape}
+
+
+TILED = {"jacobi": jacobi, "jacobi_in_place": jacobi_in_place, "heat_periodic": heat_periodic,
+         "nine_point": nine_point}
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+@pytest.mark.parametrize("name", sorted(TILED))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tile_kernels_run_on_the_cpu(name: str, dtype: Any, monkeypatch: Any) -> None:
+    """Several sweeps per kernel through shared memory (``stencil-tile-sweeps``), emulated, bit for bit
+    NumPy's: 5-point and 9-point, fixed (a ``SetItem`` box) and periodic (``roll``: on one block the linked
+    reads wrap) boundaries, odd sizes of several tiles, one block and several (halos); 9 sweeps per task in
+    three kernels of 3 (at most 4 per kernel), 5 with at most 8 per kernel in one (6 would do more than
+    ``TILE_WORK`` times the work of their tiles); on 130 x 200, thread blocks inside every box and region
+    (computed without checks)."""
+    launched = counted_tile_kernels(monkeypatch)
+    for shape, chunks, n, limit, runs in [((67, 133), (67, 133), 9, 4, [3, 3, 3]), ((67, 133), (34, 67), 9, 4, [3, 3, 3]),
+                                          ((67, 133), (67, 133), 5, 8, [5]), ((130, 200), (130, 200), 6, 4, [3, 3])]:
+        x = np.random.default_rng(11).random(shape).astype(dtype)
+        with gnp.config.set(stencil_sweeps=n, stencil_tile_sweeps=limit):
+            u = sweeps(TILED[name], gnp, gnp.from_array(x, chunks=chunks), n)
+            assert [g["sweeps_per_kernel"] for g in plan(u)["stencils"]] == [runs]
+            launched.clear()
+            np.testing.assert_array_equal(gnp.fetch(u), sweeps(TILED[name], np, x.copy(), n))
+            assert sorted(len(variant[0]) for variant in launched)[-len(runs):] == runs
+            assert any(map(wrapped, launched)) == (name == "heat_periodic" and chunks == x.shape)
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+@pytest.mark.parametrize("name", ["jacobi_3d", "heat_periodic"])
+def test_tile_kernels_in_3d(name: str, monkeypatch: Any) -> None:
+    """3-d 7-point sweeps two per kernel through shared memory (emulated), bit for bit NumPy's: fixed and
+    periodic boundaries, odd sizes, one block (on 20 x 40 x 70 with thread blocks inside everything) and
+    several."""
+    launched = counted_tile_kernels(monkeypatch)
+    update = {"jacobi_3d": jacobi_3d, "heat_periodic": heat_periodic}[name]
+    for shape, chunks in [((19, 21, 37), (19, 21, 37)), ((19, 21, 37), (10, 11, 37)), ((20, 40, 70), (20, 40, 70))]:
+        x = np.random.default_rng(13).random(shape, dtype=np.float32)
+        with gnp.config.set(stencil_sweeps=4):
+            u = sweeps(update, gnp, gnp.from_array(x, chunks=chunks), 4)
+            assert [g["sweeps_per_kernel"] for g in plan(u)["stencils"]] == [[2, 2]]
+            launched.clear()
+            np.testing.assert_array_equal(gnp.fetch(u), sweeps(update, np, x.copy(), 4))
+            assert launched and {len(variant[0]) for variant in launched} == {2}
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+@pytest.mark.parametrize("chunks", [(41, 70), (21, 35)])
+def test_tile_kernels_for_gray_scott(chunks: tuple, monkeypatch: Any) -> None:
+    """Gray-Scott's two fields, updated together by rolls, 8 steps in two kernels of 4 (emulated, float32),
+    both fields in shared memory between the steps, on one block and on four: bit for bit NumPy's."""
+    launched = counted_tile_kernels(monkeypatch)
+    un, vn = np.random.default_rng(12).random((2, 41, 70), dtype=np.float32)
+    u, v = gnp.from_array(un, chunks=chunks), gnp.from_array(vn, chunks=chunks)
+    for _ in range(8):
+        (u, v), (un, vn) = gray_scott(gnp, u, v), gray_scott(np, un, vn)
+    with gnp.config.set(stencil_sweeps=8):
+        assert [g["sweeps_per_kernel"] for g in plan(u + v)["stencils"]] == [[4, 4]]  # the sum in the last sweep
+        np.testing.assert_array_equal(gnp.fetch(u + v), un + vn)
+    assert {len(variant[0]) for variant in launched} == {4}
+    assert all(len(shared) == 2 for variant in launched for shared in variant[1])
 
 
 @pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
@@ -537,49 +619,77 @@ def test_pair_kernels_run_on_the_cpu(name: str, n: int, monkeypatch: Any) -> Non
 def test_pair_kernels_for_gray_scott(chunks: tuple, monkeypatch: Any) -> None:
     """Gray-Scott's two fields updated together by rolls, both kept in shared memory between the two steps
     of a pair kernel (emulated), on one block and on four: NumPy's results."""
-    launched = counted_pair_kernels(monkeypatch)
+    launched = counted_tile_kernels(monkeypatch)
     un, vn = np.random.default_rng(6).random((2, 40, 70), dtype=np.float32)
     u, v = gnp.from_array(un, chunks=chunks), gnp.from_array(vn, chunks=chunks)
     for _ in range(3):
         (u, v), (un, vn) = gray_scott(gnp, u, v), gray_scott(np, un, vn)
-    with gnp.config.set(stencil_sweeps=3):
+    with gnp.config.set(stencil_sweeps=3, stencil_tile_sweeps=2):
         assert_eq(u + v, un + vn, rtol=1e-5, atol=1e-6)
-        assert launched and all(len(variant[2]) == 2 for variant in launched)  # both fields in shared memory
+        # both fields in shared memory between the steps
+        assert launched and all(len(shared) == 2 for variant in launched for shared in variant[1])
         launched.clear()
         assert_eq(u, un, rtol=1e-5, atol=1e-6)  # u's last step pairs with v's: one field shared, two global
-        assert launched and all(len(variant[2]) == 1 for variant in launched)
+        assert launched and all(len(variant[1][-1]) == 1 for variant in launched)
 
 
 @pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
 def test_stencil_tiles_off(monkeypatch: Any) -> None:
     """``stencil-tiles`` off: no pairs planned (another optimized graph), one kernel per sweep, the same
     results."""
-    launched = counted_pair_kernels(monkeypatch)
+    launched = counted_tile_kernels(monkeypatch)
     x = np.random.default_rng(7).random((30, 40), dtype=np.float32)
     u = sweeps(jacobi, gnp, gnp.from_array(x, chunks=(15, 40)), 4)
     with gnp.config.set(stencil_sweeps=4):
-        assert [g["pairs"] for g in plan(u)["stencils"]] == [2]
-        with gnp.config.set(stencil_tiles=False):  # the optimized graph (cached per setting) has no pairs
-            assert [g["pairs"] for g in plan(u)["stencils"]] == [0]
+        assert [g["tiles"] for g in plan(u)["stencils"]] == [1]
+        with gnp.config.set(stencil_tiles=False):  # the optimized graph (cached per setting) has no tiles
+            assert [g["tiles"] for g in plan(u)["stencils"]] == [0]
             assert_eq(u, sweeps(jacobi, np, x.copy(), 4), rtol=1e-5, atol=1e-6)
             assert not launched
         assert_eq(u, sweeps(jacobi, np, x.copy(), 4), rtol=1e-5, atol=1e-6)
         assert launched
 
 
-def test_pairs_planned_where_eligible() -> None:
-    """Pairs only of 2-d sweeps whose first outputs are read by the second alone (not the group's outputs),
-    not through constant padding, not with a box before wrapping reads; in order, an odd sweep alone."""
+def tile_runs(x: gnp.Array) -> list[tuple]:
+    return [g["plan"].tiles for g in plan(x)["stencils"]]
+
+
+def test_tiles_planned_where_eligible() -> None:
+    """Tile kernels only of 2-d sweeps whose outputs are each read by the next alone (not the group's
+    outputs), not through constant padding, not with a box before wrapping reads; in order, a stretch cut
+    into runs of even sizes within ``stencil-tile-sweeps``, an odd sweep alone."""
     x = np.zeros((16, 16), dtype=np.float32)
     u = gnp.from_array(x)
-    assert [g["plan"].pairs for g in plan(sweeps(jacobi, gnp, u, 5))["stencils"]] == [(0, 2)]
-    assert [g["plan"].pairs for g in plan(sweeps(periodic_x_fixed_y, gnp, u, 4))["stencils"]] == [()]  # box, wrap
-    assert [g["plan"].pairs for g in plan(sweeps(jacobi_3d, gnp, gnp.from_array(np.zeros((6, 6, 6))), 4))["stencils"]] == [()]
+    assert tile_runs(sweeps(jacobi, gnp, u, 5)) == [((0, 3), (3, 2))]  # at most 4 per kernel (the default)
+    assert tile_runs(sweeps(jacobi, gnp, u, 20)) == [tuple((k, 4) for k in range(0, 20, 4))]
+    with gnp.config.set(stencil_tile_sweeps=6):
+        assert tile_runs(sweeps(jacobi, gnp, u, 20)) == [((0, 5), (5, 5), (10, 5), (15, 5))]
+    with gnp.config.set(stencil_tile_sweeps=2):
+        assert tile_runs(sweeps(jacobi, gnp, u, 5)) == [((0, 2), (2, 2))]
+    with gnp.config.set(stencil_tile_sweeps=1), pytest.raises(ValueError, match="stencil-tile-sweeps"):
+        plan(sweeps(jacobi, gnp, u, 2))
+    assert tile_runs(sweeps(periodic_x_fixed_y, gnp, u, 4)) == [()]  # box, wrap
+    # 3-d: 8 x 16 x 32 tiles, two sweeps per kernel (a third would pass ``TILE_WORK``)
+    assert tile_runs(sweeps(jacobi_3d, gnp, gnp.from_array(np.zeros((6, 6, 6))), 5)) == [((0, 2), (2, 2))]
+    assert tile_runs(sweeps(smooth_1d, gnp, gnp.from_array(np.zeros(50)), 4)) == [()]  # 1-d: none
     p = padded_laplacian(gnp, padded_laplacian(gnp, u, ((1, 1), (1, 1)), 0.0), ((1, 1), (1, 1)), 0.0)
-    assert [g["plan"].pairs for g in plan(p)["stencils"]] == [()]
+    assert tile_runs(p) == [()]
     first = jacobi(gnp, u)
-    # the first sweep's output is read by the third kernel (the sum) too: only the second pairs, with the sum
-    assert [g["plan"].pairs for g in plan(jacobi(gnp, first) + first)["stencils"]] == [(1,)]
+    # the first sweep's output is read by the third kernel (the sum) too: only the second joins the sum
+    assert tile_runs(jacobi(gnp, first) + first) == [((1, 2),)]
+    # float64 Gray-Scott: two fields of two sweeps in shared memory would pass 48 KiB: pairs
+    state = (gnp.from_array(np.zeros((16, 16))), gnp.from_array(np.ones((16, 16))))
+    for _ in range(4):
+        state = gray_scott(gnp, *state)
+    assert tile_runs(state[0] + state[1]) == [((0, 2), (2, 2))]
+    state = (u, gnp.from_array(np.ones((16, 16), dtype=np.float32)))
+    for _ in range(4):
+        state = gray_scott(gnp, *state)
+    assert tile_runs(state[0] + state[1]) == [((0, 4),)]  # float32: four steps per kernel
+    # its floor: reading both fields and writing their sum once; one kernel per sweep: both fields each step
+    assert [g["floor_bytes"] for g in plan(state[0] + state[1])["stencils"]] == [3 * u.nbytes]
+    with gnp.config.set(stencil_tiles=False):
+        assert [g["floor_bytes"] for g in plan(state[0] + state[1])["stencils"]] == [(3 * 4 + 3) * u.nbytes]
 
 
 def test_pair_sources_recorded(tmp_path: Any, monkeypatch: Any) -> None:
@@ -589,7 +699,7 @@ def test_pair_sources_recorded(tmp_path: Any, monkeypatch: Any) -> None:
     u = sweeps(heat_periodic, gnp, gnp.from_array(np.zeros((7, 9), dtype=np.float32)), 2)
     (group,) = plan(u)["stencils"]
     written = {f.read_text() for f in tmp_path.glob("*.cu")}
-    assert {_stencil_source.pair_source(*_stencil_plan.pair_variant(group["plan"], 0, index, with_edges))[0]
+    assert {_stencil_source.tile_source(*_stencil_plan.tile_variant(group["plan"], (0, 2), index, with_edges))[0]
             for index in ("int", "long long") for with_edges in (False, True)} <= written
 
 
@@ -617,28 +727,33 @@ def test_forged_stencil_code_is_refused(forge: str) -> None:
         _stencil_source.kernel_source((program, buffers, loads, restricted, bases, out_dtypes), index)
 
 
-@pytest.mark.parametrize("forge", ["slot", "output", "fill", "index", "3d"])
-def test_forged_pair_is_refused(forge: str) -> None:
-    """A pair kernel is made only of the pass's sweeps and slots: forged shared slots, edges or index types
-    do not become CUDA source."""
+@pytest.mark.parametrize("forge", ["slot", "output", "fill", "index", "3d", "links", "memory"])
+def test_forged_tiles_are_refused(forge: str) -> None:
+    """A tile kernel is made only of the pass's sweeps and slots: forged linked slots, edges, index types,
+    link counts or tiles past the shared memory do not become CUDA source."""
     from dask_gpunumeric.codegen.check import ProgramError
 
-    (group,) = plan(sweeps(jacobi, gnp, gnp.from_array(np.zeros((6, 6), dtype=np.float32)), 2))["stencils"]
-    first, second, shared, index, edges, edges_b = _stencil_plan.pair_variant(group["plan"], 0, "int")
-    _stencil_source.pair_source(first, second, shared, index, edges, edges_b)  # as planned: fine
+    (group,) = plan(sweeps(jacobi, gnp, gnp.from_array(np.zeros((6, 6), dtype=np.float32)), 3))["stencils"]
+    codes, links, index, edges = _stencil_plan.tile_variant(group["plan"], (0, 3), "int")
+    _stencil_source.tile_source(codes, links, index, edges)  # as planned: fine
+    (slot, _), = links[0]
     if forge == "slot":
-        shared = ((len(second[1]), 0),)
+        links = (((len(codes[1][1]), 0),), links[1])
     elif forge == "output":
-        shared = ((shared[0][0], 1),)
+        links = (((slot, 1),), links[1])
     elif forge == "fill":
-        edges_b = tuple((FILL, 0) if s == shared[0][0] else m for s, m in enumerate(edges_b))
+        edges = (edges[0], tuple((FILL, 0) if s == slot else m for s, m in enumerate(edges[1])), edges[2])
     elif forge == "index":
         index = "int); evil(("
-    else:
+    elif forge == "3d":
         code = plan(jacobi_3d(gnp, gnp.from_array(np.zeros((5, 5, 5)), chunks=5)))["stencils"][0]["plan"].sweeps[0][0]
-        first, edges = code, _stencil_source.no_edges(code)
+        codes, edges = (code, *codes[1:]), (_stencil_source.no_edges(code), *edges[1:])
+    elif forge == "links":
+        links = links[:1]
+    else:  # 40 sweeps' tiles: far past a thread block's shared memory
+        codes, links, edges = (codes[0],) + codes[1:2] * 39, (links[0],) * 39, (edges[0],) + edges[1:2] * 39
     with pytest.raises(ProgramError):
-        _stencil_source.pair_source(first, second, shared, index, edges, edges_b)
+        _stencil_source.tile_source(codes, links, index, edges)
 
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -652,11 +767,18 @@ def test_kernel_sources_compile() -> None:
              for g in group["stencils"] for code, *_ in g["plan"].sweeps}
     source = "\n".join(_stencil_source.kernel_source(code, index)[0] for code in codes for index in ("int", "long long"))
     _cuda.nvcc_compile_check(source)
-    x = gnp.from_array(np.zeros((6, 6), dtype=np.float32))
-    u, v = gray_scott(gnp, *gray_scott(gnp, x, x + 1))
-    for y in (sweeps(jacobi, gnp, x, 2), sweeps(heat_periodic, gnp, x, 2), u + v):  # pair kernels
-        (group,) = plan(y)["stencils"]
-        assert group["plan"].pairs
-        variants = {_stencil_plan.pair_variant(group["plan"], k, index, with_edges) for k in group["plan"].pairs
-                    for index in ("int", "long long") for with_edges in (False, True)}  # some coincide
-        _cuda.nvcc_compile_check("\n".join(_stencil_source.pair_source(*variant)[0] for variant in variants))
+    for dtype in (np.float32, np.float64):
+        x = gnp.from_array(np.zeros((6, 6), dtype=dtype))
+        state = (x, gnp.from_array(np.ones((6, 6), dtype=dtype)))
+        for _ in range(5):
+            state = gray_scott(gnp, *state)
+        cube = np.zeros((6, 6, 6), dtype=dtype)
+        for y in (sweeps(jacobi, gnp, x, 7), sweeps(heat_periodic, gnp, x, 6), sweeps(nine_point, gnp, x, 4),
+                  state[0] + state[1], sweeps(jacobi_3d, gnp, gnp.from_array(cube), 2),
+                  sweeps(heat_periodic, gnp, gnp.from_array(cube), 2)):
+            # tile kernels of 2 to 4 sweeps
+            (group,) = plan(y)["stencils"]
+            assert group["plan"].tiles
+            variants = {_stencil_plan.tile_variant(group["plan"], run, index, with_edges) for run in group["plan"].tiles
+                        for index in ("int", "long long") for with_edges in (False, True)}  # some coincide
+            _cuda.nvcc_compile_check("\n".join(_stencil_source.tile_source(*variant)[0] for variant in variants))

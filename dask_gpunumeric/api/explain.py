@@ -12,6 +12,8 @@ from .array import Array
 from ..expr import ArrayExpr, Fused, Stencil
 from ..runtime.compile import graph_of
 
+FLOOR_RATE = 4.2e12  # bytes/s at which explain() quotes a stencil group's floor: an H200's copy rate
+
 
 def _block_bytes(expr: ArrayExpr) -> int:
     return int(np.prod(expr.chunksize)) * expr.dtype.itemsize if expr.ndim else expr.dtype.itemsize
@@ -67,7 +69,9 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
                 f"-interior-{node.deterministic_token}") else "bands" for k in node._layer())
             stencils.append({
                 "name": node._name, "kernel": _stencil_plan.describe(stencil_plan),
-                "kernels": _stencil_plan.sweeps(stencil_plan), "pairs": len(stencil_plan.pairs),
+                "kernels": _stencil_plan.sweeps(stencil_plan), "tiles": len(stencil_plan.tiles),
+                "sweeps_per_kernel": [count for _, count in _stencil_plan.kernel_runs(stencil_plan)],
+                "floor_bytes": _stencil_plan.bytes_moved(stencil_plan, _stencil_plan.kernel_runs(stencil_plan)),
                 "blocks": int(np.prod(node.numblocks)),
                 "halo": _stencil_plan.halo_depth(stencil_plan), "inputs": len(node.sources),
                 "outputs": [f"store {b}" for b in stencil_plan.outputs]
@@ -110,17 +114,20 @@ def explain(x: Array, *, source: bool = False) -> Explanation:
         lines.append("no fused kernels (nothing to fuse, or fusion is off: gpunumeric.fusion)")
     for g in info["stencils"]:
         tasks = g["tasks"]
-        kernels = (f"{g['kernels']} kernel(s) per block part, one per sweep" if not g["pairs"] else
-                   f"{g['kernels']} sweeps per block part in {g['kernels'] - g['pairs']} kernel(s) on CuPy blocks "
-                   f"({g['pairs']} with 2 sweeps per kernel, through shared memory)")
+        per_kernel = g["sweeps_per_kernel"]
+        kernels = (f"{g['kernels']} kernel(s) per block part, one per sweep" if not g["tiles"] else
+                   f"{g['kernels']} sweeps per block part in {len(per_kernel)} kernel(s) on CuPy blocks "
+                   f"(sweeps per kernel: {' '.join(map(str, per_kernel))}; {g['tiles']} through shared memory)")
         lines.append(f"stencil group {g['kernel']}: {g['blocks']} block(s), {kernels}")
+        lines.append(f"  floor: {g['floor_bytes']:,} B moved by those kernels "
+                     f"({g['floor_bytes'] / FLOOR_RATE * 1e3:.3g} ms at {FLOOR_RATE / 1e12:g} TB/s)")
         lines.append(f"  tasks: {tasks['interior']} for block interiors (no halo), {tasks['bands']} for blocks or "
                      f"their edge bands, {tasks['halo']} halo strips")
         lines.append(f"  halo depth per axis: {g['halo']}; inputs: {g['inputs']}; outputs: {len(g['outputs'])}")
         if source:
             lines += [_stencil_source.kernel_source(code)[0] for code, *_ in g["plan"].sweeps]
-            lines += [_stencil_source.pair_source(*_stencil_plan.pair_variant(g["plan"], k, "int"))[0]
-                      for k in g["plan"].pairs]
+            lines += [_stencil_source.tile_source(*_stencil_plan.tile_variant(g["plan"], run, "int"))[0]
+                      for run in g["plan"].tiles]
     for g in info["groups"]:
         lines.append(f"fused kernel {g['kernel']}: 1 kernel per block, {g['blocks']} block(s)")
         lines.append(f"  ops:     {', '.join(g['ops'])}")

@@ -1,8 +1,9 @@
 """CUDA C++ of stencil sweeps (``types.StencilCode``): one kernel per sweep, the last axis along ``threadIdx.x``
 (coalesced), each thread computing ``rows(code)`` consecutive rows of a column (1-d: elements a thread block
-apart), reading each buffer at constant offsets from the element computed; and pair kernels of two 2-d
-sweeps: per tile of the second's box, the first sweep on the tile and its halo into shared memory, then the
-second from there (``pair_source``): the first's outputs never travel to memory and back.
+apart), reading each buffer at constant offsets from the element computed; and tile kernels of consecutive
+2-d or 3-d sweeps (two: a pair kernel): per tile of the last's box, each sweep in turn on the tile and the halo the
+later ones read, in shared memory, then the last from there (``tile_source``): the intermediate fields never
+travel to memory and back.
 """
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import program as _program
-from .check import check_pair, check_stencil_code
+from .check import ProgramError, check_stencil_code, check_tiles
 from .philox import PHILOX_DEVICE_SOURCE
-from .types import FILL, TILE, TILE_THREADS, WRAP, StencilCode, ctype, typed_program
+from .types import FILL, TILE_SHARED_BYTES, TILE_THREADS, TILES, WRAP, StencilCode, ctype, typed_program
 
 # grid dimension of each axis (the last axis along x: neighbouring threads read neighbouring elements)
 GRID_AXES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
@@ -58,7 +59,7 @@ def no_edges(code: tuple) -> tuple:
 
 
 def tile_halo(second: tuple, shared: tuple) -> tuple[int, ...]:
-    """How far, per axis, the second sweep of a pair reads the first's outputs (its ``shared`` slots)."""
+    """How far, per axis, a sweep of a tile kernel reads its predecessor's outputs (its ``shared`` slots)."""
     slots, halo = {slot for slot, _ in shared}, [0] * second.program.ndim
     for slot, offset in (*second.loads, *(b for b in second.bases if b is not None)):
         if slot in slots:
@@ -116,7 +117,7 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
              stores: Sequence[str] | None = None) -> list[str]:
     """The statements computing and storing one element of a sweep at position ``p`` (reads with their
     edges where ``checked``; parameters named with ``prefix``). ``shared``: the slots read from shared
-    memory, each an expression of the read's offset per axis (``{0}``, ``{1}``: ``pair_source``);
+    memory, each an expression of the read's offset per axis (``{0}``, ``{1}``: ``tile_source``);
     ``stores``: where each output goes (default: its buffer ``out<j>`` at ``w<j>``)."""
     program, _, loads, restricted, bases, out_dtypes = code
     ndim, _, instrs, outputs = program
@@ -250,55 +251,124 @@ def _interior(loads: tuple, bases: tuple, edges: tuple, unrolled: int, first: st
     return conditions
 
 
-def pair_source(first: tuple, second: tuple, shared: tuple, index: str, edges_a: tuple,
-                edges_b: tuple) -> tuple[str, str]:
-    """CUDA C++ source and kernel name of two consecutive 2-d sweeps in one launch: a thread block per
-    ``TILE`` of the second sweep's box (``b_lo``, ``b_n``) computes the first sweep's outputs on the tile
-    extended by the halo (``tile_halo``) into shared memory, then the second sweep on the tile, reading
-    its ``shared`` slots (``(slot, output of the first)``) there and its others from global memory.
-    Parameters are ``kernel_source``'s of each sweep, prefixed ``a_`` and ``b_`` (without the first's
-    outputs and the second's shared slots). ``edges_a``: the first sweep's edges over what it computes;
-    ``edges_b``: the second's, on its shared slots the edges of its reads of the first's outputs: along an
-    axis where they WRAP, the first sweep is computed past its box (at unwrapped positions: its own reads
-    wrap, so the values are those a period away), along the others only inside it (nothing else is read)."""
-    check_pair(first, second, shared, index, edges_a, edges_b)  # only our names and integers become source
-    first, second = typed(first), typed(second)
-    slots = dict(shared)
-    halo = tile_halo(second, shared)
-    wraps = [any(edges_b[slot][d] == WRAP for slot in slots) for d in range(2)]
-    # the shared slots' reads need no edges in the kernel (their edges are in what phase 1 computes)
-    local_b = tuple(no_edges(second)[s] if s in slots else modes for s, modes in enumerate(edges_b))
-    rows, columns = TILE[0] + 2 * halo[0], TILE[1] + 2 * halo[1]  # the extended tile
-    body = [f"    __shared__ {ctype(dt)} a_t{j}[{rows * columns}];" for j, dt in enumerate(first.out_dtypes)]
-    body += [f"    const {index} g{d} = b_lo{d} + ({index})blockIdx.{dim} * {TILE[d]} - {halo[d]};"
-             for d, dim in enumerate("yx")]  # where the extended tile starts
+def tile_halos(codes: Sequence[tuple], links: Sequence[tuple]) -> list[tuple[int, ...]]:
+    """Per sweep of a tile kernel, how far past the tile it is computed along each axis: the sum of how far
+    the later sweeps read their predecessors' outputs (``tile_halo``); 0 for the last."""
+    halos = [(0,) * codes[-1].program.ndim]
+    for code, shared in zip(reversed(codes[1:]), reversed(links)):
+        halos.insert(0, tuple(a + b for a, b in zip(halos[0], tile_halo(code, shared))))
+    return halos
 
-    def phase(code: tuple, edges: tuple, prefix: str, extent: tuple[int, int], start: tuple[int, ...],
-              skip: list[str], reads: dict[int, str], stores: list[str] | None) -> list[str]:
-        """The threads' loop over the positions ``g + start + e`` (``e`` over ``extent``) but where ``skip``
-        holds, computing one sweep's element at each (without edges where all its reads are inside)."""
-        lines = [f"    for (int e = threadIdx.x; e < {extent[0] * extent[1]}; e += {TILE_THREADS}) {{",
-                 f"        const {index} p0 = g0 + {start[0]} + e / {extent[1]};",
-                 f"        const {index} p1 = g1 + {start[1]} + e % {extent[1]};",
-                 f"        if ({' || '.join(skip)}) continue;"]
-        lines += [f"        {line}" for line in _places(code, index, prefix, tuple(reads), stores is None)]
-        element = functools.partial(_element, code, edges, prefix=prefix, shared=reads, stores=stores)
-        fast = _interior(code.loads, code.bases, edges, 0, "p0", "p0", prefix)
+
+def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple]) -> int:
+    """Shared memory of a tile kernel: the outputs of each sweep but the last on its extended tile, in two
+    alternating sets of buffers (sweep ``j`` writes set ``j % 2`` while it reads the other)."""
+    halos = tile_halos(codes, links)
+    sizes: dict[tuple[int, int], int] = {}
+    for j, code in enumerate(codes[:-1]):
+        area = int(np.prod([t + 2 * h for t, h in zip(TILES[code.program.ndim], halos[j])]))
+        for i, dt in enumerate(code.out_dtypes):
+            sizes[j % 2, i] = max(sizes.get((j % 2, i), 0), area * np.dtype(dt).itemsize)
+    return sum(sizes.values())
+
+
+def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[str, str]:
+    """CUDA C++ source and kernel name of consecutive 2-d or 3-d sweeps in one launch (a *tile kernel*; two
+    sweeps: a pair kernel): a thread block per tile (``TILES``) of the last sweep's box (``<last>lo``,
+    ``<last>n``) computes each sweep in turn into shared memory, on the tile extended by how far the later sweeps read
+    (``tile_halos``), then the last sweep on the tile, each reading its predecessor's outputs (its ``links``
+    slots: ``(slot, output of the previous sweep)``) from shared memory and its other slots from global
+    memory. Parameters are ``kernel_source``'s of each sweep, prefixed ``a_``, ``b_``, ... (without the
+    outputs of all but the last, and without the linked slots). ``edges`` per sweep: its edges over what it
+    computes, on its linked slots those of its reads of the previous sweep's outputs: along an axis where
+    they WRAP, every sweep but the last is computed past its box (at unwrapped positions: the first's reads
+    wrap, so the values are those a period away), along the others only inside it."""
+    check_tiles(codes, links, index, edges)  # only our names and integers become source
+    codes = tuple(typed(code) for code in codes)
+    if tile_shared_bytes(codes, links) > TILE_SHARED_BYTES:
+        raise ProgramError(f"tiles of {len(codes)} sweeps need more than {TILE_SHARED_BYTES} B of shared memory")
+    last, prefixes = len(codes) - 1, [f"{chr(ord('a') + j)}_" for j in range(len(codes))]
+    slots = [{}] + [dict(shared) for shared in links]
+    halos = tile_halos(codes, links)
+    halo = halos[0]
+    wraps = [any(modes[slot][d] == WRAP for shared, modes in zip(slots[1:], edges[1:]) for slot in shared)
+             for d in range(codes[0].program.ndim)]
+    # the linked slots' reads need no edges in the kernel (their edges are in what the previous sweep computes)
+    local = [tuple(no_edges(code)[s] if s in shared else m for s, m in enumerate(modes))
+             for code, shared, modes in zip(codes, slots, edges)]
+    ndim = codes[0].program.ndim
+    tile = TILES[ndim]
+    extents = [tuple(t + 2 * e for t, e in zip(tile, h)) for h in halos]  # the extended tiles
+    body = []
+    for parity in range(min(2, last)):
+        for j, dt in enumerate(codes[parity].out_dtypes):
+            size = max(int(np.prod(extents[k])) for k in range(parity, last, 2))
+            body.append(f"    __shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
+    body += [f"    const {index} g{d} = {prefixes[last]}lo{d} + ({index})blockIdx.{dim} * {tile[d]} - {halo[d]};"
+             for d, dim in enumerate(GRID_AXES[ndim])]  # where the extended tile starts
+
+    def place(k: int) -> str:
+        """Sweep ``k``'s element at ``p`` + the read's offset (``{0}``, ``{1}``, ...) in its shared buffers."""
+        shift = [f" - {a - b}" if a - b else "" for a, b in zip(halo, halos[k])]
+        flat = f"(p0 - g0{shift[0]} + ({{0}}))"
+        for d in range(1, ndim):
+            flat = f"{'(' * (d > 1)}{flat}{')' * (d > 1)} * {extents[k][d]} + (p{d} - g{d}{shift[d]} + ({{{d}}}))"
+        return flat
+
+    def starts(k: int) -> list[int]:
+        return [a - b for a, b in zip(halo, halos[k])]
+
+    def loop(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None, whole: bool) -> list[str]:
+        """The threads' loop over sweep ``k``'s extended tile but where ``skip`` holds, computing the
+        sweep's element at each (without edges where all its reads are inside); ``whole``: in a thread
+        block whose extended tiles lie inside every box and region (no position skipped, none kept)."""
+        code, prefix, extent, start = codes[k], prefixes[k], extents[k], starts(k)
+        lines = [f"for (int e = threadIdx.x; e < {int(np.prod(extent))}; e += {TILE_THREADS}) {{"]
+        for d in range(ndim):  # the position of element e of the extended tile, the last axis fastest
+            inner = int(np.prod(extent[d + 1 :]))
+            at = f"e % {extent[d]}" if d == ndim - 1 else f"e / {inner}" if d == 0 else f"e / {inner} % {extent[d]}"
+            lines.append(f"    const {index} p{d} = g{d} + {start[d]} + {at};")
+        lines += [] if whole else [f"    if ({' || '.join(skip)}) continue;"]
+        lines += [f"    {line}" for line in _places(code, index, prefix, tuple(reads), stores is None)]
+        element = functools.partial(_element, code._replace(restricted=()) if whole else code, local[k],
+                                    prefix=prefix, shared=reads, stores=stores)
+        fast = _interior(code.loads, code.bases, local[k], 0, "p0", "p0", prefix)
         if not fast:
-            return lines + [f"        {line}" for line in element(False)] + ["    }"]
-        return lines + [f"        if ({' && '.join(fast)}) {{", *[f"            {line}" for line in element(False)],
-                        "        } else {", *[f"            {line}" for line in element(True)], "        }", "    }"]
+            return lines + [f"    {line}" for line in element(False)] + ["}"]
+        return lines + [f"    if ({' && '.join(fast)}) {{", *[f"        {line}" for line in element(False)],
+                        "    } else {", *[f"        {line}" for line in element(True)], "    }", "}"]
 
-    # phase 1: the first sweep on the extended tile, as far as the second reads it, into shared memory
-    skip = [f"p{d} >= b_lo{d} + b_n{d} + {halo[d]}" for d in range(2)]
-    skip += [f"p{d} < a_lo{d} || p{d} >= a_lo{d} + a_n{d}" for d in range(2) if not wraps[d]]
-    body += phase(first, edges_a, "a_", (rows, columns), (0, 0), skip, {},
-                  [f"a_t{j}[(p0 - g0) * {columns} + (p1 - g1)]" for j in range(len(first.out_dtypes))])
-    body.append("    __syncthreads();")
-    # phase 2: the second sweep on the tile, inside its box
-    reads = {slot: f"a_t{j}[(p0 - g0 + ({{0}})) * {columns} + (p1 - g1 + ({{1}}))]" for slot, j in slots.items()}
-    body += phase(second, local_b, "b_", TILE, halo, [f"p{d} >= b_lo{d} + b_n{d}" for d in range(2)], reads, None)
-    params = (_sweep_params(first, index, edges_a, "a_", stored=False)
-              + _sweep_params(second, index, local_b, "b_", tuple(slots)))
-    name = "gnp_pair_" + hashlib.sha256(repr((first, second, shared, index, edges_a, edges_b)).encode()).hexdigest()[:16]
+    def phase(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None) -> list[str]:
+        """Sweep ``k``'s loop: without checks in thread blocks inside everything (``gnp_whole``)."""
+        return (["    if (gnp_whole) {"] + [f"        {line}" for line in loop(k, skip, reads, stores, True)]
+                + ["    } else {"] + [f"        {line}" for line in loop(k, skip, reads, stores, False)] + ["    }"])
+
+    end = [f"{prefixes[last]}lo{d} + {prefixes[last]}n{d}" for d in range(ndim)]
+    whole = []  # the conditions under which no sweep skips a position of its extended tile, nor keeps one
+    for k in range(last + 1):
+        prefix, first = prefixes[k], [f"g{d} + {starts(k)[d]}" for d in range(ndim)]
+        after = [f"g{d} + {starts(k)[d] + extents[k][d]}" for d in range(ndim)]
+        whole += [f"{after[d]} <= {end[d]} + {halos[k][d]}" for d in range(ndim)]
+        whole += [f"{first[d]} >= {prefix}lo{d} && {after[d]} <= {prefix}lo{d} + {prefix}n{d}"
+                  for d in range(ndim) if not wraps[d] and k < last]
+        whole += [f"{first[d]} >= {prefix}rlo{d} && {after[d]} <= {prefix}rhi{d}" for d in codes[k].restricted]
+    body.append(f"    const bool gnp_whole = {' && '.join(whole)};")
+    for k in range(last + 1):
+        reads = {slot: f"{prefixes[(k - 1) % 2]}t{j}[{place(k - 1)}]" for slot, j in slots[k].items()}
+        if k == last:  # the last sweep on the tile, inside its box
+            body += phase(k, [f"p{d} >= {end[d]}" for d in range(ndim)], reads, None)
+            break
+        # sweep k on its extended tile, as far as the later sweeps read it, into shared memory
+        skip = [f"p{d} >= {end[d]} + {halos[k][d]}" for d in range(ndim)]
+        skip += [f"p{d} < {prefixes[k]}lo{d} || p{d} >= {prefixes[k]}lo{d} + {prefixes[k]}n{d}"
+                 for d in range(ndim) if not wraps[d]]
+        stores = [f"{prefixes[k % 2]}t{j}[{place(k).format(*[0] * ndim).replace(' + (0)', '')}]"
+                  for j in range(len(codes[k].out_dtypes))]
+        body += phase(k, skip, reads, stores)
+        body.append("    __syncthreads();")
+    params = [p for k, code in enumerate(codes)
+              for p in _sweep_params(code, index, local[k], prefixes[k], tuple(slots[k]), stored=k == last)]
+    variant = ((codes[0], codes[1], links[0], index, *edges) if len(codes) == 2 else (codes, links, index, edges))
+    kind = "gnp_pair_" if len(codes) == 2 else "gnp_tiles_"
+    name = kind + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
     return _kernel_text(name, TILE_THREADS, params, body), name

@@ -2,8 +2,8 @@
 source must cover for a target box (``boxes``: working back from the target, each sweep computing as much
 more as later ones read), a block's interior and bands (``split``: a task for the interior, which needs only
 the source blocks at its own place, and one for the bands along the edges, which need the halos), and which
-sweeps run as pairs (``tile_pairs``). Buffers, slots, edge modes and coordinates: docs/architecture.md
-("Stencil plans")."""
+sweeps run together in one tile kernel (``tile_runs``). Buffers, slots, edge modes and coordinates:
+docs/architecture.md ("Stencil plans")."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -13,7 +13,7 @@ import numpy as np
 
 from . import program as _program
 from . import stencil as _stencil_source
-from .types import FILL, TILE, TILE_HALO, WRAP
+from .types import FILL, TILE_HALO, TILE_SHARED_BYTES, TILE_WORK, TILES, WRAP
 
 Box = tuple[tuple[int, int], ...]
 
@@ -43,31 +43,46 @@ def reduction_of(plan: tuple, reduction: tuple[int, int]) -> tuple[tuple, tuple]
 
 
 def sweeps(plan: tuple) -> int:
-    """Sweeps one task of the group runs (one kernel each, but on CuPy blocks one per pair: ``tile_pairs``)."""
+    """Sweeps one task of the group runs (one kernel each, but on CuPy blocks runs of them: ``tile_runs``)."""
     return len(plan.sweeps)
 
 
-def tile_pairs(plan: tuple) -> tuple[int, ...]:
-    """The kernels ``k`` of a group (its first seven entries) to run with kernel ``k + 1`` in one pair
-    kernel, taken in order: pairs of 2-d sweeps without full reductions, where every output of the first is
-    read by the second alone (not a group output), at offsets within ``TILE_HALO``, without FILL edges,
-    and where those reads may wrap, by a first sweep without a region computable a halo past its box
-    (``pair_shared``)."""
-    pairs, k = [], 0
-    while k + 1 < len(plan.sweeps):
-        if pair_shared(plan, k) is not None:
-            pairs.append(k)
+def tile_runs(plan: tuple, limit: int) -> tuple[tuple[int, int], ...]:
+    """The runs of consecutive kernels of a group, ``(first, count)``, to run on CuPy blocks as one tile kernel
+    each, in order: 2-d sweeps without full reductions whose outputs are each read by the next sweep alone
+    (``link``), at most ``limit`` of them, and as many as keep the tile kernel's shared memory and redundant
+    work in bounds (``tile_fits``). A stretch of linked sweeps is cut into as few runs as those bounds allow,
+    of sizes as even as possible (20 sweeps at most 6 a kernel: 4 runs of 5)."""
+    runs, k, n = [], 0, len(plan.sweeps)
+    while k < n:
+        stretch = 1
+        while k + stretch < n and link(plan, k + stretch - 1) is not None:
+            stretch += 1
+        cap = 1
+        while cap < min(limit, stretch) and tile_fits(plan, k, cap + 1):
+            cap += 1
+        if cap == 1:  # kernel k runs alone: the next may start a run
             k += 1
-        k += 1
-    return tuple(pairs)
+            continue
+        parts = -(-stretch // cap)
+        sizes = [stretch // parts + (i < stretch % parts) for i in range(parts)]
+        start = k
+        for size in sizes:
+            if size > 1 and not tile_fits(plan, start, size):  # the stretch is not alike: take what fits
+                size = max(m for m in range(1, size + 1) if m == 1 or tile_fits(plan, start, m))
+            if size > 1:
+                runs.append((start, size))
+            start += size
+        k = start
+    return tuple(runs)
 
 
-def pair_shared(plan: tuple, k: int) -> tuple[tuple[int, int], ...] | None:
+def link(plan: tuple, k: int) -> tuple[tuple[int, int], ...] | None:
     """The slots of kernel ``k + 1`` reading the outputs of kernel ``k`` (``(slot, output)``), if the two may
-    be one pair kernel (``tile_pairs``), else None."""
+    follow each other in a tile kernel (``tile_runs``), else None."""
     ndim, shape, kernels, outputs = plan.ndim, plan.shape, plan.sweeps, plan.outputs
     (first, _, _, _), (second, slots, _, edges) = kernels[k], kernels[k + 1]
-    if ndim != 2 or any(len(code.out_dtypes) != len(code.program.outputs) or any(ins.tag == "random" for ins in code.program.instrs)
+    if ndim not in TILES or any(len(code.out_dtypes) != len(code.program.outputs) or any(ins.tag == "random" for ins in code.program.instrs)
                         for code in (first, second)):  # full reductions, or random draws (no prefixed seeds)
         return None
     fields = {b: j for b, (owner, j) in _field_kernels(plan).items() if owner == k}
@@ -77,22 +92,76 @@ def pair_shared(plan: tuple, k: int) -> tuple[tuple[int, int], ...] | None:
         return None
     halo = _stencil_source.tile_halo(second, shared)
     modes = {m for slot, _ in shared for m in edges[slot][0]}
-    reach = [max([abs(o[d]) for _, o in first.loads if o] + [0]) for d in range(ndim)]
-    # computed past its box where the second's reads wrap, the first sweep must have no region and its
-    # reads wrap at most a period (``gnp_wrap``)
-    wrapping = WRAP in modes and (first.restricted or any(h + r > n for h, r, n in zip(halo, reach, shape)))
-    if max(halo) > TILE_HALO or FILL in modes or wrapping or -(-shape[0] // TILE[0]) > _stencil_source.GRID_LIMITS["y"]:
+    grid = zip(_stencil_source.GRID_AXES[ndim], shape, TILES[ndim])
+    if max(halo) > TILE_HALO or FILL in modes or any(-(-n // t) > _stencil_source.GRID_LIMITS[dim] for dim, n, t in grid):
         return None
     return shared
 
 
-def pair_variant(plan: tuple, k: int, index: str, with_edges: bool = False) -> tuple:
-    """``pair_source``'s arguments for the pair kernel of kernels ``k`` and ``k + 1`` of a group: without
-    edges, or with every edge a read may have."""
-    (first, _, _, edges), (second, _, _, edges_b) = plan.sweeps[k], plan.sweeps[k + 1]
-    active = ((tuple(m for m, _, _ in edges), tuple(m for m, _, _ in edges_b)) if with_edges
-              else (_stencil_source.no_edges(first), _stencil_source.no_edges(second)))
-    return (first, second, pair_shared(plan, k), index, *active)
+def tile_fits(plan: tuple, start: int, count: int) -> bool:
+    """Whether kernels ``start`` to ``start + count - 1``, each linked to the next, may be one tile kernel:
+    those but the last of one output dtype each, their tiles within the shared memory of a thread block and
+    the work on them within ``TILE_WORK`` times the tile's; where the linked reads may wrap (the sweeps but
+    the last then computed a halo past their boxes), without regions and reading at most a period away."""
+    codes = [code for code, *_ in plan.sweeps[start : start + count]]
+    links = [link(plan, k) for k in range(start, start + count - 1)]
+    if any(shared is None for shared in links) or len({code.out_dtypes for code in codes[:-1]}) != 1:
+        return False
+    halos = _stencil_source.tile_halos(codes, links)
+    tile = TILES[plan.ndim]
+    work = sum(int(np.prod([t + 2 * e for t, e in zip(tile, h)])) for h in halos)
+    if _stencil_source.tile_shared_bytes(codes, links) > TILE_SHARED_BYTES or work > TILE_WORK * count * np.prod(tile):
+        return False
+    sweeps = plan.sweeps[start : start + count]
+    if not any(WRAP in sweep.edges[slot][0] for shared, sweep in zip(links, sweeps[1:]) for slot, _ in shared):
+        return True
+    for (code, *_), shared, halo in zip(sweeps[:-1], [(), *links], halos):
+        linked = {slot for slot, _ in shared}
+        reach = [max([abs(o[d]) for slot, o in code.loads if o and slot not in linked] + [0]) for d in range(plan.ndim)]
+        # computed past its box, a sweep must have no region and its reads wrap at most a period (``gnp_wrap``)
+        if code.restricted or any(h + r > n for h, r, n in zip(halo, reach, plan.shape)):
+            return False
+    return True
+
+
+def tile_variant(plan: tuple, run: tuple[int, int], index: str, with_edges: bool = False) -> tuple:
+    """``tile_source``'s arguments for the tile kernel of a run ``(first, count)`` of a group: without edges,
+    or with every edge a read may have."""
+    start, count = run
+    sweeps = plan.sweeps[start : start + count]
+    edges = tuple(tuple(m for m, _, _ in sweep.edges) if with_edges else _stencil_source.no_edges(sweep.code)
+                  for sweep in sweeps)
+    return (tuple(sweep.code for sweep in sweeps), tuple(link(plan, k) for k in range(start, start + count - 1)),
+            index, edges)
+
+
+def kernel_runs(plan: tuple) -> list[tuple[int, int]]:
+    """The kernels one task part of a group launches on CuPy blocks, each ``(first sweep, count)``."""
+    tiles = dict(plan.tiles)
+    runs, k = [], 0
+    while k < len(plan.sweeps):
+        runs.append((k, tiles.get(k, 1)))
+        k += runs[-1][1]
+    return runs
+
+
+def bytes_moved(plan: tuple, runs: Sequence[tuple[int, int]]) -> int:
+    """The fewest bytes a group's kernels (``runs``, as ``kernel_runs``) move over its whole arrays: each
+    kernel reading each array it reads from memory once and writing each field it stores once (no halos,
+    0-d values free)."""
+    size = int(np.prod(plan.shape))
+    total = 0
+    for start, count in runs:
+        sweeps = plan.sweeps[start : start + count]
+        linked = [set()] + [{slot for slot, _ in link(plan, k)} for k in range(start, start + count - 1)]
+        read = {}
+        for (code, slots, *_), skip in zip(sweeps, linked):
+            for slot, offset in code.loads + tuple(b for b in code.bases if b is not None):
+                if offset and slot not in skip:
+                    read[slots[slot]] = np.dtype(code.buffers[slot]).itemsize
+        stored = [code.out_dtypes for code, *_ in sweeps] if count == 1 else [sweeps[-1].code.out_dtypes]
+        total += size * (sum(read.values()) + sum(np.dtype(dt).itemsize for dts in stored for dt in dts))
+    return total
 
 
 def is_empty(box: Box) -> bool:

@@ -67,9 +67,12 @@ def _as_tuple(self: tuple) -> str:
 WRAP = 1  # the element a period away (the buffer holds a whole period of a cyclic axis)
 FILL = 2  # a constant (reads past the ends of an array padded with it)
 
-TILE = (32, 64)  # outputs of a thread block of a pair kernel (rows, columns): 64 columns keep rows coalesced
+# outputs of a thread block of a tile kernel per axis, by number of axes: 64 (32) columns keep rows coalesced
+TILES = {2: (32, 64), 3: (8, 16, 32)}
 TILE_THREADS = 256
-TILE_HALO = 2  # the largest offset per axis at which the second sweep of a pair may read the first's outputs
+TILE_HALO = 2  # the largest offset per axis at which a sweep of a tile kernel may read its predecessor's outputs
+TILE_SHARED_BYTES = 48 * 1024  # the static shared memory a thread block may declare
+TILE_WORK = 1.25  # the most work a tile kernel may do on its extended tiles, per sweep, over the tile's
 
 
 class Load(NamedTuple):
@@ -208,7 +211,8 @@ class Sweep(NamedTuple):
 class StencilPlan(NamedTuple):
     """A stencil group (``codegen.stencil_plan``): the fields' ``shape``, its ``sweeps`` in order, the
     buffers it returns, whether each axis is ``periodic``, per source and axis whether its halo ``wraps``,
-    its full ``reductions`` (``(sweep, output)``) and the sweeps run in ``pairs`` (``tile_pairs``)."""
+    its full ``reductions`` (``(sweep, output)``) and the runs of sweeps in tile kernels, ``(first sweep,
+    count)`` (``tile_runs``)."""
 
     ndim: int
     shape: tuple[int, ...]
@@ -217,6 +221,6 @@ class StencilPlan(NamedTuple):
     periodic: tuple[bool, ...]
     wraps: tuple[tuple[bool, ...], ...]
     reductions: tuple[tuple[int, int], ...]
-    pairs: tuple[int, ...] = ()
+    tiles: tuple[tuple[int, int], ...] = ()
 
     __repr__ = _as_tuple

@@ -1,7 +1,7 @@
 """What the tasks of a ``Stencil`` group run: source blocks extended by halos in, one sweep after another on a
 shrinking region (``codegen.stencil_plan``), the group's output blocks out. On NumPy blocks a sweep's program
 is interpreted on windows of the buffers (``fused.run_numpy``); on CuPy blocks it is its generated kernel
-(``codegen.stencil``), and pairs of 2-d sweeps one pair kernel.
+(``codegen.stencil``), and runs of 2-d sweeps one tile kernel.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 from ..codegen import stencil as _stencil_source
 from ..codegen import stencil_plan as _stencil_plan
 from ..codegen.stencil_plan import Box
-from ..codegen.types import FILL, NP_OF_CTYPE, TILE, TILE_THREADS, WRAP, Store, ctype
+from ..codegen.types import FILL, NP_OF_CTYPE, TILE_THREADS, TILES, WRAP, Store, ctype
 from . import blocks as _blocks
 from . import cuda as _cuda
 from . import fused as _fused
@@ -64,23 +64,26 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
     output_of = {b: j for j, b in enumerate(outputs)}
     partials: dict[tuple[int, int], dict[str, Any]] = {}
     buffer = len(layouts)
-    pairs = set(plan.pairs) if backend in _TILED_BACKENDS else set()
-    pair = None  # sweep k of a pair kernel: what it needs, to run with sweep k + 1
+    runs = dict(plan.tiles) if backend in _TILED_BACKENDS else {}
+    tile, end = None, -1  # a tile kernel's part (``_tile_part``) and its last sweep, while its sweeps are passed
     for k, ((code, slots, region, edges), box) in enumerate(zip(kernels, kernel_boxes)):
         fields = range(buffer, buffer + len(code.out_dtypes))
         inputs = [buffers.get(b) for b in slots]
-        if k in pairs:
-            pair = _pair_part(plan, k, inputs, [buffers.get(b) for b in kernels[k + 1][1]], box, kernel_boxes[k + 1])
-            if pair is not None:  # its outputs only ever live in the pair kernel's shared memory
-                buffer += len(code.out_dtypes)
-                continue
+        if k in runs:
+            run = (k, runs[k])
+            tile = _tile_part(plan, run, [[buffers.get(b) for b in kernels[j][1]] for j in range(k, k + run[1])],
+                              kernel_boxes[k : k + run[1]])
+            end = k + run[1] - 1
+        if tile is not None and k < end:  # its outputs only ever live in the tile kernel's shared memory
+            buffer += len(code.out_dtypes)
+            continue
         # a field that is an output computed just for the target goes straight into the output block
         dests = [(outs[output_of[f]], origin) if f in output_of and box == target
                  else (xp.empty(tuple(hi - lo for lo, hi in box), dtype=dt), tuple(lo for lo, _ in box))
                  for f, dt in zip(fields, code.out_dtypes)]
-        if pair is not None:
-            _run_pair(plan, k - 1, pair, inputs, box, scalars, dests)
-            pair = None
+        if tile is not None:
+            _run_tile(plan, tile, scalars, dests)
+            tile = None
         elif not _stencil_plan.is_empty(box):
             reduced = _run_kernel(code, inputs, edges, region, box, scalars[k], plan.shape, backend, dests, target)
             partials.update({(k, j): partial for j, partial in reduced.items()})
@@ -89,7 +92,7 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
             if f in output_of and box != target and not _stencil_plan.is_empty(target):
                 _window((outs[output_of[f]], origin), target, ())[...] = _window(dest, target, ())
         buffer += len(code.out_dtypes)
-        for b in [b for b, last in last_read.items() if last <= k]:  # < k: read by a pair kernel
+        for b in [b for b, last in last_read.items() if last <= k]:  # < k: read by a tile kernel
             buffers.pop(b, None)
     return [partials[r] if r in partials else _empty_partial(plan, r, xp) for r in plan.reductions]
 
@@ -199,52 +202,62 @@ def _run_interpreted(code: tuple, inputs: list, edges: tuple, region: tuple, box
 WAVES = 8
 
 
-_TILED_BACKENDS = frozenset({"cupy"})  # where pair kernels run (the CPU kernel emulator adds "numpy")
+_TILED_BACKENDS = frozenset({"cupy"})  # where tile kernels run (the CPU kernel emulator adds "numpy")
 
 
-def _pair_part(plan: tuple, k: int, inputs: list, inputs_b: list, box: Box, box_b: Box) -> tuple | None:
-    """What kernel ``k`` of a pair needs to run with kernel ``k + 1`` in a pair kernel over these boxes and
-    buffers (``inputs_b``: the second's, but the first's outputs): its inputs, edges over what it computes,
-    box, the shared slots and the second's edges; None where the two run as two kernels (a box empty, or
-    wrapped reads of the first more than a period away)."""
-    if _stencil_plan.is_empty(box) or _stencil_plan.is_empty(box_b):
+def _tile_part(plan: tuple, run: tuple[int, int], inputs: list[list], boxes: Sequence[Box]) -> tuple | None:
+    """What the tile kernel of a run ``(first, count)`` of kernels needs over these boxes and buffers (per
+    sweep: its inputs, its linked slots' None): per sweep its inputs, box, edges for the kernel variant and
+    edges for its launch; None where the sweeps run one kernel each (a box empty, or wrapped reads more than
+    a period away)."""
+    if any(_stencil_plan.is_empty(box) for box in boxes):
         return None
-    (first, _, region, edges), (second, _, region_b, edges_b) = plan.sweeps[k], plan.sweeps[k + 1]
-    shared = _stencil_plan.pair_shared(plan, k)
-    placed = list(inputs_b)
-    for slot, _ in shared:  # the first's outputs as buffers of its box, for their edges (only shapes are read)
-        placed[slot] = (np.broadcast_to(np.int8(0), tuple(hi - lo for lo, hi in box)), tuple(lo for lo, _ in box))
-    active_b = _edges(second, placed, region_b, box_b, edges_b)
-    halo = _stencil_source.tile_halo(second, shared)
-    # along axes where the second's reads of the first's outputs wrap, the first is computed on the second's
-    # box extended by the halo, at unwrapped positions
-    extended = tuple((lo - h, hi + h) if any(active_b[slot][d] == WRAP for slot, _ in shared) else a
-                     for d, ((lo, hi), h, a) in enumerate(zip(box_b, halo, box)))
-    active = _edges(first, inputs, region, extended, edges)
-    for slot, offset in first.loads:
-        for d in [d for d, mode in enumerate(active[slot]) if mode == WRAP] if offset else ():
-            array, origin = inputs[slot]
-            period, (lo, hi) = array.shape[d], extended[d]
-            if lo + offset[d] - origin[d] < -period or hi + offset[d] - origin[d] > 2 * period:
-                return None
-    return inputs, active, box, shared, active_b
+    start, count = run
+    sweeps = plan.sweeps[start : start + count]
+    links = [()] + [_stencil_plan.link(plan, k) for k in range(start, start + count - 1)]
+    linked = [{slot for slot, _ in shared} for shared in links]
+    through = []  # per sweep, the edges of its linked reads (from the previous sweep's box)
+    for j, ((code, _, region, edges), box) in enumerate(zip(sweeps, boxes)):
+        placed = list(inputs[j])
+        for slot in linked[j]:  # the previous outputs as buffers of its box, for their edges (only shapes are read)
+            placed[slot] = (np.broadcast_to(np.int8(0), tuple(hi - lo for lo, hi in boxes[j - 1])),
+                            tuple(lo for lo, _ in boxes[j - 1]))
+        through.append(_edges(code, placed, region, box, edges))
+    wrapped = {d for j in range(1, count) for slot in linked[j] for d, mode in enumerate(through[j][slot]) if mode == WRAP}
+    halos = _stencil_source.tile_halos([sweep.code for sweep in sweeps], links[1:])
+    variant, launch = [], []
+    for j, ((code, _, region, edges), box) in enumerate(zip(sweeps, boxes)):
+        # along axes where linked reads wrap, the sweeps but the last are computed on the last's box extended
+        # by their halo, at unwrapped positions
+        extended = tuple((b_lo - h, b_hi + h) if d in wrapped and j < count - 1 else a
+                         for d, ((b_lo, b_hi), h, a) in enumerate(zip(boxes[-1], halos[j], box)))
+        active = _edges(code, inputs[j], region, extended, edges)
+        for slot, offset in code.loads if j < count - 1 else ():
+            for d in [d for d, mode in enumerate(active[slot]) if mode == WRAP] if offset else ():
+                array, origin = inputs[j][slot]
+                period, (lo, hi) = array.shape[d], extended[d]
+                if lo + offset[d] - origin[d] < -period or hi + offset[d] - origin[d] > 2 * period:
+                    return None
+        variant.append(tuple(through[j][s] if s in linked[j] else modes for s, modes in enumerate(active)))
+        launch.append(tuple(_stencil_source.no_edges(code)[s] if s in linked[j] else modes
+                            for s, modes in enumerate(active)))
+    return run, inputs, boxes, tuple(links[1:]), tuple(variant), launch
 
 
-def _run_pair(plan: tuple, k: int, pair: tuple, inputs_b: list, box_b: Box, scalars: tuple, dests: list) -> None:
-    """Kernels ``k`` and ``k + 1`` in one pair kernel (``_pair_part`` gave ``pair``), over the second's box
-    ``box_b`` into ``dests``."""
-    inputs, active, box, shared, active_b = pair
-    (first, _, region, edges), (second, _, region_b, edges_b) = plan.sweeps[k], plan.sweeps[k + 1]
-    slots = [slot for slot, _ in shared]
-    local_b = tuple(_stencil_source.no_edges(second)[s] if s in slots else modes for s, modes in enumerate(active_b))
-    a = _sweep_args(first, inputs, edges, active, region, box, scalars[k], [])
-    b = _sweep_args(second, inputs_b, edges_b, local_b, region_b, box_b, scalars[k + 1], dests, slots)
-    index = _index_type(a[4] + b[4])
+def _run_tile(plan: tuple, tile: tuple, scalars: tuple, dests: list) -> None:
+    """A run of kernels in one tile kernel (``_tile_part`` gave ``tile``), over the last's box into ``dests``."""
+    (start, count), inputs, boxes, links, variant, launch = tile
+    sweeps = plan.sweeps[start : start + count]
+    args_of = [_sweep_args(code, inputs[j], edges, launch[j], region, boxes[j], scalars[start + j],
+                           dests if j == count - 1 else [], [slot for slot, _ in ([()] + list(links))[j]])
+               for j, (code, _, region, edges) in enumerate(sweeps)]
+    index = _index_type([v for a in args_of for v in a[4]])
     to_index = _INDEX_TYPES[index]
-    args = [arg for arrays, scalar_args, values, fills, _ in (a, b)
+    args = [arg for arrays, scalar_args, values, fills, _ in args_of
             for arg in (*arrays, *scalar_args, *map(to_index, values), *fills)]
-    grid = (-(-(box_b[1][1] - box_b[1][0]) // TILE[1]), -(-(box_b[0][1] - box_b[0][0]) // TILE[0]), 1)
-    _pair_kernel(first, second, shared, index, active, active_b)(grid, (TILE_THREADS, 1, 1), tuple(args))
+    tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], TILES[len(boxes[-1])])]
+    grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
+    _tile_kernel(tuple(sweep.code for sweep in sweeps), links, index, variant)(grid, (TILE_THREADS, 1, 1), tuple(args))
 
 
 def record_sources(plan: tuple) -> None:
@@ -256,10 +269,10 @@ def record_sources(plan: tuple) -> None:
         for index in _INDEX_TYPES:
             for active in (None, tuple(modes for modes, _, _ in edges)):
                 _cuda.record_source(_stencil_source.kernel_source(code, index, active)[0])
-    for k in plan.pairs:
+    for run in plan.tiles:
         for index in _INDEX_TYPES:
             for with_edges in (False, True):
-                _cuda.record_source(_stencil_source.pair_source(*_stencil_plan.pair_variant(plan, k, index, with_edges))[0])
+                _cuda.record_source(_stencil_source.tile_source(*_stencil_plan.tile_variant(plan, run, index, with_edges))[0])
 
 
 _INDEX_TYPES = {"int": np.int32, "long long": np.int64}
@@ -273,10 +286,9 @@ def _kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int]:
 
 
 @functools.lru_cache(maxsize=256)
-def _pair_kernel(first: tuple, second: tuple, shared: tuple, index: str, edges: tuple, edges_b: tuple) -> Any:
-    """The compiled pair kernel of two sweeps' variant (``pair_source``)."""
-    return _cuda.compile_function(*_stencil_source.pair_source(first, second, shared, index, edges, edges_b),
-                                  TILE_THREADS)[0]
+def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple) -> Any:
+    """The compiled tile kernel of a run of sweeps' variant (``tile_source``)."""
+    return _cuda.compile_function(*_stencil_source.tile_source(codes, links, index, edges), TILE_THREADS)[0]
 
 
 def _launch_shape(extent: tuple[int, ...], per_thread: int, limit: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
@@ -299,7 +311,7 @@ def _sweep_args(code: tuple, inputs: list, edges: tuple, active: tuple, region: 
                 scalars: tuple, dests: list, shared: Sequence[int] = ()) -> tuple[list, list, list[int], list, list[int]]:
     """A sweep's launch arguments in ``_sweep_params``' order, but those of full reductions: (its arrays,
     inputs then outputs; its scalars; its index values: box, geometry, region, extents; its fills; the
-    numbers that must fit the index type). ``shared`` slots are not passed (a pair kernel's shared memory)."""
+    numbers that must fit the index type). ``shared`` slots are not passed (a tile kernel's shared memory)."""
     import cupy
 
     program, buffer_dtypes, loads, _, _, _ = code

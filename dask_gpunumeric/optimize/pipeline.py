@@ -25,7 +25,7 @@ class Pass(NamedTuple):
 
 PASSES: tuple[Pass, ...] = (
     Pass("simplify", simplify, ()),
-    Pass("stencils", stencils, ("fusion", "stencil-sweeps", "stencil-tiles")),
+    Pass("stencils", stencils, ("fusion", "stencil-sweeps", "stencil-tiles", "stencil-tile-sweeps")),
     Pass("fusion", fuse, ("fusion", "kernel-size")),
 )
 
