@@ -55,6 +55,9 @@ class ArrayExpr(Expr):
         inst = object.__new__(cls)
         inst.__dict__.update(_determ_token=_determ_token, operands=operands)
         inst._name  # noqa: B018 - computed once here, as dask does
+        # metadata too, while the operands' is known: computed lazily, a chain thousands of operations
+        # deep (a Python time-stepping loop) would recurse through every node on first access
+        inst.chunks, inst.dtype, inst.backend  # noqa: B018
         return inst
 
     @cached
