@@ -3,6 +3,7 @@ recursion through the nodes), give NumPy's values, and a second call of the same
 from __future__ import annotations
 
 import os
+import pickle
 
 import dask
 import numpy as np
@@ -43,6 +44,13 @@ def rk4_like(xp, u, v, steps, dt=0.05):
 def test_loop_thousands_of_operations_deep_fetches():
     x = affine_loop(gnp, gnp.ones(1000), 3000)  # 6,000 nodes: far past Python's recursion limit
     assert_eq(x, affine_loop(np, np.ones(1000), 3000))
+
+
+def test_deep_expression_pickles_as_a_cluster_ships_it():
+    x = affine_loop(gnp, gnp.ones(1000), 3000)
+    back = pickle.loads(pickle.dumps(x))
+    assert back.expr._name == x.expr._name
+    assert_eq(back, affine_loop(np, np.ones(1000), 3000))
 
 
 def test_deep_loop_of_selections_over_several_blocks():
