@@ -12,6 +12,7 @@ produce the tasks of the whole subtree with the root's keys unchanged (persist r
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import math
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
+import dask
 import numpy as np
 from dask._expr import Expr, _unpack_collections
 from dask._task_spec import GraphNode, List, Task, TaskRef
@@ -55,6 +57,9 @@ class ArrayExpr(Expr):
         inst = object.__new__(cls)
         inst.__dict__.update(_determ_token=_determ_token, operands=operands)
         inst._name  # noqa: B018 - computed once here, as dask does
+        # metadata too, while the operands' is known: computed lazily, a chain thousands of operations
+        # deep (a Python time-stepping loop) would recurse through every node on first access
+        inst.chunks, inst.dtype, inst.backend  # noqa: B018
         return inst
 
     @cached
@@ -85,6 +90,13 @@ class ArrayExpr(Expr):
             text = f"{type(self).__qualname__}|list({','.join(parts)})"
             object.__setattr__(self, "_determ_token", hashlib.sha1(text.encode()).hexdigest()[:32])
         return self._determ_token
+
+    def __reduce__(self) -> tuple:
+        # dask pickles a node as its operands, each pickled in turn: a recursion as deep as the expression.
+        # Pickle the whole DAG as one flat list in topological order instead (operands naming earlier entries).
+        if dask.config.get("dask-expr-no-serialize", False):
+            raise RuntimeError(f"Serializing a {type(self)} object")
+        return _unflatten, (_flatten(self),)
 
     def _operands_for_repr(self) -> list[str]:
         return [f"shape={self.shape}", f"dtype={self.dtype}", f"chunks={self.chunksize}"]
@@ -290,6 +302,52 @@ def flat_keys(expr: ArrayExpr) -> list:
         else:
             out.append(item)
     return out
+
+
+class _Entry:
+    """An operand standing for entry ``index`` of a flattened expression (``_flatten``)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __reduce__(self) -> tuple:
+        return _Entry, (self.index,)
+
+
+def _flatten(root: ArrayExpr) -> list[tuple]:
+    """The nodes under ``root`` (ours, outside tuples) in topological order, each as (type, operands with
+    nodes replaced by ``_Entry``, token, cached values), ``root`` last."""
+    entries: list[tuple] = []
+    index: dict[str, int] = {}
+    stack: list[tuple[ArrayExpr, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if node._name in index:
+            continue
+        if not ready:
+            stack.append((node, True))
+            stack.extend((o, False) for o in node.operands if isinstance(o, ArrayExpr) and o._name not in index)
+            continue
+        cache = {}
+        if type(node)._pickle_functools_cache:  # what dask's pickling keeps too
+            cache = {k: node.__dict__[k] for k, v in type(node).__dict__.items()
+                     if isinstance(v, functools.cached_property) and k in node.__dict__}
+        operands = [_Entry(index[o._name]) if isinstance(o, ArrayExpr) else o for o in node.operands]
+        index[node._name] = len(entries)
+        entries.append((type(node), operands, node.deterministic_token, cache))
+    return entries
+
+
+def _unflatten(entries: list[tuple]) -> ArrayExpr:
+    """The expression of ``_flatten``'s entries, built inputs first."""
+    built: list[ArrayExpr] = []
+    for cls, operands, token, cache in entries:
+        node = cls(*[built[o.index] if isinstance(o, _Entry) else o for o in operands], _determ_token=token)
+        node.__dict__.update(cache)
+        built.append(node)
+    return built[-1]
 
 
 def walk(root: Expr) -> Iterator[Expr]:

@@ -35,8 +35,9 @@ class Elemwise(ArrayExpr):
     @cached
     def chunks(self) -> Chunks:
         arrays = [a for a in self.args if isinstance(a, ArrayExpr)]
-        if len(arrays) == 1:
-            return arrays[0].chunks
+        first = arrays[0].chunks
+        if all(a.chunks == first for a in arrays[1:]):  # the common case: no broadcasting
+            return first
         ndim = max(a.ndim for a in arrays)
         out: list[tuple[int, ...]] = []
         for d in range(ndim):

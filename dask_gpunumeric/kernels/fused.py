@@ -29,31 +29,110 @@ from ..backend import namespace
 
 def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
               global_shape: tuple[int, ...], inputs: Sequence[Any], backend: str) -> list[Any]:
-    """Evaluate a program on one block with the unfused block functions; returns the outputs."""
+    """Evaluate a program on one block with the unfused block functions; returns the outputs. On NumPy
+    blocks each ufunc writes into a buffer of a small pool, given back after the value's last use (in
+    place where an operand dies there), as NumPy code with augmented assignments would."""
     xp = namespace(*inputs) if inputs else (np if backend == "numpy" else __import__("cupy"))
-    values: list[Any] = []
-    for ins in program.instrs:
-        tag = ins.tag
-        if tag == "load":
-            values.append(inputs[ins.input])
-        elif tag == "scalar":
-            values.append(scalars[ins.slot])
-        elif tag == "full":
-            values.append(xp.full(shape, scalars[ins.slot], dtype=np.dtype(ins.dtype)))
-        elif tag == "random":
-            kind, dt, slot, nparams = ins.kind, np.dtype(ins.dtype), ins.slot, ins.nparams
-            key = (scalars[slot], scalars[slot + 1])
-            values.append(_philox.draw_block(kind, key, scalars[slot + 2], global_shape, offset, shape, dt,
-                                             tuple(scalars[slot + 3 : slot + 3 + nparams]), xp=xp))
-        elif tag == "total":
-            _, kind, dt, i, axes, params, keepdims = ins
-            partial = _blocks.reduce_chunk(kind, _block_of(values[i], shape), axes, np.dtype(dt), params, ())
-            values.append(_blocks.reduce_finish(kind, partial, axes, keepdims, np.dtype(dt), params))
-        else:
-            _, func, dt, kwargs, args, _ = ins
-            values.append(_blocks.elemwise(func, np.dtype(dt), dict(kwargs), *[values[j] for j in args]))
+    steps = _steps(program)
+    pool: dict[tuple, list[np.ndarray]] | None = {} if xp is np else None
+    values: list[Any] = [None] * len(program.instrs)
+    pooled = [False] * len(program.instrs)  # a buffer of the pool, given back when its value dies
+
+    def release(i: int) -> None:
+        for j in steps.dead[i]:
+            if pooled[j]:
+                _give(pool, values[j])
+            values[j] = None
+
+    with np.errstate(all="ignore"):
+        for i, ins in enumerate(program.instrs):
+            tag = ins.tag
+            if tag == "op":
+                args = [values[j] for j in ins.args]
+                ufunc = steps.ufuncs[i] if pool is not None else None
+                if ufunc is not None:
+                    release(i)  # before the output's buffer is taken: it may be one of theirs (in place)
+                    value = _into_buffer(ufunc, args, steps.dtypes[i], pool)
+                    pooled[i] = value is not None
+                    if value is None:  # a ufunc's result is a new array: no argument's buffer lives on in it
+                        value = _blocks.elemwise(ins.func, steps.dtypes[i], dict(ins.kwargs), *args)
+                    values[i] = value
+                    continue
+                value = values[i] = _blocks.elemwise(ins.func, steps.dtypes[i], dict(ins.kwargs), *args)
+                if getattr(value, "base", None) is not None or any(value is a for a in args):
+                    for j in ins.args:  # a view of an argument (astype to its own dtype, real, ...)
+                        pooled[j] = False
+            elif tag == "load":
+                values[i] = inputs[ins.input]
+            elif tag == "scalar":
+                values[i] = scalars[ins.slot]
+            elif tag == "full":
+                values[i] = xp.full(shape, scalars[ins.slot], dtype=steps.dtypes[i])
+            elif tag == "random":
+                kind, dt, slot, nparams = ins.kind, steps.dtypes[i], ins.slot, ins.nparams
+                key = (scalars[slot], scalars[slot + 1])
+                values[i] = _philox.draw_block(kind, key, scalars[slot + 2], global_shape, offset, shape, dt,
+                                               tuple(scalars[slot + 3 : slot + 3 + nparams]), xp=xp)
+            else:  # total
+                _, kind, dt, j, axes, params, keepdims = ins
+                partial = _blocks.reduce_chunk(kind, _block_of(values[j], shape), axes, np.dtype(dt), params, ())
+                values[i] = _blocks.reduce_finish(kind, partial, axes, keepdims, np.dtype(dt), params)
+            release(i)
     finished = _program.epilogue_values(program.instrs)
     return [values[out.value] if out.value in finished else _output(out, values, shape) for out in program.outputs]
+
+
+class _Steps(NamedTuple):
+    """What the interpreter needs of a program beyond its instructions: per instruction, the values read
+    for the last time there (``dead``), and the NumPy ufunc of an op that can write into a given buffer."""
+
+    dead: tuple[tuple[int, ...], ...]
+    ufuncs: tuple[np.ufunc | None, ...]
+    dtypes: tuple[np.dtype, ...]
+
+
+@functools.lru_cache(maxsize=256)
+def _steps(program: tuple) -> _Steps:
+    instrs = program.instrs
+    last = list(range(len(instrs)))  # a value nobody reads dies where it is made
+    for i, ins in enumerate(instrs):
+        for j in ins.args if ins.tag == "op" else (ins.value,) if ins.tag == "total" else ():
+            last[j] = i
+    for out in program.outputs:
+        last[out.value] = len(instrs)
+    dead: list[list[int]] = [[] for _ in instrs]
+    for j, i in enumerate(last):
+        if i < len(instrs):
+            dead[i].append(j)
+    return _Steps(tuple(map(tuple, dead)), tuple(_buffered_ufunc(ins) for ins in instrs),
+                  tuple(np.dtype(ins.dtype) for ins in instrs))
+
+
+def _buffered_ufunc(ins: tuple) -> np.ufunc | None:
+    """The NumPy ufunc of an op whose result ``func(*args, out=buffer)`` gives exactly (its loop's result
+    cast to the buffer's dtype, as ``_blocks.elemwise`` casts it), or None."""
+    if ins.tag != "op" or ins.kwargs:
+        return None
+    ufunc = getattr(np, ins.func, None)
+    return ufunc if isinstance(ufunc, np.ufunc) and ufunc.nout == 1 else None
+
+
+def _into_buffer(ufunc: np.ufunc, args: list[Any], dtype: np.dtype, pool: dict[tuple, list[np.ndarray]]) -> Any:
+    """``ufunc(*args)`` cast to ``dtype``, written into a buffer of the pool; None where NumPy refuses the cast
+    (the caller then goes the unbuffered way)."""
+    shapes = {a.shape for a in args if isinstance(a, np.ndarray)}
+    shape = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
+    free = pool.get((shape, dtype))
+    out = free.pop() if free else np.empty(shape, dtype)
+    try:
+        return ufunc(*args, out=out)
+    except TypeError:  # a cast that "same_kind" casting forbids
+        _give(pool, out)
+        return None
+
+
+def _give(pool: dict[tuple, list[np.ndarray]], buffer: np.ndarray) -> None:
+    pool.setdefault((buffer.shape, buffer.dtype), []).append(buffer)
 
 
 def _block_of(value: Any, shape: tuple[int, ...]) -> Any:

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from dask._expr import Expr
 
-from ..expr import Materialized
+from ..expr import Fused, Materialized
 
 
 class DAG:
@@ -122,5 +122,10 @@ def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr]) -> list[Exp
         stack.pop()
         ops = [memo[o._name] if isinstance(o, Expr) and not isinstance(o, Materialized) else o
                for o in node.operands]
-        memo[name] = node if all(a is b for a, b in zip(ops, node.operands)) else type(node)(*ops)
+        if all(a is b for a, b in zip(ops, node.operands)):
+            memo[name] = node
+        elif isinstance(node, Fused):  # its token, made of its members' names, still names what it computes
+            memo[name] = Fused(*ops, _determ_token=node.deterministic_token)
+        else:
+            memo[name] = type(node)(*ops)
     return [memo[r._name] for r in roots]
