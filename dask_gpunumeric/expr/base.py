@@ -98,6 +98,11 @@ class ArrayExpr(Expr):
             raise RuntimeError(f"Serializing a {type(self)} object")
         return _unflatten, (_flatten(self),)
 
+    @property
+    def args(self) -> list[Any]:
+        """The operands after the named parameters: the node's inputs, as many as it has."""
+        return self.operands[len(self._parameters) :]
+
     def _operands_for_repr(self) -> list[str]:
         return [f"shape={self.shape}", f"dtype={self.dtype}", f"chunks={self.chunksize}"]
 

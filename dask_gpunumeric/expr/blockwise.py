@@ -17,9 +17,7 @@ class MapBlocks(ArrayExpr):
 
     _parameters = ["func", "name", "chunks", "dtype", "kwargs", "offsets"]
 
-    @property
-    def inputs(self) -> list[ArrayExpr]:
-        return self.operands[len(self._parameters) :]
+    inputs = ArrayExpr.args
 
     @cached
     def _funcname(self) -> str:

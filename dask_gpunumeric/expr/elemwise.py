@@ -1,7 +1,6 @@
 """``Elemwise``: a NumPy-style elementwise function of N inputs, broadcasting on aligned chunks."""
 from __future__ import annotations
 
-from typing import Any
 
 from dask._task_spec import GraphNode, Task
 
@@ -19,9 +18,6 @@ class Elemwise(ArrayExpr):
 
     _parameters = ["op", "dtype", "kwargs"]
 
-    @property
-    def args(self) -> list[Any]:
-        return self.operands[len(self._parameters) :]
 
     @cached
     def _funcname(self) -> str:

@@ -20,9 +20,7 @@ class Fused(ArrayExpr):
 
     _parameters = ["program", "chunks", "backend", "scalars", "elements"]
 
-    @property
-    def inputs(self) -> list[ArrayExpr]:
-        return self.operands[len(self._parameters) :]
+    inputs = ArrayExpr.args
 
     @cached
     def _funcname(self) -> str:
@@ -61,9 +59,7 @@ class Stencil(ArrayExpr):
 
     _parameters = ["plan", "chunks", "backend", "scalars"]
 
-    @property
-    def sources(self) -> list[ArrayExpr]:
-        return self.operands[len(self._parameters) :]
+    sources = ArrayExpr.args
 
     @cached
     def _funcname(self) -> str:

@@ -74,9 +74,7 @@ class Gather(ArrayExpr):
 
     _parameters = ["plan", "drop", "dtype"]
 
-    @property
-    def sources(self) -> list[ArrayExpr]:
-        return self.operands[len(self._parameters) :]
+    sources = ArrayExpr.args
 
     @cached
     def _funcname(self) -> str:

@@ -47,9 +47,6 @@ class Loop(ArrayExpr):
     def _funcname(self) -> str:
         return f"{self.kind}-loop"
 
-    @property
-    def args(self) -> list[ArrayExpr]:
-        return self.operands[len(self._parameters) :]
 
     @property
     def is_while(self) -> bool:

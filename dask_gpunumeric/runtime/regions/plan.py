@@ -84,9 +84,6 @@ class Region(ArrayExpr):
 
     _parameters = ["plan", "workers", "lowering", "timeout", "transport"]
 
-    @property
-    def args(self) -> list[ArrayExpr]:
-        return self.operands[len(self._parameters) :]
 
     def __dask_tokenize__(self) -> str:
         if not self._determ_token:
