@@ -1,7 +1,6 @@
 """``Elemwise``: a NumPy-style elementwise function of N inputs, broadcasting on aligned chunks."""
 from __future__ import annotations
 
-
 from dask._task_spec import GraphNode, Task
 
 from ..kernels import blocks as _blocks
