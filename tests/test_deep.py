@@ -3,13 +3,18 @@ recursion through the nodes), give NumPy's values, and a second call of the same
 from __future__ import annotations
 
 import os
+import pathlib
 import pickle
+import sys
 
 import dask
 import numpy as np
 from conftest import assert_eq
 
 import dask_gpunumeric as gnp
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+from rk4 import rk4  # noqa: E402  (the user-code benchmark's RK4; benchmarks/ is not a package)
 
 
 def affine_loop(xp, x, steps):
@@ -23,22 +28,6 @@ def where_reverse_loop(xp, x, y, steps):
         x = xp.where(x > 2.0, x * 0.5, x + 0.001 * y)
         y = y * 0.999 + x[::-1] * 0.001
     return x, y
-
-
-def rk4_like(xp, u, v, steps, dt=0.05):
-    """Classical RK4 steps of a coupled pointwise system (shared subexpressions, Python-float coefficients)."""
-    def rates(u, v):
-        eaten = u * v / (1.0 + 0.5 * u)
-        return 1.1 * u * (1.0 - u / 2.0) - 0.4 * eaten, 0.3 * eaten - 0.4 * v
-
-    for _ in range(steps):
-        k1u, k1v = rates(u, v)
-        k2u, k2v = rates(u + 0.5 * dt * k1u, v + 0.5 * dt * k1v)
-        k3u, k3v = rates(u + 0.5 * dt * k2u, v + 0.5 * dt * k2v)
-        k4u, k4v = rates(u + dt * k3u, v + dt * k3v)
-        u = u + dt / 6.0 * (k1u + 2.0 * k2u + 2.0 * k3u + k4u)
-        v = v + dt / 6.0 * (k1v + 2.0 * k2v + 2.0 * k3v + k4v)
-    return u, v
 
 
 def test_loop_thousands_of_operations_deep_fetches():
@@ -68,8 +57,8 @@ def test_second_call_of_a_deep_loop_compiles_no_new_kernel(tmp_path, monkeypatch
 
     def call(steps):
         u0, v0 = (rng.uniform(0.5, 1.5, 4096).astype(np.float32) for _ in range(2))
-        u, v = gnp.fetch(rk4_like(gnp, gnp.asarray(u0), gnp.asarray(v0), steps))  # fresh inputs: a new graph
-        want = rk4_like(np, u0, v0, steps)
+        u, v = gnp.fetch(rk4(gnp, gnp.asarray(u0), gnp.asarray(v0), steps))  # fresh inputs: a new graph
+        want = rk4(np, u0, v0, steps)
         assert_eq(u, want[0], rtol=1e-4)
         assert_eq(v, want[1], rtol=1e-4)
         return len(os.listdir(tmp_path))
