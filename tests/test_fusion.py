@@ -819,9 +819,9 @@ def test_programs_for_codegen() -> None:
     assert programs["random-reduction"][3][0][0] == "reduce"
     assert all(np.dtype(ins[2]).kind in "iu" for ins in programs["int"][2] if ins[0] == "op")
     assert [o[0] for o in programs["multi-output"][3]] == ["store", "reduce", "reduce"]
-    assert {o[3] for o in programs["multi-output"][3][1:]} == {(1,), (0, 1)}
+    assert {o.axes for o in programs["multi-output"][3][1:]} == {(1,), (0, 1)}
     _, _, instrs, outputs = programs["totals"]
-    assert sorted(ins[1] for ins in instrs if ins[0] == "total") == ["any", "max", "mean", "sum"]
+    assert sorted(ins.kind for ins in instrs if ins.tag == "total") == ["any", "max", "mean", "sum"]
     assert [o[0] for o in outputs] == ["store", "store", "store"]
     assert sorted(_codegen.epilogue_values(instrs)[o[1]] for o in outputs) == [0, 0, 2]  # keepdims: 2 axes
     assert any(ins[0] == "scalar" and ins[2] == "<i4" for ins in programs["int"][2])

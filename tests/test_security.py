@@ -152,7 +152,7 @@ def test_forged_programs_are_refused(forge):
         ins = instrs[k["random"]]
         instrs[k["random"]] = (*ins[:3], PAYLOAD, *ins[4:])
     else:
-        outputs = tuple((*o[:2], PAYLOAD, *o[3:]) if o[0] == "reduce" else o for o in outputs)
+        outputs = tuple(o._replace(kind=PAYLOAD) if o.tag == "reduce" else o for o in outputs)
     with pytest.raises(ValueError, match="not a program of ours"):
         _codegen.kernel_source((ndim, inputs, tuple(instrs), outputs), "flat", 1)
 
@@ -168,10 +168,8 @@ def test_forged_totals_are_refused(forge):
     ndim, inputs, instrs, outputs = group.operand("program")
     j = next(i for i, ins in enumerate(instrs) if ins[0] == "total")
     _codegen.kernel_source((ndim, inputs, instrs, outputs), "flat", 1)  # as made: fine
-    total = list(instrs[j])
-    total[{"kind": 1, "value": 3, "axes": 4, "keepdims": 6}[forge]] = {
-        "kind": PAYLOAD, "value": j, "axes": (), "keepdims": PAYLOAD}[forge]
-    forged = (*instrs[:j], tuple(total), *instrs[j + 1:])
+    total = instrs[j]._replace(**{forge: {"kind": PAYLOAD, "value": j, "axes": (), "keepdims": PAYLOAD}[forge]})
+    forged = (*instrs[:j], total, *instrs[j + 1:])
     with pytest.raises(ValueError, match="not a program of ours"):
         _codegen.kernel_source((ndim, inputs, forged, outputs), "flat", 1)
 

@@ -103,6 +103,19 @@ def _method(func: str) -> Callable:
     return method
 
 
+
+class _FromExpr:
+    """A read-only attribute of an Array that is its expression's attribute of the same name."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, array: Any, owner: type | None = None) -> Any:
+        return self if array is None else getattr(array._expr, self.name)
+
 class Array(DaskMethodsMixin):
     """A lazy, chunked N-d array whose blocks are CuPy arrays on a GPU or NumPy arrays on the CPU."""
 
@@ -189,25 +202,15 @@ class Array(DaskMethodsMixin):
         return dask.visualize(dask.optimize(self)[0], filename=filename, format=format, **kwargs)
 
     # --- metadata -------------------------------------------------------------------------------------
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Length of each axis."""
-        return self._expr.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        """Element type."""
-        return self._expr.dtype
-
-    @property
-    def ndim(self) -> int:
-        """Number of axes."""
-        return self._expr.ndim
-
-    @property
-    def size(self) -> int:
-        """Number of elements."""
-        return self._expr.size
+    shape = _FromExpr("Length of each axis.")
+    dtype = _FromExpr("Element type.")
+    ndim = _FromExpr("Number of axes.")
+    size = _FromExpr("Number of elements.")
+    chunks = _FromExpr("Block lengths along each axis, as in dask.array.")
+    chunksize = _FromExpr("The largest block's shape.")
+    numblocks = _FromExpr("Number of blocks along each axis.")
+    backend = _FromExpr('"cupy" when blocks are CuPy arrays, "numpy" otherwise.')
+    _meta = _FromExpr("The empty block of the blocks' type and dtype (dask's ``_meta``).")
 
     @property
     def nbytes(self) -> int:
@@ -220,21 +223,6 @@ class Array(DaskMethodsMixin):
         return self.dtype.itemsize
 
     @property
-    def chunks(self) -> tuple[tuple[int, ...], ...]:
-        """Block lengths along each axis, as in dask.array."""
-        return self._expr.chunks
-
-    @property
-    def chunksize(self) -> tuple[int, ...]:
-        """The largest block's shape."""
-        return self._expr.chunksize
-
-    @property
-    def numblocks(self) -> tuple[int, ...]:
-        """Number of blocks along each axis."""
-        return self._expr.numblocks
-
-    @property
     def npartitions(self) -> int:
         """Total number of blocks."""
         return int(np.prod(self.numblocks))
@@ -245,18 +233,9 @@ class Array(DaskMethodsMixin):
         return self._expr._name
 
     @property
-    def backend(self) -> str:
-        """"cupy" when blocks are CuPy arrays, "numpy" otherwise."""
-        return self._expr.backend
-
-    @property
     def device(self) -> str:
         """Where the blocks live: "cpu" or "cuda:<id> (<name>)"."""
         return device_name(self.backend)
-
-    @property
-    def _meta(self) -> Any:
-        return self._expr._meta
 
     def __len__(self) -> int:
         if not self.shape:
@@ -384,18 +363,7 @@ class Array(DaskMethodsMixin):
         self._expr = self._namespace._setitem(self, index, value).expr
 
     # --- operators ------------------------------------------------------------------------------------
-    __add__, __radd__, __iadd__ = _operators("add")
-    __sub__, __rsub__, __isub__ = _operators("subtract")
-    __mul__, __rmul__, __imul__ = _operators("multiply")
-    __truediv__, __rtruediv__, __itruediv__ = _operators("divide")
-    __floordiv__, __rfloordiv__, __ifloordiv__ = _operators("floor_divide")
-    __mod__, __rmod__, __imod__ = _operators("remainder")
-    __pow__, __rpow__, __ipow__ = _operators("pow")
-    __and__, __rand__, __iand__ = _operators("bitwise_and")
-    __or__, __ror__, __ior__ = _operators("bitwise_or")
-    __xor__, __rxor__, __ixor__ = _operators("bitwise_xor")
-    __lshift__, __rlshift__, __ilshift__ = _operators("bitwise_left_shift")
-    __rshift__, __rrshift__, __irshift__ = _operators("bitwise_right_shift")
+    # (the binary arithmetic operators, with their reflected and in-place forms: ``_BINARY_OPERATORS``)
     __matmul__, __rmatmul__ = _operators("matmul")[:2]
     __lt__, __le__ = _operators("less")[0], _operators("less_equal")[0]
     __gt__, __ge__ = _operators("greater")[0], _operators("greater_equal")[0]
@@ -491,6 +459,18 @@ class Array(DaskMethodsMixin):
     def to_device(self, device: Any, /, *, stream: Any = None) -> Array:
         """Array API ``to_device``: "cpu" moves blocks to NumPy, "gpu"/"cuda" to CuPy."""
         return self.to_backend({"cpu": "numpy"}.get(str(device), "cupy" if str(device).startswith(("gpu", "cuda")) else str(device)))
+
+
+
+#: Python operator -> the gnp function ``x <op> y``, ``y <op> x`` and ``x <op>= y`` are
+_BINARY_OPERATORS = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide", "floordiv": "floor_divide",
+    "mod": "remainder", "pow": "pow", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
+}
+for _op, _func in _BINARY_OPERATORS.items():
+    for _form, _implementation in zip(("__{}__", "__r{}__", "__i{}__"), _operators(_func)):
+        setattr(Array, _form.format(_op), _implementation)
 
 
 class _ToBackend(ArrayExpr):

@@ -46,18 +46,18 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
             continue
         program = node.operand("program")
         _, _, instrs, outputs = program
-        ops = [ins[1] if ins[0] == "op" else f"random.{ins[1]}" if ins[0] == "random" else
-               f"{ins[1]}-total" if ins[0] == "total" else ins[0]
-               for ins in instrs if ins[0] in ("op", "random", "full", "total")]
+        ops = [ins.func if ins.tag == "op" else f"random.{ins.kind}" if ins.tag == "random" else
+               f"{ins.kind}-total" if ins.tag == "total" else ins.tag
+               for ins in instrs if ins.tag in ("op", "random", "full", "total")]
         read = sum(_block_bytes(i) for i in node.inputs)
         finished = epilogue_values(instrs)
         elements = int(np.prod([max(c) for c in node.operand("elements")]))
-        written = sum((1 if o[1] in finished else elements) * np.dtype(instrs[o[1]][2]).itemsize
-                      for o in outputs if o[0] == "store")
+        written = sum((1 if o.value in finished else elements) * np.dtype(instrs[o.value].dtype).itemsize
+                      for o in outputs if o.tag == "store")
         groups.append({
             "name": node._name, "kernel": describe(program), "ops": ops,
             "blocks": int(np.prod([len(c) for c in node.operand("elements")])), "inputs": len(node.inputs),
-            "outputs": [o[0] if o[0] == "store" else f"{o[2]}-partial" for o in outputs],
+            "outputs": [o.tag if o.tag == "store" else f"{o.kind}-partial" for o in outputs],
             "bytes_read_per_block": read, "bytes_written_per_block": written, "program": program,
             "scalars": node.operand("scalars"),
         })
@@ -75,7 +75,7 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
                 "blocks": int(np.prod(node.numblocks)),
                 "halo": _stencil_plan.halo_depth(stencil_plan), "inputs": len(node.sources),
                 "outputs": [f"store {b}" for b in stencil_plan.outputs]
-                + [f"{_stencil_plan.reduction_of(stencil_plan, r)[1][2]}-partial" for r in stencil_plan.reductions],
+                + [f"{_stencil_plan.reduction_of(stencil_plan, r)[1].kind}-partial" for r in stencil_plan.reductions],
                 "plan": stencil_plan,
                 "tasks": {kind: kinds[kind] for kind in ("interior", "bands", "halo")},
             })

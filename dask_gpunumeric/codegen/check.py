@@ -65,7 +65,7 @@ def check_stencil_code(code: Any, index: Any, edges: Any = None) -> None:
              and all(_is_int(d) and 0 <= d < ndim for d in restricted), f"restricted axes {restricted!r}")
     _require(isinstance(out_dtypes, tuple) and len(out_dtypes) <= len(outputs) and all(_is_dtype(d) for d in out_dtypes)
              and all(out[0] == "store" for out in outputs[:len(out_dtypes)]) and all(
-                 out[0] == "reduce" and out[3] == tuple(range(ndim)) for out in outputs[len(out_dtypes):])
+                 out[0] == "reduce" and out[4] == tuple(range(ndim)) for out in outputs[len(out_dtypes):])
              and (not restricted or len(out_dtypes) == len(outputs)), f"stencil outputs {outputs!r}")
     _require(isinstance(bases, tuple) and len(bases) == len(out_dtypes)
              and all(b is None or read(b) and len(b[1]) == ndim for b in bases), f"bases {bases!r}")
@@ -117,9 +117,9 @@ def _check_instruction(i: int, ins: Any, n_inputs: int, ndim: int) -> None:
         _require(isinstance(args, tuple) and len(args) == arity and all(_is_int(a) and 0 <= a < i for a in args),
                  f"operands {args!r} of instruction {i}")
     elif tag == "total":
-        _require(len(ins) == 7 and _is_int(ins[3]) and 0 <= ins[3] < i and isinstance(ins[6], bool),
+        _require(len(ins) == 7 and _is_int(ins[1]) and 0 <= ins[1] < i and isinstance(ins[6], bool),
                  f"total instruction {ins!r}")
-        _, kind, dtype, _, axes, params, _ = ins
+        _, _, dtype, kind, axes, params, _ = ins
         _check_reduction((kind, axes, dtype, params), ndim)
         _require(isinstance(axes, tuple) and sorted(axes) == list(range(ndim)), f"a total over every axis: {ins!r}")
     else:
@@ -132,8 +132,9 @@ def _check_output(out: Any, n_instrs: int, ndim: int) -> None:
     if out[0] == "store":
         _require(len(out) == 2, f"output {out!r}")
         return
-    _require(out[0] == "reduce" and len(out) == 6, f"output {out!r}")
-    _check_reduction(out[2:], ndim)
+    _require(out[0] == "reduce" and len(out) == 7 and out[6] is False, f"output {out!r}")
+    _, _, dtype, kind, axes, params, _ = out
+    _check_reduction((kind, axes, dtype, params), ndim)
 
 
 def _check_reduction(reduction: tuple, ndim: int) -> None:

@@ -126,13 +126,14 @@ class ProgramBuilder:
     def total(self, kind: str, dtype: np.dtype, value: int, axes: tuple[int, ...], params: tuple,
               keepdims: bool) -> int:
         """The finished reduction ``kind`` of ``value`` over every axis (of a one-block array)."""
-        return self._add(("total", kind, np.dtype(dtype).str, value, axes, params, keepdims))
+        return self._add(("total", value, np.dtype(dtype).str, kind, axes, params, keepdims))
 
     def program(self, ndim: int, stores: Sequence[int], reductions: Sequence[tuple]) -> Program:
         """The program storing values ``stores``, then reducing per ``reductions``: ``(value, kind, axes,
         dtype, params)`` each."""
         outputs = [("store", i) for i in stores]
-        outputs += [("reduce", i, kind, axes, np.dtype(dt).str, params) for i, kind, axes, dt, params in reductions]
+        outputs += [("reduce", i, np.dtype(dt).str, kind, axes, params, False)
+                    for i, kind, axes, dt, params in reductions]
         return typed_program((ndim, tuple(self._dtypes), tuple(self.instrs), tuple(outputs)))
 
 
@@ -552,10 +553,9 @@ def _epilogue_code(program: tuple) -> list[str]:
     lines = ["{"]
     for i, ins in enumerate(instrs):
         if i in totals:
-            _, kind, dt, _, _, params, _ = ins
-            template = REDUCTIONS[kind].total
-            value = template.format(*totals[i], S=ctype(params[0]) if "{S}" in template else "")
-            lines.append(f"    const {ctype(dt)} v{i} = ({ctype(dt)}){value};")
+            template = REDUCTIONS[ins.kind].total
+            value = template.format(*totals[i], S=ctype(ins.params[0]) if "{S}" in template else "")
+            lines.append(f"    const {ctype(ins.dtype)} v{i} = ({ctype(ins.dtype)}){value};")
         elif i in after or ins.tag in ("scalar", "full"):
             lines.append("    " + instr_code(i, ins, instrs, "flat", 1))
     lines += [f"    out{k}[0] = v{out.value};" for k, out in enumerate(outputs) if out.value in after]

@@ -120,13 +120,15 @@ class Op(NamedTuple):
     __repr__ = _as_tuple
 
 
-class Total(NamedTuple):
-    """Value: the finished reduction ``kind`` of value ``value`` over every axis of a one-block array."""
+class Reduction(NamedTuple):
+    """The reduction ``kind`` (``ops.reductions``) of value ``value`` over ``axes`` in dtype ``dtype``: as an
+    instruction (``tag`` "total"), the value of the finished reduction over every axis of a one-block array
+    (keeping the axes if ``keepdims``); as an output (``tag`` "reduce"), the block's partial."""
 
     tag: str
-    kind: str
-    dtype: str
     value: int
+    dtype: str
+    kind: str
     axes: tuple[int, ...]
     params: tuple
     keepdims: bool
@@ -143,21 +145,8 @@ class Store(NamedTuple):
     __repr__ = _as_tuple
 
 
-class Reduce(NamedTuple):
-    """Output: the partial of reduction ``kind`` (``ops.reductions``) of value ``value`` over ``axes``."""
-
-    tag: str
-    value: int
-    kind: str
-    axes: tuple[int, ...]
-    dtype: str
-    params: tuple
-
-    __repr__ = _as_tuple
-
-
-_TYPES = {"load": Load, "scalar": Scalar, "full": Scalar, "random": Random, "op": Op, "total": Total,
-          "store": Store, "reduce": Reduce}
+_TYPES = {"load": Load, "scalar": Scalar, "full": Scalar, "random": Random, "op": Op, "total": Reduction,
+          "store": Store, "reduce": Reduction}
 
 
 def typed_program(program: tuple) -> Program:
@@ -168,8 +157,8 @@ def typed_program(program: tuple) -> Program:
 
 class Program(NamedTuple):
     """What one fused group computes per block, in SSA form (``codegen.program``): value ``i`` is defined by
-    instruction ``i`` (``Load``, ``Scalar``, ``Random``, ``Op``, ``Total``); ``inputs`` holds the dtypes of
-    the external inputs, ``outputs`` the ``Store`` and ``Reduce`` outputs."""
+    instruction ``i`` (``Load``, ``Scalar``, ``Random``, ``Op``, a total ``Reduction``); ``inputs`` holds the dtypes of
+    the external inputs, ``outputs`` the ``Store`` and partial ``Reduction`` outputs."""
 
     ndim: int
     inputs: tuple[str, ...]

@@ -30,8 +30,8 @@ class Fused(ArrayExpr):
 
     @cached
     def dtype(self) -> np.dtype:
-        _, _, instrs, outputs = self.operand("program")
-        return np.dtype(instrs[outputs[0][1]][2]) if outputs[0][0] == "store" else np.dtype(outputs[0][4])
+        _, _, instrs, (first, *_) = self.operand("program")
+        return np.dtype(instrs[first.value].dtype if first.tag == "store" else first.dtype)
 
     def geometry(self, index: Index) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         """(offset, shape, global shape) of the elements the kernel of block ``index`` runs over."""
@@ -62,16 +62,16 @@ class Stencil(ArrayExpr):
     sources = ArrayExpr.args
 
     @cached
-    def _funcname(self) -> str:
-        from ..codegen.stencil_plan import describe
-
-        return "stencil-" + describe(self.operand("plan"))
-
-    @cached
     def dtype(self) -> np.dtype:
         from ..codegen.stencil_plan import output_dtypes
 
         return output_dtypes(self.operand("plan"))[0]
+
+    @cached
+    def _funcname(self) -> str:
+        from ..codegen.stencil_plan import describe
+
+        return "stencil-" + describe(self.operand("plan"))
 
     @cached
     def _tasks(self) -> dict:

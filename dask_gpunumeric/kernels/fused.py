@@ -74,9 +74,9 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
                 values[i] = _philox.draw_block(kind, key, scalars[slot + 2], global_shape, offset, shape, dt,
                                                tuple(scalars[slot + 3 : slot + 3 + nparams]), xp=xp)
             else:  # total
-                _, kind, dt, j, axes, params, keepdims = ins
-                partial = _blocks.reduce_chunk(kind, _block_of(values[j], shape), axes, np.dtype(dt), params, ())
-                values[i] = _blocks.reduce_finish(kind, partial, axes, keepdims, np.dtype(dt), params)
+                dt = np.dtype(ins.dtype)
+                partial = _blocks.reduce_chunk(ins.kind, _block_of(values[ins.value], shape), ins.axes, dt, ins.params, ())
+                values[i] = _blocks.reduce_finish(ins.kind, partial, ins.axes, ins.keepdims, dt, ins.params)
             release(i)
     finished = _program.epilogue_values(program.instrs)
     return [values[out.value] if out.value in finished else _output(out, values, shape) for out in program.outputs]
@@ -144,8 +144,7 @@ def _output(out: tuple, values: list[Any], shape: tuple[int, ...]) -> Any:
     value = _block_of(values[out.value], shape)
     if out.tag == "store":
         return value
-    _, _, kind, axes, dt, params = out
-    return _blocks.reduce_chunk(kind, value, axes, np.dtype(dt), params, ())
+    return _blocks.reduce_chunk(out.kind, value, out.axes, np.dtype(out.dtype), out.params, ())
 
 
 #: Blocks of fewer elements than this are indexed with 32-bit ints (the margin: grid-stride loops step past
@@ -228,7 +227,7 @@ def final_buffers(program: tuple, k: int, size: int) -> tuple[dict[str, Any], li
     folds = [fold for fold in _program.program_folds(program) if fold.output == k]
     finals = [cupy.empty((1,) * program.ndim, dtype=fold.final) for fold in folds]
     partial = {fold.field: final for fold, final in zip(folds, finals)}
-    count = REDUCTIONS[program.outputs[k][2]].count
+    count = REDUCTIONS[program.outputs[k].kind].count
     return ({**partial, count: size} if count else partial), finals
 
 

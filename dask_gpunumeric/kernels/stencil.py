@@ -46,8 +46,8 @@ def _combined(plan: tuple, reduction: tuple[int, int], partials: list[dict[str, 
     """One partial of a full reduction from those of a block's parts."""
     if len(partials) == 1:
         return partials[0]
-    _, (_, _, kind, axes, _, params) = _stencil_plan.reduction_of(plan, reduction)
-    return _blocks.reduce_combine(kind, partials, (len(partials),) + (1,) * (plan.ndim - 1), axes, params)
+    _, out = _stencil_plan.reduction_of(plan, reduction)
+    return _blocks.reduce_combine(out.kind, partials, (len(partials),) + (1,) * (plan.ndim - 1), out.axes, out.params)
 
 
 def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], block: Box, outs: list,
@@ -99,9 +99,9 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
 
 def _empty_partial(plan: tuple, reduction: tuple[int, int], xp: Any) -> dict[str, Any]:
     """The partial of a full reduction over no elements (a part with an empty target)."""
-    program, (_, v, kind, axes, dtype, params) = _stencil_plan.reduction_of(plan, reduction)
-    empty = xp.empty((0,) * plan.ndim, dtype=program.instrs[v].dtype)
-    return _blocks.reduce_chunk(kind, empty, axes, np.dtype(dtype), params, ())
+    program, out = _stencil_plan.reduction_of(plan, reduction)
+    empty = xp.empty((0,) * plan.ndim, dtype=program.instrs[out.value].dtype)
+    return _blocks.reduce_chunk(out.kind, empty, out.axes, np.dtype(out.dtype), out.params, ())
 
 
 def _last_reads(plan: tuple) -> dict[int, int]:

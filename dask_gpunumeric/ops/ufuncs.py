@@ -30,86 +30,63 @@ class Ufunc(NamedTuple):
     helper: str = ""
 
 
+def _calls(entries: str, arity: int, rule: str = "arith", operands: str = "float", prefix: str = "",
+           suffix: str = "{f}") -> list[Ufunc]:
+    """Functions that are a call of a C++ function (default: CUDA's libm function, ``sin{f}``): "numpy" or
+    "numpy:c-name" each; the C name is also gnp's other name (``acos`` for ``arccos``)."""
+    ufuncs = []
+    for entry in entries.split():
+        numpy, _, c = entry.partition(":")
+        args = ", ".join(f"{{{k}}}" for k in range(arity))
+        ufuncs.append(Ufunc(numpy, (c, numpy) if c else (numpy,), arity, rule, operands,
+                            f"{prefix}{c or numpy}{suffix}({args})"))
+    return ufuncs
+
+
+def _infix(rule: str, operands: str, entries: dict[str, str], cast: str = "") -> list[Ufunc]:
+    """Binary functions that are a C++ infix operator: ``{numpy: operator}``."""
+    return [Ufunc(numpy, (numpy,), 2, rule, operands, f"{cast}({{0}} {op} {{1}})") for numpy, op in entries.items()]
+
+
+def _block_only(entries: str, arity: int) -> list[Ufunc]:
+    """Functions no kernel computes (blocks call NumPy/CuPy): "numpy" or "numpy:other-name" each."""
+    return [Ufunc(numpy, (names, numpy) if names else (numpy,), arity)
+            for numpy, _, names in (entry.partition(":") for entry in entries.split())]
+
+
 UFUNCS: dict[str, Ufunc] = {u.numpy: u for u in (
-    Ufunc('absolute', ('abs', 'absolute'), 1, 'arith', 'any', 'gnp_abs({0})'),
-    Ufunc('arccos', ('acos', 'arccos'), 1, 'arith', 'float', 'acos{f}({0})'),
-    Ufunc('arccosh', ('acosh', 'arccosh'), 1, 'arith', 'float', 'acosh{f}({0})'),
-    Ufunc('arcsin', ('asin', 'arcsin'), 1, 'arith', 'float', 'asin{f}({0})'),
-    Ufunc('arcsinh', ('asinh', 'arcsinh'), 1, 'arith', 'float', 'asinh{f}({0})'),
-    Ufunc('arctan', ('atan', 'arctan'), 1, 'arith', 'float', 'atan{f}({0})'),
-    Ufunc('arctanh', ('atanh', 'arctanh'), 1, 'arith', 'float', 'atanh{f}({0})'),
+    *_calls("arccos:acos arccosh:acosh arcsin:asin arcsinh:asinh arctan:atan arctanh:atanh ceil cos cosh exp expm1 "
+            "floor log log1p log2 log10 sin sinh sqrt tan tanh trunc exp2 cbrt fabs rint", 1),
+    *_calls("arctan2:atan2 copysign hypot fmax fmin power:pow", 2),
+    *_calls("isfinite isinf isnan", 1, "predicate", "any", prefix="gnp_", suffix=""),
+    *_calls("absolute:abs", 1, "arith", "any", prefix="gnp_", suffix=""),
+    *_calls("sign", 1, "arith", "num", prefix="gnp_", suffix=""),
+    *_calls("maximum minimum", 2, "arith", "any", prefix="gnp_", suffix=""),
+    *_calls("floor_divide logaddexp", 2, prefix="gnp_", suffix=""),
+    *_infix("arith", "any", {"add": "+", "subtract": "-", "multiply": "*"}, cast="({T})"),
+    *_infix("arith", "int", {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}, cast="({T})"),
+    *_infix("compare", "any", {"equal": "==", "not_equal": "!=", "greater": ">", "greater_equal": ">=", "less": "<",
+                               "less_equal": "<="}),
+    *_block_only("imag sinc fix", 1),
+    *_block_only("left_shift:bitwise_left_shift right_shift:bitwise_right_shift nextafter fmod float_power "
+                 "heaviside ldexp gcd lcm", 2),
+    *(Ufunc(numpy, (numpy,), 1, 'arith', 'float', f'({{0}} * ({{T}}){factor})') for numpy, factor in (
+        ('degrees', 57.29577951308232), ('radians', 0.017453292519943295), ('deg2rad', 0.017453292519943295),
+        ('rad2deg', 57.29577951308232))),
     Ufunc('invert', ('bitwise_invert', 'invert'), 1, 'arith', 'int', 'gnp_invert({0})'),
-    Ufunc('ceil', ('ceil',), 1, 'arith', 'float', 'ceil{f}({0})'),
-    Ufunc('conjugate', ('conj', 'conjugate'), 1, 'arith', 'any', '({0})'),
-    Ufunc('cos', ('cos',), 1, 'arith', 'float', 'cos{f}({0})'),
-    Ufunc('cosh', ('cosh',), 1, 'arith', 'float', 'cosh{f}({0})'),
-    Ufunc('exp', ('exp',), 1, 'arith', 'float', 'exp{f}({0})'),
-    Ufunc('expm1', ('expm1',), 1, 'arith', 'float', 'expm1{f}({0})'),
-    Ufunc('floor', ('floor',), 1, 'arith', 'float', 'floor{f}({0})'),
-    Ufunc('imag', ('imag',), 1),
-    Ufunc('isfinite', ('isfinite',), 1, 'predicate', 'any', 'gnp_isfinite({0})'),
-    Ufunc('isinf', ('isinf',), 1, 'predicate', 'any', 'gnp_isinf({0})'),
-    Ufunc('isnan', ('isnan',), 1, 'predicate', 'any', 'gnp_isnan({0})'),
-    Ufunc('log', ('log',), 1, 'arith', 'float', 'log{f}({0})'),
-    Ufunc('log1p', ('log1p',), 1, 'arith', 'float', 'log1p{f}({0})'),
-    Ufunc('log2', ('log2',), 1, 'arith', 'float', 'log2{f}({0})'),
-    Ufunc('log10', ('log10',), 1, 'arith', 'float', 'log10{f}({0})'),
     Ufunc('logical_not', ('logical_not',), 1, 'predicate', 'any', '(!(bool){0})'),
     Ufunc('negative', ('negative',), 1, 'arith', 'num', '({T})(-{0})'),
     Ufunc('positive', ('positive',), 1, 'arith', 'num', '({0})'),
     Ufunc('real', ('real',), 1, 'arith', 'any', '({0})'),
+    Ufunc('conjugate', ('conj', 'conjugate'), 1, 'arith', 'any', '({0})'),
     Ufunc('reciprocal', ('reciprocal',), 1, 'arith', 'float', '(({T})1 / {0})'),
-    Ufunc('sign', ('sign',), 1, 'arith', 'num', 'gnp_sign({0})'),
     Ufunc('signbit', ('signbit',), 1, 'predicate', 'float', '(copysign{f}(({T})1, {0}) < ({T})0)'),
-    Ufunc('sin', ('sin',), 1, 'arith', 'float', 'sin{f}({0})'),
-    Ufunc('sinh', ('sinh',), 1, 'arith', 'float', 'sinh{f}({0})'),
     Ufunc('square', ('square',), 1, 'arith', 'num', '({T})({0} * {0})'),
-    Ufunc('sqrt', ('sqrt',), 1, 'arith', 'float', 'sqrt{f}({0})'),
-    Ufunc('tan', ('tan',), 1, 'arith', 'float', 'tan{f}({0})'),
-    Ufunc('tanh', ('tanh',), 1, 'arith', 'float', 'tanh{f}({0})'),
-    Ufunc('trunc', ('trunc',), 1, 'arith', 'float', 'trunc{f}({0})'),
-    Ufunc('exp2', ('exp2',), 1, 'arith', 'float', 'exp2{f}({0})'),
-    Ufunc('cbrt', ('cbrt',), 1, 'arith', 'float', 'cbrt{f}({0})'),
-    Ufunc('fabs', ('fabs',), 1, 'arith', 'float', 'fabs{f}({0})'),
-    Ufunc('rint', ('rint',), 1, 'arith', 'float', 'rint{f}({0})'),
-    Ufunc('degrees', ('degrees',), 1, 'arith', 'float', '({0} * ({T})57.29577951308232)'),
-    Ufunc('radians', ('radians',), 1, 'arith', 'float', '({0} * ({T})0.017453292519943295)'),
-    Ufunc('deg2rad', ('deg2rad',), 1, 'arith', 'float', '({0} * ({T})0.017453292519943295)'),
-    Ufunc('rad2deg', ('rad2deg',), 1, 'arith', 'float', '({0} * ({T})57.29577951308232)'),
-    Ufunc('sinc', ('sinc',), 1),
-    Ufunc('fix', ('fix',), 1),
-    Ufunc('add', ('add',), 2, 'arith', 'any', '({T})({0} + {1})'),
-    Ufunc('arctan2', ('atan2', 'arctan2'), 2, 'arith', 'float', 'atan2{f}({0}, {1})'),
-    Ufunc('bitwise_and', ('bitwise_and',), 2, 'arith', 'int', '({T})({0} & {1})'),
-    Ufunc('left_shift', ('bitwise_left_shift', 'left_shift'), 2),
-    Ufunc('bitwise_or', ('bitwise_or',), 2, 'arith', 'int', '({T})({0} | {1})'),
-    Ufunc('right_shift', ('bitwise_right_shift', 'right_shift'), 2),
-    Ufunc('bitwise_xor', ('bitwise_xor',), 2, 'arith', 'int', '({T})({0} ^ {1})'),
-    Ufunc('copysign', ('copysign',), 2, 'arith', 'float', 'copysign{f}({0}, {1})'),
     Ufunc('true_divide', ('divide', 'true_divide'), 2, 'arith', 'float', '({0} / {1})'),
-    Ufunc('equal', ('equal',), 2, 'compare', 'any', '({0} == {1})'),
-    Ufunc('floor_divide', ('floor_divide',), 2, 'arith', 'float', 'gnp_floor_divide({0}, {1})'),
-    Ufunc('greater', ('greater',), 2, 'compare', 'any', '({0} > {1})'),
-    Ufunc('greater_equal', ('greater_equal',), 2, 'compare', 'any', '({0} >= {1})'),
-    Ufunc('hypot', ('hypot',), 2, 'arith', 'float', 'hypot{f}({0}, {1})'),
-    Ufunc('less', ('less',), 2, 'compare', 'any', '({0} < {1})'),
-    Ufunc('less_equal', ('less_equal',), 2, 'compare', 'any', '({0} <= {1})'),
-    Ufunc('logaddexp', ('logaddexp',), 2, 'arith', 'float', 'gnp_logaddexp({0}, {1})'),
     Ufunc('logical_and', ('logical_and',), 2, 'compare', 'any', '((bool){0} && (bool){1})'),
     Ufunc('logical_or', ('logical_or',), 2, 'compare', 'any', '((bool){0} || (bool){1})'),
     Ufunc('logical_xor', ('logical_xor',), 2, 'compare', 'any', '((bool){0} != (bool){1})'),
-    Ufunc('maximum', ('maximum',), 2, 'arith', 'any', 'gnp_maximum({0}, {1})'),
-    Ufunc('minimum', ('minimum',), 2, 'arith', 'any', 'gnp_minimum({0}, {1})'),
-    Ufunc('multiply', ('multiply',), 2, 'arith', 'any', '({T})({0} * {1})'),
-    Ufunc('nextafter', ('nextafter',), 2),
-    Ufunc('not_equal', ('not_equal',), 2, 'compare', 'any', '({0} != {1})'),
-    Ufunc('power', ('pow', 'power'), 2, 'arith', 'float', 'pow{f}({0}, {1})'),
     Ufunc('remainder', ('remainder', 'mod'), 2, 'arith', 'float', 'gnp_remainder({0}, {1})'),
-    Ufunc('subtract', ('subtract',), 2, 'arith', 'any', '({T})({0} - {1})'),
-    Ufunc('fmod', ('fmod',), 2),
-    Ufunc('fmax', ('fmax',), 2, 'arith', 'float', 'fmax{f}({0}, {1})'),
-    Ufunc('fmin', ('fmin',), 2, 'arith', 'float', 'fmin{f}({0}, {1})'),
-    Ufunc('float_power', ('float_power',), 2),
     Ufunc('logaddexp2', ('logaddexp2',), 2, 'arith', 'float', 'gnp_logaddexp2({0}, {1})', helper=r"""
 /* NumPy's npy_logaddexp2: log2(2**x + 2**y) */
 __device__ __forceinline__ float gnp_logaddexp2(float x, float y) {
@@ -125,10 +102,6 @@ __device__ __forceinline__ double gnp_logaddexp2(double x, double y) {
                    : (d <= 0.0 ? y + 1.442695040888963407359924681001892137 * log1p(exp2(d)) : d);
 }
 """),
-    Ufunc('heaviside', ('heaviside',), 2),
-    Ufunc('ldexp', ('ldexp',), 2),
-    Ufunc('gcd', ('gcd',), 2),
-    Ufunc('lcm', ('lcm',), 2),
     Ufunc('where', (), 3, 'where', 'any', '((bool){0} ? {1} : {2})'),
     Ufunc('clip', (), 3),
     Ufunc('round', (), 1, 'arith', 'float', 'rint{f}({0})'),
