@@ -104,17 +104,10 @@ def _method(func: str) -> Callable:
 
 
 
-class _FromExpr:
-    """A read-only attribute of an Array that is its expression's attribute of the same name."""
+def _from_expr(name: str, doc: str) -> property:
+    """A read-only property of an Array that is its expression's attribute ``name``."""
+    return property(lambda array: getattr(array._expr, name), doc=doc)
 
-    def __init__(self, doc: str) -> None:
-        self.__doc__ = doc
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, array: Any, owner: type | None = None) -> Any:
-        return self if array is None else getattr(array._expr, self.name)
 
 class Array(DaskMethodsMixin):
     """A lazy, chunked N-d array whose blocks are CuPy arrays on a GPU or NumPy arrays on the CPU."""
@@ -202,15 +195,15 @@ class Array(DaskMethodsMixin):
         return dask.visualize(dask.optimize(self)[0], filename=filename, format=format, **kwargs)
 
     # --- metadata -------------------------------------------------------------------------------------
-    shape = _FromExpr("Length of each axis.")
-    dtype = _FromExpr("Element type.")
-    ndim = _FromExpr("Number of axes.")
-    size = _FromExpr("Number of elements.")
-    chunks = _FromExpr("Block lengths along each axis, as in dask.array.")
-    chunksize = _FromExpr("The largest block's shape.")
-    numblocks = _FromExpr("Number of blocks along each axis.")
-    backend = _FromExpr('"cupy" when blocks are CuPy arrays, "numpy" otherwise.')
-    _meta = _FromExpr("The empty block of the blocks' type and dtype (dask's ``_meta``).")
+    shape = _from_expr("shape", "Length of each axis.")
+    dtype = _from_expr("dtype", "Element type.")
+    ndim = _from_expr("ndim", "Number of axes.")
+    size = _from_expr("size", "Number of elements.")
+    chunks = _from_expr("chunks", "Block lengths along each axis, as in dask.array.")
+    chunksize = _from_expr("chunksize", "The largest block's shape.")
+    numblocks = _from_expr("numblocks", "Number of blocks along each axis.")
+    backend = _from_expr("backend", '"cupy" when blocks are CuPy arrays, "numpy" otherwise.')
+    _meta = _from_expr("_meta", "The empty block of the blocks' type and dtype (dask's ``_meta``).")
 
     @property
     def nbytes(self) -> int:
