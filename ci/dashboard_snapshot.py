@@ -150,7 +150,8 @@ def snapshot(out: pathlib.Path) -> int:
                 worker.join()
     report = {"backend": backend, "fused": fused, "plan": plan, "pages": found,
               "machine": platform.node(), "seconds": round(time.monotonic() - started, 1),
-              "versions": _versions("dask", "distributed", "bokeh", "numpy", "cupy-cuda13x", "dask-cuda", "nvidia-ml-py")}
+              "versions": _versions("dask", "distributed", "bokeh", "numpy", "cupy-cuda13x", "dask-cuda",
+                                    "nvidia-ml-py")}
     (out / "tasks.json").write_text(json.dumps(report, indent=1))
     missing = [page for page in PAGES if not any(fused in name for name in found[page])]
     print(f"dashboard_snapshot: {backend} blocks, pages {', '.join(pages)} in {out} ({report['seconds']} s)")
@@ -175,8 +176,9 @@ def open_chromium(window: str = "1600,1000") -> Any:
     if driver is None or binary is None:
         return None
     options = webdriver.ChromeOptions()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", f"--window-size={window}"):
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
         options.add_argument(flag)
+    options.add_argument(f"--window-size={window}")
     options.binary_location = binary
     return webdriver.Chrome(service=webdriver.ChromeService(driver), options=options)
 
