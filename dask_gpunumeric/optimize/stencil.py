@@ -139,10 +139,13 @@ class _Views:
 
     def _padded(self, node: Gather, source: ArrayExpr, axis: int, before: int, value: Any) -> Read:
         """A constant padding of a view: a read of its base filled past the base's ends along ``axis``, where
-        the view covers the whole base along that axis (and any other filling is with the same value)."""
+        the view reaches the base's end on each side padded (``pad(g[:-1], ((1, 0),))`` reads ``g`` at -1), and
+        any other filling is with the same value."""
         base, inner, edges, fill = self.resolve(source)
         same = fill is None or np.asarray(fill).tobytes() == np.asarray(value).tobytes()  # of one dtype
-        if edges[axis] == WRAP or inner[axis] > 0 or inner[axis] + source.shape[axis] < base.shape[axis] or not same:
+        after = node.shape[axis] - before - source.shape[axis]
+        if edges[axis] == WRAP or before and inner[axis] > 0 or after and inner[axis] + source.shape[axis] < base.shape[axis] \
+                or not same:
             base, inner, edges = source, (0,) * node.ndim, (0,) * node.ndim
         c = tuple(e - before if d == axis else e for d, e in enumerate(inner))
         return _settled(base, c, [FILL if d == axis else m for d, m in enumerate(edges)], value, node.shape)
