@@ -4,6 +4,8 @@ bytes), and give NumPy's results bit for bit on NumPy blocks: borders, overlappi
 signed zeros, NaNs and dtype casts included."""
 from __future__ import annotations
 
+import pathlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,17 +20,11 @@ from dask_gpunumeric.api.explain import plan
 from dask_gpunumeric.expr import Bundle, SetItem
 from dask_gpunumeric.optimize.dag import DAG
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+import cg  # noqa: E402  (the benchmarks' CG, both forms; benchmarks/ is not a package)
+from cg_setitem import laplacian as setitem_laplacian  # noqa: E402
+
 SHAPES = [((64, 64), 64), ((64, 48), (16, 24)), ((33, 17), (10, 5)), ((7, 9), (3, 4))]
-
-
-def setitem_laplacian(g: Any, xp: Any) -> Any:
-    """The 5-point Laplacian of ``_solvers.laplacian``, neighbour by neighbour, as users write it."""
-    y = 4 * g
-    y[1:, :] -= g[:-1, :]
-    y[:-1, :] -= g[1:, :]
-    y[:, 1:] -= g[:, :-1]
-    y[:, :-1] -= g[:, 1:]
-    return y
 
 
 def assert_bitwise(actual: gnp.Array, expected: np.ndarray) -> None:
@@ -63,13 +59,7 @@ def cg_state(shape: tuple[int, int], chunks: Any) -> tuple[np.ndarray, tuple]:
 
 
 def cg_iteration(state: tuple, laplacian: Callable[[Any, Any], Any]) -> tuple:
-    x, r, p, rr = state
-    ap = laplacian(p, gnp)
-    alpha = rr / gnp.sum(p * ap)
-    x = x + alpha * p
-    r = r - alpha * ap
-    rr_new = gnp.sum(r * r)
-    return x, r, r + (rr_new / rr) * p, rr_new
+    return cg.step(state, gnp, laplacian)
 
 
 @pytest.mark.parametrize("shape, chunks", SHAPES)
