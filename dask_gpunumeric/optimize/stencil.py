@@ -308,6 +308,7 @@ class _Pass:
         self.dag = DAG.of(root)
         self.nodes = {n._name: n for n in self.dag.order}
         self.views = _Views()
+        self.stored_nodes: set[str] = set()  # nodes made fields because several kernels read them (``kernels``)
         self.reads: dict[str, list[Read]] = {}
 
     # --- clusters and placement ---
@@ -359,8 +360,8 @@ class _Pass:
         for node in reversed(order):
             name = node._name
             wanted = requests[name]
-            if (isinstance(node, SetItem) or name in self.outside or name in based or len(wanted) != 1
-                    or next(iter(wanted))[1]):
+            if (isinstance(node, SetItem) or name in self.outside or name in based or name in self.stored_nodes
+                    or len(wanted) != 1 or next(iter(wanted))[1]):
                 self.fields.add(name)
                 self.t[name] = (0,) * node.ndim
             else:
@@ -442,10 +443,37 @@ class _Pass:
 
     # --- kernels ---
     def kernels(self) -> list[_Kernel]:
+        """The kernels of the fields, built; nodes that several kernels would compute again made fields first."""
+        while True:
+            frontiers = self.frontiers()
+            kernels = self.levels(frontiers)
+            shared = self.shared_work(kernels, frontiers)
+            if not shared:
+                break
+            self.stored_nodes |= shared
+            self.place()
+        self.outputs(kernels, frontiers)
+        for kernel in kernels:
+            self.build(kernel)
+        return kernels
+
+    def shared_work(self, kernels: list[_Kernel], frontiers: Mapping[str, list]) -> set[str]:
+        """Nodes inlined into the fields of several kernels whose work reads more than one array: each kernel
+        would compute them again with all they read (in an unrolled loop, a chain growing with every
+        iteration), so they are stored once instead."""
+        users: dict[str, set[int]] = defaultdict(set)
+        for k, kernel in enumerate(kernels):
+            for f in kernel.fields:
+                for m in self.inlined([f]) - {f}:
+                    users[m].add(k)
+        return {m for m, ks in users.items() if len(ks) > 1 and len({t for t, *_ in frontiers[m] if self.nodes[t].ndim}) > 1}
+
+    def levels(self, frontiers: Mapping[str, list]) -> list[_Kernel]:
+        """The kernels of the fields (not yet built): a field read at a shift, or by a field of another class,
+        is computed a level before its reader, unless its reader computes it again (``recomputable``)."""
         level: dict[str, int] = {}
         by_key: dict[tuple, _Kernel] = {}
         below = self.fields_below()
-        frontiers = self.frontiers()
         classes = {name: self.field_class(name) for name in self.fields}
         recomputable = self.recomputable(frontiers)
         after_of: dict[str, set[str]] = {}
@@ -475,11 +503,7 @@ class _Pass:
                 by_key[key] = _Kernel(lvl, cls[:3], [], cls[3])
             by_key[key].fields.append(name)
             by_key[key].after |= after
-        kernels = sorted(by_key.values(), key=lambda k: (k.level, self.order[k.fields[0]]))
-        self.outputs(kernels, frontiers)
-        for kernel in kernels:
-            self.build(kernel)
-        return kernels
+        return sorted(by_key.values(), key=lambda k: (k.level, self.order[k.fields[0]]))
 
     def outputs(self, kernels: list[_Kernel], frontiers: dict[str, list]) -> None:
         """What each kernel outputs: the fields it stores (read by another kernel, or outside but for full
