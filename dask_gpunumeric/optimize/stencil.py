@@ -403,23 +403,22 @@ class _Pass:
                     stack.append(target._name)
         return members
 
-    def recomputable(self, frontiers: Mapping[str, list]) -> set[str]:
+    def recomputable(self, frontiers: Mapping[str, list]) -> dict[str, set[str]]:
         """Fields a reader of the same class may compute again where it reads them at a shift, instead of
-        reading them stored by an earlier sweep (``gpunumeric.stencil-recompute``): elementwise work of at most
-        ``RECOMPUTED_OPS`` operations on sources read in place, one of them an array of the field's shape
-        (whose reads past the ends tell where the field's are: ``_Pass.build``)."""
+        reading them stored by an earlier sweep (``gpunumeric.stencil-recompute``), with the fields they read:
+        elementwise work of at most ``RECOMPUTED_OPS`` operations on sources and fields read in place, one of
+        them an array of the field's shape (whose reads past the ends tell where the field's are: ``build``)."""
         if not self.settings["stencil-recompute"]:
-            return set()
-        out = set()
+            return {}
+        out = {}
         for name in self.fields:
             node = self.nodes[name]
             reads = frontiers[name]
             if (not isinstance(node, Elemwise) or self.field_class(name)[3] is not None
-                    or any(t in self.fields or any(e) or any(m) for t, e, m in reads)
-                    or len(self.inlined([name])) > RECOMPUTED_OPS):
+                    or any(any(e) or any(m) for _, e, m in reads) or len(self.inlined([name])) > RECOMPUTED_OPS):
                 continue
             if any(self.nodes[t].shape == node.shape and self.nodes[t].dtype.kind in "biuf" for t, *_ in reads):
-                out.add(name)
+                out[name] = {t for t, *_ in reads if t in self.fields}
         return out
 
     def field_class(self, name: str) -> tuple:
@@ -492,11 +491,14 @@ class _Pass:
                 else:  # a source computed from fields (a concatenation, say): after them, in another group
                     after |= below[target]
                     lvl = max([lvl, *[level[f] + 1 for f in below[target]]])
-            # computed again where that saves a sweep (the field would come after them otherwise), else read
-            self.copies[name] = {t for t in candidates if level[t] >= lvl}
+            # computed again where that saves a sweep (the fields it reads, at shifts then, come before it and
+            # the reader would come after it otherwise), else read stored
+            self.copies[name] = {t for t in candidates if level[t] >= lvl and all(
+                level[u] < level[t] for u in recomputable[t])}
             for t in candidates:
-                lvl = max(lvl, level[t] if t in self.copies[name] else level[t] + 1)
-                after |= after_of[t] if t in self.copies[name] else set()
+                again = t in self.copies[name]
+                lvl = max([lvl, level[t] + (not again), *[level[u] + 1 for u in recomputable[t]] * again])
+                after |= after_of[t] if again else set()
             level[name], after_of[name] = lvl, after
             key = (lvl, cls)
             if key not in by_key:
@@ -516,6 +518,7 @@ class _Pass:
                 reductions[node.array._name].append(node)
         stored = {f for f, readers in self.outside.items() if readers - {r._name for r in reductions[f]}}
         stored |= {t for f in kernel_of for t, *_ in frontiers[f] if t in kernel_of and kernel_of[t] is not kernel_of[f]}
+        stored |= {u for f in kernel_of for t in self.copies[f] for u, *_ in frontiers[t] if u in kernel_of}
         for k in kernels:
             k.stores = [f for f in k.fields if f in stored]
             k.reductions = [r for f in k.fields for r in reductions[f]]
@@ -581,7 +584,7 @@ class _Pass:
                         args.append(builder.scalar(a))
                         continue
                     r = next(reads)
-                    if r[0]._name in self.cluster:  # inlined into the field
+                    if r[0]._name in self.cluster and r[0]._name not in self.fields:  # inlined into the field
                         args.append(at(r[0]._name))
                     elif not r[0].ndim:
                         args.append(load(r, self.offset(node_name, r)))
@@ -595,8 +598,8 @@ class _Pass:
             if FILL not in modes:
                 return v
             edge = next(r[0] for m in sorted(self.inlined([name])) for r in self.reads[m]
-                        if r[0]._name not in self.cluster and r[0].shape == self.nodes[name].shape
-                        and r[0].dtype.kind in "biuf")
+                        if (r[0]._name not in self.cluster or r[0]._name in self.fields)
+                        and r[0].shape == self.nodes[name].shape and r[0].dtype.kind in "biuf")
             a, b = (load((edge, (), tuple(fills), np.asarray(k, edge.dtype)[()]), shift) for k in (0, 1))
             inside = builder.op("equal", np.dtype(bool), {}, [a, b], [edge.dtype, edge.dtype])
             if edge.dtype.kind == "f":  # (a NaN read twice differs from itself)
