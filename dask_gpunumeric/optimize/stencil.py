@@ -287,9 +287,12 @@ class _Pass:
       and one shifted read;
     * *placement*: a node is computed at position ``p`` of its kernel as ``node[p + t]``. A node that all of
       its readers read at the same shift is inlined into them (``t`` follows), any other is a *field*: stored,
-      with ``t = 0`` (a ``SetItem``, a value used outside the cluster, or one read at several shifts);
+      with ``t = 0`` (a ``SetItem``, a value used outside the cluster, or one read at several shifts, or one
+      that fields of several kernels would compute again with more than one array it reads: ``shared_work``);
     * a *kernel* computes the fields of one sweep *level* and class (shape, chunks, region): a field read at a
-      nonzero shift, or by a field of another class, is computed one level before its reader;
+      nonzero shift, or by a field of another class, is computed one level before its reader, unless the
+      reader computes it again where it reads it, a few pointwise operations (``recomputable``, where that
+      saves the reader a sweep);
     * a *group* is a run of consecutive levels of one frame (the fields' shape and chunks), lowered to one
       ``Stencil`` node: one task per block running the group's kernels on a shrinking region, so that a group
       of ``k`` sweeps of reach ``r`` reads halos ``k * r`` deep.
