@@ -13,6 +13,7 @@ import dask_gpunumeric as gnp
 from dask_gpunumeric.api.explain import plan
 from dask_gpunumeric.expr import Bundle, Elemwise
 from dask_gpunumeric.optimize import PASSES, optimize, settings_key
+from dask_gpunumeric.optimize.pipeline import TRACE_SETTINGS
 from dask_gpunumeric.optimize.dag import DAG
 
 
@@ -29,7 +30,8 @@ def _fused_tasks(*arrays: gnp.Array) -> int:
 
 
 def test_settings_key_names_what_every_pass_reads() -> None:
-    assert [name for name, _ in settings_key()] == list(dict.fromkeys(s for p in PASSES for s in p.settings))
+    assert [name for name, _ in settings_key()] == list(dict.fromkeys([*(s for p in PASSES for s in p.settings),
+                                                                         *TRACE_SETTINGS]))
     with gnp.config.set(kernel_size=7, stencil_sweeps=2):
         assert {("kernel-size", 7), ("stencil-sweeps", 2)} <= set(settings_key())
 

@@ -400,22 +400,28 @@ def test_stencil_groups_without_shifts_are_fused_kernels() -> None:
 def test_conjugate_gradient_iteration(chunks: tuple) -> None:
     """CG on the padded Laplacian (``_solvers``) in a ``fori_loop``: per iteration two stencil kernels, the
     first computing ``sum(p * A p)`` alone, the second ``x``, ``r`` and ``sum(r * r)`` (``A p`` recomputed
-    from ``p`` and its halo, the zero boundary read in the kernel), then one fused kernel for the new ``p``."""
+    from ``p`` and its halo, the zero boundary read in the kernel), then one fused kernel for the new ``p``;
+    with the loop rotated (the default, on one block), the new ``p`` is computed by the first stencil kernel of
+    the next iteration (``tests/test_cg_floor.py``), the first iteration and the last ``p`` outside the loop."""
     from _solvers import gnp_cg, numpy_cg
 
     b = np.random.default_rng(7).standard_normal((16, 12))
-    with gnp.config.set(dispatch="lazy"):  # a region to look at, not its results
-        x = gnp_cg(gnp.asarray(b, chunks=chunks), 5)
-    assert_eq(x, numpy_cg(b, 5), rtol=1e-9, atol=1e-12)
-    info = plan(x)
-    assert [g["outputs"] for g in info["stencils"]] == [["sum-partial"], ["store 4", "store 5", "sum-partial"]]
-    assert [g["inputs"] for g in info["stencils"]] == [1, 4]  # p; then p, alpha, r, x
-    loop = info["regions"][0]["programs"][0]["loops"][0]
-    stencil_tasks = [g["tasks"] for g in info["stencils"]]
-    if chunks == b.shape:  # one block: one task per kernel, no halos; the rest is 0-d arithmetic and picking
-        assert stencil_tasks == [{"interior": 0, "bands": 1, "halo": 0}] * 2
-        assert loop["kernels"] == 3
-    assert [g["ops"] for g in info["groups"] if g["inputs"] == 3] == [["multiply", "add"]]
+    for rotated in (False, True):
+        with dask.config.set({"gpunumeric.dispatch": "lazy", "gpunumeric.loop-rotation": rotated}):  # a region
+            x = gnp_cg(gnp.asarray(b, chunks=chunks), 5)
+        assert_eq(x, numpy_cg(b, 5), rtol=1e-9, atol=1e-12)
+        info = plan(x)
+        rotated = rotated and chunks == b.shape  # (over several blocks, p's halo would be one more exchange)
+        first = [["sum-partial"], ["store 4", "store 5", "sum-partial"]]
+        body = [["store 3", "sum-partial"], ["store 4", "store 5", "sum-partial"]] if rotated else []
+        assert [g["outputs"] for g in info["stencils"]] == first + body
+        assert [g["inputs"] for g in info["stencils"]] == [1, 4] + [3, 4] * rotated  # p; p, alpha, r, x; beta, p, r
+        loop = info["regions"][0]["programs"][0]["loops"][0]
+        stencil_tasks = [g["tasks"] for g in info["stencils"]]
+        if chunks == b.shape:  # one block: one task per kernel, no halos; the rest is 0-d arithmetic and picking
+            assert stencil_tasks == [{"interior": 0, "bands": 1, "halo": 0}] * len(stencil_tasks)
+            assert loop["kernels"] == 2 if rotated else 3
+        assert [g["ops"] for g in info["groups"] if g["inputs"] == 3] == [["multiply", "add"]]
 
 
 def test_only_halo_strips_travel() -> None:

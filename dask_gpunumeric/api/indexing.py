@@ -18,7 +18,7 @@ from . import guards as _guards
 from ..expr import plan as _plan
 from .array import Array
 from ..backend import to_numpy
-from ..expr import Gather, SetItem
+from ..expr import Elemwise, Gather, SetItem
 from ..expr.tokens import keep_text
 
 
@@ -298,6 +298,10 @@ def setitem(x: Array, index: Any, value: Any) -> Array:
 
     if isinstance(index, Array) and index.dtype == bool and index.shape == x.shape and _is_scalar_like(value):
         return elementwise("where", index, value, x, dtype=x.dtype)
+    if isinstance(value, Array):
+        whole = _update_as_elementwise(x, index, value)
+        if whole is not None:
+            return whole
     known = _slices_key(x, index)
     region = _REGION_PLANS.get(known) if known is not None else None
     if region is not None:  # these slices of these chunks, met before (stencil updates repeat them)
@@ -341,6 +345,63 @@ def setitem(x: Array, index: Any, value: Any) -> Array:
     if any(not p or all(h is None for h in p) for p in region_plan):
         return x
     return Array(SetItem(x.expr, v, region_plan))
+
+
+# Updates ``x[box] = x[box] <op> view`` whose op has an exact identity: ``view`` padded with it (per value
+# dtype, other operand dtype kind) to x's shape. x - (+0) and x + (-0.0) are x bit for bit, -0.0 included.
+_IDENTITIES: dict[str, Any] = {"subtract": lambda kind: 0, "add": lambda kind: -0.0 if kind == "f" else 0,
+                               "multiply": lambda kind: 1}
+
+
+def _exact_round_trip(dtype: np.dtype, wide: np.dtype) -> bool:
+    """Is ``dtype -> wide -> dtype`` exact for every value (integers: only into floats that hold them)?"""
+    if dtype == wide:
+        return True
+    if dtype.kind not in "iuf" or wide.kind not in "iuf" or not np.can_cast(dtype, wide, "safe"):
+        return False
+    return not (dtype.kind in "iu" and wide.kind == "f" and 2 * dtype.itemsize > wide.itemsize)
+
+
+def _update_as_elementwise(x: Array, index: tuple | slice, value: Array) -> Array | None:
+    """``x[box] = x[box] <op> v`` (``x[box] <op>= v``) for a box of slices of step 1 and a view ``v`` (a slice
+    of an array, a shifted slice in stencils) as the elementwise ``x <op> pad(v)``, padded past the box with
+    an identity of ``op`` that leaves ``x`` unchanged bit for bit: the shifted-slice form of the same stencil,
+    which the optimizer plans as one. None where the update is not of that form."""
+    from .elementwise import elementwise
+    from .manipulation import rechunk_expr
+    from .padding import pad
+
+    items = index if type(index) is tuple else (index,)
+    if len(items) > x.ndim or not all(type(ix) is slice for ix in items):
+        return None
+    inner = value.expr  # the op, under the cast of ``x[box] <op>= v`` back to x's dtype if there is one
+    if isinstance(inner, Elemwise) and inner.operand("op") == "astype" and inner.dtype == x.dtype:
+        inner = inner.args[0]
+    if not isinstance(inner, Elemwise) or inner.operand("op") not in _IDENTITIES or inner.operand("kwargs"):
+        return None
+    op = inner.operand("op")
+    if len(inner.args) != 2 or not all(isinstance(v, Gather) for v in inner.args):
+        return None
+    a, b = inner.args
+    if b.shape != a.shape or b.backend != x.backend:
+        return None
+    if b.dtype.kind not in "iuf" or (op == "add" and inner.dtype.kind == "f" and b.dtype.kind != "f"):
+        return None
+    if not _exact_round_trip(x.dtype, inner.dtype):
+        return None
+    view = getitem(x, index).expr
+    if a._name not in (view._name, rechunk_expr(view, a.chunks)._name):  # (rechunked to align with v)
+        return None
+    box = [ix.indices(n) for ix, n in zip(items + (slice(None),) * (x.ndim - len(items)), x.shape)]
+    if any(step != 1 or stop <= start for start, stop, step in box):
+        return None
+    widths = tuple((start, n - stop) for (start, stop, _), n in zip(box, x.shape))
+    fill = np.asarray(_IDENTITIES[op](inner.dtype.kind), dtype=b.dtype)[()]
+    padded = pad(Array(b), widths, constant_values=fill) if any(map(any, widths)) else Array(b)
+    whole = elementwise(op, x, padded)
+    if whole.dtype != inner.dtype:
+        return None
+    return whole if whole.dtype == x.dtype else whole.astype(x.dtype)
 
 
 # region plans of updates by slices alone, by (chunks, bounds) as ``_SLICE_PLANS``

@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import config
 from ..expr import ArrayExpr, Bundle
+from ..optimize.rotation import Rotation, rotated_body, rotation_of, substituted
 from ..runtime.regions.nodes import Loop, LoopOutput, Placeholder
 from ..runtime.regions.plan import Plan
 from .accelerate import _flatten, _unflatten, accelerate, tracing
@@ -106,14 +108,43 @@ def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] |
     else:
         result = body(traced)
     outputs = _matching_state(kind, result, arrays, structure)
+    rotation = rotation_of(outputs, states, extra) if kind == "fori" and count >= 2 and config.get(
+        "loop-rotation") else None
+    if rotation is not None:
+        return _rotated_loop(rotation, outputs, states, extra, arrays, count, signature)
     flag: list[ArrayExpr] = []
     if cond is not None:
         flag = [_condition(cond(_unflatten(arrays, structure))).expr]
         outputs.append(_condition(cond(_unflatten([Array(o) for o in outputs], structure))).expr)
-    outputs, invariants = _hoist_invariants(outputs, [*states, *extra], signature)
-    plan = Plan(outputs, [*states, *extra, *(ph for ph, _ in invariants)], None)
-    loop = Loop(plan, count, len(arrays), kind, *[a.expr for a in arrays], *flag, *(e for _, e in invariants))
-    return [Array(LoopOutput(loop, j)) for j in range(len(arrays))]
+    return _loop_outputs(kind, outputs, [*states, *extra], [a.expr for a in arrays], flag, count, signature,
+                         len(arrays))
+
+
+def _loop_outputs(kind: str, outputs: list[ArrayExpr], placeholders: list[Placeholder], initial: list[ArrayExpr],
+                  flag: list[ArrayExpr], count: int | None, signature: str, n_state: int) -> list[Array]:
+    """The final state of a loop of ``outputs`` over ``placeholders`` (the state's first) from ``initial``."""
+    outputs, invariants = _hoist_invariants(outputs, placeholders, signature)
+    plan = Plan(outputs, [*placeholders, *(ph for ph, _ in invariants)], None)
+    loop = Loop(plan, count, len(initial), kind, *initial, *flag, *(e for _, e in invariants))
+    return [Array(LoopOutput(loop, j)) for j in range(n_state)]
+
+
+def _rotated_loop(rotation: Rotation, outputs: list[ArrayExpr], states: list[Placeholder], index: list[Placeholder],
+                  arrays: list[Array], count: int, signature: str) -> list[Array]:
+    """A fori_loop rotated (``optimize.rotation``): its first iteration as it is, then ``count - 1`` whose body
+    starts with the update of element ``k`` that the previous one ended with, then that update once more.
+    The rotated loop's state: element ``k`` before its update, the others as they are, then the 0-d values
+    the update reads."""
+    k, _, values = rotation
+    previous = Placeholder(k, f"{signature}-previous", states[k].chunks, states[k].dtype, states[k].backend)
+    carried = [Placeholder(len(states) + m, f"{signature}-state", (), v.dtype, v.backend) for m, v in enumerate(values)]
+    head, body = rotated_body(outputs, states, rotation, previous, carried)
+    first = substituted([*outputs, *values], states, [a.expr for a in arrays])
+    initial = [a.expr if j == k else o for j, (o, a) in enumerate(zip(first, arrays))] + first[len(arrays):]
+    placeholders = [previous if j == k else s for j, s in enumerate(states)] + carried
+    final = _loop_outputs("fori", body, [*placeholders, *index], initial, [], count - 1, signature, len(body))
+    (last,) = substituted([head], placeholders, [f.expr for f in final])
+    return [Array(last) if j == k else f for j, f in enumerate(final[: len(states)])]
 
 
 def _is_leaf(value: Any) -> bool:

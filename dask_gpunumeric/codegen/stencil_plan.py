@@ -211,8 +211,13 @@ def boxes(plan: tuple, source_shapes: Sequence[tuple[int, ...]], target: Box) ->
 
     def need(buffer: int, box: Box) -> None:
         if buffer < n_sources:
-            if not is_empty(_within(box, source_shapes[buffer], wraps[buffer])):
-                source_need[buffer] = _within(_hull(source_need[buffer], box), source_shapes[buffer], wraps[buffer])
+            n = source_shapes[buffer]
+            if is_empty(box) or 0 in n:
+                return
+            # a read wholly past the ends along an axis (filled) still gets a buffer: the nearest elements
+            box = tuple((c, c + 1) if hi <= lo else (lo, hi) for (lo, hi), c in
+                        zip(_within(box, n, wraps[buffer]), (min(max(lo, 0), m - 1) for (lo, _), m in zip(box, n))))
+            source_need[buffer] = _within(_hull(source_need[buffer], box), n, wraps[buffer])
         elif not is_empty(box):
             k = owner[buffer][0]
             kernel_need[k] = _hull(kernel_need[k], box)

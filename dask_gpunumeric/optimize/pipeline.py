@@ -25,14 +25,19 @@ class Pass(NamedTuple):
 
 PASSES: tuple[Pass, ...] = (
     Pass("simplify", simplify, ()),
-    Pass("stencils", stencils, ("fusion", "stencil-sweeps", "stencil-tiles", "stencil-tile-sweeps")),
+    Pass("stencils", stencils, ("fusion", "stencil-sweeps", "stencil-tiles", "stencil-tile-sweeps",
+                                "stencil-recompute")),
     Pass("fusion", fuse, ("fusion", "kernel-size")),
 )
 
 
+# settings read while loops are traced (``api.loops``: ``rotation``), keys of plans like the passes'
+TRACE_SETTINGS: tuple[str, ...] = ("loop-rotation",)
+
+
 def settings_read() -> tuple[str, ...]:
-    """The settings the passes read, each once, in pipeline order."""
-    return tuple(dict.fromkeys(name for p in PASSES for name in p.settings))
+    """The settings the passes read, each once, in pipeline order, then those read while tracing."""
+    return tuple(dict.fromkeys([*(name for p in PASSES for name in p.settings), *TRACE_SETTINGS]))
 
 
 def settings_key() -> tuple:

@@ -24,6 +24,7 @@ from .dag import DAG, UnionFind, rebuild
 from .programs import elemwise_supported, is_fused_reduction, operands_of
 
 Read = tuple[Expr, tuple[int, ...], tuple[int, ...], Any]  # (target, shift, edge mode per axis, fill value)
+RECOMPUTED_OPS = 8  # the most operations of a field that readers compute again instead of reading it stored
 
 
 # --- views ---------------------------------------------------------------------------------------------
@@ -139,10 +140,13 @@ class _Views:
 
     def _padded(self, node: Gather, source: ArrayExpr, axis: int, before: int, value: Any) -> Read:
         """A constant padding of a view: a read of its base filled past the base's ends along ``axis``, where
-        the view covers the whole base along that axis (and any other filling is with the same value)."""
+        the view reaches the base's end on each side padded (``pad(g[:-1], ((1, 0),))`` reads ``g`` at -1), and
+        any other filling is with the same value."""
         base, inner, edges, fill = self.resolve(source)
         same = fill is None or np.asarray(fill).tobytes() == np.asarray(value).tobytes()  # of one dtype
-        if edges[axis] == WRAP or inner[axis] > 0 or inner[axis] + source.shape[axis] < base.shape[axis] or not same:
+        after = node.shape[axis] - before - source.shape[axis]
+        short = before and inner[axis] > 0 or after and inner[axis] + source.shape[axis] < base.shape[axis]
+        if edges[axis] == WRAP or short or not same:
             base, inner, edges = source, (0,) * node.ndim, (0,) * node.ndim
         c = tuple(e - before if d == axis else e for d, e in enumerate(inner))
         return _settled(base, c, [FILL if d == axis else m for d, m in enumerate(edges)], value, node.shape)
@@ -283,9 +287,12 @@ class _Pass:
       and one shifted read;
     * *placement*: a node is computed at position ``p`` of its kernel as ``node[p + t]``. A node that all of
       its readers read at the same shift is inlined into them (``t`` follows), any other is a *field*: stored,
-      with ``t = 0`` (a ``SetItem``, a value used outside the cluster, or one read at several shifts);
+      with ``t = 0`` (a ``SetItem``, a value used outside the cluster, or one read at several shifts, or one
+      that fields of several kernels would compute again with more than one array it reads: ``shared_work``);
     * a *kernel* computes the fields of one sweep *level* and class (shape, chunks, region): a field read at a
-      nonzero shift, or by a field of another class, is computed one level before its reader;
+      nonzero shift, or by a field of another class, is computed one level before its reader, unless the
+      reader computes it again where it reads it, a few pointwise operations (``recomputable``, where that
+      saves the reader a sweep);
     * a *group* is a run of consecutive levels of one frame (the fields' shape and chunks), lowered to one
       ``Stencil`` node: one task per block running the group's kernels on a shrinking region, so that a group
       of ``k`` sweeps of reach ``r`` reads halos ``k * r`` deep.
@@ -304,6 +311,7 @@ class _Pass:
         self.dag = DAG.of(root)
         self.nodes = {n._name: n for n in self.dag.order}
         self.views = _Views()
+        self.stored_nodes: set[str] = set()  # nodes made fields because several kernels read them (``kernels``)
         self.reads: dict[str, list[Read]] = {}
 
     # --- clusters and placement ---
@@ -355,8 +363,8 @@ class _Pass:
         for node in reversed(order):
             name = node._name
             wanted = requests[name]
-            if (isinstance(node, SetItem) or name in self.outside or name in based or len(wanted) != 1
-                    or next(iter(wanted))[1]):
+            if (isinstance(node, SetItem) or name in self.outside or name in based or name in self.stored_nodes
+                    or len(wanted) != 1 or next(iter(wanted))[1]):
                 self.fields.add(name)
                 self.t[name] = (0,) * node.ndim
             else:
@@ -373,9 +381,9 @@ class _Pass:
         e = [a + b for a, b in zip(self.t[reader], c)]
         return tuple(((x + n // 2) % n) - n // 2 if m == WRAP and n else x for x, m, n in zip(e, modes, target.shape))
 
-    def frontiers(self) -> dict[str, list[tuple[str, tuple[int, ...], bool]]]:
-        """Per cluster node, the (field or source, offset, cyclic) it reads through the nodes inlined into it."""
-        out: dict[str, list[tuple[str, tuple[int, ...], bool]]] = {}
+    def frontiers(self) -> dict[str, list[tuple[str, tuple[int, ...], tuple[int, ...]]]]:
+        """Per cluster node, the (field or source, offset, edge modes) it reads through the nodes inlined into it."""
+        out: dict[str, list[tuple[str, tuple[int, ...], tuple[int, ...]]]] = {}
         for name in sorted(self.cluster, key=self.order.__getitem__):  # producers first
             reads: list = []
             for read in self.reads[name]:
@@ -383,8 +391,37 @@ class _Pass:
                 if target in self.cluster and target not in self.fields:
                     reads += out[target]
                 else:
-                    reads.append((target, self.offset(name, read), any(read[2])))
+                    reads.append((target, self.offset(name, read), tuple(read[2])))
             out[name] = list(dict.fromkeys(reads))
+        return out
+
+    def inlined(self, fields: Sequence[str]) -> set[str]:
+        """The fields and the nodes inlined into them."""
+        members = set(fields)
+        stack = list(fields)
+        while stack:
+            for target, *_ in self.reads[stack.pop()]:
+                if target._name in self.cluster and target._name not in self.fields and target._name not in members:
+                    members.add(target._name)
+                    stack.append(target._name)
+        return members
+
+    def recomputable(self, frontiers: Mapping[str, list]) -> dict[str, set[str]]:
+        """Fields a reader of the same class may compute again where it reads them at a shift, instead of
+        reading them stored by an earlier sweep (``gpunumeric.stencil-recompute``), with the fields they read:
+        elementwise work of at most ``RECOMPUTED_OPS`` operations on sources and fields read in place, one of
+        them an array of the field's shape (whose reads past the ends tell where the field's are: ``build``)."""
+        if not self.settings["stencil-recompute"]:
+            return {}
+        out = {}
+        for name in self.fields:
+            node = self.nodes[name]
+            reads = frontiers[name]
+            if (not isinstance(node, Elemwise) or self.field_class(name)[3] is not None
+                    or any(any(e) or any(m) for _, e, m in reads) or len(self.inlined([name])) > RECOMPUTED_OPS):
+                continue
+            if any(self.nodes[t].shape == node.shape and self.nodes[t].dtype.kind in "biuf" for t, *_ in reads):
+                out[name] = {t for t, *_ in reads if t in self.fields}
         return out
 
     def field_class(self, name: str) -> tuple:
@@ -408,33 +445,70 @@ class _Pass:
 
     # --- kernels ---
     def kernels(self) -> list[_Kernel]:
+        """The kernels of the fields, built; nodes that several kernels would compute again made fields first."""
+        while True:
+            frontiers = self.frontiers()
+            kernels = self.levels(frontiers)
+            shared = self.shared_work(kernels, frontiers)
+            if not shared:
+                break
+            self.stored_nodes |= shared
+            self.place()
+        self.outputs(kernels, frontiers)
+        for kernel in kernels:
+            self.build(kernel)
+        return kernels
+
+    def shared_work(self, kernels: list[_Kernel], frontiers: Mapping[str, list]) -> set[str]:
+        """Nodes inlined into the fields of several kernels whose work reads more than one array: each kernel
+        would compute them again with all they read (in an unrolled loop, a chain growing with every
+        iteration), so they are stored once instead."""
+        users: dict[str, set[int]] = defaultdict(set)
+        for k, kernel in enumerate(kernels):
+            for f in kernel.fields:
+                for m in self.inlined([f]) - {f}:
+                    users[m].add(k)
+        return {m for m, ks in users.items() if len(ks) > 1 and len({t for t, *_ in frontiers[m] if self.nodes[t].ndim}) > 1}
+
+    def levels(self, frontiers: Mapping[str, list]) -> list[_Kernel]:
+        """The kernels of the fields (not yet built): a field read at a shift, or by a field of another class,
+        is computed a level before its reader, unless its reader computes it again (``recomputable``)."""
         level: dict[str, int] = {}
         by_key: dict[tuple, _Kernel] = {}
         below = self.fields_below()
-        frontiers = self.frontiers()
         classes = {name: self.field_class(name) for name in self.fields}
+        recomputable = self.recomputable(frontiers)
+        after_of: dict[str, set[str]] = {}
+        self.copies: dict[str, set[str]] = {}  # per field, the fields it computes again where it reads them
         for name in sorted(self.fields, key=self.order.__getitem__):
             cls = classes[name]
             pure = cls[3] is None
-            lvl, after = 0, set()
-            for target, e, cyclic in frontiers[name]:
-                if target in self.fields:
-                    same = pure and not any(e) and not cyclic and classes[target] == cls
+            lvl, after, candidates = 0, set(), set()
+            for target, e, modes in frontiers[name]:
+                if pure and target in recomputable and classes[target] == cls and WRAP not in modes and (
+                        any(e) or any(modes)):
+                    candidates.add(target)
+                elif target in self.fields:
+                    same = pure and not any(e) and not any(modes) and classes[target] == cls
                     lvl = max(lvl, level[target] + (0 if same else 1))
                 else:  # a source computed from fields (a concatenation, say): after them, in another group
                     after |= below[target]
                     lvl = max([lvl, *[level[f] + 1 for f in below[target]]])
-            level[name] = lvl
+            # computed again where that saves a sweep (the fields it reads, at shifts then, come before it and
+            # the reader would come after it otherwise), else read stored
+            self.copies[name] = {t for t in candidates if level[t] >= lvl and all(
+                level[u] < level[t] for u in recomputable[t])}
+            for t in candidates:
+                again = t in self.copies[name]
+                lvl = max([lvl, level[t] + (not again), *[level[u] + 1 for u in recomputable[t]] * again])
+                after |= after_of[t] if again else set()
+            level[name], after_of[name] = lvl, after
             key = (lvl, cls)
             if key not in by_key:
                 by_key[key] = _Kernel(lvl, cls[:3], [], cls[3])
             by_key[key].fields.append(name)
             by_key[key].after |= after
-        kernels = sorted(by_key.values(), key=lambda k: (k.level, self.order[k.fields[0]]))
-        self.outputs(kernels, frontiers)
-        for kernel in kernels:
-            self.build(kernel)
-        return kernels
+        return sorted(by_key.values(), key=lambda k: (k.level, self.order[k.fields[0]]))
 
     def outputs(self, kernels: list[_Kernel], frontiers: dict[str, list]) -> None:
         """What each kernel outputs: the fields it stores (read by another kernel, or outside but for full
@@ -446,20 +520,16 @@ class _Pass:
                     and tuple(node.operand("axes")) == tuple(range(node.array.ndim))):
                 reductions[node.array._name].append(node)
         stored = {f for f, readers in self.outside.items() if readers - {r._name for r in reductions[f]}}
-        stored |= {t for f in kernel_of for t, _, _ in frontiers[f] if t in kernel_of and kernel_of[t] is not kernel_of[f]}
+        stored |= {t for f in kernel_of for t, *_ in frontiers[f] if t in kernel_of and kernel_of[t] is not kernel_of[f]}
+        stored |= {u for f in kernel_of for t in self.copies[f] for u, *_ in frontiers[t] if u in kernel_of}
         for k in kernels:
             k.stores = [f for f in k.fields if f in stored]
             k.reductions = [r for f in k.fields for r in reductions[f]]
 
     def build(self, kernel: _Kernel) -> None:
         """The code of a kernel: its fields' values with the nodes inlined into them, as one program."""
-        members = set(kernel.fields)
-        stack = list(kernel.fields)
-        while stack:
-            for target, *_ in self.reads[stack.pop()]:
-                if target._name in self.cluster and target._name not in self.fields and target._name not in members:
-                    members.add(target._name)
-                    stack.append(target._name)
+        members = self.inlined(kernel.fields)
+        again = set().union(*[self.copies[f] for f in kernel.fields])
         ndim = len(kernel.frame[0])
         builder = ProgramBuilder()
         value: dict[str, int] = {}
@@ -483,22 +553,70 @@ class _Pass:
             kernel.fills[s] = fill if key is not None else kernel.fills[s]
             return s
 
-        def read(reader: str, r: Read) -> int:
-            target = r[0]
-            if target._name in value:
-                return value[target._name]
-            where = (slot(r), self.offset(reader, r))
+        def load(r: Read, offset: tuple[int, ...]) -> int:
+            where = (slot(r), offset)
             name = repr(where)
             loads[name] = where
-            return builder.load(name, target.dtype)
+            return builder.load(name, r[0].dtype)
+
+        copies: dict[tuple, int] = {}
+
+        def read(reader: str, r: Read) -> int:
+            target, offset = r[0], self.offset(reader, r)
+            if target._name in again and (any(offset) or any(r[2])):
+                key = (target._name, offset, tuple(r[2]))
+                if key not in copies:
+                    copies[key] = computed_again(target._name, offset, r[2], r[3])
+                return copies[key]
+            if target._name in value:
+                return value[target._name]
+            return load(r, offset)
+
+        def elemwise(node: Elemwise, args: list[int]) -> int:
+            return builder.op(node.operand("op"), node.dtype, node.operand("kwargs"), args, operands_of(node))
+
+        def computed_again(name: str, shift: tuple[int, ...], modes: tuple[int, ...], fill: Any) -> int:
+            """Field ``name`` computed at ``shift`` from its sources (read with its reader's edges); past the
+            ends (FILL), the reader's fill: where a source of its shape, read with fills 0 and 1, differs."""
+            fills = [FILL if m == FILL else 0 for m in modes]
+
+            def at(node_name: str) -> int:
+                node, reads, args = self.nodes[node_name], iter(self.reads[node_name]), []
+                for a in node.args:
+                    if not isinstance(a, ArrayExpr):
+                        args.append(builder.scalar(a))
+                        continue
+                    r = next(reads)
+                    if r[0]._name in self.cluster and r[0]._name not in self.fields:  # inlined into the field
+                        args.append(at(r[0]._name))
+                    elif not r[0].ndim:
+                        args.append(load(r, self.offset(node_name, r)))
+                    else:
+                        zero = np.zeros((), r[0].dtype)[()]
+                        args.append(load((r[0], (), tuple(fills), zero), tuple(
+                            e + d for e, d in zip(self.offset(node_name, r), shift))))
+                return elemwise(node, args)
+
+            v = at(name)
+            if FILL not in modes:
+                return v
+            edge = next(r[0] for m in sorted(self.inlined([name])) for r in self.reads[m]
+                        if (r[0]._name not in self.cluster or r[0]._name in self.fields)
+                        and r[0].shape == self.nodes[name].shape and r[0].dtype.kind in "biuf")
+            a, b = (load((edge, (), tuple(fills), np.asarray(k, edge.dtype)[()]), shift) for k in (0, 1))
+            inside = builder.op("equal", np.dtype(bool), {}, [a, b], [edge.dtype, edge.dtype])
+            if edge.dtype.kind == "f":  # (a NaN read twice differs from itself)
+                nan = builder.op("isnan", np.dtype(bool), {}, [a], [edge.dtype])
+                inside = builder.op("logical_or", np.dtype(bool), {}, [inside, nan], [np.dtype(bool)] * 2)
+            dtype = self.nodes[name].dtype
+            return builder.op("where", dtype, {}, [inside, v, builder.scalar(fill)], [np.dtype(bool), dtype, fill])
 
         bases: dict[str, tuple] = {}
         for name in sorted(members, key=self.order.__getitem__):
             node, reads = self.nodes[name], iter(self.reads[name])
             if isinstance(node, Elemwise):
-                args = [read(name, next(reads)) if isinstance(a, ArrayExpr) else builder.scalar(a) for a in node.args]
-                value[name] = builder.op(node.operand("op"), node.dtype, node.operand("kwargs"), args,
-                                         operands_of(node))
+                value[name] = elemwise(node, [read(name, next(reads)) if isinstance(a, ArrayExpr) else
+                                              builder.scalar(a) for a in node.args])
             else:
                 base = next(reads)
                 v = node.operand("value")

@@ -1,0 +1,90 @@
+"""Loop rotation: a loop body that ends with an elementwise update of a state element from the other results
+(CG's ``p = r + beta * p``) computes that update at the start of the next iteration instead, where the
+stencil pass that first reads the element computes it on the fly and stores it once: one pass over the
+vectors less per iteration. The same operations in the same order per element: the same values, bit for bit.
+``api.loops`` applies it (setting ``gpunumeric.loop-rotation``) with ``rotated_body``."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from dask._expr import Expr
+
+from ..expr import ArrayExpr, Bundle, Elemwise, Gather
+from .dag import DAG, rebuild_all
+
+
+class Rotation(NamedTuple):
+    """State element ``k`` of a loop, updated last in its body by ``update``: elementwise of element ``k``
+    itself, of other outputs of the body, and of 0-d ``values`` computed in it (carried as more state)."""
+
+    k: int
+    update: ArrayExpr
+    values: list[ArrayExpr]
+
+
+def rotation_of(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], fixed: Sequence[ArrayExpr]
+                ) -> Rotation | None:
+    """The first state element a loop body (``outputs`` over the ``states`` placeholders) may update at the
+    start of the next iteration: one block (a halo of the updated element would be one more exchange per
+    iteration between blocks), read at a shift by the body (a stencil reads it: the rotated update fuses
+    into that pass), updated by an elementwise expression that nothing else in the body reads. None where
+    there is none, or where the body reads any of ``fixed`` (the iteration number: it would shift)."""
+    dag = DAG(Bundle(*outputs))
+    if any(f._name in dag.position for f in fixed):
+        return None
+    position = {o._name: j for j, o in enumerate(outputs)}
+    shifted = {s._name for node in dag.order if isinstance(node, Gather) for s in node.sources}
+    for k, (update, state) in enumerate(zip(outputs, states)):
+        if not isinstance(update, Elemwise) or not update.ndim or state._name not in shifted or any(
+                o._name == state._name for o in outputs) or any(n != 1 for n in state.numblocks):
+            continue
+        others = DAG(Bundle(*[o for j, o in enumerate(outputs) if j != k])) if len(outputs) > 1 else None
+        if others is not None and update._name in others.position:
+            continue
+        values = _leaf_values(update, state, position, k)
+        if values is not None:
+            return Rotation(k, update, values)
+    return None
+
+
+def _leaf_values(update: ArrayExpr, state: ArrayExpr, position: dict[str, int], k: int) -> list[ArrayExpr] | None:
+    """The 0-d values an elementwise ``update`` reads, where its other leaves are ``state`` or other outputs;
+    else None."""
+    values: dict[str, ArrayExpr] = {}
+    stack, seen = [update], set()
+    while stack:
+        node = stack.pop()
+        if node._name in seen:
+            continue
+        seen.add(node._name)
+        if node is not update and (node._name == state._name or position.get(node._name, k) != k):
+            continue
+        if not node.ndim:
+            values[node._name] = node
+        elif isinstance(node, Elemwise):
+            stack.extend(a for a in node.args if isinstance(a, ArrayExpr))
+        else:
+            return None
+    return list(values.values())
+
+
+def rotated_body(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], rotation: Rotation,
+                 previous: ArrayExpr, carried: Sequence[ArrayExpr]) -> tuple[ArrayExpr, list[ArrayExpr]]:
+    """The rotated body: ``(head, outputs)``. ``head`` is the update over the state placeholders (the other
+    outputs read as their elements), ``previous`` (element ``k`` before its last update) and ``carried``
+    (placeholders of the 0-d values, from the previous iteration); ``outputs`` are the body's with element
+    ``k`` read as ``head`` and its output ``head`` itself, then the values for the next iteration."""
+    k, update, values = rotation
+    replaced: dict[str, Expr] = {o._name: s for j, (o, s) in enumerate(zip(outputs, states)) if j != k}
+    replaced.update({v._name: c for v, c in zip(values, carried)})
+    replaced[states[k]._name] = previous
+    (head,) = rebuild_all([update], replaced)
+    new = rebuild_all([*outputs, *values], {states[k]._name: head})
+    return head, [head if j == k else o for j, o in enumerate(new[: len(outputs)])] + new[len(outputs):]
+
+
+def substituted(roots: Sequence[ArrayExpr], placeholders: Sequence[ArrayExpr], values: Sequence[ArrayExpr]
+                ) -> list[ArrayExpr]:
+    """``roots`` with each placeholder replaced by its value."""
+    return rebuild_all(roots, {p._name: v for p, v in zip(placeholders, values)})

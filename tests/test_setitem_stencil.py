@@ -1,0 +1,186 @@
+"""Stencils written as setitem updates of a fresh array (``y = 4 * g; y[1:, :] -= g[:-1, :]; ...``) are planned
+as the shifted-slice form of the same stencil (one CG iteration in both forms: the same kernels, sweeps and
+bytes), and give NumPy's results bit for bit on NumPy blocks: borders, overlapping updates applied in order,
+signed zeros, NaNs and dtype casts included."""
+from __future__ import annotations
+
+import pathlib
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from _solvers import cg_step
+from _solvers import laplacian as shifted_laplacian
+from conftest import BACKEND, assert_eq
+
+import dask_gpunumeric as gnp
+from dask_gpunumeric.api.explain import plan
+from dask_gpunumeric.expr import Bundle, SetItem
+from dask_gpunumeric.optimize.dag import DAG
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+import cg  # noqa: E402  (the benchmarks' CG, both forms; benchmarks/ is not a package)
+from cg_setitem import laplacian as setitem_laplacian  # noqa: E402
+
+SHAPES = [((64, 64), 64), ((64, 48), (16, 24)), ((33, 17), (10, 5)), ((7, 9), (3, 4))]
+
+
+def assert_bitwise(actual: gnp.Array, expected: np.ndarray) -> None:
+    """NumPy's values through every entry point; on NumPy blocks the same bits (NaNs: NaN in the same places)."""
+    assert_eq(actual, expected, rtol=0)
+    if BACKEND != "numpy":
+        return  # generated kernels may contract a * b - c into one rounding: NumPy's values, to rounding
+    got = np.asarray(gnp.fetch(actual))
+    assert got.dtype == expected.dtype
+    bits = f"u{expected.dtype.itemsize}"
+    same = got.view(bits) == expected.view(bits)
+    if expected.dtype.kind == "f":
+        same |= np.isnan(got) & np.isnan(expected)
+    assert same.all(), np.argwhere(~same)[:5]
+
+
+def signature(outputs: list[gnp.Array]) -> tuple:
+    """What the optimizer plans for ``outputs`` computed together: stencil groups (plan, kernels, sweeps,
+    floor bytes, tasks), fused groups (program, bytes) and tasks by kind."""
+    info = plan(Bundle(*[o.expr for o in outputs]))
+    return ([(s["kernel"], s["kernels"], s["sweeps_per_kernel"], s["floor_bytes"], s["plan"], s["tasks"], s["halo"])
+             for s in info["stencils"]],
+            [(g["kernel"], g["ops"], g["bytes_read_per_block"], g["bytes_written_per_block"], g["program"],
+              g["scalars"]) for g in info["groups"]],
+            info["tasks_by_prefix"])
+
+
+def cg_state(shape: tuple[int, int], chunks: Any) -> tuple[np.ndarray, tuple]:
+    b = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    g = gnp.from_array(b, chunks=chunks).persist()
+    return b, (gnp.zeros_like(g).persist(), g, g, gnp.sum(g * g).persist())
+
+
+def cg_iteration(state: tuple, laplacian: Callable[[Any, Any], Any]) -> tuple:
+    return cg.step(state, gnp, laplacian)
+
+
+@pytest.mark.parametrize("shape, chunks", SHAPES)
+def test_cg_iteration_plans_like_shifted_slices(shape, chunks):
+    _, state = cg_state(shape, chunks)
+    shifted = cg_iteration(state, shifted_laplacian)
+    updated = cg_iteration(state, setitem_laplacian)
+    assert not any(isinstance(n, SetItem) for n in DAG(Bundle(*[o.expr for o in updated])).order)
+    assert signature(list(updated)) == signature(list(shifted))
+    for a, b in zip(updated, shifted):  # what users read: explain's text, but for the array's name
+        assert gnp.explain(a).splitlines()[1:] == gnp.explain(b).splitlines()[1:]
+
+
+@pytest.mark.parametrize("shape, chunks", SHAPES)
+def test_setitem_laplacian_equals_numpy(shape, chunks):
+    host = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    host[0, :2] = [-0.0, np.nan]
+    assert_bitwise(setitem_laplacian(gnp.from_array(host, chunks=chunks), gnp), setitem_laplacian(host, np))
+    assert_bitwise(setitem_laplacian(gnp.from_array(host, chunks=chunks), gnp),
+                   np.asarray(shifted_laplacian(host, np)))
+
+
+@pytest.mark.parametrize("shape, chunks", SHAPES[1:3])
+def test_cg_with_setitem_laplacian_equals_numpy(shape, chunks):
+    b, state = cg_state(shape, chunks)
+    expected: tuple = (np.zeros_like(b), b, b, np.sum(b * b))
+    for _ in range(3):
+        state = cg_iteration(state, setitem_laplacian)
+        expected = cg_step(expected, np)
+    for ours, theirs in zip(state, expected):
+        assert_eq(ours, np.asarray(theirs, dtype=np.float32), rtol=1e-4, atol=1e-4)
+
+
+def borders(xp: Any, g: Any, h: Any) -> Any:
+    y = 2 * g
+    y[0:, 3:] -= h[:, :-3]  # touches three borders
+    y[:2] += h[-2:]  # fewer indices than axes
+    y[1:-1, 1:-1] *= h[:-2, 2:]
+    y[:, :] -= h  # the whole array
+    return y
+
+
+def overlapping(xp: Any, g: Any, h: Any) -> Any:
+    y = g - h
+    y[2:5] -= h[0:3]
+    y[3:6] *= g[1:4]
+    y[1:] -= y[:-1]  # the value reads the array it updates (before the update, as NumPy)
+    y[:-1] += y[1:]
+    return y
+
+
+def explicit_value(xp: Any, g: Any, h: Any) -> Any:
+    y = g * 3
+    y[1:, :] = y[1:, :] - h[:-1, :]
+    y[:, 1:] = y[:, 1:] + h[:, :-1]
+    return y
+
+
+def reversed_operands(xp: Any, g: Any, h: Any) -> Any:
+    y = g + 1
+    y[1:] = h[:-1] - y[1:]  # not an update of y by h: a SetItem, as before
+    y[:, 1:] = h[:, :-1] + y[:, 1:]
+    return y
+
+
+UPDATES = [borders, overlapping, explicit_value, reversed_operands]
+DTYPES = [  # (y's, h's): casts back to y's dtype on setitem
+    (np.float32, np.float32), (np.float64, np.float32), (np.float32, np.float64), (np.float32, np.int16),
+    (np.int32, np.int64), (np.int64, np.int32), (np.int32, np.float64), (np.int64, np.float64),
+]
+
+
+def _values(shape: tuple[int, ...], dtype: Any, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        out = rng.standard_normal(shape).astype(dtype)
+        out.flat[:4] = [-0.0, np.nan, np.inf, -np.inf][: out.size]
+        return out
+    return rng.integers(-2**40 if np.dtype(dtype).itemsize == 8 else -1000, 2**40 if np.dtype(dtype).itemsize == 8
+                        else 1000, shape).astype(dtype)
+
+
+@pytest.mark.parametrize("update", UPDATES, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtypes", DTYPES, ids=lambda d: f"{np.dtype(d[0])}-{np.dtype(d[1])}")
+@pytest.mark.parametrize("shape, chunks", [((9, 11), (4, 5)), ((12, 8), 12), ((6, 7), (1, 3))])
+def test_setitem_updates_equal_numpy(update, dtypes, shape, chunks):
+    g_host, h_host = _values(shape, dtypes[0], 3), _values(shape, dtypes[1], 4)
+    g, h = gnp.from_array(g_host, chunks=chunks), gnp.from_array(h_host, chunks=chunks)
+    with np.errstate(all="ignore"):
+        try:
+            expected = update(np, g_host, h_host)
+        except TypeError as e:  # in-place casts NumPy refuses (float into int): refused alike
+            with pytest.raises(TypeError), gnp.allowpromotion():
+                update(gnp, g, h)
+            return
+        with gnp.allowpromotion():  # (NumPy's promotions, as the scripts write them)
+            actual = update(gnp, g, h)
+        assert_bitwise(actual, expected)
+
+
+@pytest.mark.parametrize("chunks", [(3, 4), (1, 9), 7])
+def test_reads_wholly_past_the_ends(chunks):
+    """A block whose reads of a source all fall past its ends (filled) gets the fill, not a missing buffer."""
+    host = _values((7, 9), np.float32, 5)
+    g = gnp.from_array(host, chunks=chunks)
+    for f in (lambda xp, g: g * 2 - xp.pad(g[1:], ((0, 1), (0, 0))),
+              lambda xp, g: g * 2 - xp.pad(g[:-2, 3:], ((2, 0), (0, 3)), constant_values=1.5)):
+        assert_bitwise(f(gnp, g), f(np, host))
+
+
+def test_updates_by_views_are_elementwise():
+    """The updates the optimizer can plan as stencils are elementwise nodes; those it can't stay SetItems."""
+    g = gnp.from_array(np.arange(20.0).reshape(4, 5), chunks=2)
+    y = 4 * g
+    y[1:, :] -= g[:-1, :]
+    assert not isinstance(y.expr, SetItem)
+    y[::2] -= g[::2]  # a step: not a box
+    assert isinstance(y.expr, SetItem)
+    z = 4 * g
+    z[1:] = z[1:] / g[:-1]  # no identity taken
+    assert isinstance(z.expr, SetItem)
+    w = gnp.from_array(np.arange(20, dtype=np.int64).reshape(4, 5), chunks=2)
+    w[1:] = w[1:] - g[:-1]  # int64 -> float64 -> int64 is not exact: a SetItem
+    assert isinstance(w.expr, SetItem)
