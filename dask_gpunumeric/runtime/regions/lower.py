@@ -1,7 +1,10 @@
 """A region's programs as Dask tasks: one long-running task per rank, one small task per output block
-picking it from its rank's results; and the summary ``gnp.explain`` shows of them."""
+picking it from its rank's results; on a cluster, a region of one rank as one task per output block, the
+first to run computing them all (one level of tasks); and the summary ``gnp.explain`` shows of them."""
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +50,59 @@ def run_alone(spec: RankSpec, *inputs: Any) -> Any:
     return value
 
 
+_PENDING = ("waiting", "ready", "constrained")  # a worker's states of a task it will run
+_left: dict[Key, Any] = {}  # output blocks a task of a one-rank region left for its siblings' tasks, by key
+_running: set[str] = set()  # one-rank regions whose program runs in this process now
+_shared = threading.Condition()
+
+
+def run_shared(spec: RankSpec, key: Key, siblings: tuple[tuple[Key, Key], ...], *inputs: Any) -> Any:
+    """Task function of an output block ``key`` of a region of one rank on a cluster, whose output blocks are
+    all tasks with the same inputs (sent to the worker together: no task between them and the inputs). The
+    first to run computes them all and leaves its siblings' blocks (``siblings``: the plan's key and the
+    call's of each) for their tasks waiting on this worker; a task finding nothing left (run elsewhere, or
+    again after a loss) runs the program itself."""
+    with _shared:
+        while spec.region in _running:  # a sibling on another thread of the worker computes it
+            _shared.wait()
+        if key in _left:
+            return _left.pop(key)
+        _running.add(spec.region)
+    try:
+        outputs = run_rank(spec, *inputs)
+    finally:
+        with _shared:
+            _running.discard(spec.region)
+            _shared.notify_all()
+    mine = next(template for template, actual in siblings if actual == key)
+    waiting = _waiting_here([actual for _, actual in siblings if actual != key])
+    with _shared:
+        _left.update((actual, outputs[template]) for template, actual in siblings if actual in waiting)
+    return outputs[mine]
+
+
+def _waiting_here(keys: list[Key]) -> set[Key]:
+    """The keys among ``keys`` whose tasks this worker holds to run (none outside a worker); blocks left
+    for tasks it no longer holds (cancelled, or released) are dropped here."""
+    if "distributed" not in sys.modules:
+        return set()
+    import distributed
+
+    try:
+        tasks = distributed.get_worker().state.tasks
+    except ValueError:
+        return set()
+
+    def pending(k: Key) -> bool:
+        ts = tasks.get(k)
+        return ts is not None and ts.state in _PENDING
+
+    with _shared:
+        for stale in [k for k in _left if not pending(k)]:
+            del _left[stale]
+    return {k for k in keys if pending(k)}
+
+
 def finished(outputs: dict[Key, Any]) -> None:
     """Task function marking a rank done: output blocks depend on every rank through these (small values),
     so that computing any of a region's blocks runs all of its ranks."""
@@ -68,10 +124,12 @@ def rank_keys(name: str, built: Built) -> list[Key]:
 
 
 def layer(name: str, plan: str, built: Built, input_key: Callable[[Key], Key], output_key: Callable[[Key], Key],
-          timeout: float, transport: str, backend: str) -> dict[Key, Any]:
+          timeout: float, transport: str, backend: str, cluster: bool, inline: dict[Key, GraphNode]) -> dict[Key, Any]:
     """The tasks of a call ``name`` of a plan (``plan`` names it and its layout): one per rank (``(name, rank)``),
     one per output block (picking it from its rank's outputs), and with several ranks one small task per rank
-    that the output blocks all depend on; one rank with one output block is one task computing that block.
+    that the output blocks all depend on; one rank with one output block is one task computing that block,
+    and on a ``cluster`` one rank is one task per output block (``run_shared``). Arguments in ``inline`` (small
+    host data, by key) are made inside the tasks reading them, not as tasks of their own (a level less).
     ``input_key``/``output_key`` turn the plan's keys into the call's."""
     out: dict[Key, Any] = dict(built.external)
     size = built.layout.size
@@ -79,9 +137,14 @@ def layer(name: str, plan: str, built: Built, input_key: Callable[[Key], Key], o
     alone = _alone(built, input_key, output_key)
     for rank, program in enumerate(built.programs):
         spec = RankSpec(program, name, plan, rank, size, timeout, transport, backend)
-        refs = [TaskRef(input_key(k)) for k in program.inputs]
+        refs = [inline.get(input_key(k)) or TaskRef(input_key(k)) for k in program.inputs]
         if alone is not None:
             out[alone] = Task(alone, run_alone, spec, *refs)
+            return out
+        siblings = _shared_outputs(built, input_key, output_key) if cluster else ()
+        if siblings:
+            for _, actual in siblings:
+                out[actual] = Task(actual, run_shared, spec, actual, siblings, *refs)
             return out
         out[(name, rank)] = Task((name, rank), run_rank, spec, *refs)
         if size > 1:
@@ -104,6 +167,16 @@ def _alone(built: Built, input_key: Callable[[Key], Key], output_key: Callable[[
     (key,) = built.placement
     inputs = {input_key(k) for k in built.programs[0].inputs}
     return None if output_key(key) in inputs else output_key(key)
+
+
+def _shared_outputs(built: Built, input_key: Callable[[Key], Key], output_key: Callable[[Key], Key]
+                    ) -> tuple[tuple[Key, Key], ...]:
+    """(plan key, call key) of the output blocks of a region of one rank that its program computes (not
+    arguments returned as they are), each then a task of its own (``run_shared``); () for other regions."""
+    if built.layout.size != 1:
+        return ()
+    inputs = {input_key(k) for k in built.programs[0].inputs}
+    return tuple((key, output_key(key)) for key in built.placement if output_key(key) not in inputs)
 
 
 def owned(name: str, built: Built, output_key: Callable[[Key], Key]) -> Iterable[tuple[Key, tuple, tuple]]:
