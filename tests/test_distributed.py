@@ -284,7 +284,7 @@ def _calls(xn: np.ndarray):
     yield "gnp.fetch", lambda: gnp.fetch(gnp.sum(x, axis=0)), 1, None
     yield "np.asarray", lambda: np.asarray(x * 3), 1, None
     yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1, None
-    yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, None
+    yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, 2
     yield "fori_loop", lambda: smooth(x).compute(), 1, None
     yield "fori_loop of one block", lambda: smooth(one).compute(), 1, 1
     yield "while_loop", lambda: gnp.fetch(gnp.sum(gnp.while_loop(lambda s: gnp.sum(s) < 1e4, lambda s: s * 2, x))), 1, None
@@ -319,9 +319,10 @@ def test_one_round_trip_per_call(client):
     """Every kind of call submits one graph and asks the scheduler for at most one reply (the results it
     gathers): no second round trip (asking for the workers, waiting in between), whatever the expression.
     On one block, a call is one level of tasks (one scheduler-to-worker cycle): a fused kernel, a reduction
-    finished in its kernel, a region of one rank computing its one output block itself. (Over several blocks
-    a compute joins them in a task, a reduction combines its partials in one, and a region of several ranks
-    picks each block from its rank's results after every rank is done: those levels are printed.)"""
+    finished in its kernel, a region of one rank computing its one output block itself. A region of several
+    ranks is two: its ranks' tasks, then each output block's task taking it from its rank's worker once every
+    rank is done. (Over several blocks a compute joins them in a task and a reduction combines its partials
+    in one, a level each: those levels are printed.)"""
     _count_round_trips(client, _calls(data(41, (80, 6))))
 
 

@@ -145,6 +145,50 @@ def test_outputs_are_blocks_on_their_owners(cluster_client, workers) -> None:
     assert_eq(p * 2, (np.sin(xn) + np.roll(xn, 1, axis=0)) * 2)
 
 
+def _leave(rank_key: tuple, block: np.ndarray) -> str:
+    from dask_gpunumeric.runtime.regions.collectives import leave
+
+    return leave(rank_key, {"block": block})
+
+
+def _take(where: str, rank_key: tuple) -> Any:
+    from dask_gpunumeric.runtime.regions.collectives import take
+
+    return take(where, rank_key, "block", 30)
+
+
+def _left(dask_worker: Any) -> int:
+    return len(dask_worker.plugins["gnp-region-channels"].channels.left)
+
+
+def test_output_block_taken_from_its_ranks_worker(cluster_client, workers) -> None:
+    """A rank's task leaves its output blocks on its worker, and the task of a block takes it there, or asks
+    that worker for it when it runs on another (its owner busy, or lost and replaced); what no task takes is
+    dropped once the rank's result leaves the worker's memory."""
+    from dask_gpunumeric.runtime.regions.transport import install
+
+    install()
+    block = np.arange(6.0)
+    rank_key = ("test-region-left", 0)
+    where = cluster_client.submit(_leave, rank_key, block, workers=[workers[0]], pure=False).result()
+    assert where == workers[0]
+    taken = cluster_client.submit(_take, where, rank_key, workers=[workers[1]], pure=False).result()
+    np.testing.assert_array_equal(taken, block)
+    # a region's blocks that no task takes (one output computed alone) go with its ranks' results
+    xn = np.random.default_rng(5).random((30, 5))
+
+    @gnp.accelerate
+    def f(a: gnp.Array) -> tuple:
+        return gnp.sin(a) + gnp.roll(a, 1, axis=0), gnp.cos(a)
+
+    field, _ = f(gnp.asarray(xn))
+    assert_eq(field, np.sin(xn) + np.roll(xn, 1, axis=0))
+    deadline = time.monotonic() + 30
+    while set(cluster_client.run(_left).values()) != {0}:
+        assert time.monotonic() < deadline, cluster_client.run(_left)
+        time.sleep(0.1)
+
+
 def _fails_on_second_block(block: Any, block_offset: tuple, global_shape: tuple) -> Any:
     if block_offset[0] > 0:
         raise ValueError("boom in the second block")

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .program import Transport
+from .program import Key, Transport
 from .transport import (_WORKER_PLUGIN, CommTransport, RegionError, RegionPeerError, RegionTimeoutError)
 
 
@@ -60,6 +60,31 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
         chosen.abort(f"rank {rank} failed: {type(e).__name__}: {e}")
         raise
     chosen.close()
+
+
+def leave(rank_key: Key, outputs: dict[Key, Any]) -> str:
+    """Keep a rank's output blocks on this worker for the tasks of those blocks (``take``); where they are."""
+    import distributed
+
+    worker = distributed.get_worker()
+    worker.plugins[_WORKER_PLUGIN].channels.leave(rank_key, outputs)
+    return worker.address
+
+
+def take(where: str, rank_key: Key, key: Key, timeout: float) -> Any:
+    """An output block a rank's task left at the worker ``where``: from this worker's own channels, or
+    asked of that worker (the block's task ran elsewhere: its owner was busy, or lost and replaced)."""
+    import distributed
+
+    worker = distributed.get_worker()
+    channels = worker.plugins[_WORKER_PLUGIN].channels
+    if where == worker.address:
+        return channels.take(rank_key, key)
+
+    async def ask() -> Any:
+        return await worker.rpc(where).gnp_region_left(rank=rank_key, key=key)
+
+    return channels.call(ask(), timeout)
 
 
 def use_nccl(transport: str, backend: str, members: Sequence[dict[str, Any]], exclusive: bool) -> bool:

@@ -1,8 +1,10 @@
-"""A region's programs as Dask tasks: one long-running task per rank, one small task per output block
-picking it from its rank's results; on a cluster, a region of one rank as one task per output block, the
-first to run computing them all (one level of tasks); and the summary ``gnp.explain`` shows of them."""
+"""A region's programs as Dask tasks: one long-running task per rank, leaving its output blocks on its worker,
+and one small task per output block taking it there once every rank is done (two levels of tasks); a region
+of one rank on a cluster as one task per output block, the first to run computing them all (one level);
+and the summary ``gnp.explain`` shows of them."""
 from __future__ import annotations
 
+import operator
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -103,19 +105,23 @@ def _waiting_here(keys: list[Key]) -> set[Key]:
     return {k for k in keys if pending(k)}
 
 
-def finished(outputs: dict[Key, Any]) -> None:
-    """Task function marking a rank done: output blocks depend on every rank through these (small values),
-    so that computing any of a region's blocks runs all of its ranks."""
+def run_rank_leaving(spec: RankSpec, *inputs: Any) -> tuple[str, float]:
+    """Task function of a rank of a region of several ranks: its program run, its output blocks left on its
+    worker for their tasks (``pick``); its value is small (where they are), so that the output blocks can
+    depend on every rank (computing any of them runs all ranks) without moving the ranks' results."""
+    from .collectives import leave
+
+    outputs = run_rank(spec, *inputs)
+    return leave((spec.region, spec.rank), outputs), spec.timeout
 
 
-def pick(outputs: dict[Key, Any], key: Key, *peers_finished: None) -> Any:
-    """Task function of an output block: the block from its rank's outputs."""
-    return outputs[key]
+def pick(rank_key: Key, mine: tuple[str, float], key: Key, *peers: tuple[str, float]) -> Any:
+    """Task function of an output block: the block its rank's task (``rank_key``, which ran where ``mine``
+    says) left."""
+    from .collectives import take
 
-
-def _done_name(name: str) -> str:
-    prefix, _, token = name.rpartition("-")
-    return f"{prefix}-done-{token}"
+    where, timeout = mine
+    return take(where, rank_key, key, timeout)
 
 
 def rank_keys(name: str, built: Built) -> list[Key]:
@@ -126,14 +132,13 @@ def rank_keys(name: str, built: Built) -> list[Key]:
 def layer(name: str, plan: str, built: Built, input_key: Callable[[Key], Key], output_key: Callable[[Key], Key],
           timeout: float, transport: str, backend: str, cluster: bool, inline: dict[Key, GraphNode]) -> dict[Key, Any]:
     """The tasks of a call ``name`` of a plan (``plan`` names it and its layout): one per rank (``(name, rank)``),
-    one per output block (picking it from its rank's outputs), and with several ranks one small task per rank
-    that the output blocks all depend on; one rank with one output block is one task computing that block,
+    one per output block (picking it from its rank's outputs; with several ranks depending on every rank,
+    ``pick``); one rank with one output block is one task computing that block,
     and on a ``cluster`` one rank is one task per output block (``run_shared``). Arguments in ``inline`` (small
     host data, by key) are made inside the tasks reading them, not as tasks of their own (a level less).
     ``input_key``/``output_key`` turn the plan's keys into the call's."""
     out: dict[Key, Any] = dict(built.external)
     size = built.layout.size
-    done = _done_name(name)
     alone = _alone(built, input_key, output_key)
     for rank, program in enumerate(built.programs):
         spec = RankSpec(program, name, plan, rank, size, timeout, transport, backend)
@@ -146,16 +151,17 @@ def layer(name: str, plan: str, built: Built, input_key: Callable[[Key], Key], o
             for _, actual in siblings:
                 out[actual] = Task(actual, run_shared, spec, actual, siblings, *refs)
             return out
-        out[(name, rank)] = Task((name, rank), run_rank, spec, *refs)
-        if size > 1:
-            out[(done, rank)] = Task((done, rank), finished, TaskRef((name, rank)))
+        out[(name, rank)] = Task((name, rank), run_rank if size == 1 else run_rank_leaving, spec, *refs)
     inputs = {input_key(k) for p in built.programs for k in p.inputs}
     for key, (rank,) in built.placement.items():
         actual = output_key(key)
         if actual in inputs:  # an argument returned as it is
             continue
-        peers = [TaskRef((done, r)) for r in range(size) if r != rank]
-        out[actual] = Task(actual, pick, TaskRef((name, rank)), key, *peers)
+        if size == 1:
+            out[actual] = Task(actual, operator.getitem, TaskRef((name, rank)), key)
+        else:
+            peers = [TaskRef((name, r)) for r in range(size) if r != rank]
+            out[actual] = Task(actual, pick, (name, rank), TaskRef((name, rank)), key, *peers)
     return out
 
 
@@ -182,14 +188,12 @@ def _shared_outputs(built: Built, input_key: Callable[[Key], Key], output_key: C
 def owned(name: str, built: Built, output_key: Callable[[Key], Key]) -> Iterable[tuple[Key, tuple, tuple]]:
     """(key, index, numblocks) of a region's tasks such that ``cluster.owner`` gives each its rank's worker."""
     n = built.layout.n_workers
-    done = _done_name(name)
     alone = _alone(built, output_key, output_key)  # (the call's renaming covers its placeholders too)
     if alone is not None:
         yield alone, (built.layout.workers[0],), (n,)
         return
     for rank, worker in enumerate(built.layout.workers):
         yield (name, rank), (worker,), (n,)
-        yield (done, rank), (worker,), (n,)
     for key, (rank,) in built.placement.items():
         yield output_key(key), (built.layout.workers[rank],), (n,)
 
