@@ -14,7 +14,7 @@ from typing import Any
 from dask._task_spec import GraphNode, Task, TaskRef
 
 from .build import Built
-from .program import Exchange, Key, Program, Repeat, Run, execute
+from .program import Collective, Exchange, Key, Program, Repeat, Run, execute
 
 
 @dataclass(frozen=True)
@@ -202,15 +202,18 @@ def owned(name: str, built: Built, output_key: Callable[[Key], Key]) -> Iterable
 
 
 def summary(built: Built) -> dict[str, Any]:
-    """Per rank: steps outside loops, and for each loop the kernels, exchanges and bytes sent per iteration."""
+    """Per rank: steps outside loops, and for each loop the kernels, exchanges (and of them those ending in
+    all-reducible combines, ``Collective``) and bytes sent per iteration."""
 
     def count(program: Program) -> dict[str, Any]:
-        runs = [s for s in program.steps if isinstance(s, Run)]
-        exchanges = [s for s in program.steps if isinstance(s, Exchange)]
+        collectives = [s for s in program.steps if isinstance(s, Collective)]
+        runs = [s for s in program.steps if isinstance(s, Run)] + [r.combine for c in collectives for r in c.reductions]
+        exchanges = [s for s in program.steps if isinstance(s, Exchange)] + [c.exchange for c in collectives]
         return {
             "tasks": len(runs),
             "kernels": sum(1 for s in runs if _is_kernel(s.task)),
             "exchanges": len(exchanges),
+            "all_reduces": sum(len(c.reductions) for c in collectives),
             "bytes_sent": sum(built.sizes[k][0] for s in exchanges for _, keys in s.sends for k in keys),
             "loops": [dict(count(s.body), count=s.count, kind="while" if s.body_flag is not None else "fori")
                       for s in program.steps if isinstance(s, Repeat)],
