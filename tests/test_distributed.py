@@ -284,26 +284,22 @@ def _calls(xn: np.ndarray):
     yield "gnp.fetch", lambda: gnp.fetch(gnp.sum(x, axis=0)), 1, None
     yield "np.asarray", lambda: np.asarray(x * 3), 1, None
     yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1, None
-    yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, None
+    yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, 2
     yield "fori_loop", lambda: smooth(x).compute(), 1, None
     yield "fori_loop of one block", lambda: smooth(one).compute(), 1, 1
     yield "while_loop", lambda: gnp.fetch(gnp.sum(gnp.while_loop(lambda s: gnp.sum(s) < 1e4, lambda s: s * 2, x))), 1, None
 
 
-def test_one_round_trip_per_call(client):
-    """Every kind of call submits one graph and asks the scheduler for at most one reply (the results it
-    gathers): no second round trip (asking for the workers, waiting in between), whatever the expression.
-    On one block, a call is one level of tasks (one scheduler-to-worker cycle): a fused kernel, a reduction
-    finished in its kernel, a region of one rank computing its one output block itself. (Over several blocks
-    a compute joins them in a task, a reduction combines its partials in one, and a region of several ranks
-    picks each block from its rank's results after every rank is done: those levels are printed.)"""
+def _count_round_trips(client, calls) -> None:
+    """Run each call twice (the first traces, compiles, learns the workers) and check what the second asked
+    of the scheduler: one graph, at most ``gathers`` replies, and ``levels`` levels of tasks (None: any)."""
     client.run_on_scheduler(_start_counting)
     refresh = client._periodic_callbacks["scheduler-info"]  # the client's own refresh, every 2 s, apart from calls
     refresh.stop()
     try:
-        with gnp.allowfetch():
-            for name, call, gathers, levels in _calls(data(41, (80, 6))):
-                call()  # traced, compiled, the workers known
+        with gnp.allowfetch(), client.as_current():
+            for name, call, gathers, levels in calls:
+                call()
                 client.run_on_scheduler(_submitted)
                 with _Requests(client) as sent:
                     call()
@@ -317,3 +313,140 @@ def test_one_round_trip_per_call(client):
     finally:
         refresh.start()
         client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.remove_plugin(_Submitted.name))
+
+
+def test_one_round_trip_per_call(client):
+    """Every kind of call submits one graph and asks the scheduler for at most one reply (the results it
+    gathers): no second round trip (asking for the workers, waiting in between), whatever the expression.
+    On one block, a call is one level of tasks (one scheduler-to-worker cycle): a fused kernel, a reduction
+    finished in its kernel, a region of one rank computing its one output block itself. A region of several
+    ranks is two: its ranks' tasks, then each output block's task taking it from its rank's worker once every
+    rank is done. (Over several blocks a compute joins them in a task and a reduction combines its partials
+    in one, a level each: those levels are printed.)"""
+    _count_round_trips(client, _calls(data(41, (80, 6))))
+
+
+@pytest.fixture(scope="module")
+def one_worker():
+    """A one-worker LocalCluster (a worker process): the cluster of one GPU."""
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as c:
+        c.wait_for_workers(1)
+        yield c
+
+
+def _laplacian(u):
+    return gnp.roll(u, 1, axis=0) + gnp.roll(u, -1, axis=0) + gnp.roll(u, 1, axis=1) + gnp.roll(u, -1, axis=1) - 4 * u
+
+
+def _workload_calls(seed: int):
+    """The suite's workloads as users write them, small: (name, call, replies, levels), each one level of
+    tasks on one worker. Each returns what the benchmark returns (its checks are in benchmarks/)."""
+    rng = np.random.default_rng(seed)
+    u0, v0 = (gnp.asarray(rng.random((32, 32), dtype=np.float32)).persist() for _ in range(2))
+    S, K, T = (gnp.asarray(rng.uniform(lo, hi, 256).astype(np.float32)).persist() for lo, hi in
+               ((5, 30), (1, 100), (0.25, 10)))
+    a, b = (gnp.asarray(rng.random((24, 24), dtype=np.float32)).persist() for _ in range(2))
+    distributed.wait([u0, v0, S, K, T, a, b])
+    calls = iter(range(1, 10**6))
+
+    @gnp.accelerate
+    def monte_carlo(x_max):
+        samples = 2 * x_max * gnp.random.default_rng(42).random(4096, dtype=np.float32) - x_max
+        return 2 * x_max / 4096 * gnp.sum(gnp.exp(-samples**2))
+
+    @gnp.accelerate
+    def black_scholes(S, K, T, r):
+        d1 = (gnp.log(S / K) + (r + 0.045) * T) / (0.3 * gnp.sqrt(T))
+        d2 = d1 - 0.3 * gnp.sqrt(T)
+        discount = K * gnp.exp(-r * T)
+        return S * gnp.tanh(d1) - discount * gnp.tanh(d2), discount - S * gnp.tanh(d1)
+
+    @gnp.accelerate
+    def heat(u):
+        return gnp.fori_loop(4, lambda i, u: u + 0.1 * _laplacian(u), u)
+
+    @gnp.accelerate
+    def gray_scott(salt, u, v):
+        def step(i, state):
+            u, v = state
+            uvv = u * v * v
+            return u + 0.16 * _laplacian(u) - uvv + 0.035 * (1 - u), v + 0.08 * _laplacian(v) + uvv - 0.1 * v
+        u, v = gnp.fori_loop(3, step, (u + salt, v))
+        return gnp.sum(u) + gnp.sum(v)
+
+    @gnp.accelerate
+    def conjugate_gradients(salt, b):
+        def step(state):
+            x, r, p, rr, k = state
+            ap = 4 * p - gnp.roll(p, 1, axis=0) - gnp.roll(p, -1, axis=0)
+            alpha = rr / gnp.sum(p * ap)
+            x, r = x + alpha * p, r - alpha * ap
+            rr_new = gnp.sum(r * r)
+            return x, r, r + (rr_new / rr) * p, rr_new, k + 1
+        b = b + salt
+        x, *_ = gnp.while_loop(lambda s: (s[3] > 1e-6) & (s[4] < 10), step,
+                               (gnp.zeros_like(b), b, b, gnp.sum(b * b), gnp.asarray(0)))
+        return gnp.sum(x * x)
+
+    def salt() -> gnp.Array:
+        return gnp.asarray(np.float32(1e-30 * next(calls)))
+
+    yield "compute", lambda: (gnp.exp(u0) + 1).compute(), 1, 1
+    yield "persist", lambda: distributed.wait((u0 * next(calls)).persist()), 0, 1
+    yield "gnp.fetch of a reduction", lambda: gnp.fetch(gnp.sum(u0 * next(calls))), 1, 1
+    yield "np.asarray", lambda: np.asarray(v0 * next(calls)), 1, 1
+    yield "accelerated Monte-Carlo", lambda: gnp.fetch(monte_carlo(gnp.asarray(np.float32(2 + 1e-7 * next(calls))))), 1, 1
+    yield "accelerated Black-Scholes, persisted", lambda: distributed.wait(dask.persist(
+        *black_scholes(S, K, T, gnp.asarray(np.float32(0.02 + 1e-6 * next(calls)))))), 0, 1
+    yield "accelerated heat (fori_loop), persisted", lambda: distributed.wait(heat(u0 * next(calls)).persist()), 0, 1
+    yield "accelerated Gray-Scott (fori_loop)", lambda: gnp.fetch(gray_scott(salt(), u0, v0)), 1, 1
+    yield "accelerated CG (while_loop, reductions)", lambda: gnp.fetch(conjugate_gradients(salt(), u0)), 1, 1
+    yield "matmul, persisted", lambda: distributed.wait(((a * np.float32(1 + 1e-7 * next(calls))) @ b).persist()), 0, 1
+
+
+def test_one_level_per_call_on_one_worker(one_worker):
+    """On a one-worker cluster (one GPU's) every kind of call, the suite's workloads among them, is one graph,
+    one level of tasks (one scheduler-to-worker cycle: small host arguments made inside the tasks reading
+    them, a region's outputs each a task with the same inputs, chains and trees of tasks folded into one),
+    and at most the one reply that gathers its result: one round trip."""
+    with one_worker.as_current():
+        calls = list(_workload_calls(43))
+    _count_round_trips(one_worker, calls)
+
+
+def _count_program_runs() -> None:
+    """On a worker: count the runs of a region's programs (``lower.run_rank``) in ``lower.program_runs``."""
+    from dask_gpunumeric.runtime.regions import lower
+
+    def counted(*args, run=lower.run_rank):
+        lower.program_runs += 1
+        return run(*args)
+
+    lower.program_runs, lower.run_rank = 0, counted
+
+
+def test_region_outputs_share_one_run(one_worker):
+    """The output blocks of a one-rank region are tasks of their own (one level of tasks), yet its program
+    runs once: the first task leaves the other blocks for theirs; a block computed alone, later, runs it
+    again by itself and leaves nothing behind."""
+    from dask_gpunumeric.runtime.regions import lower
+
+    ref = data(44, (50,))
+
+    @gnp.accelerate
+    def three(x, r):
+        return gnp.exp(x) * r, x - r, gnp.sum(x * r)
+
+    one_worker.run(_count_program_runs)
+    with one_worker.as_current():
+        x = gnp.asarray(ref).persist()
+        outputs = three(x, gnp.asarray(np.float64(1.5)))
+        computed = dask.compute(*outputs)
+        assert one_worker.run(lambda: lower.program_runs) == dict.fromkeys(one_worker.scheduler_info()["workers"], 1)
+        for got, expected in zip(computed, (np.exp(ref) * 1.5, ref - 1.5, np.sum(ref * 1.5))):
+            np.testing.assert_allclose(to_host(got), expected, rtol=1e-12)
+        later = three(x, gnp.asarray(np.float64(2.5)))
+        np.testing.assert_allclose(to_host(later[1].compute()), ref - 2.5, rtol=1e-12)
+        assert set(one_worker.run(lambda: lower.program_runs).values()) == {2}
+        assert set(one_worker.run(lambda: len(lower._left)).values()) == {0}

@@ -68,6 +68,7 @@ def test_conjugate_gradient(cluster_client, workers) -> None:
     for program in region["programs"]:
         (loop,) = program["loops"]
         assert loop["exchanges"] == 3  # a halo, then the partials of two reductions
+        assert loop["all_reduces"] == 2  # the two dot products: NCCL all-reduces on GPUs
         assert 0 < loop["bytes_sent"] <= 2 * 48 * 8 + 16  # a halo row or two, and two partials
     with distributed.get_task_stream(client=cluster_client) as ts:
         result = x.compute()
@@ -143,6 +144,50 @@ def test_outputs_are_blocks_on_their_owners(cluster_client, workers) -> None:
     for i, key in enumerate(flatten(p.__dask_keys__())):
         assert list(who_has[key]) == [workers[owner((i, 0), p.numblocks, len(workers))]]
     assert_eq(p * 2, (np.sin(xn) + np.roll(xn, 1, axis=0)) * 2)
+
+
+def _leave(rank_key: tuple, block: np.ndarray) -> str:
+    from dask_gpunumeric.runtime.regions.collectives import leave
+
+    return leave(rank_key, {"block": block})
+
+
+def _take(where: str, rank_key: tuple) -> Any:
+    from dask_gpunumeric.runtime.regions.collectives import take
+
+    return take(where, rank_key, "block", 30)
+
+
+def _left(dask_worker: Any) -> int:
+    return len(dask_worker.plugins["gnp-region-channels"].channels.left)
+
+
+def test_output_block_taken_from_its_ranks_worker(cluster_client, workers) -> None:
+    """A rank's task leaves its output blocks on its worker, and the task of a block takes it there, or asks
+    that worker for it when it runs on another (its owner busy, or lost and replaced); what no task takes is
+    dropped once the rank's result leaves the worker's memory."""
+    from dask_gpunumeric.runtime.regions.transport import install
+
+    install()
+    block = np.arange(6.0)
+    rank_key = ("test-region-left", 0)
+    where = cluster_client.submit(_leave, rank_key, block, workers=[workers[0]], pure=False).result()
+    assert where == workers[0]
+    taken = cluster_client.submit(_take, where, rank_key, workers=[workers[1]], pure=False).result()
+    np.testing.assert_array_equal(taken, block)
+    # a region's blocks that no task takes (one output computed alone) go with its ranks' results
+    xn = np.random.default_rng(5).random((30, 5))
+
+    @gnp.accelerate
+    def f(a: gnp.Array) -> tuple:
+        return gnp.sin(a) + gnp.roll(a, 1, axis=0), gnp.cos(a)
+
+    field, _ = f(gnp.asarray(xn))
+    assert_eq(field, np.sin(xn) + np.roll(xn, 1, axis=0))
+    deadline = time.monotonic() + 30
+    while set(cluster_client.run(_left).values()) != {0}:
+        assert time.monotonic() < deadline, cluster_client.run(_left)
+        time.sleep(0.1)
 
 
 def _fails_on_second_block(block: Any, block_offset: tuple, global_shape: tuple) -> Any:
@@ -316,6 +361,44 @@ def test_single_rank_nccl_communicator_all_reduces() -> None:
                                cupy.cuda.get_current_stream().ptr)
         cupy.cuda.get_current_stream().synchronize()
         np.testing.assert_array_equal(cupy.asnumpy(out), np.arange(10.0))
+    finally:
+        communicator.destroy()
+
+
+def test_single_rank_nccl_transport_all_reduces_a_reduction() -> None:
+    """A reduction's combine in a region's ``Collective`` step through ``NcclTransport`` (the region code path)
+    on a communicator of one rank: NCCL's all-reduce of the partial equals the combine it replaces, for
+    sums and products of each dtype NCCL has; a dtype it has not (complex) takes the transport's exchange."""
+    from dask._task_spec import List, Task, TaskRef
+
+    from dask_gpunumeric.kernels import blocks
+    from dask_gpunumeric.runtime.regions.collectives import NcclTransport, _Communicator, nccl_communicator
+    from dask_gpunumeric.runtime.regions.program import AllReduce, Collective, Exchange, Run
+
+    nccl = _nccl()
+    import cupy
+
+    communicator = nccl_communicator(1, nccl.get_unique_id(), 0, timeout=60)
+    transport = NcclTransport.__new__(NcclTransport)  # what ``connect`` makes for one rank of one worker
+    transport.rank, transport.size, transport.plan = 0, 1, "one rank"
+    transport.communicator = _Communicator(communicator, ("this worker",))
+    try:
+        for kind, dtype in [("sum", np.float32), ("sum", np.float64), ("sum", np.int64), ("prod", np.float64),
+                            ("sum", np.complex128)]:
+            block = cupy.asarray(np.random.default_rng(0).uniform(0.5, 1.5, (6, 5)).astype(dtype))
+            partial = blocks.reduce_chunk(kind, block, (0,), np.dtype(dtype), (), (0,))
+            combine = Task(("combined", 0), blocks.reduce_combine, kind, List(TaskRef(("partial", 0))), (1, 1),
+                           (0,), ())
+            env = {("partial", 0): partial}
+            transport.collective(Collective(Exchange(1, (), ()), (AllReduce(Run(("combined", 0), combine),
+                                                                            (("partial", 0),), kind),)), env)
+            cupy.cuda.get_current_stream().synchronize()
+            expected = blocks.reduce_combine(kind, [partial], (1, 1), (0,), ())
+            assert env[("combined", 0)].keys() == expected.keys()
+            for name in expected:
+                assert env[("combined", 0)][name].dtype == expected[name].dtype
+                np.testing.assert_allclose(cupy.asnumpy(env[("combined", 0)][name]), cupy.asnumpy(expected[name]),
+                                           rtol=1e-6)
     finally:
         communicator.destroy()
 

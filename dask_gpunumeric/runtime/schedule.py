@@ -49,15 +49,16 @@ def _skip_aliases(graph: dict, keep: set) -> dict:
 
 
 def fuse_chains(graph: dict, keep: set, frozen: set) -> dict:
-    """The graph with each linear chain of its tasks made one task.
+    """The graph with each task folded into its dependent where that is its only dependent.
 
-    A task is folded into its dependent when that is its only dependent and it is the dependent's only
-    dependency, and neither is in ``frozen`` nor the task in ``keep`` (data and Futures stay as they are):
-    on a cluster every task costs a scheduler round trip of milliseconds, so a reduction's combine, its
-    finish and the scalar work after it run as one task. The fused task keeps the key of the chain's last
-    task. Aliases (but of ``keep``) are skipped first: their dependents read the aliased key."""
+    A task (or data) folds into its only dependent when neither is in ``frozen`` nor the task in ``keep``
+    (Futures stay as they are): on a cluster every level of tasks costs a scheduler round trip of
+    milliseconds, so a reduction's combine, its finish and the scalar work after it, or a small argument
+    made from host data and the kernel reading it, run as one task. The fused task keeps the key of the
+    task the others folded into. Aliases (but of ``keep``) are skipped first: their dependents read the
+    aliased key."""
     graph = _skip_aliases(graph, keep)
-    tasks = {key for key, node in graph.items() if isinstance(node, GraphNode) and not isinstance(node, DataNode)}
+    tasks = {key for key, node in graph.items() if isinstance(node, GraphNode)}
     dependents: dict = collections.defaultdict(list)
     for key in tasks:
         for dep in graph[key].dependencies:
@@ -69,25 +70,23 @@ def fuse_chains(graph: dict, keep: set, frozen: set) -> dict:
         if key in keep or key in frozen or key not in tasks or len(after) != 1:
             return None
         (nxt,) = after
-        return nxt if nxt not in frozen and graph[nxt].dependencies == {key} else None
+        return nxt if nxt not in frozen and not isinstance(graph[nxt], DataNode) else None
 
     into = {key: nxt for key in graph if (nxt := foldable(key)) is not None}
     if not into:
         return graph
+    folded: dict = collections.defaultdict(list)
+    for key, nxt in into.items():
+        folded[nxt].append(key)
     fused = {}
     for key, node in graph.items():
         if key in into:
             continue  # folded into a later task
-        if key not in tasks:
-            fused[key] = node
-            continue
-        chain = [key]
-        while len(graph[chain[0]].dependencies) == 1 and (dep := next(iter(graph[chain[0]].dependencies))) in into:
-            chain.insert(0, dep)
-        if len(chain) == 1:
-            fused[key] = node
-        else:
-            fused[key] = Task.fuse(*(graph[k] for k in chain), key=key)
+        group, todo = [key], list(folded.get(key, ()))
+        while todo:  # the tree of tasks folded into this one
+            group.append(todo.pop())
+            todo.extend(folded.get(group[-1], ()))
+        fused[key] = node if len(group) == 1 else Task.fuse(*(graph[k] for k in group), key=key)
     return fused
 
 

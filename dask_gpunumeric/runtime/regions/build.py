@@ -23,7 +23,11 @@ from ...kernels import blocks as _blocks
 from ...optimize.dag import DAG
 from ..cluster import owner
 from .nodes import Loop, LoopOutput
-from .program import Exchange, Free, Key, Program, Repeat, Run
+from .program import AllReduce, Collective, Exchange, Free, Key, Program, Repeat, Run
+
+# reductions whose combine of one partial per rank is an element-wise operation of the partials' arrays (of
+# equal shapes: their reduced axes have length 1), which NCCL's all-reduce can do
+_ALL_REDUCE_OPS = {"sum": "sum", "prod": "prod"}
 
 
 @dataclass(frozen=True)
@@ -344,22 +348,52 @@ class _Scope:
         by_level: dict[int, list[tuple[Key, int, int]]] = defaultdict(list)
         for (key, dst), lv in sorted(moves.items(), key=lambda m: (m[1], order[m[0][0]], m[0][1])):
             by_level[lv].append((key, min(self.placement[key]), dst))
+        reductions = {unit.key: r for unit in self.units if (r := self._all_reduce(unit, moves)) is not None}
         programs = []
         for rank in range(self.layout.size):
-            steps: list[Run | Exchange | Repeat] = []
+            steps: list[Run | Exchange | Collective | Repeat] = []
             for lv in range(last + 1):
+                collective = tuple(reductions[u.key] for u in self.units if u.level == lv and u.key in reductions)
                 if by_level[lv]:
                     sends = _grouped((dst, k) for k, src, dst in by_level[lv] if src == rank)
                     recvs = _grouped((src, k) for k, src, dst in by_level[lv] if dst == rank)
-                    if sends or recvs:
+                    if collective:  # (every rank sends and receives partials at this level)
+                        steps.append(Collective(Exchange(exchange_ids[lv], sends, recvs), collective))
+                    elif sends or recvs:
                         steps.append(Exchange(exchange_ids[lv], sends, recvs))
                 for unit in self.units:
-                    if unit.level == lv and rank in unit.ranks:
+                    if unit.level == lv and rank in unit.ranks and unit.key not in reductions:
                         steps.append(Run(unit.key, unit.task) if unit.task is not None else unit.loop.steps[rank])
             inputs = tuple(k for k in self.inputs if rank in self.placement[k])
             outputs = tuple(dict.fromkeys(k for k, ranks in required.items() if rank in ranks))
             programs.append(Program(inputs, _with_frees(steps, inputs, outputs), outputs))
         return programs
+
+
+    def _all_reduce(self, unit: _Unit, moves: dict[tuple[Key, int], int]) -> AllReduce | None:
+        """The unit as an all-reduce: a reduction's combine (of a kind in ``_ALL_REDUCE_OPS``) run on every rank
+        over one partial from each rank, each partial brought to the others by the exchange of the unit's
+        level; else None."""
+        task, everywhere = unit.task, self.layout.everywhere
+        if (task is None or getattr(task, "func", None) is not _blocks.reduce_combine or self.layout.size < 2
+                or task.args[0] not in _ALL_REDUCE_OPS or unit.ranks != everywhere):
+            return None
+        members = task.args[1]
+        if not isinstance(members, List) or not all(isinstance(m, TaskRef) for m in members.args):
+            return None
+        by_rank: dict[int, Key] = {}
+        for member in members.args:
+            where = self.placement[member.key]
+            if len(where) != 1:
+                return None
+            (rank,) = where
+            if rank in by_rank:
+                return None
+            by_rank[rank] = member.key
+        if set(by_rank) != everywhere or any(moves.get((k, r)) != unit.level for k in by_rank.values()
+                                             for r in everywhere - {min(self.placement[k])}):
+            return None
+        return AllReduce(Run(unit.key, task), tuple(by_rank[r] for r in sorted(by_rank)), _ALL_REDUCE_OPS[task.args[0]])
 
 
 def _is_gather(task: GraphNode) -> bool:
@@ -374,23 +408,27 @@ def _grouped(pairs: Iterable[tuple[int, Key]]) -> tuple[tuple[int, tuple[Key, ..
     return tuple((peer, tuple(keys)) for peer, keys in sorted(groups.items()))
 
 
-def _uses(step: Run | Exchange | Repeat) -> Iterable[Key]:
+def _uses(step: Run | Exchange | Collective | Repeat) -> Iterable[Key]:
     if isinstance(step, Run):
         return step.task.dependencies
     if isinstance(step, Exchange):
         return (k for _, keys in step.sends for k in keys)
+    if isinstance(step, Collective):
+        return [*_uses(step.exchange), *(k for r in step.reductions for k in r.combine.task.dependencies)]
     return [o for o, _ in step.state + step.invariants] + ([step.flag] if step.flag is not None else [])
 
 
-def _makes(step: Run | Exchange | Repeat) -> Iterable[Key]:
+def _makes(step: Run | Exchange | Collective | Repeat) -> Iterable[Key]:
     if isinstance(step, Run):
         return (step.key,)
     if isinstance(step, Exchange):
         return (k for _, keys in step.recvs for k in keys)
+    if isinstance(step, Collective):
+        return [*_makes(step.exchange), *(r.combine.key for r in step.reductions)]
     return (o for _, o in step.results)
 
 
-def _with_frees(steps: list[Run | Exchange | Repeat], inputs: Sequence[Key], outputs: Sequence[Key]) -> tuple:
+def _with_frees(steps: list[Run | Exchange | Collective | Repeat], inputs: Sequence[Key], outputs: Sequence[Key]) -> tuple:
     """The steps with a Free after the last use of every value that is not an output."""
     last: dict[Key, int] = {k: -1 for k in inputs}
     for i, step in enumerate(steps):

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .program import Transport
+from .program import Collective, Exchange, Key, Transport, exchange
 from .transport import (_WORKER_PLUGIN, CommTransport, RegionError, RegionPeerError, RegionTimeoutError)
 
 
@@ -60,6 +60,31 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
         chosen.abort(f"rank {rank} failed: {type(e).__name__}: {e}")
         raise
     chosen.close()
+
+
+def leave(rank_key: Key, outputs: dict[Key, Any]) -> str:
+    """Keep a rank's output blocks on this worker for the tasks of those blocks (``take``); where they are."""
+    import distributed
+
+    worker = distributed.get_worker()
+    worker.plugins[_WORKER_PLUGIN].channels.leave(rank_key, outputs)
+    return worker.address
+
+
+def take(where: str, rank_key: Key, key: Key, timeout: float) -> Any:
+    """An output block a rank's task left at the worker ``where``: from this worker's own channels, or
+    asked of that worker (the block's task ran elsewhere: its owner was busy, or lost and replaced)."""
+    import distributed
+
+    worker = distributed.get_worker()
+    channels = worker.plugins[_WORKER_PLUGIN].channels
+    if where == worker.address:
+        return channels.take(rank_key, key)
+
+    async def ask() -> Any:
+        return await worker.rpc(where).gnp_region_left(rank=rank_key, key=key)
+
+    return channels.call(ask(), timeout)
 
 
 def use_nccl(transport: str, backend: str, members: Sequence[dict[str, Any]], exclusive: bool) -> bool:
@@ -190,6 +215,23 @@ class NcclTransport(Transport):
             nccl.groupEnd()
         return received
 
+    def collective(self, step: Collective, env: dict[Key, Any]) -> None:
+        """The exchange without the reductions' partials, then an all-reduce of each reduction's local partial
+        (its arrays, grouped) on every rank: the combine's value. Partials NCCL cannot reduce (a dtype it has
+        not, values that are not arrays) take the exchange of every transport, on every rank alike."""
+        partials = [env[r.partials[self.rank]] for r in step.reductions]
+        if not all(_all_reducible(p) for p in partials):  # the same on every rank: the same dtypes
+            super().collective(step, env)
+            return
+        moved = {k for r in step.reductions for k in r.partials}
+        rest = Exchange(step.exchange.step, *(tuple((peer, kept) for peer, keys in pairs
+                                                    if (kept := tuple(k for k in keys if k not in moved)))
+                                              for pairs in (step.exchange.sends, step.exchange.recvs)))
+        if rest.sends or rest.recvs:
+            exchange(rest, env, self)
+        for reduction, partial in zip(step.reductions, partials):
+            env[reduction.combine.key] = nccl_all_reduce(self.communicator.nccl, partial, reduction.op)
+
     def settle(self) -> None:
         """Wait for the exchanges queued on the GPU; a lost or failed peer aborts the communicator (the
         waiting kernels then end) and raises."""
@@ -216,6 +258,41 @@ class NcclTransport(Transport):
     def close(self) -> None:
         self.settle()
         self.control.close()
+
+
+_NCCL_TYPES = {"float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64",
+               "int32": "NCCL_INT32", "int64": "NCCL_INT64", "uint32": "NCCL_UINT32", "uint64": "NCCL_UINT64",
+               "int8": "NCCL_INT8", "uint8": "NCCL_UINT8"}
+
+
+def _all_reducible(partial: Any) -> bool:
+    """Whether NCCL can all-reduce a reduction's partial: a dict of CuPy arrays of dtypes it has."""
+    import cupy
+
+    return isinstance(partial, dict) and all(isinstance(v, cupy.ndarray) and v.dtype.name in _NCCL_TYPES
+                                             for v in partial.values())
+
+
+def nccl_all_reduce(communicator: Any, partial: dict[str, Any], op: str) -> dict[str, Any]:
+    """A reduction's partial combined over every rank of ``communicator`` by NCCL's all-reduce, field by field
+    (``op`` "sum" or "prod": the element-wise combine of partials of one shape), queued on the current
+    stream."""
+    import cupy
+    from cupy.cuda import nccl
+
+    stream = cupy.cuda.get_current_stream().ptr
+    operation = {"sum": nccl.NCCL_SUM, "prod": nccl.NCCL_PROD}[op]
+    out = {}
+    nccl.groupStart()
+    try:
+        for name, value in partial.items():
+            source = cupy.ascontiguousarray(value)
+            out[name] = cupy.empty_like(source)
+            communicator.allReduce(source.data.ptr, out[name].data.ptr, source.size,
+                                   getattr(nccl, _NCCL_TYPES[source.dtype.name]), operation, stream)
+    finally:
+        nccl.groupEnd()
+    return out
 
 
 # A value's layout: the value with each CuPy array replaced by ("<array>", shape, dtype) and tuples, lists and

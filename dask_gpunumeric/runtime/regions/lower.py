@@ -1,7 +1,12 @@
-"""A region's programs as Dask tasks: one long-running task per rank, one small task per output block
-picking it from its rank's results; and the summary ``gnp.explain`` shows of them."""
+"""A region's programs as Dask tasks: one long-running task per rank, leaving its output blocks on its worker,
+and one small task per output block taking it there once every rank is done (two levels of tasks); a region
+of one rank on a cluster as one task per output block, the first to run computing them all (one level);
+and the summary ``gnp.explain`` shows of them."""
 from __future__ import annotations
 
+import operator
+import sys
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -9,7 +14,7 @@ from typing import Any
 from dask._task_spec import GraphNode, Task, TaskRef
 
 from .build import Built
-from .program import Exchange, Key, Program, Repeat, Run, execute
+from .program import Collective, Exchange, Key, Program, Repeat, Run, execute
 
 
 @dataclass(frozen=True)
@@ -47,19 +52,76 @@ def run_alone(spec: RankSpec, *inputs: Any) -> Any:
     return value
 
 
-def finished(outputs: dict[Key, Any]) -> None:
-    """Task function marking a rank done: output blocks depend on every rank through these (small values),
-    so that computing any of a region's blocks runs all of its ranks."""
+_PENDING = ("waiting", "ready", "constrained")  # a worker's states of a task it will run
+_left: dict[Key, Any] = {}  # output blocks a task of a one-rank region left for its siblings' tasks, by key
+_running: set[str] = set()  # one-rank regions whose program runs in this process now
+_shared = threading.Condition()
 
 
-def pick(outputs: dict[Key, Any], key: Key, *peers_finished: None) -> Any:
-    """Task function of an output block: the block from its rank's outputs."""
-    return outputs[key]
+def run_shared(spec: RankSpec, key: Key, siblings: tuple[tuple[Key, Key], ...], *inputs: Any) -> Any:
+    """Task function of an output block ``key`` of a region of one rank on a cluster, whose output blocks are
+    all tasks with the same inputs (sent to the worker together: no task between them and the inputs). The
+    first to run computes them all and leaves its siblings' blocks (``siblings``: the plan's key and the
+    call's of each) for their tasks waiting on this worker; a task finding nothing left (run elsewhere, or
+    again after a loss) runs the program itself."""
+    with _shared:
+        while spec.region in _running:  # a sibling on another thread of the worker computes it
+            _shared.wait()
+        if key in _left:
+            return _left.pop(key)
+        _running.add(spec.region)
+    try:
+        outputs = run_rank(spec, *inputs)
+    finally:
+        with _shared:
+            _running.discard(spec.region)
+            _shared.notify_all()
+    mine = next(template for template, actual in siblings if actual == key)
+    waiting = _waiting_here([actual for _, actual in siblings if actual != key])
+    with _shared:
+        _left.update((actual, outputs[template]) for template, actual in siblings if actual in waiting)
+    return outputs[mine]
 
 
-def _done_name(name: str) -> str:
-    prefix, _, token = name.rpartition("-")
-    return f"{prefix}-done-{token}"
+def _waiting_here(keys: list[Key]) -> set[Key]:
+    """The keys among ``keys`` whose tasks this worker holds to run (none outside a worker); blocks left
+    for tasks it no longer holds (cancelled, or released) are dropped here."""
+    if "distributed" not in sys.modules:
+        return set()
+    import distributed
+
+    try:
+        tasks = distributed.get_worker().state.tasks
+    except ValueError:
+        return set()
+
+    def pending(k: Key) -> bool:
+        ts = tasks.get(k)
+        return ts is not None and ts.state in _PENDING
+
+    with _shared:
+        for stale in [k for k in _left if not pending(k)]:
+            del _left[stale]
+    return {k for k in keys if pending(k)}
+
+
+def run_rank_leaving(spec: RankSpec, *inputs: Any) -> tuple[str, float]:
+    """Task function of a rank of a region of several ranks: its program run, its output blocks left on its
+    worker for their tasks (``pick``); its value is small (where they are), so that the output blocks can
+    depend on every rank (computing any of them runs all ranks) without moving the ranks' results."""
+    from .collectives import leave
+
+    outputs = run_rank(spec, *inputs)
+    return leave((spec.region, spec.rank), outputs), spec.timeout
+
+
+def pick(rank_key: Key, mine: tuple[str, float], key: Key, *peers: tuple[str, float]) -> Any:
+    """Task function of an output block: the block its rank's task (``rank_key``, which ran where ``mine``
+    says) left."""
+    from .collectives import take
+
+    where, timeout = mine
+    return take(where, rank_key, key, timeout)
 
 
 def rank_keys(name: str, built: Built) -> list[Key]:
@@ -68,31 +130,38 @@ def rank_keys(name: str, built: Built) -> list[Key]:
 
 
 def layer(name: str, plan: str, built: Built, input_key: Callable[[Key], Key], output_key: Callable[[Key], Key],
-          timeout: float, transport: str, backend: str) -> dict[Key, Any]:
+          timeout: float, transport: str, backend: str, cluster: bool, inline: dict[Key, GraphNode]) -> dict[Key, Any]:
     """The tasks of a call ``name`` of a plan (``plan`` names it and its layout): one per rank (``(name, rank)``),
-    one per output block (picking it from its rank's outputs), and with several ranks one small task per rank
-    that the output blocks all depend on; one rank with one output block is one task computing that block.
+    one per output block (picking it from its rank's outputs; with several ranks depending on every rank,
+    ``pick``); one rank with one output block is one task computing that block,
+    and on a ``cluster`` one rank is one task per output block (``run_shared``). Arguments in ``inline`` (small
+    host data, by key) are made inside the tasks reading them, not as tasks of their own (a level less).
     ``input_key``/``output_key`` turn the plan's keys into the call's."""
     out: dict[Key, Any] = dict(built.external)
     size = built.layout.size
-    done = _done_name(name)
     alone = _alone(built, input_key, output_key)
     for rank, program in enumerate(built.programs):
         spec = RankSpec(program, name, plan, rank, size, timeout, transport, backend)
-        refs = [TaskRef(input_key(k)) for k in program.inputs]
+        refs = [inline.get(input_key(k)) or TaskRef(input_key(k)) for k in program.inputs]
         if alone is not None:
             out[alone] = Task(alone, run_alone, spec, *refs)
             return out
-        out[(name, rank)] = Task((name, rank), run_rank, spec, *refs)
-        if size > 1:
-            out[(done, rank)] = Task((done, rank), finished, TaskRef((name, rank)))
+        siblings = _shared_outputs(built, input_key, output_key) if cluster else ()
+        if siblings:
+            for _, actual in siblings:
+                out[actual] = Task(actual, run_shared, spec, actual, siblings, *refs)
+            return out
+        out[(name, rank)] = Task((name, rank), run_rank if size == 1 else run_rank_leaving, spec, *refs)
     inputs = {input_key(k) for p in built.programs for k in p.inputs}
     for key, (rank,) in built.placement.items():
         actual = output_key(key)
         if actual in inputs:  # an argument returned as it is
             continue
-        peers = [TaskRef((done, r)) for r in range(size) if r != rank]
-        out[actual] = Task(actual, pick, TaskRef((name, rank)), key, *peers)
+        if size == 1:
+            out[actual] = Task(actual, operator.getitem, TaskRef((name, rank)), key)
+        else:
+            peers = [TaskRef((name, r)) for r in range(size) if r != rank]
+            out[actual] = Task(actual, pick, (name, rank), TaskRef((name, rank)), key, *peers)
     return out
 
 
@@ -106,17 +175,25 @@ def _alone(built: Built, input_key: Callable[[Key], Key], output_key: Callable[[
     return None if output_key(key) in inputs else output_key(key)
 
 
+def _shared_outputs(built: Built, input_key: Callable[[Key], Key], output_key: Callable[[Key], Key]
+                    ) -> tuple[tuple[Key, Key], ...]:
+    """(plan key, call key) of the output blocks of a region of one rank that its program computes (not
+    arguments returned as they are), each then a task of its own (``run_shared``); () for other regions."""
+    if built.layout.size != 1:
+        return ()
+    inputs = {input_key(k) for k in built.programs[0].inputs}
+    return tuple((key, output_key(key)) for key in built.placement if output_key(key) not in inputs)
+
+
 def owned(name: str, built: Built, output_key: Callable[[Key], Key]) -> Iterable[tuple[Key, tuple, tuple]]:
     """(key, index, numblocks) of a region's tasks such that ``cluster.owner`` gives each its rank's worker."""
     n = built.layout.n_workers
-    done = _done_name(name)
     alone = _alone(built, output_key, output_key)  # (the call's renaming covers its placeholders too)
     if alone is not None:
         yield alone, (built.layout.workers[0],), (n,)
         return
     for rank, worker in enumerate(built.layout.workers):
         yield (name, rank), (worker,), (n,)
-        yield (done, rank), (worker,), (n,)
     for key, (rank,) in built.placement.items():
         yield output_key(key), (built.layout.workers[rank],), (n,)
 
@@ -125,15 +202,18 @@ def owned(name: str, built: Built, output_key: Callable[[Key], Key]) -> Iterable
 
 
 def summary(built: Built) -> dict[str, Any]:
-    """Per rank: steps outside loops, and for each loop the kernels, exchanges and bytes sent per iteration."""
+    """Per rank: steps outside loops, and for each loop the kernels, exchanges (and of them those ending in
+    all-reducible combines, ``Collective``) and bytes sent per iteration."""
 
     def count(program: Program) -> dict[str, Any]:
-        runs = [s for s in program.steps if isinstance(s, Run)]
-        exchanges = [s for s in program.steps if isinstance(s, Exchange)]
+        collectives = [s for s in program.steps if isinstance(s, Collective)]
+        runs = [s for s in program.steps if isinstance(s, Run)] + [r.combine for c in collectives for r in c.reductions]
+        exchanges = [s for s in program.steps if isinstance(s, Exchange)] + [c.exchange for c in collectives]
         return {
             "tasks": len(runs),
             "kernels": sum(1 for s in runs if _is_kernel(s.task)),
             "exchanges": len(exchanges),
+            "all_reduces": sum(len(c.reductions) for c in collectives),
             "bytes_sent": sum(built.sizes[k][0] for s in exchanges for _, keys in s.sends for k in keys),
             "loops": [dict(count(s.body), count=s.count, kind="while" if s.body_flag is not None else "fori")
                       for s in program.steps if isinstance(s, Repeat)],

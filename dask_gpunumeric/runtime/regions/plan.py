@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from dask._task_spec import Alias, DataNode, GraphNode, Task
 
-from ...expr import ArrayExpr, Bundle, Finalize, cached, flat_keys
+from ...expr import ArrayExpr, Bundle, Finalize, FromArray, cached, flat_keys
 from ...optimize import optimize
 from ...optimize.dag import DAG
 from ..compile import graph_of
@@ -19,6 +19,7 @@ from . import lower as _lower
 from .nodes import Loop, Placeholder
 from .program import execute
 
+_SMALL_ARGUMENT = 2**16  # bytes of host data an argument's block may hold to be made inside its readers' tasks
 RETRIES = 3  # times the scheduler re-runs a failed per-worker task (a peer lost mid-region fails them all)
 
 
@@ -124,6 +125,7 @@ class Region(ArrayExpr):
                 self._name, f"{self.plan.token}-{len(self.workers)}", self.plan.built(len(self.workers)),
                 _renamer(arguments), _renamer(outputs),
                 self.timeout, self.transport, "cupy" if "cupy" in {o[3] for o in self.plan.outputs} else "numpy",
+                bool(self.workers), self._small_arguments() if self.workers else {},
             )
         key = self._rename_key
         layer = {}
@@ -132,6 +134,13 @@ class Region(ArrayExpr):
             subs = {d: key(d) for d in node.dependencies}
             layer[new_key] = _substitute(node, subs, new_key)
         return layer
+
+    def _small_arguments(self) -> dict:
+        """The block tasks of arguments that are small host data (a 0-d rate, a salt), by key: made inside
+        the tasks reading them (on a cluster a task of their own is a scheduler round trip more)."""
+        return {a.key(index): a._block_task(index) for a in self.args
+                if isinstance(a, FromArray) and isinstance(a.operand("array"), np.ndarray)
+                and a.operand("array").nbytes <= _SMALL_ARGUMENT for index in a.block_indices()}
 
     def _owned_blocks(self) -> Iterator[tuple[tuple, tuple[int, ...], tuple[int, ...]]]:
         if self.as_programs:

@@ -5,6 +5,8 @@ A program is a list of steps, run in order on one rank:
 * ``Run``: one task of the optimized graph (a fused kernel, a reduction stage, a gather, ...) on local values;
 * ``Exchange``: values sent to and received from peers (halo pieces, reduction partials), through a
   ``Transport`` (``transport``, ``collectives``) that talks to the peers directly, never through the scheduler;
+* ``Collective``: an exchange that brings every rank the partials of reductions (sums, products) whose
+  combines every rank then runs: with NCCL, all-reduces of the partials instead;
 * ``Repeat``: a ``fori_loop``/``while_loop``: the program of its body run in place, its state carried over;
 * ``Free``: values that no later step needs.
 
@@ -71,6 +73,24 @@ class Exchange:
 
 
 @dataclass(frozen=True)
+class AllReduce:
+    """A reduction's combine run on every rank over one partial from each rank (``partials``, by rank),
+    equal to an element-wise ``op`` ("sum" or "prod") of the partials' arrays."""
+
+    combine: Run
+    partials: tuple[Key, ...]
+    op: str
+
+
+@dataclass(frozen=True)
+class Collective:
+    """An exchange, then the combines of ``reductions`` over the partials it brought (and the local ones)."""
+
+    exchange: Exchange
+    reductions: tuple[AllReduce, ...]
+
+
+@dataclass(frozen=True)
 class Free:
     """Drop values no later step uses."""
 
@@ -100,7 +120,7 @@ class Program:
     """What one rank runs: ``steps`` on the values of ``inputs`` (given in that order), leaving ``outputs``."""
 
     inputs: tuple[Key, ...]
-    steps: tuple[Run | Exchange | Free | Repeat, ...]
+    steps: tuple[Run | Exchange | Collective | Free | Repeat, ...]
     outputs: tuple[Key, ...]
 
 
@@ -117,6 +137,12 @@ class Transport:
     def settle(self) -> None:
         """Wait until the exchanges so far are complete (a GPU transport only queues them)."""
 
+    def collective(self, step: Collective, env: dict[Key, Any]) -> None:
+        """Run a ``Collective``: its exchange, then its combines (a transport with all-reduces overrides it)."""
+        exchange(step.exchange, env, self)
+        for reduction in step.reductions:
+            env[reduction.combine.key] = reduction.combine(env)
+
 
 def execute(program: Program, env: dict[Key, Any], transport: Transport | None) -> None:
     """Run a program on the values in ``env`` (its inputs), leaving its outputs there."""
@@ -125,16 +151,24 @@ def execute(program: Program, env: dict[Key, Any], transport: Transport | None) 
         if kind is Run:
             env[step.key] = step(env)
         elif kind is Exchange:
-            assert transport is not None, "an exchange in a program of one rank"
-            outgoing = {peer: [env[k] for k in keys] for peer, keys in step.sends}
-            received = transport.exchange(step.step, outgoing, [peer for peer, _ in step.recvs])
-            for peer, keys in step.recvs:
-                env.update(zip(keys, received[peer]))
+            exchange(step, env, transport)
+        elif kind is Collective:
+            assert transport is not None, "a collective in a program of one rank"
+            transport.collective(step, env)
         elif kind is Free:
             for k in step.keys:
                 del env[k]
         else:
             _repeat(step, env, transport)
+
+
+def exchange(step: Exchange, env: dict[Key, Any], transport: Transport | None) -> None:
+    """Send the values of an exchange to the peers and put what they sent into ``env``."""
+    assert transport is not None, "an exchange in a program of one rank"
+    outgoing = {peer: [env[k] for k in keys] for peer, keys in step.sends}
+    received = transport.exchange(step.step, outgoing, [peer for peer, _ in step.recvs])
+    for peer, keys in step.recvs:
+        env.update(zip(keys, received[peer]))
 
 
 def _repeat(step: Repeat, env: dict[Key, Any], transport: Transport | None) -> None:

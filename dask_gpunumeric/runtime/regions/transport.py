@@ -31,6 +31,7 @@ _SCHEDULER_PLUGIN = "gnp-region-rendezvous"
 _WORKER_PLUGIN = "gnp-region-channels"
 _MEET = "gnp_region_meet"
 _CHANNEL = "gnp_region_channel"
+_LEFT = "gnp_region_left"
 _ABORTS_KEPT = 4096  # failed regions a worker remembers (their peers' tasks may still be starting)
 
 
@@ -162,6 +163,12 @@ class _ChannelsPlugin(_worker_plugin_base()):  # type: ignore[misc]
     def setup(self, worker: Any) -> None:
         self.channels = Channels(worker)
         worker.handlers[_CHANNEL] = self.channels.serve
+        worker.handlers[_LEFT] = self.channels.serve_left
+
+    def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+        """A rank's task leaving memory here drops the output blocks it left that no task took."""
+        if start == "memory":
+            self.channels.drop_left(key)
 
     async def teardown(self, worker: Any) -> None:
         await self.channels.close()
@@ -184,6 +191,31 @@ class Channels:
         self.comms: dict[str, Any] = {}
         self.locks: dict[str, asyncio.Lock] = {}
         self.communicators: dict[str, Any] = {}  # NCCL's (``collectives``), by their members
+        self.left: dict[Any, dict[Any, Any]] = {}  # a rank task's key -> its output blocks no task took yet
+
+    # -- output blocks a rank's task leaves for the tasks of its blocks (``lower.run_rank_leaving``) ---------
+    def leave(self, rank_key: Any, outputs: dict[Any, Any]) -> None:
+        with self.arrived:
+            self.left[rank_key] = dict(outputs)
+
+    def take(self, rank_key: Any, key: Any) -> Any:
+        """An output block left here by a rank's task (KeyError when it is not here)."""
+        with self.arrived:
+            blocks = self.left[rank_key]
+            value = blocks.pop(key)
+            if not blocks:
+                del self.left[rank_key]
+            return value
+
+    def drop_left(self, rank_key: Any) -> None:
+        with self.arrived:
+            self.left.pop(rank_key, None)
+
+    async def serve_left(self, rank: Any, key: Any) -> Any:
+        """Handler: a block left here, for the task of that block running on another worker."""
+        from distributed.protocol import to_serialize
+
+        return to_serialize(self.take(_as_key(rank), _as_key(key)))
 
     async def serve(self, comm: Any, source: str) -> None:
         """Handler of a peer's connection: its messages into the inbox until it closes."""
@@ -243,6 +275,11 @@ class Channels:
         for communicator in self.communicators.values():
             communicator.nccl.destroy()
 
+
+
+def _as_key(value: Any) -> Any:
+    """A key as it was before msgpack made its tuples lists."""
+    return tuple(_as_key(v) for v in value) if isinstance(value, list) else value
 
 
 # --- transports -----------------------------------------------------------------------------------------
