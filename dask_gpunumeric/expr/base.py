@@ -128,7 +128,8 @@ class ArrayExpr(Expr):
 
     @cached
     def dtype(self) -> np.dtype:
-        return np.dtype(self._meta_attr("dtype"))
+        dtype = self._meta_attr("dtype")
+        return dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
 
     @cached
     def backend(self) -> str:
