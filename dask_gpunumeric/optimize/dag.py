@@ -78,6 +78,11 @@ class UnionFind:
             name = self.parent[name]
         return name
 
+    def join(self, name: str, group: str) -> None:
+        """Put ``name``, not seen before, in the group whose representative is ``group``."""
+        self.parent[name] = group
+        self.members[group].add(name)
+
     def union(self, a: str, b: str) -> str:
         """Merge the groups of ``a`` and ``b``; returns the merged group's representative."""
         ra, rb = self.find(a), self.find(b)

@@ -40,6 +40,13 @@ class _Grouping:
         """Process node ``name`` (its ``dependencies`` processed already), merging it with as many of the
         groups of ``candidates`` (its fusable dependencies with its blocks) as stay acyclic."""
         find, potential, exits = self.groups.find, self.potential, self.exits
+        if candidates:
+            group = find(candidates[0]._name)
+            if all(find(d._name) == group for d in dependencies):
+                # it reads one group alone (a chain's next operation): joining it makes no path leave the
+                # group and come back, and changes no potential
+                self.groups.join(name, group)
+                return
         exits[name] = set()
         if not candidates:  # a node of its own: above every group it reads
             top = -1
