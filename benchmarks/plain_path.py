@@ -79,8 +79,9 @@ def workloads(gnp) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
         options = {} if w.steps is None else {"steps": w.steps}
         arrays = dask.persist(*(gnp.asarray(h) for h in w.inputs(shape)))
         accelerated = gnp.accelerate(lambda *a, w=w, options=options: w.compute(gnp, *a, **options))
-        out.append((f"{w.name} {'x'.join(map(str, shape))}",
-                    lambda w=w, arrays=arrays, options=options: dask.compute(*_tuple(w.compute(gnp, *arrays, **options))),
+        plain = lambda w=w, arrays=arrays, options=options: dask.compute(  # noqa: E731
+            *_tuple(w.compute(gnp, *arrays, **options)))
+        out.append((f"{w.name} {'x'.join(map(str, shape))}", plain,
                     lambda accelerated=accelerated, arrays=arrays: accelerated(*arrays)))
     return out
 
