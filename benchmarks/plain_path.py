@@ -11,13 +11,19 @@
   step persisted: every step is a new tree on new inputs, whose plan is the first step's (reused by its
   structure), against NumPy;
 - ``slice``: the first 10 elements of a 1,024-block array fetched (only the first block is built and run:
-  <= 30 ms), against dask.array.
+  <= 30 ms), against dask.array;
+- ``workloads``: the suite's workloads at tiny sizes on one block (Black-Scholes, heat, softmax, advection,
+  least squares, RK4), each called as the suite calls it plain (``dask.persist``/``dask.compute`` of the
+  undecorated function) and under ``accelerate``: what is left is host time (target: plain <= 1.3x
+  accelerated). ``--only workloads`` runs these alone.
 """
 from __future__ import annotations
 
 import argparse
 import pathlib
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +35,7 @@ if str(ROOT) not in sys.path:
 
 OPS = 40
 STEPS = 10
+BENCHMARKS = pathlib.Path(__file__).resolve().parent
 
 
 def chain(x):
@@ -46,12 +53,52 @@ def sweep(u):
     return v
 
 
+def workloads(gnp) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
+    """(name, plain call, accelerated call) of each suite workload at a tiny size, on one block."""
+    import dask
+
+    import advection
+    import black_scholes
+    import heat
+    import least_squares
+    import rk4
+    import softmax
+
+    out = []
+    host = black_scholes.inputs(1024)
+    S, K, T = dask.persist(*(gnp.from_array(h) for h in host))
+    priced = gnp.accelerate(lambda S, K, T: black_scholes.price(gnp, S, K, T))
+    out.append(("black-scholes 2^10", lambda: dask.persist(*black_scholes.price(gnp, S, K, T)),
+                lambda: priced(S, K, T)))
+    (u,) = dask.persist(gnp.random.default_rng(0).random((64, 64), dtype=np.float32))
+    relaxed = gnp.accelerate(heat.relax)
+    out.append(("heat 64^2 x20", lambda: dask.persist(heat.relax(u, sweeps=heat.SWEEPS))[0],
+                lambda: relaxed(u, heat.WEIGHT, heat.SWEEPS)))
+    for w, shape in ((softmax.SOFTMAX, (64, 32)), (advection.ADVECTION, (256,)),
+                     (least_squares.LEAST_SQUARES, (256, 8)), (rk4.RK4, (256,))):
+        options = {} if w.steps is None else {"steps": w.steps}
+        arrays = dask.persist(*(gnp.asarray(h) for h in w.inputs(shape)))
+        accelerated = gnp.accelerate(lambda *a, w=w, options=options: w.compute(gnp, *a, **options))
+        plain = lambda w=w, arrays=arrays, options=options: dask.compute(  # noqa: E731
+            *_tuple(w.compute(gnp, *arrays, **options)))
+        out.append((f"{w.name} {'x'.join(map(str, shape))}", plain,
+                    lambda accelerated=accelerated, arrays=arrays: accelerated(*arrays)))
+    return out
+
+
+def _tuple(value: Any) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--only", choices=["all", "chain", "workloads"], default="all")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.append(str(BENCHMARKS))
 
     import dask.array as da
 
@@ -92,6 +139,11 @@ def main(argv=None) -> int:
             ("dask.array slice of 1,024 blocks", lambda: da.ones(big_n, chunks=big_chunk)[:10].compute(), None),
             (f"gnp {STEPS}-step loop, persist each step", lambda: loop(gnp, start), check_loop),
             (f"numpy {STEPS}-step loop", lambda: loop(np, grid), check_loop)]
+    if args.only == "workloads":
+        runs = []
+    if args.only != "chain":
+        for name, plain, accelerated in workloads(gnp):
+            runs += [(f"gnp plain {name}", plain, None), (f"gnp accelerated {name}", accelerated, None)]
     print(f"plain path: {OPS}-op chain on 4 x 1,024 float64, gnp backend {gnp.config.backend()}, {H.device_name()}")
     results = [H.measure(name, fn, repeat=args.repeat, warmup=args.warmup, check=check)
                for name, fn, check in runs]

@@ -15,6 +15,7 @@ from dask.core import flatten
 from dask.utils import key_split
 
 import dask_gpunumeric as gnp
+from dask_gpunumeric.expr import FromGraph
 from conftest import BACKEND, assert_eq, to_host
 
 # a key name: lowercase words, then the token; no digits before the token (the dashboard's task prefix)
@@ -152,6 +153,23 @@ def test_dask_persist_several(data):
     assert isinstance(a, gnp.Array) and isinstance(b, gnp.Array)
     assert_eq(a + b, np.sin(data) + data.sum(axis=0))
     assert_eq(b, data.sum(axis=0))
+
+
+def test_dask_persist_nested_and_unoptimized(data):
+    # Arrays persist through their scheduler's persist (one compiled graph for all of them), with Dask's
+    # options (optimize_graph=False) left to Dask; either way the containers and other values come back as given
+    x = gnp.asarray(data, chunks=(3, 2))
+    y = gnp.exp(x)
+    (a, [b, c], n), kept = dask.persist((y + 1, [gnp.sum(y, axis=1), y], 5), {"d": x * 2})
+    d = kept["d"]
+    assert n == 5 and list(kept) == ["d"]
+    assert all(isinstance(v.expr, FromGraph) for v in (a, b, c, d))
+    assert_eq(a, np.exp(data) + 1)
+    assert_eq(b, np.exp(data).sum(axis=1))
+    assert_eq(c, np.exp(data))
+    assert_eq(d, data * 2)
+    (e,) = dask.persist(y - 1, optimize_graph=False)
+    assert_eq(e, np.exp(data) - 1)
 
 
 def test_dask_optimize(data):

@@ -23,8 +23,7 @@ from dask.core import flatten
 from ..expr import ArrayExpr, FromGraph, Materialized
 from ..backend import backend_of, device_name, resolve, to_numpy
 from ..kernels.blocks import as_block, concatenate_grid
-from ..runtime.fetch import compute_now, persist_now
-from ..runtime.schedule import local_scheduler
+from ..runtime.fetch import collection_scheduler, compute_now, persist_now
 from . import guards as _guards
 
 ArrayLike = Union["Array", np.ndarray, int, float, complex, bool, list, Any]
@@ -142,7 +141,7 @@ class Array(DaskMethodsMixin):
 
     @property
     def __dask_scheduler__(self) -> Any:
-        return local_scheduler(self.backend)
+        return collection_scheduler(self.backend)
 
     @staticmethod
     def __dask_optimize__(dsk: Any, keys: Any, **kwargs: Any) -> Any:

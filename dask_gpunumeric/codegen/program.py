@@ -199,19 +199,23 @@ __device__ __forceinline__ unsigned int gnp_word(const gnp_u32x4 r, int j)
 
 def describe(program: tuple) -> str:
     """Op words of a program, for key names and explain(): e.g. "random-multiply-exp-sum"."""
-    words = []
+    seen: list[str] = []
     for ins in program.instrs:
         if ins.tag == "op":
-            words.append("".join(c for c in ins.func if c.isalpha()))  # dashboard prefixes are letters
+            word = "".join(c for c in ins.func if c.isalpha())  # dashboard prefixes are letters
         elif ins.tag == "random":
-            words.append("random")
+            word = "random"
         elif ins.tag == "total":
-            words.append(ins.kind)
-    words += [out.kind for out in program.outputs if out.tag == "reduce"]
-    seen: list[str] = []
-    for w in words:
-        if w not in seen:
-            seen.append(w)
+            word = ins.kind
+        else:
+            continue
+        if word not in seen:
+            seen.append(word)
+            if len(seen) == 4:  # the first four words name it: the rest of a long program is not read
+                return "-".join(seen)
+    for out in program.outputs:
+        if out.tag == "reduce" and out.kind not in seen:
+            seen.append(out.kind)
     return "-".join(seen[:4]) or "fused"
 
 

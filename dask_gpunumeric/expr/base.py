@@ -62,6 +62,15 @@ class ArrayExpr(Expr):
         inst.chunks, inst.dtype, inst.backend  # noqa: B018
         return inst
 
+    def with_operands(self, operands: list[Any]) -> ArrayExpr:
+        """This node on other operands of the same chunks, dtypes and backends (a pass's rewrite of what it
+        reads): its own chunks, dtype and backend kept rather than computed again."""
+        inst = object.__new__(type(self))
+        inst.__dict__.update(_determ_token=None, operands=operands, chunks=self.chunks, dtype=self.dtype,
+                             backend=self.backend)
+        inst._name  # noqa: B018 - computed once here, as __new__ does
+        return inst
+
     @cached
     def _funcname(self) -> str:
         return type(self).__name__.lower()
@@ -128,7 +137,8 @@ class ArrayExpr(Expr):
 
     @cached
     def dtype(self) -> np.dtype:
-        return np.dtype(self._meta_attr("dtype"))
+        dtype = self._meta_attr("dtype")
+        return dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
 
     @cached
     def backend(self) -> str:

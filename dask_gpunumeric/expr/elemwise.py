@@ -24,15 +24,26 @@ class Elemwise(ArrayExpr):
 
     @cached
     def backend(self) -> str:
-        backends = {a.backend for a in self.args if isinstance(a, ArrayExpr)}
-        return "cupy" if "cupy" in backends else "numpy"
+        for a in self.args:
+            if isinstance(a, ArrayExpr) and a.backend == "cupy":
+                return "cupy"
+        return "numpy"
 
     @cached
     def chunks(self) -> Chunks:
+        # (computed for every operation a user writes: one pass, no lists, for the common case)
+        first = None
+        for a in self.args:
+            if isinstance(a, ArrayExpr):
+                chunks = a.chunks
+                if first is None:
+                    first = chunks
+                elif chunks is not first and chunks != first:
+                    return self._broadcast_chunks()
+        return first  # the common case: no broadcasting
+
+    def _broadcast_chunks(self) -> Chunks:
         arrays = [a for a in self.args if isinstance(a, ArrayExpr)]
-        first = arrays[0].chunks
-        if all(a.chunks == first for a in arrays[1:]):  # the common case: no broadcasting
-            return first
         ndim = max(a.ndim for a in arrays)
         out: list[tuple[int, ...]] = []
         for d in range(ndim):

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from dask._expr import Expr
 
-from ..expr import Fused, Materialized
+from ..expr import ArrayExpr, Fused, Materialized
 
 
 class DAG:
@@ -78,6 +78,11 @@ class UnionFind:
             name = self.parent[name]
         return name
 
+    def join(self, name: str, group: str) -> None:
+        """Put ``name``, not seen before, in the group whose representative is ``group``."""
+        self.parent[name] = group
+        self.members[group].add(name)
+
     def union(self, a: str, b: str) -> str:
         """Merge the groups of ``a`` and ``b``; returns the merged group's representative."""
         ra, rb = self.find(a), self.find(b)
@@ -126,6 +131,14 @@ def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr]) -> list[Exp
             memo[name] = node
         elif isinstance(node, Fused):  # its token, made of its members' names, still names what it computes
             memo[name] = Fused(*ops, _determ_token=node.deterministic_token)
+        elif isinstance(node, ArrayExpr) and all(a is b or _same_blocks(a, b) for a, b in zip(ops, node.operands)):
+            memo[name] = node.with_operands(ops)
         else:
             memo[name] = type(node)(*ops)
     return [memo[r._name] for r in roots]
+
+
+def _same_blocks(a: Expr, b: Expr) -> bool:
+    """Whether two expressions have the same chunks, dtype and backend (what a node's own depend on)."""
+    return (isinstance(a, ArrayExpr) and isinstance(b, ArrayExpr) and a.chunks == b.chunks and a.dtype == b.dtype
+            and a.backend == b.backend)

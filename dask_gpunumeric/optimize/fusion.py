@@ -40,6 +40,23 @@ class _Grouping:
         """Process node ``name`` (its ``dependencies`` processed already), merging it with as many of the
         groups of ``candidates`` (its fusable dependencies with its blocks) as stay acyclic."""
         find, potential, exits = self.groups.find, self.potential, self.exits
+        if candidates:
+            group = find(candidates[0]._name)
+            if all(find(d._name) == group for d in dependencies):
+                # it reads one group alone (a chain's next operation): joining it makes no path leave the
+                # group and come back, and changes no potential
+                self.groups.join(name, group)
+                return
+        exits[name] = set()
+        if not candidates:  # a node of its own: above every group it reads
+            top = -1
+            for d in dependencies:
+                group = find(d._name)
+                exits[group].add(name)
+                if potential[group] > top:
+                    top = potential[group]
+            potential[find(name)] = top + 1
+            return
         deps = {find(d._name) for d in dependencies}
         tried = {find(c._name) for c in candidates}
         if len(tried) > 1:
@@ -47,7 +64,6 @@ class _Grouping:
             # found when the lower one is tried (after the higher one joined or was refused)
             tried = sorted(tried, key=potential.__getitem__, reverse=True)
         potential[find(name)] = max([potential[d] + 1 for d in deps if d not in tried], default=0)
-        exits[name] = set()
         for d in deps:
             exits[d].add(name)
         for group in tried:
@@ -115,11 +131,15 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     grouping = _Grouping()
     groups = grouping.groups
     fusable = {n._name for n in dag.order if is_fusable(n)}
+    dependencies, add = dag.dependencies, grouping.add
     for node in dag.order:
-        deps = dag.dependencies[node._name]
-        candidates = [] if node._name not in fusable else [
-            d for d in deps if d._name in fusable and d.chunks == node.chunks and d.backend == node.backend]
-        grouping.add(node._name, deps, candidates)
+        name = node._name
+        deps = dependencies[name]
+        if name in fusable and deps:
+            chunks, backend = node.chunks, node.backend
+            add(name, deps, [d for d in deps if d._name in fusable and d.chunks == chunks and d.backend == backend])
+        else:
+            add(name, deps, [])
     limit = settings["kernel-size"]
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ValueError(f"gpunumeric.kernel-size must be a positive int, got {limit!r}")
@@ -188,8 +208,13 @@ def _cut(nodes: list[Expr], dag: DAG, limit: int) -> list[list[Expr]]:
         return [nodes]
     index = {n._name: i for i, n in enumerate(nodes)}
     crossing = [0] * (len(nodes) + 1)  # at k: the values made before k and used at k or later
+    consumers = dag.consumers
     for i, node in enumerate(nodes):
-        last = max((index[c._name] for c in dag.consumers[node._name] if c._name in index), default=i)
+        last = i
+        for c in consumers[node._name]:
+            j = index.get(c._name, -1)
+            if j > last:
+                last = j
         if last > i:
             crossing[i + 1] += 1
             crossing[last + 1] -= 1

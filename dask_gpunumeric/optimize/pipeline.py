@@ -3,7 +3,9 @@ names. Those names are the whole key under which optimized graphs and plans are 
 so a new pass is one entry in ``PASSES``."""
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import gc
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from .. import config
@@ -49,10 +51,23 @@ def settings_key() -> tuple:
 def optimize(root: ArrayExpr) -> ArrayExpr:
     """The expression after every pass, in order."""
     values = dict(settings_key())
-    with sharing():
+    with sharing(), _no_cyclic_collection():
         for p in PASSES:
             root = p.run(root, {name: values[name] for name in p.settings})
     return root
+
+
+@contextlib.contextmanager
+def _no_cyclic_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused: the passes make only objects that live on (nodes, groups, plans),
+    and on a DAG of 10,000s of nodes its collections, each walking every object, cost time growing with its size."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def explain_groups(root: ArrayExpr) -> list[Fused]:

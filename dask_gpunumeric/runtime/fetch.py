@@ -2,19 +2,20 @@
 graph (cached), without the collection machinery of ``dask.compute``."""
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dask
 import dask.base
 import dask.callbacks
 
-from ..expr import ArrayExpr, flat_keys
+from ..expr import ArrayExpr, Bundle, flat_keys
 from ..backend import to_numpy
 from ..kernels.blocks import concatenate_grid
 from .cluster import client_active
 from .compile import compiled
 from .faults import check_result_fits
-from .schedule import run_in_order, small_graph
+from .schedule import in_order, local_scheduler, run_in_order
 
 
 def fetch(x: Any) -> Any:
@@ -53,9 +54,10 @@ def _compute_local(x: Any) -> Any:
 
 def _run_local(x: Any, expr: ArrayExpr, keys: list) -> list:
     graph = compiled(expr)
-    if (len(graph.graph) <= _SMALL_GRAPH or small_graph(graph.graph)) and not dask.callbacks.Callback.active:
-        # a handful of tasks, or small blocks, gain nothing from threads: run them in order, in this thread
-        # (with Dask callbacks, such as a progress bar, active: on Dask's local scheduler, which calls them)
+    if (len(graph.graph) <= _SMALL_GRAPH or in_order(graph.graph, x.backend)) and not dask.callbacks.Callback.active:
+        # a handful of tasks, small blocks, or CuPy blocks (whose scheduler is one thread launching kernels)
+        # gain nothing from threads: run them in order, in this thread (with Dask callbacks, such as a progress
+        # bar, active: on Dask's local scheduler, which calls them)
         return run_in_order(graph.graph, graph.schedule(), keys)
     return x.__dask_scheduler__(dict(graph.graph), keys)
 
@@ -79,6 +81,42 @@ def persist_now(x: Any) -> dict | None:
 
 
 _SMALL_GRAPH = 8
+
+
+class CollectionScheduler:
+    """A backend's local scheduler (``schedule.local_scheduler``), which also persists: ``dask.persist`` hands
+    a scheduler with a ``persist`` method the collections themselves (the protocol distributed's Client
+    follows), so that persisting Arrays runs their jointly compiled graph (cached) without Dask's expression
+    machinery (collecting, simplifying and lowering the whole tree again on every call)."""
+
+    def __init__(self, get: Callable[..., Any]) -> None:
+        self.get = get
+
+    def __call__(self, dsk: Any, keys: Any, **kwargs: Any) -> Any:
+        return self.get(dsk, keys, **kwargs)
+
+    def persist(self, collections: Sequence[Any], optimize_graph: bool = True, **kwargs: Any) -> list:
+        """The collections persisted, as ``dask.persist`` makes them (Arrays of one tree optimized together)."""
+        if kwargs or not optimize_graph or dask.callbacks.Callback.active or not all(map(_is_array, collections)):
+            return list(dask.base.persist(*collections, scheduler=self.get, optimize_graph=optimize_graph,
+                                          **kwargs))
+        exprs = [c.expr for c in collections]
+        per_array = [flat_keys(e) for e in exprs]
+        keys = [k for ks in per_array for k in ks]
+        values = dict(zip(keys, _run_local(collections[0], exprs[0] if len(exprs) == 1 else Bundle(*exprs), keys)))
+        out = []
+        for c, ks in zip(collections, per_array):
+            rebuild, state = c.__dask_postpersist__()
+            out.append(rebuild({k: values[k] for k in ks}, *state))
+        return out
+
+
+_COLLECTION_SCHEDULERS = {backend: CollectionScheduler(local_scheduler(backend)) for backend in ("cupy", "numpy")}
+
+
+def collection_scheduler(backend: str) -> CollectionScheduler:
+    """The scheduler an Array of ``backend`` names as its own (``__dask_scheduler__``)."""
+    return _COLLECTION_SCHEDULERS[backend]
 
 
 def _host(value: Any) -> Any:

@@ -118,16 +118,17 @@ def _releasing(get: Callable[..., Any]) -> Callable[..., Any]:
 _THREADED_BYTES = 2**20
 
 
-def _small_in_order(get: Callable[..., Any]) -> Callable[..., Any]:
-    """``get``, but a graph whose blocks are small in all (``_THREADED_BYTES``) runs in this thread: the tree of
-    one ``compute()``/``persist()`` with ``run_in_order`` and its compiled graph's cached schedule (without
-    Dask's ordering and bookkeeping on each call), any other graph on Dask's synchronous scheduler."""
+def _small_in_order(get: Callable[..., Any], sequential: bool) -> Callable[..., Any]:
+    """``get``, but the tree of one ``compute()``/``persist()`` runs in this thread with ``run_in_order`` and its
+    compiled graph's cached schedule (without Dask's ordering and bookkeeping on each call) where that is what
+    ``get`` would do (``sequential``: one thread anyway) or its blocks are small in all (``_THREADED_BYTES``:
+    threads would gain nothing); any other graph small in all on Dask's synchronous scheduler."""
 
     def get_small_in_order(dsk: Any, keys: Any, **kwargs: Any) -> Any:
         tree = _one_tree(dsk)
         if tree is not None and not kwargs and not dask.callbacks.Callback.active:
             compiled = tree._compiled
-            if small_graph(compiled.graph) and compiled.graph.keys() >= set(keys):
+            if (sequential or small_graph(compiled.graph)) and compiled.graph.keys() >= set(keys):
                 return run_in_order(compiled.graph, compiled.schedule(), keys)
         graph = dsk if isinstance(dsk, Mapping) else dsk.__dask_graph__()
         return (dask.local.get_sync if small_graph(graph) else get)(graph, keys, **kwargs)
@@ -165,8 +166,15 @@ def small_graph(graph: Mapping) -> bool:
     return True
 
 
-_LOCAL_SCHEDULERS = {"cupy": _releasing(_small_in_order(dask.local.get_sync)),
-                     "numpy": _releasing(_small_in_order(dask.threaded.get))}
+_LOCAL_SCHEDULERS = {"cupy": _releasing(_small_in_order(dask.local.get_sync, sequential=True)),
+                     "numpy": _releasing(_small_in_order(dask.threaded.get, sequential=False))}
+
+
+def in_order(graph: Mapping, backend: str) -> bool:
+    """Whether the local scheduler of ``backend`` runs a compiled graph in this thread, in its schedule's
+    order (as ``_small_in_order`` decides; ``run_in_order``): always on CuPy blocks, on NumPy blocks when
+    they are small in all."""
+    return backend == "cupy" or small_graph(graph)
 
 
 def local_scheduler(backend: str) -> Callable[..., Any]:
