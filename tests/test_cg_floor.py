@@ -108,7 +108,7 @@ def test_recompute_keeps_fill_values():
         for recompute in (False, True):
             with settings(False, recompute):
                 out = f(gnp, u, s)
-                assert_eq(out, expected, rtol=0)
+                assert_eq(out, expected, rtol=0 if BACKEND == "numpy" else None)  # (kernels may contract a*b+c)
                 info = plan(out)  # v by a fused kernel of its own, or inside the stencil's
                 assert [g["kernels"] for g in info["stencils"]] == [1]
                 assert len(info["groups"]) == (0 if recompute else 1)

@@ -29,9 +29,10 @@ SHAPES = [((64, 64), 64), ((64, 48), (16, 24)), ((33, 17), (10, 5)), ((7, 9), (3
 
 def assert_bitwise(actual: gnp.Array, expected: np.ndarray) -> None:
     """NumPy's values through every entry point; on NumPy blocks the same bits (NaNs: NaN in the same places)."""
+    if BACKEND != "numpy":  # generated kernels may contract a * b - c into one rounding: NumPy's values, to rounding
+        assert_eq(actual, expected)
+        return
     assert_eq(actual, expected, rtol=0)
-    if BACKEND != "numpy":
-        return  # generated kernels may contract a * b - c into one rounding: NumPy's values, to rounding
     got = np.asarray(gnp.fetch(actual))
     assert got.dtype == expected.dtype
     bits = f"u{expected.dtype.itemsize}"
@@ -147,6 +148,9 @@ def _values(shape: tuple[int, ...], dtype: Any, seed: int) -> np.ndarray:
 @pytest.mark.parametrize("shape, chunks", [((9, 11), (4, 5)), ((12, 8), 12), ((6, 7), (1, 3))])
 def test_setitem_updates_equal_numpy(update, dtypes, shape, chunks):
     g_host, h_host = _values(shape, dtypes[0], 3), _values(shape, dtypes[1], 4)
+    if BACKEND != "numpy" and np.dtype(dtypes[0]).kind == "i" and np.dtype(dtypes[1]).kind == "f":
+        # NaN and infinities cast to an integer are undefined (NumPy warns; x86 gives INT_MIN, CUDA saturates)
+        h_host = np.nan_to_num(h_host, nan=0.0, posinf=1.0, neginf=-1.0)
     g, h = gnp.from_array(g_host, chunks=chunks), gnp.from_array(h_host, chunks=chunks)
     with np.errstate(all="ignore"):
         try:
