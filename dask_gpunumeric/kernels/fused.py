@@ -162,13 +162,32 @@ def _steps(program: tuple) -> _Steps:
                   all(ins.tag in ("op", "load", "scalar", "full") for ins in instrs))
 
 
-def _buffered_ufunc(ins: tuple) -> np.ufunc | None:
+def _buffered_ufunc(ins: tuple) -> Any:
     """The NumPy ufunc of an op whose result ``func(*args, out=buffer)`` gives exactly (its loop's result
     cast to the buffer's dtype, as ``_blocks.elemwise`` casts it), or None."""
     if ins.tag != "op" or ins.kwargs:
         return None
+    if ins.func == "where":
+        return _where_into
     ufunc = getattr(np, ins.func, None)
     return ufunc if isinstance(ufunc, np.ufunc) and ufunc.nout == 1 else None
+
+
+def _where_into(condition: Any, x: Any, y: Any, out: np.ndarray) -> np.ndarray:
+    """``numpy.where(condition, x, y)`` of arrays, cast to ``out``'s dtype and written there (``y`` copied, then
+    ``x`` where the condition holds; where ``out`` is ``x`` itself, ``y`` where it does not); a TypeError
+    where ``out`` overlaps an operand otherwise (the caller then calls ``numpy.where``)."""
+    if not (isinstance(condition, np.ndarray) and condition.dtype == bool and isinstance(x, np.ndarray)
+            and isinstance(y, np.ndarray)) or np.may_share_memory(out, condition):
+        raise TypeError("where: not into this buffer")
+    if out is x and not np.may_share_memory(out, y):
+        np.copyto(out, y, casting="same_kind", where=~condition)
+        return out
+    if np.may_share_memory(out, x):
+        raise TypeError("where: not into this buffer")
+    np.copyto(out, y, casting="same_kind")
+    np.copyto(out, x, casting="same_kind", where=condition)
+    return out
 
 
 def _into_buffer(ufunc: np.ufunc, args: list[Any], dtype: np.dtype, pool: _Pool, dest: Any = None) -> Any:
