@@ -167,10 +167,20 @@ def _buffered_ufunc(ins: tuple) -> Any:
     cast to the buffer's dtype, as ``_blocks.elemwise`` casts it), or None."""
     if ins.tag != "op" or ins.kwargs:
         return None
-    if ins.func == "where":
-        return _where_into
+    if ins.func in _INTO:
+        return _INTO[ins.func]
     ufunc = getattr(np, ins.func, None)
     return ufunc if isinstance(ufunc, np.ufunc) and ufunc.nout == 1 else None
+
+
+def _astype_into(x: Any, out: np.ndarray) -> np.ndarray:
+    """``x.astype(out.dtype)`` written into ``out``; a TypeError where ``_blocks.elemwise`` converts another way
+    (floats to small unsigned integers) or has nothing to convert (the caller then calls it)."""
+    if not isinstance(x, np.ndarray) or x.dtype == out.dtype or (
+            x.dtype.kind == "f" and out.dtype.kind == "u" and out.dtype.itemsize < 8):
+        raise TypeError("astype: not into this buffer")
+    np.copyto(out, x, casting="unsafe")
+    return out
 
 
 def _where_into(condition: Any, x: Any, y: Any, out: np.ndarray) -> np.ndarray:
@@ -188,6 +198,10 @@ def _where_into(condition: Any, x: Any, y: Any, out: np.ndarray) -> np.ndarray:
     np.copyto(out, y, casting="same_kind")
     np.copyto(out, x, casting="same_kind", where=condition)
     return out
+
+
+_INTO = {"astype": _astype_into, "where": _where_into}
+"""Ops that are no NumPy ufunc, written into a given buffer the way ``_blocks.elemwise`` computes them."""
 
 
 def _into_buffer(ufunc: np.ufunc, args: list[Any], dtype: np.dtype, pool: _Pool, dest: Any = None) -> Any:
