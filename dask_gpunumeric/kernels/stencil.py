@@ -156,13 +156,20 @@ def _pieces(value: Box, loads: tuple, inputs: list, edges: tuple) -> list[Box]:
                 if mode:
                     lo, hi = _ends(inputs, edges, slot, d)
                     interior[d] = [max(interior[d][0], lo - e), min(interior[d][1], hi - e)]
-    pieces, rest = [], list(value)
-    for d, ((lo, hi), (inner_lo, inner_hi)) in enumerate(zip(value, interior)):
+    slabs, inner = _peel(value, interior)
+    return [piece for piece in [*slabs, inner] if not _stencil_plan.is_empty(piece)]
+
+
+def _peel(box: Box, inner: Sequence[Sequence[int]]) -> tuple[list[Box], Box]:
+    """``box`` as the slabs of it outside ``inner`` (clipped to it), two per axis at most, and the rest."""
+    slabs, rest = [], list(box)
+    for d, ((lo, hi), (inner_lo, inner_hi)) in enumerate(zip(box, inner)):
         inner_lo = min(max(inner_lo, lo), hi)
         inner_hi = max(min(inner_hi, hi), inner_lo)
-        pieces += [tuple(rest[:d]) + (cut,) + tuple(rest[d + 1 :]) for cut in ((lo, inner_lo), (inner_hi, hi))]
+        slabs += [tuple(rest[:d]) + (cut,) + tuple(rest[d + 1 :]) for cut in ((lo, inner_lo), (inner_hi, hi))
+                  if cut[1] > cut[0]]
         rest[d] = (inner_lo, inner_hi)
-    return [piece for piece in [*pieces, tuple(rest)] if not _stencil_plan.is_empty(piece)]
+    return slabs, tuple(rest)
 
 
 def _window(buffer: tuple[Any, tuple[int, ...]], box: Box, offset: Sequence[int], edges: Sequence[int] = (),
@@ -204,12 +211,14 @@ def _run_interpreted(code: tuple, inputs: list, edges: tuple, region: tuple, box
                      shape: tuple[int, ...], backend: str, dests: list, target: Box) -> dict[int, dict[str, Any]]:
     program, _, loads, restricted, bases, out_dtypes = code
     outs = [_window(dest, box, ()) for dest in dests]
-    based = [(base[0], box, base[1]) for base in bases if base is not None]
-    active = _past_ends(based, inputs, edges)
-    for out, base in zip(outs, bases):
-        if base is not None:
-            out[...] = _window(inputs[base[0]], box, base[1], active[base[0]], *edges[base[0]][1:])
     value = _stencil_plan.value_box(box, restricted, region)
+    # a field's base fills the box where the sweep computes no value (its values overwrite the rest)
+    shell = _peel(box, value)[0] if not _stencil_plan.is_empty(value) else [box]
+    active = _past_ends([(base[0], box, base[1]) for base in bases if base is not None], inputs, edges)
+    for dest, base in zip(dests, bases):
+        if base is not None:
+            for slab in shell:
+                _window(dest, slab, ())[...] = _window(inputs[base[0]], slab, base[1], active[base[0]], *edges[base[0]][1:])
     if _stencil_plan.is_empty(value):
         return {}
     stores = program._replace(outputs=tuple(Store("store", out.value) for out in program.outputs))  # reductions: over the target
