@@ -94,6 +94,9 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
 #: least ``4 * CHUNK`` elements (``_run_chunked``): the temporaries of a piece then stay in the core's cache,
 #: where NumPy's whole-array operations stream memory; smaller blocks fit it whole.
 CHUNK = 2**16
+#: Operations a program needs for ``_run_chunked``: with fewer, its time goes to reading its inputs and writing
+#: its outputs, which pieces do not save, and the pieces' own cost shows.
+CHUNK_OPS = 8
 
 
 def _run_chunked(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
@@ -136,7 +139,8 @@ def _run_chunked(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...]
 class _Steps(NamedTuple):
     """What the interpreter needs of a program beyond its instructions: per instruction, the values read
     for the last time there (``dead``), and the NumPy ufunc of an op that can write into a given buffer;
-    whether the program is elementwise (no totals, no random draws: ``_run_chunked`` may cut blocks)."""
+    whether ``_run_chunked`` may cut blocks (an elementwise program, no totals, no random draws, of at least
+    ``CHUNK_OPS`` operations)."""
 
     dead: tuple[tuple[int, ...], ...]
     ufuncs: tuple[np.ufunc | None, ...]
@@ -159,7 +163,8 @@ def _steps(program: tuple) -> _Steps:
             dead[i].append(j)
     return _Steps(tuple(map(tuple, dead)), tuple(_buffered_ufunc(ins) for ins in instrs),
                   tuple(np.dtype(ins.dtype) for ins in instrs),
-                  all(ins.tag in ("op", "load", "scalar", "full") for ins in instrs))
+                  all(ins.tag in ("op", "load", "scalar", "full") for ins in instrs)
+                  and sum(ins.tag == "op" for ins in instrs) >= CHUNK_OPS)
 
 
 def _buffered_ufunc(ins: tuple) -> Any:
