@@ -32,12 +32,12 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
               global_shape: tuple[int, ...], inputs: Sequence[Any], backend: str,
               into: Sequence[Any] = ()) -> list[Any]:
     """Evaluate a program on one block with the unfused block functions; returns the outputs. On NumPy
-    blocks each ufunc writes into a buffer of the thread's pool (``_pool``), given back after the value's last
+    blocks each ufunc writes into a buffer of the thread's pool (``buffer_pool``), given back after the value's last
     use (in place where an operand dies there), as NumPy code with augmented assignments would; a stored
     output with an array in ``into`` (its block's shape and dtype) is written there by its last ufunc."""
     xp = namespace(*inputs) if inputs else (np if backend == "numpy" else __import__("cupy"))
     steps = _steps(program)
-    pool = _pool() if xp is np else None
+    pool = buffer_pool() if xp is np else None
     if pool is not None and steps.chunkable and shape and math.prod(shape) >= 4 * CHUNK:
         return _run_chunked(program, scalars, offset, shape, global_shape, inputs, backend, into)
     values: list[Any] = [None] * len(program.instrs)
@@ -251,8 +251,9 @@ class _Pool:
 _local = threading.local()
 
 
-def _pool() -> _Pool:
-    """The calling thread's pool (threads of the local scheduler run blocks at the same time)."""
+def buffer_pool() -> _Pool:
+    """The calling thread's pool of NumPy buffers (threads of the local scheduler run blocks at the same
+    time)."""
     pool = getattr(_local, "pool", None)
     if pool is None:
         pool = _local.pool = _Pool()

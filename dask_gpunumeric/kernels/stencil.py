@@ -66,6 +66,8 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
     buffer = len(layouts)
     runs = dict(plan.tiles) if backend in _TILED_BACKENDS else {}
     tile, end = None, -1  # a tile kernel's part (``_tile_part``) and its last sweep, while its sweeps are passed
+    pool = _fused.buffer_pool() if xp is np else None
+    pooled: set[int] = set()
     for k, ((code, slots, region, edges), box) in enumerate(zip(kernels, kernel_boxes)):
         fields = range(buffer, buffer + len(code.out_dtypes))
         inputs = [buffers.get(b) for b in slots]
@@ -77,10 +79,18 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
         if tile is not None and k < end:  # its outputs only ever live in the tile kernel's shared memory
             buffer += len(code.out_dtypes)
             continue
-        # a field that is an output computed just for the target goes straight into the output block
-        dests = [(outs[output_of[f]], origin) if f in output_of and box == target
-                 else (xp.empty(tuple(hi - lo for lo, hi in box), dtype=dt), tuple(lo for lo, _ in box))
-                 for f, dt in zip(fields, code.out_dtypes)]
+        # a field that is an output computed just for the target goes straight into the output block; others
+        # into buffers of the pool on NumPy blocks, given back after their last read
+        dests = []
+        for f, dt in zip(fields, code.out_dtypes):
+            if f in output_of and box == target:
+                dests.append((outs[output_of[f]], origin))
+                continue
+            extent = tuple(hi - lo for lo, hi in box)
+            dests.append((xp.empty(extent, dtype=dt) if pool is None else pool.take(extent, np.dtype(dt)),
+                          tuple(lo for lo, _ in box)))
+            if pool is not None:
+                pooled.add(f)
         if tile is not None:
             _run_tile(plan, tile, scalars, dests)
             tile = None
@@ -93,7 +103,9 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
                 _window((outs[output_of[f]], origin), target, ())[...] = _window(dest, target, ())
         buffer += len(code.out_dtypes)
         for b in [b for b, last in last_read.items() if last <= k]:  # < k: read by a tile kernel
-            buffers.pop(b, None)
+            entry = buffers.pop(b, None)
+            if entry is not None and b in pooled:
+                pool.give(entry[0])
     return [partials[r] if r in partials else _empty_partial(plan, r, xp) for r in plan.reductions]
 
 
