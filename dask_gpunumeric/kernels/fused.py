@@ -38,7 +38,8 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
     xp = namespace(*inputs) if inputs else (np if backend == "numpy" else __import__("cupy"))
     steps = _steps(program)
     pool = buffer_pool() if xp is np else None
-    if pool is not None and steps.chunkable and shape and math.prod(shape) >= 4 * CHUNK:
+    if (pool is not None and steps.chunkable and shape and math.prod(shape) >= 4 * CHUNK
+            and math.prod(shape[1:]) <= CHUNK):
         return _run_chunked(program, scalars, offset, shape, global_shape, inputs, backend, into)
     values: list[Any] = [None] * len(program.instrs)
     pooled = [False] * len(program.instrs)  # a buffer of the pool, given back when its value dies
@@ -91,8 +92,9 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
 
 
 #: Elements of a block that the interpreter evaluates an elementwise program on at a time, in blocks of at
-#: least ``4 * CHUNK`` elements (``_run_chunked``): the temporaries of a piece then stay in the core's cache,
-#: where NumPy's whole-array operations stream memory; smaller blocks fit it whole.
+#: least ``4 * CHUNK`` elements whose rows (all axes but the first) hold at most ``CHUNK`` (``_run_chunked``):
+#: the temporaries of a piece then stay in the core's cache, where NumPy's whole-array operations stream
+#: memory; smaller blocks fit it whole.
 CHUNK = 2**16
 #: Operations a program needs for ``_run_chunked``: with fewer, its time goes to reading its inputs and writing
 #: its outputs, which pieces do not save, and the pieces' own cost shows.
