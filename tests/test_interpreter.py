@@ -79,3 +79,10 @@ def test_results_stay_unchanged_by_later_computations() -> None:
         dask.compute(*_deep(gnp, b, a))
     for value, copy in zip(first, kept):
         np.testing.assert_array_equal(value, copy)
+
+
+def test_conversions_to_the_same_dtype_keep_each_block_its_own() -> None:
+    x = np.array([-4, 2, 7, -1], dtype=np.int32)
+    a = gnp.from_array(x, chunks=1)  # blocks one after another through the same thread's buffers
+    assert_eq(gnp.abs(a).astype(np.int32), np.abs(x).astype(np.int32))
+    assert_eq((gnp.abs(a) + 1).astype(np.int32) * 2, (np.abs(x) + 1).astype(np.int32) * 2)

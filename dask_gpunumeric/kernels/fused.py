@@ -63,8 +63,10 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
                     release(i)  # before the output's buffer is taken: it may be one of theirs (in place)
                     value = _into_buffer(ufunc, args, steps.dtypes[i], pool, dests.get(i))
                     pooled[i] = value is not None and value is not dests.get(i)
-                    if value is None:  # a ufunc's result is a new array: no argument's buffer lives on in it
+                    if value is None:
                         value = _blocks.elemwise(ins.func, steps.dtypes[i], dict(ins.kwargs), *args)
+                        if getattr(value, "base", None) is not None or any(value is a for a in args):
+                            value = value.copy()  # the arguments' buffers went back to the pool above
                     values[i] = value
                     continue
                 value = values[i] = _blocks.elemwise(ins.func, steps.dtypes[i], dict(ins.kwargs), *args)
@@ -182,9 +184,8 @@ def _buffered_ufunc(ins: tuple) -> Any:
 
 def _astype_into(x: Any, out: np.ndarray) -> np.ndarray:
     """``x.astype(out.dtype)`` written into ``out``; a TypeError where ``_blocks.elemwise`` converts another way
-    (floats to small unsigned integers) or has nothing to convert (the caller then calls it)."""
-    if not isinstance(x, np.ndarray) or x.dtype == out.dtype or (
-            x.dtype.kind == "f" and out.dtype.kind == "u" and out.dtype.itemsize < 8):
+    (floats to small unsigned integers: the caller then calls it)."""
+    if not isinstance(x, np.ndarray) or (x.dtype.kind == "f" and out.dtype.kind == "u" and out.dtype.itemsize < 8):
         raise TypeError("astype: not into this buffer")
     np.copyto(out, x, casting="unsafe")
     return out
