@@ -81,6 +81,23 @@ def test_every_user_code_benchmark_is_tested() -> None:
     assert suite.parse_args(["--only", "user_code,cg"]).only == [*suite.USER_CODE, "cg"]
 
 
+def test_user_code_interleaved_against_numpy_on_the_cpu(tmp_path: pathlib.Path) -> None:
+    """``user_code_cpu.py`` at tiny sizes: every system's outputs checked (bit for bit where NumPy's order of
+    operations is kept), wall and CPU times against NumPy's."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    report_path = tmp_path / "report.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "user_code_cpu.py"), "--only", "advection,softmax",
+               "--shape", "advection=4096", "--shape", "softmax=64,48", "--rounds", "2", "--json", str(report_path)]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    assert set(report["workloads"]) == {"advection", "softmax"}
+    for result in report["workloads"].values():
+        systems = result["systems"]
+        assert set(systems) == {"numpy", "gnp-auto", "gnp"} and systems["numpy"]["cpu_ratio"] == 1.0
+        assert all(s["passed"] and s["bitwise"] and len(s["cpu_ms"]) == 2 for s in systems.values()), systems
+
+
 @pytest.mark.parametrize("benchmark", sorted(USER_CODE_TINY))
 def test_user_code_benchmark_runs_and_checks_on_the_cpu(benchmark: str, tmp_path: pathlib.Path) -> None:
     """Each user-code benchmark at a tiny size: gnp plain and accelerated, checked against NumPy."""

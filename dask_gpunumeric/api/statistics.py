@@ -27,7 +27,7 @@ from .manipulation import (
     broadcast_to, concat, matrix_transpose, moveaxis, normalize_axes, permute_dims, ravel, reshape, squeeze,
 )
 from .reductions import NO_VALUE, store_output
-from .sorting import _arrays, _counts, _require_1d, _searchsorted_block, _whole_axis, searchsorted
+from .sorting import _arrays, _block_rows, _counts, _require_1d, _searchsorted_block, _whole_axis, searchsorted
 from .tensor import matmul
 
 __all__ = [
@@ -354,9 +354,9 @@ def _bin_index_block(values: Any, edges: Any) -> Any:
     return xp.where((i < 0) | (i >= bins), bins, i)
 
 
-def _bin_edges(x: Array, bins: Any, range: tuple[Any, Any] | None) -> np.ndarray:  # noqa: A002
-    """NumPy's bin edges (a host array) for ``bins`` (a count or the edges) and ``range``; with a count
-    and no range, the data's minimum and maximum are computed first."""
+def _bin_edges(x: Array, bins: Any, range: tuple[Any, Any] | None) -> tuple[np.ndarray, Any]:  # noqa: A002
+    """NumPy's bin edges (a host array) for ``bins`` (a count or the edges) and ``range``, and the range they
+    span (with a count and no range, the data's minimum and maximum, computed first)."""
     probe = np.empty((0,), dtype=x.dtype)  # NumPy's rules on the edges' dtype, with our data's dtype
     if isinstance(bins, str):
         raise NotImplementedError(
@@ -367,7 +367,13 @@ def _bin_edges(x: Array, bins: Any, range: tuple[Any, Any] | None) -> np.ndarray
         if not (np.isfinite(low) and np.isfinite(high)):
             raise ValueError(f"autodetected range of [{low}, {high}] is not finite")
         range = (low, high)  # noqa: A001
-    return np.histogram_bin_edges(probe, bins if np.ndim(bins) == 0 else _on_host(bins), range=range)
+    return np.histogram_bin_edges(probe, bins if np.ndim(bins) == 0 else _on_host(bins), range=range), range
+
+
+def _histogram_row(values: Any, *, bins: int, range: tuple[Any, Any]) -> Any:  # noqa: A002
+    """NumPy's counts of one block of NumPy data in ``bins`` equal bins over ``range`` (NumPy's own fast
+    path for equal bins: its counts add up over blocks to those of the whole array)."""
+    return np.histogram(values.reshape(-1), bins=bins, range=range)[0].reshape(1, bins)
 
 
 def _histogram_dtype(x: Array, edges: np.ndarray, weights: Array | None, density: bool) -> np.dtype:
@@ -384,7 +390,8 @@ def histogram(a: ArrayLike, bins: Any = 10, range: tuple[Any, Any] | None = None
     left edge, the last one its right edge too. ``weights`` (``a``'s shape) are summed instead of counting;
     ``density`` divides by the total and the bin widths.
 
-    The counts are lazy: per-block bincounts summed as a tree reduction. The edges are computed on the host;
+    The counts are lazy: per-block counts (NumPy's histogram on NumPy blocks with equal bins, else bincounts
+    of each value's bin) summed as a tree reduction. The edges are computed on the host;
     with a number of bins and no ``range`` that computes the data's minimum and maximum first.
     """
     x, w = (as_array(a), None) if weights is None else _arrays(a, weights)
@@ -392,12 +399,16 @@ def histogram(a: ArrayLike, bins: Any = 10, range: tuple[Any, Any] | None = None
         raise ValueError("weights should have the same shape as a.")
     if x.dtype == bool:  # as NumPy (which warns)
         x = x.astype(np.uint8)
-    edges = _bin_edges(x, bins, range)
+    edges, outer = _bin_edges(x, bins, range)
     nbins = edges.size - 1
     flat = ravel(x)
     edges_arr = from_array(edges, chunks=-1, backend=x.backend)
-    index = map_blocks(_bin_index_block, flat, edges_arr, dtype=np.intp, name="histogram-bin")
-    counts = _counts(index, nbins + 1, None if w is None else ravel(w))[:nbins]
+    if w is None and np.ndim(bins) == 0 and x.backend == "numpy" and x.size:
+        rows = _block_rows(_histogram_row, [flat], nbins, np.intp, "histogram", bins=nbins, range=outer)
+        counts = _reductions.sum(rows, axis=0, dtype=np.intp)
+    else:
+        index = map_blocks(_bin_index_block, flat, edges_arr, dtype=np.intp, name="histogram-bin")
+        counts = _counts(index, nbins + 1, None if w is None else ravel(w))[:nbins]
     counts = counts.astype(_histogram_dtype(x, edges, w, False), copy=False)
     if density:
         dtype = _histogram_dtype(x, edges, w, True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
 import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -28,20 +29,28 @@ from ..backend import namespace
 
 
 def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
-              global_shape: tuple[int, ...], inputs: Sequence[Any], backend: str) -> list[Any]:
+              global_shape: tuple[int, ...], inputs: Sequence[Any], backend: str,
+              into: Sequence[Any] = ()) -> list[Any]:
     """Evaluate a program on one block with the unfused block functions; returns the outputs. On NumPy
-    blocks each ufunc writes into a buffer of a small pool, given back after the value's last use (in
-    place where an operand dies there), as NumPy code with augmented assignments would."""
+    blocks each ufunc writes into a buffer of the thread's pool (``buffer_pool``), given back after the value's last
+    use (in place where an operand dies there), as NumPy code with augmented assignments would; a stored
+    output with an array in ``into`` (its block's shape and dtype) is written there by its last ufunc."""
     xp = namespace(*inputs) if inputs else (np if backend == "numpy" else __import__("cupy"))
     steps = _steps(program)
-    pool: dict[tuple, list[np.ndarray]] | None = {} if xp is np else None
+    pool = buffer_pool() if xp is np else None
+    if (pool is not None and steps.chunkable and shape and math.prod(shape) >= 4 * CHUNK
+            and math.prod(shape[1:]) <= CHUNK):
+        return _run_chunked(program, scalars, offset, shape, global_shape, inputs, backend, into)
     values: list[Any] = [None] * len(program.instrs)
     pooled = [False] * len(program.instrs)  # a buffer of the pool, given back when its value dies
+    dests = {out.value: dest for out, dest in zip(program.outputs, into)
+             if dest is not None and out.tag == "store" and steps.dtypes[out.value] == dest.dtype
+             and not any(np.may_share_memory(dest, a) for a in inputs)}
 
     def release(i: int) -> None:
         for j in steps.dead[i]:
             if pooled[j]:
-                _give(pool, values[j])
+                pool.give(values[j])
             values[j] = None
 
     with np.errstate(all="ignore"):
@@ -52,10 +61,12 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
                 ufunc = steps.ufuncs[i] if pool is not None else None
                 if ufunc is not None:
                     release(i)  # before the output's buffer is taken: it may be one of theirs (in place)
-                    value = _into_buffer(ufunc, args, steps.dtypes[i], pool)
-                    pooled[i] = value is not None
-                    if value is None:  # a ufunc's result is a new array: no argument's buffer lives on in it
+                    value = _into_buffer(ufunc, args, steps.dtypes[i], pool, dests.get(i))
+                    pooled[i] = value is not None and value is not dests.get(i)
+                    if value is None:
                         value = _blocks.elemwise(ins.func, steps.dtypes[i], dict(ins.kwargs), *args)
+                        if getattr(value, "base", None) is not None or any(value is a for a in args):
+                            value = value.copy()  # the arguments' buffers went back to the pool above
                     values[i] = value
                     continue
                 value = values[i] = _blocks.elemwise(ins.func, steps.dtypes[i], dict(ins.kwargs), *args)
@@ -82,13 +93,63 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
     return [values[out.value] if out.value in finished else _output(out, values, shape) for out in program.outputs]
 
 
+#: Elements of a block that the interpreter evaluates an elementwise program on at a time, in blocks of at
+#: least ``4 * CHUNK`` elements whose rows (all axes but the first) hold at most ``CHUNK`` (``_run_chunked``):
+#: the temporaries of a piece then stay in the core's cache, where NumPy's whole-array operations stream
+#: memory; smaller blocks fit it whole.
+CHUNK = 2**16
+#: Operations a program needs for ``_run_chunked``: with fewer, its time goes to reading its inputs and writing
+#: its outputs, which pieces do not save, and the pieces' own cost shows.
+CHUNK_OPS = 8
+
+
+def _run_chunked(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
+                 global_shape: tuple[int, ...], inputs: Sequence[Any], backend: str,
+                 into: Sequence[Any]) -> list[Any]:
+    """``run_numpy`` of an elementwise program on pieces of ``CHUNK`` elements along the block's first axis,
+    each piece's outputs written into the whole outputs (``into``'s arrays where given): the same operations
+    on every element as on the whole block."""
+    rows = max(1, CHUNK // max(1, math.prod(shape[1:])))
+    stores = program._replace(outputs=tuple(_types.Store("store", out.value) for out in program.outputs))
+    ndim = len(shape)
+    whole: list[Any] = [None] * len(program.outputs)
+    for k, dest in enumerate(into):
+        if dest is not None and program.outputs[k].tag == "store" and dest.shape == tuple(shape):
+            whole[k] = dest
+    first = {}  # outputs of one value share one array, as run_numpy's do
+    for k, out in enumerate(program.outputs):
+        first.setdefault(out.value, k)
+    for start in range(0, shape[0], rows):
+        stop = min(shape[0], start + rows)
+        pieces = [a[start:stop] if getattr(a, "ndim", 0) == ndim and a.shape[0] != 1 else a for a in inputs]
+        dests = [None if w is None or first[out.value] != k else w[start:stop]
+                 for k, (out, w) in enumerate(zip(program.outputs, whole))]
+        values = run_numpy(stores, scalars, (offset[0] + start, *offset[1:]), (stop - start, *shape[1:]),
+                           global_shape, pieces, backend, dests)
+        for k, (out, dest, value) in enumerate(zip(program.outputs, dests, values)):
+            if first[out.value] != k:
+                whole[k] = whole[first[out.value]]
+                continue
+            if dest is None:  # the first piece: the whole output takes its dtype
+                whole[k] = np.empty(tuple(shape), dtype=value.dtype)
+                dest = whole[k][start:stop]
+            if value is not dest:
+                dest[...] = value
+    return [value if out.tag == "store" else
+            _blocks.reduce_chunk(out.kind, value, out.axes, np.dtype(out.dtype), out.params, ())
+            for out, value in zip(program.outputs, whole)]
+
+
 class _Steps(NamedTuple):
     """What the interpreter needs of a program beyond its instructions: per instruction, the values read
-    for the last time there (``dead``), and the NumPy ufunc of an op that can write into a given buffer."""
+    for the last time there (``dead``), and the NumPy ufunc of an op that can write into a given buffer;
+    whether ``_run_chunked`` may cut blocks (an elementwise program, no totals, no random draws, of at least
+    ``CHUNK_OPS`` operations)."""
 
     dead: tuple[tuple[int, ...], ...]
     ufuncs: tuple[np.ufunc | None, ...]
     dtypes: tuple[np.dtype, ...]
+    chunkable: bool
 
 
 @functools.lru_cache(maxsize=256)
@@ -105,34 +166,101 @@ def _steps(program: tuple) -> _Steps:
         if i < len(instrs):
             dead[i].append(j)
     return _Steps(tuple(map(tuple, dead)), tuple(_buffered_ufunc(ins) for ins in instrs),
-                  tuple(np.dtype(ins.dtype) for ins in instrs))
+                  tuple(np.dtype(ins.dtype) for ins in instrs),
+                  all(ins.tag in ("op", "load", "scalar", "full") for ins in instrs)
+                  and sum(ins.tag == "op" for ins in instrs) >= CHUNK_OPS)
 
 
-def _buffered_ufunc(ins: tuple) -> np.ufunc | None:
+def _buffered_ufunc(ins: tuple) -> Any:
     """The NumPy ufunc of an op whose result ``func(*args, out=buffer)`` gives exactly (its loop's result
     cast to the buffer's dtype, as ``_blocks.elemwise`` casts it), or None."""
     if ins.tag != "op" or ins.kwargs:
         return None
+    if ins.func in _INTO:
+        return _INTO[ins.func]
     ufunc = getattr(np, ins.func, None)
     return ufunc if isinstance(ufunc, np.ufunc) and ufunc.nout == 1 else None
 
 
-def _into_buffer(ufunc: np.ufunc, args: list[Any], dtype: np.dtype, pool: dict[tuple, list[np.ndarray]]) -> Any:
-    """``ufunc(*args)`` cast to ``dtype``, written into a buffer of the pool; None where NumPy refuses the cast
-    (the caller then goes the unbuffered way)."""
+def _astype_into(x: Any, out: np.ndarray) -> np.ndarray:
+    """``x.astype(out.dtype)`` written into ``out``; a TypeError where ``_blocks.elemwise`` converts another way
+    (floats to small unsigned integers: the caller then calls it)."""
+    if not isinstance(x, np.ndarray) or (x.dtype.kind == "f" and out.dtype.kind == "u" and out.dtype.itemsize < 8):
+        raise TypeError("astype: not into this buffer")
+    np.copyto(out, x, casting="unsafe")
+    return out
+
+
+def _where_into(condition: Any, x: Any, y: Any, out: np.ndarray) -> np.ndarray:
+    """``numpy.where(condition, x, y)`` of arrays, cast to ``out``'s dtype and written there (``y`` copied, then
+    ``x`` where the condition holds; where ``out`` is ``x`` itself, ``y`` where it does not); a TypeError
+    where ``out`` overlaps an operand otherwise (the caller then calls ``numpy.where``)."""
+    if not (isinstance(condition, np.ndarray) and condition.dtype == bool and isinstance(x, np.ndarray)
+            and isinstance(y, np.ndarray)) or np.may_share_memory(out, condition):
+        raise TypeError("where: not into this buffer")
+    if out is x and not np.may_share_memory(out, y):
+        np.copyto(out, y, casting="same_kind", where=~condition)
+        return out
+    if np.may_share_memory(out, x):
+        raise TypeError("where: not into this buffer")
+    np.copyto(out, y, casting="same_kind")
+    np.copyto(out, x, casting="same_kind", where=condition)
+    return out
+
+
+_INTO = {"astype": _astype_into, "where": _where_into}
+"""Ops that are no NumPy ufunc, written into a given buffer the way ``_blocks.elemwise`` computes them."""
+
+
+def _into_buffer(ufunc: np.ufunc, args: list[Any], dtype: np.dtype, pool: _Pool, dest: Any = None) -> Any:
+    """``ufunc(*args)`` cast to ``dtype``, written into ``dest`` where it has the result's shape, else into a
+    buffer of the pool; None where NumPy refuses the cast (the caller then goes the unbuffered way)."""
     shapes = {a.shape for a in args if isinstance(a, np.ndarray)}
     shape = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*shapes)
-    free = pool.get((shape, dtype))
-    out = free.pop() if free else np.empty(shape, dtype)
+    out = dest if dest is not None and dest.shape == shape else pool.take(shape, dtype)
     try:
         return ufunc(*args, out=out)
     except TypeError:  # a cast that "same_kind" casting forbids
-        _give(pool, out)
+        if out is not dest:
+            pool.give(out)
         return None
 
 
-def _give(pool: dict[tuple, list[np.ndarray]], buffer: np.ndarray) -> None:
-    pool.setdefault((buffer.shape, buffer.dtype), []).append(buffer)
+class _Pool:
+    """Buffers of one thread's interpreter runs, kept from one run to the next (up to ``LIMIT`` bytes): a
+    block's temporaries then reuse memory already mapped, instead of a fresh allocation per operation that
+    the allocator may have given back to the system (page faults on every first write)."""
+
+    LIMIT = 128 * 2**20
+
+    def __init__(self) -> None:
+        self.free: dict[tuple, list[np.ndarray]] = {}
+        self.nbytes = 0
+
+    def take(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        free = self.free.get((shape, dtype))
+        if not free:
+            return np.empty(shape, dtype)
+        buffer = free.pop()
+        self.nbytes -= buffer.nbytes
+        return buffer
+
+    def give(self, buffer: np.ndarray) -> None:
+        if self.nbytes + buffer.nbytes <= self.LIMIT:
+            self.free.setdefault((buffer.shape, buffer.dtype), []).append(buffer)
+            self.nbytes += buffer.nbytes
+
+
+_local = threading.local()
+
+
+def buffer_pool() -> _Pool:
+    """The calling thread's pool of NumPy buffers (threads of the local scheduler run blocks at the same
+    time)."""
+    pool = getattr(_local, "pool", None)
+    if pool is None:
+        pool = _local.pool = _Pool()
+    return pool
 
 
 def _block_of(value: Any, shape: tuple[int, ...]) -> Any:

@@ -66,6 +66,8 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
     buffer = len(layouts)
     runs = dict(plan.tiles) if backend in _TILED_BACKENDS else {}
     tile, end = None, -1  # a tile kernel's part (``_tile_part``) and its last sweep, while its sweeps are passed
+    pool = _fused.buffer_pool() if xp is np else None
+    pooled: set[int] = set()
     for k, ((code, slots, region, edges), box) in enumerate(zip(kernels, kernel_boxes)):
         fields = range(buffer, buffer + len(code.out_dtypes))
         inputs = [buffers.get(b) for b in slots]
@@ -77,10 +79,18 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
         if tile is not None and k < end:  # its outputs only ever live in the tile kernel's shared memory
             buffer += len(code.out_dtypes)
             continue
-        # a field that is an output computed just for the target goes straight into the output block
-        dests = [(outs[output_of[f]], origin) if f in output_of and box == target
-                 else (xp.empty(tuple(hi - lo for lo, hi in box), dtype=dt), tuple(lo for lo, _ in box))
-                 for f, dt in zip(fields, code.out_dtypes)]
+        # a field that is an output computed just for the target goes straight into the output block; others
+        # into buffers of the pool on NumPy blocks, given back after their last read
+        dests = []
+        for f, dt in zip(fields, code.out_dtypes):
+            if f in output_of and box == target:
+                dests.append((outs[output_of[f]], origin))
+                continue
+            extent = tuple(hi - lo for lo, hi in box)
+            dests.append((xp.empty(extent, dtype=dt) if pool is None else pool.take(extent, np.dtype(dt)),
+                          tuple(lo for lo, _ in box)))
+            if pool is not None:
+                pooled.add(f)
         if tile is not None:
             _run_tile(plan, tile, scalars, dests)
             tile = None
@@ -93,7 +103,9 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
                 _window((outs[output_of[f]], origin), target, ())[...] = _window(dest, target, ())
         buffer += len(code.out_dtypes)
         for b in [b for b, last in last_read.items() if last <= k]:  # < k: read by a tile kernel
-            buffers.pop(b, None)
+            entry = buffers.pop(b, None)
+            if entry is not None and b in pooled:
+                pool.give(entry[0])
     return [partials[r] if r in partials else _empty_partial(plan, r, xp) for r in plan.reductions]
 
 
@@ -121,16 +133,55 @@ def _edges(code: tuple, inputs: list, region: tuple, box: Box, edges: tuple) -> 
     value = _stencil_plan.value_box(box, restricted, region)
     reads = [] if _stencil_plan.is_empty(value) else [(slot, value, offset) for slot, offset in loads]
     reads += [(base[0], box, base[1]) for base in bases if base is not None]
+    return _past_ends(reads, inputs, edges)
+
+
+def _ends(inputs: list, edges: tuple, slot: int, d: int) -> tuple[int, int]:
+    """The positions along axis ``d`` that slot ``slot`` reads without its edge mode: its buffer's with WRAP,
+    its array's with FILL."""
+    array, origin = inputs[slot]
+    return (origin[d], origin[d] + array.shape[d]) if edges[slot][0][d] == WRAP else (0, edges[slot][2][d])
+
+
+def _past_ends(reads: list, inputs: list, edges: tuple) -> tuple:
+    """``_edges`` of reads ``(slot, window, offset)``."""
     active = [[0] * len(modes) for modes, _, _ in edges]
     for slot, window, offset in reads:
         if offset and inputs[slot] is not None:
-            array, origin = inputs[slot]
-            modes, _, extent = edges[slot]
-            for d, ((lo, hi), e, o) in enumerate(zip(window, offset, origin)):
-                ends = (o, o + array.shape[d]) if modes[d] == WRAP else (0, extent[d])
-                if lo + e < ends[0] or hi + e > ends[1]:
-                    active[slot][d] = modes[d]
+            modes = edges[slot][0]
+            for d, ((lo, hi), e) in enumerate(zip(window, offset)):
+                if modes[d]:
+                    ends = _ends(inputs, edges, slot, d)
+                    if lo + e < ends[0] or hi + e > ends[1]:
+                        active[slot][d] = modes[d]
     return tuple(map(tuple, active))
+
+
+def _pieces(value: Box, loads: tuple, inputs: list, edges: tuple) -> list[Box]:
+    """``value`` cut into an interior, whose reads stay inside what their buffers hold (plain views, no copy),
+    and the slabs around it along each axis, whose reads wrap or are filled (the few positions there copied):
+    at most ``2 * ndim + 1`` boxes."""
+    interior = [list(bounds) for bounds in value]
+    for slot, offset in loads:
+        if offset and inputs[slot] is not None:
+            for d, (mode, e) in enumerate(zip(edges[slot][0], offset)):
+                if mode:
+                    lo, hi = _ends(inputs, edges, slot, d)
+                    interior[d] = [max(interior[d][0], lo - e), min(interior[d][1], hi - e)]
+    slabs, inner = _peel(value, interior)
+    return [piece for piece in [*slabs, inner] if not _stencil_plan.is_empty(piece)]
+
+
+def _peel(box: Box, inner: Sequence[Sequence[int]]) -> tuple[list[Box], Box]:
+    """``box`` as the slabs of it outside ``inner`` (clipped to it), two per axis at most, and the rest."""
+    slabs, rest = [], list(box)
+    for d, ((lo, hi), (inner_lo, inner_hi)) in enumerate(zip(box, inner)):
+        inner_lo = min(max(inner_lo, lo), hi)
+        inner_hi = max(min(inner_hi, hi), inner_lo)
+        slabs += [tuple(rest[:d]) + (cut,) + tuple(rest[d + 1 :]) for cut in ((lo, inner_lo), (inner_hi, hi))
+                  if cut[1] > cut[0]]
+        rest[d] = (inner_lo, inner_hi)
+    return slabs, tuple(rest)
 
 
 def _window(buffer: tuple[Any, tuple[int, ...]], box: Box, offset: Sequence[int], edges: Sequence[int] = (),
@@ -145,6 +196,8 @@ def _window(buffer: tuple[Any, tuple[int, ...]], box: Box, offset: Sequence[int]
     view = array[tuple(slice(None) if mode else slice(*b) for b, mode in zip(bounds, edges))]
     xp = namespace(array)
     for d, ((lo, hi), mode, o) in enumerate(zip(bounds, edges, origin)):
+        if not mode:
+            continue
         positions = np.arange(lo, hi)
         if mode == WRAP:
             view = xp.take(view, xp.asarray(positions % array.shape[d]), axis=d)
@@ -169,31 +222,43 @@ def _run_kernel(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box
 def _run_interpreted(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple,
                      shape: tuple[int, ...], backend: str, dests: list, target: Box) -> dict[int, dict[str, Any]]:
     program, _, loads, restricted, bases, out_dtypes = code
-    active = _edges(code, inputs, region, box, edges)
-
-    def window(slot: int, where: Box, offset: Sequence[int]) -> Any:
-        _, fill, extent = edges[slot]
-        return _window(inputs[slot], where, offset, active[slot], fill, extent)
-
     outs = [_window(dest, box, ()) for dest in dests]
-    for out, base in zip(outs, bases):
-        if base is not None:
-            out[...] = window(base[0], box, base[1])
     value = _stencil_plan.value_box(box, restricted, region)
+    # a field's base fills the box where the sweep computes no value (its values overwrite the rest)
+    shell = _peel(box, value)[0] if not _stencil_plan.is_empty(value) else [box]
+    active = _past_ends([(base[0], box, base[1]) for base in bases if base is not None], inputs, edges)
+    for dest, base in zip(dests, bases):
+        if base is not None:
+            for slab in shell:
+                _window(dest, slab, ())[...] = _window(inputs[base[0]], slab, base[1], active[base[0]], *edges[base[0]][1:])
     if _stencil_plan.is_empty(value):
         return {}
-    views = [window(slot, value, offset) for slot, offset in loads]
-    inner = tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(value, box))
     stores = program._replace(outputs=tuple(Store("store", out.value) for out in program.outputs))  # reductions: over the target
-    values = _fused.run_numpy(stores, scalars, tuple(lo for lo, _ in value), tuple(hi - lo for lo, hi in value),
-                                shape, views, backend)
-    for out, v in zip(outs, values):
-        out[inner] = v
+    pieces = _pieces(value, loads, inputs, edges)
+    whole: dict[int, Any] = {}  # per reduction output, its values over ``value``
+    for piece in pieces:
+        active = _past_ends([(slot, piece, offset) for slot, offset in loads], inputs, edges)
+        views = [_window(inputs[slot], piece, offset, active[slot], *edges[slot][1:]) for slot, offset in loads]
+        inner = tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(piece, box))
+        into = [out[inner] for out in outs]
+        values = _fused.run_numpy(stores, scalars, tuple(lo for lo, _ in piece), tuple(hi - lo for lo, hi in piece),
+                                  shape, views, backend, into)
+        for out, v in zip(into, values):
+            if v is not out:
+                out[...] = v
+        for j, (out, v) in enumerate(zip(program.outputs, values)):
+            if out.tag == "reduce":
+                if len(pieces) == 1:
+                    whole[j] = v
+                    continue
+                if j not in whole:
+                    whole[j] = namespace(v).empty(tuple(hi - lo for lo, hi in value), dtype=v.dtype)
+                whole[j][tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(piece, value))] = v
     reduced = {}
-    for j, (out, v) in enumerate(zip(program.outputs, values)):
-        if out.tag == "reduce":
-            part = v[tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(target, value))]
-            reduced[j] = _blocks.reduce_chunk(out.kind, part, out.axes, np.dtype(out.dtype), out.params, ())
+    for j, v in whole.items():
+        out = program.outputs[j]
+        part = v[tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(target, value))]
+        reduced[j] = _blocks.reduce_chunk(out.kind, part, out.axes, np.dtype(out.dtype), out.params, ())
     return reduced
 
 

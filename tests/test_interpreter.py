@@ -1,0 +1,88 @@
+"""Fused and stencil programs on blocks large enough for the NumPy interpreter to cut them into cache-sized
+pieces and to reuse its buffers from one block to the next: the values are NumPy's, bit for bit on NumPy
+blocks (the same operations in the same order), and results already computed never change afterwards."""
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+import numpy as np
+from conftest import BACKEND, assert_eq
+
+import dask_gpunumeric as gnp
+
+N = 2**19  # elements of the large blocks: several of the interpreter's pieces (kernels/fused.py, CHUNK)
+EXACT = {"rtol": 0.0} if BACKEND == "numpy" else {}  # CuPy's kernels may contract a*b+c into an FMA
+
+
+def _fields(n: int = N) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(7)
+    return rng.uniform(0.5, 1.5, n).astype(np.float32), rng.uniform(-1.0, 1.0, n).astype(np.float32)
+
+
+def _deep(xp: Any, u: Any, v: Any) -> tuple[Any, Any]:
+    """Steps of elementwise work with shared subexpressions, comparisons, where, integer and bool values."""
+    for _ in range(4):
+        w = u * v / (1.0 + 0.5 * u)
+        positive = v > 0
+        k = (u * 3).astype(np.int32) % 5
+        u = u + 0.05 * (xp.where(positive, w, -w) + k.astype(np.float32))
+        v = v - 0.05 * xp.sqrt(xp.abs(w)) * (positive | (k == 2))
+    return u, v
+
+
+def test_deep_elementwise_on_large_blocks_gives_numpy_bits() -> None:
+    u, v = _fields()
+    expected = _deep(np, u, v)
+    for chunks in (N, N // 2 + 4096):  # one block; two blocks of unequal sizes
+        a, b = gnp.from_array(u, chunks=chunks), gnp.from_array(v, chunks=chunks)
+        for actual, want in zip(_deep(gnp, a, b), expected):
+            assert_eq(actual, want, **EXACT)
+        accelerated = gnp.accelerate(lambda x, y: _deep(gnp, x, y))(a, b)
+        for actual, want in zip(accelerated, expected):
+            assert_eq(actual, want, **EXACT)
+
+
+def test_rows_reduced_and_broadcast_back_on_a_large_block() -> None:
+    x = 4 * np.random.default_rng(3).standard_normal((1024, 640), dtype=np.float32)
+
+    def softmax(xp: Any, y: Any) -> tuple[Any, Any]:
+        m = xp.max(y, axis=1, keepdims=True)
+        e = xp.exp(y - m)
+        s = xp.sum(e, axis=1, keepdims=True)
+        z = xp.tanh(y) * 3 + y * 0.5 - xp.abs(y) / 4 + xp.sin(y) * xp.cos(y) - 1.0  # a longer program, summed
+        return e / s, (m + xp.log(s))[:, 0], xp.sum(z * z - 2 * z, axis=1)
+
+    for actual, want in zip(softmax(gnp, gnp.asarray(x)), softmax(np, x)):
+        assert_eq(actual, want, **EXACT)
+
+
+def test_roll_and_where_steps_on_a_large_periodic_block() -> None:
+    q, c = _fields()
+
+    def advect(xp: Any, q: Any, c: Any) -> Any:
+        for _ in range(5):
+            q = q - 0.4 * c * xp.where(c > 0, q - xp.roll(q, 1), xp.roll(q, -1) - q)
+        return q
+
+    expected = advect(np, q, c)
+    assert_eq(advect(gnp, gnp.asarray(q), gnp.asarray(c)), expected, **EXACT)
+    assert_eq(gnp.accelerate(lambda x, y: advect(gnp, x, y))(gnp.asarray(q), gnp.asarray(c)), expected, **EXACT)
+
+
+def test_results_stay_unchanged_by_later_computations() -> None:
+    u, v = _fields()
+    a, b = dask.persist(gnp.asarray(u), gnp.asarray(v))
+    first = [gnp.fetch(x) for x in _deep(gnp, a, b)]
+    kept = [x.copy() for x in first]
+    for _ in range(2):  # the interpreter's buffers are reused by these
+        dask.compute(*_deep(gnp, b, a))
+    for value, copy in zip(first, kept):
+        np.testing.assert_array_equal(value, copy)
+
+
+def test_conversions_to_the_same_dtype_keep_each_block_its_own() -> None:
+    x = np.array([-4, 2, 7, -1], dtype=np.int32)
+    a = gnp.from_array(x, chunks=1)  # blocks one after another through the same thread's buffers
+    assert_eq(gnp.abs(a).astype(np.int32), np.abs(x).astype(np.int32))
+    assert_eq((gnp.abs(a) + 1).astype(np.int32) * 2, (np.abs(x) + 1).astype(np.int32) * 2)
