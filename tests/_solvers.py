@@ -2,28 +2,22 @@
 on a matrix-free Laplacian, and a stencil time loop that records an energy every few steps."""
 from __future__ import annotations
 
+import pathlib
+import sys
 from typing import Any
 
 import numpy as np
 
 import dask_gpunumeric as gnp
 
-
-def laplacian(u: Any, xp: Any) -> Any:
-    """Matrix-free 5-point Laplacian with zero Dirichlet boundaries (pad and shifted slices, as in JAX code)."""
-    p = xp.pad(u, 1)
-    return 4 * p[1:-1, 1:-1] - p[:-2, 1:-1] - p[2:, 1:-1] - p[1:-1, :-2] - p[1:-1, 2:]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+import cg  # noqa: E402  (the benchmarks' CG; benchmarks/ is not a package)
+from cg import laplacian  # noqa: E402,F401  (matrix-free 5-point Laplacian: pad and shifted slices)
 
 
 def cg_step(state: tuple, xp: Any) -> tuple:
-    """One conjugate-gradient iteration on the Laplacian: (x, r, p, r.r) -> the next."""
-    x, r, p, rr = state
-    ap = laplacian(p, xp)
-    alpha = rr / xp.sum(p * ap)
-    x = x + alpha * p
-    r = r - alpha * ap
-    rr_new = xp.sum(r * r)
-    return x, r, r + (rr_new / rr) * p, rr_new
+    """One conjugate-gradient iteration on the Laplacian: (x, r, p, r.r) -> the next (the benchmark's)."""
+    return cg.step(state, xp)
 
 
 def numpy_cg(b: np.ndarray, iterations: int) -> np.ndarray:
