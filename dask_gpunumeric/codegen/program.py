@@ -27,6 +27,25 @@ from .types import Program, c_literal, ctype, dtype_supported, scalar_supported,
 def op_supported(func: str, dtype: np.dtype, kwargs: Mapping[str, Any], operands: Sequence[Any]) -> bool:
     """Can a kernel compute ufunc ``func`` (NumPy's name) with result ``dtype`` element by element, exactly
     as NumPy would? ``operands``: each array operand's dtype, or the scalar itself."""
+    # answers met before: each optimization asks about every node again, and nodes repeat a few signatures
+    # (scalars by type and value: an int's range matters)
+    try:
+        key = (func, dtype, tuple(sorted(kwargs.items())) if kwargs else (), tuple(operands),
+               tuple(map(type, operands)))
+        return _SUPPORTED_OPS[key]
+    except KeyError:
+        if len(_SUPPORTED_OPS) >= 4096:  # keep it bounded
+            _SUPPORTED_OPS.clear()
+        supported = _SUPPORTED_OPS[key] = _op_supported(func, dtype, kwargs, operands)
+        return supported
+    except TypeError:  # something unhashable
+        return _op_supported(func, dtype, kwargs, operands)
+
+
+_SUPPORTED_OPS: dict[tuple, bool] = {}
+
+
+def _op_supported(func: str, dtype: np.dtype, kwargs: Mapping[str, Any], operands: Sequence[Any]) -> bool:
     ufunc = UFUNCS.get(func)
     if ufunc is None or not ufunc.rule or not dtype_supported(dtype):
         return False
@@ -97,44 +116,71 @@ class ProgramBuilder:
         """The value of external input ``name`` (loaded at its first use)."""
         if name not in self._loaded:
             self.inputs.append(name)
-            self._dtypes.append(np.dtype(dtype).str)
-            self._loaded[name] = self._add(("load", len(self.inputs) - 1, np.dtype(dtype).str))
+            self._dtypes.append(_dtype_str(dtype))
+            self._loaded[name] = self._add(("load", len(self.inputs) - 1, _dtype_str(dtype)))
         return self._loaded[name]
 
     def scalar(self, value: Any) -> int:
         """A scalar operand (a kernel argument)."""
         self.scalars.append(value)
-        return self._add(("scalar", len(self.scalars) - 1, np.asarray(value).dtype.str))
+        return self._add(("scalar", len(self.scalars) - 1, _scalar_dtype_str(value)))
 
     def full(self, value: Any, dtype: np.dtype) -> int:
         """A constant array of ``value``."""
         self.scalars.append(value)
-        return self._add(("full", len(self.scalars) - 1, np.dtype(dtype).str))
+        return self._add(("full", len(self.scalars) - 1, _dtype_str(dtype)))
 
     def random(self, kind: str, dtype: np.dtype, key: Sequence[int], stream: int, params: Sequence[Any]) -> int:
         """A Philox draw of ``kind`` (``codegen.philox.KINDS``)."""
         slot = len(self.scalars)
         self.scalars.extend([key[0], key[1], stream, *params])
-        return self._add(("random", kind, np.dtype(dtype).str, slot, len(params)))
+        return self._add(("random", kind, _dtype_str(dtype), slot, len(params)))
 
     def op(self, func: str, dtype: np.dtype, kwargs: Mapping[str, Any], args: Sequence[int],
            operands: Sequence[Any]) -> int:
         """Ufunc ``func`` of values ``args`` (``operands``: their array dtypes or scalars, for its compute dtype)."""
         compute = compute_dtype(func, dtype, operands)
-        return self._add(("op", func, np.dtype(dtype).str, tuple(sorted(kwargs.items())), tuple(args), compute.str))
+        return self._add(("op", func, _dtype_str(dtype), tuple(sorted(kwargs.items())) if kwargs else (), tuple(args),
+                          compute.str))
 
     def total(self, kind: str, dtype: np.dtype, value: int, axes: tuple[int, ...], params: tuple,
               keepdims: bool) -> int:
         """The finished reduction ``kind`` of ``value`` over every axis (of a one-block array)."""
-        return self._add(("total", value, np.dtype(dtype).str, kind, axes, params, keepdims))
+        return self._add(("total", value, _dtype_str(dtype), kind, axes, params, keepdims))
 
     def program(self, ndim: int, stores: Sequence[int], reductions: Sequence[tuple]) -> Program:
         """The program storing values ``stores``, then reducing per ``reductions``: ``(value, kind, axes,
         dtype, params)`` each."""
         outputs = [("store", i) for i in stores]
-        outputs += [("reduce", i, np.dtype(dt).str, kind, axes, params, False)
+        outputs += [("reduce", i, _dtype_str(dt), kind, axes, params, False)
                     for i, kind, axes, dt, params in reductions]
         return typed_program((ndim, tuple(self._dtypes), tuple(self.instrs), tuple(outputs)))
+
+
+_DTYPE_STRS: dict[Any, str] = {}
+_SCALAR_DTYPE_STRS: dict[type, str] = {}
+
+
+def _dtype_str(dtype: Any) -> str:
+    """``np.dtype(dtype).str``, looked up once per dtype (programs are built per node of every optimization)."""
+    try:
+        return _DTYPE_STRS[dtype]
+    except KeyError:
+        text = _DTYPE_STRS[dtype] = np.dtype(dtype).str
+        return text
+    except TypeError:  # unhashable
+        return np.dtype(dtype).str
+
+
+def _scalar_dtype_str(value: Any) -> str:
+    """``np.asarray(value).dtype.str``: by type, except Python ints (their dtype depends on their value)."""
+    kind = type(value)
+    text = _SCALAR_DTYPE_STRS.get(kind)
+    if text is None:
+        text = np.asarray(value).dtype.str
+        if kind in (bool, float) or issubclass(kind, np.generic):
+            _SCALAR_DTYPE_STRS[kind] = text
+    return text
 
 
 HELPERS = r"""

@@ -13,14 +13,19 @@ from ..expr import Creation, Elemwise, Reduction
 from ..ops.reductions import FUSABLE
 
 
+# positions of an Elemwise node's operands (``operand(name)`` searches the parameters on every call)
+_OP, _KWARGS, _ARGS = Elemwise._parameters.index("op"), Elemwise._parameters.index("kwargs"), len(Elemwise._parameters)
+
+
 def operands_of(node: Expr) -> list[Any]:
     """An Elemwise node's operands as ``codegen.program`` takes them: array dtypes, and scalars."""
-    return [a.dtype if isinstance(a, Expr) else a for a in node.args]
+    return [a.dtype if isinstance(a, Expr) else a for a in node.operands[_ARGS:]]
 
 
 def elemwise_supported(node: Expr) -> bool:
     """Can a kernel compute this Elemwise node element by element, exactly as NumPy would?"""
-    return _codegen.op_supported(node.operand("op"), node.dtype, node.operand("kwargs"), operands_of(node))
+    operands = node.operands
+    return _codegen.op_supported(operands[_OP], node.dtype, operands[_KWARGS], operands_of(node))
 
 
 def creation_supported(node: Expr) -> bool:
@@ -77,8 +82,9 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
             index[node._name] = builder.total(node.operand("kind"), node.dtype, index[node.array._name],
                                               node.operand("axes"), node.operand("params"), node.operand("keepdims"))
         else:
-            args = tuple(value_of(a) for a in node.args)
-            index[node._name] = builder.op(node.operand("op"), node.dtype, node.operand("kwargs"), args, operands_of(node))
+            operands = node.operands
+            args = [value_of(a) for a in operands[_ARGS:]]
+            index[node._name] = builder.op(operands[_OP], node.dtype, operands[_KWARGS], args, operands_of(node))
     program = builder.program(nodes[-1].ndim, [index[n._name] for n in stores],
                               [(index[r.array._name], r.operand("kind"), r.operand("axes"), r.dtype, r.operand("params"))
                                for r in reductions])
