@@ -248,7 +248,7 @@ def describe(program: tuple) -> str:
     seen: list[str] = []
     for ins in program.instrs:
         if ins.tag == "op":
-            word = "".join(c for c in ins.func if c.isalpha())  # dashboard prefixes are letters
+            word = _op_word(ins.func)
         elif ins.tag == "random":
             word = "random"
         elif ins.tag == "total":
@@ -263,6 +263,11 @@ def describe(program: tuple) -> str:
         if out.tag == "reduce" and out.kind not in seen:
             seen.append(out.kind)
     return "-".join(seen[:4]) or "fused"
+
+
+@functools.lru_cache(maxsize=1024)
+def _op_word(func: str) -> str:
+    return "".join(c for c in func if c.isalpha())  # dashboard prefixes are letters
 
 
 @functools.lru_cache(maxsize=256)

@@ -17,23 +17,27 @@ class DAG:
     consumers, and each node's position in that order."""
 
     def __init__(self, root: Expr) -> None:
-        self.order: list[Expr] = []
-        self.dependencies: dict[str, list[Expr]] = {}
-        self.consumers: dict[str, list[Expr]] = defaultdict(list)
-        stack: list[tuple[Expr, bool]] = [(root, False)]
+        order: list[Expr] = []
+        dependencies: dict[str, list[Expr]] = {}
+        consumers: dict[str, list[Expr]] = defaultdict(list)
+        position: dict[str, int] = {}
+        # depth first: a node is placed when met on top of the stack again, its dependencies placed
+        stack: list[Expr] = [root]
         while stack:
-            node, done = stack.pop()
-            if done:
-                self.order.append(node)
+            node = stack[-1]
+            name = node._name
+            if name in dependencies:
+                stack.pop()
+                if name not in position:
+                    position[name] = len(order)
+                    order.append(node)
                 continue
-            if node._name in self.dependencies:
-                continue
-            deps = self.dependencies[node._name] = node.dependencies()
-            stack.append((node, True))
+            deps = dependencies[name] = node.dependencies()
             for dep in deps:
-                self.consumers[dep._name].append(node)
-                stack.append((dep, False))
-        self.position: dict[str, int] = {node._name: i for i, node in enumerate(self.order)}
+                consumers[dep._name].append(node)
+                if dep._name not in dependencies:  # else placed already (a DAG has no cycle)
+                    stack.append(dep)
+        self.order, self.dependencies, self.consumers, self.position = order, dependencies, consumers, position
 
     @classmethod
     def of(cls, root: Expr) -> DAG:
@@ -119,15 +123,23 @@ def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr]) -> list[Exp
             else:
                 stack.append(new)
             continue
-        pending = [o for o in node.operands
-                   if isinstance(o, Expr) and not isinstance(o, Materialized) and o._name not in memo]
+        # the operands as rebuilt, in one scan: those not rebuilt yet go on the stack (the node is seen again)
+        ops: list = []
+        pending = changed = False
+        for o in node.operands:
+            if isinstance(o, Expr) and not isinstance(o, Materialized):
+                done = memo.get(o._name)
+                if done is None:
+                    stack.append(o)
+                    pending = True
+                    continue
+                changed = changed or done is not o
+                o = done
+            ops.append(o)
         if pending:
-            stack.extend(pending)
             continue
         stack.pop()
-        ops = [memo[o._name] if isinstance(o, Expr) and not isinstance(o, Materialized) else o
-               for o in node.operands]
-        if all(a is b for a, b in zip(ops, node.operands)):
+        if not changed:
             memo[name] = node
         elif isinstance(node, Fused):  # its token, made of its members' names, still names what it computes
             memo[name] = Fused(*ops, _determ_token=node.deterministic_token)

@@ -21,9 +21,11 @@ def _identity_operand(node: Expr) -> ArrayExpr | None:
     """The array ``x`` when ``node`` is ``x * 1``, ``1 * x``, ``x + 0`` or ``0 + x`` and gives exactly ``x``
     (same dtype, chunks and backend; ``x + 0.0`` only on integers and booleans, since ``-0.0 + 0.0`` is
     ``0.0``, while ``x + -0.0`` is ``x`` for every float), else None."""
-    if not isinstance(node, Elemwise) or node.operand("op") not in ("multiply", "add") or node.operand("kwargs"):
+    if not isinstance(node, Elemwise):
         return None
-    args = node.args
+    op, _, kwargs, *args = node.operands  # Elemwise's parameters, then its arguments
+    if op not in ("multiply", "add") or kwargs:
+        return None
     if len(args) != 2:
         return None
     arrays = [a for a in args if isinstance(a, ArrayExpr)]
@@ -34,7 +36,7 @@ def _identity_operand(node: Expr) -> ArrayExpr | None:
     if (x.dtype != node.dtype or x.dtype.kind not in _REAL_KINDS or x.chunks != node.chunks
             or x.backend != node.backend):
         return None
-    if node.operand("op") == "multiply":
+    if op == "multiply":
         return x if c == 1 else None
     return x if c == 0 and (x.dtype.kind != "f" or np.signbit(c)) else None
 
