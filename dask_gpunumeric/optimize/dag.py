@@ -74,12 +74,16 @@ class UnionFind:
 
     def find(self, name: str) -> str:
         """The representative of ``name``'s group (a group of its own the first time it is seen)."""
-        if name not in self.parent:
-            self.parent[name] = name
+        parent = self.parent
+        up = parent.get(name)
+        if up is None:
+            parent[name] = name
             self.members[name] = {name}
-        while self.parent[name] != name:
-            self.parent[name] = self.parent[self.parent[name]]
-            name = self.parent[name]
+            return name
+        while up != name:
+            parent[name] = parent[up]
+            name = parent[name]
+            up = parent[name]
         return name
 
     def join(self, name: str, group: str) -> None:

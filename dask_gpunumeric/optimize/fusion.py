@@ -40,9 +40,10 @@ class _Grouping:
         """Process node ``name`` (its ``dependencies`` processed already), merging it with as many of the
         groups of ``candidates`` (its fusable dependencies with its blocks) as stay acyclic."""
         find, potential, exits = self.groups.find, self.potential, self.exits
+        groups = [find(d._name) for d in dependencies]
         if candidates:
             group = find(candidates[0]._name)
-            if all(find(d._name) == group for d in dependencies):
+            if all(g == group for g in groups):
                 # it reads one group alone (a chain's next operation): joining it makes no path leave the
                 # group and come back, and changes no potential
                 self.groups.join(name, group)
@@ -50,14 +51,13 @@ class _Grouping:
         exits[name] = set()
         if not candidates:  # a node of its own: above every group it reads
             top = -1
-            for d in dependencies:
-                group = find(d._name)
+            for group in groups:
                 exits[group].add(name)
                 if potential[group] > top:
                     top = potential[group]
             potential[find(name)] = top + 1
             return
-        deps = {find(d._name) for d in dependencies}
+        deps = set(groups)
         tried = {find(c._name) for c in candidates}
         if len(tried) > 1:
             # in decreasing potential: a path between two of them goes from a lower to a higher one, so it is
