@@ -22,7 +22,7 @@ from dask._expr import Expr
 from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
 from ..kernels.fused import record_sources
 from .dag import DAG, UnionFind, rebuild
-from .programs import build_program, is_fusable, is_fused_reduction
+from .programs import build_program, is_fusable, is_fused_reduction, reduced
 
 
 class _Grouping:
@@ -151,8 +151,8 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     group_of = {n._name: g for g, nodes in members.items() for n in nodes}
     reductions: dict[str, list[Reduction]] = defaultdict(list)
     for node in dag.order:
-        if is_fused_reduction(node) and node.array._name in fusable:
-            reductions[group_of[node.array._name]].append(node)
+        if is_fused_reduction(node) and reduced(node)._name in fusable:
+            reductions[group_of[reduced(node)._name]].append(node)
     totals: dict[str, list[Reduction]] = {}
     epilogues: dict[str, list[Expr]] = {}
     for g, nodes in members.items():
@@ -162,7 +162,7 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             epilogues[g] = _epilogue(dag, finished, fusable)
     taken = {n._name for e in epilogues.values() for n in e}  # no longer members of their own groups
     members = {g: kept for g, m in members.items() if (kept := [n for n in m if n._name not in taken])}
-    reductions = {g: [r for r in rs if r.array._name not in taken] for g, rs in reductions.items()}
+    reductions = {g: [r for r in rs if reduced(r)._name not in taken] for g, rs in reductions.items()}
     # a lone node with nothing to fuse stays as it is (one task per block either way)
     plans = {g: m for g, m in members.items() if len(m) > 1 or reductions.get(g)}
     if not plans:
@@ -176,7 +176,7 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
 
 def _finished_in_kernel(reduction: Reduction) -> bool:
     """Whether a fused reduction is a total: over every axis of a one-block array (of at least one axis)."""
-    x = reduction.array
+    x = reduced(reduction)
     return x.ndim > 0 and all(n == 1 for n in x.numblocks) and set(reduction.operand("axes")) == set(range(x.ndim))
 
 
@@ -256,6 +256,6 @@ def _build_group(dag: DAG, root: ArrayExpr, nodes: list[Expr], reductions: list[
     for k, node in enumerate([*stores, *finished]):
         out[node._name] = fused if n_out == 1 else FusedOutput(fused, k, node.chunks, node.dtype)
     for k, red in enumerate(partials, start=len(stores) + len(finished)):
-        partial = fused if n_out == 1 else FusedOutput(fused, k, red.array.chunks, red.array.dtype)
+        partial = fused if n_out == 1 else FusedOutput(fused, k, reduced(red).chunks, reduced(red).dtype)
         out[red._name] = Reduction(partial, *red.operands[1:len(Reduction._parameters) - 1], True)
     return out

@@ -17,6 +17,14 @@ from ..ops.reductions import FUSABLE
 _OP, _KWARGS, _ARGS = Elemwise._parameters.index("op"), Elemwise._parameters.index("kwargs"), len(Elemwise._parameters)
 
 
+def reduced(node: Expr) -> Expr:
+    """A Reduction node's array (``node.array`` searches the parameters through Dask's ``__getattr__``)."""
+    return node.operands[_REDUCED]
+
+
+_REDUCED = Reduction._parameters.index("array")
+
+
 def operands_of(node: Expr) -> list[Any]:
     """An Elemwise node's operands as ``codegen.program`` takes them: array dtypes, and scalars."""
     return [a.dtype if isinstance(a, Expr) else a for a in node.operands[_ARGS:]]
@@ -48,7 +56,7 @@ def is_fused_reduction(node: Expr) -> bool:
         isinstance(node, Reduction)
         and not node.operand("prereduced")
         and node.operand("kind") in FUSABLE
-        and dtype_supported(node.array.dtype)
+        and dtype_supported(reduced(node).dtype)
         and dtype_supported(node.dtype)
     )
 
@@ -79,13 +87,13 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
                 key, stream, dist = params
                 index[node._name] = builder.random(kind.removeprefix("random-"), node.dtype, key, stream, dist)
         elif kind == "Reduction":
-            index[node._name] = builder.total(node.operand("kind"), node.dtype, index[node.array._name],
+            index[node._name] = builder.total(node.operand("kind"), node.dtype, index[reduced(node)._name],
                                               node.operand("axes"), node.operand("params"), node.operand("keepdims"))
         else:
             operands = node.operands
             args = [value_of(a) for a in operands[_ARGS:]]
             index[node._name] = builder.op(operands[_OP], node.dtype, operands[_KWARGS], args, operands_of(node))
     program = builder.program(nodes[-1].ndim, [index[n._name] for n in stores],
-                              [(index[r.array._name], r.operand("kind"), r.operand("axes"), r.dtype, r.operand("params"))
+                              [(index[reduced(r)._name], r.operand("kind"), r.operand("axes"), r.dtype, r.operand("params"))
                                for r in reductions])
     return program, [inputs[name] for name in builder.inputs], builder.scalars
