@@ -130,16 +130,22 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     dag = DAG.of(root)
     grouping = _Grouping()
     groups = grouping.groups
-    fusable = {n._name for n in dag.order if is_fusable(n)}
+    # one walk: which nodes are fusable (dependencies first), their groups, and the reductions to fold in
+    fusable: set[str] = set()
+    foldable: list[Reduction] = []
     dependencies, add = dag.dependencies, grouping.add
     for node in dag.order:
         name = node._name
         deps = dependencies[name]
-        if name in fusable and deps:
-            chunks, backend = node.chunks, node.backend
-            add(name, deps, [d for d in deps if d._name in fusable and d.chunks == chunks and d.backend == backend])
-        else:
-            add(name, deps, [])
+        if is_fusable(node):
+            fusable.add(name)
+            if deps:
+                chunks, backend = node.chunks, node.backend
+                add(name, deps, [d for d in deps if d._name in fusable and d.chunks == chunks and d.backend == backend])
+                continue
+        elif is_fused_reduction(node):
+            foldable.append(node)
+        add(name, deps, [])
     limit = settings["kernel-size"]
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ValueError(f"gpunumeric.kernel-size must be a positive int, got {limit!r}")
@@ -150,8 +156,8 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     members = {f"{g}-{k}": run for g, nodes in grown.items() for k, run in enumerate(_cut(nodes, dag, limit))}
     group_of = {n._name: g for g, nodes in members.items() for n in nodes}
     reductions: dict[str, list[Reduction]] = defaultdict(list)
-    for node in dag.order:
-        if is_fused_reduction(node) and reduced(node)._name in fusable:
+    for node in foldable:
+        if reduced(node)._name in fusable:
             reductions[group_of[reduced(node)._name]].append(node)
     totals: dict[str, list[Reduction]] = {}
     epilogues: dict[str, list[Expr]] = {}
