@@ -1,11 +1,15 @@
 """``Elemwise``: a NumPy-style elementwise function of N inputs, broadcasting on aligned chunks."""
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
+import numpy as np
 from dask._task_spec import GraphNode, Task
 
 from ..kernels import blocks as _blocks
 from .base import ArrayExpr, Chunks, Index
-from .tokens import cached
+from .tokens import _TEXT, _dtype_text, _plain_repr, cached
 
 
 class Elemwise(ArrayExpr):
@@ -16,6 +20,33 @@ class Elemwise(ArrayExpr):
     """
 
     _parameters = ["op", "dtype", "kwargs"]
+
+    @classmethod
+    def of_aligned(cls, op: str, dtype: np.dtype, args: list[Any]) -> Elemwise:
+        """``Elemwise(op, dtype, {}, *args)`` for the common case, on every operation users write: ``args``
+        are expressions of the same chunks and plain scalars. The same node, name included, as the general
+        constructor makes, without its generic per-operand steps."""
+        parts = [f"Elemwise|list(str:{op!r}", _dtype_text(dtype), "dict()"]
+        chunks = backend = None
+        for a in args:
+            if isinstance(a, ArrayExpr):
+                parts.append(a._name)
+                if chunks is None:
+                    chunks = a.chunks
+                if a.backend == "cupy":
+                    backend = "cupy"
+            else:
+                text = _TEXT.get(type(a), _plain_repr)(a)
+                if text is None:  # not a plain value: Dask's tokenizer, through the general constructor
+                    return cls(op, dtype, {}, *args)
+                parts.append(text)
+        inst = object.__new__(cls)
+        text = ",".join(parts) + ")"
+        inst.__dict__.update(
+            _determ_token=hashlib.sha1(text.encode()).hexdigest()[:32], operands=[op, dtype, {}, *args],
+            chunks=chunks, dtype=dtype, backend=backend or "numpy")
+        inst._name  # noqa: B018 - computed once here, as ArrayExpr.__new__ does
+        return inst
 
 
     @cached
