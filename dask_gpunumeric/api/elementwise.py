@@ -105,21 +105,25 @@ def _short_path(op: str, args: tuple) -> Array | None:
     would build, on its shortest route; None for anything else (the promotion guard's, a special value's
     correction, a rewrite, a warning, alignment: the full path's cases)."""
     operands: list[Any] = []
+    key: list[Any] = []  # as ``_dtypes`` makes it
     chunks = None
     for a in args:
         kind = type(a)
         if kind is Array:
             a = a._expr
+            key.append(a.dtype)
             if chunks is None:
                 chunks = a.chunks
             elif a.chunks is not chunks and a.chunks != chunks:
                 return None
-        elif kind is not float and kind is not int:
+        elif kind is float or kind is int:
+            key.append((kind, a))
+        else:
             return None
         operands.append(a)
     if chunks is None:
         return None
-    out_dtype, common = _dtypes(op, operands, {}, 0)
+    out_dtype, common = _operation_dtypes(op, tuple(key), (), 0)
     func = BLOCK_FUNCTION[op]
     if common is not None or func in _VALUE_DEPENDENT or \
             (func in _REWRITTEN_SCALAR and not isinstance(operands[_REWRITTEN_SCALAR[func]], ArrayExpr)):

@@ -41,11 +41,10 @@ class Elemwise(ArrayExpr):
                     return cls(op, dtype, {}, *args)
                 parts.append(text)
         inst = object.__new__(cls)
-        text = ",".join(parts) + ")"
-        inst.__dict__.update(
-            _determ_token=hashlib.sha1(text.encode()).hexdigest()[:32], operands=[op, dtype, {}, *args],
-            chunks=chunks, dtype=dtype, backend=backend or "numpy")
-        inst._name  # noqa: B018 - computed once here, as ArrayExpr.__new__ does
+        token = hashlib.sha1((",".join(parts) + ")").encode()).hexdigest()[:32]
+        funcname = op.replace("_", "-")
+        inst.__dict__.update(_determ_token=token, operands=[op, dtype, {}, *args], _funcname=funcname,
+                             _name=f"{funcname}-{token}", chunks=chunks, dtype=dtype, backend=backend or "numpy")
         return inst
 
 
