@@ -1,7 +1,6 @@
 """``Elemwise``: a NumPy-style elementwise function of N inputs, broadcasting on aligned chunks."""
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -9,7 +8,7 @@ from dask._task_spec import GraphNode, Task
 
 from ..kernels import blocks as _blocks
 from .base import ArrayExpr, Chunks, Index
-from .tokens import _TEXT, _dtype_text, _plain_repr, cached
+from .tokens import cached
 
 
 class Elemwise(ArrayExpr):
@@ -24,29 +23,16 @@ class Elemwise(ArrayExpr):
     @classmethod
     def of_aligned(cls, op: str, dtype: np.dtype, args: list[Any]) -> Elemwise:
         """``Elemwise(op, dtype, {}, *args)`` for the common case, on every operation users write: ``args``
-        are expressions of the same chunks and plain scalars. The same node, name included, as the general
-        constructor makes, without its generic per-operand steps."""
-        parts = [f"Elemwise|list(str:{op!r}", _dtype_text(dtype), "dict()"]
+        are expressions of the same chunks and plain scalars (``ArrayExpr.with_metadata``)."""
         chunks = backend = None
         for a in args:
             if isinstance(a, ArrayExpr):
-                parts.append(a._name)
                 if chunks is None:
                     chunks = a.chunks
                 if a.backend == "cupy":
                     backend = "cupy"
-            else:
-                text = _TEXT.get(type(a), _plain_repr)(a)
-                if text is None:  # not a plain value: Dask's tokenizer, through the general constructor
-                    return cls(op, dtype, {}, *args)
-                parts.append(text)
-        inst = object.__new__(cls)
-        token = hashlib.sha1((",".join(parts) + ")").encode()).hexdigest()[:32]
-        funcname = op.replace("_", "-")
-        inst.__dict__.update(_determ_token=token, operands=[op, dtype, {}, *args], _funcname=funcname,
-                             _name=f"{funcname}-{token}", chunks=chunks, dtype=dtype, backend=backend or "numpy")
-        return inst
-
+        made = cls.with_metadata([op, dtype, {}, *args], chunks, dtype, backend or "numpy")
+        return cls(op, dtype, {}, *args) if made is None else made
 
     @cached
     def _funcname(self) -> str:

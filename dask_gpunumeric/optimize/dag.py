@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from dask._expr import Expr
 
-from ..expr import ArrayExpr, Fused, Materialized
+from ..expr import ArrayExpr, Fused, Materialized, inputs
 
 
 class DAG:
@@ -28,7 +28,7 @@ class DAG:
                 continue
             if node._name in self.dependencies:
                 continue
-            deps = self.dependencies[node._name] = node.dependencies()
+            deps = self.dependencies[node._name] = inputs(node)
             stack.append((node, True))
             for dep in deps:
                 self.consumers[dep._name].append(node)
