@@ -65,16 +65,15 @@ class ArrayExpr(Expr):
     @classmethod
     def with_metadata(cls, operands: list[Any], chunks: Chunks, dtype: np.dtype, backend: str) -> ArrayExpr | None:
         """The node ``cls(*operands)`` makes, name included, given its chunks, dtype and backend, without the
-        constructor's generic steps (for the operations users write most); None where an operand is no plain
-        value or expression (the constructor's case)."""
+        constructor's generic steps (for the operations users write most; node types named as ``_name``
+        names them); None where an operand is no plain value or expression (the constructor's case)."""
         parts = [_TEXT.get(type(o), _plain_repr)(o) for o in operands]  # as __dask_tokenize__ makes them
         if None in parts:
             return None
-        text = f"{cls.__qualname__}|list({','.join(parts)})"
+        token = hashlib.sha1(f"{cls.__qualname__}|list({','.join(parts)})".encode()).hexdigest()[:32]
         inst = object.__new__(cls)
-        inst.__dict__.update(_determ_token=hashlib.sha1(text.encode()).hexdigest()[:32], operands=operands,
-                             chunks=chunks, dtype=dtype, backend=backend)
-        inst._name  # noqa: B018 - computed once here, as __new__ does
+        inst.__dict__.update(_determ_token=token, operands=operands, chunks=chunks, dtype=dtype, backend=backend)
+        inst.__dict__["_name"] = f"{inst._funcname}-{token}"
         return inst
 
     def with_operands(self, operands: list[Any]) -> ArrayExpr:
