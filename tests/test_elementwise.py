@@ -839,3 +839,25 @@ def test_logaddexp2_is_fused_and_matches_numpy(dtype: type, emulated: bool, monk
     dispatched = np.logaddexp2(a, b)  # NumPy's ufunc on gnp arrays: a gnp array
     assert isinstance(dispatched, gnp.Array)
     assert_eq(dispatched, expected_plain)
+
+
+@pytest.mark.parametrize("operands", [("x", "y"), ("x", 2.5), (3, "x"), ("i", 7), ("x", "i"), (1.0, "x"), ("x", 2)])
+@pytest.mark.parametrize("name", ["add", "multiply", "true_divide", "power", "maximum", "arctan2"])
+def test_short_build_path_makes_the_general_node(name: str, operands: tuple) -> None:
+    """The common case (Arrays of the same chunks, Python numbers) is built on a short path: the node, its name
+    and metadata are those of the general constructor, and the values NumPy's."""
+    from dask_gpunumeric.expr import Elemwise
+
+    host = {"x": np.linspace(0.5, 2.0, 12, dtype=np.float32), "y": np.linspace(1.0, 3.0, 12, dtype=np.float32),
+            "i": np.arange(1, 13, dtype=np.int64)}
+    lazy = {k: gnp.asarray(v, chunks=5) for k, v in host.items()}
+    args = [lazy.get(o, o) if isinstance(o, str) else o for o in operands]
+    result = getattr(gnp, name)(*args)
+    expected = getattr(np, name)(*[host.get(o, o) if isinstance(o, str) else o for o in operands])
+    node = result.expr
+    if type(node) is Elemwise:
+        general = Elemwise(*node.operands)
+        assert (general._name, general.chunks, general.dtype, general.backend) == \
+            (node._name, node.chunks, node.dtype, node.backend)
+    assert result.dtype == expected.dtype
+    assert_eq(result, expected)

@@ -94,11 +94,52 @@ def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, A
 _KEPT_OPERANDS = (Array, ArrayExpr, *SCALAR_OPERANDS)
 
 
+# functions whose operands' values can change the node built (a warning, a special value's correction):
+# never the short path; and those rewritten where one operand is a Python number (by position)
+_VALUE_DEPENDENT = frozenset({"floor_divide", "remainder", "fmod", *_special_values.CORRECTIONS})
+_REWRITTEN_SCALAR = {"power": 1, "true_divide": 0}
+
+
+def _short_path(op: str, args: tuple) -> Array | None:
+    """The node of the common case, Arrays of the same chunks and Python numbers, that the full path below
+    would build, on its shortest route; None for anything else (the promotion guard's, a special value's
+    correction, a rewrite, a warning, alignment: the full path's cases)."""
+    operands: list[Any] = []
+    key: list[Any] = []  # as ``_dtypes`` makes it
+    chunks = None
+    for a in args:
+        kind = type(a)
+        if kind is Array:
+            a = a._expr
+            key.append(a.dtype)
+            if chunks is None:
+                chunks = a.chunks
+            elif a.chunks is not chunks and a.chunks != chunks:
+                return None
+        elif kind is float or kind is int:
+            key.append((kind, a))
+        else:
+            return None
+        operands.append(a)
+    if chunks is None:
+        return None
+    out_dtype, common = _operation_dtypes(op, tuple(key), (), 0)
+    func = BLOCK_FUNCTION[op]
+    if common is not None or func in _VALUE_DEPENDENT or \
+            (func in _REWRITTEN_SCALAR and not isinstance(operands[_REWRITTEN_SCALAR[func]], ArrayExpr)):
+        return None
+    return Array(Elemwise.of_aligned(func, out_dtype, operands))
+
+
 def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0, **kwargs: Any) -> Array:
     """Build the lazy elementwise application of ``op`` (a key of ``BLOCK_FUNCTION``) to the operands.
 
     ``skip_promotion`` leading operands (``where``'s condition) are left out of the promotion guard.
     """
+    if dtype is None and not kwargs and not skip_promotion:
+        short = _short_path(op, args)
+        if short is not None:
+            return short
     # where array-likes are converted: to CuPy if an Array operand is on CuPy (asked only when there are
     # array-likes, as a new node's backend is otherwise not needed until its graph is made)
     backend = None

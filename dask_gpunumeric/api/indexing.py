@@ -89,15 +89,18 @@ def getitem(x: Array, index: Any) -> Array:
     if planned is not None:  # the plan of these slices of these chunks, made before (stencil code repeats them)
         if planned is _WHOLE:
             return x
-        keep_text(planned)
-        return Array(Gather(planned, (), x.dtype, x.expr))
+        plan, chunks = planned
+        keep_text(plan)
+        source = x.expr
+        made = Gather.with_metadata([plan, (), source.dtype, source], chunks, source.dtype, source.backend)
+        return Array(Gather(plan, (), x.dtype, source) if made is None else made)
     index = _normalize(index, x.ndim)
     _check_in_numpy_order(x.shape, index)
     _guards.check_scalar_index(x.shape, index, "reading", x.backend)
     if not any(_is_advanced(ix) for ix in index):
         out = _basic_getitem(x, index)
         if known is not None:
-            _remember_slices(known, _WHOLE if out is x else out.expr.operand("plan"))
+            _remember_slices(known, _WHOLE if out is x else (out.expr.operand("plan"), out.chunks))
         return out
     x, index = _new_axes_as_slices(x, index)
     advanced = [ix for ix in index if _is_advanced(ix)]
@@ -108,7 +111,7 @@ def getitem(x: Array, index: Any) -> Array:
 
 # plans of indices made of slices alone (with int or None bounds) by (chunks, bounds): valid, and the same
 # plan object each time (its token text is then the same work, and it is small)
-_SLICE_PLANS: dict[tuple, Any] = {}
+_SLICE_PLANS: dict[tuple, Any] = {}  # (plan, chunks of the result)
 _SLICE_PLANS_SIZE = 256
 _WHOLE = object()  # the plan of slices that take every element: the array itself
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .. import config
-from ..expr import ArrayExpr, Bundle
+from ..expr import ArrayExpr, Bundle, inputs
 from ..optimize.rotation import Rotation, rotated_body, rotation_of, substituted
 from ..runtime.regions.nodes import Loop, LoopOutput, Placeholder
 from ..runtime.regions.plan import Plan
@@ -208,7 +208,7 @@ def _hoist_invariants(outputs: list[ArrayExpr], placeholders: list[Placeholder],
     dag = DAG(Bundle(*outputs))
     varying = {p._name for p in placeholders}
     for node in dag.order:
-        if any(d._name in varying for d in node.dependencies()):
+        if any(d._name in varying for d in inputs(node)):
             varying.add(node._name)
     output_names = {o._name for o in outputs}
     hoisted = [n for n in dag.order if n._name not in varying and not isinstance(n, Bundle) and not _constant(n) and (

@@ -62,6 +62,20 @@ class ArrayExpr(Expr):
         inst.chunks, inst.dtype, inst.backend  # noqa: B018
         return inst
 
+    @classmethod
+    def with_metadata(cls, operands: list[Any], chunks: Chunks, dtype: np.dtype, backend: str) -> ArrayExpr | None:
+        """The node ``cls(*operands)`` makes, name included, given its chunks, dtype and backend, without the
+        constructor's generic steps (for the operations users write most; node types named as ``_name``
+        names them); None where an operand is no plain value or expression (the constructor's case)."""
+        parts = [_TEXT.get(type(o), _plain_repr)(o) for o in operands]  # as __dask_tokenize__ makes them
+        if None in parts:
+            return None
+        token = hashlib.sha1(f"{cls.__qualname__}|list({','.join(parts)})".encode()).hexdigest()[:32]
+        inst = object.__new__(cls)
+        inst.__dict__.update(_determ_token=token, operands=operands, chunks=chunks, dtype=dtype, backend=backend)
+        inst.__dict__["_name"] = f"{inst._funcname}-{token}"
+        return inst
+
     def with_operands(self, operands: list[Any]) -> ArrayExpr:
         """This node on other operands of the same chunks, dtypes and backends (a pass's rewrite of what it
         reads): its own chunks, dtype and backend kept rather than computed again."""
@@ -106,6 +120,15 @@ class ArrayExpr(Expr):
         if dask.config.get("dask-expr-no-serialize", False):
             raise RuntimeError(f"Serializing a {type(self)} object")
         return _unflatten, (_flatten(self),)
+
+    def dependencies(self) -> list[Expr]:
+        # Dask's walks (its simplify collects every node's dependents on each compute) have nothing to do
+        # below our nodes, whose top-most lowers to a Materialized of its whole tree: they meet the tree
+        # below as one node (``_Below``). Our own walks follow ``inputs``.
+        for o in self.operands:
+            if isinstance(o, Expr):
+                return [_Below.of(self)]
+        return []
 
     @property
     def args(self) -> list[Any]:
@@ -365,6 +388,27 @@ def _unflatten(entries: list[tuple]) -> ArrayExpr:
     return built[-1]
 
 
+class _Below(Expr):
+    """The nodes below one of ours, as one leaf of Dask's walks (``ArrayExpr.dependencies``); its layer is
+    theirs, for a graph Dask makes of a tree it did not lower (``dask.optimize``)."""
+
+    @classmethod
+    def of(cls, node: ArrayExpr) -> _Below:
+        # not through Expr.__new__ (its tokenizing): made on every compute, for the top-most nodes
+        below = object.__new__(cls)
+        below.__dict__.update(operands=[], _name=f"below-{node._name}", _node=node)
+        return below
+
+    def _layer(self) -> dict:
+        top = self.__dict__["_node"]
+        return {k: v for node in walk(top) if node is not top for k, v in node._layer().items()}
+
+
+def inputs(node: Expr) -> list[Expr]:
+    """The sub-expressions a node reads (its operands that are expressions): what our walks follow."""
+    return [o for o in node.operands if isinstance(o, Expr)]
+
+
 def walk(root: Expr) -> Iterator[Expr]:
     """Every node of an expression tree once."""
     stack, seen = [root], set()
@@ -374,7 +418,9 @@ def walk(root: Expr) -> Iterator[Expr]:
         if name not in seen:
             seen.add(name)
             yield node
-            stack.extend(node.dependencies())
+            for o in node.operands:
+                if isinstance(o, Expr):
+                    stack.append(o)
 
 
 class Bundle(ArrayExpr):

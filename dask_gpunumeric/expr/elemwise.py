@@ -1,6 +1,9 @@
 """``Elemwise``: a NumPy-style elementwise function of N inputs, broadcasting on aligned chunks."""
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 from dask._task_spec import GraphNode, Task
 
 from ..kernels import blocks as _blocks
@@ -17,6 +20,19 @@ class Elemwise(ArrayExpr):
 
     _parameters = ["op", "dtype", "kwargs"]
 
+    @classmethod
+    def of_aligned(cls, op: str, dtype: np.dtype, args: list[Any]) -> Elemwise:
+        """``Elemwise(op, dtype, {}, *args)`` for the common case, on every operation users write: ``args``
+        are expressions of the same chunks and plain scalars (``ArrayExpr.with_metadata``)."""
+        chunks = backend = None
+        for a in args:
+            if isinstance(a, ArrayExpr):
+                if chunks is None:
+                    chunks = a.chunks
+                if a.backend == "cupy":
+                    backend = "cupy"
+        made = cls.with_metadata([op, dtype, {}, *args], chunks, dtype, backend or "numpy")
+        return cls(op, dtype, {}, *args) if made is None else made
 
     @cached
     def _funcname(self) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from dask._expr import Expr
 
-from ..expr import ArrayExpr, Fused, Materialized
+from ..expr import ArrayExpr, Fused, Materialized, inputs
 
 
 class DAG:
@@ -32,7 +32,7 @@ class DAG:
                     position[name] = len(order)
                     order.append(node)
                 continue
-            deps = dependencies[name] = node.dependencies()
+            deps = dependencies[name] = inputs(node)
             for dep in deps:
                 consumers[dep._name].append(node)
                 if dep._name not in dependencies:  # else placed already (a DAG has no cycle)

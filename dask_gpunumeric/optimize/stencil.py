@@ -18,7 +18,7 @@ from ..codegen.program import ProgramBuilder
 from ..codegen.stencil_plan import tile_runs
 from ..codegen.types import FILL, WRAP, StencilCode, StencilPlan, Sweep, dtype_supported, scalar_supported
 from ..expr import plan as _plan
-from ..expr import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil
+from ..expr import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil, inputs
 from ..kernels.stencil import record_sources
 from .dag import DAG, UnionFind, rebuild
 from .programs import elemwise_supported, is_fused_reduction, operands_of
@@ -346,7 +346,7 @@ class _Pass:
             if node._name in self.cluster:
                 stack.extend(t for t, *_ in self.reads[node._name])  # its cluster reads too: they read outside
                 continue
-            for dep in node.dependencies():
+            for dep in inputs(node):
                 if dep._name in self.cluster:
                     out[dep._name].add(node._name)
                 stack.append(dep)
@@ -440,7 +440,7 @@ class _Pass:
         for node in self.dag.order:
             if node._name not in self.cluster:
                 below[node._name] = set().union(*[{d._name} if d._name in self.fields else below.get(d._name, set())
-                                                  for d in node.dependencies()])
+                                                  for d in inputs(node)])
         return below
 
     # --- kernels ---
