@@ -128,7 +128,7 @@ def _short_path(op: str, args: tuple) -> Array | None:
     if common is not None or func in _VALUE_DEPENDENT or \
             (func in _REWRITTEN_SCALAR and not isinstance(operands[_REWRITTEN_SCALAR[func]], ArrayExpr)):
         return None
-    return Array(Elemwise.of_aligned(func, out_dtype, operands))
+    return Array(Elemwise.of_aligned(func, out_dtype, operands, chunks))
 
 
 def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0, **kwargs: Any) -> Array:

@@ -418,9 +418,7 @@ def walk(root: Expr) -> Iterator[Expr]:
         if name not in seen:
             seen.add(name)
             yield node
-            for o in node.operands:
-                if isinstance(o, Expr):
-                    stack.append(o)
+            stack.extend(inputs(node))
 
 
 class Bundle(ArrayExpr):

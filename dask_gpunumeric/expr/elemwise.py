@@ -21,17 +21,10 @@ class Elemwise(ArrayExpr):
     _parameters = ["op", "dtype", "kwargs"]
 
     @classmethod
-    def of_aligned(cls, op: str, dtype: np.dtype, args: list[Any]) -> Elemwise:
+    def of_aligned(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks) -> Elemwise:
         """``Elemwise(op, dtype, {}, *args)`` for the common case, on every operation users write: ``args``
-        are expressions of the same chunks and plain scalars (``ArrayExpr.with_metadata``)."""
-        chunks = backend = None
-        for a in args:
-            if isinstance(a, ArrayExpr):
-                if chunks is None:
-                    chunks = a.chunks
-                if a.backend == "cupy":
-                    backend = "cupy"
-        made = cls.with_metadata([op, dtype, {}, *args], chunks, dtype, backend or "numpy")
+        are expressions of chunks ``chunks`` and plain scalars (``ArrayExpr.with_metadata``)."""
+        made = cls.with_metadata([op, dtype, {}, *args], chunks, dtype, _backend(args))
         return cls(op, dtype, {}, *args) if made is None else made
 
     @cached
@@ -40,10 +33,7 @@ class Elemwise(ArrayExpr):
 
     @cached
     def backend(self) -> str:
-        for a in self.args:
-            if isinstance(a, ArrayExpr) and a.backend == "cupy":
-                return "cupy"
-        return "numpy"
+        return _backend(self.args)
 
     @cached
     def chunks(self) -> Chunks:
@@ -73,3 +63,11 @@ class Elemwise(ArrayExpr):
         return Task(
             self.key(index), _blocks.elemwise, self.operand("op"), self.dtype, self.operand("kwargs"), *args
         )
+
+
+def _backend(args: list[Any]) -> str:
+    """An elementwise result's backend: CuPy if any operand is on CuPy."""
+    for a in args:
+        if isinstance(a, ArrayExpr) and a.backend == "cupy":
+            return "cupy"
+    return "numpy"
