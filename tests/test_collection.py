@@ -147,6 +147,23 @@ def test_graph_on_persisted_inputs_is_optimized_once_and_keeps_no_blocks(data, m
     assert _compile._GRAPH_CACHE
 
 
+@pytest.mark.parametrize("gnp_first", [True, False])
+def test_dask_compute_and_persist_with_dask_array_by_default_scheduler(data, gnp_first):
+    """``dask.compute``/``dask.persist`` of a gnp Array beside a dask.array, with no scheduler configured:
+    Dask's default-scheduler check accepts the pair (ours stands in for Dask's threaded one)."""
+    x = gnp.asarray(data, chunks=(2, 3)) * 2
+    d = da.from_array(data, chunks=(3, 2)) + 1
+    pair = (x, d) if gnp_first else (d, x)
+    with dask.config.set(scheduler=None):
+        computed = dict(zip(("x", "d") if gnp_first else ("d", "x"), dask.compute(*pair)))
+        persisted = dict(zip(("x", "d") if gnp_first else ("d", "x"), dask.persist(*pair)))
+    np.testing.assert_allclose(to_host(computed["x"]), data * 2, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(computed["d"]), data + 1, rtol=1e-12)
+    assert isinstance(persisted["x"], gnp.Array) and isinstance(persisted["d"], da.Array)
+    assert_eq(persisted["x"], data * 2)
+    np.testing.assert_allclose(np.asarray(persisted["d"].compute()), data + 1, rtol=1e-12)
+
+
 def test_dask_persist_several(data):
     x = gnp.asarray(data, chunks=(3, 2))
     a, b = dask.persist(gnp.sin(x), gnp.sum(x, axis=0))

@@ -95,6 +95,16 @@ class CollectionScheduler:
     def __call__(self, dsk: Any, keys: Any, **kwargs: Any) -> Any:
         return self.get(dsk, keys, **kwargs)
 
+    # Dask refuses ``dask.compute(a, b)`` of collections whose default schedulers differ. Ours is Dask's local
+    # threaded scheduler with our ordering and memory handling, and runs any graph: it stands in for
+    # ``dask.threaded.get`` (dask.array's and dask.dataframe's default) and for the other backend's, so that
+    # mixing gnp Arrays with those collections computes on the first collection's scheduler, as in Dask.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CollectionScheduler) or other is dask.threaded.get
+
+    def __hash__(self) -> int:
+        return hash(dask.threaded.get)
+
     def persist(self, collections: Sequence[Any], optimize_graph: bool = True, **kwargs: Any) -> list:
         """The collections persisted, as ``dask.persist`` makes them (Arrays of one tree optimized together)."""
         if kwargs or not optimize_graph or dask.callbacks.Callback.active or not all(map(_is_array, collections)):
