@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import dask
 import numpy as np
 import pytest
 from conftest import assert_eq
@@ -130,6 +131,84 @@ def test_identities_inside_fused_kernels() -> None:
     (group,) = plan(y)["groups"]
     assert group["ops"] == ["sin", "add"]
     assert_eq(y, np.sin(xn) + 2.0)
+
+
+@pytest.mark.parametrize("build, ops", [
+    (lambda xp, x, y: xp.sin(xp.abs(-x)), ["absolute", "sin"]),
+    (lambda xp, x, y: xp.sin(-(-x)), ["sin"]),
+    (lambda xp, x, y: xp.sin((-x) * y), ["multiply", "negative", "sin"]),
+    (lambda xp, x, y: xp.sin(x * -y), ["multiply", "negative", "sin"]),
+    (lambda xp, x, y: xp.sin((-x) * (-y)), ["multiply", "sin"]),
+    (lambda xp, x, y: xp.sin((-x) / y), ["negative", "sin", "true_divide"]),
+    (lambda xp, x, y: xp.sin(xp.abs((-x) * 0.5)), ["absolute", "multiply", "sin"]),
+    (lambda xp, x, y: xp.sin(xp.abs(x / -y)), ["absolute", "sin", "true_divide"]),
+])
+def test_negations_move_out_exactly(build: Any, ops: list[str]) -> None:
+    """Float negations move out of products, quotients and ``abs`` (round-to-nearest is symmetric in sign):
+    NumPy's values bit for bit, zeros' and infinities' signs included."""
+    xn = np.repeat(FLOATS, len(FLOATS))
+    yn = np.tile(np.array([-0.0, 0.0, 1.5, -2.0, np.inf, -np.inf, 3.0], dtype="float32"), len(FLOATS))
+    got = build(gnp, gnp.asarray(xn, chunks=16), gnp.asarray(yn, chunks=16))
+    assert _elemwise_ops(got) == ops
+    with np.errstate(all="ignore"):
+        expected = build(np, xn, yn)
+    assert_eq(got, expected)
+    signed = ~np.isnan(expected)
+    assert (np.signbit(gnp.fetch(got))[signed] == np.signbit(expected)[signed]).all()
+
+
+def test_negations_kept_on_integers_and_where_promoted() -> None:
+    """Integer negation wraps (``-x`` of the minimum is the minimum): left as written, as is a negation whose
+    product promotes."""
+    i = gnp.asarray(np.array([-128, -1, 0, 5], dtype="int8"))
+    assert _elemwise_ops(gnp.abs(-i) * 2) == ["absolute", "multiply", "negative"]
+    with np.errstate(over="ignore"):
+        assert_eq(gnp.abs(-i) * 2, np.abs(-np.array([-128, -1, 0, 5], dtype="int8")) * 2)
+    f = gnp.asarray(np.array([1.5, -2.0], dtype="float32"))
+    with gnp.allowpromotion():
+        assert _elemwise_ops(gnp.sin((-f) * np.float64(3.0))) == ["multiply", "negative", "sin"]
+
+
+@pytest.mark.parametrize("dtype, divisor, ops", [
+    ("float32", 2.0, ["multiply", "sin"]),
+    ("float32", -0.25, ["multiply", "sin"]),
+    ("float64", 2.0**-1000, ["multiply", "sin"]),
+    ("float32", 3.0, ["sin", "true_divide"]),  # 1/3 is not exact
+    ("float32", 2.0**-140, ["sin", "true_divide"]),  # its reciprocal overflows float32
+    ("float16", 2.0**20, ["sin", "true_divide"]),  # not a float16
+    ("float32", np.float32(2.0), ["multiply", "sin"]),
+])
+def test_division_by_a_power_of_two_becomes_a_product(dtype: str, divisor: Any, ops: list[str]) -> None:
+    """``x / 2**k`` is ``x * 2**-k`` bit for bit (subnormal results included) where ``2**-k`` is a normal
+    number of the dtype; other divisors stay divisions."""
+    tiny = np.finfo(dtype).smallest_subnormal
+    xn = np.array([0.0, -0.0, 1.0, -3.5, tiny, 7 * tiny, np.finfo(dtype).max, np.inf, np.nan], dtype=dtype)
+    with gnp.allowpromotion(), np.errstate(all="ignore"):
+        got = gnp.sin(gnp.asarray(xn, chunks=4) / divisor)
+        expected = np.sin(xn / divisor)
+    assert _elemwise_ops(got) == ops
+    assert_eq(got, expected)
+    quotient = (gnp.asarray(xn, chunks=4) / divisor) * 1.5  # the division's own values, through a product
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(gnp.fetch(quotient), (xn / divisor) * 1.5)
+
+
+def test_erf_of_negated_argument_shares_its_polynomial() -> None:
+    """``norm_cdf(x)`` and ``norm_cdf(-x)`` written with an erf polynomial (sign, abs, exp, Horner) as users
+    write it: one ``exp`` and one reciprocal in the fused kernel, not two; NumPy's values bit for bit."""
+    def erf(xp: Any, v: Any) -> Any:
+        a = xp.abs(v)
+        t = 1.0 / (1.0 + 0.3275911 * a)
+        return xp.sign(v) * (1.0 - (((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t
+                                   * xp.exp(-a * a))
+
+    xn = np.linspace(-3.0, 3.0, 101, dtype="float32")
+    x = gnp.asarray(xn)
+    up, down = erf(gnp, x * 0.7071067811865476), erf(gnp, -x * 0.7071067811865476)
+    (group,) = plan(Bundle(up.expr, down.expr))["groups"]
+    assert group["ops"].count("exp") == 1 and group["ops"].count("reciprocal") == 1
+    for got, expected in zip(dask.compute(up, down), (erf(np, xn * 0.7071067811865476), erf(np, -xn * 0.7071067811865476))):
+        assert_eq(got, expected)
 
 
 # --- deep expressions -------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""Algebraic simplification: ``x * 1 -> x`` and ``x + 0 -> x`` where the result is exactly ``x``, bit for bit."""
+"""Algebraic simplification, exact bit for bit: ``x * 1 -> x`` and ``x + 0 -> x``; float negations moved out of
+products, quotients and ``abs`` so that ``f(x)`` and ``f(-x)`` share their work; divisions by a power of two
+made products."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -41,13 +43,82 @@ def _identity_operand(node: Expr) -> ArrayExpr | None:
     return x if c == 0 and (x.dtype.kind != "f" or np.signbit(c)) else None
 
 
+def _negated(a: Any, node: Elemwise) -> ArrayExpr | None:
+    """``x`` where ``a`` is ``-x`` of ``node``'s dtype, chunks and backend, else None."""
+    if not isinstance(a, Elemwise) or a.operands[0] != "negative" or a.operands[2]:
+        return None
+    x = a.operands[3]
+    if isinstance(x, ArrayExpr) and x.dtype == node.dtype and x.chunks == node.chunks and x.backend == node.backend:
+        return x
+    return None
+
+
+def _negation_moved_out(node: Expr, effective: Callable[[Any], Any]) -> Expr | None:
+    """``node`` rewritten exactly with a negation of its float operands moved out of it, on its operands as
+    already rewritten (``effective``): ``abs(-x) -> abs(x)``, ``-(-x) -> x``, ``(-x) * y -> -(x * y)``,
+    ``x / (-y) -> -(x / y)`` (round-to-nearest is symmetric in sign, so these are equal bit for bit but for
+    the sign of a NaN); else None. So ``erf(-x)`` written as ``sign(-x) * g(abs(-x))`` shares ``g(abs(x))``
+    with ``erf(x)``."""
+    if not isinstance(node, Elemwise) or node.dtype.kind != "f":
+        return None
+    op, _, kwargs, *args = node.operands
+    if kwargs or op not in ("absolute", "negative", "multiply", "true_divide"):
+        return None
+    args = [effective(a) for a in args]
+    if not all(a.chunks == node.chunks and a.dtype == node.dtype for a in args if isinstance(a, ArrayExpr)):
+        return None  # broadcasting, promotion: left as written
+    negated = [_negated(a, node) for a in args]
+    if all(n is None for n in negated):
+        return None
+    if op == "negative":
+        return negated[0]
+
+    def make(name: str, operands: list[Any]) -> Elemwise:
+        return Elemwise.of_aligned(name, node.dtype, operands, node.chunks)
+
+    inner = make(op, [a if n is None else n for a, n in zip(args, negated)])
+    inner = _division_as_product(inner, effective) or inner
+    return inner if op == "absolute" or None not in negated else make("negative", [inner])
+
+
+def _division_as_product(node: Expr, effective: Callable[[Any], Any]) -> Expr | None:
+    """``x * (1/c)`` for a float ``x / c`` whose divisor ``c`` is a power of two of a normal reciprocal in
+    ``x``'s dtype: ``1/c`` is exact, so both round the same real number (a division takes many times the
+    instructions of a product on a GPU); else None."""
+    if not isinstance(node, Elemwise) or node.dtype.kind != "f":
+        return None
+    op, _, kwargs, *args = node.operands
+    if op != "true_divide" or kwargs or len(args) != 2 or not _is_scalar(args[1]) or isinstance(args[1], bool):
+        return None
+    x, c = effective(args[0]), args[1]
+    if not isinstance(x, ArrayExpr) or x.dtype != node.dtype or x.chunks != node.chunks:
+        return None
+    with np.errstate(all="ignore"):
+        typed = node.dtype.type(c)
+        reciprocal = node.dtype.type(1) / typed
+    info = np.finfo(node.dtype)
+    if not (np.isfinite(typed) and typed == c and np.frexp(typed)[0] in (0.5, -0.5)
+            and info.tiny <= abs(reciprocal) <= info.max):
+        return None
+    return Elemwise.of_aligned("multiply", node.dtype, [x, float(reciprocal)], node.chunks)
+
+
 def simplify(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
-    """The expression with every exact identity operation (``_identity_operand``) replaced by its operand;
-    the roots stay (their keys are the outputs)."""
+    """The expression with every exact identity operation (``_identity_operand``) replaced by its operand,
+    float negations moved out (``_negation_moved_out``) and divisions by powers of two made products
+    (``_division_as_product``); the roots stay (their keys are the outputs)."""
     roots = {root._name, *(o._name for o in root.operands if isinstance(o, Expr) and isinstance(root, Bundle))}
     replaced: dict[str, Expr] = {}
+
+    def effective(a: Any) -> Any:
+        return replaced.get(a._name, a) if isinstance(a, Expr) else a
+
     for node in DAG.of(root).order:
-        x = None if node._name in roots else _identity_operand(node)
+        if node._name in roots:
+            continue
+        x = _identity_operand(node)
+        x = effective(x) if x is not None else (_negation_moved_out(node, effective)
+                                                 or _division_as_product(node, effective))
         if x is not None:
             replaced[node._name] = x
     return rebuild(root, replaced) if replaced else root
