@@ -57,7 +57,7 @@ export HYPOTHESIS_STORAGE_DIRECTORY
 args=(-q -p no:cacheprovider)
 workers="${GNP_TEST_WORKERS:-auto}"
 if [[ "$workers" != 0 ]] && python -c 'import xdist' 2>/dev/null; then
-    args+=(-n "$workers")
+    args+=(-n "$workers" --dist worksteal)  # idle workers take tests queued on busy ones: no slow tail
 fi
 if ((quick)); then
     export GNP_HYPOTHESIS_EXAMPLES="${GNP_HYPOTHESIS_EXAMPLES:-5}"
