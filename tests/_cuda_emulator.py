@@ -120,17 +120,23 @@ class EmulatedKernel:
         from dask_gpunumeric.codegen.types import NP_OF_CTYPE
 
         assert len(args) == len(self.params), (len(args), self.params)
-        values = []
+        values, addresses = [], []  # each argument kept alive, and the address of its value
         for arg, (ctype, pointer) in zip(args, self.params):
             if pointer:
                 assert isinstance(arg, np.ndarray), ctype
                 assert self.strided or arg.size <= 1 or arg.strides[-1] == arg.itemsize, (ctype, arg.strides)
                 assert arg.dtype == NP_OF_CTYPE[ctype], (ctype, arg.dtype)
                 values.append(ctypes.c_void_p(arg.ctypes.data))
+            elif ctype.startswith("gnp_scalars_"):  # a struct of scalars, passed by value: its bytes
+                assert isinstance(arg, np.void) and arg.dtype.isalignedstruct, (ctype, type(arg))
+                values.append(np.array(arg))
+                addresses.append(values[-1].ctypes.data)
+                continue
             else:
                 assert isinstance(arg, np.generic) and arg.dtype == NP_OF_CTYPE[ctype], (ctype, type(arg))
                 values.append(_CTYPES_OF[arg.dtype](arg.item()))
-        pointers = (ctypes.c_void_p * len(values))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in values])
+            addresses.append(ctypes.cast(ctypes.pointer(values[-1]), ctypes.c_void_p).value)
+        pointers = (ctypes.c_void_p * len(addresses))(*addresses)
         with _LAUNCH:
             dims = [*grid, *(1,) * (3 - len(grid)), *threads, *(1,) * (3 - len(threads))]
             self.library.gnp_launch(*[ctypes.c_uint(v) for v in dims], pointers)

@@ -25,6 +25,7 @@ from dask_gpunumeric.kernels import fused as _fused
 from dask_gpunumeric.kernels import cuda as _cuda
 from dask_gpunumeric.api.explain import plan
 from dask_gpunumeric.expr import Bundle, Materialized
+from dask_gpunumeric.optimize import explain_groups
 
 try:
     from distributed.utils import key_split
@@ -926,7 +927,8 @@ def test_kernel_specializes_repeated_scalar_values(monkeypatch: pytest.MonkeyPat
     new_kernel = lambda: _fused._Kernel(program, _codegen.Variant("flat", 1, "int", frozenset()))  # noqa: E731
     kernel = new_kernel()
     first = kernel.launch(scalars)
-    assert first.args == tuple(_fused.scalar_args(program.instrs, scalars)) and len(compiled) == 1
+    assert first.args == _fused.launch_args(program.instrs, _fused.scalar_args(program.instrs, scalars))
+    assert len(compiled) == 1
     for _ in range(_fused._Kernel.SPECIALIZE_AFTER - 1):
         assert kernel.launch(scalars) == first  # the specialized kernel is being compiled
     assert len(queued) == 1 and len(compiled) == 2
@@ -1122,6 +1124,51 @@ def test_emulated_strided_and_single_element_inputs(monkeypatch: pytest.MonkeyPa
     rows = gnp.asarray(xn, chunks=(4, 20))  # contiguous blocks
     assert_eq(gnp.exp(rows - gnp.mean(rows)), np.exp(xn - xn.mean()))
     assert {(variant.mode, variant.singles) for _, variant in launched} == {("flat", frozenset({1}))}
+
+
+def _coupled_steps(xp: Any, u: Any, v: Any, steps: int = 2, dt: float = 0.05) -> tuple[Any, Any]:
+    """Explicit steps of a predator-prey pair with a dozen distinct Python-float coefficients."""
+    for _ in range(steps):
+        eaten = u * v / (1.0 + 0.5 * u)
+        du = 1.1 * u * (1.0 - u / 3.0) - 0.4 * eaten
+        dv = 0.3 * eaten - 0.45 * v
+        u, v = u + dt * du, v + (dt * 0.9) * dv
+    return u, v
+
+
+@emulated
+def test_emulated_many_scalars_travel_as_one_struct(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program of more than ``PACKED_SCALARS`` scalars gathers them in one struct argument (a launch converts
+    its arguments one by one): through its generated kernel run on the CPU, NumPy's values to rounding, the
+    struct's bytes read as the kernel's fields; and the kernel specialized to the values (each a constant,
+    no struct) gives the same bits."""
+    _cuda_emulator.emulated_fused(monkeypatch)
+    monkeypatch.setattr(_fused, "_kernel", functools.lru_cache(maxsize=None)(_fused._Kernel))
+    compile_module = _cuda.compile_module
+    monkeypatch.setattr(_cuda, "compile_in_background", lambda source, kernel, threads: _done(
+        (compile_module(source).get_function(kernel), 4)))
+    un, vn = np.linspace(0.5, 2.0, 37, dtype=np.float32), np.linspace(1.0, 0.2, 37, dtype=np.float32)
+    u, v = gnp.asarray(un, chunks=20), gnp.asarray(vn, chunks=20)
+    (group,) = explain_groups(Bundle(*(a.expr for a in _coupled_steps(gnp, u, v))))
+    layout = _codegen.scalar_struct(group.operand("program").instrs)
+    assert layout is not None and len(layout.names) > _codegen.PACKED_SCALARS
+    source, name = _codegen.kernel_source(group.operand("program"), "flat", 1, "int")
+    assert f"const gnp_scalars_{name[len('gnp_fused_'):]} sp" in source
+    runs = [dask.compute(*_coupled_steps(gnp, u, v)) for _ in range(_fused._Kernel.SPECIALIZE_AFTER + 2)]
+    for got, expected in zip(runs[0], _coupled_steps(np, un, vn)):
+        assert_eq(got, expected, rtol=1e-6)
+    for later in runs[1:]:  # the last ones from the specialized kernel
+        for a, b in zip(runs[0], later):
+            np.testing.assert_array_equal(a, b)
+
+
+def _done(value: Any) -> Any:
+    """A future holding ``value`` already."""
+    import concurrent.futures
+
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    future.set_result(value)
+    return future
 
 
 @emulated

@@ -19,7 +19,7 @@ from ..ops.reductions import REDUCTIONS
 from ..ops.ufuncs import UFUNCS
 from .check import ProgramError, check_program
 from .philox import PHILOX_DEVICE_SOURCE, words_per_element
-from .types import Program, c_literal, ctype, dtype_supported, scalar_supported, typed_program
+from .types import NP_OF_CTYPE, Program, c_literal, ctype, dtype_supported, scalar_supported, typed_program
 
 # --- what the kernels support -------------------------------------------------------------------------
 
@@ -315,7 +315,8 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
 
     ``constants``, where given, are the scalar arguments (``scalar_args``) of one set of scalar values: the
     kernel is specialized to them, each an exact constant of the source instead of a parameter (nvcc folds
-    them into the instructions; the arithmetic, and so every result bit, is the same)."""
+    them into the instructions; the arithmetic, and so every result bit, is the same). Without them, the
+    scalars are parameters, gathered in one struct (``scalar_struct``) where they are many."""
     check_program(program, mode, group, index, singles)  # only our names and integers become source
     program = typed_program(program)
     ndim, input_dtypes, instrs, outputs = program
@@ -331,8 +332,15 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
     if constants and len(constants) != len(scalars):
         raise ProgramError(f"{len(constants)} constants for {len(scalars)} scalar parameters")
     literals = tuple(c_literal(ct, v) for (ct, _), v in zip(scalars, constants))
-    if not constants:
-        params += [f"const {ct} {name}" for ct, name in scalars]
+    key = (program, mode, group, index, singles, literals) if literals else (program, mode, group, index, singles)
+    name = "gnp_fused_" + hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+    packed = not constants and scalar_struct(instrs) is not None
+    struct = f"gnp_scalars_{name[len('gnp_fused_'):]}"
+    if packed:
+        params.append(f"const {struct} sp")
+        literals = tuple(f"sp.{n}" for _, n in scalars)
+    elif not constants:
+        params += [f"const {ct} {n}" for ct, n in scalars]
     params += [f"const {index} n", "const long long goff"]
     if mode == "strided":
         for d in range(ndim):
@@ -340,10 +348,8 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
         for k in range(len(input_dtypes)):
             params += [f"const long long istride{k}_{d}" for d in range(ndim)]
 
-    key = (program, mode, group, index, singles, literals) if literals else (program, mode, group, index, singles)
-    name = "gnp_fused_" + hashlib.sha256(repr(key).encode()).hexdigest()[:16]
     variant = Variant(mode, group, index, frozenset(singles))
-    body = [f"    const {ct} {name} = {text};" for (ct, name), text in zip(scalars, literals)]
+    body = [f"    const {ct} {n} = {text};" for (ct, n), text in zip(scalars, literals)]
     body += accumulators(program)
     body.append(f"    const {index} nthreads = ({index})gridDim.x * blockDim.x;")
     # (in Philox groups, where the draws' words are registers of the group's block: elsewhere a product
@@ -367,8 +373,9 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
         body += [indent + line for line in _element_code(program, variant, {}, values)]
         body.append("    }")
     body += finish(program)
+    fields = " ".join(f"{ct} {n};" for ct, n in scalars)
     source = (
-        PHILOX_DEVICE_SOURCE + HELPERS
+        PHILOX_DEVICE_SOURCE + HELPERS + (f"\nstruct {struct} {{ {fields} }};\n" if packed else "")
         + f'\nextern "C" __global__ void __launch_bounds__(256) {name}(\n    ' + ",\n    ".join(params) + ")\n{\n"
         + "\n".join(body) + "\n}\n"
     )
@@ -787,6 +794,22 @@ def philox_group(instrs: tuple) -> int:
     """Elements that share one Philox block in a flat kernel of these instructions (0: no random draws)."""
     randoms = [ins for ins in instrs if ins.tag == "random"]
     return 4 // max(philox_words(ins) for ins in randoms) if randoms else 0
+
+
+#: Scalar parameters beyond this many travel as one struct (``scalar_struct``): the host converts a launch's
+#: arguments one by one, and a long program's hundred scalars take longer to launch than to compute.
+PACKED_SCALARS = 8
+
+
+@functools.lru_cache(maxsize=256)
+def scalar_struct(instrs: tuple) -> np.dtype | None:
+    """The layout of the one struct argument of a kernel's scalar parameters (C's: NumPy's aligned structured
+    dtype, fields named and ordered as ``scalar_params``), where they are more than ``PACKED_SCALARS``; else None
+    (each scalar an argument of its own)."""
+    params = scalar_params(instrs)
+    if len(params) <= PACKED_SCALARS:
+        return None
+    return np.dtype({"names": [n for _, n in params], "formats": [NP_OF_CTYPE[ct] for ct, _ in params]}, align=True)
 
 
 @functools.lru_cache(maxsize=256)

@@ -428,6 +428,18 @@ def scalar_args(instrs: Sequence[tuple], scalars: Sequence[Any]) -> list[Any]:
             + [_cast_arg(scalars, instrs, j, ct) for j, ct in _program.scalar_casts(instrs)])
 
 
+def launch_args(instrs: Sequence[tuple], args: Sequence[Any]) -> tuple:
+    """The scalar arguments ``args`` (``scalar_args``) as a launch passes them: one struct (a NumPy structured
+    scalar, which CuPy passes by value) where the kernel gathers them (``codegen.program.scalar_struct``)."""
+    layout = _program.scalar_struct(tuple(instrs))
+    if layout is None:
+        return tuple(args)
+    record = np.zeros((), layout)
+    for name, value in zip(layout.names, args):
+        record[name] = value
+    return (record[()],)
+
+
 def _cast_arg(scalars: Sequence[Any], instrs: Sequence[tuple], j: int, ctype: str) -> Any:
     """The value of scalar instruction ``j`` as its own C type, then converted to ``ctype`` (what ``(ctype)v``
     gives in C: NumPy's casts round the same way)."""
@@ -448,10 +460,10 @@ class _ValueSet:
     """The launches of a kernel with one set of scalar values: how many so far, what they call, and the
     compilation of a kernel specialized to the values, while it runs (or whether one was tried)."""
 
-    __slots__ = ("launches", "launch", "pending", "tried")
+    __slots__ = ("constants", "launches", "launch", "pending", "tried")
 
-    def __init__(self, launch: _Launch) -> None:
-        self.launches, self.launch, self.pending, self.tried = 0, launch, None, False
+    def __init__(self, constants: tuple, launch: _Launch) -> None:
+        self.constants, self.launches, self.launch, self.pending, self.tried = constants, 0, launch, None, False
 
 
 class _Kernel:
@@ -489,16 +501,17 @@ class _Kernel:
             if len(self._values) >= self._REMEMBERED:
                 self._values.clear()
                 self._specialized = 0
-            values = self._values[key] = _ValueSet(_Launch(*self._generic, tuple(scalar_args(self._program.instrs, scalars))))
+            instrs = self._program.instrs
+            constants = tuple(scalar_args(instrs, scalars))
+            values = self._values[key] = _ValueSet(constants, _Launch(*self._generic, launch_args(instrs, constants)))
         values.launches += 1
         if values.pending is not None and values.pending.done():
             self._finish_specialization(values)
-        elif (not values.tried and values.launch.args and values.launches >= self.SPECIALIZE_AFTER
+        elif (not values.tried and values.constants and values.launches >= self.SPECIALIZE_AFTER
               and self._specialized < self.MAX_SPECIALIZED and config.get("specialize")):
-
             values.tried = True
             self._specialized += 1
-            values.pending = _cuda.compile_in_background(*self._source(values.launch.args), _THREADS)
+            values.pending = _cuda.compile_in_background(*self._source(values.constants), _THREADS)
         return values.launch
 
     @staticmethod
