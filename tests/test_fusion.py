@@ -1162,6 +1162,19 @@ def test_emulated_many_scalars_travel_as_one_struct(monkeypatch: pytest.MonkeyPa
             np.testing.assert_array_equal(a, b)
 
 
+@emulated
+def test_emulated_kernel_tells_signed_zero_scalars_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One kernel launched with the scalar 0.0, then -0.0 (equal in Python, and of one hash): each launch
+    passes its own zero, so the products' signs are NumPy's."""
+    _cuda_emulator.emulated_fused(monkeypatch)
+    monkeypatch.setattr(_fused, "_kernel", functools.lru_cache(maxsize=None)(_fused._Kernel))
+    xn = np.linspace(0.5, 1.5, 9)
+    x = gnp.asarray(xn, chunks=5)
+    for zero in (0.0, -0.0, 0.0, -0.0):
+        got = gnp.fetch(gnp.exp(x) * zero)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(np.exp(xn) * zero))
+
+
 def _done(value: Any) -> Any:
     """A future holding ``value`` already."""
     import concurrent.futures
@@ -1230,7 +1243,7 @@ def test_gpu_specialized_kernels_give_the_same_bits(name: str, monkeypatch: pyte
     sources: list[str] = []
     compile_module = _cuda.compile_module
     monkeypatch.setattr(_cuda, "compile_module", lambda source: sources.append(source) or compile_module(source))
-    _fused._kernel.cache_clear()  # kernels count the launches of each value set from here
+    _fused.forget_kernels()  # kernels count the launches of each value set from here
     arrays = _exprs()[name]
     with gnp.config.set(specialize=False):
         generic = [to_host(v) for v in dask.compute(*arrays)]

@@ -8,7 +8,7 @@ from typing import Any
 import dask
 import numpy as np
 import pytest
-from conftest import assert_eq
+from conftest import BACKEND, assert_eq
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric.api.explain import plan
@@ -187,10 +187,12 @@ def test_division_by_a_power_of_two_becomes_a_product(dtype: str, divisor: Any, 
         got = gnp.sin(gnp.asarray(xn, chunks=4) / divisor)
         expected = np.sin(xn / divisor)
     assert _elemwise_ops(got) == ops
-    assert_eq(got, expected)
+    # bit for bit on NumPy blocks; the GPU's kernels flush float32 subnormal results to zero
+    flushed = 0.0 if BACKEND == "numpy" else float(np.finfo(dtype).tiny)
+    assert_eq(got, expected, atol=flushed)
     quotient = (gnp.asarray(xn, chunks=4) / divisor) * 1.5  # the division's own values, through a product
     with np.errstate(all="ignore"):
-        np.testing.assert_array_equal(gnp.fetch(quotient), (xn / divisor) * 1.5)
+        np.testing.assert_allclose(gnp.fetch(quotient), (xn / divisor) * 1.5, rtol=0.0, atol=flushed)
 
 
 def test_erf_of_negated_argument_shares_its_polynomial() -> None:

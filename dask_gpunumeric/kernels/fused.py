@@ -280,6 +280,35 @@ def _output(out: tuple, values: list[Any], shape: tuple[int, ...]) -> Any:
 INT_INDEX_LIMIT = 2**31 - 2**26
 
 
+class _Prepared(NamedTuple):
+    """What launches of one program need that depends on the program alone, worked out once per program object
+    (``_prepared``): the caches keyed by a program hash its whole instruction tuple on each lookup, which for a
+    program of hundreds of operations took longer than the launch."""
+
+    philox: int  # ``codegen.program.philox_group``
+    after: dict[int, int]  # ``codegen.program.epilogue_values``
+    folds: tuple  # ``codegen.program.program_folds``
+    kernels: dict  # variant -> ``_Kernel`` (``_kernel``)
+
+
+_PREPARED: dict[int, tuple[tuple, _Prepared]] = {}
+_PREPARED_SIZE = 1024  # programs kept (each keeps its kernels)
+
+
+def _prepared(program: tuple) -> _Prepared:
+    """The ``_Prepared`` of a program, by identity (the plans of repeated calls hold the same program objects)."""
+    hit = _PREPARED.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    instrs = program.instrs
+    prepared = _Prepared(_program.philox_group(instrs), _program.epilogue_values(instrs),
+                         _program.program_folds(program), {})
+    if len(_PREPARED) >= _PREPARED_SIZE:
+        _PREPARED.clear()
+    _PREPARED[id(program)] = (program, prepared)  # the program kept with it: its id is not reused meanwhile
+    return prepared
+
+
 def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
                      global_shape: tuple[int, ...]) -> tuple[_program.Variant, list[Any]]:
     """The kernel variant of one launch (mode, Philox group, index type, single-element inputs) and its
@@ -292,7 +321,7 @@ def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, .
     index, to_index = ("int", np.int32) if size < INT_INDEX_LIMIT else ("long long", np.int64)
     flat = all((a.size == 1) or (a.shape == shape and a.flags.c_contiguous) for a in inputs)
     contiguous_in_global = shape[1:] == tuple(global_shape[1:])
-    philox = _program.philox_group(program.instrs)
+    philox = _prepared(program).philox
     if flat and (contiguous_in_global or not philox):
         # flat mode keys random draws by goff + t: only right when the block is contiguous in the global
         # array; otherwise the strided mode maps each element to its global index
@@ -328,7 +357,7 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     launch = kernel.launch(scalars)
     per_thread = variant.group * _program.PHILOX_STEPS if variant.group > 1 else _program.UNROLL if variant.mode == "flat" else 1
     blocks = max(1, min(-(-size // (per_thread * _THREADS)), launch.max_blocks))
-    after = _program.epilogue_values(instrs)
+    after = _prepared(program).after
     bufs, results = [], []
     for k, out in enumerate(outputs):
         if k in kernel.finals:
@@ -352,7 +381,7 @@ def final_buffers(program: tuple, k: int, size: int) -> tuple[dict[str, Any], li
     per fold)."""
     import cupy
 
-    folds = [fold for fold in _program.program_folds(program) if fold.output == k]
+    folds = [fold for fold in _prepared(program).folds if fold.output == k]
     finals = [cupy.empty((1,) * program.ndim, dtype=fold.final) for fold in folds]
     partial = {fold.field: final for fold, final in zip(folds, finals)}
     count = REDUCTIONS[program.outputs[k].kind].count
@@ -362,7 +391,7 @@ def final_buffers(program: tuple, k: int, size: int) -> tuple[dict[str, Any], li
 def fold_buffers(program: tuple, blocks: int) -> list[Any]:
     """The kernel arguments of a launch of ``blocks`` thread blocks for its folds' partials and the ticket
     (``fold_params``), in the current stream's workspace."""
-    folds = _program.program_folds(program)
+    folds = _prepared(program).folds
     if not folds:
         return []
     workspace = _workspace()
@@ -447,6 +476,16 @@ def _cast_arg(scalars: Sequence[Any], instrs: Sequence[tuple], j: int, ctype: st
     return _types.NP_OF_CTYPE[ctype].type(own)
 
 
+def _value_key(scalars: Sequence[Any]) -> tuple:
+    """A key telling scalar values apart as the kernel's arguments do: by value and type (1 and 1.0 are equal in
+    Python), and zeros by sign (0.0 == -0.0)."""
+    values = tuple(scalars)
+    key = (values, tuple(map(type, values)))
+    if 0 in values:
+        key += (tuple(bool(np.signbit(v)) if isinstance(v, (float, np.floating)) else False for v in values),)
+    return key
+
+
 class _Launch(NamedTuple):
     """What a launch of a program variant with one set of scalar values calls: the compiled function, the
     most thread blocks worth launching (one full wave), and the scalar arguments."""
@@ -495,7 +534,7 @@ class _Kernel:
 
     def launch(self, scalars: Sequence[Any]) -> _Launch:
         """The launch for these scalar values (remembered by value and type: 1 and 1.0 are equal in Python)."""
-        key = tuple((type(v), v) for v in scalars)
+        key = _value_key(scalars)
         values = self._values.get(key)
         if values is None:
             if len(self._values) >= self._REMEMBERED:
@@ -526,10 +565,18 @@ class _Kernel:
                           "turns specialization off.", RuntimeWarning, stacklevel=3)
 
 
-@functools.lru_cache(maxsize=256)
+def forget_kernels() -> None:
+    """Forget every program's kernels (their launch counts with them); the compiled modules stay cached."""
+    _PREPARED.clear()
+
+
 def _kernel(program: tuple, variant: _program.Variant) -> _Kernel:
     """The compiled kernel of a program variant (compiled once per process; CuPy also caches on disk)."""
-    return _Kernel(program, variant)
+    kernels = _prepared(program).kernels
+    kernel = kernels.get(variant)
+    if kernel is None:
+        kernel = kernels[variant] = _Kernel(program, variant)
+    return kernel
 
 
 def record_sources(program: tuple, scalars: Sequence[Any]) -> None:
