@@ -13,15 +13,17 @@ from typing import Any
 
 from dask._task_spec import GraphNode, Task, TaskRef
 
+from . import store as _store
 from .build import Built
 from .program import Collective, Exchange, Key, Program, Repeat, Run, execute
 
 
 @dataclass(frozen=True)
 class RankSpec:
-    """What a per-worker task runs: its program, as rank ``rank`` of ``size`` in region ``region``."""
+    """What a per-worker task runs: its program, as rank ``rank`` of ``size`` in region ``region``. Sent to a
+    worker by a scheduler holding the plan (``store``), it carries no program: the worker asks for it once."""
 
-    program: Program
+    program: Program | None  # None: the program of (plan, rank), from ``store.program``
     region: str  # the call
     plan: str  # what every call of the same plan and layout shares (their exchanges are the same)
     rank: int
@@ -30,19 +32,28 @@ class RankSpec:
     transport: str  # "auto", "comm" or "nccl"
     backend: str  # of the region's blocks
 
+    def __reduce__(self) -> tuple:
+        fields = (self.region, self.plan, self.rank, self.size, self.timeout, self.transport, self.backend)
+        return RankSpec, (None if _store.holds(self.plan) else self.program, *fields)
+
+    def steps(self) -> Program:
+        """The program, kept with the spec or on this worker."""
+        return self.program if self.program is not None else _store.program(self.plan, self.rank, self.timeout)
+
 
 def run_rank(spec: RankSpec, *inputs: Any) -> dict[Key, Any]:
     """Task function of a per-worker task: its program run on its input blocks; its output blocks by key."""
-    env = dict(zip(spec.program.inputs, inputs))
+    program = spec.steps()
+    env = dict(zip(program.inputs, inputs))
     if spec.size == 1:
-        execute(spec.program, env, None)
+        execute(program, env, None)
     else:
         from .collectives import connect  # distributed imported only where a region runs on several workers
 
         with connect(spec.region, spec.plan, spec.rank, spec.size, spec.timeout, spec.transport,
                      spec.backend) as transport:
-            execute(spec.program, env, transport)
-    return {k: env[k] for k in spec.program.outputs}
+            execute(program, env, transport)
+    return {k: env[k] for k in program.outputs}
 
 
 def run_alone(spec: RankSpec, *inputs: Any) -> Any:
