@@ -135,7 +135,7 @@ class Region(ArrayExpr):
                 self._name, f"{self.plan.token}-{len(self.workers)}", self.plan.built(len(self.workers)),
                 _renamer(arguments), _renamer(outputs),
                 self.timeout, self.transport, "cupy" if "cupy" in {o[3] for o in self.plan.outputs} else "numpy",
-                bool(self.workers), self._small_arguments() if self.workers else {},
+                self.workers, self._small_arguments() if self.workers else {},
             )
         key = self._rename_key
         layer = {}
