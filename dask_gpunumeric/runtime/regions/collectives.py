@@ -43,6 +43,8 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
     channels = plugin.channels
     meeting = _without_meeting(channels, region, rank, placed, transport, backend)
     if meeting is None:
+        channels.tell(placed, {"region": region, "generation": FIRST_RUN,
+                               "abort": f"rank {rank} meets its peers at the scheduler"})  # (see _without_meeting)
         meeting = _meet(worker, channels, region, rank, size, timeout, backend)
     members = meeting["members"]
     chosen: CommTransport | NcclTransport = CommTransport(
@@ -82,7 +84,9 @@ def _without_meeting(channels: Any, region: str, rank: int, placed: Sequence[str
     itself, which only the scheduler knows): their members, and ``FIRST_RUN`` as the generation, which
     every rank of that run takes without asking. Else None: the region meets at the scheduler (a task run
     again, after a failure or a lost result, always does: the scheduler then runs its finished peers again
-    to meet it, however old the region)."""
+    to meet it, however old the region). A rank that meets first tells the workers of its peers, so that a
+    peer that took its first run without meeting (its worker's view of the workers differed) fails at once
+    and meets on its retry, instead of waiting for the region's timeout."""
     members = channels.first_run(region, rank, placed)
     if members is None:
         return None

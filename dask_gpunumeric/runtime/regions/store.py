@@ -12,6 +12,7 @@ A plan the scheduler no longer holds (it keeps the ``_KEPT`` most recently used)
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -47,8 +48,6 @@ def _remember(cache: OrderedDict, key: Any, value: Any, size: int) -> None:
 
 def _client() -> Any:
     """The default distributed client when one is active and synchronous (None otherwise)."""
-    import sys
-
     if "distributed" not in sys.modules:
         return None
     import distributed

@@ -275,6 +275,14 @@ class Channels:
                 self.inbox[tag] = msg["values"]
             self.arrived.notify_all()
 
+    def tell(self, addresses: Sequence[str], msg: dict[str, Any]) -> None:
+        """Send a message to the workers ``addresses`` (this one too, if among them), waiting for nothing."""
+        for address in set(addresses):
+            if address == self.worker.address:
+                self._deliver(msg)
+            else:
+                self.send(address, msg)
+
     def send(self, address: str, msg: dict[str, Any]) -> concurrent.futures.Future:
         """Queue a message to a peer (in order with the earlier ones to it)."""
         return asyncio.run_coroutine_threadsafe(self._write(address, msg), self.loop)
