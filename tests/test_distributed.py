@@ -526,7 +526,7 @@ def test_repeated_call_names_its_plan(one_worker):
             sizes[name] = first, repeated, max(tasks)
         np.testing.assert_allclose(to_host(calls[-1].compute()), expected_long(rates[1]), rtol=1e-10)
     print(sizes)
-    (short_first, short_repeated, short_task), (long_first, long_repeated, long_task) = sizes["short"], sizes["long"]
+    (_, short_repeated, short_task), (long_first, long_repeated, long_task) = sizes["short"], sizes["long"]
     assert long_first > 4 * long_repeated  # the plan was the bulk of the first call
     assert long_repeated <= short_repeated + 256 and long_task <= short_task + 256  # names, not programs
     assert long_repeated <= 2048 and long_task <= 1024
