@@ -2,7 +2,7 @@
 Dask's own round trip measured in the same run.
 
     python benchmarks/cluster_overhead.py [--workers K] [--repeat 7] [--warmup 2] [--scale S] [--rounds R]
-                                          [--only W,...] [--json PATH]
+                                          [--cpu-calls N] [--only W,...] [--json PATH]
 
 For each workload of ``weak_scaling.WORKLOADS`` (the suite's benchmarks with a size per worker; the
 small-array latency benchmark has none), its "gnp" system (``weak_scaling(k, scale)``, K workers' worth of
@@ -18,6 +18,8 @@ workers run with this process's memory allocator settings (``SAME_MALLOC``). ``-
 cluster and local measurements, for a machine whose load drifts.
 Times end with a device synchronisation (every worker's on the cluster, its idle cost taken off); each
 workload's last result is checked against NumPy. ``--scale`` defaults to 1 with a GPU and 2^8 without one.
+``--cpu-calls N`` also measures the CPU time of a call (N calls a round), on the cluster in this process and in
+the workers: what a call costs whatever the machine's load, which stretches wall times but not CPU times.
 """
 from __future__ import annotations
 
@@ -84,6 +86,59 @@ def measure_all(runs: dict[str, Any], k: int, where: str, repeat: int, warmup: i
     return rows
 
 
+def cpu_ms_per_call(runs: dict[str, Any], calls: int, client: Any = None, idle_s: float = 0.0
+                    ) -> dict[str, float | None]:
+    """Per workload, the CPU time (ms) of one call in this process (the client; on a LocalCluster its
+    scheduler too) and in the ``client``'s workers (less ``idle_s``, what reading theirs costs: ``cpu_of_run``):
+    what a call costs whatever the machine's load (a loaded machine stretches wall times, not CPU times);
+    ``calls`` calls after the timed ones, of i values of their own."""
+    def workers_s() -> float:
+        return sum(client.run(time.process_time).values()) if client is not None else 0.0
+
+    out: dict[str, float | None] = {}
+    for name, entry in runs.items():
+        if isinstance(entry, Exception):
+            out[name] = None
+            continue
+        run = entry[0]
+        start = time.process_time() + workers_s()
+        for i in range(calls):
+            run(CYCLE + i)  # (each i a call of its own, none of the timed runs')
+        out[name] = 1e3 * (time.process_time() + workers_s() - start - idle_s) / calls
+    return out
+
+
+def cpu_of_run(client: Any, calls: int = 11) -> float:
+    """CPU seconds (this process and the workers) of reading the workers' CPU time twice with nothing to do."""
+    times = []
+    for _ in range(calls):
+        start = time.process_time() + sum(client.run(time.process_time).values())
+        times.append(time.process_time() + sum(client.run(time.process_time).values()) - start)
+    return statistics.median(times)
+
+
+def cpu_table(cpu: dict[str, dict[str, list[float | None]]], names: list[str], calls: int) -> dict[str, Any]:
+    """Print the CPU times per call (medians of the rounds) and return them: per workload local, cluster and
+    the cluster's extra CPU, with ``rt``'s (a ``submit(...).result()``) beside them."""
+    def median(values: list[float | None] | None) -> float | None:
+        values = [v for v in values or [] if v is not None]
+        return statistics.median(values) if values else None
+
+    rt = median(cpu["rt"].get("rt"))
+    table: dict[str, Any] = {"rt": None if rt is None else round(rt, 3)}
+    lines = []
+    for name in names:
+        c, l = median(cpu["cluster"].get(name)), median(cpu["local"].get(name))
+        extra = None if c is None or l is None else c - l
+        table[name] = {k: None if v is None else round(v, 3) for k, v in (("local", l), ("cluster", c), ("extra", extra))}
+        lines.append([H.title(name), "-" if l is None else f"{l:.2f}", "-" if c is None else f"{c:.2f}",
+                      "-" if extra is None else f"{extra:.2f}", "-" if extra is None or not rt else f"{extra / rt:.2f}"])
+    print(f"\nCPU time per call ({calls} calls a round; cluster: this process, which holds a LocalCluster's scheduler, "
+          f"and the workers), a round trip's: {rt:.2f} ms")
+    print(H.format_table(["workload", "local ms", "cluster ms", "extra ms", "extra / rt's"], lines, align="lrrrr"))
+    return table
+
+
 def merged(rows: list[W.Row]) -> W.Row:
     """One row of the rounds' rows of a workload: their times together (the first error, the worst check)."""
     times = [t for row in rows for t in row["times_s"]]
@@ -115,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="cluster-then-local rounds, times pooled (default 2 without a GPU, where load drifts; "
                              "1 with one: a cluster starts before this process uses the GPU)")
     parser.add_argument("--only", help="comma-separated workloads to run (default: all of weak_scaling.WORKLOADS)")
+    parser.add_argument("--cpu-calls", type=int, default=0,
+                        help="also measure the CPU time per call over this many calls (cluster: this process and "
+                             "the workers; a loaded machine stretches wall times, not CPU times); default 0: not")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     names = tuple(args.only.split(",")) if args.only else W.WORKLOADS
@@ -133,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     on_cluster: dict[str, list[W.Row]] = {name: [] for name in modules}
     local: dict[str, list[W.Row]] = {name: [] for name in modules}
     floors: list[tuple[float, float, float]] = []
+    cpu: dict[str, dict[str, list[float]]] = {"cluster": {}, "local": {}, "rt": {}}
     for _ in range(args.rounds):  # each round: the cluster first (it starts before this process uses a GPU)
         with dask.config.set(SAME_MALLOC), gnp.cluster(n_workers=k, dashboard_address=":0") as client:
             client.wait_for_workers(k)
@@ -140,14 +199,25 @@ def main(argv: list[str] | None = None) -> int:
             sync_s = W.idle_sync_seconds(client)
             print(f"cluster of {k} worker(s): rt {floors[-1][0]:.2f} ms, client.run {floors[-1][1]:.2f} ms, "
                   f"synchronising the workers {1e3 * sync_s:.2f} ms (taken off every time)", flush=True)
-            for name, row in measure_all(gnp_runs(modules, k, args.scale), k, "cluster", args.repeat, args.warmup,
+            runs = gnp_runs(modules, k, args.scale)
+            for name, row in measure_all(runs, k, "cluster", args.repeat, args.warmup,
                                          lambda: W.sync_workers(client), sync_s).items():
                 on_cluster[name].append(row)
             floors.append(dask_floor_ms(client, calls=11))  # the floor again: a noisy machine shows here
+            if args.cpu_calls:
+                idle_s = cpu_of_run(client)
+                submit = {"rt": (lambda i: client.submit(int, 1, pure=False).result(), None)}
+                for where, measured in (("rt", cpu_ms_per_call(submit, args.cpu_calls, client, idle_s)),
+                                        ("cluster", cpu_ms_per_call(runs, args.cpu_calls, client, idle_s))):
+                    for name, ms in measured.items():
+                        cpu[where].setdefault(name, []).append(ms)
         print("without a cluster (Dask's local scheduler):", flush=True)
-        for name, row in measure_all(gnp_runs(modules, k, args.scale), k, "local", args.repeat, args.warmup,
-                                     H.sync, 0.0).items():
+        runs = gnp_runs(modules, k, args.scale)
+        for name, row in measure_all(runs, k, "local", args.repeat, args.warmup, H.sync, 0.0).items():
             local[name].append(row)
+        if args.cpu_calls:
+            for name, ms in cpu_ms_per_call(runs, args.cpu_calls).items():
+                cpu["local"].setdefault(name, []).append(ms)
     rt_ms = statistics.median(rt for rt, _, _ in floors)
     run_ms = statistics.median(run for _, run, _ in floors)
     fastest_rt_ms = min(fastest for _, _, fastest in floors)
@@ -180,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
               "rounds": args.rounds, "rt_ms": round(rt_ms, 3), "client_run_ms": round(run_ms, 3),
               "fastest_rt_ms": round(fastest_rt_ms, 3),
               "target_rt": target}
+    if args.cpu_calls:
+        params["cpu_ms_per_call"] = cpu_table(cpu, list(modules), args.cpu_calls)
     return H.finish(H.make_report("cluster_overhead", results, baseline="rt", params=params), args.json)
 
 

@@ -7,6 +7,7 @@ import collections
 
 import logging
 import re
+import time
 
 import dask
 import numpy as np
@@ -450,3 +451,82 @@ def test_region_outputs_share_one_run(one_worker):
         np.testing.assert_allclose(to_host(later[1].compute()), ref - 2.5, rtol=1e-12)
         assert set(one_worker.run(lambda: lower.program_runs).values()) == {2}
         assert set(one_worker.run(lambda: len(lower._left)).values()) == {0}
+
+
+def _graph_bytes(client, call) -> int:
+    """Bytes of the graph ``call`` submits (the pickled expression of its one update-graph message)."""
+    sizes, send = [], client._send_to_scheduler
+
+    def measured(msg: dict) -> None:
+        if msg.get("op") == "update-graph":
+            sizes.append(sum(memoryview(f).nbytes for f in msg["expr_ser"].frames))
+        return send(msg)
+
+    client._send_to_scheduler = measured
+    try:
+        call()
+    finally:
+        client._send_to_scheduler = send
+    (size,) = sizes
+    return size
+
+
+def _task_bytes(dask_scheduler, keys) -> list[int]:
+    """Bytes of the pickled tasks of ``keys``, as the scheduler sends them to a worker."""
+    from distributed.protocol.pickle import dumps
+
+    return [len(dumps(dask_scheduler.tasks[k].run_spec)) for k in keys]
+
+
+def test_repeated_call_names_its_plan(one_worker):
+    """An accelerated call submits its plan once: the scheduler keeps it, each worker asks for its program once,
+    and a repeated call's graph and tasks name them. What a repeated call sends is then the same small size
+    whatever its plan's (a long chain of kernels here, against one operation), and its results are right."""
+    from dask_gpunumeric.runtime.regions import store
+
+    ref = data(45, (64,))
+
+    @gnp.accelerate
+    def short(x, r):
+        return gnp.exp(x) * r
+
+    @gnp.accelerate
+    def long(x, r):
+        for k in range(1, 40):
+            x = gnp.sin(x) * r + gnp.sum(x) / (k * x.size)  # a reduction a step: a kernel each
+        return x
+
+    def expected_long(r):
+        x = ref
+        for k in range(1, 40):
+            x = np.sin(x) * r + np.sum(x) / (k * x.size)
+        return x
+
+    sizes = {}
+    with one_worker.as_current(), dask.config.set(scheduler="dask.distributed"):
+        x = gnp.asarray(ref).persist()
+        distributed.wait(x)
+        rates = (1.0, 1.25)  # of the first call, of the repeated one
+        for name, f in (("short", short), ("long", long)):
+            calls = []
+
+            def call():
+                out = f(x, gnp.asarray(rates[len(calls)])).persist()
+                distributed.wait(out)
+                calls.append(out)
+
+            first = _graph_bytes(one_worker, call)
+            ((plan, _),) = f.plans.values()
+            deadline = time.monotonic() + 60
+            while not store.published(plan.token):  # the scheduler's word arrives after the call's own
+                assert time.monotonic() < deadline, "the scheduler never said it holds the plan"
+                time.sleep(0.01)
+            repeated = _graph_bytes(one_worker, call)
+            tasks = one_worker.run_on_scheduler(_task_bytes, keys=list(flatten(calls[-1].__dask_keys__())))
+            sizes[name] = first, repeated, max(tasks)
+        np.testing.assert_allclose(to_host(calls[-1].compute()), expected_long(rates[1]), rtol=1e-10)
+    print(sizes)
+    (_, short_repeated, short_task), (long_first, long_repeated, long_task) = sizes["short"], sizes["long"]
+    assert long_first > 4 * long_repeated  # the plan was the bulk of the first call
+    assert long_repeated <= short_repeated + 256 and long_task <= short_task + 256  # names, not programs
+    assert long_repeated <= 2048 and long_task <= 1024

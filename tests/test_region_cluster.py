@@ -272,6 +272,57 @@ def test_old_region_recovers(cluster_client, workers) -> None:
     _lost_block_recomputed(cluster_client, _smooth(gnp.asarray(xn), 3), _numpy_smooth(xn, 3), newer_regions)
 
 
+def _count_meetings(dask_scheduler: Any) -> None:
+    """Count the region tasks that report to the scheduler's rendezvous, in ``dask_scheduler.gnp_meetings``."""
+    meet = dask_scheduler.plugins["gnp-region-rendezvous"].meet
+    dask_scheduler.gnp_meetings = 0
+
+    async def counted(**kwargs: Any) -> dict:
+        dask_scheduler.gnp_meetings += 1
+        return await meet(**kwargs)
+
+    dask_scheduler.handlers["gnp_region_meet"] = counted
+
+
+def test_regions_meet_once_per_set_of_workers(cluster_client, workers) -> None:
+    """Once a region's workers have met, later regions on them run without meeting at the scheduler, with
+    NumPy's results (a region run again meets: each ``assert_eq`` entry point would run it again)."""
+    xn = np.random.default_rng(8).random((24, 6))
+    assert_eq(_smooth(gnp.asarray(xn), 3), _numpy_smooth(xn, 3), rtol=1e-12)
+    cluster_client.run_on_scheduler(_count_meetings)
+    for k in range(2, 5):
+        out = _smooth(gnp.asarray(xn * k), 3)
+        assert len([key for key in out.__dask_graph__() if dask.utils.key_split(key) == "region"]) == 2
+        np.testing.assert_allclose(to_host(out.compute()), _numpy_smooth(xn * k, 3), rtol=1e-12)  # computed once
+    assert cluster_client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.gnp_meetings) == 0
+
+
+def test_a_run_again_or_on_new_workers_meets() -> None:
+    """A worker's channels take a region's peers from an earlier meeting of the same workers only on the
+    region's first run there, on the worker it was placed on; a lost peer's sets of workers meet again."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from distributed.comm.core import CommClosedError
+
+    from dask_gpunumeric.runtime.regions.transport import Channels
+
+    class Closed:
+        async def read(self) -> None:
+            raise CommClosedError("gone")
+
+    channels = Channels(SimpleNamespace(address="tcp://a", loop=SimpleNamespace(asyncio_loop=None)))
+    members = [{"address": "tcp://a", "id": "a"}, {"address": "tcp://b", "id": "b"}]
+    assert channels.first_run("region-1", 0, ("tcp://a", "tcp://b")) is None  # never met
+    channels.met(members)
+    assert channels.first_run("region-2", 0, ("tcp://a", "tcp://b")) == members
+    assert channels.first_run("region-2", 0, ("tcp://a", "tcp://b")) is None  # run again
+    assert channels.first_run("region-3", 1, ("tcp://a", "tcp://b")) is None  # placed on another worker
+    assert channels.first_run("region-4", 0, ("tcp://a", "tcp://c")) is None  # other workers
+    asyncio.run(channels.serve(Closed(), "tcp://b"))  # b's connection closes: b is lost
+    assert channels.first_run("region-5", 0, ("tcp://a", "tcp://b")) is None
+
+
 def _slow_copy(block: Any, delay: float) -> Any:
     """A copy of the block, after ``delay`` seconds (to keep a region running while a worker dies)."""
     time.sleep(delay)

@@ -202,10 +202,15 @@ def _settings() -> tuple[str, str, float]:
 def _region_of(plan: Plan, args: list[ArrayExpr], workers: tuple[str, ...], lowering: str, transport: str,
                timeout: float) -> Region:
     """A call of a plan on ``workers`` (those of the active cluster). Its programs are built here, before
-    the Region travels to the scheduler, and the cluster gets the plugins of multi-worker regions (once)."""
+    the Region travels to the scheduler (which keeps the plan: later calls name it), and the cluster gets the
+    plugins of the plan store and of multi-worker regions (once)."""
     region = Region(plan, workers, lowering, timeout, transport, *args)
-    if region.as_programs and plan.built(len(workers)).layout.size > 1:
-        from ..runtime.regions.transport import install
+    if workers:
+        if region.as_programs and plan.built(len(workers)).layout.size > 1:  # (built before it is handed over)
+            from ..runtime.regions.transport import install
 
-        install()
+            install()
+        from ..runtime.regions.store import watch
+
+        watch()  # later calls name the plan once the scheduler holds it
     return region

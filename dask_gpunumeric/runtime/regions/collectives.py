@@ -15,17 +15,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .program import Collective, Exchange, Key, Transport, exchange
-from .transport import (_WORKER_PLUGIN, CommTransport, RegionError, RegionPeerError, RegionTimeoutError)
+from .transport import (_WORKER_PLUGIN, FIRST_RUN, CommTransport, RegionError, RegionPeerError,
+                        RegionTimeoutError)
 
 
 # --- meeting --------------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
-def connect(region: str, plan: str, rank: int, size: int, timeout: float, transport: str, backend: str
-            ) -> Iterator[CommTransport | NcclTransport]:
-    """The transport of rank ``rank`` of a call ``region`` of ``plan``, once all ``size`` tasks have met; a
-    failure inside tells the peers."""
+def connect(region: str, plan: str, rank: int, size: int, timeout: float, transport: str, backend: str,
+            placed: Sequence[str] = ()) -> Iterator[CommTransport | NcclTransport]:
+    """The transport of rank ``rank`` of a call ``region`` of ``plan`` whose ranks are placed on the workers
+    ``placed``, once all ``size`` tasks have met (``Channels.known``: once per set of workers); a failure
+    inside tells the peers."""
     import distributed
 
     try:
@@ -39,16 +41,11 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
                           "of another cluster; call the accelerated function again with this cluster's client")
     distributed.secede()  # the peers' tasks may need this worker's thread (two ranks on a worker after a loss)
     channels = plugin.channels
-    member = {"address": worker.address, "id": worker.id, "communicators": list(channels.communicators),
-              "device": device_of_this_worker() if backend == "cupy" else None}
-    meeting = channels.call(worker.scheduler.gnp_region_meet(region=region, rank=rank, size=size, member=member,
-                                                             timeout=timeout), timeout + 30)
-    if not isinstance(meeting, dict):
-        raise RegionError("the scheduler has no gnp region rendezvous (runtime.regions.transport.install() adds it)")
-    if meeting["status"] == "timeout":
-        raise RegionTimeoutError(
-            f"rank {rank} of region {region}: ranks {list(meeting['missing'])} of {size} did not start within {timeout:g} s "
-            "(their workers are busy, lost or gone); raise gpunumeric.region-timeout if they need longer")
+    meeting = _without_meeting(channels, region, rank, placed, transport, backend)
+    if meeting is None:
+        channels.tell(placed, {"region": region, "generation": FIRST_RUN,
+                               "abort": f"rank {rank} meets its peers at the scheduler"})  # (see _without_meeting)
+        meeting = _meet(worker, channels, region, rank, size, timeout, backend)
     members = meeting["members"]
     chosen: CommTransport | NcclTransport = CommTransport(
         channels, region, meeting["generation"], rank, [m["address"] for m in members], timeout)
@@ -60,6 +57,45 @@ def connect(region: str, plan: str, rank: int, size: int, timeout: float, transp
         chosen.abort(f"rank {rank} failed: {type(e).__name__}: {e}")
         raise
     chosen.close()
+
+
+def _meet(worker: Any, channels: Any, region: str, rank: int, size: int, timeout: float, backend: str) -> dict:
+    """The scheduler's rendezvous of a region's tasks: every rank's member (address, worker id, communicators,
+    device), the round's generation, whether the region has its workers to itself; the members kept as a
+    set of workers that met (``Channels.known``)."""
+    member = {"address": worker.address, "id": worker.id, "communicators": list(channels.communicators),
+              "device": device_of_this_worker() if backend == "cupy" else None}
+    meeting = channels.call(worker.scheduler.gnp_region_meet(region=region, rank=rank, size=size, member=member,
+                                                             timeout=timeout), timeout + 30)
+    if not isinstance(meeting, dict):
+        raise RegionError("the scheduler has no gnp region rendezvous (runtime.regions.transport.install() adds it)")
+    if meeting["status"] == "timeout":
+        raise RegionTimeoutError(
+            f"rank {rank} of region {region}: ranks {list(meeting['missing'])} of {size} did not start within {timeout:g} s "
+            "(their workers are busy, lost or gone); raise gpunumeric.region-timeout if they need longer")
+    channels.met(meeting["members"])
+    return meeting
+
+
+def _without_meeting(channels: Any, region: str, rank: int, placed: Sequence[str], transport: str, backend: str
+                     ) -> dict | None:
+    """The meeting of a region's first run on the workers it was placed on, when they met before and none was
+    lost since, and its transport is the workers' channels (NCCL needs each region to have its workers to
+    itself, which only the scheduler knows): their members, and ``FIRST_RUN`` as the generation, which
+    every rank of that run takes without asking. Else None: the region meets at the scheduler (a task run
+    again, after a failure or a lost result, always does: the scheduler then runs its finished peers again
+    to meet it, however old the region). A rank that meets first tells the workers of its peers, so that a
+    peer that took its first run without meeting (its worker's view of the workers differed) fails at once
+    and meets on its retry, instead of waiting for the region's timeout."""
+    members = channels.first_run(region, rank, placed)
+    if members is None:
+        return None
+    try:
+        if use_nccl(transport, backend, members, exclusive=True):
+            return None
+    except RegionError:
+        return None  # the meeting says why
+    return {"members": members, "generation": FIRST_RUN, "exclusive": False}
 
 
 def leave(rank_key: Key, outputs: dict[Key, Any]) -> str:

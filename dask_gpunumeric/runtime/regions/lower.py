@@ -13,15 +13,17 @@ from typing import Any
 
 from dask._task_spec import GraphNode, Task, TaskRef
 
+from . import store as _store
 from .build import Built
 from .program import Collective, Exchange, Key, Program, Repeat, Run, execute
 
 
 @dataclass(frozen=True)
 class RankSpec:
-    """What a per-worker task runs: its program, as rank ``rank`` of ``size`` in region ``region``."""
+    """What a per-worker task runs: its program, as rank ``rank`` of ``size`` in region ``region``. Sent to a
+    worker by a scheduler holding the plan (``store``), it carries no program: the worker asks for it once."""
 
-    program: Program
+    program: Program | None  # None: the program of (plan, rank), from ``store.program``
     region: str  # the call
     plan: str  # what every call of the same plan and layout shares (their exchanges are the same)
     rank: int
@@ -29,20 +31,31 @@ class RankSpec:
     timeout: float  # seconds to wait for peers
     transport: str  # "auto", "comm" or "nccl"
     backend: str  # of the region's blocks
+    addresses: tuple[str, ...] = ()  # the workers the ranks are placed on, in rank order
+
+    def __reduce__(self) -> tuple:
+        fields = (self.region, self.plan, self.rank, self.size, self.timeout, self.transport, self.backend,
+                  self.addresses)
+        return RankSpec, (None if _store.holds(self.plan) else self.program, *fields)
+
+    def steps(self) -> Program:
+        """The program, kept with the spec or on this worker."""
+        return self.program if self.program is not None else _store.program(self.plan, self.rank, self.timeout)
 
 
 def run_rank(spec: RankSpec, *inputs: Any) -> dict[Key, Any]:
     """Task function of a per-worker task: its program run on its input blocks; its output blocks by key."""
-    env = dict(zip(spec.program.inputs, inputs))
+    program = spec.steps()
+    env = dict(zip(program.inputs, inputs))
     if spec.size == 1:
-        execute(spec.program, env, None)
+        execute(program, env, None)
     else:
         from .collectives import connect  # distributed imported only where a region runs on several workers
 
         with connect(spec.region, spec.plan, spec.rank, spec.size, spec.timeout, spec.transport,
-                     spec.backend) as transport:
-            execute(spec.program, env, transport)
-    return {k: env[k] for k in spec.program.outputs}
+                     spec.backend, spec.addresses) as transport:
+            execute(program, env, transport)
+    return {k: env[k] for k in program.outputs}
 
 
 def run_alone(spec: RankSpec, *inputs: Any) -> Any:
@@ -130,18 +143,22 @@ def rank_keys(name: str, built: Built) -> list[Key]:
 
 
 def layer(name: str, plan: str, built: Built, input_key: Callable[[Key], Key], output_key: Callable[[Key], Key],
-          timeout: float, transport: str, backend: str, cluster: bool, inline: dict[Key, GraphNode]) -> dict[Key, Any]:
-    """The tasks of a call ``name`` of a plan (``plan`` names it and its layout): one per rank (``(name, rank)``),
+          timeout: float, transport: str, backend: str, workers: tuple[str, ...], inline: dict[Key, GraphNode]
+          ) -> dict[Key, Any]:
+    """The tasks of a call ``name`` of a plan (``plan`` names it and its layout) on ``workers`` (the cluster's,
+    none without one): one per rank (``(name, rank)``),
     one per output block (picking it from its rank's outputs; with several ranks depending on every rank,
     ``pick``); one rank with one output block is one task computing that block,
-    and on a ``cluster`` one rank is one task per output block (``run_shared``). Arguments in ``inline`` (small
+    and on a cluster one rank is one task per output block (``run_shared``). Arguments in ``inline`` (small
     host data, by key) are made inside the tasks reading them, not as tasks of their own (a level less).
     ``input_key``/``output_key`` turn the plan's keys into the call's."""
     out: dict[Key, Any] = dict(built.external)
     size = built.layout.size
     alone = _alone(built, input_key, output_key)
+    cluster = bool(workers)
+    addresses = tuple(workers[w] for w in built.layout.workers) if size > 1 else ()
     for rank, program in enumerate(built.programs):
-        spec = RankSpec(program, name, plan, rank, size, timeout, transport, backend)
+        spec = RankSpec(program, name, plan, rank, size, timeout, transport, backend, addresses)
         refs = [inline.get(input_key(k)) or TaskRef(input_key(k)) for k in program.inputs]
         if alone is not None:
             out[alone] = Task(alone, run_alone, spec, *refs)

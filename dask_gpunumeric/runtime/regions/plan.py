@@ -16,6 +16,7 @@ from ..compile import graph_of
 from ..schedule import run_in_order, schedule_of
 from . import build as _build
 from . import lower as _lower
+from . import store as _store
 from .nodes import Loop, Placeholder
 from .program import execute
 
@@ -44,6 +45,15 @@ class Plan:
         self.token = hashlib.sha1(repr(names).encode()).hexdigest()[:16]
         self._built: dict[int, Any] = {}
         self.block_indices = [list(out.block_indices()) for out in optimized]
+
+    def __reduce__(self) -> tuple:
+        # for a scheduler holding it (``store``), a plan is its token: a call sends no programs again
+        if _store.published(self.token):
+            return _store.plan, (self.token,)
+        return _store.restored, (self.token, self.__dict__, Plan)
+
+    def __dask_tokenize__(self) -> str:
+        return self.token
 
     def run_local(self, as_programs: bool, inputs: dict) -> dict:
         """The output blocks of a call run now in this thread (no cluster), from the blocks of its arguments,
@@ -125,7 +135,7 @@ class Region(ArrayExpr):
                 self._name, f"{self.plan.token}-{len(self.workers)}", self.plan.built(len(self.workers)),
                 _renamer(arguments), _renamer(outputs),
                 self.timeout, self.transport, "cupy" if "cupy" in {o[3] for o in self.plan.outputs} else "numpy",
-                bool(self.workers), self._small_arguments() if self.workers else {},
+                self.workers, self._small_arguments() if self.workers else {},
             )
         key = self._rename_key
         layer = {}

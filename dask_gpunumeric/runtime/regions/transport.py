@@ -2,10 +2,11 @@
 
 * Rendezvous: each task of a region reports to the scheduler (a handler that ``install`` adds once per
   cluster) and waits until all of them have, or fails with ``RegionTimeoutError`` after
-  ``gpunumeric.region-timeout``. One round trip per region call, none per iteration. A task that runs
-  again (a retry after a lost peer, or a lost result, however old the region) starts a new round, and its
-  peers that had finished run again too, so a recomputed region meets afresh. The scheduler keeps only the
-  rounds still meeting.
+  ``gpunumeric.region-timeout``. Once per set of workers: the first run of a region on workers that met
+  before (none lost since) takes its peers from that meeting (``Channels.first_run``, generation
+  ``FIRST_RUN``), unless it needs NCCL. A task that runs again (a retry after a lost peer, or a lost result,
+  however old the region) meets, starting a new round, and its peers that had finished run again too, so a
+  recomputed region meets afresh. The scheduler keeps only the rounds still meeting.
 * Channels: every worker (a plugin, also on workers that join later) keeps one connection to each peer it
   talks to, reused by every region, and an inbox of the messages from its peers. A closed connection means
   a lost peer: the tasks waiting on it fail at once with ``RegionPeerError`` (the scheduler then runs the
@@ -33,6 +34,9 @@ _MEET = "gnp_region_meet"
 _CHANNEL = "gnp_region_channel"
 _LEFT = "gnp_region_left"
 _ABORTS_KEPT = 4096  # failed regions a worker remembers (their peers' tasks may still be starting)
+_STARTED_KEPT = 65536  # region tasks a worker remembers running (one run again meets its peers)
+_KNOWN_KEPT = 256  # sets of workers that met, a worker remembers
+FIRST_RUN = -1  # the generation of a region's first run without a meeting (the scheduler's rounds count from 0)
 
 
 class RegionError(RuntimeError):
@@ -192,6 +196,31 @@ class Channels:
         self.locks: dict[str, asyncio.Lock] = {}
         self.communicators: dict[str, Any] = {}  # NCCL's (``collectives``), by their members
         self.left: dict[Any, dict[Any, Any]] = {}  # a rank task's key -> its output blocks no task took yet
+        self.known: OrderedDict[tuple[str, ...], list[dict]] = OrderedDict()  # addresses that met -> members
+        self.started: OrderedDict[tuple[str, int], None] = OrderedDict()  # (region, rank) of tasks run here
+
+    # -- meetings, once per set of workers (``collectives.connect``) ------------------------------------------
+    def met(self, members: list[dict[str, Any]]) -> None:
+        """Keep the members of a meeting, by their addresses in rank order."""
+        with self.arrived:
+            self.known[tuple(m["address"] for m in members)] = members
+            self.known.move_to_end(tuple(m["address"] for m in members))
+            while len(self.known) > _KNOWN_KEPT:
+                self.known.popitem(last=False)
+
+    def first_run(self, region: str, rank: int, placed: Sequence[str]) -> list[dict[str, Any]] | None:
+        """The members of an earlier meeting of the workers ``placed`` (in rank order, none lost since) when this
+        is the first run here of rank ``rank`` of ``region``, on the worker it was placed on; else None (the
+        task meets its peers at the scheduler)."""
+        placed = tuple(placed)
+        with self.arrived:
+            again = (region, rank) in self.started
+            self.started[(region, rank)] = None
+            while len(self.started) > _STARTED_KEPT:
+                self.started.popitem(last=False)
+            if again or rank >= len(placed) or placed[rank] != self.worker.address:
+                return None
+            return self.known.get(placed)  # (a set with a worker lost since is dropped: ``serve``)
 
     # -- output blocks a rank's task leaves for the tasks of its blocks (``lower.run_rank_leaving``) ---------
     def leave(self, rank_key: Any, outputs: dict[Any, Any]) -> None:
@@ -231,6 +260,8 @@ class Channels:
         finally:
             with self.arrived:
                 self.lost.add(source)
+                for workers in [w for w in self.known if source in w]:  # they meet again, even if it comes back
+                    del self.known[workers]
                 self.arrived.notify_all()
 
     def _deliver(self, msg: dict[str, Any]) -> None:
@@ -243,6 +274,14 @@ class Channels:
                 tag = (msg["region"], msg["generation"], msg["source"], msg["target"], msg["number"])
                 self.inbox[tag] = msg["values"]
             self.arrived.notify_all()
+
+    def tell(self, addresses: Sequence[str], msg: dict[str, Any]) -> None:
+        """Send a message to the workers ``addresses`` (this one too, if among them), waiting for nothing."""
+        for address in set(addresses):
+            if address == self.worker.address:
+                self._deliver(msg)
+            else:
+                self.send(address, msg)
 
     def send(self, address: str, msg: dict[str, Any]) -> concurrent.futures.Future:
         """Queue a message to a peer (in order with the earlier ones to it)."""
