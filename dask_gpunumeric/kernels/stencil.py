@@ -111,7 +111,7 @@ class _Step(NamedTuple):
 
 
 _SCHEDULES: dict[tuple, tuple] = {}  # ``_remembered``'s values, oldest first
-_SCHEDULES_LIMIT = 4096
+_SCHEDULES_LIMIT = 512  # block parts remembered: each entry holds a plan and its launches (tens of kB)
 _SCHEDULES_LOCK = threading.Lock()
 _CUDA_BACKENDS = frozenset({"cupy"})  # where sweeps run as generated kernels (the CPU kernel emulator adds "numpy")
 
@@ -293,9 +293,9 @@ def _peel(box: Box, inner: Sequence[Sequence[int]]) -> tuple[list[Box], Box]:
 def _window_of(place: tuple, box: Box, offset: Sequence[int], edges: Sequence[int] = (), fill: Any = None,
                extent: Sequence[int] = ()) -> tuple:
     """How ``_window`` takes the part of a buffer at ``place`` (its shape and the position of its first
-    element) at ``box + offset``: an index, then per axis with an edge mode (``_edges``) the positions taken
-    along it: around the buffer (WRAP), or those inside the ends ``[0, extent)`` of its array, the rest
-    ``fill`` (FILL: also where the taken go and the window's width)."""
+    element) at ``box + offset``: an index, then per axis with an edge mode (``_edges``) what is taken along
+    it: the runs of positions around the buffer (WRAP: one run is a view), or, past the ends ``[0, extent)``
+    of its array, ``fill`` (FILL: the positions inside, where they go, the window's width and ``fill``)."""
     shape, origin = place
     offset = tuple(offset) or (0,) * len(origin)
     bounds = [(lo + e - o, hi + e - o) for (lo, hi), e, o in zip(box, offset, origin)]
@@ -303,14 +303,18 @@ def _window_of(place: tuple, box: Box, offset: Sequence[int], edges: Sequence[in
     index = tuple(slice(None) if mode else slice(*b) for b, mode in zip(bounds, edges))
     around = []
     for d, ((lo, hi), mode, o) in enumerate(zip(bounds, edges, origin)):
-        if not mode:
-            continue
-        positions = np.arange(lo, hi)
+        before = (slice(None),) * d
         if mode == WRAP:
-            around.append((d, positions % shape[d], None))
+            runs, p = [], lo
+            while p < hi:
+                start = p % shape[d]
+                runs.append(before + (slice(start, start + min(shape[d] - start, hi - p)),))
+                p += runs[-1][d].stop - start
+            around.append((d, tuple(runs), None))
         elif mode == FILL:
-            inside = np.nonzero((positions + o >= 0) & (positions + o < extent[d]))[0]
-            around.append((d, positions[inside], (inside, hi - lo, fill)))
+            inside = (max(lo, -o), max(min(hi, extent[d] - o), max(lo, -o)))
+            around.append((d, (before + (slice(*inside),),), (before + (slice(inside[0] - lo, inside[1] - lo),),
+                                                              hi - lo, fill)))
     return index, tuple(around)
 
 
@@ -321,14 +325,14 @@ def _window(array: Any, window: tuple) -> Any:
     if not around:
         return view
     xp = namespace(array)
-    for d, positions, filled in around:
-        taken = xp.take(view, xp.asarray(positions), axis=d)
+    for d, runs, filled in around:
+        taken = view[runs[0]] if len(runs) == 1 else xp.concatenate([view[run] for run in runs], axis=d)
         if filled is None:
             view = taken
             continue
-        inside, width, fill = filled
+        into, width, fill = filled
         view = xp.full(view.shape[:d] + (width,) + view.shape[d + 1 :], fill, dtype=array.dtype)
-        view[(slice(None),) * d + (xp.asarray(inside),)] = taken
+        view[into] = taken
     return view
 
 
@@ -436,7 +440,8 @@ def _tile_part(plan: tuple, run: tuple[int, int], inputs: list[list], boxes: Seq
         active = _edges(code, inputs[j], region, extended, edges)
         for slot, offset in code.loads if j < count - 1 else ():
             for d in [d for d, mode in enumerate(active[slot]) if mode == WRAP] if offset else ():
-                (period, origin), (lo, hi) = (inputs[j][slot][0][d], inputs[j][slot][1]), extended[d]
+                shape, origin = inputs[j][slot]
+                period, (lo, hi) = shape[d], extended[d]
                 if lo + offset[d] - origin[d] < -period or hi + offset[d] - origin[d] > 2 * period:
                     return None
         variant.append(tuple(through[j][s] if s in linked[j] else modes for s, modes in enumerate(active)))
