@@ -74,10 +74,9 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
             _run_tile(plan, step.how, [[buffers.get(b) for b in reads] for reads in step.reads], scalars, dests)
         elif step.kind:
             k = step.sweep
-            code, _, region, edges = plan.sweeps[k]
             inputs = [buffers.get(b) for b in step.reads[0]]
             if step.kind == "cuda":
-                reduced = _run_cuda(code, inputs, edges, step.how, region, part[1][k], scalars[k], dests, target)
+                reduced = _run_cuda(plan.sweeps[k].code, inputs, step.how, part[1][k], scalars[k], dests, target)
             else:
                 reduced = _run_interpreted(step.how, inputs, scalars[k], plan.shape, backend, dests)
             partials.update({(k, j): partial for j, partial in reduced.items()})
@@ -171,12 +170,16 @@ def _schedule(plan: tuple, part: tuple, block: Box, backend: str,
                 pooled.add(f)
         inputs = [places.get(b) for b in slots]
         if tile is not None:
-            kind, how, reads = "tile", tile, tuple(kernels[j].slots for j in range(first, k + 1))
+            reads = tuple(kernels[j].slots for j in range(first, k + 1))
+            how = (tile, _tile_args(plan, tile, [[places.get(b) for b in r] for r in reads], dest_places))
+            kind = "tile"
             tile = None
         elif _stencil_plan.is_empty(box):
             kind, how, reads = "", None, ()
         elif cuda:
-            kind, how, reads = "cuda", _edges(code, inputs, region, box, edges), (slots,)
+            active = _edges(code, inputs, region, box, edges)
+            geometry = _launch_geometry(code, inputs, edges, active, region, box, dest_places)
+            kind, how, reads = "cuda", (active, geometry, _index_type(geometry.checked)), (slots,)
         else:
             kind, how, reads = "numpy", _interpretation(code, inputs, edges, region, box, dest_places, target), (slots,)
         copies = tuple((output_of[f], _index((extent, origin), target), i, _index(place, target))
@@ -450,18 +453,27 @@ def _tile_part(plan: tuple, run: tuple[int, int], inputs: list[list], boxes: Seq
     return run, boxes, tuple(links[1:]), tuple(variant), tuple(launch)
 
 
+def _tile_args(plan: tuple, tile: tuple, inputs: list[list], dests: list) -> tuple[tuple[_Geometry, ...], str]:
+    """The ``_Geometry`` of each sweep of a tile kernel (``_tile_part`` gave ``tile``) on buffers at ``inputs``
+    (per sweep, per slot its shape and origin, or None), the last one's outputs at ``dests``; its index type."""
+    (start, count), boxes, links, _, launch = tile
+    geometries = tuple(_launch_geometry(code, inputs[j], edges, launch[j], region, boxes[j],
+                                        dests if j == count - 1 else [], [slot for slot, _ in ([()] + list(links))[j]])
+                       for j, (code, _, region, edges) in enumerate(plan.sweeps[start : start + count]))
+    return geometries, _index_type([v for geometry in geometries for v in geometry.checked])
+
+
 def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dests: list) -> None:
-    """A run of kernels in one tile kernel (``_tile_part`` gave ``tile``) on ``inputs`` (per sweep, per slot
-    an array and its origin, or None), over the last's box into ``dests``."""
-    (start, count), boxes, links, variant, launch = tile
+    """A run of kernels in one tile kernel (``tile``: ``_tile_part``'s, then ``_tile_args``') on ``inputs``
+    (per sweep, per slot an array and its origin, or None), over the last's box into ``dests``."""
+    ((start, count), boxes, links, variant, _), (geometries, index) = tile
     sweeps = plan.sweeps[start : start + count]
-    args_of = [_sweep_args(code, inputs[j], edges, launch[j], region, boxes[j], scalars[start + j],
-                           dests if j == count - 1 else [], [slot for slot, _ in ([()] + list(links))[j]])
-               for j, (code, _, region, edges) in enumerate(sweeps)]
-    index = _index_type([v for a in args_of for v in a[4]])
     to_index = _INDEX_TYPES[index]
-    args = [arg for arrays, scalar_args, values, fills, _ in args_of
-            for arg in (*arrays, *scalar_args, *map(to_index, values), *fills)]
+    args = []
+    for j, (code, geometry) in enumerate(zip((sweep.code for sweep in sweeps), geometries)):
+        arrays, scalar_args, values = _sweep_args(code, inputs[j], geometry, scalars[start + j],
+                                                  dests if j == count - 1 else [])
+        args += [*arrays, *scalar_args, *map(to_index, values), *geometry.fills]
     tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], TILES[len(boxes[-1])])]
     grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
     _tile_kernel(tuple(sweep.code for sweep in sweeps), links, index, variant)(grid, (TILE_THREADS, 1, 1), tuple(args))
@@ -515,40 +527,71 @@ def _launch_shape(extent: tuple[int, ...], per_thread: int, limit: int | None = 
     return tuple(grid), threads  # type: ignore[return-value]
 
 
-def _sweep_args(code: tuple, inputs: list, edges: tuple, active: tuple, region: tuple, box: Box,
-                scalars: tuple, dests: list, shared: Sequence[int] = ()) -> tuple[list, list, list[int], list, list[int]]:
-    """A sweep's launch arguments in ``_sweep_params``' order, but those of full reductions: (its arrays,
-    inputs then outputs; its scalars; its index values: box, geometry, region, extents; its fills; the
-    numbers that must fit the index type). ``shared`` slots are not passed (a tile kernel's shared memory)."""
-    import cupy
+class _Geometry(NamedTuple):
+    """What a sweep's launch arguments take from its geometry alone (``_launch_geometry``): the slots passed
+    as arrays, each with whether it has positions (not one value); the index values before and after the
+    places of those arrays and of its outputs (box; region and extents), each place's origin; its fills;
+    the numbers that must fit the index type."""
 
-    program, buffer_dtypes, loads, _, _, _ = code
+    passed: tuple[tuple[int, bool], ...]
+    head: tuple[int, ...]
+    origins: tuple[tuple[int, ...], ...]
+    tail: tuple[int, ...]
+    fills: tuple[Any, ...]
+    checked: tuple[int, ...]
+
+
+def _launch_geometry(code: tuple, inputs: list, edges: tuple, active: tuple, region: tuple, box: Box, dests: list,
+                     shared: Sequence[int] = ()) -> _Geometry:
+    """``_Geometry`` of a sweep over ``box`` on buffers at ``inputs`` (per slot, shape and origin, or None)
+    into fields at ``dests``, its reads' edge modes ``active``. ``shared`` slots are not passed (a tile
+    kernel's shared memory)."""
+    _, buffer_dtypes, loads, _, _, _ = code
     ndim = len(box)
     single = {slot for slot, offset in loads if not offset}
     # the array's extent along each axis read past the ends (with WRAP, also its buffer's: a whole period)
     extents = [extent[d] for used, (_, _, extent) in zip(active, edges) for d, mode in enumerate(used) if mode]
     fills = [NP_OF_CTYPE[ctype(dt)].type(fill)
              for dt, used, (_, fill, _) in zip(buffer_dtypes, active, edges) if FILL in used]
-    arrays, places = [], []
-    for s, (buffer, dt) in enumerate(zip(inputs, buffer_dtypes)):
+    passed, places = [], []
+    for s, place in enumerate(inputs):
         if s in shared:
             continue
-        if buffer is None:  # read only inside a region this box misses
-            buffer = (cupy.empty((1,) * ndim, dtype=dt), (0,) * ndim)
-        array, origin = buffer
-        array = cupy.asarray(array)  # a 0-d value may be a host scalar
-        if s not in single and array.strides[-1] != array.itemsize:  # the kernels read rows with stride 1
-            array = cupy.ascontiguousarray(array)
-        arrays.append(array)
-        if s not in single:
-            places.append((array, origin))
+        passed.append((s, s not in single))
+        if s not in single:  # a buffer read only inside a region this box misses: one element at 0
+            places.append(place if place is not None else ((1,) * ndim, (0,) * ndim))
     places += dests
     checked = [*(v for iv in box for v in iv), *(v for iv in region for v in iv)]
-    checked += [v for array, origin in places for v in (*origin, array.size)] + extents
-    geometry = [v for array, origin in places for v in (*origin, *(stride // array.itemsize for stride in array.strides[:-1]))]
-    values = [lo for lo, _ in box] + [hi - lo for lo, hi in box] + geometry + [v for bounds in region for v in bounds]
-    return (arrays + [out for out, _ in dests], _fused.scalar_args(program.instrs, scalars), values + extents, fills,
-            checked)
+    checked += [v for shape, origin in places for v in (*origin, math.prod(shape))] + extents
+    return _Geometry(tuple(passed), (*(lo for lo, _ in box), *(hi - lo for lo, hi in box)),
+                     tuple(origin for _, origin in places), (*(v for bounds in region for v in bounds), *extents),
+                     tuple(fills), tuple(checked))
+
+
+def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple,
+                dests: list) -> tuple[list, list, list[int]]:
+    """A sweep's launch arguments in ``_sweep_params``' order, but those of full reductions and its fills
+    (``geometry.fills``): its arrays, inputs then outputs; its scalars; its index values: box, geometry
+    (origins and strides), region, extents."""
+    import cupy
+
+    ndim = len(geometry.head) // 2
+    arrays, placed = [], []
+    for s, has_place in geometry.passed:
+        buffer = inputs[s]
+        if buffer is None:  # read only inside a region this box misses
+            array = cupy.empty((1,) * ndim, dtype=code.buffers[s])
+        else:
+            array = cupy.asarray(buffer[0])  # a 0-d value may be a host scalar
+            if has_place and array.strides[-1] != array.itemsize:  # the kernels read rows with stride 1
+                array = cupy.ascontiguousarray(array)
+        arrays.append(array)
+        if has_place:
+            placed.append(array)
+    outs = [out for out, _ in dests]
+    places = [v for array, origin in zip(placed + outs, geometry.origins)
+              for v in (*origin, *(stride // array.itemsize for stride in array.strides[:-1]))]
+    return arrays + outs, _fused.scalar_args(code.program.instrs, scalars), [*geometry.head, *places, *geometry.tail]
 
 
 def _index_type(numbers: Sequence[int]) -> str:
@@ -556,13 +599,14 @@ def _index_type(numbers: Sequence[int]) -> str:
     return "int" if all(abs(v) < 2**31 - 1 for v in numbers) else "long long"
 
 
-def _run_cuda(code: tuple, inputs: list, edges: tuple, active: tuple, region: tuple, box: Box, scalars: tuple,
-              dests: list, target: Box) -> dict[int, dict[str, Any]]:
-    """A sweep's generated kernel over ``box`` into ``dests``; ``active``: its reads' edge modes (``_edges``).
-    Returns the partial of each full reduction of the sweep (by output number) over ``target``."""
+def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple, dests: list,
+              target: Box) -> dict[int, dict[str, Any]]:
+    """A sweep's generated kernel over ``box`` into ``dests``; ``launch``: its reads' edge modes (``_edges``),
+    ``_Geometry`` and index type. Returns the partial of each full reduction of the sweep (by output number)
+    over ``target``."""
+    active, geometry, index = launch
     program, out_dtypes = code.program, code.out_dtypes
-    arrays, scalar_args, values, fills, checked = _sweep_args(code, inputs, edges, active, region, box, scalars, dests)
-    index = _index_type(checked)
+    arrays, scalar_args, values = _sweep_args(code, inputs, geometry, scalars, dests)
     to_index = _INDEX_TYPES[index]
     kernel, resident = _kernel(code, index, active)
     reductions = range(len(out_dtypes), len(program.outputs))
@@ -572,7 +616,7 @@ def _run_cuda(code: tuple, inputs: list, edges: tuple, active: tuple, region: tu
         partials[k], finals = _fused.final_buffers(program, k, math.prod([hi - lo for lo, hi in target]))
         buffers += finals
     buffers += _fused.fold_buffers(program, math.prod(grid))
-    args = arrays + buffers + scalar_args + [to_index(v) for v in values] + fills
+    args = arrays + buffers + scalar_args + [to_index(v) for v in values] + list(geometry.fills)
     args += [to_index(v) for bounds in target for v in bounds] if reductions else []
     kernel(grid, threads, tuple(args))
     return partials
