@@ -199,9 +199,7 @@ def emulated_cupy(monkeypatch: Any) -> None:
     monkeypatch.setattr(_stencil_kernels, "_tile_kernel", lambda *variant: EmulatedKernel(
         *_stencil_source.tile_source(*variant)))
     monkeypatch.setattr(_stencil_kernels, "_TILED_BACKENDS", _stencil_kernels._TILED_BACKENDS | {"numpy"})
-    monkeypatch.setattr(_stencil_kernels, "_run_interpreted", lambda code, inputs, edges, region, box, scalars, shape,
-                        backend, dests, target: _stencil_kernels._run_cuda(code, inputs, edges, region, box, scalars,
-                                                                           dests, target))
+    monkeypatch.setattr(_stencil_kernels, "_CUDA_BACKENDS", _stencil_kernels._CUDA_BACKENDS | {"numpy"})
 
 
 def emulated_fused(monkeypatch: Any) -> None:

@@ -216,6 +216,25 @@ def test_accelerated_loop_with_array_coefficients() -> None:
         assert plan(relax(u, gnp.asarray(np.float32(0.25)), 6))["stencils"]
 
 
+@pytest.mark.parametrize("shape, chunkings", [((256,), [(256,), (100,), (64, 192)]),
+                                              ((2**15,), [(2**15,), (2**14,)]),
+                                              ((12, 10), [(12, 10), (5, 10), (12, 4)])])
+def test_repeated_calls_on_other_data_and_blocks(shape: tuple, chunkings: list) -> None:
+    """An accelerated periodic loop called again and again: on other data, and on other chunkings of the
+    same shape (the same sweeps over other blocks and parts, whose launches were worked out for others), each
+    call gives NumPy's result; a call on data already seen works out no launch again."""
+    relax = gnp.accelerate(lambda u: sweeps(heat_periodic, gnp, u, 5))
+    for seed, chunks in enumerate(chunkings * 2):
+        x = np.random.default_rng(seed).random(shape, dtype=np.float32)
+        with gnp.config.set(stencil_sweeps=5):  # all five sweeps in each task, whatever the blocks
+            u = gnp.from_array(x, chunks=chunks).persist()
+            assert_eq(relax(u), sweeps(heat_periodic, np, x, 5), rtol=1e-5, atol=1e-6)
+            known = len(_stencil_kernels._SCHEDULES)
+            assert_eq(relax(gnp.from_array(x[::-1].copy(), chunks=chunks).persist()),
+                      sweeps(heat_periodic, np, x[::-1], 5), rtol=1e-5, atol=1e-6)
+            assert len(_stencil_kernels._SCHEDULES) == known
+
+
 def _stencil_tasks(x: gnp.Array) -> list:
     graph = graph_of(optimize(x.expr))
     return [k for k in graph if isinstance(k, tuple) and k[0].startswith("stencil-")]
@@ -523,6 +542,23 @@ def counted_tile_kernels(monkeypatch: Any) -> list[tuple]:
 
     monkeypatch.setattr(_stencil_kernels, "_tile_kernel", tile_kernel)
     return launched
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+def test_repeated_calls_through_the_generated_kernels(monkeypatch: Any) -> None:
+    """The same accelerated loop interpreted, then through the emulated kernels (tile kernels and single
+    sweeps, interiors and bands), then again on other data: the kernels run, with NumPy's results."""
+    relax = gnp.accelerate(lambda u: sweeps(heat_periodic, gnp, u, 5))
+    x = np.random.default_rng(4).random((24, 20), dtype=np.float32)
+    with gnp.config.set(stencil_sweeps=5):  # per task, a tile kernel of 3 sweeps and one of 2
+        assert_eq(relax(gnp.from_array(x, chunks=(12, 20)).persist()), sweeps(heat_periodic, np, x, 5),
+                  rtol=1e-5, atol=1e-6)
+        launched = counted_tile_kernels(monkeypatch)
+        for y in (x, x[::-1].copy()):
+            assert_eq(relax(gnp.from_array(y, chunks=(12, 20)).persist()), sweeps(heat_periodic, np, y, 5),
+                      rtol=1e-5, atol=1e-6)
+            assert sorted({len(variant[0]) for variant in launched}) == [2, 3]
+            launched.clear()
 
 
 def wrapped(variant: tuple) -> bool:

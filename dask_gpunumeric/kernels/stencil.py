@@ -1,14 +1,17 @@
 """What the tasks of a ``Stencil`` group run: source blocks extended by halos in, one sweep after another on a
 shrinking region (``codegen.stencil_plan``), the group's output blocks out. On NumPy blocks a sweep's program
 is interpreted on windows of the buffers (``fused.run_numpy``); on CuPy blocks it is its generated kernel
-(``codegen.stencil``), and runs of 2-d sweeps one tile kernel.
+(``codegen.stencil``), and runs of 2-d sweeps one tile kernel. A task part's launches and their geometry are
+worked out once per plan, part and buffer shapes (``_schedule``); a task run again only launches.
 """
 from __future__ import annotations
 
 import functools
+import math
 import os
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,7 +36,8 @@ def run(plan: tuple, scalars: tuple, block: Box, backend: str, into: Any, parts:
     extent = tuple(hi - lo for lo, hi in block)
     n_out, n_sources = len(plan.outputs), len(plan.wraps)
     values = [] if into is None else list(into) if isinstance(into, tuple) else [into]
-    outs = values[:n_out] or [xp.empty(extent, dtype=dt) for dt in _stencil_plan.output_dtypes(plan)[:n_out]]
+    outs = values[:n_out] or [xp.empty(extent, dtype=dt)
+                              for dt in _remembered((plan,), (), lambda: _stencil_plan.output_dtypes(plan))[:n_out]]
     partials = [values[n_out:]] if values[n_out:] else []
     for p, part in enumerate(parts):
         partials.append(_run_part(plan, scalars, part, pieces[p * n_sources : (p + 1) * n_sources], block, outs,
@@ -52,61 +56,148 @@ def _combined(plan: tuple, reduction: tuple[int, int], partials: list[dict[str, 
 
 def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], block: Box, outs: list,
               backend: str) -> list[dict[str, Any]]:
-    """Compute one part of a block into ``outs``; the partials of the group's full reductions over it."""
-    target, kernel_boxes, origins, layouts = part
-    kernels, outputs = plan.sweeps, plan.outputs
+    """Compute one part of a block into ``outs``; the partials of the group's full reductions over it. The
+    part's launches and their geometry come from ``_schedule``, worked out once per part and buffer shapes
+    (a task run again, in a loop or an accelerated call, finds them): here buffers are made, launches run."""
+    target, _, origins, layouts = part
     xp = module(backend)
-    origin = tuple(lo for lo, _ in block)
-    buffers: dict[int, tuple[Any, tuple[int, ...]]] = {
-        s: (_blocks.halo_block(pieces[s], layout), origins[s]) for s, layout in enumerate(layouts) if layout is not None
-    }
+    sources = {s: _blocks.halo_block(pieces[s], layout) for s, layout in enumerate(layouts) if layout is not None}
+    shapes = tuple((s, np.shape(array)) for s, array in sources.items())
+    key = (block, backend in _CUDA_BACKENDS, backend in _TILED_BACKENDS, xp is np, shapes)
+    steps = _remembered((plan, part), key, lambda: _schedule(plan, part, block, backend, dict(shapes)))
+    buffers: dict[int, tuple[Any, tuple[int, ...]]] = {s: (array, origins[s]) for s, array in sources.items()}
+    pool = _fused.buffer_pool() if xp is np else None
+    partials: dict[tuple[int, int], dict[str, Any]] = {}
+    for step in steps:
+        dests = [(outs[dest], origin) if isinstance(dest, int) else
+                 (xp.empty(*dest) if pool is None else pool.take(*dest), origin) for dest, origin in step.dests]
+        if step.kind == "tile":
+            _run_tile(plan, step.how, [[buffers.get(b) for b in reads] for reads in step.reads], scalars, dests)
+        elif step.kind:
+            k = step.sweep
+            inputs = [buffers.get(b) for b in step.reads[0]]
+            if step.kind == "cuda":
+                reduced = _run_cuda(plan.sweeps[k].code, inputs, step.how, part[1][k], scalars[k], dests, target)
+            else:
+                reduced = _run_interpreted(step.how, inputs, scalars[k], plan.shape, backend, dests)
+            partials.update({(k, j): partial for j, partial in reduced.items()})
+        for f, dest in zip(step.fields, dests):
+            buffers[f] = dest
+        for j, into, i, window in step.copies:
+            outs[j][into] = dests[i][0][window]
+        for b, pooled in step.frees:
+            array = buffers.pop(b)[0]
+            if pooled:
+                pool.give(array)
+    return [partials[r] if r in partials else _empty_partial(plan, r, xp) for r in plan.reductions]
+
+
+class _Step(NamedTuple):
+    """One launch of a part, a sweep or a run of them in a tile kernel (``_schedule``): its (last) sweep; per
+    field it stores, where (an output number, or the extent and dtype of a new buffer) and its origin; the
+    fields' buffer numbers; per sweep, the buffer number of each slot; how it runs (``kind``: "tile",
+    "cuda", "numpy", or "" for an empty box) and the geometry of that (``how``); the fields copied into the
+    outputs (output number, its index, field number, the field's index); the buffers dropped after it, and
+    whether each goes back to the pool."""
+
+    sweep: int
+    dests: tuple[tuple[Any, tuple[int, ...]], ...]
+    fields: tuple[int, ...]
+    reads: tuple[tuple[int, ...], ...]
+    kind: str
+    how: Any
+    copies: tuple[tuple[int, tuple, int, tuple], ...]
+    frees: tuple[tuple[int, bool], ...]
+
+
+_SCHEDULES: dict[tuple, tuple] = {}  # ``_remembered``'s values, oldest first
+_SCHEDULES_LIMIT = 512  # block parts remembered: each entry holds a plan and its launches (tens of kB)
+_SCHEDULES_LOCK = threading.Lock()
+_CUDA_BACKENDS = frozenset({"cupy"})  # where sweeps run as generated kernels (the CPU kernel emulator adds "numpy")
+
+
+def _remembered(owners: tuple, key: tuple, make: Callable[[], Any]) -> Any:
+    """``make()``, remembered for these objects (a plan, a part: by identity, since hashing them costs more
+    than the lookup saves; each entry holds them, so their ids stay theirs) and ``key``."""
+    full = (*map(id, owners), *key)
+    entry = _SCHEDULES.get(full)
+    if entry is not None and all(a is b for a, b in zip(entry[0], owners)):
+        return entry[1]
+    value = make()
+    with _SCHEDULES_LOCK:
+        while len(_SCHEDULES) >= _SCHEDULES_LIMIT:
+            del _SCHEDULES[next(iter(_SCHEDULES))]
+        _SCHEDULES[full] = (owners, value)
+    return value
+
+
+def _schedule(plan: tuple, part: tuple, block: Box, backend: str,
+              shapes: dict[int, tuple[int, ...]]) -> tuple[_Step, ...]:
+    """The launches of a part over source buffers of these ``shapes``, worked out on the buffers' places
+    (shape and origin) alone: the sweeps in order, those of a run in one tile kernel where it may; each field
+    kept from its sweep to its last read, an output computed just for the target written straight into the
+    output block, the others into new buffers (of the pool on NumPy blocks)."""
+    target, kernel_boxes, origins, _ = part
+    kernels, outputs = plan.sweeps, plan.outputs
+    cuda, pooling = backend in _CUDA_BACKENDS, module(backend) is np
+    origin, extent = tuple(lo for lo, _ in block), tuple(hi - lo for lo, hi in block)
+    places = {s: (shape, origins[s]) for s, shape in shapes.items()}  # the buffers present, each's shape and origin
     last_read = _last_reads(plan)
     output_of = {b: j for j, b in enumerate(outputs)}
-    partials: dict[tuple[int, int], dict[str, Any]] = {}
-    buffer = len(layouts)
     runs = dict(plan.tiles) if backend in _TILED_BACKENDS else {}
-    tile, end = None, -1  # a tile kernel's part (``_tile_part``) and its last sweep, while its sweeps are passed
-    pool = _fused.buffer_pool() if xp is np else None
+    tile, first, end = None, 0, -1  # a tile kernel's geometry (``_tile_part``), its first and last sweep
     pooled: set[int] = set()
+    steps = []
+    buffer = len(part[3])
     for k, ((code, slots, region, edges), box) in enumerate(zip(kernels, kernel_boxes)):
-        fields = range(buffer, buffer + len(code.out_dtypes))
-        inputs = [buffers.get(b) for b in slots]
+        fields = tuple(range(buffer, buffer + len(code.out_dtypes)))
+        buffer += len(fields)
         if k in runs:
-            run = (k, runs[k])
-            tile = _tile_part(plan, run, [[buffers.get(b) for b in kernels[j][1]] for j in range(k, k + run[1])],
-                              kernel_boxes[k : k + run[1]])
-            end = k + run[1] - 1
+            tile = _tile_part(plan, (k, runs[k]), [[places.get(b) for b in kernels[j].slots]
+                                                   for j in range(k, k + runs[k])], kernel_boxes[k : k + runs[k]])
+            first, end = k, k + runs[k] - 1
         if tile is not None and k < end:  # its outputs only ever live in the tile kernel's shared memory
-            buffer += len(code.out_dtypes)
             continue
-        # a field that is an output computed just for the target goes straight into the output block; others
-        # into buffers of the pool on NumPy blocks, given back after their last read
-        dests = []
+        dests, dest_places = [], []
         for f, dt in zip(fields, code.out_dtypes):
             if f in output_of and box == target:
-                dests.append((outs[output_of[f]], origin))
+                dests.append((output_of[f], origin))
+                dest_places.append((extent, origin))
                 continue
-            extent = tuple(hi - lo for lo, hi in box)
-            dests.append((xp.empty(extent, dtype=dt) if pool is None else pool.take(extent, np.dtype(dt)),
-                          tuple(lo for lo, _ in box)))
-            if pool is not None:
+            place = (tuple(hi - lo for lo, hi in box), tuple(lo for lo, _ in box))
+            dests.append(((place[0], np.dtype(dt)), place[1]))
+            dest_places.append(place)
+            if pooling:
                 pooled.add(f)
+        inputs = [places.get(b) for b in slots]
         if tile is not None:
-            _run_tile(plan, tile, scalars, dests)
+            reads = tuple(kernels[j].slots for j in range(first, k + 1))
+            how = (tile, _tile_args(plan, tile, [[places.get(b) for b in r] for r in reads], dest_places))
+            kind = "tile"
             tile = None
-        elif not _stencil_plan.is_empty(box):
-            reduced = _run_kernel(code, inputs, edges, region, box, scalars[k], plan.shape, backend, dests, target)
-            partials.update({(k, j): partial for j, partial in reduced.items()})
-        for f, dest in zip(fields, dests):
-            buffers[f] = dest
-            if f in output_of and box != target and not _stencil_plan.is_empty(target):
-                _window((outs[output_of[f]], origin), target, ())[...] = _window(dest, target, ())
-        buffer += len(code.out_dtypes)
+        elif _stencil_plan.is_empty(box):
+            kind, how, reads = "", None, ()
+        elif cuda:
+            active = _edges(code, inputs, region, box, edges)
+            geometry = _launch_geometry(code, inputs, edges, active, region, box, dest_places)
+            kind, how, reads = "cuda", (active, geometry, _index_type(geometry.checked)), (slots,)
+        else:
+            kind, how, reads = "numpy", _interpretation(code, inputs, edges, region, box, dest_places, target), (slots,)
+        copies = tuple((output_of[f], _index((extent, origin), target), i, _index(place, target))
+                       for i, (f, place) in enumerate(zip(fields, dest_places))
+                       if f in output_of and box != target and not _stencil_plan.is_empty(target))
+        places.update(zip(fields, dest_places))
+        frees = []
         for b in [b for b, last in last_read.items() if last <= k]:  # < k: read by a tile kernel
-            entry = buffers.pop(b, None)
-            if entry is not None and b in pooled:
-                pool.give(entry[0])
-    return [partials[r] if r in partials else _empty_partial(plan, r, xp) for r in plan.reductions]
+            if places.pop(b, None) is not None:
+                frees.append((b, b in pooled))
+        steps.append(_Step(k, tuple(dests), fields, reads, kind, how, copies, tuple(frees)))
+    return tuple(steps)
+
+
+def _index(place: tuple[tuple[int, ...], tuple[int, ...]], box: Box) -> tuple[slice, ...]:
+    """The index of ``box`` in a buffer at ``place`` (its shape and origin)."""
+    return tuple(slice(lo - o, hi - o) for (lo, hi), o in zip(box, place[1]))
 
 
 def _empty_partial(plan: tuple, reduction: tuple[int, int], xp: Any) -> dict[str, Any]:
@@ -127,8 +218,9 @@ def _last_reads(plan: tuple) -> dict[int, int]:
 
 def _edges(code: tuple, inputs: list, region: tuple, box: Box, edges: tuple) -> tuple:
     """Per buffer slot and axis, the edge mode of the reads of a sweep past the ends of what the slot holds
-    (0 where none is): with WRAP past its buffer's, with FILL past its array's (``edges``: the plan's per
-    slot ``(modes, fill, extent)``)."""
+    (0 where none is): with WRAP past its buffer's, with FILL past its array's (``inputs``: per slot the
+    place of its buffer, shape and origin, or None; ``edges``: the plan's per slot ``(modes, fill,
+    extent)``)."""
     _, _, loads, restricted, bases, _ = code
     value = _stencil_plan.value_box(box, restricted, region)
     reads = [] if _stencil_plan.is_empty(value) else [(slot, value, offset) for slot, offset in loads]
@@ -139,8 +231,8 @@ def _edges(code: tuple, inputs: list, region: tuple, box: Box, edges: tuple) -> 
 def _ends(inputs: list, edges: tuple, slot: int, d: int) -> tuple[int, int]:
     """The positions along axis ``d`` that slot ``slot`` reads without its edge mode: its buffer's with WRAP,
     its array's with FILL."""
-    array, origin = inputs[slot]
-    return (origin[d], origin[d] + array.shape[d]) if edges[slot][0][d] == WRAP else (0, edges[slot][2][d])
+    shape, origin = inputs[slot]
+    return (origin[d], origin[d] + shape[d]) if edges[slot][0][d] == WRAP else (0, edges[slot][2][d])
 
 
 def _past_ends(reads: list, inputs: list, edges: tuple) -> tuple:
@@ -157,10 +249,22 @@ def _past_ends(reads: list, inputs: list, edges: tuple) -> tuple:
     return tuple(map(tuple, active))
 
 
+#: Elements copied (wrapped or filled) costing about as much host time as interpreting a sweep's program
+#: once more on a piece: ``_pieces`` reads a small box whole, copying its reads past the ends, instead of
+#: cutting it into an interior and slabs interpreted one by one.
+PIECE_ELEMENTS = 2**13
+
+
+def _load_edges(slot: int, box: Box, offset: tuple, inputs: list, edges: tuple) -> tuple:
+    """The edge modes of one load's reads over ``box`` (``_edges``): a load inside its buffer is a view."""
+    return _past_ends([(slot, box, offset)], inputs, edges)[slot]
+
+
 def _pieces(value: Box, loads: tuple, inputs: list, edges: tuple) -> list[Box]:
     """``value`` cut into an interior, whose reads stay inside what their buffers hold (plain views, no copy),
     and the slabs around it along each axis, whose reads wrap or are filled (the few positions there copied):
-    at most ``2 * ndim + 1`` boxes."""
+    at most ``2 * ndim + 1`` boxes; ``value`` whole where copying its reads past the ends costs less than
+    the slabs' interpretation (``PIECE_ELEMENTS``)."""
     interior = [list(bounds) for bounds in value]
     for slot, offset in loads:
         if offset and inputs[slot] is not None:
@@ -169,7 +273,13 @@ def _pieces(value: Box, loads: tuple, inputs: list, edges: tuple) -> list[Box]:
                     lo, hi = _ends(inputs, edges, slot, d)
                     interior[d] = [max(interior[d][0], lo - e), min(interior[d][1], hi - e)]
     slabs, inner = _peel(value, interior)
-    return [piece for piece in [*slabs, inner] if not _stencil_plan.is_empty(piece)]
+    pieces = [piece for piece in [*slabs, inner] if not _stencil_plan.is_empty(piece)]
+    if len(pieces) > 1:
+        copied = math.prod([hi - lo for lo, hi in value]) * sum(any(_load_edges(slot, value, offset, inputs, edges))
+                                                                for slot, offset in loads)
+        if copied <= PIECE_ELEMENTS * (len(pieces) - 1):
+            return [value]
+    return pieces
 
 
 def _peel(box: Box, inner: Sequence[Sequence[int]]) -> tuple[list[Box], Box]:
@@ -184,82 +294,118 @@ def _peel(box: Box, inner: Sequence[Sequence[int]]) -> tuple[list[Box], Box]:
     return slabs, tuple(rest)
 
 
-def _window(buffer: tuple[Any, tuple[int, ...]], box: Box, offset: Sequence[int], edges: Sequence[int] = (),
-            fill: Any = None, extent: Sequence[int] = ()) -> Any:
-    """The part of a buffer (an array and the position of its first element) at ``box + offset``; along
-    axes with an edge mode (``_edges``), positions past its ends taken around it (WRAP), or past the ends
-    ``[0, extent)`` of its array given ``fill`` (FILL)."""
-    array, origin = buffer
+def _window_of(place: tuple, box: Box, offset: Sequence[int], edges: Sequence[int] = (), fill: Any = None,
+               extent: Sequence[int] = ()) -> tuple:
+    """How ``_window`` takes the part of a buffer at ``place`` (its shape and the position of its first
+    element) at ``box + offset``: an index, then per axis with an edge mode (``_edges``) what is taken along
+    it: the runs of positions around the buffer (WRAP: one run is a view), or, past the ends ``[0, extent)``
+    of its array, ``fill`` (FILL: the positions inside, where they go, the window's width and ``fill``)."""
+    shape, origin = place
     offset = tuple(offset) or (0,) * len(origin)
     bounds = [(lo + e - o, hi + e - o) for (lo, hi), e, o in zip(box, offset, origin)]
     edges = tuple(edges) or (0,) * len(bounds)
-    view = array[tuple(slice(None) if mode else slice(*b) for b, mode in zip(bounds, edges))]
-    xp = namespace(array)
+    index = tuple(slice(None) if mode else slice(*b) for b, mode in zip(bounds, edges))
+    around = []
     for d, ((lo, hi), mode, o) in enumerate(zip(bounds, edges, origin)):
-        if not mode:
-            continue
-        positions = np.arange(lo, hi)
+        before = (slice(None),) * d
         if mode == WRAP:
-            view = xp.take(view, xp.asarray(positions % array.shape[d]), axis=d)
+            runs, p = [], lo
+            while p < hi:
+                start = p % shape[d]
+                runs.append(before + (slice(start, start + min(shape[d] - start, hi - p)),))
+                p += runs[-1][d].stop - start
+            around.append((d, tuple(runs), None))
         elif mode == FILL:
-            inside = np.nonzero((positions + o >= 0) & (positions + o < extent[d]))[0]
-            filled = xp.full(view.shape[:d] + (hi - lo,) + view.shape[d + 1 :], fill, dtype=array.dtype)
-            filled[(slice(None),) * d + (xp.asarray(inside),)] = xp.take(view, xp.asarray(positions[inside]), axis=d)
-            view = filled
+            inside = (max(lo, -o), max(min(hi, extent[d] - o), max(lo, -o)))
+            around.append((d, (before + (slice(*inside),),), (before + (slice(inside[0] - lo, inside[1] - lo),),
+                                                              hi - lo, fill)))
+    return index, tuple(around)
+
+
+def _window(array: Any, window: tuple) -> Any:
+    """The part of a buffer that ``_window_of`` describes: a view, or a copy where reads pass its ends."""
+    index, around = window
+    view = array[index]
+    if not around:
+        return view
+    xp = namespace(array)
+    for d, runs, filled in around:
+        taken = view[runs[0]] if len(runs) == 1 else xp.concatenate([view[run] for run in runs], axis=d)
+        if filled is None:
+            view = taken
+            continue
+        into, width, fill = filled
+        view = xp.full(view.shape[:d] + (width,) + view.shape[d + 1 :], fill, dtype=array.dtype)
+        view[into] = taken
     return view
 
 
-def _run_kernel(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple,
-                shape: tuple[int, ...], backend: str, dests: list, target: Box) -> dict[int, dict[str, Any]]:
-    """One sweep over ``box``, written into ``dests`` (per store: an array and its origin); ``inputs`` per
-    buffer slot (an array and its origin), ``edges`` the plan's per slot ``(modes, fill, extent)``. Returns
-    the partial of each full reduction of the sweep (by output number) over ``target``."""
-    if backend == "cupy":
-        return _run_cuda(code, inputs, edges, region, box, scalars, dests, target)
-    return _run_interpreted(code, inputs, edges, region, box, scalars, shape, backend, dests, target)
+class _Interpreted(NamedTuple):
+    """A sweep over a box on NumPy blocks (``_interpretation``): its program with every output stored; the
+    slabs of its fields that their bases fill (field, its index, slot, window); per piece of its values
+    (``_pieces``), the window of each load, each field's index, the piece's origin and extent, and its index
+    in the values' box (None: the piece is all of it); the values' extent, the target's index there and the
+    full reductions among the program's outputs (their numbers and records)."""
+
+    stores: tuple
+    shell: tuple[tuple[int, tuple, int, tuple], ...]
+    pieces: tuple[tuple[tuple, tuple, tuple[int, ...], tuple[int, ...], tuple | None], ...]
+    extent: tuple[int, ...]
+    target: tuple
+    reductions: tuple[tuple[int, Any], ...]
 
 
-def _run_interpreted(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple,
-                     shape: tuple[int, ...], backend: str, dests: list, target: Box) -> dict[int, dict[str, Any]]:
-    program, _, loads, restricted, bases, out_dtypes = code
-    outs = [_window(dest, box, ()) for dest in dests]
+def _interpretation(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, dests: list,
+                    target: Box) -> _Interpreted:
+    """How a sweep over ``box`` is interpreted on the buffers at ``inputs`` (per slot, shape and origin)
+    into fields at ``dests``: a field's base fills the box where the sweep computes no value (its values
+    overwrite the rest), the values are computed piece by piece (``_pieces``)."""
+    program, _, loads, restricted, bases, _ = code
     value = _stencil_plan.value_box(box, restricted, region)
-    # a field's base fills the box where the sweep computes no value (its values overwrite the rest)
-    shell = _peel(box, value)[0] if not _stencil_plan.is_empty(value) else [box]
+    empty = _stencil_plan.is_empty(value)
+    shell = _peel(box, value)[0] if not empty else [box]
     active = _past_ends([(base[0], box, base[1]) for base in bases if base is not None], inputs, edges)
-    for dest, base in zip(dests, bases):
-        if base is not None:
-            for slab in shell:
-                _window(dest, slab, ())[...] = _window(inputs[base[0]], slab, base[1], active[base[0]], *edges[base[0]][1:])
-    if _stencil_plan.is_empty(value):
-        return {}
+    fills = tuple((i, _index(dest, slab), base[0],
+                   _window_of(inputs[base[0]], slab, base[1], active[base[0]], *edges[base[0]][1:]))
+                  for i, (dest, base) in enumerate(zip(dests, bases)) if base is not None for slab in shell)
     stores = program._replace(outputs=tuple(Store("store", out.value) for out in program.outputs))  # reductions: over the target
-    pieces = _pieces(value, loads, inputs, edges)
-    whole: dict[int, Any] = {}  # per reduction output, its values over ``value``
+    pieces = [] if empty else _pieces(value, loads, inputs, edges)
+    described = []
     for piece in pieces:
-        active = _past_ends([(slot, piece, offset) for slot, offset in loads], inputs, edges)
-        views = [_window(inputs[slot], piece, offset, active[slot], *edges[slot][1:]) for slot, offset in loads]
-        inner = tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(piece, box))
-        into = [out[inner] for out in outs]
-        values = _fused.run_numpy(stores, scalars, tuple(lo for lo, _ in piece), tuple(hi - lo for lo, hi in piece),
-                                  shape, views, backend, into)
+        windows = tuple((slot, _window_of(inputs[slot], piece, offset,
+                                          _load_edges(slot, piece, offset, inputs, edges), *edges[slot][1:]))
+                        for slot, offset in loads)
+        placed = None if len(pieces) == 1 else tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(piece, value))
+        described.append((windows, tuple(_index(dest, piece) for dest in dests), tuple(lo for lo, _ in piece),
+                          tuple(hi - lo for lo, hi in piece), placed))
+    return _Interpreted(stores, fills, tuple(described), tuple(hi - lo for lo, hi in value),
+                        tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(target, value)),
+                        tuple((j, out) for j, out in enumerate(program.outputs) if out.tag == "reduce"))
+
+
+def _run_interpreted(how: _Interpreted, inputs: list, scalars: tuple, shape: tuple[int, ...], backend: str,
+                     dests: list) -> dict[int, dict[str, Any]]:
+    """A sweep as ``_interpretation`` describes it, on ``inputs`` (per slot an array and its origin) into
+    ``dests``; the partial of each full reduction of the sweep (by output number) over the target."""
+    for i, index, slot, window in how.shell:
+        dests[i][0][index] = _window(inputs[slot][0], window)
+    whole: dict[int, Any] = {}  # per reduction output, its values over the sweep's values' box
+    for windows, indices, origin, extent, placed in how.pieces:
+        into = [dest[0][index] for dest, index in zip(dests, indices)]
+        values = _fused.run_numpy(how.stores, scalars, origin, extent, shape,
+                                  [_window(inputs[slot][0], window) for slot, window in windows], backend, into)
         for out, v in zip(into, values):
             if v is not out:
                 out[...] = v
-        for j, (out, v) in enumerate(zip(program.outputs, values)):
-            if out.tag == "reduce":
-                if len(pieces) == 1:
-                    whole[j] = v
-                    continue
-                if j not in whole:
-                    whole[j] = namespace(v).empty(tuple(hi - lo for lo, hi in value), dtype=v.dtype)
-                whole[j][tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(piece, value))] = v
-    reduced = {}
-    for j, v in whole.items():
-        out = program.outputs[j]
-        part = v[tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(target, value))]
-        reduced[j] = _blocks.reduce_chunk(out.kind, part, out.axes, np.dtype(out.dtype), out.params, ())
-    return reduced
+        for j, _ in how.reductions:
+            if placed is None:
+                whole[j] = values[j]
+                continue
+            if j not in whole:
+                whole[j] = namespace(values[j]).empty(how.extent, dtype=values[j].dtype)
+            whole[j][placed] = values[j]
+    return {j: _blocks.reduce_chunk(out.kind, whole[j][how.target], out.axes, np.dtype(out.dtype), out.params, ())
+            for j, out in how.reductions if j in whole}
 
 
 # Thread blocks of a kernel with full reductions: this many full waves, each thread looping over its rows and
@@ -272,9 +418,9 @@ _TILED_BACKENDS = frozenset({"cupy"})  # where tile kernels run (the CPU kernel 
 
 def _tile_part(plan: tuple, run: tuple[int, int], inputs: list[list], boxes: Sequence[Box]) -> tuple | None:
     """What the tile kernel of a run ``(first, count)`` of kernels needs over these boxes and buffers (per
-    sweep: its inputs, its linked slots' None): per sweep its inputs, box, edges for the kernel variant and
-    edges for its launch; None where the sweeps run one kernel each (a box empty, or wrapped reads more than
-    a period away)."""
+    sweep, the places of its inputs, shape and origin; its linked slots' None): the run, per sweep its box,
+    the links, edges for the kernel variant and per sweep edges for its launch; None where the sweeps run
+    one kernel each (a box empty, or wrapped reads more than a period away)."""
     if any(_stencil_plan.is_empty(box) for box in boxes):
         return None
     start, count = run
@@ -284,9 +430,8 @@ def _tile_part(plan: tuple, run: tuple[int, int], inputs: list[list], boxes: Seq
     through = []  # per sweep, the edges of its linked reads (from the previous sweep's box)
     for j, ((code, _, region, edges), box) in enumerate(zip(sweeps, boxes)):
         placed = list(inputs[j])
-        for slot in linked[j]:  # the previous outputs as buffers of its box, for their edges (only shapes are read)
-            placed[slot] = (np.broadcast_to(np.int8(0), tuple(hi - lo for lo, hi in boxes[j - 1])),
-                            tuple(lo for lo, _ in boxes[j - 1]))
+        for slot in linked[j]:  # the previous outputs as buffers of its box, for their edges
+            placed[slot] = (tuple(hi - lo for lo, hi in boxes[j - 1]), tuple(lo for lo, _ in boxes[j - 1]))
         through.append(_edges(code, placed, region, box, edges))
     wrapped = {d for j in range(1, count) for slot in linked[j] for d, mode in enumerate(through[j][slot]) if mode == WRAP}
     halos = _stencil_source.tile_halos([sweep.code for sweep in sweeps], links[1:])
@@ -299,27 +444,37 @@ def _tile_part(plan: tuple, run: tuple[int, int], inputs: list[list], boxes: Seq
         active = _edges(code, inputs[j], region, extended, edges)
         for slot, offset in code.loads if j < count - 1 else ():
             for d in [d for d, mode in enumerate(active[slot]) if mode == WRAP] if offset else ():
-                array, origin = inputs[j][slot]
-                period, (lo, hi) = array.shape[d], extended[d]
+                shape, origin = inputs[j][slot]
+                period, (lo, hi) = shape[d], extended[d]
                 if lo + offset[d] - origin[d] < -period or hi + offset[d] - origin[d] > 2 * period:
                     return None
         variant.append(tuple(through[j][s] if s in linked[j] else modes for s, modes in enumerate(active)))
         launch.append(tuple(_stencil_source.no_edges(code)[s] if s in linked[j] else modes
                             for s, modes in enumerate(active)))
-    return run, inputs, boxes, tuple(links[1:]), tuple(variant), launch
+    return run, boxes, tuple(links[1:]), tuple(variant), tuple(launch)
 
 
-def _run_tile(plan: tuple, tile: tuple, scalars: tuple, dests: list) -> None:
-    """A run of kernels in one tile kernel (``_tile_part`` gave ``tile``), over the last's box into ``dests``."""
-    (start, count), inputs, boxes, links, variant, launch = tile
+def _tile_args(plan: tuple, tile: tuple, inputs: list[list], dests: list) -> tuple[tuple[_Geometry, ...], str]:
+    """The ``_Geometry`` of each sweep of a tile kernel (``_tile_part`` gave ``tile``) on buffers at ``inputs``
+    (per sweep, per slot its shape and origin, or None), the last one's outputs at ``dests``; its index type."""
+    (start, count), boxes, links, _, launch = tile
+    geometries = tuple(_launch_geometry(code, inputs[j], edges, launch[j], region, boxes[j],
+                                        dests if j == count - 1 else [], [slot for slot, _ in ([()] + list(links))[j]])
+                       for j, (code, _, region, edges) in enumerate(plan.sweeps[start : start + count]))
+    return geometries, _index_type([v for geometry in geometries for v in geometry.checked])
+
+
+def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dests: list) -> None:
+    """A run of kernels in one tile kernel (``tile``: ``_tile_part``'s, then ``_tile_args``') on ``inputs``
+    (per sweep, per slot an array and its origin, or None), over the last's box into ``dests``."""
+    ((start, count), boxes, links, variant, _), (geometries, index) = tile
     sweeps = plan.sweeps[start : start + count]
-    args_of = [_sweep_args(code, inputs[j], edges, launch[j], region, boxes[j], scalars[start + j],
-                           dests if j == count - 1 else [], [slot for slot, _ in ([()] + list(links))[j]])
-               for j, (code, _, region, edges) in enumerate(sweeps)]
-    index = _index_type([v for a in args_of for v in a[4]])
     to_index = _INDEX_TYPES[index]
-    args = [arg for arrays, scalar_args, values, fills, _ in args_of
-            for arg in (*arrays, *scalar_args, *map(to_index, values), *fills)]
+    args = []
+    for j, (code, geometry) in enumerate(zip((sweep.code for sweep in sweeps), geometries)):
+        arrays, scalar_args, values = _sweep_args(code, inputs[j], geometry, scalars[start + j],
+                                                  dests if j == count - 1 else [])
+        args += [*arrays, *scalar_args, *map(to_index, values), *geometry.fills]
     tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], TILES[len(boxes[-1])])]
     grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
     _tile_kernel(tuple(sweep.code for sweep in sweeps), links, index, variant)(grid, (TILE_THREADS, 1, 1), tuple(args))
@@ -356,6 +511,7 @@ def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple) -> Any:
     return _cuda.compile_function(*_stencil_source.tile_source(codes, links, index, edges), TILE_THREADS)[0]
 
 
+@functools.lru_cache(maxsize=1024)
 def _launch_shape(extent: tuple[int, ...], per_thread: int, limit: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(grid, threads) of a launch over a box of ``extent``: each thread computes ``per_thread`` positions
     along axis ``ndim - 2`` (1-d: the only axis); at most ``limit`` thread blocks where given (a kernel with
@@ -372,40 +528,71 @@ def _launch_shape(extent: tuple[int, ...], per_thread: int, limit: int | None = 
     return tuple(grid), threads  # type: ignore[return-value]
 
 
-def _sweep_args(code: tuple, inputs: list, edges: tuple, active: tuple, region: tuple, box: Box,
-                scalars: tuple, dests: list, shared: Sequence[int] = ()) -> tuple[list, list, list[int], list, list[int]]:
-    """A sweep's launch arguments in ``_sweep_params``' order, but those of full reductions: (its arrays,
-    inputs then outputs; its scalars; its index values: box, geometry, region, extents; its fills; the
-    numbers that must fit the index type). ``shared`` slots are not passed (a tile kernel's shared memory)."""
-    import cupy
+class _Geometry(NamedTuple):
+    """What a sweep's launch arguments take from its geometry alone (``_launch_geometry``): the slots passed
+    as arrays, each with whether it has positions (not one value); the index values before and after the
+    places of those arrays and of its outputs (box; region and extents), each place's origin; its fills;
+    the numbers that must fit the index type."""
 
-    program, buffer_dtypes, loads, _, _, _ = code
+    passed: tuple[tuple[int, bool], ...]
+    head: tuple[int, ...]
+    origins: tuple[tuple[int, ...], ...]
+    tail: tuple[int, ...]
+    fills: tuple[Any, ...]
+    checked: tuple[int, ...]
+
+
+def _launch_geometry(code: tuple, inputs: list, edges: tuple, active: tuple, region: tuple, box: Box, dests: list,
+                     shared: Sequence[int] = ()) -> _Geometry:
+    """``_Geometry`` of a sweep over ``box`` on buffers at ``inputs`` (per slot, shape and origin, or None)
+    into fields at ``dests``, its reads' edge modes ``active``. ``shared`` slots are not passed (a tile
+    kernel's shared memory)."""
+    _, buffer_dtypes, loads, _, _, _ = code
     ndim = len(box)
     single = {slot for slot, offset in loads if not offset}
     # the array's extent along each axis read past the ends (with WRAP, also its buffer's: a whole period)
     extents = [extent[d] for used, (_, _, extent) in zip(active, edges) for d, mode in enumerate(used) if mode]
     fills = [NP_OF_CTYPE[ctype(dt)].type(fill)
              for dt, used, (_, fill, _) in zip(buffer_dtypes, active, edges) if FILL in used]
-    arrays, places = [], []
-    for s, (buffer, dt) in enumerate(zip(inputs, buffer_dtypes)):
+    passed, places = [], []
+    for s, place in enumerate(inputs):
         if s in shared:
             continue
-        if buffer is None:  # read only inside a region this box misses
-            buffer = (cupy.empty((1,) * ndim, dtype=dt), (0,) * ndim)
-        array, origin = buffer
-        array = cupy.asarray(array)  # a 0-d value may be a host scalar
-        if s not in single and array.strides[-1] != array.itemsize:  # the kernels read rows with stride 1
-            array = cupy.ascontiguousarray(array)
-        arrays.append(array)
-        if s not in single:
-            places.append((array, origin))
+        passed.append((s, s not in single))
+        if s not in single:  # a buffer read only inside a region this box misses: one element at 0
+            places.append(place if place is not None else ((1,) * ndim, (0,) * ndim))
     places += dests
     checked = [*(v for iv in box for v in iv), *(v for iv in region for v in iv)]
-    checked += [v for array, origin in places for v in (*origin, array.size)] + extents
-    geometry = [v for array, origin in places for v in (*origin, *(stride // array.itemsize for stride in array.strides[:-1]))]
-    values = [lo for lo, _ in box] + [hi - lo for lo, hi in box] + geometry + [v for bounds in region for v in bounds]
-    return (arrays + [out for out, _ in dests], _fused.scalar_args(program.instrs, scalars), values + extents, fills,
-            checked)
+    checked += [v for shape, origin in places for v in (*origin, math.prod(shape))] + extents
+    return _Geometry(tuple(passed), (*(lo for lo, _ in box), *(hi - lo for lo, hi in box)),
+                     tuple(origin for _, origin in places), (*(v for bounds in region for v in bounds), *extents),
+                     tuple(fills), tuple(checked))
+
+
+def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple,
+                dests: list) -> tuple[list, list, list[int]]:
+    """A sweep's launch arguments in ``_sweep_params``' order, but those of full reductions and its fills
+    (``geometry.fills``): its arrays, inputs then outputs; its scalars; its index values: box, geometry
+    (origins and strides), region, extents."""
+    import cupy
+
+    ndim = len(geometry.head) // 2
+    arrays, placed = [], []
+    for s, has_place in geometry.passed:
+        buffer = inputs[s]
+        if buffer is None:  # read only inside a region this box misses
+            array = cupy.empty((1,) * ndim, dtype=code.buffers[s])
+        else:
+            array = cupy.asarray(buffer[0])  # a 0-d value may be a host scalar
+            if has_place and array.strides[-1] != array.itemsize:  # the kernels read rows with stride 1
+                array = cupy.ascontiguousarray(array)
+        arrays.append(array)
+        if has_place:
+            placed.append(array)
+    outs = [out for out, _ in dests]
+    places = [v for array, origin in zip(placed + outs, geometry.origins)
+              for v in (*origin, *(stride // array.itemsize for stride in array.strides[:-1]))]
+    return arrays + outs, _fused.scalar_args(code.program.instrs, scalars), [*geometry.head, *places, *geometry.tail]
 
 
 def _index_type(numbers: Sequence[int]) -> str:
@@ -413,22 +600,24 @@ def _index_type(numbers: Sequence[int]) -> str:
     return "int" if all(abs(v) < 2**31 - 1 for v in numbers) else "long long"
 
 
-def _run_cuda(code: tuple, inputs: list, edges: tuple, region: tuple, box: Box, scalars: tuple, dests: list,
+def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple, dests: list,
               target: Box) -> dict[int, dict[str, Any]]:
+    """A sweep's generated kernel over ``box`` into ``dests``; ``launch``: its reads' edge modes (``_edges``),
+    ``_Geometry`` and index type. Returns the partial of each full reduction of the sweep (by output number)
+    over ``target``."""
+    active, geometry, index = launch
     program, out_dtypes = code.program, code.out_dtypes
-    active = _edges(code, inputs, region, box, edges)
-    arrays, scalar_args, values, fills, checked = _sweep_args(code, inputs, edges, active, region, box, scalars, dests)
-    index = _index_type(checked)
+    arrays, scalar_args, values = _sweep_args(code, inputs, geometry, scalars, dests)
     to_index = _INDEX_TYPES[index]
     kernel, resident = _kernel(code, index, active)
     reductions = range(len(out_dtypes), len(program.outputs))
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code), resident * WAVES if reductions else None)
     partials, buffers = {}, []
     for k in reductions:
-        partials[k], finals = _fused.final_buffers(program, k, int(np.prod([hi - lo for lo, hi in target])))
+        partials[k], finals = _fused.final_buffers(program, k, math.prod([hi - lo for lo, hi in target]))
         buffers += finals
-    buffers += _fused.fold_buffers(program, int(np.prod(grid)))
-    args = arrays + buffers + scalar_args + [to_index(v) for v in values] + fills
+    buffers += _fused.fold_buffers(program, math.prod(grid))
+    args = arrays + buffers + scalar_args + [to_index(v) for v in values] + list(geometry.fills)
     args += [to_index(v) for bounds in target for v in bounds] if reductions else []
     kernel(grid, threads, tuple(args))
     return partials
