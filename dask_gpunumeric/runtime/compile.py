@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,7 @@ from ..optimize import pipeline as _pipeline
 from .cluster import active_workers, owner
 from . import reuse as _reuse
 from .faults import check_result_fits, label_tasks
-from .schedule import fuse_chains, schedule_of
+from .schedule import fuse_chains, schedule_of, threads_gain
 
 __all__ = ["CompiledGraph", "cluster_graph", "compile_tree", "compiled", "graph_of", "optimize", "placement",
            "placement_workers"]
@@ -25,25 +25,37 @@ __all__ = ["CompiledGraph", "cluster_graph", "compile_tree", "compiled", "graph_
 
 class CompiledGraph:
     """The optimized graph of an expression tree, and the schedule of a run of it in one thread
-    (``schedule_of``, made when first asked for). A cached graph leaves out the blocks of the tree's
-    persisted inputs; ``with_inputs`` adds those of a call, sharing the schedule."""
+    (``schedule_of``) with whether threads could shorten that run (``threads_gain``), each made when first
+    asked for. A cached graph leaves out the blocks of the tree's persisted inputs; ``with_inputs`` adds
+    those of a call, sharing the schedule."""
 
     def __init__(self, graph: dict, outputs: list, schedule_of_inputs: CompiledGraph | None = None) -> None:
         self.graph = graph
         self._outputs = outputs
         self._schedule: list[tuple[Any, tuple]] | None = None
+        self._threads: bool | None = None
         self._shared = schedule_of_inputs  # the cached graph whose schedule this one's is
 
     def schedule(self) -> list[tuple[Any, tuple]]:
         if self._schedule is None:
-            shared = self._shared
-            if shared is not None and shared._schedule is not None:
-                self._schedule = shared._schedule
-            else:
-                self._schedule = schedule_of(self.graph, set(self._outputs))
-                if shared is not None:
-                    shared._schedule = self._schedule
+            self._schedule = self._made("_schedule", lambda: schedule_of(self.graph, set(self._outputs)))
         return self._schedule
+
+    def threads_gain(self) -> bool:
+        """Whether Dask's threads could shorten a run of this graph (``schedule.threads_gain``)."""
+        if self._threads is None:
+            self._threads = self._made("_threads", lambda: threads_gain(self.graph, self.schedule()))
+        return self._threads
+
+    def _made(self, name: str, make: Callable[[], Any]) -> Any:
+        """The shared graph's value of ``name``, else ``make()``, which the shared graph then keeps."""
+        shared = self._shared
+        value = None if shared is None else getattr(shared, name)
+        if value is None:
+            value = make()
+            if shared is not None:
+                setattr(shared, name, value)
+        return value
 
     def with_inputs(self, layers: dict) -> CompiledGraph:
         """This graph with the blocks of the persisted inputs of a call (none: this graph itself)."""
@@ -83,7 +95,7 @@ def compile_tree(materialized: Materialized) -> CompiledGraph:
     key, persisted = cacheable
     inputs = _input_layers(persisted)
     kept = CompiledGraph({k: v for k, v in made.graph.items() if k not in inputs}, made._outputs)
-    kept._schedule = made._schedule
+    kept._schedule, kept._threads = made._schedule, made._threads
     _remember(_GRAPH_CACHE, key, kept)
     return CompiledGraph(made.graph, made._outputs, kept) if inputs else kept
 
