@@ -7,7 +7,7 @@ import numpy as np
 from dask._task_spec import GraphNode, Task
 
 from ..kernels import blocks as _blocks
-from .base import ArrayExpr, Chunks, Index
+from .base import ArrayExpr, Chunks, Index, operand_texts
 from .tokens import cached
 
 
@@ -24,12 +24,20 @@ class Elemwise(ArrayExpr):
     def of_aligned(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks) -> Elemwise:
         """``Elemwise(op, dtype, {}, *args)`` for the common case, on every operation users write: ``args``
         are expressions of chunks ``chunks`` and plain scalars (``ArrayExpr.with_metadata``)."""
-        made = cls.with_metadata([op, dtype, {}, *args], chunks, dtype, _backend(args))
+        head = _HEADS.get((op, dtype))
+        if head is None:
+            text = operand_texts((op, dtype, {}))
+            head = _HEADS[(op, dtype)] = (0, "") if text is None else (3, text)
+        made = cls.with_metadata([op, dtype, {}, *args], chunks, dtype, _backend(args), head)
         return cls(op, dtype, {}, *args) if made is None else made
 
     @cached
     def _funcname(self) -> str:
-        return self.operands[0].replace("_", "-")  # operand("op")
+        op = self.operands[0]  # operand("op")
+        name = _FUNCNAMES.get(op)
+        if name is None:
+            name = _FUNCNAMES[op] = op.replace("_", "-")
+        return name
 
     @cached
     def backend(self) -> str:
@@ -63,6 +71,11 @@ class Elemwise(ArrayExpr):
         return Task(
             self.key(index), _blocks.elemwise, self.operand("op"), self.dtype, self.operand("kwargs"), *args
         )
+
+
+# per (op, dtype): the text of the operands (op, dtype, {}) that an ``of_aligned`` node's token starts with
+_HEADS: dict[tuple[str, np.dtype], tuple[int, str]] = {}
+_FUNCNAMES: dict[str, str] = {}  # per op: its name's words
 
 
 def _backend(args: list[Any]) -> str:

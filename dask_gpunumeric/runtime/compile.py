@@ -75,11 +75,11 @@ def compile_tree(materialized: Materialized) -> CompiledGraph:
     """The graph of a ``Materialized`` node's tree: rebuilding the same expression, as a loop or a benchmark
     does, skips optimizing and lowering."""
     root = materialized.root
-    nodes = list(walk(root))
-    cacheable = _cache_key(root, nodes)
+    cacheable = _cache_key(root)
     hit = _cached_graph(cacheable)
     if hit is not None:
         return hit
+    nodes = list(walk(root))
     local = not materialized.operand("workers")
     shape = _reuse.structure_of(nodes, _pipeline.settings_key()) if local else None
     made = None if shape is None else _from_template(shape)
@@ -224,13 +224,14 @@ def _cached_graph(cacheable: tuple[tuple, tuple] | None) -> CompiledGraph | None
     return None if hit is None else hit.with_inputs(_input_layers(persisted))
 
 
-def _cache_key(root: ArrayExpr, nodes: list[ArrayExpr] | None = None) -> tuple[tuple, tuple] | None:
+def _cache_key(root: ArrayExpr) -> tuple[tuple, tuple] | None:
     """The key of a tree's graph and schedule in the cache, with the tree's persisted inputs (FromGraph),
     or None when they may not be cached. A persisted Array keeps the name of the expression it came from
     (and so do expressions built on it): the names of the persisted inputs are part of the key, so that
     the graph of a tree on them is never that of the same tree computing them; their blocks stay out of
     the cached graph (``_input_layers`` adds those of each call), so that the cache keeps no data alive."""
-    persisted = _persisted_inputs(walk(root) if nodes is None else nodes)
+    leaves = root._leaves  # the tree's inputs, carried by its nodes (None: walk the tree to find them)
+    persisted = _persisted_inputs(walk(root) if leaves is None else leaves.values())
     if persisted is None:
         return None
     return (root._name, _pipeline.settings_key(), tuple(sorted(n._name for n in persisted))), persisted
