@@ -64,11 +64,12 @@ class ArrayExpr(Expr):
 
     @classmethod
     def with_metadata(cls, operands: list[Any], chunks: Chunks, dtype: np.dtype, backend: str,
-                      head: tuple[int, str] = (0, "")) -> ArrayExpr | None:
+                      head: tuple[int, str] = (0, ""), funcname: str | None = None) -> ArrayExpr | None:
         """The node ``cls(*operands)`` makes, name included, given its chunks, dtype and backend, without the
         constructor's generic steps (for the operations users write most; node types named as ``_name``
         names them); None where an operand is no plain value or expression (the constructor's case).
-        ``head``: how many leading operands the caller wrote out already, and their text (``operand_texts``)."""
+        ``head``: how many leading operands the caller wrote out already, and their text (``operand_texts``);
+        ``funcname``: the node's ``_funcname`` where the caller knows it."""
         known, text = head
         rest = operands[known:] if known else operands
         parts = [_TEXT.get(type(o), _plain_repr)(o) for o in rest]  # as __dask_tokenize__ makes them
@@ -80,7 +81,9 @@ class ArrayExpr(Expr):
         inst = object.__new__(cls)
         inst.__dict__.update(_determ_token=token, operands=operands, chunks=chunks, dtype=dtype, backend=backend,
                              _leaves=_leaves_of(rest))
-        inst.__dict__["_name"] = f"{inst._funcname}-{token}"
+        if funcname is None:
+            funcname = inst._funcname
+        inst.__dict__["_name"] = f"{funcname}-{token}"
         return inst
 
     def with_operands(self, operands: list[Any]) -> ArrayExpr:
@@ -256,7 +259,7 @@ class ArrayExpr(Expr):
 
     # --- hooks into Dask's optimizer ------------------------------------------------------------------
     def _lower(self) -> Expr | None:
-        return Materialized((self,), _runtime().placement_workers())
+        return Materialized.of(self, _runtime().placement_workers())
 
     def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
         """(key, block index, block grid) of this node's per-block tasks, for placement on owner workers."""
@@ -275,7 +278,7 @@ class ArrayExpr(Expr):
         ours = [op for op in parent.operands if isinstance(op, ArrayExpr)]
         if len(ours) < 2 or any(isinstance(op, JointOutput) for op in ours):
             return None
-        joint = Materialized((Bundle(*ours),), _runtime().placement_workers())
+        joint = Materialized.of(Bundle(*ours), _runtime().placement_workers())
         k = iter(range(len(ours)))
         return type(parent)(*[JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op
                               for op in parent.operands])
@@ -304,9 +307,15 @@ class Materialized(ArrayExpr):
     _like = "root"
     _pickle_functools_cache = False  # the graph is made where it is needed (the scheduler), not shipped
 
+    @classmethod
+    def of(cls, root: ArrayExpr, workers: tuple[str, ...] = ()) -> Materialized:
+        """``Materialized((root,), workers)``, made without the constructor's generic steps (on every compute)."""
+        made = cls.with_metadata([(root,), workers], root.chunks, root.dtype, root.backend)
+        return cls((root,), workers) if made is None else made
+
     @property
     def root(self) -> ArrayExpr:
-        return self.operand("wrapped")[0]
+        return self.operands[0][0]
 
     def __dask_keys__(self) -> list:
         return self.root.__dask_keys__()
@@ -476,22 +485,24 @@ class JointOutput(ArrayExpr):
     _parameters = ["joint", "k"]
     _like = "_root"
 
-    @property
+    @cached
     def _root(self) -> ArrayExpr:
-        return self.joint.root.operands[self.operand("k")]
+        joint, k = self.operands
+        return joint.root.operands[k]
 
     @cached
     def _name(self) -> str:
         return self._root._name
 
     def __dask_tokenize__(self) -> str:
-        return f"joint-{self.joint._name}-{self.operand('k')}"
+        joint, k = self.operands
+        return f"joint-{joint._name}-{k}"
 
     def __dask_keys__(self) -> list:
         return self._root.__dask_keys__()
 
     def dependencies(self) -> list[Expr]:
-        return [self.joint]
+        return [self.operands[0]]
 
     def _layer(self) -> dict:
         return {}

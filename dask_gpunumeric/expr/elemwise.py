@@ -1,6 +1,7 @@
 """``Elemwise``: a NumPy-style elementwise function of N inputs, broadcasting on aligned chunks."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -24,20 +25,17 @@ class Elemwise(ArrayExpr):
     def of_aligned(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks) -> Elemwise:
         """``Elemwise(op, dtype, {}, *args)`` for the common case, on every operation users write: ``args``
         are expressions of chunks ``chunks`` and plain scalars (``ArrayExpr.with_metadata``)."""
-        head = _HEADS.get((op, dtype))
-        if head is None:
+        known = _HEADS.get((op, dtype))
+        if known is None:
             text = operand_texts((op, dtype, {}))
-            head = _HEADS[(op, dtype)] = (0, "") if text is None else (3, text)
-        made = cls.with_metadata([op, dtype, {}, *args], chunks, dtype, _backend(args), head)
+            known = _HEADS[(op, dtype)] = (0, "") if text is None else (3, text), _funcname(op)
+        head, funcname = known
+        made = cls.with_metadata([op, dtype, {}, *args], chunks, dtype, _backend(args), head, funcname)
         return cls(op, dtype, {}, *args) if made is None else made
 
     @cached
     def _funcname(self) -> str:
-        op = self.operands[0]  # operand("op")
-        name = _FUNCNAMES.get(op)
-        if name is None:
-            name = _FUNCNAMES[op] = op.replace("_", "-")
-        return name
+        return _funcname(self.operands[0])  # operand("op")
 
     @cached
     def backend(self) -> str:
@@ -73,9 +71,15 @@ class Elemwise(ArrayExpr):
         )
 
 
-# per (op, dtype): the text of the operands (op, dtype, {}) that an ``of_aligned`` node's token starts with
-_HEADS: dict[tuple[str, np.dtype], tuple[int, str]] = {}
-_FUNCNAMES: dict[str, str] = {}  # per op: its name's words
+# per (op, dtype): the text of the operands (op, dtype, {}) that an ``of_aligned`` node's token starts with, and
+# the node's ``_funcname``
+_HEADS: dict[tuple[str, np.dtype], tuple[tuple[int, str], str]] = {}
+
+
+@functools.lru_cache(maxsize=None)
+def _funcname(op: str) -> str:
+    """The words of an elementwise node's name (its key's task prefix on the dashboard)."""
+    return op.replace("_", "-")
 
 
 def _backend(args: list[Any]) -> str:
