@@ -44,7 +44,7 @@ class CompiledGraph:
     def threads_gain(self) -> bool:
         """Whether Dask's threads could shorten a run of this graph (``schedule.threads_gain``)."""
         if self._threads is None:
-            self._threads = self._made("_threads", lambda: threads_gain(self.graph, self.schedule()))
+            self._threads = self._made("_threads", lambda: threads_gain(self.graph))
         return self._threads
 
     def _made(self, name: str, make: Callable[[], Any]) -> Any:

@@ -167,7 +167,7 @@ def small_graph(graph: Mapping) -> bool:
     return True
 
 
-def threads_gain(graph: Mapping, schedule: list[tuple[Any, tuple]]) -> bool:
+def threads_gain(graph: Mapping) -> bool:
     """Whether Dask's threads could shorten a run of a graph: whether its work off the heaviest chain of
     dependent tasks reaches ``_THREADED_BYTES`` (a task's work: the bytes of the blocks it reads or makes,
     the larger; none for aliases and for picking an output of a multi-output kernel). A graph of one block
@@ -175,28 +175,37 @@ def threads_gain(graph: Mapping, schedule: list[tuple[Any, tuple]]) -> bool:
     thread whatever the scheduler: threads would only hand its tasks over. Unknown tasks (not ours): True."""
     made: dict = {}  # bytes of each key's value (a partial reduction: what it reads, an upper bound)
     chain: dict = {}  # work of the heaviest chain of tasks ending at each key
-    total = longest = 0  # (total - longest never shrinks: a task adds its work to both at most)
-    for key, _ in schedule:
-        node = graph[key]
-        if isinstance(node, DataNode):
-            made[key], chain[key] = getattr(node.value, "nbytes", 0), 0
-            continue
-        deps = node.dependencies
-        read = sum(made.get(d, 0) for d in deps)
-        before = max((chain.get(d, 0) for d in deps), default=0)
-        if isinstance(node, Alias):
-            made[key], chain[key] = read, before
-            continue
-        func = node.func if isinstance(node, Task) else None
-        if type(func) is not BlockFunction:
-            return True
-        out = read if func.shape is None else math.prod(func.shape) * np.dtype(func.dtype).itemsize
-        work = 0 if func.func is pick else max(out, read)
-        made[key] = out
-        chain[key] = before + work
-        total, longest = total + work, max(longest, before + work)
-        if total - longest >= _THREADED_BYTES:
-            return True
+    total = longest = 0  # (total - longest never shrinks: a task adds at most its work to longest)
+    for start in graph:
+        stack = [(start, False)]
+        while stack:  # the tasks in depth-first postorder (dependencies first)
+            key, ready = stack.pop()
+            if key in chain:
+                continue
+            node = graph[key]
+            if isinstance(node, DataNode):
+                made[key], chain[key] = getattr(node.value, "nbytes", 0), 0
+                continue
+            deps = [d for d in node.dependencies if d in graph]
+            if not ready:
+                stack.append((key, True))
+                stack.extend((d, False) for d in deps if d not in chain)
+                continue
+            read = sum(made[d] for d in deps)
+            before = max((chain[d] for d in deps), default=0)
+            if isinstance(node, Alias):
+                made[key], chain[key] = read, before
+                continue
+            func = node.func if isinstance(node, Task) else None
+            if type(func) is not BlockFunction:
+                return True
+            out = read if func.shape is None else math.prod(func.shape) * np.dtype(func.dtype).itemsize
+            work = 0 if func.func is pick else max(out, read)
+            made[key] = out
+            chain[key] = before + work
+            total, longest = total + work, max(longest, before + work)
+            if total - longest >= _THREADED_BYTES:
+                return True
     return False
 
 
