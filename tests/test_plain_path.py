@@ -86,6 +86,6 @@ def test_a_graph_cache_hit_walks_no_tree(monkeypatch):
     assert persisted.name == half.name
     calls: list = []
     counted = gnp.map_blocks(lambda b: calls.append(1) or b, persisted)
-    np.testing.assert_allclose(to_host(gnp.fetch(steps(steps(counted, 0), 150))), expected, rtol=1e-12)
+    np.testing.assert_allclose(to_host(gnp.fetch(steps(counted, 150))), expected, rtol=1e-12)
     np.testing.assert_allclose(to_host(gnp.fetch(steps(persisted, 150))), expected, rtol=1e-12)
     assert steps(persisted, 150).name == steps(u0).name and len(calls) == 4  # 4 blocks, read once each
