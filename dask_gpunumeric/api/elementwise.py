@@ -123,12 +123,34 @@ def _short_path(op: str, args: tuple) -> Array | None:
         operands.append(a)
     if chunks is None:
         return None
-    out_dtype, common = _operation_dtypes(op, tuple(key), (), 0)
-    func = BLOCK_FUNCTION[op]
-    if common is not None or func in _VALUE_DEPENDENT or \
-            (func in _REWRITTEN_SCALAR and not isinstance(operands[_REWRITTEN_SCALAR[func]], ArrayExpr)):
+    plan = _SHORT_PLANS.get((op, *key), _UNKNOWN)
+    if plan is _UNKNOWN:
+        plan = _short_plan(op, tuple(key))
+    if plan is None:
         return None
+    func, out_dtype = plan
     return Array(Elemwise.of_aligned(func, out_dtype, operands, chunks))
+
+
+_UNKNOWN = object()
+_SHORT_PLANS: dict[tuple, tuple[str, np.dtype] | None] = {}  # (op, *operand dtypes or (type, value)) -> plan
+
+
+def _short_plan(op: str, key: tuple) -> tuple[str, np.dtype] | None:
+    """The block function and result dtype of ``op`` on operands of these dtypes (arrays) and (type, value)
+    (Python numbers) on the short path, or None where the full path must build it; kept for the next call."""
+    out_dtype, common = _operation_dtypes(op, key, (), 0)
+    func = BLOCK_FUNCTION[op]
+    rewritten = _REWRITTEN_SCALAR.get(func)
+    plan = None if common is not None or func in _VALUE_DEPENDENT or \
+        (rewritten is not None and not isinstance(key[rewritten], np.dtype)) else (func, out_dtype)
+    if len(_SHORT_PLANS) >= _SHORT_PLANS_SIZE:  # (a loop over changing scalars must not grow it without end)
+        _SHORT_PLANS.clear()
+    _SHORT_PLANS[(op, *key)] = plan
+    return plan
+
+
+_SHORT_PLANS_SIZE = 4096
 
 
 def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0, **kwargs: Any) -> Array:

@@ -59,21 +59,31 @@ class ArrayExpr(Expr):
         inst._name  # noqa: B018 - computed once here, as dask does
         # metadata too, while the operands' is known: computed lazily, a chain thousands of operations
         # deep (a Python time-stepping loop) would recurse through every node on first access
-        inst.chunks, inst.dtype, inst.backend  # noqa: B018
+        inst.chunks, inst.dtype, inst.backend, inst._leaves  # noqa: B018
         return inst
 
     @classmethod
-    def with_metadata(cls, operands: list[Any], chunks: Chunks, dtype: np.dtype, backend: str) -> ArrayExpr | None:
+    def with_metadata(cls, operands: list[Any], chunks: Chunks, dtype: np.dtype, backend: str,
+                      head: tuple[int, str] = (0, ""), funcname: str | None = None) -> ArrayExpr | None:
         """The node ``cls(*operands)`` makes, name included, given its chunks, dtype and backend, without the
         constructor's generic steps (for the operations users write most; node types named as ``_name``
-        names them); None where an operand is no plain value or expression (the constructor's case)."""
-        parts = [_TEXT.get(type(o), _plain_repr)(o) for o in operands]  # as __dask_tokenize__ makes them
+        names them); None where an operand is no plain value or expression (the constructor's case).
+        ``head``: how many leading operands the caller wrote out already, and their text (``operand_texts``);
+        ``funcname``: the node's ``_funcname`` where the caller knows it."""
+        known, text = head
+        rest = operands[known:] if known else operands
+        parts = [_TEXT.get(type(o), _plain_repr)(o) for o in rest]  # as __dask_tokenize__ makes them
         if None in parts:
             return None
+        if known:
+            parts.insert(0, text)
         token = hashlib.sha1(f"{cls.__qualname__}|list({','.join(parts)})".encode()).hexdigest()[:32]
         inst = object.__new__(cls)
-        inst.__dict__.update(_determ_token=token, operands=operands, chunks=chunks, dtype=dtype, backend=backend)
-        inst.__dict__["_name"] = f"{inst._funcname}-{token}"
+        inst.__dict__.update(_determ_token=token, operands=operands, chunks=chunks, dtype=dtype, backend=backend,
+                             _leaves=_leaves_of(rest))
+        if funcname is None:
+            funcname = inst._funcname
+        inst.__dict__["_name"] = f"{funcname}-{token}"
         return inst
 
     def with_operands(self, operands: list[Any]) -> ArrayExpr:
@@ -81,13 +91,20 @@ class ArrayExpr(Expr):
         reads): its own chunks, dtype and backend kept rather than computed again."""
         inst = object.__new__(type(self))
         inst.__dict__.update(_determ_token=None, operands=operands, chunks=self.chunks, dtype=self.dtype,
-                             backend=self.backend)
+                             backend=self.backend, _leaves=_leaves_of(operands))
         inst._name  # noqa: B018 - computed once here, as __new__ does
         return inst
 
     @cached
     def _funcname(self) -> str:
         return type(self).__name__.lower()
+
+    @cached
+    def _leaves(self) -> dict[str, ArrayExpr] | None:
+        """The tree's inputs (``FromGraph``, ``FromArray`` nodes) by name, carried from node to node as they are
+        made, so that the graph cache finds a tree's inputs without walking it; None where a node reads an
+        expression not ours."""
+        return _leaves_of(self.operands)
 
     @cached
     def _name(self) -> str:
@@ -242,7 +259,7 @@ class ArrayExpr(Expr):
 
     # --- hooks into Dask's optimizer ------------------------------------------------------------------
     def _lower(self) -> Expr | None:
-        return Materialized((self,), _runtime().placement_workers())
+        return Materialized.of(self, _runtime().placement_workers())
 
     def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
         """(key, block index, block grid) of this node's per-block tasks, for placement on owner workers."""
@@ -261,7 +278,7 @@ class ArrayExpr(Expr):
         ours = [op for op in parent.operands if isinstance(op, ArrayExpr)]
         if len(ours) < 2 or any(isinstance(op, JointOutput) for op in ours):
             return None
-        joint = Materialized((Bundle(*ours),), _runtime().placement_workers())
+        joint = Materialized.of(Bundle(*ours), _runtime().placement_workers())
         k = iter(range(len(ours)))
         return type(parent)(*[JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op
                               for op in parent.operands])
@@ -290,9 +307,15 @@ class Materialized(ArrayExpr):
     _like = "root"
     _pickle_functools_cache = False  # the graph is made where it is needed (the scheduler), not shipped
 
+    @classmethod
+    def of(cls, root: ArrayExpr, workers: tuple[str, ...] = ()) -> Materialized:
+        """``Materialized((root,), workers)``, made without the constructor's generic steps (on every compute)."""
+        made = cls.with_metadata([(root,), workers], root.chunks, root.dtype, root.backend)
+        return cls((root,), workers) if made is None else made
+
     @property
     def root(self) -> ArrayExpr:
-        return self.operand("wrapped")[0]
+        return self.operands[0][0]
 
     def __dask_keys__(self) -> list:
         return self.root.__dask_keys__()
@@ -340,6 +363,29 @@ def flat_keys(expr: ArrayExpr) -> list:
         else:
             out.append(item)
     return out
+
+
+_NO_LEAVES: dict[str, ArrayExpr] = {}
+
+
+def operand_texts(operands: tuple) -> str | None:
+    """The text that ``with_metadata`` writes of leading operands (plain values), for its ``head``."""
+    parts = [_plain_repr(o) for o in operands]
+    return None if None in parts or any(isinstance(o, Expr) for o in operands) else ",".join(parts)
+
+
+def _leaves_of(operands: list[Any]) -> dict[str, ArrayExpr] | None:
+    """The inputs under a node of these operands (``ArrayExpr._leaves``): its operands' inputs, one dict
+    shared where they are the same."""
+    leaves = _NO_LEAVES
+    for o in operands:
+        if isinstance(o, Expr):
+            more = o._leaves if isinstance(o, ArrayExpr) else None
+            if more is None:
+                return None
+            if more is not leaves and more:
+                leaves = more if not leaves else leaves if more.keys() <= leaves.keys() else {**leaves, **more}
+    return leaves
 
 
 class _Entry:
@@ -439,22 +485,24 @@ class JointOutput(ArrayExpr):
     _parameters = ["joint", "k"]
     _like = "_root"
 
-    @property
+    @cached
     def _root(self) -> ArrayExpr:
-        return self.joint.root.operands[self.operand("k")]
+        joint, k = self.operands
+        return joint.root.operands[k]
 
     @cached
     def _name(self) -> str:
         return self._root._name
 
     def __dask_tokenize__(self) -> str:
-        return f"joint-{self.joint._name}-{self.operand('k')}"
+        joint, k = self.operands
+        return f"joint-{joint._name}-{k}"
 
     def __dask_keys__(self) -> list:
         return self._root.__dask_keys__()
 
     def dependencies(self) -> list[Expr]:
-        return [self.joint]
+        return [self.operands[0]]
 
     def _layer(self) -> dict:
         return {}

@@ -21,6 +21,10 @@ class FromGraph(ArrayExpr):
     def __dask_tokenize__(self) -> str:
         return self.operand("name")
 
+    @property
+    def _leaves(self) -> dict[str, ArrayExpr]:
+        return {self._name: self}  # (made on each access: a node's dict holding the node would be a cycle)
+
     def _layer(self) -> dict:
         # A block persisted on a cluster is a Future of its own key: left as it is, Dask's graph conversion
         # drops it (the scheduler already holds the block) instead of submitting it as a new task.
@@ -41,6 +45,10 @@ class FromArray(ArrayExpr):
 
     def __dask_tokenize__(self) -> str:
         return self.operand("token")
+
+    @property
+    def _leaves(self) -> dict[str, ArrayExpr]:
+        return {self._name: self}
 
     def _block_task(self, index: Index) -> GraphNode:
         slices = tuple(slice(o, o + s) for o, s in zip(self.block_offset(index), self.block_shape(index)))

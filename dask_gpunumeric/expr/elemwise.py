@@ -1,13 +1,14 @@
 """``Elemwise``: a NumPy-style elementwise function of N inputs, broadcasting on aligned chunks."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 from dask._task_spec import GraphNode, Task
 
 from ..kernels import blocks as _blocks
-from .base import ArrayExpr, Chunks, Index
+from .base import ArrayExpr, Chunks, Index, operand_texts
 from .tokens import cached
 
 
@@ -24,12 +25,17 @@ class Elemwise(ArrayExpr):
     def of_aligned(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks) -> Elemwise:
         """``Elemwise(op, dtype, {}, *args)`` for the common case, on every operation users write: ``args``
         are expressions of chunks ``chunks`` and plain scalars (``ArrayExpr.with_metadata``)."""
-        made = cls.with_metadata([op, dtype, {}, *args], chunks, dtype, _backend(args))
+        known = _HEADS.get((op, dtype))
+        if known is None:
+            text = operand_texts((op, dtype, {}))
+            known = _HEADS[(op, dtype)] = (0, "") if text is None else (3, text), _funcname(op)
+        head, funcname = known
+        made = cls.with_metadata([op, dtype, {}, *args], chunks, dtype, _backend(args), head, funcname)
         return cls(op, dtype, {}, *args) if made is None else made
 
     @cached
     def _funcname(self) -> str:
-        return self.operands[0].replace("_", "-")  # operand("op")
+        return _funcname(self.operands[0])  # operand("op")
 
     @cached
     def backend(self) -> str:
@@ -63,6 +69,17 @@ class Elemwise(ArrayExpr):
         return Task(
             self.key(index), _blocks.elemwise, self.operand("op"), self.dtype, self.operand("kwargs"), *args
         )
+
+
+# per (op, dtype): the text of the operands (op, dtype, {}) that an ``of_aligned`` node's token starts with, and
+# the node's ``_funcname``
+_HEADS: dict[tuple[str, np.dtype], tuple[tuple[int, str], str]] = {}
+
+
+@functools.lru_cache(maxsize=None)
+def _funcname(op: str) -> str:
+    """The words of an elementwise node's name (its key's task prefix on the dashboard)."""
+    return op.replace("_", "-")
 
 
 def _backend(args: list[Any]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,7 @@ from ..optimize import pipeline as _pipeline
 from .cluster import active_workers, owner
 from . import reuse as _reuse
 from .faults import check_result_fits, label_tasks
-from .schedule import fuse_chains, schedule_of
+from .schedule import fuse_chains, schedule_of, threads_gain
 
 __all__ = ["CompiledGraph", "cluster_graph", "compile_tree", "compiled", "graph_of", "optimize", "placement",
            "placement_workers"]
@@ -25,25 +25,37 @@ __all__ = ["CompiledGraph", "cluster_graph", "compile_tree", "compiled", "graph_
 
 class CompiledGraph:
     """The optimized graph of an expression tree, and the schedule of a run of it in one thread
-    (``schedule_of``, made when first asked for). A cached graph leaves out the blocks of the tree's
-    persisted inputs; ``with_inputs`` adds those of a call, sharing the schedule."""
+    (``schedule_of``) with whether threads could shorten that run (``threads_gain``), each made when first
+    asked for. A cached graph leaves out the blocks of the tree's persisted inputs; ``with_inputs`` adds
+    those of a call, sharing the schedule."""
 
     def __init__(self, graph: dict, outputs: list, schedule_of_inputs: CompiledGraph | None = None) -> None:
         self.graph = graph
         self._outputs = outputs
         self._schedule: list[tuple[Any, tuple]] | None = None
+        self._threads: bool | None = None
         self._shared = schedule_of_inputs  # the cached graph whose schedule this one's is
 
     def schedule(self) -> list[tuple[Any, tuple]]:
         if self._schedule is None:
-            shared = self._shared
-            if shared is not None and shared._schedule is not None:
-                self._schedule = shared._schedule
-            else:
-                self._schedule = schedule_of(self.graph, set(self._outputs))
-                if shared is not None:
-                    shared._schedule = self._schedule
+            self._schedule = self._made("_schedule", lambda: schedule_of(self.graph, set(self._outputs)))
         return self._schedule
+
+    def threads_gain(self) -> bool:
+        """Whether Dask's threads could shorten a run of this graph (``schedule.threads_gain``)."""
+        if self._threads is None:
+            self._threads = self._made("_threads", lambda: threads_gain(self.graph))
+        return self._threads
+
+    def _made(self, name: str, make: Callable[[], Any]) -> Any:
+        """The shared graph's value of ``name``, else ``make()``, which the shared graph then keeps."""
+        shared = self._shared
+        value = None if shared is None else getattr(shared, name)
+        if value is None:
+            value = make()
+            if shared is not None:
+                setattr(shared, name, value)
+        return value
 
     def with_inputs(self, layers: dict) -> CompiledGraph:
         """This graph with the blocks of the persisted inputs of a call (none: this graph itself)."""
@@ -63,11 +75,11 @@ def compile_tree(materialized: Materialized) -> CompiledGraph:
     """The graph of a ``Materialized`` node's tree: rebuilding the same expression, as a loop or a benchmark
     does, skips optimizing and lowering."""
     root = materialized.root
-    nodes = list(walk(root))
-    cacheable = _cache_key(root, nodes)
+    cacheable = _cache_key(root)
     hit = _cached_graph(cacheable)
     if hit is not None:
         return hit
+    nodes = list(walk(root))
     local = not materialized.operand("workers")
     shape = _reuse.structure_of(nodes, _pipeline.settings_key()) if local else None
     made = None if shape is None else _from_template(shape)
@@ -83,7 +95,7 @@ def compile_tree(materialized: Materialized) -> CompiledGraph:
     key, persisted = cacheable
     inputs = _input_layers(persisted)
     kept = CompiledGraph({k: v for k, v in made.graph.items() if k not in inputs}, made._outputs)
-    kept._schedule = made._schedule
+    kept._schedule, kept._threads = made._schedule, made._threads
     _remember(_GRAPH_CACHE, key, kept)
     return CompiledGraph(made.graph, made._outputs, kept) if inputs else kept
 
@@ -212,13 +224,14 @@ def _cached_graph(cacheable: tuple[tuple, tuple] | None) -> CompiledGraph | None
     return None if hit is None else hit.with_inputs(_input_layers(persisted))
 
 
-def _cache_key(root: ArrayExpr, nodes: list[ArrayExpr] | None = None) -> tuple[tuple, tuple] | None:
+def _cache_key(root: ArrayExpr) -> tuple[tuple, tuple] | None:
     """The key of a tree's graph and schedule in the cache, with the tree's persisted inputs (FromGraph),
     or None when they may not be cached. A persisted Array keeps the name of the expression it came from
     (and so do expressions built on it): the names of the persisted inputs are part of the key, so that
     the graph of a tree on them is never that of the same tree computing them; their blocks stay out of
     the cached graph (``_input_layers`` adds those of each call), so that the cache keeps no data alive."""
-    persisted = _persisted_inputs(walk(root) if nodes is None else nodes)
+    leaves = root._leaves  # the tree's inputs, carried by its nodes (None: walk the tree to find them)
+    persisted = _persisted_inputs(walk(root) if leaves is None else leaves.values())
     if persisted is None:
         return None
     return (root._name, _pipeline.settings_key(), tuple(sorted(n._name for n in persisted))), persisted

@@ -15,7 +15,7 @@ from ..kernels.blocks import concatenate_grid
 from .cluster import client_active
 from .compile import compiled
 from .faults import check_result_fits
-from .schedule import in_order, local_scheduler, run_in_order
+from .schedule import local_scheduler, run_in_order
 
 
 def fetch(x: Any) -> Any:
@@ -54,10 +54,11 @@ def _compute_local(x: Any) -> Any:
 
 def _run_local(x: Any, expr: ArrayExpr, keys: list) -> list:
     graph = compiled(expr)
-    if (len(graph.graph) <= _SMALL_GRAPH or in_order(graph.graph, x.backend)) and not dask.callbacks.Callback.active:
-        # a handful of tasks, small blocks, or CuPy blocks (whose scheduler is one thread launching kernels)
-        # gain nothing from threads: run them in order, in this thread (with Dask callbacks, such as a progress
-        # bar, active: on Dask's local scheduler, which calls them)
+    in_order = len(graph.graph) <= _SMALL_GRAPH or x.backend == "cupy" or not graph.threads_gain()
+    if in_order and not dask.callbacks.Callback.active:
+        # a handful of tasks, CuPy blocks (whose scheduler is one thread launching kernels) or work that threads
+        # cannot shorten (``threads_gain``): run them in order, in this thread (with Dask callbacks, such as a
+        # progress bar, active: on Dask's local scheduler, which calls them)
         return run_in_order(graph.graph, graph.schedule(), keys)
     return x.__dask_scheduler__(dict(graph.graph), keys)
 

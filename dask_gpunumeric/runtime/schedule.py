@@ -16,6 +16,7 @@ from dask._task_spec import Alias, DataNode, GraphNode, Task
 from dask.order import order
 
 from ..expr import JointOutput, Materialized
+from ..kernels.fused import pick
 from .faults import BlockFunction, OutOfMemoryError, release_blocks
 
 
@@ -121,14 +122,14 @@ _THREADED_BYTES = 2**20
 def _small_in_order(get: Callable[..., Any], sequential: bool) -> Callable[..., Any]:
     """``get``, but the tree of one ``compute()``/``persist()`` runs in this thread with ``run_in_order`` and its
     compiled graph's cached schedule (without Dask's ordering and bookkeeping on each call) where that is what
-    ``get`` would do (``sequential``: one thread anyway) or its blocks are small in all (``_THREADED_BYTES``:
-    threads would gain nothing); any other graph small in all on Dask's synchronous scheduler."""
+    ``get`` would do (``sequential``: one thread anyway) or threads could not shorten the run (``threads_gain``:
+    small blocks, or one block per array); any other graph small in all on Dask's synchronous scheduler."""
 
     def get_small_in_order(dsk: Any, keys: Any, **kwargs: Any) -> Any:
         tree = _one_tree(dsk)
         if tree is not None and not kwargs and not dask.callbacks.Callback.active:
             compiled = tree._compiled
-            if (sequential or small_graph(compiled.graph)) and compiled.graph.keys() >= set(keys):
+            if (sequential or not compiled.threads_gain()) and compiled.graph.keys() >= set(keys):
                 return run_in_order(compiled.graph, compiled.schedule(), keys)
         graph = dsk if isinstance(dsk, Mapping) else dsk.__dask_graph__()
         return (dask.local.get_sync if small_graph(graph) else get)(graph, keys, **kwargs)
@@ -166,15 +167,50 @@ def small_graph(graph: Mapping) -> bool:
     return True
 
 
+def threads_gain(graph: Mapping) -> bool:
+    """Whether Dask's threads could shorten a run of a graph: whether its work off the heaviest chain of
+    dependent tasks reaches ``_THREADED_BYTES`` (a task's work: the bytes of the blocks it reads or makes,
+    the larger; none for aliases and for picking an output of a multi-output kernel). A graph of one block
+    per array (a chain of kernels, the reductions reading them and small side work) runs in order in one
+    thread whatever the scheduler: threads would only hand its tasks over. Unknown tasks (not ours): True."""
+    made: dict = {}  # bytes of each key's value (a partial reduction: what it reads, an upper bound)
+    chain: dict = {}  # work of the heaviest chain of tasks ending at each key
+    total = longest = 0  # (total - longest never shrinks: a task adds at most its work to longest)
+    for start in graph:
+        stack = [(start, False)]
+        while stack:  # the tasks in depth-first postorder (dependencies first)
+            key, ready = stack.pop()
+            if key in chain:
+                continue
+            node = graph[key]
+            if isinstance(node, DataNode):
+                made[key], chain[key] = getattr(node.value, "nbytes", 0), 0
+                continue
+            deps = [d for d in node.dependencies if d in graph]
+            if not ready:
+                stack.append((key, True))
+                stack.extend((d, False) for d in deps if d not in chain)
+                continue
+            read = sum(made[d] for d in deps)
+            before = max((chain[d] for d in deps), default=0)
+            if isinstance(node, Alias):
+                made[key], chain[key] = read, before
+                continue
+            func = node.func if isinstance(node, Task) else None
+            if type(func) is not BlockFunction:
+                return True
+            out = read if func.shape is None else math.prod(func.shape) * np.dtype(func.dtype).itemsize
+            work = 0 if func.func is pick else max(out, read)
+            made[key] = out
+            chain[key] = before + work
+            total, longest = total + work, max(longest, before + work)
+            if total - longest >= _THREADED_BYTES:
+                return True
+    return False
+
+
 _LOCAL_SCHEDULERS = {"cupy": _releasing(_small_in_order(dask.local.get_sync, sequential=True)),
                      "numpy": _releasing(_small_in_order(dask.threaded.get, sequential=False))}
-
-
-def in_order(graph: Mapping, backend: str) -> bool:
-    """Whether the local scheduler of ``backend`` runs a compiled graph in this thread, in its schedule's
-    order (as ``_small_in_order`` decides; ``run_in_order``): always on CuPy blocks, on NumPy blocks when
-    they are small in all."""
-    return backend == "cupy" or small_graph(graph)
 
 
 def local_scheduler(backend: str) -> Callable[..., Any]:

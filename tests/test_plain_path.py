@@ -1,0 +1,91 @@
+"""The plain path's per-call work (no ``accelerate``; ``dask.compute``, ``dask.persist``, ``gnp.fetch``): work
+that threads cannot shorten runs in the calling thread, work that they can runs on Dask's threads; results
+stay NumPy's through every entry point."""
+from __future__ import annotations
+
+import threading
+
+import dask
+import numpy as np
+import pytest
+
+import dask_gpunumeric as gnp
+from conftest import BACKEND, to_host
+
+_threads: list[str] = []
+
+
+def _record_thread(block):
+    _threads.append(threading.current_thread().name)
+    return block
+
+
+def _threads_of(run):
+    _threads.clear()
+    out = run()
+    return out, set(_threads)
+
+
+@pytest.mark.skipif(BACKEND != "numpy", reason="CuPy blocks always run in order in this thread")
+@pytest.mark.parametrize("entry", ["dask.compute", "compute", "fetch", "dask.persist"])
+def test_one_block_work_runs_in_this_thread_and_many_blocks_on_threads(entry):
+    """Softmax-like work on one block of 4 MiB (a chain of kernels, reductions reading them and a small
+    side output) runs in the calling thread: threads could not shorten it. The same on 4 blocks runs on Dask's
+    threads (blocks side by side)."""
+    host = np.random.default_rng(0).standard_normal((512, 1024))
+
+    def softmax(x):
+        x = gnp.map_blocks(_record_thread, x)
+        m = gnp.max(x, axis=1, keepdims=True)
+        e = gnp.exp(x - m)
+        s = gnp.sum(e, axis=1, keepdims=True)
+        return e / s, (m + gnp.log(s))[:, 0]
+
+    runs = {"dask.compute": lambda a, b: dask.compute(a, b),
+            "compute": lambda a, b: (a.compute(), b.compute()),
+            "fetch": lambda a, b: gnp.fetch((a, b)),
+            "dask.persist": lambda a, b: gnp.fetch(dask.persist(a, b))}
+    m = host.max(axis=1, keepdims=True)
+    e = np.exp(host - m)
+    s = e.sum(axis=1, keepdims=True)
+    for chunks, in_this_thread in (((512, 1024), True), ((128, 1024), False)):
+        x = dask.persist(gnp.asarray(host, chunks=chunks))[0]
+        (a, b), names = _threads_of(lambda: runs[entry](*softmax(x)))
+        np.testing.assert_allclose(to_host(a), e / s, rtol=1e-12)
+        np.testing.assert_allclose(to_host(b), (m + np.log(s))[:, 0], rtol=1e-12)
+        assert (names == {threading.current_thread().name}) is in_this_thread, (chunks, names)
+
+
+def test_a_graph_cache_hit_walks_no_tree(monkeypatch):
+    """A deep tree built again (a time-stepping loop called twice) finds its graph in the cache by its name
+    and its inputs, which its nodes carry: the compile step walks no node of it; an input persisted in
+    between (a tree of the same name) gets a graph of its own, reading the persisted blocks."""
+    from dask_gpunumeric.runtime import compile as _compile
+
+    host = np.random.default_rng(1).random(64)
+    u0 = dask.persist(gnp.asarray(host, chunks=16))[0]
+
+    def steps(u, n=300):
+        for _ in range(n):
+            u = u * 0.999 + 0.001
+        return u
+
+    expected = host
+    for _ in range(300):
+        expected = expected * 0.999 + 0.001
+    for _ in range(2):  # a tree on persisted inputs is cached from its second build on
+        np.testing.assert_allclose(to_host(dask.compute(steps(u0))[0]), expected, rtol=1e-12)
+    walked: list = []
+    walk = _compile.walk
+    monkeypatch.setattr(_compile, "walk", lambda root: (walked.append(n) or n for n in walk(root)))
+    for run in (lambda y: dask.compute(y)[0], lambda y: y.compute(), gnp.fetch):
+        np.testing.assert_allclose(to_host(run(steps(u0))), expected, rtol=1e-12)
+    assert walked == []
+    half = steps(u0, 150)
+    persisted = half.persist()
+    assert persisted.name == half.name
+    calls: list = []
+    counted = gnp.map_blocks(lambda b: calls.append(1) or b, persisted)
+    np.testing.assert_allclose(to_host(gnp.fetch(steps(counted, 150))), expected, rtol=1e-12)
+    np.testing.assert_allclose(to_host(gnp.fetch(steps(persisted, 150))), expected, rtol=1e-12)
+    assert steps(persisted, 150).name == steps(u0).name and len(calls) == 4  # 4 blocks, read once each
