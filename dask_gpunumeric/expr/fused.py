@@ -141,7 +141,7 @@ class FusedOutput(ArrayExpr):
 
     @cached
     def _funcname(self) -> str:
-        return f"{self.fused._funcname}-out"
+        return f"{self.operands[0]._funcname}-out"  # the fused node's (by position: no Expr.__getattr__)
 
     def _block_task(self, index: Index) -> GraphNode:
         from ..kernels.fused import pick

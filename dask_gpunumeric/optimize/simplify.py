@@ -8,7 +8,7 @@ import numpy as np
 from dask._expr import Expr
 
 from ..expr import ArrayExpr, Bundle, Elemwise
-from .dag import DAG, rebuild
+from .dag import DAG, bypass
 
 _REAL_KINDS = "biuf"  # complex x * 1 is not x where a part is infinite (inf * 0 = nan in the product)
 
@@ -23,22 +23,19 @@ def _identity_operand(node: Expr) -> ArrayExpr | None:
     ``0.0``, while ``x + -0.0`` is ``x`` for every float), else None."""
     if not isinstance(node, Elemwise):
         return None
-    op, _, kwargs, *args = node.operands  # Elemwise's parameters, then its arguments
-    if op not in ("multiply", "add") or kwargs:
+    operands = node.operands  # Elemwise's parameters (op, dtype, kwargs), then its arguments
+    if len(operands) != 5:
         return None
-    if len(args) != 2:
+    op, _, kwargs, a, b = operands
+    if op != "multiply" and op != "add" or kwargs:
         return None
-    arrays = [a for a in args if isinstance(a, ArrayExpr)]
-    scalars = [a for a in args if _is_scalar(a)]
-    if len(arrays) != 1 or len(scalars) != 1:
+    x, c = (a, b) if isinstance(a, ArrayExpr) else (b, a)
+    if not isinstance(x, ArrayExpr) or not _is_scalar(c) or c != (1 if op == "multiply" else 0):
         return None
-    (x,), (c,) = arrays, scalars
     if (x.dtype != node.dtype or x.dtype.kind not in _REAL_KINDS or x.chunks != node.chunks
             or x.backend != node.backend):
         return None
-    if op == "multiply":
-        return x if c == 1 else None
-    return x if c == 0 and (x.dtype.kind != "f" or np.signbit(c)) else None
+    return x if op == "multiply" or x.dtype.kind != "f" or np.signbit(c) else None
 
 
 def simplify(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
@@ -50,4 +47,4 @@ def simplify(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
         x = None if node._name in roots else _identity_operand(node)
         if x is not None:
             replaced[node._name] = x
-    return rebuild(root, replaced) if replaced else root
+    return bypass(root, replaced) if replaced else root
