@@ -141,7 +141,9 @@ class ProgramBuilder:
     def scalar(self, value: Any) -> int:
         """A scalar operand (a kernel argument)."""
         self.scalars.append(value)
-        return self._add(_typed(Scalar, ("scalar", len(self.scalars) - 1, _scalar_dtype_str(value))))
+        instrs = self.instrs
+        instrs.append(_typed(Scalar, ("scalar", len(self.scalars) - 1, _scalar_dtype_str(value))))
+        return len(instrs) - 1
 
     def full(self, value: Any, dtype: np.dtype) -> int:
         """A constant array of ``value``."""
@@ -160,8 +162,10 @@ class ProgramBuilder:
         unless ``compute`` gives that dtype's ``.str``: ``op_compute``'s answer)."""
         if not compute:
             compute = op_compute(func, dtype, kwargs, operands) or compute_dtype(func, dtype, operands).str
-        return self._add(_typed(Op, ("op", func, _dtype_str(dtype), tuple(sorted(kwargs.items())) if kwargs else (),
-                                     tuple(args), compute)))
+        instrs = self.instrs  # (not through _add: one call less per node of every fused group)
+        instrs.append(_typed(Op, ("op", func, _DTYPE_STRS.get(dtype) or _dtype_str(dtype),
+                                  tuple(sorted(kwargs.items())) if kwargs else (), tuple(args), compute)))
+        return len(instrs) - 1
 
     def total(self, kind: str, dtype: np.dtype, value: int, axes: tuple[int, ...], params: tuple,
               keepdims: bool) -> int:

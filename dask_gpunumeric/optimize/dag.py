@@ -90,7 +90,7 @@ class UnionFind:
 
     def __init__(self) -> None:
         self.parent: dict[str, str] = {}
-        self.members: dict[str, set[str]] = {}
+        self.members: dict[str, list[str]] = {}
 
     def find(self, name: str) -> str:
         """The representative of ``name``'s group (a group of its own the first time it is seen)."""
@@ -98,8 +98,10 @@ class UnionFind:
         up = parent.get(name)
         if up is None:
             parent[name] = name
-            self.members[name] = {name}
+            self.members[name] = [name]
             return name
+        if up is name or parent[up] is up:  # a representative, or right below one (most names)
+            return up
         while up != name:
             parent[name] = parent[up]
             name = parent[name]
@@ -109,7 +111,7 @@ class UnionFind:
     def join(self, name: str, group: str) -> None:
         """Put ``name``, not seen before, in the group whose representative is ``group``."""
         self.parent[name] = group
-        self.members[group].add(name)
+        self.members[group].append(name)
 
     def union(self, a: str, b: str) -> str:
         """Merge the groups of ``a`` and ``b``; returns the merged group's representative."""
@@ -119,7 +121,7 @@ class UnionFind:
         if len(self.members[ra]) > len(self.members[rb]):
             ra, rb = rb, ra
         self.parent[ra] = rb
-        self.members[rb] |= self.members.pop(ra)
+        self.members[rb] += self.members.pop(ra)
         return rb
 
 
@@ -150,7 +152,7 @@ def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr]) -> list[Exp
             continue
         # the operands as rebuilt, in one scan: those not rebuilt yet go on the stack (the node is seen again)
         ops: list = []
-        pending = False
+        pending = changed = renamed = False  # renamed: an operand rebuilt under another name
         for o in node.operands:
             if isinstance(o, Expr) and not isinstance(o, Materialized):
                 done = memo.get(o._name)
@@ -158,25 +160,21 @@ def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr]) -> list[Exp
                     stack.append(o)
                     pending = True
                     continue
-                o = done
+                if done is not o:
+                    changed = True
+                    renamed = renamed or done._name != o._name or o._name not in same_name
+                    o = done
             ops.append(o)
         if pending:
             continue
         stack.pop()
-        memo[name] = _on_operands(node, ops, same_name)
+        memo[name] = _on_operands(node, ops, renamed, same_name) if changed else node
     return [memo[r._name] for r in roots]
 
 
-def _on_operands(node: Expr, ops: list, same_name: set[str]) -> Expr:
-    """``node`` on operands ``ops`` (its own, some rebuilt): itself if none changed. ``same_name`` holds the
-    nodes rebuilt under their own name, and gets this one if it is."""
-    changed = renamed = False  # renamed: an operand rebuilt under another name
-    for a, b in zip(ops, node.operands):
-        if a is not b:
-            changed = True
-            renamed = renamed or a._name != b._name or b._name not in same_name
-    if not changed:
-        return node
+def _on_operands(node: Expr, ops: list, renamed: bool, same_name: set[str]) -> Expr:
+    """``node`` on operands ``ops`` (its own, some rebuilt; ``renamed``: one under another name).
+    ``same_name`` holds the nodes rebuilt under their own name, and gets this one if it is."""
     if isinstance(node, Fused):  # its token, made of its members' names, still names what it computes
         same_name.add(node._name)
         return node.with_operands(ops, keep_name=True)
@@ -209,7 +207,9 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
         if new and any(d._name in new for d in dependencies[name]):
             ops = [new.get(o._name, o) if isinstance(o, Expr) and not isinstance(o, Materialized) else o
                    for o in node.operands]
-            node = new[name] = _on_operands(node, ops, same_name)
+            renamed = any(a is not b and (a._name != b._name or b._name not in same_name)
+                          for a, b in zip(ops, node.operands))
+            node = new[name] = _on_operands(node, ops, renamed, same_name)
             del new_dependencies[name]
             new_dependencies[node._name] = [o for o in ops if isinstance(o, Expr)]
         new_order.append(node)

@@ -44,7 +44,10 @@ class _Grouping:
         groups = [find(d._name) for d in dependencies]
         if candidates:
             group = find(candidates[0]._name)
-            if all(g == group for g in groups):
+            for g in groups:
+                if g != group:
+                    break
+            else:
                 # it reads one group alone (a chain's next operation): joining it makes no path leave the
                 # group and come back, and changes no potential
                 self.groups.join(name, group)
@@ -83,7 +86,10 @@ class _Grouping:
                 return False
         small, big = (a, b) if len(members[a]) <= len(members[b]) else (b, a)
         exits = self.exits[big]
-        exits.difference_update(members[small])
+        if len(exits) < len(members[small]):  # big's exits in small: found from the fewer of the two
+            exits.difference_update([e for e in exits if find(e) == small])
+        else:
+            exits.difference_update(members[small])
         exits.update(e for e in self.exits.pop(small) if find(e) not in (a, b))
         merged = self.groups.union(a, b)
         self.exits[merged] = exits
@@ -146,7 +152,8 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             computes[name] = compute
             if deps:
                 chunks, backend = node.chunks, node.backend
-                add(name, deps, [d for d in deps if d._name in fusable and d.chunks == chunks and d.backend == backend])
+                add(name, deps, [d for d in deps if d._name in fusable and (d.chunks is chunks or d.chunks == chunks)
+                                 and d.backend == backend])
                 continue
         elif is_fused_reduction(node):
             foldable.append(node)
@@ -286,7 +293,7 @@ def _build_group(nodes: list[Expr], reductions: list[Reduction], totals: list[Re
     token = hashlib.sha1("|".join([*names, "", *(r._name for r in reductions)]).encode()).hexdigest()[:32]
     # a kernel of one output has that output's blocks (a total's: 0-d), made from the elements' blocks
     chunks = finished[0].chunks if n_out == 1 and finished else first.chunks
-    fused = Fused(program, chunks, first.backend, tuple(scalars), first.chunks, *inputs, _determ_token=token)
+    fused = Fused.of(program, chunks, first.backend, tuple(scalars), first.chunks, inputs, token)
     out: dict[str, Expr] = {}
     for k, node in enumerate([*stores, *finished]):
         out[node._name] = fused if n_out == 1 else _output(fused, k, node.chunks, node.dtype)

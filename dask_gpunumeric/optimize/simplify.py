@@ -44,7 +44,7 @@ def simplify(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     roots = {root._name, *(o._name for o in root.operands if isinstance(o, Expr) and isinstance(root, Bundle))}
     replaced: dict[str, Expr] = {}
     for node in DAG.of(root).order:
-        x = None if node._name in roots else _identity_operand(node)
-        if x is not None:
+        x = _identity_operand(node)
+        if x is not None and node._name not in roots:
             replaced[node._name] = x
     return bypass(root, replaced) if replaced else root
