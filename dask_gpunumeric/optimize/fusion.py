@@ -77,23 +77,29 @@ class _Grouping:
     def _merge(self, a: str, b: str) -> bool:
         """Merge two groups unless that makes a cycle."""
         potential, members, find = self.potential, self.groups.members, self.groups.find
-        q = max(potential[a], potential[b])
-        log: list[tuple[str, int]] = []
-        for side in (a, b):
-            if potential[side] < q and not self._shift(side, q - potential[side], {a, b}, log):
+        pa, pb = potential[a], potential[b]
+        if pa != pb:  # the lower one raised to the other's potential, with what is downstream of it
+            low, q = (a, pb) if pa < pb else (b, pa)
+            log: list[tuple[str, int]] = []
+            if not self._shift(low, q - potential[low], {a, b}, log):
                 for group, value in reversed(log):
                     potential[group] = value
                 return False
+        else:
+            q = pa
+        # the union's representative is the larger group's (``UnionFind.union``)
         small, big = (a, b) if len(members[a]) <= len(members[b]) else (b, a)
         exits = self.exits[big]
         if len(exits) < len(members[small]):  # big's exits in small: found from the fewer of the two
             exits.difference_update([e for e in exits if find(e) == small])
         else:
             exits.difference_update(members[small])
-        exits.update(e for e in self.exits.pop(small) if find(e) not in (a, b))
-        merged = self.groups.union(a, b)
-        self.exits[merged] = exits
-        self.potential[merged] = q
+        outside_small = self.exits.pop(small)
+        if outside_small:
+            exits.update([e for e in outside_small if find(e) not in (a, b)])
+        self.groups.parent[small] = big
+        members[big] += members.pop(small)
+        potential[big] = q
         return True
 
     def _raise(self, group: str, q: int) -> None:
