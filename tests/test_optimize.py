@@ -222,16 +222,18 @@ def _wide_sum(xp: Any, terms: int) -> Any:
 def test_simplify_rebuilds_what_is_above_and_derives_the_dag() -> None:
     """Only the nodes above a simplified one are rebuilt, as a full rebuild would; the next pass's DAG,
     derived from the first, is the one a walk of the new expression gives."""
-    roots = Bundle(_wide_sum(gnp, 6).expr, _normalized_steps(gnp, 2).expr)
-    with sharing():
-        new = simplify(roots, {})
-        derived = DAG.of(new)
-    replaced = {n._name: x for n in DAG(roots).order if (x := _identity_operand(n)) is not None}
-    assert replaced and new._name == rebuild(roots, replaced)._name
-    walked = DAG(new)
-    assert [n._name for n in derived.order] == [n._name for n in walked.order]
-    assert ({k: [d._name for d in v] for k, v in derived.dependencies.items()}
-            == {k: [d._name for d in v] for k, v in walked.dependencies.items()})
+    x, y = gnp.linspace(0.0, 1.0, 8), gnp.linspace(1.0, 2.0, 8)
+    for roots in (Bundle(_wide_sum(gnp, 6).expr, _normalized_steps(gnp, 2).expr),
+                  Bundle(gnp.sin(x * 1 + y).expr, gnp.cos(x + y).expr)):  # one becomes the other: the same node
+        with sharing():
+            new = simplify(roots, {})
+            derived = DAG.of(new)
+        replaced = {n._name: x for n in DAG(roots).order if (x := _identity_operand(n)) is not None}
+        assert replaced and new._name == rebuild(roots, replaced)._name
+        walked = DAG(new)
+        assert [n._name for n in derived.order] == [n._name for n in walked.order]
+        assert ({k: [d._name for d in v] for k, v in derived.dependencies.items()}
+                == {k: [d._name for d in v] for k, v in walked.dependencies.items()})
 
 
 @pytest.mark.parametrize("kernel_size", [None, 4])

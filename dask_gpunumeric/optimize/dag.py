@@ -210,6 +210,8 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
             renamed = any(a is not b and (a._name != b._name or b._name not in same_name)
                           for a, b in zip(ops, node.operands))
             node = new[name] = _on_operands(node, ops, renamed, same_name)
+            if node._name in dependencies:  # the same as a node already there (x * 1 + y beside x + y): walk anew
+                return rebuild(root, replaced)
             del new_dependencies[name]
             new_dependencies[node._name] = [o for o in ops if isinstance(o, Expr)]
         new_order.append(node)

@@ -41,11 +41,6 @@ def creation_supported(node: Expr) -> bool:
     return _codegen.creation_supported(node.operand("kind"), node.dtype, node.operand("params"))
 
 
-def is_fusable(node: Expr) -> bool:
-    """True for nodes the fused kernels can compute element by element."""
-    return compute_of(node) is not None
-
-
 def compute_of(node: Expr) -> str | None:
     """For a node the fused kernels can compute element by element, the ``.str`` of the dtype its op computes
     in ("" for a creation); None for any other node."""
