@@ -12,10 +12,11 @@ from conftest import BACKEND, assert_eq
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric.api.explain import plan
-from dask_gpunumeric.expr import Bundle, Elemwise
+from dask_gpunumeric.expr import Bundle, Elemwise, FusedOutput, Reduction
 from dask_gpunumeric.optimize import PASSES, optimize, settings_key
 from dask_gpunumeric.optimize.pipeline import TRACE_SETTINGS
-from dask_gpunumeric.optimize.dag import DAG
+from dask_gpunumeric.optimize.dag import DAG, rebuild, sharing
+from dask_gpunumeric.optimize.simplify import _identity_operand, simplify
 
 
 def _fused_tasks(*arrays: gnp.Array) -> int:
@@ -280,3 +281,53 @@ def test_deep_expression_optimizes_without_recursion() -> None:
         y = y * 0.5 + float(k % 7)
     groups = plan(y)["groups"]
     assert len(groups) == -(-20_000 // gnp.config.get("kernel-size"))
+
+
+# --- shared work between passes -----------------------------------------------------------------------------
+
+
+def _normalized_steps(xp: Any, steps: int) -> Any:
+    """A loop dividing a field by its norm each step: a kernel per step, reading the last one's reduction."""
+    u = np.linspace(0.0, 1.0, 64)
+    u = gnp.asarray(u, chunks=16) if xp is gnp else u
+    for _ in range(steps):
+        u = xp.tanh(u * 1.5 + 0.25) - 0.5 * u
+        u = u / xp.sqrt(xp.sum(u * u))
+    return u
+
+
+def _wide_sum(xp: Any, terms: int) -> Any:
+    """A sum of independent terms, one of them simplified (``x * 1.0``)."""
+    x, y = xp.linspace(0.0, 1.0, 64), xp.linspace(1.0, 2.0, 64)
+    return sum((xp.sin(x * float(k)) * xp.cos(y + float(k)) for k in range(terms)), xp.zeros(64))
+
+
+def test_simplify_rebuilds_what_is_above_and_derives_the_dag() -> None:
+    """Only the nodes above a simplified one are rebuilt, as a full rebuild would; the next pass's DAG,
+    derived from the first, is the one a walk of the new expression gives."""
+    x, y = gnp.linspace(0.0, 1.0, 8), gnp.linspace(1.0, 2.0, 8)
+    for roots in (Bundle(_wide_sum(gnp, 6).expr, _normalized_steps(gnp, 2).expr),
+                  Bundle(gnp.sin(x * 1 + y).expr, gnp.cos(x + y).expr)):  # one becomes the other: the same node
+        with sharing():
+            new = simplify(roots, {})
+            derived = DAG.of(new)
+        replaced = {n._name: x for n in DAG(roots).order if (x := _identity_operand(n)) is not None}
+        assert replaced and new._name == rebuild(roots, replaced)._name
+        walked = DAG(new)
+        assert [n._name for n in derived.order] == [n._name for n in walked.order]
+        assert ({k: [d._name for d in v] for k, v in derived.dependencies.items()}
+                == {k: [d._name for d in v] for k, v in walked.dependencies.items()})
+
+
+@pytest.mark.parametrize("kernel_size", [None, 4])
+def test_nodes_rebuilt_above_kernels_keep_the_names_their_operands_give(kernel_size: int | None) -> None:
+    """The outputs of a kernel, the reductions of its partials and what reads only those keep their names
+    when the kernel's inputs are rebuilt: the names a node made afresh on the same operands has."""
+    y = _normalized_steps(gnp, 5)
+    with gnp.config.set(kernel_size=kernel_size or gnp.config.get("kernel-size")):
+        optimized = DAG(optimize(y.expr)).order
+        checked = [n for n in optimized if type(n) in (FusedOutput, Reduction, Elemwise)]
+        assert {FusedOutput, Reduction} <= {type(n) for n in checked}
+        for node in checked:
+            assert type(node)(*node.operands)._name == node._name
+        assert_eq(y, _normalized_steps(np, 5))

@@ -19,7 +19,8 @@ from ..ops.reductions import REDUCTIONS
 from ..ops.ufuncs import UFUNCS
 from .check import ProgramError, check_program
 from .philox import PHILOX_DEVICE_SOURCE, words_per_element
-from .types import NP_OF_CTYPE, Program, c_literal, ctype, dtype_supported, scalar_supported, typed_program
+from .types import (NP_OF_CTYPE, Load, Op, Program, Random, Reduction, Scalar, Store, c_literal, ctype,
+                    dtype_supported, scalar_supported, typed_program)
 
 # --- what the kernels support -------------------------------------------------------------------------
 
@@ -27,22 +28,39 @@ from .types import NP_OF_CTYPE, Program, c_literal, ctype, dtype_supported, scal
 def op_supported(func: str, dtype: np.dtype, kwargs: Mapping[str, Any], operands: Sequence[Any]) -> bool:
     """Can a kernel compute ufunc ``func`` (NumPy's name) with result ``dtype`` element by element, exactly
     as NumPy would? ``operands``: each array operand's dtype, or the scalar itself."""
-    # answers met before: each optimization asks about every node again, and nodes repeat a few signatures
-    # (scalars by type and value: an int's range matters)
+    return _op_entry(func, dtype, kwargs, operands)[0]
+
+
+def op_compute(func: str, dtype: np.dtype, kwargs: Mapping[str, Any], operands: Sequence[Any]) -> str | None:
+    """``op_supported``, answered with the ``.str`` of the dtype a kernel computes the op in, or None."""
+    return _op_entry(func, dtype, kwargs, operands)[1]
+
+
+def _op_entry(func: str, dtype: Any, kwargs: Mapping[str, Any], operands: Sequence[Any]) -> tuple[bool, str | None]:
+    """(supported, the ``.str`` of the compute dtype when supported) of an op: remembered per signature, since
+    each optimization asks about every node again and nodes repeat a few signatures. A scalar counts by its
+    type, a Python int by its value too (its range matters; a float's value never does, NEP 50)."""
     try:
-        key = (func, dtype, tuple(sorted(kwargs.items())) if kwargs else (), tuple(operands),
+        key = (func, dtype, tuple(sorted(kwargs.items())) if kwargs else (),
+               tuple([o if isinstance(o, (int, np.dtype)) else None for o in operands]),
                tuple(map(type, operands)))
         return _SUPPORTED_OPS[key]
     except KeyError:
         if len(_SUPPORTED_OPS) >= 4096:  # keep it bounded
             _SUPPORTED_OPS.clear()
-        supported = _SUPPORTED_OPS[key] = _op_supported(func, dtype, kwargs, operands)
-        return supported
+        entry = _SUPPORTED_OPS[key] = _op_answer(func, dtype, kwargs, operands)
+        return entry
     except TypeError:  # something unhashable
-        return _op_supported(func, dtype, kwargs, operands)
+        return _op_answer(func, dtype, kwargs, operands)
 
 
-_SUPPORTED_OPS: dict[tuple, bool] = {}
+_SUPPORTED_OPS: dict[tuple, tuple[bool, str | None]] = {}
+
+
+def _op_answer(func: str, dtype: Any, kwargs: Mapping[str, Any], operands: Sequence[Any]) -> tuple[bool, str | None]:
+    if not _op_supported(func, dtype, kwargs, operands):
+        return False, None
+    return True, compute_dtype(func, dtype, operands).str
 
 
 def _op_supported(func: str, dtype: np.dtype, kwargs: Mapping[str, Any], operands: Sequence[Any]) -> bool:
@@ -117,44 +135,55 @@ class ProgramBuilder:
         if name not in self._loaded:
             self.inputs.append(name)
             self._dtypes.append(_dtype_str(dtype))
-            self._loaded[name] = self._add(("load", len(self.inputs) - 1, _dtype_str(dtype)))
+            self._loaded[name] = self._add(_typed(Load, ("load", len(self.inputs) - 1, _dtype_str(dtype))))
         return self._loaded[name]
 
     def scalar(self, value: Any) -> int:
         """A scalar operand (a kernel argument)."""
         self.scalars.append(value)
-        return self._add(("scalar", len(self.scalars) - 1, _scalar_dtype_str(value)))
+        instrs = self.instrs
+        instrs.append(_typed(Scalar, ("scalar", len(self.scalars) - 1, _scalar_dtype_str(value))))
+        return len(instrs) - 1
 
     def full(self, value: Any, dtype: np.dtype) -> int:
         """A constant array of ``value``."""
         self.scalars.append(value)
-        return self._add(("full", len(self.scalars) - 1, _dtype_str(dtype)))
+        return self._add(_typed(Scalar, ("full", len(self.scalars) - 1, _dtype_str(dtype))))
 
     def random(self, kind: str, dtype: np.dtype, key: Sequence[int], stream: int, params: Sequence[Any]) -> int:
         """A Philox draw of ``kind`` (``codegen.philox.KINDS``)."""
         slot = len(self.scalars)
         self.scalars.extend([key[0], key[1], stream, *params])
-        return self._add(("random", kind, _dtype_str(dtype), slot, len(params)))
+        return self._add(_typed(Random, ("random", kind, _dtype_str(dtype), slot, len(params))))
 
     def op(self, func: str, dtype: np.dtype, kwargs: Mapping[str, Any], args: Sequence[int],
-           operands: Sequence[Any]) -> int:
-        """Ufunc ``func`` of values ``args`` (``operands``: their array dtypes or scalars, for its compute dtype)."""
-        compute = compute_dtype(func, dtype, operands)
-        return self._add(("op", func, _dtype_str(dtype), tuple(sorted(kwargs.items())) if kwargs else (), tuple(args),
-                          compute.str))
+           operands: Sequence[Any], compute: str | None = None) -> int:
+        """Ufunc ``func`` of values ``args`` (``operands``: their array dtypes or scalars, for its compute dtype,
+        unless ``compute`` gives that dtype's ``.str``: ``op_compute``'s answer)."""
+        if not compute:
+            compute = op_compute(func, dtype, kwargs, operands) or compute_dtype(func, dtype, operands).str
+        instrs = self.instrs  # (not through _add: one call less per node of every fused group)
+        instrs.append(_typed(Op, ("op", func, _DTYPE_STRS.get(dtype) or _dtype_str(dtype),
+                                  tuple(sorted(kwargs.items())) if kwargs else (), tuple(args), compute)))
+        return len(instrs) - 1
 
     def total(self, kind: str, dtype: np.dtype, value: int, axes: tuple[int, ...], params: tuple,
               keepdims: bool) -> int:
         """The finished reduction ``kind`` of ``value`` over every axis (of a one-block array)."""
-        return self._add(("total", value, _dtype_str(dtype), kind, axes, params, keepdims))
+        return self._add(_typed(Reduction, ("total", value, _dtype_str(dtype), kind, axes, params, keepdims)))
 
     def program(self, ndim: int, stores: Sequence[int], reductions: Sequence[tuple]) -> Program:
         """The program storing values ``stores``, then reducing per ``reductions``: ``(value, kind, axes,
         dtype, params)`` each."""
-        outputs = [("store", i) for i in stores]
-        outputs += [("reduce", i, _dtype_str(dt), kind, axes, params, False)
+        outputs = [_typed(Store, ("store", i)) for i in stores]
+        outputs += [_typed(Reduction, ("reduce", i, _dtype_str(dt), kind, axes, params, False))
                     for i, kind, axes, dt, params in reductions]
-        return typed_program((ndim, tuple(self._dtypes), tuple(self.instrs), tuple(outputs)))
+        return Program(ndim, tuple(self._dtypes), tuple(self.instrs), tuple(outputs))
+
+
+# a typed instruction made from its fields at C speed (a NamedTuple's own constructor is Python code; the
+# builder makes one per node of every fused group)
+_typed = tuple.__new__
 
 
 _DTYPE_STRS: dict[Any, str] = {}

@@ -86,13 +86,17 @@ class ArrayExpr(Expr):
         inst.__dict__["_name"] = f"{funcname}-{token}"
         return inst
 
-    def with_operands(self, operands: list[Any]) -> ArrayExpr:
+    def with_operands(self, operands: list[Any], keep_name: bool = False) -> ArrayExpr:
         """This node on other operands of the same chunks, dtypes and backends (a pass's rewrite of what it
-        reads): its own chunks, dtype and backend kept rather than computed again."""
+        reads): its own chunks, dtype and backend kept rather than computed again; with ``keep_name``, its
+        name too (operands of the same names, or a token that does not depend on them)."""
         inst = object.__new__(type(self))
         inst.__dict__.update(_determ_token=None, operands=operands, chunks=self.chunks, dtype=self.dtype,
                              backend=self.backend, _leaves=_leaves_of(operands))
-        inst._name  # noqa: B018 - computed once here, as __new__ does
+        if keep_name:
+            inst.__dict__.update(_determ_token=self.deterministic_token, _name=self._name)
+        else:
+            inst._name  # noqa: B018 - computed once here, as __new__ does
         return inst
 
     @cached

@@ -22,15 +22,26 @@ class Fused(ArrayExpr):
 
     inputs = ArrayExpr.args
 
+    @classmethod
+    def of(cls, program: tuple, chunks: tuple, backend: str, scalars: tuple, elements: tuple, inputs: list[ArrayExpr],
+           token: str) -> Fused:
+        """``Fused(program, chunks, backend, scalars, elements, *inputs, _determ_token=token)``, made without the
+        constructor's generic steps (the fusion pass makes one per kernel)."""
+        inst = object.__new__(cls)
+        inst.__dict__.update(_determ_token=token, operands=[program, chunks, backend, scalars, elements, *inputs],
+                             chunks=chunks, backend=backend)
+        inst.dtype, inst._name  # noqa: B018 - computed once here, as the constructor does
+        return inst
+
     @cached
     def _funcname(self) -> str:
         from ..codegen.program import describe
 
-        return "fused-" + describe(self.operand("program"))
+        return "fused-" + describe(self.operands[0])  # the program (by position: no parameter search)
 
     @cached
     def dtype(self) -> np.dtype:
-        _, _, instrs, (first, *_) = self.operand("program")
+        _, _, instrs, (first, *_) = self.operands[0]
         return np.dtype(instrs[first.value].dtype if first.tag == "store" else first.dtype)
 
     def geometry(self, index: Index) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -141,7 +152,7 @@ class FusedOutput(ArrayExpr):
 
     @cached
     def _funcname(self) -> str:
-        return f"{self.fused._funcname}-out"
+        return f"{self.operands[0]._funcname}-out"  # the fused node's (by position: no Expr.__getattr__)
 
     def _block_task(self, index: Index) -> GraphNode:
         from ..kernels.fused import pick

@@ -9,35 +9,55 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from dask._expr import Expr
 
-from ..expr import ArrayExpr, Fused, Materialized, inputs
+from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Materialized, Reduction, cached
 
 
 class DAG:
     """The nodes of an expression in topological order (inputs first), each node's dependencies and
-    consumers, and each node's position in that order."""
+    consumers, and each node's position in that order (those two made when first asked for)."""
 
     def __init__(self, root: Expr) -> None:
         order: list[Expr] = []
         dependencies: dict[str, list[Expr]] = {}
-        consumers: dict[str, list[Expr]] = defaultdict(list)
-        position: dict[str, int] = {}
-        # depth first: a node is placed when met on top of the stack again, its dependencies placed
+        placed: set[str] = set()
+        # depth first: a node is placed once its dependencies are (at once when they were already met: a
+        # node met but not placed is below it on the stack, so it would be its ancestor, and a DAG has no cycle)
         stack: list[Expr] = [root]
         while stack:
             node = stack[-1]
             name = node._name
             if name in dependencies:
                 stack.pop()
-                if name not in position:
-                    position[name] = len(order)
+                if name not in placed:
+                    placed.add(name)
                     order.append(node)
                 continue
-            deps = dependencies[name] = inputs(node)
+            deps = dependencies[name] = [o for o in node.operands if isinstance(o, Expr)]
+            waiting = False
             for dep in deps:
-                consumers[dep._name].append(node)
-                if dep._name not in dependencies:  # else placed already (a DAG has no cycle)
+                if dep._name not in dependencies:
                     stack.append(dep)
-        self.order, self.dependencies, self.consumers, self.position = order, dependencies, consumers, position
+                    waiting = True
+            if not waiting:
+                stack.pop()
+                placed.add(name)
+                order.append(node)
+        self.order, self.dependencies = order, dependencies
+
+    @cached
+    def consumers(self) -> dict[str, list[Expr]]:
+        """Per node name, the nodes that read it (in topological order)."""
+        consumers: dict[str, list[Expr]] = defaultdict(list)
+        dependencies = self.dependencies
+        for node in self.order:
+            for dep in dependencies[node._name]:
+                consumers[dep._name].append(node)
+        return consumers
+
+    @cached
+    def position(self) -> dict[str, int]:
+        """Per node name, its index in ``order``."""
+        return {node._name: i for i, node in enumerate(self.order)}
 
     @classmethod
     def of(cls, root: Expr) -> DAG:
@@ -70,7 +90,7 @@ class UnionFind:
 
     def __init__(self) -> None:
         self.parent: dict[str, str] = {}
-        self.members: dict[str, set[str]] = {}
+        self.members: dict[str, list[str]] = {}
 
     def find(self, name: str) -> str:
         """The representative of ``name``'s group (a group of its own the first time it is seen)."""
@@ -78,8 +98,10 @@ class UnionFind:
         up = parent.get(name)
         if up is None:
             parent[name] = name
-            self.members[name] = {name}
+            self.members[name] = [name]
             return name
+        if up is name or parent[up] is up:  # a representative, or right below one (most names)
+            return up
         while up != name:
             parent[name] = parent[up]
             name = parent[name]
@@ -89,7 +111,7 @@ class UnionFind:
     def join(self, name: str, group: str) -> None:
         """Put ``name``, not seen before, in the group whose representative is ``group``."""
         self.parent[name] = group
-        self.members[group].add(name)
+        self.members[group].append(name)
 
     def union(self, a: str, b: str) -> str:
         """Merge the groups of ``a`` and ``b``; returns the merged group's representative."""
@@ -99,7 +121,7 @@ class UnionFind:
         if len(self.members[ra]) > len(self.members[rb]):
             ra, rb = rb, ra
         self.parent[ra] = rb
-        self.members[rb] |= self.members.pop(ra)
+        self.members[rb] += self.members.pop(ra)
         return rb
 
 
@@ -112,6 +134,7 @@ def rebuild(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
 def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr]) -> list[Expr]:
     """``rebuild`` of several roots sharing the work on common nodes."""
     memo: dict[str, Expr] = {}
+    same_name: set[str] = set()  # nodes rebuilt here under their own name (a Fused node, what reads only those)
     stack = list(roots)
     while stack:
         node = stack[-1]
@@ -129,7 +152,7 @@ def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr]) -> list[Exp
             continue
         # the operands as rebuilt, in one scan: those not rebuilt yet go on the stack (the node is seen again)
         ops: list = []
-        pending = changed = False
+        pending = changed = renamed = False  # renamed: an operand rebuilt under another name
         for o in node.operands:
             if isinstance(o, Expr) and not isinstance(o, Materialized):
                 done = memo.get(o._name)
@@ -137,21 +160,72 @@ def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr]) -> list[Exp
                     stack.append(o)
                     pending = True
                     continue
-                changed = changed or done is not o
-                o = done
+                if done is not o:
+                    changed = True
+                    renamed = renamed or done._name != o._name or o._name not in same_name
+                    o = done
             ops.append(o)
         if pending:
             continue
         stack.pop()
-        if not changed:
-            memo[name] = node
-        elif isinstance(node, Fused):  # its token, made of its members' names, still names what it computes
-            memo[name] = Fused(*ops, _determ_token=node.deterministic_token)
-        elif isinstance(node, ArrayExpr) and all(a is b or _same_blocks(a, b) for a, b in zip(ops, node.operands)):
-            memo[name] = node.with_operands(ops)
-        else:
-            memo[name] = type(node)(*ops)
+        memo[name] = _on_operands(node, ops, renamed, same_name) if changed else node
     return [memo[r._name] for r in roots]
+
+
+def _on_operands(node: Expr, ops: list, renamed: bool, same_name: set[str]) -> Expr:
+    """``node`` on operands ``ops`` (its own, some rebuilt; ``renamed``: one under another name).
+    ``same_name`` holds the nodes rebuilt under their own name, and gets this one if it is."""
+    if isinstance(node, Fused):  # its token, made of its members' names, still names what it computes
+        same_name.add(node._name)
+        return node.with_operands(ops, keep_name=True)
+    if not renamed and type(node) in _NAMED_BY_OPERANDS:
+        # its operands' names are its token's text: the same name, made without tokenizing again
+        same_name.add(node._name)
+        return node.with_operands(ops, keep_name=True)
+    if isinstance(node, ArrayExpr) and all(a is b or _same_blocks(a, b) for a, b in zip(ops, node.operands)):
+        return node.with_operands(ops)
+    return type(node)(*ops)
+
+
+def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
+    """``rebuild(root, replaced)`` where each replacement is the one expression operand of the node it replaces
+    (``x * 1 -> x``), not ``root``: only the nodes above a replaced one are rebuilt, and inside ``sharing()`` the
+    new expression's DAG is made from ``root``'s (the same order, less the nodes replaced)."""
+    dag = DAG.of(root)
+    order, dependencies = dag.order, dag.dependencies
+    new: dict[str, Expr] = {}  # the nodes rebuilt or replaced, by their old name
+    same_name: set[str] = set()
+    new_order: list[Expr] = []
+    new_dependencies = dict(dependencies)
+    for node in order:
+        name = node._name
+        if name in replaced:
+            (x,) = dependencies[name]
+            new[name] = new.get(x._name, x)
+            del new_dependencies[name]
+            continue
+        if new and any(d._name in new for d in dependencies[name]):
+            ops = [new.get(o._name, o) if isinstance(o, Expr) and not isinstance(o, Materialized) else o
+                   for o in node.operands]
+            renamed = any(a is not b and (a._name != b._name or b._name not in same_name)
+                          for a, b in zip(ops, node.operands))
+            node = new[name] = _on_operands(node, ops, renamed, same_name)
+            if node._name in dependencies:  # the same as a node already there (x * 1 + y beside x + y): walk anew
+                return rebuild(root, replaced)
+            del new_dependencies[name]
+            new_dependencies[node._name] = [o for o in ops if isinstance(o, Expr)]
+        new_order.append(node)
+    out = new_order[-1]
+    shared = _SHARED.get()
+    if shared is not None:
+        derived = object.__new__(DAG)
+        derived.order, derived.dependencies = new_order, new_dependencies
+        shared[out._name] = derived
+    return out
+
+
+# node types whose token is the text of their operands, expressions by name (``ArrayExpr.__dask_tokenize__``)
+_NAMED_BY_OPERANDS = frozenset({Elemwise, FusedOutput, Reduction})
 
 
 def _same_blocks(a: Expr, b: Expr) -> bool:

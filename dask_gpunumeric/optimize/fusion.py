@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import itertools
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +23,7 @@ from dask._expr import Expr
 from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
 from ..kernels.fused import record_sources
 from .dag import DAG, UnionFind, rebuild
-from .programs import build_program, is_fusable, is_fused_reduction, reduced
+from .programs import build_program, compute_of, is_fused_reduction, reduced
 
 
 class _Grouping:
@@ -43,7 +44,10 @@ class _Grouping:
         groups = [find(d._name) for d in dependencies]
         if candidates:
             group = find(candidates[0]._name)
-            if all(g == group for g in groups):
+            for g in groups:
+                if g != group:
+                    break
+            else:
                 # it reads one group alone (a chain's next operation): joining it makes no path leave the
                 # group and come back, and changes no potential
                 self.groups.join(name, group)
@@ -73,20 +77,29 @@ class _Grouping:
     def _merge(self, a: str, b: str) -> bool:
         """Merge two groups unless that makes a cycle."""
         potential, members, find = self.potential, self.groups.members, self.groups.find
-        q = max(potential[a], potential[b])
-        log: list[tuple[str, int]] = []
-        for side in (a, b):
-            if potential[side] < q and not self._shift(side, q - potential[side], {a, b}, log):
+        pa, pb = potential[a], potential[b]
+        if pa != pb:  # the lower one raised to the other's potential, with what is downstream of it
+            low, q = (a, pb) if pa < pb else (b, pa)
+            log: list[tuple[str, int]] = []
+            if not self._shift(low, q - potential[low], {a, b}, log):
                 for group, value in reversed(log):
                     potential[group] = value
                 return False
+        else:
+            q = pa
+        # the union's representative is the larger group's (``UnionFind.union``)
         small, big = (a, b) if len(members[a]) <= len(members[b]) else (b, a)
         exits = self.exits[big]
-        exits.difference_update(members[small])
-        exits.update(e for e in self.exits.pop(small) if find(e) not in (a, b))
-        merged = self.groups.union(a, b)
-        self.exits[merged] = exits
-        self.potential[merged] = q
+        if len(exits) < len(members[small]):  # big's exits in small: found from the fewer of the two
+            exits.difference_update([e for e in exits if find(e) == small])
+        else:
+            exits.difference_update(members[small])
+        outside_small = self.exits.pop(small)
+        if outside_small:
+            exits.update([e for e in outside_small if find(e) not in (a, b)])
+        self.groups.parent[small] = big
+        members[big] += members.pop(small)
+        potential[big] = q
         return True
 
     def _raise(self, group: str, q: int) -> None:
@@ -130,18 +143,23 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     dag = DAG.of(root)
     grouping = _Grouping()
     groups = grouping.groups
-    # one walk: which nodes are fusable (dependencies first), their groups, and the reductions to fold in
-    fusable: set[str] = set()
+    # one walk: which nodes are fusable (dependencies first) with their ops' compute dtypes, their groups,
+    # and the reductions to fold in
+    fusable: dict[str, Expr] = {}
+    computes: dict[str, str] = {}
     foldable: list[Reduction] = []
     dependencies, add = dag.dependencies, grouping.add
     for node in dag.order:
         name = node._name
         deps = dependencies[name]
-        if is_fusable(node):
-            fusable.add(name)
+        compute = compute_of(node)
+        if compute is not None:
+            fusable[name] = node
+            computes[name] = compute
             if deps:
                 chunks, backend = node.chunks, node.backend
-                add(name, deps, [d for d in deps if d._name in fusable and d.chunks == chunks and d.backend == backend])
+                add(name, deps, [d for d in deps if d._name in fusable and (d.chunks is chunks or d.chunks == chunks)
+                                 and d.backend == backend])
                 continue
         elif is_fused_reduction(node):
             foldable.append(node)
@@ -150,10 +168,11 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ValueError(f"gpunumeric.kernel-size must be a positive int, got {limit!r}")
     grown: dict[str, list[Expr]] = defaultdict(list)
-    for node in dag.order:
-        if node._name in fusable:
-            grown[groups.find(node._name)].append(node)
-    members = {f"{g}-{k}": run for g, nodes in grown.items() for k, run in enumerate(_cut(nodes, dag, limit))}
+    find = groups.find
+    for name, node in fusable.items():  # in topological order
+        grown[find(name)].append(node)
+    members = {f"{g}-{k}": run for g, nodes in grown.items()
+               for k, run in enumerate(_cut(nodes, dependencies, limit))}
     group_of = {n._name: g for g, nodes in members.items() for n in nodes}
     reductions: dict[str, list[Reduction]] = defaultdict(list)
     for node in foldable:
@@ -161,23 +180,50 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             reductions[group_of[reduced(node)._name]].append(node)
     totals: dict[str, list[Reduction]] = {}
     epilogues: dict[str, list[Expr]] = {}
-    for g, nodes in members.items():
-        finished = [r for r in reductions.get(g, []) if _finished_in_kernel(r)]
+    for g, rs in reductions.items():
+        finished = [r for r in rs if _finished_in_kernel(r)]
         if finished:
             totals[g] = finished
             epilogues[g] = _epilogue(dag, finished, fusable)
     taken = {n._name for e in epilogues.values() for n in e}  # no longer members of their own groups
-    members = {g: kept for g, m in members.items() if (kept := [n for n in m if n._name not in taken])}
-    reductions = {g: [r for r in rs if reduced(r)._name not in taken] for g, rs in reductions.items()}
+    if taken:
+        members = {g: kept for g, m in members.items() if (kept := [n for n in m if n._name not in taken])}
+        reductions = {g: [r for r in rs if reduced(r)._name not in taken] for g, rs in reductions.items()}
     # a lone node with nothing to fuse stays as it is (one task per block either way)
     plans = {g: m for g, m in members.items() if len(m) > 1 or reductions.get(g)}
     if not plans:
         return root
+    finished_names = set()
+    for g in totals:
+        for n in (*totals[g], *epilogues[g]):
+            group_of[n._name] = g
+            finished_names.add(n._name)
+    outside = _used_outside(dag, root, plans, group_of, reductions, finished_names)
     replaced: dict[str, Expr] = {}
     for g, nodes in plans.items():
-        replaced.update(_build_group(dag, root, nodes, reductions.get(g, []), totals.get(g, []),
-                                     epilogues.get(g, [])))
+        replaced.update(_build_group(nodes, reductions.get(g, []), totals.get(g, []), epilogues.get(g, []),
+                                     outside, computes))
     return rebuild(root, replaced)
+
+
+def _used_outside(dag: DAG, root: Expr, plans: Mapping[str, list[Expr]], group_of: Mapping[str, str],
+                  reductions: Mapping[str, list[Reduction]], finished: set[str]) -> set[str]:
+    """The nodes of the kernels (``plans``; ``group_of`` names each node's, totals and epilogues included) read
+    outside their kernel, or the root: a member is read inside by its kernel's nodes and the reductions of it
+    the kernel computes; a total or an epilogue node (``finished``) by its kernel's nodes."""
+    partial_of = {r._name: g for g, rs in reductions.items() for r in rs}
+    outside = {root._name}
+    dependencies = dag.dependencies
+    for node in dag.order:
+        name = node._name
+        own = group_of.get(name)
+        for d in dependencies[name]:
+            g = group_of.get(d._name)
+            if g is None or g == own or g not in plans:
+                continue
+            if d._name in finished or partial_of.get(name) != g:
+                outside.add(d._name)
+    return outside
 
 
 def _finished_in_kernel(reduction: Reduction) -> bool:
@@ -206,62 +252,67 @@ def _epilogue(dag: DAG, totals: list[Reduction], fusable: set[str]) -> list[Expr
     return out
 
 
-def _cut(nodes: list[Expr], dag: DAG, limit: int) -> list[list[Expr]]:
+def _cut(nodes: list[Expr], dependencies: Mapping[str, list[Expr]], limit: int) -> list[list[Expr]]:
     """A group's members (in topological order) in consecutive runs of at most ``limit``, each ending where
     the fewest values made before are used after (each such value is stored by one kernel and read by a
     later one; runs of a topological order depend only on earlier runs)."""
     if len(nodes) <= limit:
         return [nodes]
     index = {n._name: i for i, n in enumerate(nodes)}
-    crossing = [0] * (len(nodes) + 1)  # at k: the values made before k and used at k or later
-    consumers = dag.consumers
-    for i, node in enumerate(nodes):
-        last = i
-        for c in consumers[node._name]:
-            j = index.get(c._name, -1)
-            if j > last:
-                last = j
-        if last > i:
-            crossing[i + 1] += 1
-            crossing[last + 1] -= 1
-    for k in range(1, len(crossing)):
-        crossing[k] += crossing[k - 1]
+    last = list(range(len(nodes)))  # at i: the last member reading member i (its readers come after it)
+    for j, node in enumerate(nodes):
+        for d in dependencies[node._name]:
+            i = index.get(d._name)
+            if i is not None:
+                last[i] = j
+    steps = [0] * (len(nodes) + 1)
+    for i, end in enumerate(last):
+        if end > i:
+            steps[i + 1] += 1
+            steps[end + 1] -= 1
+    crossing = list(itertools.accumulate(steps))  # at k: the values made before k and used at k or later
     runs, start = [], 0
     while len(nodes) - start > limit:
-        end = min(range(start + (limit + 1) // 2, start + limit + 1), key=lambda k: (crossing[k], -k))
+        # the last of the fewest crossings in the window
+        window = crossing[start + (limit + 1) // 2:start + limit + 1]
+        end = start + limit - window[::-1].index(min(window))
         runs.append(nodes[start:end])
         start = end
     runs.append(nodes[start:])
     return runs
 
 
-def _build_group(dag: DAG, root: ArrayExpr, nodes: list[Expr], reductions: list[Reduction],
-                 totals: list[Reduction], epilogue: list[Expr]) -> dict[str, Expr]:
+def _build_group(nodes: list[Expr], reductions: list[Reduction], totals: list[Reduction], epilogue: list[Expr],
+                 outside: set[str], computes: Mapping[str, str]) -> dict[str, Expr]:
     """The Fused node of one group (its members, its totals and their epilogue), and what replaces each of
-    them used outside it."""
-    names = {n._name for n in (*nodes, *totals, *epilogue)}
-    reduced_names = {r._name for r in reductions}
-
-    def used_outside(n: Expr, inside: set[str]) -> bool:
-        return n._name == root._name or any(c._name not in inside for c in dag.consumers[n._name])
-
-    inside = names | reduced_names
-    stores = [n for n in nodes if used_outside(n, inside)]
-    finished = [n for n in (*totals, *epilogue) if used_outside(n, names)]
-    partials = [r for r in reductions if r._name not in names]
-    program, inputs, scalars = build_program(nodes, [*stores, *finished], partials, totals, epilogue)
+    them used outside it (``outside``)."""
+    stores = [n for n in nodes if n._name in outside]
+    finished = [n for n in (*totals, *epilogue) if n._name in outside]
+    total_names = {t._name for t in totals}
+    partials = [r for r in reductions if r._name not in total_names]
+    program, inputs, scalars = build_program(nodes, [*stores, *finished], partials, totals, epilogue, computes)
     record_sources(program, scalars)
     first = nodes[-1]
     n_out = len(stores) + len(finished) + len(partials)
     # the token of a group is that of its members (cheaper than tokenizing the program)
-    token = hashlib.sha1("|".join([*sorted(names), "", *(r._name for r in reductions)]).encode()).hexdigest()[:32]
+    names = sorted([n._name for n in (*nodes, *totals, *epilogue)])
+    token = hashlib.sha1("|".join([*names, "", *(r._name for r in reductions)]).encode()).hexdigest()[:32]
     # a kernel of one output has that output's blocks (a total's: 0-d), made from the elements' blocks
     chunks = finished[0].chunks if n_out == 1 and finished else first.chunks
-    fused = Fused(program, chunks, first.backend, tuple(scalars), first.chunks, *inputs, _determ_token=token)
+    fused = Fused.of(program, chunks, first.backend, tuple(scalars), first.chunks, inputs, token)
     out: dict[str, Expr] = {}
     for k, node in enumerate([*stores, *finished]):
-        out[node._name] = fused if n_out == 1 else FusedOutput(fused, k, node.chunks, node.dtype)
+        out[node._name] = fused if n_out == 1 else _output(fused, k, node.chunks, node.dtype)
     for k, red in enumerate(partials, start=len(stores) + len(finished)):
-        partial = fused if n_out == 1 else FusedOutput(fused, k, reduced(red).chunks, reduced(red).dtype)
-        out[red._name] = Reduction(partial, *red.operands[1:len(Reduction._parameters) - 1], True)
+        partial = fused if n_out == 1 else _output(fused, k, reduced(red).chunks, reduced(red).dtype)
+        # the reduction of the partials has the chunks, dtype and backend of the one it replaces
+        operands = [partial, *red.operands[1:len(Reduction._parameters) - 1], True]
+        out[red._name] = (Reduction.with_metadata(operands, red.chunks, red.dtype, red.backend)
+                          or Reduction(*operands))
     return out
+
+
+def _output(fused: Fused, k: int, chunks: tuple, dtype: Any) -> Expr:
+    """``FusedOutput(fused, k, chunks, dtype)``."""
+    operands = [fused, k, chunks, dtype]
+    return FusedOutput.with_metadata(operands, chunks, dtype, fused.backend) or FusedOutput(*operands)

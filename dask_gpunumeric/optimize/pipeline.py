@@ -51,7 +51,7 @@ def settings_key() -> tuple:
 def optimize(root: ArrayExpr) -> ArrayExpr:
     """The expression after every pass, in order."""
     values = dict(settings_key())
-    with sharing(), _no_cyclic_collection():
+    with _no_cyclic_collection(), sharing():  # the shared DAGs freed before the collector runs again
         for p in PASSES:
             root = p.run(root, {name: values[name] for name in p.settings})
     return root

@@ -2,7 +2,7 @@
 (``codegen.program``), for the fusion and stencil passes."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dask._expr import Expr
@@ -41,13 +41,36 @@ def creation_supported(node: Expr) -> bool:
     return _codegen.creation_supported(node.operand("kind"), node.dtype, node.operand("params"))
 
 
-def is_fusable(node: Expr) -> bool:
-    """True for nodes the fused kernels can compute element by element."""
+def compute_of(node: Expr) -> str | None:
+    """For a node the fused kernels can compute element by element, the ``.str`` of the dtype its op computes
+    in ("" for a creation); None for any other node."""
     if isinstance(node, Elemwise):
-        return elemwise_supported(node)
+        operands = node.operands
+        if operands[_KWARGS]:
+            return _codegen.op_compute(operands[_OP], node.dtype, operands[_KWARGS], operands_of(node))
+        # the answer per signature (``codegen.program.op_compute``'s: array dtypes, scalar types, ints' values)
+        key = [operands[_OP], node.dtype]
+        for a in operands[_ARGS:]:
+            if isinstance(a, Expr):
+                key.append(a.dtype)
+            else:
+                key += (_SCALAR, type(a), a) if isinstance(a, int) else (_SCALAR, type(a))
+        try:
+            return _COMPUTES[tuple(key)]
+        except KeyError:
+            if len(_COMPUTES) >= 4096:  # keep it bounded
+                _COMPUTES.clear()
+            compute = _COMPUTES[tuple(key)] = _codegen.op_compute(operands[_OP], node.dtype, {}, operands_of(node))
+            return compute
+        except TypeError:  # something unhashable
+            return _codegen.op_compute(operands[_OP], node.dtype, {}, operands_of(node))
     if isinstance(node, Creation):
-        return creation_supported(node)
-    return False
+        return "" if creation_supported(node) else None
+    return None
+
+
+_COMPUTES: dict[tuple, str | None] = {}
+_SCALAR = object()  # marks a scalar's type in those signatures (np.dtype("float64") == float)
 
 
 def is_fused_reduction(node: Expr) -> bool:
@@ -61,21 +84,19 @@ def is_fused_reduction(node: Expr) -> bool:
     )
 
 
+_NONE: Mapping[str, str] = {}
+
+
 def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Sequence[Expr],
-                  totals: Sequence[Expr] = (), epilogue: Sequence[Expr] = ()) -> tuple[Program, list, list]:
+                  totals: Sequence[Expr] = (), epilogue: Sequence[Expr] = (),
+                  computes: Mapping[str, str] = _NONE) -> tuple[Program, list, list]:
     """The program of a group (members in topological order; then its totals and the elementwise nodes on
-    them, in topological order), its external inputs and scalar values."""
+    them, in topological order), its external inputs and scalar values. ``computes``: the compute dtypes of
+    nodes known already (``compute_of``)."""
     builder = _codegen.ProgramBuilder()
     index: dict[str, int] = {}
     inputs: dict[str, Expr] = {}
-
-    def value_of(arg: Any) -> int:
-        if not isinstance(arg, Expr):
-            return builder.scalar(arg)
-        if arg._name not in index:
-            inputs[arg._name] = arg
-            index[arg._name] = builder.load(arg._name, arg.dtype)
-        return index[arg._name]
+    scalar, load, op = builder.scalar, builder.load, builder.op
 
     for node in (*nodes, *totals, *epilogue):
         kind = node.__class__.__name__
@@ -91,8 +112,19 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
                                               node.operand("axes"), node.operand("params"), node.operand("keepdims"))
         else:
             operands = node.operands
-            args = [value_of(a) for a in operands[_ARGS:]]
-            index[node._name] = builder.op(operands[_OP], node.dtype, operands[_KWARGS], args, operands_of(node))
+            args = []
+            for a in operands[_ARGS:]:
+                if not isinstance(a, Expr):
+                    args.append(scalar(a))
+                    continue
+                value = index.get(a._name)
+                if value is None:
+                    inputs[a._name] = a
+                    value = index[a._name] = load(a._name, a.dtype)
+                args.append(value)
+            compute = computes.get(node._name)
+            index[node._name] = op(operands[_OP], node.dtype, operands[_KWARGS], args,
+                                   () if compute else operands_of(node), compute)
     program = builder.program(nodes[-1].ndim, [index[n._name] for n in stores],
                               [(index[reduced(r)._name], r.operand("kind"), r.operand("axes"), r.dtype, r.operand("params"))
                                for r in reductions])

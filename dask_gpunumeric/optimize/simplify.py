@@ -10,7 +10,7 @@ import numpy as np
 from dask._expr import Expr
 
 from ..expr import ArrayExpr, Bundle, Elemwise
-from .dag import DAG, rebuild
+from .dag import DAG, bypass, rebuild
 
 _REAL_KINDS = "biuf"  # complex x * 1 is not x where a part is infinite (inf * 0 = nan in the product)
 
@@ -25,22 +25,19 @@ def _identity_operand(node: Expr) -> ArrayExpr | None:
     ``0.0``, while ``x + -0.0`` is ``x`` for every float), else None."""
     if not isinstance(node, Elemwise):
         return None
-    op, _, kwargs, *args = node.operands  # Elemwise's parameters, then its arguments
-    if op not in ("multiply", "add") or kwargs:
+    operands = node.operands  # Elemwise's parameters (op, dtype, kwargs), then its arguments
+    if len(operands) != 5:
         return None
-    if len(args) != 2:
+    op, _, kwargs, a, b = operands
+    if op != "multiply" and op != "add" or kwargs:
         return None
-    arrays = [a for a in args if isinstance(a, ArrayExpr)]
-    scalars = [a for a in args if _is_scalar(a)]
-    if len(arrays) != 1 or len(scalars) != 1:
+    x, c = (a, b) if isinstance(a, ArrayExpr) else (b, a)
+    if not isinstance(x, ArrayExpr) or not _is_scalar(c) or c != (1 if op == "multiply" else 0):
         return None
-    (x,), (c,) = arrays, scalars
     if (x.dtype != node.dtype or x.dtype.kind not in _REAL_KINDS or x.chunks != node.chunks
             or x.backend != node.backend):
         return None
-    if op == "multiply":
-        return x if c == 1 else None
-    return x if c == 0 and (x.dtype.kind != "f" or np.signbit(c)) else None
+    return x if op == "multiply" or x.dtype.kind != "f" or np.signbit(c) else None
 
 
 def _negated(a: Any, node: Elemwise) -> ArrayExpr | None:
@@ -111,14 +108,20 @@ def simplify(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     replaced: dict[str, Expr] = {}
 
     def effective(a: Any) -> Any:
-        return replaced.get(a._name, a) if isinstance(a, Expr) else a
+        while isinstance(a, Expr) and a._name in replaced:  # (an identity's operand may be replaced too)
+            a = replaced[a._name]
+        return a
 
+    rewritten = False  # a node rewritten into new ones (not only identities bypassed)
     for node in DAG.of(root).order:
         if node._name in roots:
             continue
         x = _identity_operand(node)
-        x = effective(x) if x is not None else (_negation_moved_out(node, effective)
-                                                 or _division_as_product(node, effective))
+        if x is None:
+            x = _negation_moved_out(node, effective) or _division_as_product(node, effective)
+            rewritten = rewritten or x is not None
         if x is not None:
             replaced[node._name] = x
-    return rebuild(root, replaced) if replaced else root
+    if not replaced:
+        return root
+    return rebuild(root, replaced) if rewritten else bypass(root, replaced)

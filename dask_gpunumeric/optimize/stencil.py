@@ -309,7 +309,7 @@ class _Pass:
         self.root = root
         self.settings = settings
         self.dag = DAG.of(root)
-        self.nodes = {n._name: n for n in self.dag.order}
+        self.nodes: dict[str, Expr] = {}  # by name (``run``: where there is a view to read)
         self.views = _Views()
         self.stored_nodes: set[str] = set()  # nodes made fields because several kernels read them (``kernels``)
         self.reads: dict[str, list[Read]] = {}
@@ -725,8 +725,9 @@ class _Pass:
         return limit
 
     def run(self) -> ArrayExpr:
-        if not any(isinstance(n, (Gather, SetItem)) for n in self.dag.order):
+        if not any(issubclass(kind, (Gather, SetItem)) for kind in set(map(type, self.dag.order))):
             return self.root  # no view to read at a shift: no stencil
+        self.nodes = {n._name: n for n in self.dag.order}
         self.reads = {}
         for node in self.dag.order:
             reads = _pointwise_reads(node, self.views)
