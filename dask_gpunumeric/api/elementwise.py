@@ -143,7 +143,9 @@ def _short_plan(op: str, key: tuple) -> tuple[str, np.dtype] | None:
     func = BLOCK_FUNCTION[op]
     rewritten = _REWRITTEN_SCALAR.get(func)
     plan = None if common is not None or func in _VALUE_DEPENDENT or \
-        (rewritten is not None and not isinstance(key[rewritten], np.dtype)) else (func, out_dtype)
+        (rewritten is not None and not isinstance(key[rewritten], np.dtype)) or \
+        (func == "true_divide" and not isinstance(key[1], np.dtype)
+         and exact_reciprocal(key[1][1], out_dtype) is not None) else (func, out_dtype)
     if len(_SHORT_PLANS) >= _SHORT_PLANS_SIZE:  # (a loop over changing scalars must not grow it without end)
         _SHORT_PLANS.clear()
     _SHORT_PLANS[(op, *key)] = plan
@@ -198,9 +200,29 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
         # 1 / x is NumPy's reciprocal of a float x, bit for bit (both round 1/x once); kernels take the
         # reciprocal's path instead of a division by a value they do not know
         func, operands = "reciprocal", operands[1:]
+    elif func == "true_divide" and isinstance(operands[0], ArrayExpr) and operands[0].dtype == out_dtype \
+            and exact_reciprocal(operands[1], out_dtype) is not None:
+        # x / 2**k is x * 2**-k, bit for bit (2**-k exact: both round the same real number); a division
+        # takes many times the instructions of a product on a GPU
+        func, operands = "multiply", [operands[0], exact_reciprocal(operands[1], out_dtype)]
     result = Array(Elemwise(func, out_dtype, kwargs, *operands))
     kinds, correct = _special_values.CORRECTIONS.get(func, ("", None))
     return correct(result, *args, elementwise) if out_dtype.kind in kinds and not kwargs else result
+
+
+def exact_reciprocal(c: Any, dtype: np.dtype) -> float | None:
+    """``1/c`` where ``c`` is a number (not a bool) that is a power of two of ``dtype``, a float dtype, whose
+    reciprocal is a normal number of ``dtype`` (so exact); else None."""
+    if dtype.kind != "f" or isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, float, np.integer, np.floating)):
+        return None
+    with np.errstate(all="ignore"):
+        typed = dtype.type(c)
+        reciprocal = dtype.type(1) / typed
+    info = np.finfo(dtype)
+    if (np.isfinite(typed) and typed == c and np.frexp(typed)[0] in (0.5, -0.5)
+            and info.tiny <= np.abs(reciprocal) <= info.max):
+        return float(reciprocal)
+    return None
 
 
 def promoting(op: str, *operands: Any) -> Any:

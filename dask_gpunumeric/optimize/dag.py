@@ -189,19 +189,62 @@ def _on_operands(node: Expr, ops: list, renamed: bool, same_name: set[str]) -> E
 
 def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
     """``rebuild(root, replaced)`` where each replacement is the one expression operand of the node it replaces
-    (``x * 1 -> x``), not ``root``: only the nodes above a replaced one are rebuilt, and inside ``sharing()`` the
-    new expression's DAG is made from ``root``'s (the same order, less the nodes replaced)."""
+    (``x * 1 -> x``), or a new node on operands final already (built on the replacements of their own
+    operands), not ``root``: only the nodes above a replaced one are rebuilt, and inside ``sharing()`` the new
+    expression's DAG is made from ``root``'s (the same order, less the nodes replaced, the new nodes placed
+    where the ones they replace were). A full ``rebuild`` where a new node is a node of ``root`` (common
+    subexpressions met), whose place in the order may come later."""
     dag = DAG.of(root)
     order, dependencies = dag.order, dag.dependencies
     new: dict[str, Expr] = {}  # the nodes rebuilt or replaced, by their old name
     same_name: set[str] = set()
     new_order: list[Expr] = []
     new_dependencies = dict(dependencies)
+    placed: dict[str, Expr] = {}  # the new nodes placed, by their name as made
+
+    def place(x: Expr) -> Expr | None:
+        """``x``, a new node, placed in the order (with the new nodes below it first), on the rebuilt or
+        replaced versions of the old nodes it reads (earlier in the order); None where it, or a node it
+        becomes, is a node of ``root`` (whose place may come later)."""
+        done = placed.get(x._name)
+        if done is not None:
+            return done
+        if x._name in dependencies:
+            return None
+        ops: list = []
+        changed = renamed = False
+        for o in x.operands:
+            if isinstance(o, Expr) and not isinstance(o, Materialized):
+                r = new.get(o._name, o) if o._name in dependencies else place(o)
+                if r is None:
+                    return None
+                if r is not o:
+                    changed = True
+                    renamed = renamed or r._name != o._name or o._name not in same_name
+                    o = r
+            ops.append(o)
+        node = _on_operands(x, ops, renamed, same_name) if changed else x
+        if node._name in dependencies:
+            return None
+        if node._name in placed:
+            return placed[node._name]
+        new_order.append(node)
+        new_dependencies[node._name] = [o for o in ops if isinstance(o, Expr)]
+        placed[x._name] = placed[node._name] = node
+        return node
+
     for node in order:
         name = node._name
         if name in replaced:
-            (x,) = dependencies[name]
-            new[name] = new.get(x._name, x)
+            x = replaced[name]
+            (first, *others) = dependencies[name] or [None]
+            if x is first and not others:  # an identity: the node's one operand
+                new[name] = new.get(x._name, x)
+            else:
+                made = place(x)
+                if made is None:
+                    return rebuild(root, replaced)
+                new[name] = made
             del new_dependencies[name]
             continue
         if new and any(d._name in new for d in dependencies[name]):
@@ -210,7 +253,7 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
             renamed = any(a is not b and (a._name != b._name or b._name not in same_name)
                           for a, b in zip(ops, node.operands))
             node = new[name] = _on_operands(node, ops, renamed, same_name)
-            if node._name in dependencies:  # the same as a node already there (x * 1 + y beside x + y): walk anew
+            if node._name in dependencies or node._name in placed:  # the same as a node there: walk anew
                 return rebuild(root, replaced)
             del new_dependencies[name]
             new_dependencies[node._name] = [o for o in ops if isinstance(o, Expr)]

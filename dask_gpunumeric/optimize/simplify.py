@@ -1,6 +1,5 @@
 """Algebraic simplification, exact bit for bit: ``x * 1 -> x`` and ``x + 0 -> x``; float negations moved out of
-products, quotients and ``abs`` so that ``f(x)`` and ``f(-x)`` share their work; divisions by a power of two
-made products."""
+products, quotients and ``abs`` so that ``f(x)`` and ``f(-x)`` share their work."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -10,7 +9,7 @@ import numpy as np
 from dask._expr import Expr
 
 from ..expr import ArrayExpr, Bundle, Elemwise
-from .dag import DAG, bypass, rebuild
+from .dag import DAG, bypass
 
 _REAL_KINDS = "biuf"  # complex x * 1 is not x where a part is infinite (inf * 0 = nan in the product)
 
@@ -74,36 +73,12 @@ def _negation_moved_out(node: Expr, effective: Callable[[Any], Any]) -> Expr | N
         return Elemwise.of_aligned(name, node.dtype, operands, node.chunks)
 
     inner = make(op, [a if n is None else n for a, n in zip(args, negated)])
-    inner = _division_as_product(inner, effective) or inner
     return inner if op == "absolute" or None not in negated else make("negative", [inner])
 
 
-def _division_as_product(node: Expr, effective: Callable[[Any], Any]) -> Expr | None:
-    """``x * (1/c)`` for a float ``x / c`` whose divisor ``c`` is a power of two of a normal reciprocal in
-    ``x``'s dtype: ``1/c`` is exact, so both round the same real number (a division takes many times the
-    instructions of a product on a GPU); else None."""
-    if not isinstance(node, Elemwise) or node.dtype.kind != "f":
-        return None
-    op, _, kwargs, *args = node.operands
-    if op != "true_divide" or kwargs or len(args) != 2 or not _is_scalar(args[1]) or isinstance(args[1], bool):
-        return None
-    x, c = effective(args[0]), args[1]
-    if not isinstance(x, ArrayExpr) or x.dtype != node.dtype or x.chunks != node.chunks:
-        return None
-    with np.errstate(all="ignore"):
-        typed = node.dtype.type(c)
-        reciprocal = node.dtype.type(1) / typed
-    info = np.finfo(node.dtype)
-    if not (np.isfinite(typed) and typed == c and np.frexp(typed)[0] in (0.5, -0.5)
-            and info.tiny <= abs(reciprocal) <= info.max):
-        return None
-    return Elemwise.of_aligned("multiply", node.dtype, [x, float(reciprocal)], node.chunks)
-
-
 def simplify(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
-    """The expression with every exact identity operation (``_identity_operand``) replaced by its operand,
-    float negations moved out (``_negation_moved_out``) and divisions by powers of two made products
-    (``_division_as_product``); the roots stay (their keys are the outputs)."""
+    """The expression with every exact identity operation (``_identity_operand``) replaced by its operand and
+    float negations moved out (``_negation_moved_out``); the roots stay (their keys are the outputs)."""
     roots = {root._name, *(o._name for o in root.operands if isinstance(o, Expr) and isinstance(root, Bundle))}
     replaced: dict[str, Expr] = {}
 
@@ -112,16 +87,10 @@ def simplify(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             a = replaced[a._name]
         return a
 
-    rewritten = False  # a node rewritten into new ones (not only identities bypassed)
     for node in DAG.of(root).order:
         if node._name in roots:
             continue
-        x = _identity_operand(node)
-        if x is None:
-            x = _negation_moved_out(node, effective) or _division_as_product(node, effective)
-            rewritten = rewritten or x is not None
+        x = _identity_operand(node) or _negation_moved_out(node, effective)
         if x is not None:
             replaced[node._name] = x
-    if not replaced:
-        return root
-    return rebuild(root, replaced) if rewritten else bypass(root, replaced)
+    return bypass(root, replaced) if replaced else root
