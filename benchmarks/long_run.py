@@ -68,7 +68,7 @@ def record(step: int, u, energy: float, client, started: float) -> dict:
         "host_bytes": host_memory(),
         "device_bytes": int(cp.get_default_memory_pool().used_bytes()) if cp is not None else 0,
         "graph_cache": len(_compile._GRAPH_CACHE), "graph_cache_limit": _compile._GRAPH_CACHE_SIZE,
-        "kernels": _fused._kernel.cache_info().currsize, "kernels_limit": _fused._kernel.cache_info().maxsize,
+        "kernels": _fused.kept_programs()[0], "kernels_limit": _fused.kept_programs()[1],
         "modules": len(_cuda._modules), "modules_limit": _cuda.MODULE_CACHE_SIZE,
         "array_tasks": len(u.__dask_graph__()),
     }
@@ -123,7 +123,7 @@ def plot(records: list[dict], path: str, title: str) -> bool:
     mem.set_ylim(bottom=0)
     mem.legend()
     mem.set_title(title)
-    for label, key in [("graph cache", "graph_cache"), ("compiled kernels", "kernels"),
+    for label, key in [("graph cache", "graph_cache"), ("programs kept with their kernels", "kernels"),
                        ("tasks of the array", "array_tasks"), ("scheduler tasks", "scheduler_tasks")]:
         if key in records[0]:
             caches.plot(steps, [r[key] for r in records], label=label)

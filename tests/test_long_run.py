@@ -87,7 +87,7 @@ def test_long_loop_on_a_cluster_stays_bounded(small_history_client):
                         "worker_blocks": max(b for b, _ in workers.values()),
                         "worker_tasks": max(t for _, t in workers.values()),
                         "futures": len(client.futures), "graph": len(u.__dask_graph__()),
-                        "graph_cache": len(_compile._GRAPH_CACHE), "kernels": _fused._kernel.cache_info().currsize,
+                        "graph_cache": len(_compile._GRAPH_CACHE), "kernels": _fused.kept_programs()[0],
                     })
                 elif step % PERSIST_EVERY == 0:
                     u = u.persist()
@@ -98,7 +98,7 @@ def test_long_loop_on_a_cluster_stays_bounded(small_history_client):
     for r in records:
         assert r["graph"] == 2 and r["futures"] == 2, r  # the loop holds its two blocks, nothing else
         assert r["scheduler_tasks"] <= 8 and r["worker_blocks"] <= 4 and r["worker_tasks"] <= 8, r
-        assert r["graph_cache"] <= _compile._GRAPH_CACHE_SIZE and r["kernels"] <= _fused._kernel.cache_info().maxsize
+        assert r["graph_cache"] <= _compile._GRAPH_CACHE_SIZE and r["kernels"] <= _fused.kept_programs()[1]
     # the second half adds no per-step leftovers of ours: a step's graph alone is several KiB (what remains is
     # Dask's bookkeeping of its task groups, under 1 KiB a step here)
     middle, last = records[len(records) // 2], records[-1]

@@ -565,6 +565,11 @@ class _Kernel:
                           "turns specialization off.", RuntimeWarning, stacklevel=3)
 
 
+def kept_programs() -> tuple[int, int]:
+    """How many programs this process keeps prepared (each with its kernels), and the most it keeps."""
+    return len(_PREPARED), _PREPARED_SIZE
+
+
 def forget_kernels() -> None:
     """Forget every program's kernels (their launch counts with them); the compiled modules stay cached."""
     _PREPARED.clear()
