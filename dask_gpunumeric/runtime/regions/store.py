@@ -79,7 +79,7 @@ def watch() -> None:
             _remember(_held[where], token, None, _KNOWN_KEPT)
 
     client.subscribe_topic(TOPIC, held)
-    client.register_plugin(_PlanStore())
+    client.register_plugin(_plan_store_class()())
 
 
 def published(token: str) -> bool:
@@ -95,33 +95,47 @@ def published(token: str) -> bool:
 # --- on the scheduler -----------------------------------------------------------------------------------
 
 
-def _scheduler_plugin_base() -> type:
+def _plan_store_class() -> type:
+    """The scheduler plugin class ``_PlanStore`` (announces the plans the scheduler holds, hands out their
+    programs), made on first use: distributed is an optional dependency, and this module is imported with the
+    package. It is kept as this module's attribute, so that the plugin pickles by reference."""
+    made = globals().get("_PlanStore")
+    if made is not None:
+        return made
     from distributed.diagnostics.plugin import SchedulerPlugin
 
-    return SchedulerPlugin
+    class _PlanStore(SchedulerPlugin):
+        """On the scheduler: announces the plans it holds, and hands out their programs."""
+
+        name = _PLUGIN
+        idempotent = True
+
+        async def start(self, scheduler: Any) -> None:
+            self.scheduler = scheduler
+            scheduler.handlers[_PROGRAM] = self.program
+
+        def update_graph(self, scheduler: Any, **kwargs: Any) -> None:
+            with _lock:
+                tokens = _arrived[:]
+                _arrived.clear()
+            if tokens:
+                scheduler.log_event(TOPIC, tokens)
+
+        def program(self, plan: str, rank: int) -> bytes:
+            from distributed.protocol.pickle import dumps
+
+            return dumps(program_of(plan, rank))
+
+    _PlanStore.__qualname__ = "_PlanStore"
+    globals()["_PlanStore"] = _PlanStore
+    return _PlanStore
 
 
-class _PlanStore(_scheduler_plugin_base()):  # type: ignore[misc]
-    """On the scheduler: announces the plans it holds, and hands out their programs."""
-
-    name = _PLUGIN
-    idempotent = True
-
-    async def start(self, scheduler: Any) -> None:
-        self.scheduler = scheduler
-        scheduler.handlers[_PROGRAM] = self.program
-
-    def update_graph(self, scheduler: Any, **kwargs: Any) -> None:
-        with _lock:
-            tokens = _arrived[:]
-            _arrived.clear()
-        if tokens:
-            scheduler.log_event(TOPIC, tokens)
-
-    def program(self, plan: str, rank: int) -> bytes:
-        from distributed.protocol.pickle import dumps
-
-        return dumps(program_of(plan, rank))
+def __getattr__(name: str) -> Any:
+    # (unpickling the plugin on the scheduler looks the class up here)
+    if name == "_PlanStore":
+        return _plan_store_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def restored(token: str, state: dict, cls: type) -> Any:
