@@ -201,10 +201,10 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
         # reciprocal's path instead of a division by a value they do not know
         func, operands = "reciprocal", operands[1:]
     elif func == "true_divide" and isinstance(operands[0], ArrayExpr) and operands[0].dtype == out_dtype \
-            and exact_reciprocal(operands[1], out_dtype) is not None:
+            and (reciprocal := exact_reciprocal(operands[1], out_dtype)) is not None:
         # x / 2**k is x * 2**-k, bit for bit (2**-k exact: both round the same real number); a division
         # takes many times the instructions of a product on a GPU
-        func, operands = "multiply", [operands[0], exact_reciprocal(operands[1], out_dtype)]
+        func, operands = "multiply", [operands[0], reciprocal]
     result = Array(Elemwise(func, out_dtype, kwargs, *operands))
     kinds, correct = _special_values.CORRECTIONS.get(func, ("", None))
     return correct(result, *args, elementwise) if out_dtype.kind in kinds and not kwargs else result

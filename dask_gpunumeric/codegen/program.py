@@ -402,7 +402,7 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
         body += [indent + line for line in _element_code(program, variant, {}, values)]
         body.append("    }")
     body += finish(program)
-    fields = " ".join(f"{ct} {n};" for ct, n in scalars)
+    fields = " ".join(f"{ct} {n};" for ct, n in scalars) if packed else ""
     source = (
         PHILOX_DEVICE_SOURCE + HELPERS + (f"\nstruct {struct} {{ {fields} }};\n" if packed else "")
         + f'\nextern "C" __global__ void __launch_bounds__(256) {name}(\n    ' + ",\n    ".join(params) + ")\n{\n"

@@ -457,10 +457,10 @@ def scalar_args(instrs: Sequence[tuple], scalars: Sequence[Any]) -> list[Any]:
             + [_cast_arg(scalars, instrs, j, ct) for j, ct in _program.scalar_casts(instrs)])
 
 
-def launch_args(instrs: Sequence[tuple], args: Sequence[Any]) -> tuple:
+def launch_args(instrs: tuple, args: Sequence[Any]) -> tuple:
     """The scalar arguments ``args`` (``scalar_args``) as a launch passes them: one struct (a NumPy structured
     scalar, which CuPy passes by value) where the kernel gathers them (``codegen.program.scalar_struct``)."""
-    layout = _program.scalar_struct(tuple(instrs))
+    layout = _program.scalar_struct(instrs)
     if layout is None:
         return tuple(args)
     record = np.zeros((), layout)
