@@ -309,13 +309,13 @@ def _calls(xn: np.ndarray):
     def smooth(a):
         return gnp.fori_loop(4, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)), a)
 
-    yield "compute", lambda: (gnp.exp(x) + 1).compute(), 1, None, 0
+    yield "compute", lambda: (gnp.exp(x) + 1).compute(), 1, 1, 0
     yield "compute of one block", lambda: (gnp.exp(one) + 1).compute(), 1, 1, 0
     yield "compute of a reduction", lambda: gnp.sum(gnp.exp(x) + 1).compute(), 1, None, 0
     yield "compute of a reduction of one block", lambda: gnp.sum(gnp.exp(one) + 1).compute(), 1, 1, 0
     yield "persist", lambda: distributed.wait((x * 2).persist()), 0, 1, 0
     yield "gnp.fetch", lambda: gnp.fetch(gnp.sum(x, axis=0)), 1, None, 0
-    yield "np.asarray", lambda: np.asarray(x * 3), 1, None, 0
+    yield "np.asarray", lambda: np.asarray(x * 3), 1, 1, 0
     yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1, None, 1
     yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, 2, 1
     yield "fori_loop", lambda: smooth(x).compute(), 1, None, 1
@@ -361,8 +361,9 @@ def test_one_round_trip_per_call(client):
     On one block, a call is one level of tasks (one scheduler-to-worker cycle): a fused kernel, a reduction
     finished in its kernel, a region of one rank computing its one output block itself. A region of several
     ranks is two: its ranks' tasks, then each output block's task taking it from its rank's worker once every
-    rank is done. (Over several blocks a compute joins them in a task and a reduction combines its partials
-    in one, a level each: those levels are printed.)"""
+    rank is done. Over several blocks a compute (``.compute()``, ``np.asarray``) is one level too: the client
+    gathers the blocks and joins them itself. (A reduction over several blocks combines its partials in a
+    task, a level more: those levels are printed.)"""
     _count_round_trips(client, _calls(data(41, (80, 6))))
 
 

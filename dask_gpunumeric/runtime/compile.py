@@ -201,6 +201,9 @@ def _layout_of(optimized: ArrayExpr, graph: dict) -> Layout:
         for kind, values in node._task_annotations().items():
             frozen.update(values)
             annotations.setdefault(kind, {}).update(values)
+    for key, task in graph.items():  # a root's key kept as an alias may take its task's place (``fuse_chains``)
+        if isinstance(task, Alias) and task.target in owned and key not in owned:
+            owned[key] = owned[task.target]
     return Layout(frozenset(frozen), owned, annotations)
 
 
