@@ -46,15 +46,25 @@ class Fused(ArrayExpr):
 
     def geometry(self, index: Index) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         """(offset, shape, global shape) of the elements the kernel of block ``index`` runs over."""
-        if self.operand("elements") == self.chunks:
+        elements = self.operand("elements")
+        if elements == self.chunks:
             return self.block_offset(index), self.block_shape(index), self.shape
-        shape = tuple(sum(c) for c in self.operand("elements"))  # a total's one block of elements
-        return (0,) * len(shape), shape, shape
+        shape = tuple(sum(c) for c in elements)
+        if not self._same_grid:  # a total's one block of elements
+            return (0,) * len(shape), shape, shape
+        # one value per row of a row program: its block of elements has the same place
+        return (tuple(sum(c[:i]) for c, i in zip(elements, index)), tuple(c[i] for c, i in zip(elements, index)),
+                shape)
+
+    @cached
+    def _same_grid(self) -> bool:
+        """Whether block ``i`` is made from the elements' block ``i``."""
+        return tuple(map(len, self.operand("elements"))) == self.numblocks
 
     def _block_task(self, index: Index) -> GraphNode:
         from ..kernels.fused import run
 
-        if self.operand("elements") == self.chunks:
+        if self._same_grid:
             refs = [a.ref(self.operand_block(a, index)) for a in self.inputs]
         else:
             refs = [a.ref((0,) * a.ndim) for a in self.inputs]
@@ -158,5 +168,5 @@ class FusedOutput(ArrayExpr):
         from ..kernels.fused import pick
 
         # a total (or the epilogue's value) is 0-d (or keepdims), from the one block of the elements
-        source = index if self.chunks == self.fused.chunks else (0,) * self.fused.ndim
+        source = index if self.numblocks == self.fused.numblocks else (0,) * self.fused.ndim
         return Task(self.key(index), pick, self.fused.ref(source), self.operand("k"))

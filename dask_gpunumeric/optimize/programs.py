@@ -90,8 +90,9 @@ _NONE: Mapping[str, str] = {}
 def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Sequence[Expr],
                   totals: Sequence[Expr] = (), epilogue: Sequence[Expr] = (),
                   computes: Mapping[str, str] = _NONE) -> tuple[Program, list, list]:
-    """The program of a group (members in topological order; then its totals and the elementwise nodes on
-    them, in topological order), its external inputs and scalar values. ``computes``: the compute dtypes of
+    """The program of a group (members in topological order, row reductions among them (``optimize.rows``);
+    then its totals and the elementwise nodes on them, in topological order), its external inputs and scalar
+    values. ``computes``: the compute dtypes of
     nodes known already (``compute_of``)."""
     builder = _codegen.ProgramBuilder()
     index: dict[str, int] = {}
@@ -108,8 +109,15 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
                 key, stream, dist = params
                 index[node._name] = builder.random(kind.removeprefix("random-"), node.dtype, key, stream, dist)
         elif kind == "Reduction":
-            index[node._name] = builder.total(node.operand("kind"), node.dtype, index[reduced(node)._name],
-                                              node.operand("axes"), node.operand("params"), node.operand("keepdims"))
+            x = reduced(node)
+            value = index.get(x._name)
+            if value is None:  # a row reduction of an input
+                inputs[x._name] = x
+                value = index[x._name] = load(x._name, x.dtype)
+            axes, params = node.operand("axes"), node.operand("params")
+            index[node._name] = (builder.total(node.operand("kind"), node.dtype, value, axes, params, node.operand("keepdims"))
+                                 if len(axes) == x.ndim else builder.row(node.operand("kind"), node.dtype, value,
+                                                                         tuple(sorted(axes)), params))
         else:
             operands = node.operands
             args = []
