@@ -47,7 +47,14 @@ def centred(xp: Any, x: Any, axis: Any = -1) -> Any:
     return x - xp.mean(x, axis=axis, keepdims=True)
 
 
-WORKLOADS = {"softmax": softmax, "logsumexp": logsumexp, "layer_norm": layer_norm, "centred": centred}
+def standardized(xp: Any, x: Any, axis: Any = -1) -> Any:
+    """As users write layer norm with ``var``; and each row over its sample standard deviation (``ddof=1``)."""
+    y = (x - xp.mean(x, axis=axis, keepdims=True)) / xp.sqrt(xp.var(x, axis=axis, keepdims=True) + 1e-5)
+    return y + x / xp.std(x, axis=axis, keepdims=True, ddof=1)
+
+
+WORKLOADS = {"softmax": softmax, "logsumexp": logsumexp, "layer_norm": layer_norm, "centred": centred,
+             "standardized": standardized}
 
 # (shape, chunks, reduced axes, whether the reduced axes lie whole in each block)
 LAYOUTS = [
@@ -112,6 +119,13 @@ def test_layer_norm_is_one_kernel_of_two_passes() -> None:
     (group,) = row_groups(y)
     assert group["ops"].count("mean-row") == 2 and group["blocks"] == 4
     assert _rows.stages(group["program"].instrs)[-1] == 2
+
+
+def test_variance_is_two_passes_of_one_kernel() -> None:
+    """``var`` and ``std`` of rows: the mean, then the sum of squared deviations, in the row program."""
+    (group,) = row_groups(standardized(gnp, gnp.asarray(data((16, 64), "float32"), chunks=(4, 64))))
+    assert group["ops"].count("sum-row") == 2 and "sqrt" in group["ops"]
+    assert max(_rows.stages(group["program"].instrs)) == 2
 
 
 def test_row_results_used_elsewhere_are_outputs() -> None:

@@ -2,15 +2,17 @@
 (``codegen.program``), for the fusion and stencil passes."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from dask._expr import Expr
 
 from ..codegen import program as _codegen
 from ..codegen.types import Program, dtype_supported
 from ..expr import Creation, Elemwise, Reduction
-from ..ops.reductions import FUSABLE
+from ..ops.reductions import FUSABLE, REDUCTIONS, ROW_FUSABLE
 
 
 # positions of an Elemwise node's operands (``operand(name)`` searches the parameters on every call)
@@ -84,6 +86,40 @@ def is_fused_reduction(node: Expr) -> bool:
     )
 
 
+def is_row_reduction(node: Expr) -> bool:
+    """True for reductions a row program computes (``optimize.rows``): the fused ones, and those made of them."""
+    return (
+        isinstance(node, Reduction)
+        and not node.operand("prereduced")
+        and node.operand("kind") in ROW_FUSABLE
+        and dtype_supported(reduced(node).dtype)
+        and dtype_supported(node.dtype)
+    )
+
+
+class _RowOps:
+    """What a reduction made of others (``ops.reductions``: ``rows``) builds a row program's values with."""
+
+    def __init__(self, builder: _codegen.ProgramBuilder, axes: tuple[int, ...]) -> None:
+        self.builder, self.axes = builder, axes
+
+    def dtype(self, value: int) -> np.dtype:
+        return np.dtype(self.builder.instrs[value].dtype)
+
+    def row(self, kind: str, value: int, dtype: Any, params: tuple) -> int:
+        return self.builder.row(kind, np.dtype(dtype), value, self.axes, params)
+
+    def scalar(self, value: Any) -> int:
+        return self.builder.scalar(value)
+
+    def op(self, func: str, *values: int) -> int:
+        """Ufunc ``func`` of ``values`` in NumPy's result dtype (of arithmetic: scalars are weak, NEP 50)."""
+        instrs, scalars = self.builder.instrs, self.builder.scalars
+        operands = [scalars[instrs[v].slot] if instrs[v].tag == "scalar" else np.dtype(instrs[v].dtype) for v in values]
+        dtype = np.result_type(*[np.empty(0, o) if isinstance(o, np.dtype) else o for o in operands])
+        return self.builder.op(func, dtype, {}, values, operands)
+
+
 _NONE: Mapping[str, str] = {}
 
 
@@ -114,10 +150,17 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
             if value is None:  # a row reduction of an input
                 inputs[x._name] = x
                 value = index[x._name] = load(x._name, x.dtype)
-            axes, params = node.operand("axes"), node.operand("params")
-            index[node._name] = (builder.total(node.operand("kind"), node.dtype, value, axes, params, node.operand("keepdims"))
-                                 if len(axes) == x.ndim else builder.row(node.operand("kind"), node.dtype, value,
-                                                                         tuple(sorted(axes)), params))
+            kind, axes, params = node.operand("kind"), node.operand("axes"), node.operand("params")
+            if len(axes) == x.ndim:
+                index[node._name] = builder.total(kind, node.dtype, value, axes, params, node.operand("keepdims"))
+            elif kind in FUSABLE:
+                index[node._name] = builder.row(kind, node.dtype, value, tuple(sorted(axes)), params)
+            else:  # a row reduction made of fusable ones
+                ops = _RowOps(builder, tuple(sorted(axes)))
+                value = REDUCTIONS[kind].rows(ops, value, math.prod(x.chunks[d][0] for d in axes), node.dtype, params)
+                if ops.dtype(value) != node.dtype:
+                    value = builder.op("astype", node.dtype, {}, (value,), (ops.dtype(value),))
+                index[node._name] = value
         else:
             operands = node.operands
             args = []
