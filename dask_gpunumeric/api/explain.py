@@ -56,10 +56,11 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
         row_loads = _rows.row_inputs([i.chunksize for i in node.inputs], axes, program.ndim) if axes else None
         if axes:  # one value per row: as many as the block has rows
             finished = {i: 0 for i, row in enumerate(_rows.value_classes(instrs, row_loads)) if row}
-        elements = int(np.prod([max(c) for c in node.operand("elements")]))
-        row_length = int(np.prod([max(c) for d, c in enumerate(node.operand("elements")) if d in axes])) if axes else elements
-        written = sum((elements // row_length if o.value in finished else elements) * np.dtype(instrs[o.value].dtype).itemsize
-                      for o in outputs if o.tag == "store")
+        sizes = [max(c) for c in node.operand("elements")]
+        elements = int(np.prod(sizes))
+        row_length = int(np.prod([sizes[d] for d in axes])) if axes else elements
+        written = sum((elements // row_length if o.value in finished else elements)
+                      * np.dtype(instrs[o.value].dtype).itemsize for o in outputs if o.tag == "store")
         groups.append({
             "name": node._name, "kernel": describe(program), "ops": ops,
             "blocks": int(np.prod([len(c) for c in node.operand("elements")])), "inputs": len(node.inputs),

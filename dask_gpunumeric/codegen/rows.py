@@ -161,7 +161,8 @@ def kernel_source(program: tuple, lanes: int, index: str = "long long", row_inpu
 
     body = [*scalar_lines, *("    " + code(i, "r") for i, ins in enumerate(instrs) if ins.tag == "scalar")]
     body += [f"    const {index} lane = ({index})threadIdx.x % {lanes}, per_block = {_THREADS // lanes};",
-             f"    for ({index} base = ({index})blockIdx.x * per_block; base < nrows; base += ({index})gridDim.x * per_block) {{",
+             f"    for ({index} base = ({index})blockIdx.x * per_block; base < nrows; "
+             f"base += ({index})gridDim.x * per_block) {{",
              f"        const {index} row = base + ({index})threadIdx.x / {lanes};",
              "        const bool active = row < nrows;"]
     inner = []

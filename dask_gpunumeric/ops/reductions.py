@@ -163,7 +163,8 @@ def _var_rows(ops: Any, value: int, count: int, dtype: np.dtype, params: tuple) 
     """``_var_partial`` then ``_var_finish`` of one row: the mean, then the mean square of the deviations."""
     deviation = ops.op("subtract", value, ops.row("mean", value, params[0], (params[0],)))
     square = ops.op("square", deviation)
-    var = ops.op("true_divide", ops.row("sum", square, ops.dtype(square), ()), ops.scalar(max(count - params[1], 0)))
+    m2 = ops.row("sum", square, ops.dtype(square), ())
+    var = ops.op("true_divide", m2, ops.scalar(max(count - params[1], 0)))
     return ops.op("sqrt", var) if params[2] else var
 
 

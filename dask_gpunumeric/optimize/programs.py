@@ -75,23 +75,13 @@ _COMPUTES: dict[tuple, str | None] = {}
 _SCALAR = object()  # marks a scalar's type in those signatures (np.dtype("float64") == float)
 
 
-def is_fused_reduction(node: Expr) -> bool:
-    """True for reductions whose per-block partial a kernel computing their operand can fold in."""
+def is_fused_reduction(node: Expr, kinds: frozenset[str] = FUSABLE) -> bool:
+    """True for reductions whose per-block partial a kernel computing their operand can fold in; with ``kinds``
+    ``ROW_FUSABLE``, for those a row program computes (``optimize.rows``)."""
     return (
         isinstance(node, Reduction)
         and not node.operand("prereduced")
-        and node.operand("kind") in FUSABLE
-        and dtype_supported(reduced(node).dtype)
-        and dtype_supported(node.dtype)
-    )
-
-
-def is_row_reduction(node: Expr) -> bool:
-    """True for reductions a row program computes (``optimize.rows``): the fused ones, and those made of them."""
-    return (
-        isinstance(node, Reduction)
-        and not node.operand("prereduced")
-        and node.operand("kind") in ROW_FUSABLE
+        and node.operand("kind") in kinds
         and dtype_supported(reduced(node).dtype)
         and dtype_supported(node.dtype)
     )
@@ -157,7 +147,8 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
                 index[node._name] = builder.row(kind, node.dtype, value, tuple(sorted(axes)), params)
             else:  # a row reduction made of fusable ones
                 ops = _RowOps(builder, tuple(sorted(axes)))
-                value = REDUCTIONS[kind].rows(ops, value, math.prod(x.chunks[d][0] for d in axes), node.dtype, params)
+                count = math.prod(x.chunks[d][0] for d in axes)
+                value = REDUCTIONS[kind].rows(ops, value, count, node.dtype, params)
                 if ops.dtype(value) != node.dtype:
                     value = builder.op("astype", node.dtype, {}, (value,), (ops.dtype(value),))
                 index[node._name] = value

@@ -22,16 +22,17 @@ from dask._expr import Expr
 from ..codegen.rows import row_inputs
 from ..expr import ArrayExpr, Elemwise, Fused, Reduction
 from ..kernels.fused import record_sources
+from ..ops.reductions import ROW_FUSABLE
 from .dag import DAG, rebuild
 from .fusion import _Grouping, _output
-from .programs import build_program, compute_of, is_row_reduction, reduced
+from .programs import build_program, compute_of, is_fused_reduction, reduced
 
 Space = tuple  # (the reduced arrays' chunks, backend)
 
 
 def _row_axis(node: Expr) -> int | None:
     """For a reduction a row program computes, its first reduced axis (the others follow it to the last)."""
-    if not (isinstance(node, Reduction) and node.operand("keepdims") and is_row_reduction(node)):
+    if not (isinstance(node, Reduction) and node.operand("keepdims") and is_fused_reduction(node, ROW_FUSABLE)):
         return None
     x = reduced(node)
     axes = sorted(node.operand("axes"))
