@@ -158,13 +158,17 @@ def test_row_reductions_of_other_kinds() -> None:
     assert_eq(z, w // (np.ptp(w, axis=1, keepdims=True) + 1) + np.prod(w % 2 + 1, axis=1, keepdims=True))
 
 
-def test_a_row_reduction_alone_is_left_to_fusion() -> None:
-    """A reduction nobody broadcasts back is not a row program: the fusion pass folds its partials as before."""
+def test_what_is_left_to_fusion() -> None:
+    """A reduction nobody broadcasts back is not a row program, nor a few long rows: the fusion pass folds their
+    partials as before."""
     x = gnp.asarray(data((16, 16), "float32"))
     assert not row_groups(gnp.sum(gnp.exp(x), axis=1, keepdims=True))
     assert not row_groups(gnp.exp(x) - gnp.sum(x, axis=1))  # no keepdims: broadcast against the columns
     with gnp.config.set(fusion=False):
         assert not row_groups(softmax(gnp, x))
+    few_long = data((4, 5000), "float32")  # too few rows to keep a GPU busy: one per thread block
+    assert not row_groups(softmax(gnp, gnp.asarray(few_long)))
+    assert_eq(softmax(gnp, gnp.asarray(few_long)), softmax(np, few_long), rtol=1e-5, atol=1e-8)
 
 
 # --- the CUDA path on the CPU: the generated row kernels run by the emulator, and compiled by nvcc ---------

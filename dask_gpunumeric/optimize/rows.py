@@ -38,7 +38,17 @@ def _row_axis(node: Expr) -> int | None:
     axes = sorted(node.operand("axes"))
     if not axes or axes[0] == 0 or axes != list(range(axes[0], x.ndim)) or any(x.numblocks[d] != 1 for d in axes):
         return None
-    return axes[0] if math.prod(x.chunks[d][0] for d in axes) > 1 else None  # (rows of one element: nothing gained)
+    n = math.prod(x.chunks[d][0] for d in axes)
+    rows = math.prod(max(x.chunks[d]) for d in range(axes[0]))
+    if n < 2 or n > SHORT_ROW and rows < MIN_ROWS:  # rows of one element: nothing gained
+        return None
+    return axes[0]
+
+
+#: A block of rows longer than ``SHORT_ROW`` elements is a row program only with at least ``MIN_ROWS`` rows:
+#: each row is one thread block's work, and a handful of long rows would leave most of a GPU idle.
+SHORT_ROW = 4096
+MIN_ROWS = 32
 
 
 def _per_row(chunks: tuple, first: int) -> tuple:
