@@ -53,8 +53,15 @@ def standardized(xp: Any, x: Any, axis: Any = -1) -> Any:
     return y + x / xp.std(x, axis=axis, keepdims=True, ddof=1)
 
 
+def row_logsumexp(xp: Any, x: Any, axis: Any = -1) -> Any:
+    """logsumexp written with a sum that drops its axes."""
+    m = xp.max(x, axis=axis, keepdims=True)
+    s = xp.sum(xp.exp(x - m), axis=axis)
+    return xp.log(s) + m.reshape(s.shape)
+
+
 WORKLOADS = {"softmax": softmax, "logsumexp": logsumexp, "layer_norm": layer_norm, "centred": centred,
-             "standardized": standardized}
+             "standardized": standardized, "row_logsumexp": row_logsumexp}
 
 # (shape, chunks, reduced axes, whether the reduced axes lie whole in each block)
 LAYOUTS = [
@@ -126,6 +133,17 @@ def test_variance_is_two_passes_of_one_kernel() -> None:
     (group,) = row_groups(standardized(gnp, gnp.asarray(data((16, 64), "float32"), chunks=(4, 64))))
     assert group["ops"].count("sum-row") == 2 and "sqrt" in group["ops"]
     assert max(_rows.stages(group["program"].instrs)) == 2
+
+
+def test_a_row_reduction_dropping_its_axes_is_an_output() -> None:
+    """logsumexp with a sum that drops its axes: the sum is an output of the row program (one value per row),
+    and the reshaped maximum added to its log outside; no reduction is left."""
+    x = data((32, 64), "float64")
+    y = row_logsumexp(gnp, gnp.asarray(x, chunks=(8, 64)))
+    (group,) = row_groups(y)
+    assert group["ops"] == ["max-row", "subtract", "exp", "sum-row"] and len(group["outputs"]) == 2
+    assert not [n for n in DAG(optimize(y.expr)).order if type(n).__name__ == "Reduction"]
+    assert_eq(y, row_logsumexp(np, x), rtol=1e-13)
 
 
 def test_row_results_used_elsewhere_are_outputs() -> None:

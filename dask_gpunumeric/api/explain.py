@@ -59,7 +59,8 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
         sizes = [max(c) for c in node.operand("elements")]
         elements = int(np.prod(sizes))
         row_length = int(np.prod([sizes[d] for d in axes])) if axes else elements
-        written = sum((elements // row_length if o.value in finished else elements)
+        rows = int(np.prod(sizes[:axes[0]])) if axes else 1  # the values of ``finished``: one per row, or one
+        written = sum((rows if o.value in finished else elements)
                       * np.dtype(instrs[o.value].dtype).itemsize for o in outputs if o.tag == "store")
         groups.append({
             "name": node._name, "kernel": describe(program), "ops": ops,

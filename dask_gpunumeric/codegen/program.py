@@ -172,10 +172,11 @@ class ProgramBuilder:
         """The finished reduction ``kind`` of ``value`` over every axis (of a one-block array)."""
         return self._add(_typed(Reduction, ("total", value, _dtype_str(dtype), kind, axes, params, keepdims)))
 
-    def row(self, kind: str, dtype: np.dtype, value: int, axes: tuple[int, ...], params: tuple) -> int:
-        """The reduction ``kind`` of ``value`` over trailing ``axes`` (whole in the block), axes kept: one value
-        per row (``codegen.rows``)."""
-        return self._add(_typed(Reduction, ("row", value, _dtype_str(dtype), kind, axes, params, True)))
+    def row(self, kind: str, dtype: np.dtype, value: int, axes: tuple[int, ...], params: tuple,
+            keepdims: bool = True) -> int:
+        """The reduction ``kind`` of ``value`` over trailing ``axes`` (whole in the block): one value per row
+        (``codegen.rows``), its axes kept unless it is only stored."""
+        return self._add(_typed(Reduction, ("row", value, _dtype_str(dtype), kind, axes, params, bool(keepdims))))
 
     def program(self, ndim: int, stores: Sequence[int], reductions: Sequence[tuple]) -> Program:
         """The program storing values ``stores``, then reducing per ``reductions``: ``(value, kind, axes,

@@ -123,9 +123,9 @@ class Op(NamedTuple):
 class Reduction(NamedTuple):
     """The reduction ``kind`` (``ops.reductions``) of value ``value`` over ``axes`` in dtype ``dtype``: as an
     instruction (``tag`` "total"), the value of the finished reduction over every axis of a one-block array
-    (keeping the axes if ``keepdims``), or (``tag`` "row", ``keepdims`` True) over the trailing axes ``axes``
-    of a block holding them whole: one value per row (``codegen.rows``); as an output (``tag`` "reduce"), the
-    block's partial."""
+    (keeping the axes if ``keepdims``), or (``tag`` "row") over the trailing axes ``axes`` of a block holding
+    them whole: one value per row (``codegen.rows``; only stored where not ``keepdims``); as an output (``tag``
+    "reduce"), the block's partial."""
 
     tag: str
     value: int

@@ -402,9 +402,12 @@ def _run_rows(program: tuple, scalars: Sequence[Any], shape: tuple[int, ...], in
     variant = _program.Variant("rows", lanes, "int" if to_index is np.int32 else "long long", row_inputs)
     launch = _kernel(program, variant).launch(scalars)
     per_row = _rows.value_classes(instrs, row_inputs)
-    row_shape = shape[:axes[0]] + (1,) * len(axes)
-    results = [cupy.empty(row_shape if per_row[out.value] else shape, dtype=_program.value_dtype(instrs[out.value]))
-               for out in outputs]
+    shapes = {True: shape[:axes[0]] + (1,) * len(axes), False: shape}  # one value per row, or per element
+    results = []
+    for out in outputs:
+        ins = instrs[out.value]
+        flat = ins.tag == "row" and not ins.keepdims  # a reduction without its axes
+        results.append(cupy.empty(shape[:axes[0]] if flat else shapes[per_row[out.value]], dtype=_program.value_dtype(ins)))
     blocks = max(1, min(-(-nrows // (_THREADS // lanes)), launch.max_blocks))
     geometry = [to_index(nrows), to_index(n), *map(to_index, shape), *_element_strides(inputs, ndim)]
     launch.function((blocks,), (_THREADS,), (*inputs, *results, *launch.args, *geometry))

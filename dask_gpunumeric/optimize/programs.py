@@ -144,7 +144,8 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
             if len(axes) == x.ndim:
                 index[node._name] = builder.total(kind, node.dtype, value, axes, params, node.operand("keepdims"))
             elif kind in FUSABLE:
-                index[node._name] = builder.row(kind, node.dtype, value, tuple(sorted(axes)), params)
+                index[node._name] = builder.row(kind, node.dtype, value, tuple(sorted(axes)), params,
+                                                node.operand("keepdims"))
             else:  # a row reduction made of fusable ones
                 ops = _RowOps(builder, tuple(sorted(axes)))
                 count = math.prod(x.chunks[d][0] for d in axes)
@@ -167,7 +168,8 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
             compute = computes.get(node._name)
             index[node._name] = op(operands[_OP], node.dtype, operands[_KWARGS], args,
                                    () if compute else operands_of(node), compute)
-    program = builder.program(nodes[-1].ndim, [index[n._name] for n in stores],
+    last = nodes[-1]  # (a row program may end with a reduction that drops its axes)
+    program = builder.program(reduced(last).ndim if isinstance(last, Reduction) else last.ndim, [index[n._name] for n in stores],
                               [(index[reduced(r)._name], r.operand("kind"), r.operand("axes"), r.dtype, r.operand("params"))
                                for r in reductions])
     return program, [inputs[name] for name in builder.inputs], builder.scalars

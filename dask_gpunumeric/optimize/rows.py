@@ -22,7 +22,7 @@ from dask._expr import Expr
 from ..codegen.rows import row_inputs
 from ..expr import ArrayExpr, Elemwise, Fused, Reduction
 from ..kernels.fused import record_sources
-from ..ops.reductions import ROW_FUSABLE
+from ..ops.reductions import FUSABLE, ROW_FUSABLE
 from .dag import DAG, rebuild
 from .fusion import _Grouping, _output
 from .programs import build_program, compute_of, is_fused_reduction, reduced
@@ -32,7 +32,8 @@ Space = tuple  # (the reduced arrays' chunks, backend)
 
 def _row_axis(node: Expr) -> int | None:
     """For a reduction a row program computes, its first reduced axis (the others follow it to the last)."""
-    if not (isinstance(node, Reduction) and node.operand("keepdims") and is_fused_reduction(node, ROW_FUSABLE)):
+    if not (isinstance(node, Reduction) and is_fused_reduction(node, ROW_FUSABLE)
+            and (node.operand("keepdims") or node.operand("kind") in FUSABLE)):  # (an output then: see ``_worth_it``)
         return None
     x = reduced(node)
     axes = sorted(node.operand("axes"))
@@ -63,12 +64,15 @@ def fuse_rows(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     dag = DAG.of(root)
     spaces: dict[Space, int] = {}  # space -> its first reduced axis (one per space: the first found)
     rows: set[str] = set()
+    flat: set[str] = set()  # those of them that drop their axes
     for node in dag.order:
         first = _row_axis(node)
         if first is not None:
             space = (reduced(node).chunks, node.backend)
             if spaces.setdefault(space, first) == first:
                 rows.add(node._name)
+                if not node.operand("keepdims"):
+                    flat.add(node._name)
     if not rows:
         return root
     per_row: dict[Space, list[Space]] = defaultdict(list)  # per-row grid -> the spaces it is that of
@@ -98,7 +102,9 @@ def fuse_rows(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             grouping.add(name, deps, [])
             continue
         space_of[name] = space
-        grouping.add(name, deps, [d for d in deps if space_of.get(d._name) == space])
+        # (a reduction that drops its axes is read by nothing of the group: what reads it broadcasts along
+        # other axes than the rows)
+        grouping.add(name, deps, [d for d in deps if space_of.get(d._name) == space and d._name not in flat])
     groups: dict[str, list[Expr]] = defaultdict(list)
     find = grouping.groups.find
     for node in dag.order:
