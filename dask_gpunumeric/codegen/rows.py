@@ -80,6 +80,18 @@ def value_classes(instrs: Sequence[tuple], row_inputs: frozenset[int] | Sequence
     return tuple(classes)
 
 
+def row_outputs(program: tuple, row_inputs: frozenset[int] | Sequence[int]) -> tuple[tuple[str, np.dtype], ...]:
+    """Each output of a row program as ``(kind, dtype)``: kind "element" (a block), "row" (one value per row,
+    the reduced axes of length 1) or "flat" (one per row, without the reduced axes)."""
+    per_row = value_classes(program.instrs, row_inputs)
+    outs = []
+    for out in program.outputs:
+        ins = program.instrs[out.value]
+        kind = "flat" if ins.tag == "row" and not ins.keepdims else "row" if per_row[out.value] else "element"
+        outs.append((kind, value_dtype(ins)))
+    return tuple(outs)
+
+
 def stages(instrs: Sequence[tuple]) -> tuple[int, ...]:
     """Per instruction, the pass after which its value is known: 0 for what needs no row reduction, a row
     reduction's is one more than its operand's."""

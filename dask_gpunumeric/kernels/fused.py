@@ -293,6 +293,7 @@ class _Prepared(NamedTuple):
     after: dict[int, int]  # ``codegen.program.epilogue_values``
     folds: tuple  # ``codegen.program.program_folds``
     kernels: dict  # variant -> ``_Kernel`` (``_kernel``)
+    rows: tuple[int, ...]  # ``codegen.rows.row_axes``: the axes of a row program's reductions
 
 
 _PREPARED: dict[int, tuple[tuple, _Prepared]] = {}
@@ -306,7 +307,7 @@ def _prepared(program: tuple) -> _Prepared:
         return hit[1]
     instrs = program.instrs
     prepared = _Prepared(_program.philox_group(instrs), _program.epilogue_values(instrs),
-                         _program.program_folds(program), {})
+                         _program.program_folds(program), {}, _rows.row_axes(instrs))
     if len(_PREPARED) >= _PREPARED_SIZE:
         _PREPARED.clear()
     _PREPARED[id(program)] = (program, prepared)  # the program kept with it: its id is not reused meanwhile
@@ -363,7 +364,7 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     size = math.prod(shape)
     if not size:  # nothing to launch: the block functions give empty outputs (and totals of nothing)
         return run_numpy(program, scalars, offset, shape, global_shape, inputs, "cupy")
-    if _rows.row_axes(instrs):
+    if _prepared(program).rows:
         return _run_rows(program, scalars, tuple(shape), inputs)
     variant, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
     kernel = _kernel(program, variant)
@@ -392,22 +393,18 @@ def _run_rows(program: tuple, scalars: Sequence[Any], shape: tuple[int, ...], in
     """``run_cuda`` of a row program (``codegen.rows``): one launch, rows spread over a wave of thread blocks."""
     import cupy
 
-    ndim, _, instrs, outputs = program
-    axes = _rows.row_axes(instrs)
+    ndim = program.ndim
+    axes = _prepared(program).rows
     n = math.prod(shape[axes[0]:])
     nrows = math.prod(shape) // n
     row_inputs = frozenset(_rows.row_inputs([a.shape for a in inputs], axes, ndim))
     to_index = np.int32 if math.prod(shape) < INT_INDEX_LIMIT else np.int64
     lanes = _rows.lanes_for(n)
     variant = _program.Variant("rows", lanes, "int" if to_index is np.int32 else "long long", row_inputs)
-    launch = _kernel(program, variant).launch(scalars)
-    per_row = _rows.value_classes(instrs, row_inputs)
-    shapes = {True: shape[:axes[0]] + (1,) * len(axes), False: shape}  # one value per row, or per element
-    results = []
-    for out in outputs:
-        ins = instrs[out.value]
-        flat = ins.tag == "row" and not ins.keepdims  # a reduction without its axes
-        results.append(cupy.empty(shape[:axes[0]] if flat else shapes[per_row[out.value]], dtype=_program.value_dtype(ins)))
+    kernel = _kernel(program, variant)
+    launch = kernel.launch(scalars)
+    shapes = {"row": shape[:axes[0]] + (1,) * len(axes), "element": shape, "flat": shape[:axes[0]]}
+    results = [cupy.empty(shapes[kind], dtype=dtype) for kind, dtype in kernel.row_outputs]
     blocks = max(1, min(-(-nrows // (_THREADS // lanes)), launch.max_blocks))
     geometry = [to_index(nrows), to_index(n), *map(to_index, shape), *_element_strides(inputs, ndim)]
     launch.function((blocks,), (_THREADS,), (*inputs, *results, *launch.args, *geometry))
@@ -562,6 +559,7 @@ class _Kernel:
 
         self._program, self._variant = program, variant
         self.finals = _program.final_outputs(program)
+        self.row_outputs = _rows.row_outputs(program, variant.singles) if variant.mode == "rows" else ()
         self._generic = _cuda.compile_function(*self._source(()), _THREADS)
         self._values: dict[tuple, _ValueSet] = {}
         self._specialized = 0
