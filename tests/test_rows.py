@@ -114,6 +114,7 @@ def test_softmax_and_logsumexp_are_one_kernel() -> None:
     text = gnp.explain(s)
     assert "fused row kernel max-subtract-exp-sum: 1 kernel per block" in text
     assert "max-row" in text and "sum-row" in text
+    assert 'extern "C" __global__ void __launch_bounds__(256) gnp_rows_' in gnp.explain(s, source=True)
     assert plan(s)["tasks_by_prefix"] == {"array": 1, "fused-max-subtract-exp-sum": 1}
     got = gnp.fetch((s, lse))
     np.testing.assert_allclose(got[0], softmax(np, x), rtol=2e-5, atol=1e-7)
