@@ -32,8 +32,9 @@ Space = tuple  # (the reduced arrays' chunks, backend)
 
 def _row_axis(node: Expr) -> int | None:
     """For a reduction a row program computes, its first reduced axis (the others follow it to the last)."""
+    # (one that drops its axes is only an output of its group, so it must be one instruction: a fusable one)
     if not (isinstance(node, Reduction) and is_fused_reduction(node, ROW_FUSABLE)
-            and (node.operand("keepdims") or node.operand("kind") in FUSABLE)):  # (an output then: see ``_worth_it``)
+            and (node.operand("keepdims") or node.operand("kind") in FUSABLE)):
         return None
     x = reduced(node)
     axes = sorted(node.operand("axes"))
@@ -41,7 +42,7 @@ def _row_axis(node: Expr) -> int | None:
         return None
     n = math.prod(x.chunks[d][0] for d in axes)
     rows = math.prod(max(x.chunks[d]) for d in range(axes[0]))
-    if n < 2 or n > SHORT_ROW and rows < MIN_ROWS:  # rows of one element: nothing gained
+    if n < 2 or n > SHORT_ROW and rows < MIN_ROWS:  # (rows of one element: nothing to gain)
         return None
     return axes[0]
 
