@@ -10,7 +10,9 @@ from typing import Any, Callable
 import _cuda_emulator
 import numpy as np
 import pytest
-from conftest import BACKEND, assert_eq
+from conftest import BACKEND, assert_eq, axis_chunks
+from hypothesis import given
+from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric.api.explain import plan
@@ -147,6 +149,38 @@ def test_a_row_reduction_dropping_its_axes_is_an_output() -> None:
     assert_eq(y, row_logsumexp(np, x), rtol=1e-13)
 
 
+ROW_REDUCTIONS = ["sum", "mean", "max", "min", "var", "std", "ptp"]
+UNARY = ["exp", "abs", "square", "tanh"]
+
+
+def check_random_row_chain(data_: st.DataObject, dtype: str, tolerance: float, split: bool) -> None:
+    """A reduction of rows broadcast back, a function of the difference, a second reduction of that, with
+    random row blocks, row lengths and kinds (the row axis whole in the blocks, or ``split`` at random):
+    NumPy's values."""
+    rows, n = data_.draw(st.integers(1, 12)), data_.draw(st.integers(2, 40))
+    split = split and data_.draw(st.booleans())
+    chunks = (data_.draw(axis_chunks(rows)), data_.draw(axis_chunks(n)) if split else (n,))
+    first, second = data_.draw(st.sampled_from(ROW_REDUCTIONS)), data_.draw(st.sampled_from(ROW_REDUCTIONS))
+    f = data_.draw(st.sampled_from(UNARY))
+    keep = data_.draw(st.booleans())
+    x = np.random.default_rng(rows * 100 + n).standard_normal((rows, n)).astype(dtype)
+
+    def chain(xp: Any, x: Any) -> Any:
+        a = getattr(xp, first)(x, axis=1, keepdims=True)
+        e = getattr(xp, f)(x - a)
+        b = getattr(xp, second)(e, axis=1, keepdims=keep)
+        return (e * b + a) if keep else b
+
+    y = chain(gnp, gnp.asarray(x, chunks=chunks))
+    assert bool(row_groups(y)) == (len(chunks[1]) == 1)
+    assert_eq(y, chain(np, x), rtol=tolerance, atol=tolerance)
+
+
+@given(st.data())
+def test_random_row_chains_match_numpy(data_: st.DataObject) -> None:
+    check_random_row_chain(data_, "float64", 1e-9, split=True)
+
+
 def test_row_results_used_elsewhere_are_outputs() -> None:
     """The row maximum read by the kernel and by the user: an output of the kernel (one per row), NaN rows
     and rows of -inf as NumPy gives them."""
@@ -249,6 +283,14 @@ def test_emulated_row_kernels_of_other_kinds(monkeypatch: pytest.MonkeyPatch) ->
         mx = f.max(axis=1, keepdims=True)
         np.testing.assert_allclose(got, np.exp(f - mx) * 0.5 + 1.5 * mx - 2.0 * f.min(axis=1, keepdims=True), rtol=1e-6)
     assert len(launched) == 7
+
+
+@emulated
+def test_emulated_random_row_chains(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The random chains through the generated kernels (float32: graphs of their own, see ``EMULATED_LAYOUTS``)."""
+    launched = launched_rows(monkeypatch)
+    given(st.data())(lambda data_: check_random_row_chain(data_, "float32", 2e-4, split=False))()
+    assert launched
 
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
