@@ -177,11 +177,11 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     find = groups.find
     for name in fusable:  # in topological order
         grown[find(name)].append(name)
-    members: dict[str, list[Expr]] = {}
+    members: dict[str, list[str]] = {}  # per kernel, its members' names (in topological order)
     group_of: dict[str, str] = {}
     for g, names in grown.items():
         for k, run in enumerate(_cut(names, candidates, limit)):
-            members[f"{g}-{k}"] = [fusable[n] for n in run]
+            members[f"{g}-{k}"] = run
             group_of.update(dict.fromkeys(run, f"{g}-{k}"))
     reductions: dict[str, list[Reduction]] = defaultdict(list)
     for node in foldable:
@@ -196,7 +196,7 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             epilogues[g] = _epilogue(dag, finished, fusable)
     taken = {n._name for e in epilogues.values() for n in e}  # no longer members of their own groups
     if taken:
-        members = {g: kept for g, m in members.items() if (kept := [n for n in m if n._name not in taken])}
+        members = {g: kept for g, m in members.items() if (kept := [n for n in m if n not in taken])}
         reductions = {g: [r for r in rs if reduced(r)._name not in taken] for g, rs in reductions.items()}
     # a lone node with nothing to fuse stays as it is (one task per block either way)
     plans = {g: m for g, m in members.items() if len(m) > 1 or reductions.get(g)}
@@ -209,24 +209,23 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             finished_names.add(n._name)
     outside = _used_outside(dag, root, plans, group_of, reductions, finished_names)
     kernels: dict[str, _Kernel] = {}  # by the name of each node a kernel replaces
-    for g, nodes in plans.items():
-        kernel = _Kernel(nodes, reductions.get(g, []), totals.get(g, []), epilogues.get(g, []), outside, computes)
+    for g, names in plans.items():
+        kernel = _Kernel(names, fusable, reductions.get(g, []), totals.get(g, []), epilogues.get(g, []), outside,
+                         computes)
         kernels.update(dict.fromkeys(kernel.replaces, kernel))
     return rebuild(root, {}, kernels)
 
 
-def _used_outside(dag: DAG, root: Expr, plans: Mapping[str, list[Expr]], group_of: Mapping[str, str],
+def _used_outside(dag: DAG, root: Expr, plans: Mapping[str, list[str]], group_of: Mapping[str, str],
                   reductions: Mapping[str, list[Reduction]], finished: set[str]) -> set[str]:
     """The nodes of the kernels (``plans``; ``group_of`` names each node's, totals and epilogues included) read
     outside their kernel, or the root: a member is read inside by its kernel's nodes and the reductions of it
     the kernel computes; a total or an epilogue node (``finished``) by its kernel's nodes."""
     partial_of = {r._name: g for g, rs in reductions.items() for r in rs}
     outside = {root._name}
-    dependencies = dag.dependencies
-    for node in dag.order:
-        name = node._name
+    for name, deps in dag.dependencies.items():  # (every node, without reading the nodes themselves)
         own = group_of.get(name)
-        for d in dependencies[name]:
+        for d in deps:
             g = group_of.get(d._name)
             if g is None or g == own or g not in plans:
                 continue
@@ -295,9 +294,10 @@ class _Kernel:
     """The kernel of one group (its members, its totals and their epilogue), and what replaces each of them
     used outside it (``outside``), made once its inputs are rebuilt (``dag.Made``)."""
 
-    def __init__(self, nodes: list[Expr], reductions: list[Reduction], totals: list[Reduction],
-                 epilogue: list[Expr], outside: set[str], computes: Mapping[str, str]) -> None:
-        self.stores = [n for n in nodes if n._name in outside]
+    def __init__(self, members: list[str], fusable: Mapping[str, Expr], reductions: list[Reduction],
+                 totals: list[Reduction], epilogue: list[Expr], outside: set[str], computes: Mapping[str, str]) -> None:
+        nodes = [fusable[n] for n in members]
+        self.stores = [fusable[n] for n in members if n in outside]
         self.finished = [n for n in (*totals, *epilogue) if n._name in outside]
         total_names = {t._name for t in totals}
         self.partials = [r for r in reductions if r._name not in total_names]
@@ -306,7 +306,7 @@ class _Kernel:
         record_sources(self.program, self.scalars)
         self.first = nodes[-1]
         # the token of a group is that of its members (cheaper than tokenizing the program)
-        names = sorted([n._name for n in (*nodes, *totals, *epilogue)])
+        names = sorted([*members, *(n._name for n in (*totals, *epilogue))])
         self.token = hashlib.sha1("|".join([*names, "", *(r._name for r in reductions)]).encode()).hexdigest()[:32]
         self.replaces = [n._name for n in (*self.stores, *self.finished, *self.partials)]
 
