@@ -93,10 +93,24 @@ def simplify(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             a = replaced[a._name]
         return a
 
+    # the nodes that are, or are replaced by, a negation (``_negated``'s op test): the only operands that
+    # make ``_negation_moved_out`` rewrite a node, so that most nodes are not asked
+    negations: set[str] = set()
     for node in DAG.of(root).order:
-        if type(node) is not Elemwise or node.operands[0] not in _REWRITTEN or node._name in roots:
+        if type(node) is not Elemwise:
+            continue
+        operands = node.operands
+        op = operands[0]
+        if op == "negative" and not operands[2]:
+            negations.add(node._name)
+        if op not in _REWRITTEN or node._name in roots:
             continue  # (most nodes: an op no rewrite applies to, checked first)
-        x = _identity_operand(node) or _negation_moved_out(node, effective)
+        x = _identity_operand(node)
+        if x is None and negations and any(isinstance(a, Expr) and a._name in negations for a in operands[3:]):
+            x = _negation_moved_out(node, effective)
         if x is not None:
             replaced[node._name] = x
+            y = effective(x)
+            if isinstance(y, Elemwise) and y.operands[0] == "negative" and not y.operands[2]:
+                negations.add(node._name)
     return bypass(root, replaced) if replaced else root
