@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 from dask._task_spec import GraphNode, List, Task, TaskRef
 
-from .base import ArrayExpr, Index
+from .base import ArrayExpr, Index, _leaves_of
 from .halo import halo_block_inputs, owned_strips
 from .tokens import cached
 
@@ -30,7 +30,7 @@ class Fused(ArrayExpr):
         constructor's generic steps (the fusion pass makes one per kernel)."""
         inst = object.__new__(cls)
         inst.__dict__.update(_determ_token=token, operands=[program, chunks, backend, scalars, elements, *inputs],
-                             chunks=chunks, backend=backend)
+                             chunks=chunks, backend=backend, _leaves=_leaves_of(inputs))
         inst.dtype, inst._name  # noqa: B018 - computed once here, as the constructor does
         return inst
 

@@ -39,9 +39,9 @@ class cached:  # noqa: N801 - used like functools.cached_property
 
 _INT = frozenset({int})
 
-# texts of tuples of ints by identity, each kept with its tuple (so that the id is not reused): the chunks of
-# new nodes are mostly the same objects (normalize_chunks' cache, a parent's chunks), and writing out the
-# lengths of hundreds of blocks takes microseconds
+# texts of tuples of ints (and of tuples of those: chunks) by identity, each kept with its tuple (so that the
+# id is not reused): the chunks of new nodes are mostly the same objects (normalize_chunks' cache, a parent's
+# chunks), and writing out the lengths of hundreds of blocks takes microseconds
 _INT_TUPLE_TEXT: dict[int, tuple[tuple, str]] = {}
 _INT_TUPLE_TEXT_SIZE = 256
 
@@ -51,25 +51,39 @@ def _sequence_text(value: tuple | list) -> str | None:
         known = _INT_TUPLE_TEXT.get(id(value))
         if known is not None and known[0] is value:
             return known[1]
-        if _INT.issuperset(map(type, value)):  # chunks and shapes: the common case
-            if len(_INT_TUPLE_TEXT) >= _INT_TUPLE_TEXT_SIZE:
-                _INT_TUPLE_TEXT.clear()
+        if _INT.issuperset(map(type, value)):  # shapes, an axis's chunks: the common case
             text = f"tuple{value!r}"
-            _INT_TUPLE_TEXT[id(value)] = (value, text)
+            _keep(value, text)
             return text
     parts = [_TEXT.get(type(v), _plain_repr)(v) for v in value]  # _plain_repr, a call less per element
-    return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
+    if None in parts:
+        return None
+    text = f"{type(value).__name__}({','.join(parts)})"
+    if type(value) is tuple and value and all(_kept(v) for v in value):  # chunks: a tuple of those kept
+        _keep(value, text)
+    return text
+
+
+def _kept(value: Any) -> bool:
+    """Whether the text of ``value`` is kept by identity."""
+    known = _INT_TUPLE_TEXT.get(id(value))
+    return known is not None and known[0] is value
+
+
+def _keep(value: tuple, text: str) -> None:
+    """Keep the text of ``value``, an immutable tuple, by identity."""
+    if len(_INT_TUPLE_TEXT) >= _INT_TUPLE_TEXT_SIZE:
+        _INT_TUPLE_TEXT.clear()
+    _INT_TUPLE_TEXT[id(value)] = (value, text)
 
 
 def keep_text(value: tuple) -> None:
     """Keep the text of a tuple by identity, as that of tuples of ints: for an immutable plan (ints, slices,
     None and tuples of them) that many nodes share, written out once (until the kept texts are cleared)."""
-    if id(value) not in _INT_TUPLE_TEXT:
+    if not _kept(value):
         text = _sequence_text(value)
         if text is not None:
-            if len(_INT_TUPLE_TEXT) >= _INT_TUPLE_TEXT_SIZE:
-                _INT_TUPLE_TEXT.clear()
-            _INT_TUPLE_TEXT[id(value)] = (value, text)
+            _keep(value, text)
 
 
 def _dict_text(value: dict) -> str | None:

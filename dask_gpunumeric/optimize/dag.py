@@ -6,6 +6,7 @@ import contextlib
 import contextvars
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Protocol
 
 from dask._expr import Expr
 
@@ -125,13 +126,25 @@ class UnionFind:
         return rb
 
 
-def rebuild(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
+class Made(Protocol):
+    """Replacements made on demand, given what they read as rebuilt (``rebuild``'s ``made``)."""
+
+    inputs: Sequence[Expr]  # the nodes of the expression they read
+
+    def make(self, inputs: list[Expr]) -> Mapping[str, Expr]:
+        """The replacements by the name of the node each replaces, on ``inputs`` as rebuilt."""
+
+
+def rebuild(root: Expr, replaced: Mapping[str, Expr], made: Mapping[str, Made] | None = None) -> Expr:
     """``root`` with every node named in ``replaced`` swapped for its replacement (whose own inputs are
-    rebuilt too) and every node above one rebuilt; ``Materialized`` subtrees are left as they are."""
-    return rebuild_all([root], replaced)[0]
+    rebuilt too) and every node above one rebuilt; ``Materialized`` subtrees are left as they are. ``made``:
+    more replacements, made once their inputs are rebuilt (so they are not rebuilt again), by the name of
+    each node they replace."""
+    return rebuild_all([root], replaced, made)[0]
 
 
-def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr]) -> list[Expr]:
+def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr], made: Mapping[str, Made] | None = None
+                ) -> list[Expr]:
     """``rebuild`` of several roots sharing the work on common nodes."""
     memo: dict[str, Expr] = {}
     same_name: set[str] = set()  # nodes rebuilt here under their own name (a Fused node, what reads only those)
@@ -141,6 +154,15 @@ def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr]) -> list[Exp
         name = node._name
         if name in memo:
             stack.pop()
+            continue
+        maker = made.get(name) if made else None
+        if maker is not None:
+            missing = [i for i in maker.inputs if i._name not in memo and not isinstance(i, Materialized)]
+            if missing:
+                stack += missing
+                continue
+            stack.pop()
+            memo.update(maker.make([memo.get(i._name, i) for i in maker.inputs]))
             continue
         new = replaced.get(name)
         if new is not None and new._name != name:

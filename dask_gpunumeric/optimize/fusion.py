@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import itertools
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from dask._expr import Expr
 
 from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
@@ -37,21 +37,23 @@ class _Grouping:
         self.potential: dict[str, int] = {}
         self.exits: dict[str, set[str]] = {}  # per group: the processed nodes outside it that read it
 
-    def add(self, name: str, dependencies: list[Expr], candidates: list[Expr]) -> None:
+    def add(self, name: str, dependencies: list[Expr], candidates: list[str]) -> None:
         """Process node ``name`` (its ``dependencies`` processed already), merging it with as many of the
-        groups of ``candidates`` (its fusable dependencies with its blocks) as stay acyclic."""
+        groups of ``candidates`` (the names of its fusable dependencies with its blocks) as stay acyclic."""
         find, potential, exits = self.groups.find, self.potential, self.exits
-        groups = [find(d._name) for d in dependencies]
         if candidates:
-            group = find(candidates[0]._name)
-            for g in groups:
-                if g != group:
+            first = candidates[0]
+            group = find(first)
+            for d in dependencies:
+                dep = d._name
+                if dep is not first and find(dep) != group:
                     break
             else:
                 # it reads one group alone (a chain's next operation): joining it makes no path leave the
                 # group and come back, and changes no potential
                 self.groups.join(name, group)
                 return
+        groups = [find(d._name) for d in dependencies]
         exits[name] = set()
         if not candidates:  # a node of its own: above every group it reads
             top = -1
@@ -62,7 +64,7 @@ class _Grouping:
             potential[find(name)] = top + 1
             return
         deps = set(groups)
-        tried = {find(c._name) for c in candidates}
+        tried = {find(c) for c in candidates}
         if len(tried) > 1:
             # in decreasing potential: a path between two of them goes from a lower to a higher one, so it is
             # found when the lower one is tried (after the higher one joined or was refused)
@@ -147,6 +149,7 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     # and the reductions to fold in
     fusable: dict[str, Expr] = {}
     computes: dict[str, str] = {}
+    candidates: dict[str, list[str]] = {}  # per fusable node, the names of its fusable dependencies with its blocks
     foldable: list[Reduction] = []
     dependencies, add = dag.dependencies, grouping.add
     for node in dag.order:
@@ -158,8 +161,11 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             computes[name] = compute
             if deps:
                 chunks, backend = node.chunks, node.backend
-                add(name, deps, [d for d in deps if d._name in fusable and (d.chunks is chunks or d.chunks == chunks)
-                                 and d.backend == backend])
+                candidates[name] = fused_with = [
+                    read for d in deps
+                    if (read := d._name) in fusable and (d.chunks is chunks or d.chunks == chunks)
+                    and d.backend == backend]
+                add(name, deps, fused_with)
                 continue
         elif is_fused_reduction(node):
             foldable.append(node)
@@ -167,13 +173,16 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     limit = settings["kernel-size"]
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ValueError(f"gpunumeric.kernel-size must be a positive int, got {limit!r}")
-    grown: dict[str, list[Expr]] = defaultdict(list)
+    grown: dict[str, list[str]] = defaultdict(list)
     find = groups.find
-    for name, node in fusable.items():  # in topological order
-        grown[find(name)].append(node)
-    members = {f"{g}-{k}": run for g, nodes in grown.items()
-               for k, run in enumerate(_cut(nodes, dependencies, limit))}
-    group_of = {n._name: g for g, nodes in members.items() for n in nodes}
+    for name in fusable:  # in topological order
+        grown[find(name)].append(name)
+    members: dict[str, list[str]] = {}  # per kernel, its members' names (in topological order)
+    group_of: dict[str, str] = {}
+    for g, names in grown.items():
+        for k, run in enumerate(_cut(names, candidates, limit)):
+            members[f"{g}-{k}"] = run
+            group_of.update(dict.fromkeys(run, f"{g}-{k}"))
     reductions: dict[str, list[Reduction]] = defaultdict(list)
     for node in foldable:
         if reduced(node)._name in fusable:
@@ -187,7 +196,7 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             epilogues[g] = _epilogue(dag, finished, fusable)
     taken = {n._name for e in epilogues.values() for n in e}  # no longer members of their own groups
     if taken:
-        members = {g: kept for g, m in members.items() if (kept := [n for n in m if n._name not in taken])}
+        members = {g: kept for g, m in members.items() if (kept := [n for n in m if n not in taken])}
         reductions = {g: [r for r in rs if reduced(r)._name not in taken] for g, rs in reductions.items()}
     # a lone node with nothing to fuse stays as it is (one task per block either way)
     plans = {g: m for g, m in members.items() if len(m) > 1 or reductions.get(g)}
@@ -199,25 +208,24 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             group_of[n._name] = g
             finished_names.add(n._name)
     outside = _used_outside(dag, root, plans, group_of, reductions, finished_names)
-    replaced: dict[str, Expr] = {}
-    for g, nodes in plans.items():
-        replaced.update(_build_group(nodes, reductions.get(g, []), totals.get(g, []), epilogues.get(g, []),
-                                     outside, computes))
-    return rebuild(root, replaced)
+    kernels: dict[str, _Kernel] = {}  # by the name of each node a kernel replaces
+    for g, names in plans.items():
+        kernel = _Kernel(names, fusable, reductions.get(g, []), totals.get(g, []), epilogues.get(g, []), outside,
+                         computes)
+        kernels.update(dict.fromkeys(kernel.replaces, kernel))
+    return rebuild(root, {}, kernels)
 
 
-def _used_outside(dag: DAG, root: Expr, plans: Mapping[str, list[Expr]], group_of: Mapping[str, str],
+def _used_outside(dag: DAG, root: Expr, plans: Mapping[str, list[str]], group_of: Mapping[str, str],
                   reductions: Mapping[str, list[Reduction]], finished: set[str]) -> set[str]:
     """The nodes of the kernels (``plans``; ``group_of`` names each node's, totals and epilogues included) read
     outside their kernel, or the root: a member is read inside by its kernel's nodes and the reductions of it
     the kernel computes; a total or an epilogue node (``finished``) by its kernel's nodes."""
     partial_of = {r._name: g for g, rs in reductions.items() for r in rs}
     outside = {root._name}
-    dependencies = dag.dependencies
-    for node in dag.order:
-        name = node._name
+    for name, deps in dag.dependencies.items():  # (every node, without reading the nodes themselves)
         own = group_of.get(name)
-        for d in dependencies[name]:
+        for d in deps:
             g = group_of.get(d._name)
             if g is None or g == own or g not in plans:
                 continue
@@ -252,64 +260,73 @@ def _epilogue(dag: DAG, totals: list[Reduction], fusable: set[str]) -> list[Expr
     return out
 
 
-def _cut(nodes: list[Expr], dependencies: Mapping[str, list[Expr]], limit: int) -> list[list[Expr]]:
-    """A group's members (in topological order) in consecutive runs of at most ``limit``, each ending where
-    the fewest values made before are used after (each such value is stored by one kernel and read by a
-    later one; runs of a topological order depend only on earlier runs)."""
-    if len(nodes) <= limit:
-        return [nodes]
-    index = {n._name: i for i, n in enumerate(nodes)}
-    last = list(range(len(nodes)))  # at i: the last member reading member i (its readers come after it)
-    for j, node in enumerate(nodes):
-        for d in dependencies[node._name]:
-            i = index.get(d._name)
+def _cut(names: list[str], candidates: Mapping[str, list[str]], limit: int) -> list[list[str]]:
+    """A group's members (names, in topological order) in consecutive runs of at most ``limit``, each ending
+    where the fewest values made before are used after (each such value is stored by one kernel and read by
+    a later one; runs of a topological order depend only on earlier runs). ``candidates``: per member, the
+    names of the dependencies it may be fused with (its dependencies in the group among them)."""
+    if len(names) <= limit:
+        return [names]
+    index = dict(zip(names, range(len(names))))
+    last = list(range(len(names)))  # at i: the last member reading member i (its readers come after it)
+    for j, name in enumerate(names):
+        for dep in candidates.get(name, ()):
+            i = index.get(dep)
             if i is not None:
                 last[i] = j
-    steps = [0] * (len(nodes) + 1)
-    for i, end in enumerate(last):
-        if end > i:
-            steps[i + 1] += 1
-            steps[end + 1] -= 1
-    crossing = list(itertools.accumulate(steps))  # at k: the values made before k and used at k or later
+    made, used = np.arange(len(names)), np.array(last)
+    later = used > made  # values used after the member making them: they cross the cuts in between
+    size = len(names) + 1
+    # at k: the values made before k and used at k or later
+    crossing = np.cumsum(np.bincount(made[later] + 1, minlength=size) - np.bincount(used[later] + 1, minlength=size))
     runs, start = [], 0
-    while len(nodes) - start > limit:
+    while len(names) - start > limit:
         # the last of the fewest crossings in the window
         window = crossing[start + (limit + 1) // 2:start + limit + 1]
-        end = start + limit - window[::-1].index(min(window))
-        runs.append(nodes[start:end])
+        end = start + limit - int(np.argmin(window[::-1]))
+        runs.append(names[start:end])
         start = end
-    runs.append(nodes[start:])
+    runs.append(names[start:])
     return runs
 
 
-def _build_group(nodes: list[Expr], reductions: list[Reduction], totals: list[Reduction], epilogue: list[Expr],
-                 outside: set[str], computes: Mapping[str, str]) -> dict[str, Expr]:
-    """The Fused node of one group (its members, its totals and their epilogue), and what replaces each of
-    them used outside it (``outside``)."""
-    stores = [n for n in nodes if n._name in outside]
-    finished = [n for n in (*totals, *epilogue) if n._name in outside]
-    total_names = {t._name for t in totals}
-    partials = [r for r in reductions if r._name not in total_names]
-    program, inputs, scalars = build_program(nodes, [*stores, *finished], partials, totals, epilogue, computes)
-    record_sources(program, scalars)
-    first = nodes[-1]
-    n_out = len(stores) + len(finished) + len(partials)
-    # the token of a group is that of its members (cheaper than tokenizing the program)
-    names = sorted([n._name for n in (*nodes, *totals, *epilogue)])
-    token = hashlib.sha1("|".join([*names, "", *(r._name for r in reductions)]).encode()).hexdigest()[:32]
-    # a kernel of one output has that output's blocks (a total's: 0-d), made from the elements' blocks
-    chunks = finished[0].chunks if n_out == 1 and finished else first.chunks
-    fused = Fused.of(program, chunks, first.backend, tuple(scalars), first.chunks, inputs, token)
-    out: dict[str, Expr] = {}
-    for k, node in enumerate([*stores, *finished]):
-        out[node._name] = fused if n_out == 1 else _output(fused, k, node.chunks, node.dtype)
-    for k, red in enumerate(partials, start=len(stores) + len(finished)):
-        partial = fused if n_out == 1 else _output(fused, k, reduced(red).chunks, reduced(red).dtype)
-        # the reduction of the partials has the chunks, dtype and backend of the one it replaces
-        operands = [partial, *red.operands[1:len(Reduction._parameters) - 1], True]
-        out[red._name] = (Reduction.with_metadata(operands, red.chunks, red.dtype, red.backend)
-                          or Reduction(*operands))
-    return out
+class _Kernel:
+    """The kernel of one group (its members, its totals and their epilogue), and what replaces each of them
+    used outside it (``outside``), made once its inputs are rebuilt (``dag.Made``)."""
+
+    def __init__(self, members: list[str], fusable: Mapping[str, Expr], reductions: list[Reduction],
+                 totals: list[Reduction], epilogue: list[Expr], outside: set[str], computes: Mapping[str, str]) -> None:
+        nodes = [fusable[n] for n in members]
+        self.stores = [fusable[n] for n in members if n in outside]
+        self.finished = [n for n in (*totals, *epilogue) if n._name in outside]
+        total_names = {t._name for t in totals}
+        self.partials = [r for r in reductions if r._name not in total_names]
+        self.program, self.inputs, self.scalars = build_program(nodes, [*self.stores, *self.finished],
+                                                                self.partials, totals, epilogue, computes)
+        record_sources(self.program, self.scalars)
+        self.first = nodes[-1]
+        # the token of a group is that of its members (cheaper than tokenizing the program)
+        names = sorted([*members, *(n._name for n in (*totals, *epilogue))])
+        self.token = hashlib.sha1("|".join([*names, "", *(r._name for r in reductions)]).encode()).hexdigest()[:32]
+        self.replaces = [n._name for n in (*self.stores, *self.finished, *self.partials)]
+
+    def make(self, inputs: list[Expr]) -> dict[str, Expr]:
+        """The Fused node on ``inputs`` (the program's, rebuilt), and what replaces each node used outside."""
+        stores, finished, partials, first = self.stores, self.finished, self.partials, self.first
+        n_out = len(stores) + len(finished) + len(partials)
+        # a kernel of one output has that output's blocks (a total's: 0-d), made from the elements' blocks
+        chunks = finished[0].chunks if n_out == 1 and finished else first.chunks
+        fused = Fused.of(self.program, chunks, first.backend, tuple(self.scalars), first.chunks, inputs, self.token)
+        out: dict[str, Expr] = {}
+        for k, node in enumerate([*stores, *finished]):
+            out[node._name] = fused if n_out == 1 else _output(fused, k, node.chunks, node.dtype)
+        for k, red in enumerate(partials, start=len(stores) + len(finished)):
+            partial = fused if n_out == 1 else _output(fused, k, reduced(red).chunks, reduced(red).dtype)
+            # the reduction of the partials has the chunks, dtype and backend of the one it replaces
+            operands = [partial, *red.operands[1:len(Reduction._parameters) - 1], True]
+            out[red._name] = (Reduction.with_metadata(operands, red.chunks, red.dtype, red.backend)
+                              or Reduction(*operands))
+        return out
 
 
 def _output(fused: Fused, k: int, chunks: tuple, dtype: Any) -> Expr:

@@ -165,9 +165,10 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
                     inputs[a._name] = a
                     value = index[a._name] = load(a._name, a.dtype)
                 args.append(value)
-            compute = computes.get(node._name)
-            index[node._name] = op(operands[_OP], node.dtype, operands[_KWARGS], args,
-                                   () if compute else operands_of(node), compute)
+            name = node._name
+            compute = computes.get(name)
+            index[name] = op(operands[_OP], node.dtype, operands[_KWARGS], args, () if compute else operands_of(node),
+                             compute)
     last = nodes[-1]  # (a row program may end with a reduction that drops its axes)
     program = builder.program(reduced(last).ndim if isinstance(last, Reduction) else last.ndim, [index[n._name] for n in stores],
                               [(index[reduced(r)._name], r.operand("kind"), r.operand("axes"), r.dtype, r.operand("params"))

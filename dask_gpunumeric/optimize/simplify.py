@@ -55,12 +55,14 @@ def _negation_moved_out(node: Expr, effective: Callable[[Any], Any]) -> Expr | N
     ``x / (-y) -> -(x / y)`` (round-to-nearest is symmetric in sign, so these are equal bit for bit but for
     the sign of a NaN); else None. So ``erf(-x)`` written as ``sign(-x) * g(abs(-x))`` shares ``g(abs(x))``
     with ``erf(x)``."""
-    if not isinstance(node, Elemwise) or node.dtype.kind != "f":
+    if not isinstance(node, Elemwise):
         return None
     op, _, kwargs, *args = node.operands
-    if kwargs or op not in ("absolute", "negative", "multiply", "true_divide"):
+    if op not in _MOVES_NEGATION or kwargs or node.dtype.kind != "f":
         return None
     args = [effective(a) for a in args]
+    if not any(isinstance(a, Elemwise) and a.operands[0] == "negative" for a in args):
+        return None  # (most nodes: no negation read, checked first)
     if not all(a.chunks == node.chunks and a.dtype == node.dtype for a in args if isinstance(a, ArrayExpr)):
         return None  # broadcasting, promotion: left as written
     negated = [_negated(a, node) for a in args]
@@ -76,6 +78,10 @@ def _negation_moved_out(node: Expr, effective: Callable[[Any], Any]) -> Expr | N
     return inner if op == "absolute" or None not in negated else make("negative", [inner])
 
 
+_MOVES_NEGATION = frozenset({"absolute", "negative", "multiply", "true_divide"})
+_REWRITTEN = _MOVES_NEGATION | {"add"}  # the ops of the nodes either rewrite may apply to
+
+
 def simplify(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     """The expression with every exact identity operation (``_identity_operand``) replaced by its operand and
     float negations moved out (``_negation_moved_out``); the roots stay (their keys are the outputs)."""
@@ -83,14 +89,28 @@ def simplify(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     replaced: dict[str, Expr] = {}
 
     def effective(a: Any) -> Any:
-        while isinstance(a, Expr) and a._name in replaced:  # (an identity's operand may be replaced too)
+        while replaced and isinstance(a, Expr) and a._name in replaced:  # (an identity's operand may be too)
             a = replaced[a._name]
         return a
 
+    # the nodes that are, or are replaced by, a negation (``_negated``'s op test): the only operands that
+    # make ``_negation_moved_out`` rewrite a node, so that most nodes are not asked
+    negations: set[str] = set()
     for node in DAG.of(root).order:
-        if node._name in roots:
+        if type(node) is not Elemwise:
             continue
-        x = _identity_operand(node) or _negation_moved_out(node, effective)
+        operands = node.operands
+        op = operands[0]
+        if op == "negative" and not operands[2]:
+            negations.add(node._name)
+        if op not in _REWRITTEN or node._name in roots:
+            continue  # (most nodes: an op no rewrite applies to, checked first)
+        x = _identity_operand(node)
+        if x is None and negations and any(isinstance(a, Expr) and a._name in negations for a in operands[3:]):
+            x = _negation_moved_out(node, effective)
         if x is not None:
             replaced[node._name] = x
+            y = effective(x)
+            if isinstance(y, Elemwise) and y.operands[0] == "negative" and not y.operands[2]:
+                negations.add(node._name)
     return bypass(root, replaced) if replaced else root
