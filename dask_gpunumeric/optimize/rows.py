@@ -105,7 +105,7 @@ def fuse_rows(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
         space_of[name] = space
         # (a reduction that drops its axes is read by nothing of the group: what reads it broadcasts along
         # other axes than the rows)
-        grouping.add(name, deps, [d for d in deps if space_of.get(d._name) == space and d._name not in flat])
+        grouping.add(name, deps, [d._name for d in deps if space_of.get(d._name) == space and d._name not in flat])
     groups: dict[str, list[Expr]] = defaultdict(list)
     find = grouping.groups.find
     for node in dag.order:
