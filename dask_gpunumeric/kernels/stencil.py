@@ -1,6 +1,6 @@
 """What the tasks of a ``Stencil`` group run: source blocks extended by halos in, one sweep after another on a
 shrinking region (``codegen.stencil_plan``), the group's output blocks out. On NumPy blocks a sweep's program
-is interpreted on windows of the buffers (``fused.run_numpy``); on CuPy blocks it is its generated kernel
+is interpreted on windows of the buffers (``interpreter.run_numpy``); on CuPy blocks it is its generated kernel
 (``codegen.stencil``), and runs of 2-d sweeps one tile kernel. A task part's launches and their geometry are
 worked out once per plan, part and buffer shapes (``_schedule``); a task run again only launches.
 """
@@ -22,6 +22,7 @@ from ..codegen.types import FILL, NP_OF_CTYPE, TILE_THREADS, TILES, WRAP, Store,
 from . import blocks as _blocks
 from . import cuda as _cuda
 from . import fused as _fused
+from . import interpreter as _interpreter
 from ..backend import module, namespace
 
 def run(plan: tuple, scalars: tuple, block: Box, backend: str, into: Any, parts: tuple, *pieces: Sequence[Any]) -> Any:
@@ -66,7 +67,7 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
     key = (block, backend in _CUDA_BACKENDS, backend in _TILED_BACKENDS, xp is np, shapes)
     steps = _remembered((plan, part), key, lambda: _schedule(plan, part, block, backend, dict(shapes)))
     buffers: dict[int, tuple[Any, tuple[int, ...]]] = {s: (array, origins[s]) for s, array in sources.items()}
-    pool = _fused.buffer_pool() if xp is np else None
+    pool = _interpreter.buffer_pool() if xp is np else None
     partials: dict[tuple[int, int], dict[str, Any]] = {}
     for step in steps:
         dests = [(outs[dest], origin) if isinstance(dest, int) else
@@ -392,7 +393,7 @@ def _run_interpreted(how: _Interpreted, inputs: list, scalars: tuple, shape: tup
     whole: dict[int, Any] = {}  # per reduction output, its values over the sweep's values' box
     for windows, indices, origin, extent, placed in how.pieces:
         into = [dest[0][index] for dest, index in zip(dests, indices)]
-        values = _fused.run_numpy(how.stores, scalars, origin, extent, shape,
+        values = _interpreter.run_numpy(how.stores, scalars, origin, extent, shape,
                                   [_window(inputs[slot][0], window) for slot, window in windows], backend, into)
         for out, v in zip(into, values):
             if v is not out:
