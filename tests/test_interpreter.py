@@ -11,7 +11,7 @@ from conftest import BACKEND, assert_eq
 
 import dask_gpunumeric as gnp
 
-N = 2**19  # elements of the large blocks: several of the interpreter's pieces (kernels/fused.py, CHUNK)
+N = 2**19  # elements of the large blocks: several of the interpreter's pieces (kernels/interpreter.py, CHUNK)
 # CuPy's kernels may contract a*b+c into an FMA: NumPy's values to rounding (absolute near 0, where terms cancel)
 EXACT = {"rtol": 0.0} if BACKEND == "numpy" else {"atol": 1e-6}
 
@@ -87,3 +87,29 @@ def test_conversions_to_the_same_dtype_keep_each_block_its_own() -> None:
     a = gnp.from_array(x, chunks=1)  # blocks one after another through the same thread's buffers
     assert_eq(gnp.abs(a).astype(np.int32), np.abs(x).astype(np.int32))
     assert_eq((gnp.abs(a) + 1).astype(np.int32) * 2, (np.abs(x) + 1).astype(np.int32) * 2)
+
+
+def _mixed(xp: Any, y: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """Views (a conversion to the value's own dtype, ``real`` of a temporary, used after later operations),
+    conversions between kinds, ``where`` on its own operand, a full reduction inside the program, and one
+    value returned twice."""
+    a = y.astype(np.float32) * 1.5
+    g = xp.real(a - 1.0)
+    g = g + g * 0.5 * a
+    b = (a * 3).astype(np.int16)
+    c = xp.where(b > 0, a, -a)
+    d = c - c.mean()
+    e = xp.real(d) + b.astype(np.float32)
+    f = (e * 2).astype(np.float64) / 3
+    return e, f, d - 1, e, g
+
+
+def test_views_conversions_and_totals_in_one_program_give_numpy_bits() -> None:
+    y = np.random.default_rng(11).uniform(-2.0, 2.0, N).astype(np.float32)
+    expected = _mixed(np, y)
+    a = gnp.asarray(y)
+    for _ in range(2):  # the second call runs the plans the first one made
+        for actual, want in zip(_mixed(gnp, a), expected):
+            assert_eq(actual, want, **EXACT)
+    for actual, want in zip(gnp.accelerate(lambda x: _mixed(gnp, x))(a), expected):
+        assert_eq(actual, want, **EXACT)

@@ -53,16 +53,22 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
     for i, slot in plan.scalars:
         values[i] = scalars[slot]
     with np.errstate(all="ignore"):
-        for i, call, args, out, drops in plan.steps:
-            if call is not None:
-                try:
-                    values[i] = call(*[values[j] for j in args], out=bufs[out])
-                except TypeError:  # a cast that "same_kind" casting forbids: the block function casts
-                    values[i] = _unbuffered(instrs[i], dtypes[i], [values[j] for j in args])
-            else:
-                values[i] = _value(instrs[i], dtypes[i], values, scalars, offset, shape, global_shape, xp)
-            for j in drops:
-                values[j] = None
+        for kind, i, call, x, y, out in plan.steps:
+            try:
+                if kind == _BINARY:
+                    values[i] = call(values[x], values[y], out=bufs[out])
+                    continue
+                if kind == _UNARY:
+                    values[i] = call(values[x], out=bufs[out])
+                    continue
+                if kind == _NARY:
+                    values[i] = call(*[values[j] for j in x], out=bufs[out])
+                    continue
+            except TypeError:  # a cast that "same_kind" casting forbids: the block function casts
+                values[i] = _unbuffered(instrs[i], dtypes[i], [values[j] for j in instrs[i].args])
+                continue
+            values[i] = None if kind == _DROP else _value(instrs[i], dtypes[i], values, scalars, offset, shape,
+                                                          global_shape, xp)
     for s in plan.returned:
         if s not in dests:
             pool.give(bufs[s])
@@ -189,18 +195,22 @@ def _known(program: tuple) -> _Known:
     return known
 
 
+# the kinds of a plan's steps: an op writing into its buffer with one, two or any number of operands, an
+# instruction ``_value`` computes, a value dropped (it died, and its array is no buffer of the plan)
+_UNARY, _BINARY, _NARY, _VALUE, _DROP = range(5)
+
+
 class _Plan(NamedTuple):
     """How a program runs on blocks of given shapes (``_plan``): the buffers (shape and dtype of each); the
-    loads and scalars (value, input or slot); per remaining instruction in order, its value, the function
-    writing it into a buffer (None: ``_value`` computes it), the values it reads, its buffer, and the values
-    that die there whose arrays are no buffer of the plan (dropped); the buffers given back to the pool after
-    a run (those no output is, or may be a view of); the buffer of each output op (its own, so that a given
-    array may stand in for it) and each value's shape."""
+    loads and scalars (value, input or slot); the steps in order, each ``(kind, value, function, operand,
+    operand, buffer)`` (an ``_NARY`` op's operands all in the first); the buffers given back to the pool
+    after a run (those no output is, or may be a view of); the buffer of each output op (its own, so that a
+    given array may stand in for it) and each value's shape."""
 
     buffers: tuple[tuple[tuple[int, ...], np.dtype], ...]
     loads: tuple[tuple[int, int], ...]
     scalars: tuple[tuple[int, int], ...]
-    steps: tuple[tuple[int, Any, tuple[int, ...], int, tuple[int, ...]], ...]
+    steps: tuple[tuple[int, int, Any, Any, int, int], ...]
     returned: tuple[int, ...]
     dests: dict[int, int]
     shapes: tuple[tuple[int, ...], ...]
@@ -277,8 +287,18 @@ def _plan(known: _Known, shape: tuple[int, ...], input_shapes: tuple[tuple[int, 
         if not uses[j] and program.instrs[j].tag not in ("load", "scalar"):
             dead.setdefault(i, []).append(j)
     kept = frozenset().union(*(uses[j] for j in outputs))
-    return _Plan(tuple(buffers), tuple(loads), tuple(scalars),
-                 tuple((i, call, args, s, tuple(dead.get(i, ()))) for i, call, args, s in steps),
+    runs = []
+    for i, call, args, s in steps:
+        if call is None:
+            runs.append((_VALUE, i, None, -1, -1, -1))
+        elif len(args) == 1:
+            runs.append((_UNARY, i, call, args[0], -1, s))
+        elif len(args) == 2:
+            runs.append((_BINARY, i, call, *args, s))
+        else:
+            runs.append((_NARY, i, call, args, -1, s))
+        runs += [(_DROP, j, None, -1, -1, -1) for j in dead.get(i, ())]
+    return _Plan(tuple(buffers), tuple(loads), tuple(scalars), tuple(runs),
                  tuple(s for s in range(len(buffers)) if s not in kept), dests, tuple(shapes))
 
 
