@@ -113,3 +113,26 @@ def test_views_conversions_and_totals_in_one_program_give_numpy_bits() -> None:
             assert_eq(actual, want, **EXACT)
     for actual, want in zip(gnp.accelerate(lambda x: _mixed(gnp, x))(a), expected):
         assert_eq(actual, want, **EXACT)
+
+
+def _heat_3d(xp: Any, u: Any, steps: int = 3) -> tuple[Any, Any]:
+    """Explicit 3-D heat steps by slices and setitem (fixed boundaries), and the largest change."""
+    start = u
+    for _ in range(steps):
+        v = u.copy()
+        c = u[1:-1, 1:-1, 1:-1]
+        v[1:-1, 1:-1, 1:-1] = c + 0.1 * (u[:-2, 1:-1, 1:-1] + u[2:, 1:-1, 1:-1] + u[1:-1, :-2, 1:-1]
+                                         + u[1:-1, 2:, 1:-1] + u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:] - 6 * c)
+        u = v
+    return u, xp.max(xp.abs(u - start))
+
+
+def test_3d_stencil_sweeps_give_numpy_bits() -> None:
+    x = np.random.default_rng(5).random((30, 26, 21), dtype=np.float32)
+    expected = _heat_3d(np, x)
+    for chunks in (x.shape, (16, 13, 21), (10, 26, 11)):  # one block; blocks extended by halos
+        a = gnp.from_array(x, chunks=chunks)
+        for actual, want in zip(_heat_3d(gnp, a), expected):
+            assert_eq(actual, want, **EXACT)
+        for actual, want in zip(gnp.accelerate(lambda y: _heat_3d(gnp, y))(a), expected):
+            assert_eq(actual, want, **EXACT)
