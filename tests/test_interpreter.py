@@ -136,3 +136,25 @@ def test_3d_stencil_sweeps_give_numpy_bits() -> None:
             assert_eq(actual, want, **EXACT)
         for actual, want in zip(gnp.accelerate(lambda y: _heat_3d(gnp, y))(a), expected):
             assert_eq(actual, want, **EXACT)
+
+
+def _scaled_laplacian(xp: Any, u: Any, steps: int = 3) -> Any:
+    """2-D Laplacian steps by setitem updates, scaled by a 0-d array computed from the field."""
+    for _ in range(steps):
+        w = 0.1 / xp.max(xp.abs(u))
+        y = 4 * u
+        y[1:, :] -= u[:-1, :]
+        y[:-1, :] -= u[1:, :]
+        y[:, 1:] -= u[:, :-1]
+        y[:, :-1] -= u[:, 1:]
+        u = u - w * y
+    return u
+
+
+def test_stencil_sweeps_with_array_coefficients_give_numpy_bits() -> None:
+    x = np.random.default_rng(6).random((130, 120), dtype=np.float32)
+    expected = _scaled_laplacian(np, x)
+    for chunks in (x.shape, (65, 60)):
+        a = gnp.from_array(x, chunks=chunks)
+        assert_eq(_scaled_laplacian(gnp, a), expected, **EXACT)
+        assert_eq(gnp.accelerate(lambda y: _scaled_laplacian(gnp, y))(a), expected, **EXACT)

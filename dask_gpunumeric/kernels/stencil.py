@@ -396,7 +396,8 @@ def _run_interpreted(how: _Interpreted, inputs: list, scalars: tuple, shape: tup
     for windows, indices, origin, extent, placed, flat in how.pieces:
         into = [dest[0][index] for dest, index in zip(dests, indices)]
         arrays = [inputs[slot][0] for slot, _ in windows]
-        if flat is not None and all(type(a) is np.ndarray and a.flags.c_contiguous for a in arrays):
+        if flat is not None and all(start is None or (type(a) is np.ndarray and a.flags.c_contiguous)
+                                    for a, start in zip(arrays, flat[2])):
             values = _run_flat(how.stores, flat, arrays, scalars, origin, extent, shape, backend, into)
         else:
             windowed = [_window(a, window) for a, (_, window) in zip(arrays, windows)]
@@ -424,13 +425,14 @@ FLAT_SLACK = 2
 def _flat_reads(program: tuple, windows: tuple, inputs: list, extent: tuple[int, ...]) -> tuple | None:
     """How a piece's program runs on one contiguous run of each load's buffer (``_run_flat``): the element
     strides its buffers share (C-contiguous ones of the same rows), the runs' length, and where each load's
-    run starts; None where a load is copied (wrapped or filled), the buffers' rows differ, values depend on
-    their positions (draws) or on the whole block (totals), or the runs hold over ``FLAT_SLACK`` times the
-    piece's elements."""
-    if (len(extent) < 2 or not windows or any(around for _, (_, around) in windows)
+    run starts (None: a buffer of one element, read whole); None where a load is copied (wrapped or
+    filled), the buffers' rows differ, values depend on their positions (draws) or on the whole block
+    (totals), or the runs hold over ``FLAT_SLACK`` times the piece's elements."""
+    if (len(extent) < 2 or any(around for _, (_, around) in windows)
             or any(ins.tag in ("random", "total") for ins in program.instrs)):
         return None
-    rows = {inputs[slot][0][1:] for slot, _ in windows}
+    single = [math.prod(inputs[slot][0]) == 1 for slot, _ in windows]
+    rows = {inputs[slot][0][1:] for (slot, _), one in zip(windows, single) if not one}
     if len(rows) != 1:
         return None
     (row,) = rows
@@ -438,7 +440,8 @@ def _flat_reads(program: tuple, windows: tuple, inputs: list, extent: tuple[int,
     span = sum((e - 1) * s for e, s in zip(extent, strides)) + 1
     if span > FLAT_SLACK * math.prod(extent):
         return None
-    return strides, span, tuple(sum(ix.start * s for ix, s in zip(index, strides)) for _, (index, _) in windows)
+    return strides, span, tuple(None if one else sum(ix.start * s for ix, s in zip(index, strides))
+                                for (_, (index, _)), one in zip(windows, single))
 
 
 def _run_flat(program: tuple, flat: tuple, arrays: list, scalars: tuple, origin: tuple[int, ...],
@@ -449,7 +452,8 @@ def _run_flat(program: tuple, flat: tuple, arrays: list, scalars: tuple, origin:
     arrays of their own."""
     strides, span, starts = flat
     pool = _interpreter.buffer_pool()
-    runs = [a.reshape(-1)[start : start + span] for a, start in zip(arrays, starts)]
+    runs = [np.reshape(a, -1) if start is None else a.reshape(-1)[start : start + span]
+            for a, start in zip(arrays, starts)]
     spans = [pool.take((span,), np.dtype(program.instrs[out.value].dtype)) for out in program.outputs]
     values = _interpreter.run_numpy(program, scalars, origin, (span,), shape, runs, backend, spans)
     results = []
