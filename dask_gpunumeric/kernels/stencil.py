@@ -1,6 +1,7 @@
 """What the tasks of a ``Stencil`` group run: source blocks extended by halos in, one sweep after another on a
 shrinking region (``codegen.stencil_plan``), the group's output blocks out. On NumPy blocks a sweep's program
-is interpreted on windows of the buffers (``interpreter.run_numpy``); on CuPy blocks it is its generated kernel
+is interpreted (``interpreter.run_numpy``) on windows of the buffers, or on contiguous runs of them where its
+loads allow (``_run_flat``); on CuPy blocks it is its generated kernel
 (``codegen.stencil``), and runs of 2-d sweeps one tile kernel. A task part's launches and their geometry are
 worked out once per plan, part and buffer shapes (``_schedule``); a task run again only launches.
 """
