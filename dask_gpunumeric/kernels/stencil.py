@@ -428,9 +428,12 @@ def _flat_reads(program: tuple, windows: tuple, inputs: list, extent: tuple[int,
     strides its buffers share (C-contiguous ones of the same rows), the runs' length, and where each load's
     run starts (None: a buffer of one element, read whole); None where a load is copied (wrapped or
     filled), the buffers' rows differ, values depend on their positions (draws) or on the whole block
-    (totals), or the runs hold over ``FLAT_SLACK`` times the piece's elements."""
+    (totals), an op may raise on the values between the rows (integer powers), or the runs hold over
+    ``FLAT_SLACK`` times the piece's elements."""
     if (len(extent) < 2 or any(around for _, (_, around) in windows)
-            or any(ins.tag in ("random", "total") for ins in program.instrs)):
+            or any(ins.tag in ("random", "total") or (ins.tag == "op" and ins.func == "power"
+                                                       and np.dtype(ins.dtype).kind in "iu")
+                   for ins in program.instrs)):
         return None
     single = [math.prod(inputs[slot][0]) == 1 for slot, _ in windows]
     rows = {inputs[slot][0][1:] for (slot, _), one in zip(windows, single) if not one}
