@@ -11,7 +11,7 @@ from conftest import BACKEND, assert_eq
 
 import dask_gpunumeric as gnp
 
-N = 2**19  # elements of the large blocks: several of the interpreter's pieces (kernels/fused.py, CHUNK)
+N = 2**19  # elements of the large blocks: several of the interpreter's pieces (kernels/interpreter.py, CHUNK)
 # CuPy's kernels may contract a*b+c into an FMA: NumPy's values to rounding (absolute near 0, where terms cancel)
 EXACT = {"rtol": 0.0} if BACKEND == "numpy" else {"atol": 1e-6}
 
@@ -87,3 +87,74 @@ def test_conversions_to_the_same_dtype_keep_each_block_its_own() -> None:
     a = gnp.from_array(x, chunks=1)  # blocks one after another through the same thread's buffers
     assert_eq(gnp.abs(a).astype(np.int32), np.abs(x).astype(np.int32))
     assert_eq((gnp.abs(a) + 1).astype(np.int32) * 2, (np.abs(x) + 1).astype(np.int32) * 2)
+
+
+def _mixed(xp: Any, y: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """Views (a conversion to the value's own dtype, ``real`` of a temporary, used after later operations),
+    conversions between kinds, ``where`` on its own operand, a full reduction inside the program, and one
+    value returned twice."""
+    a = y.astype(np.float32) * 1.5
+    g = xp.real(a - 1.0)
+    g = g + g * 0.5 * a
+    b = (a * 3).astype(np.int16)
+    c = xp.where(b > 0, a, -a)
+    d = c - c.mean()
+    e = xp.real(d) + b.astype(np.float32)
+    f = (e * 2).astype(np.float64) / 3
+    return e, f, d - 1, e, g
+
+
+def test_views_conversions_and_totals_in_one_program_give_numpy_bits() -> None:
+    y = np.random.default_rng(11).uniform(-2.0, 2.0, N).astype(np.float32)
+    expected = _mixed(np, y)
+    a = gnp.asarray(y)
+    for _ in range(2):  # the second call runs the plans the first one made
+        for actual, want in zip(_mixed(gnp, a), expected):
+            assert_eq(actual, want, **EXACT)
+    for actual, want in zip(gnp.accelerate(lambda x: _mixed(gnp, x))(a), expected):
+        assert_eq(actual, want, **EXACT)
+
+
+def _heat_3d(xp: Any, u: Any, steps: int = 3) -> tuple[Any, Any]:
+    """Explicit 3-D heat steps by slices and setitem (fixed boundaries), and the largest change."""
+    start = u
+    for _ in range(steps):
+        v = u.copy()
+        c = u[1:-1, 1:-1, 1:-1]
+        v[1:-1, 1:-1, 1:-1] = c + 0.1 * (u[:-2, 1:-1, 1:-1] + u[2:, 1:-1, 1:-1] + u[1:-1, :-2, 1:-1]
+                                         + u[1:-1, 2:, 1:-1] + u[1:-1, 1:-1, :-2] + u[1:-1, 1:-1, 2:] - 6 * c)
+        u = v
+    return u, xp.max(xp.abs(u - start))
+
+
+def test_3d_stencil_sweeps_give_numpy_bits() -> None:
+    x = np.random.default_rng(5).random((30, 26, 21), dtype=np.float32)
+    expected = _heat_3d(np, x)
+    for chunks in (x.shape, (16, 13, 21), (10, 26, 11)):  # one block; blocks extended by halos
+        a = gnp.from_array(x, chunks=chunks)
+        for actual, want in zip(_heat_3d(gnp, a), expected):
+            assert_eq(actual, want, **EXACT)
+        for actual, want in zip(gnp.accelerate(lambda y: _heat_3d(gnp, y))(a), expected):
+            assert_eq(actual, want, **EXACT)
+
+
+def _scaled_laplacian(xp: Any, u: Any, steps: int = 3) -> Any:
+    """2-D Laplacian steps by setitem updates, scaled by a 0-d array computed from the field."""
+    for _ in range(steps):
+        w = 0.1 / xp.max(xp.abs(u))
+        y = 4 * u
+        y[1:, :] -= u[:-1, :]
+        y[:-1, :] -= u[1:, :]
+        y[:, 1:] -= u[:, :-1]
+        y[:, :-1] -= u[:, 1:]
+        u = u - w * y
+    return u
+
+
+def test_stencil_sweeps_with_array_coefficients_give_numpy_bits() -> None:
+    x = np.random.default_rng(6).random((130, 120), dtype=np.float32)
+    expected = _scaled_laplacian(np, x)
+    for chunks in (x.shape, (65, 60)):
+        a = gnp.from_array(x, chunks=chunks)
+        assert_eq(_scaled_laplacian(gnp, a), expected, **EXACT)
+        assert_eq(gnp.accelerate(lambda y: _scaled_laplacian(gnp, y))(a), expected, **EXACT)

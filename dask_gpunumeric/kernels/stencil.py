@@ -1,6 +1,7 @@
 """What the tasks of a ``Stencil`` group run: source blocks extended by halos in, one sweep after another on a
 shrinking region (``codegen.stencil_plan``), the group's output blocks out. On NumPy blocks a sweep's program
-is interpreted on windows of the buffers (``fused.run_numpy``); on CuPy blocks it is its generated kernel
+is interpreted (``interpreter.run_numpy``) on windows of the buffers, or on contiguous runs of them where its
+loads allow (``_run_flat``); on CuPy blocks it is its generated kernel
 (``codegen.stencil``), and runs of 2-d sweeps one tile kernel. A task part's launches and their geometry are
 worked out once per plan, part and buffer shapes (``_schedule``); a task run again only launches.
 """
@@ -22,6 +23,7 @@ from ..codegen.types import FILL, NP_OF_CTYPE, TILE_THREADS, TILES, WRAP, Store,
 from . import blocks as _blocks
 from . import cuda as _cuda
 from . import fused as _fused
+from . import interpreter as _interpreter
 from ..backend import module, namespace
 
 def run(plan: tuple, scalars: tuple, block: Box, backend: str, into: Any, parts: tuple, *pieces: Sequence[Any]) -> Any:
@@ -66,7 +68,7 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
     key = (block, backend in _CUDA_BACKENDS, backend in _TILED_BACKENDS, xp is np, shapes)
     steps = _remembered((plan, part), key, lambda: _schedule(plan, part, block, backend, dict(shapes)))
     buffers: dict[int, tuple[Any, tuple[int, ...]]] = {s: (array, origins[s]) for s, array in sources.items()}
-    pool = _fused.buffer_pool() if xp is np else None
+    pool = _interpreter.buffer_pool() if xp is np else None
     partials: dict[tuple[int, int], dict[str, Any]] = {}
     for step in steps:
         dests = [(outs[dest], origin) if isinstance(dest, int) else
@@ -343,13 +345,14 @@ def _window(array: Any, window: tuple) -> Any:
 class _Interpreted(NamedTuple):
     """A sweep over a box on NumPy blocks (``_interpretation``): its program with every output stored; the
     slabs of its fields that their bases fill (field, its index, slot, window); per piece of its values
-    (``_pieces``), the window of each load, each field's index, the piece's origin and extent, and its index
-    in the values' box (None: the piece is all of it); the values' extent, the target's index there and the
-    full reductions among the program's outputs (their numbers and records)."""
+    (``_pieces``), the window of each load, each field's index, the piece's origin and extent, its index
+    in the values' box (None: the piece is all of it) and how it runs on runs of its buffers (``_flat_reads``;
+    None: on its windows); the values' extent, the target's index there and the full reductions among the
+    program's outputs (their numbers and records)."""
 
     stores: tuple
     shell: tuple[tuple[int, tuple, int, tuple], ...]
-    pieces: tuple[tuple[tuple, tuple, tuple[int, ...], tuple[int, ...], tuple | None], ...]
+    pieces: tuple[tuple[tuple, tuple, tuple[int, ...], tuple[int, ...], tuple | None, tuple | None], ...]
     extent: tuple[int, ...]
     target: tuple
     reductions: tuple[tuple[int, Any], ...]
@@ -376,8 +379,9 @@ def _interpretation(code: tuple, inputs: list, edges: tuple, region: tuple, box:
                                           _load_edges(slot, piece, offset, inputs, edges), *edges[slot][1:]))
                         for slot, offset in loads)
         placed = None if len(pieces) == 1 else tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(piece, value))
+        extent = tuple(hi - lo for lo, hi in piece)
         described.append((windows, tuple(_index(dest, piece) for dest in dests), tuple(lo for lo, _ in piece),
-                          tuple(hi - lo for lo, hi in piece), placed))
+                          extent, placed, _flat_reads(stores, windows, inputs, extent)))
     return _Interpreted(stores, fills, tuple(described), tuple(hi - lo for lo, hi in value),
                         tuple(slice(lo - b, hi - b) for (lo, hi), (b, _) in zip(target, value)),
                         tuple((j, out) for j, out in enumerate(program.outputs) if out.tag == "reduce"))
@@ -390,10 +394,15 @@ def _run_interpreted(how: _Interpreted, inputs: list, scalars: tuple, shape: tup
     for i, index, slot, window in how.shell:
         dests[i][0][index] = _window(inputs[slot][0], window)
     whole: dict[int, Any] = {}  # per reduction output, its values over the sweep's values' box
-    for windows, indices, origin, extent, placed in how.pieces:
+    for windows, indices, origin, extent, placed, flat in how.pieces:
         into = [dest[0][index] for dest, index in zip(dests, indices)]
-        values = _fused.run_numpy(how.stores, scalars, origin, extent, shape,
-                                  [_window(inputs[slot][0], window) for slot, window in windows], backend, into)
+        arrays = [inputs[slot][0] for slot, _ in windows]
+        if flat is not None and all(start is None or (type(a) is np.ndarray and a.flags.c_contiguous)
+                                    for a, start in zip(arrays, flat[2])):
+            values = _run_flat(how.stores, flat, arrays, scalars, origin, extent, shape, backend, into)
+        else:
+            windowed = [_window(a, window) for a, (_, window) in zip(arrays, windows)]
+            values = _interpreter.run_numpy(how.stores, scalars, origin, extent, shape, windowed, backend, into)
         for out, v in zip(into, values):
             if v is not out:
                 out[...] = v
@@ -406,6 +415,63 @@ def _run_interpreted(how: _Interpreted, inputs: list, scalars: tuple, shape: tup
             whole[j][placed] = values[j]
     return {j: _blocks.reduce_chunk(out.kind, whole[j][how.target], out.axes, np.dtype(out.dtype), out.params, ())
             for j, out in how.reductions if j in whole}
+
+
+#: The most elements, as a multiple of a piece's, that ``_flat_reads`` computes on: a run of a buffer holds the
+#: piece's rows and what lies between them; long 1-d loops over them beat NumPy's loops over the short rows of
+#: windows even at twice the elements (docs/benchmarks.md).
+FLAT_SLACK = 2
+
+
+def _flat_reads(program: tuple, windows: tuple, inputs: list, extent: tuple[int, ...]) -> tuple | None:
+    """How a piece's program runs on one contiguous run of each load's buffer (``_run_flat``): the element
+    strides its buffers share (C-contiguous ones of the same rows), the runs' length, and where each load's
+    run starts (None: a buffer of one element, read whole); None where a load is copied (wrapped or
+    filled), the buffers' rows differ, values depend on their positions (draws) or on the whole block
+    (totals), an op may raise on the values between the rows (integer powers), or the runs hold over
+    ``FLAT_SLACK`` times the piece's elements."""
+    if (len(extent) < 2 or any(around for _, (_, around) in windows)
+            or any(ins.tag in ("random", "total") or (ins.tag == "op" and ins.func == "power"
+                                                       and np.dtype(ins.dtype).kind in "iu")
+                   for ins in program.instrs)):
+        return None
+    single = [math.prod(inputs[slot][0]) == 1 for slot, _ in windows]
+    rows = {inputs[slot][0][1:] for (slot, _), one in zip(windows, single) if not one}
+    if len(rows) != 1:
+        return None
+    (row,) = rows
+    strides = tuple(math.prod(row[d:]) for d in range(len(row))) + (1,)
+    span = sum((e - 1) * s for e, s in zip(extent, strides)) + 1
+    if span > FLAT_SLACK * math.prod(extent):
+        return None
+    return strides, span, tuple(None if one else sum(ix.start * s for ix, s in zip(index, strides))
+                                for (_, (index, _)), one in zip(windows, single))
+
+
+def _run_flat(program: tuple, flat: tuple, arrays: list, scalars: tuple, origin: tuple[int, ...],
+              extent: tuple[int, ...], shape: tuple[int, ...], backend: str, into: list) -> list:
+    """A piece's program on runs of its C-contiguous buffers (``_flat_reads``) instead of their windows, the
+    runs' values between the piece's rows computed and left out: the same operations on each element of the
+    piece, in long 1-d loops. Its outputs over the piece: ``into``'s arrays (the values copied there), then
+    arrays of their own."""
+    strides, span, starts = flat
+    pool = _interpreter.buffer_pool()
+    runs = [np.reshape(a, -1) if start is None else a.reshape(-1)[start : start + span]
+            for a, start in zip(arrays, starts)]
+    spans = [pool.take((span,), np.dtype(program.instrs[out.value].dtype)) for out in program.outputs]
+    values = _interpreter.run_numpy(program, scalars, origin, (span,), shape, runs, backend, spans)
+    results = []
+    for k, value in enumerate(values):
+        piece = np.lib.stride_tricks.as_strided(value, extent, tuple(s * value.strides[0] for s in strides),
+                                                writeable=False)
+        if k < len(into):
+            into[k][...] = piece
+            results.append(into[k])
+        else:
+            results.append(piece.copy())
+    for buffer in spans:
+        pool.give(buffer)
+    return results
 
 
 # Thread blocks of a kernel with full reductions: this many full waves, each thread looping over its rows and
