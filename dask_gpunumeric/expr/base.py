@@ -284,8 +284,14 @@ class ArrayExpr(Expr):
             return None
         joint = Materialized.of(Bundle(*ours), _runtime().placement_workers())
         k = iter(range(len(ours)))
-        return type(parent)(*[JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op
-                              for op in parent.operands])
+        operands = [JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op for op in parent.operands]
+        # named from its operands' names where they are all ours (not by Dask's tokenize, which pickles the
+        # sequence's class on every compute)
+        token = None
+        if all(isinstance(op, ArrayExpr) for op in operands):
+            text = f"{type(parent).__qualname__}|" + ",".join(op.deterministic_token for op in operands)
+            token = hashlib.sha1(text.encode()).hexdigest()[:32]
+        return type(parent)(*operands, _determ_token=token)
 
     def finalize_compute(self) -> Expr:
         return self if set(self.numblocks) <= {1} else Finalize(self)
