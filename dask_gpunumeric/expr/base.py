@@ -276,15 +276,20 @@ class ArrayExpr(Expr):
 
     def _simplify_up(self, parent: Expr, dependents: Any) -> Expr | None:
         # dask.compute(a, b) / dask.persist(a, b): optimize our arrays together (one fused kernel can
-        # serve several outputs), keeping each output's keys.
+        # serve several outputs), keeping each output's keys; one array: lowered here already, so that
+        # lowering leaves the sequence as it is (Dask would make it again, tokenize and all)
         if type(parent).__name__ != "_ExprSequence":
             return None
         ours = [op for op in parent.operands if isinstance(op, ArrayExpr)]
-        if len(ours) < 2 or any(isinstance(op, JointOutput) for op in ours):
+        if not ours or any(isinstance(op, (JointOutput, Materialized)) for op in ours):
             return None
-        joint = Materialized.of(Bundle(*ours), _runtime().placement_workers())
-        k = iter(range(len(ours)))
-        operands = [JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op for op in parent.operands]
+        if len(ours) == 1:
+            lowered = ours[0]._lower()
+            operands = [lowered if op is ours[0] else op for op in parent.operands]
+        else:
+            joint = Materialized.of(Bundle(*ours), _runtime().placement_workers())
+            k = iter(range(len(ours)))
+            operands = [JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op for op in parent.operands]
         # named from its operands' names where they are all ours (not by Dask's tokenize, which pickles the
         # sequence's class on every compute)
         token = None
