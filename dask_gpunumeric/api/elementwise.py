@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..expr import ArrayExpr, Elemwise
+from ..expr import ArrayExpr, Chunks, Elemwise
+from ..expr.elemwise import broadcast_chunks
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
 from . import special_values as _special_values
@@ -71,22 +72,28 @@ def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, A
     shifted slices) from growing step after step."""
     if len(arrays) == 1:  # nothing to agree with
         return {arrays[0]._name: arrays[0]}
+    wanted = _wanted_chunks([a.chunks for a in arrays], shape)
+    return {a._name: a if want == a.chunks else rechunk_expr(a, want) for a, want in zip(arrays, wanted)}
+
+
+def _wanted_chunks(operand_chunks: list[Chunks], shape: tuple[int, ...]) -> list[Chunks]:
+    """The chunks ``align_chunks`` gives arrays of these chunks, broadcasting to ``shape``."""
     ndim = len(shape)
+    shapes = [tuple(map(sum, c)) for c in operand_chunks]
     target: list[tuple[int, ...] | None] = []
     for d in range(ndim):
-        dims = [a.chunks[d - ndim + a.ndim] for a in arrays
-                if d - ndim + a.ndim >= 0 and a.shape[d - ndim + a.ndim] == shape[d]]
+        dims = [c[d - ndim + len(c)] for c, s in zip(operand_chunks, shapes)
+                if d - ndim + len(c) >= 0 and s[d - ndim + len(c)] == shape[d]]
         target.append(min(dims, key=len) if dims else None)
-    out = {}
-    for a in arrays:
-        lead = ndim - a.ndim
-        want = tuple(
-            target[lead + d] if a.shape[d] == shape[lead + d] and target[lead + d] is not None
-            else (1,) if a.shape[d] == 1  # a broadcast axis is one block (not, say, chunks (0, 1))
-            else a.chunks[d]
-            for d in range(a.ndim)
-        )
-        out[a._name] = a if want == a.chunks else rechunk_expr(a, want)
+    out = []
+    for chunks, s in zip(operand_chunks, shapes):
+        lead = ndim - len(chunks)
+        out.append(tuple(
+            target[lead + d] if s[d] == shape[lead + d] and target[lead + d] is not None
+            else (1,) if s[d] == 1  # a broadcast axis is one block (not, say, chunks (0, 1))
+            else chunks[d]
+            for d in range(len(chunks))
+        ))
     return out
 
 
@@ -106,6 +113,7 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
     operands: list[Any] = []
     key: list[Any] = [op, skip]  # then as ``_dtypes`` makes it
     chunks = None
+    broadcast = False
     for a in args:
         kind = type(a)
         if kind is Array:
@@ -114,12 +122,14 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
             if chunks is None:
                 chunks = a.chunks
             elif a.chunks is not chunks and a.chunks != chunks:
-                return None
+                broadcast = True
         elif kind is float or kind is int:
             key.append((kind, a))
         else:
             return None
         operands.append(a)
+    if broadcast:
+        chunks = _aligned_chunks(op, [a.chunks for a in operands if isinstance(a, ArrayExpr)])
     if chunks is None:
         return None
     plan = _SHORT_PLANS.get(tuple(key), _UNKNOWN)
@@ -129,6 +139,27 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
         return None
     func, out_dtype, keep, extra = plan
     return Array(Elemwise.of_aligned(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks))
+
+
+def _aligned_chunks(op: str, operand_chunks: list[Chunks]) -> Chunks | None:
+    """The result's chunks where arrays of these chunks broadcast without rechunking (``align_chunks`` keeps
+    them), else None (also where they don't broadcast: the full path raises); kept for the next call."""
+    key = tuple(operand_chunks)
+    known = _ALIGNED.get(key, _UNKNOWN)
+    if known is _UNKNOWN:
+        try:
+            shape = broadcast_shape(op, [tuple(map(sum, c)) for c in operand_chunks])
+        except ValueError:
+            return None
+        wanted = _wanted_chunks(operand_chunks, shape)
+        known = broadcast_chunks(operand_chunks) if wanted == list(operand_chunks) else None
+        if len(_ALIGNED) >= _SHORT_PLANS_SIZE:
+            _ALIGNED.clear()
+        _ALIGNED[key] = known
+    return known
+
+
+_ALIGNED: dict[tuple, Chunks | None] = {}
 
 
 _UNKNOWN = object()
