@@ -192,7 +192,7 @@ class ArrayExpr(Expr):
     def shape(self) -> tuple[int, ...]:
         return tuple(map(sum, self.chunks))
 
-    @property
+    @cached
     def ndim(self) -> int:
         return len(self.chunks)
 
