@@ -287,7 +287,7 @@ class ArrayExpr(Expr):
             lowered = ours[0]._lower()
             operands = [lowered if op is ours[0] else op for op in parent.operands]
         else:
-            joint = Materialized.of(Bundle(*ours), _runtime().placement_workers())
+            joint = Materialized.of(Bundle.of(*ours), _runtime().placement_workers())
             k = iter(range(len(ours)))
             operands = [JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op for op in parent.operands]
         # named from its operands' names where they are all ours (not by Dask's tokenize, which pickles the
@@ -489,6 +489,12 @@ class Bundle(ArrayExpr):
     chunks = ()
     dtype = np.dtype(bool)
     backend = "numpy"
+
+    @classmethod
+    def of(cls, *roots: ArrayExpr) -> Bundle:
+        """``Bundle(*roots)``, made without the constructor's generic steps (on every joint compute or persist)."""
+        made = cls.with_metadata(list(roots), cls.chunks, cls.dtype, cls.backend)
+        return cls(*roots) if made is None else made
 
     def _layer(self) -> dict:
         return {}
