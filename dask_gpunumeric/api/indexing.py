@@ -117,10 +117,13 @@ _SLICE_PLANS_SIZE = 256
 _WHOLE = object()  # the plan of slices that take every element: the array itself
 
 
-def _slices_key(x: Array, index: Any) -> tuple | None:
+def _slices_key(x: Array, index: Any, slices_only: bool = False) -> tuple | None:
     """The key of an index of slices (with int or None bounds), ints (not on every axis: that one element is
-    the scalar guard's) and at most one ``...``, no more than ``x`` has axes; else None."""
+    the scalar guard's) and at most one ``...``, no more than ``x`` has axes; else None. ``slices_only``: of
+    an index of slices alone, one per axis of ``x``."""
     items = index if type(index) is tuple else (index,)
+    if slices_only and len(items) != x.ndim:
+        return None
     bounds: list[Any] = []
     ints = ellipsis = 0
     for ix in items:
@@ -130,6 +133,8 @@ def _slices_key(x: Array, index: Any) -> tuple | None:
             if not (type(start) in _BOUND and type(stop) in _BOUND and type(step) in _BOUND):
                 return None
             bounds.append((start, stop, step))
+        elif slices_only:
+            return None
         elif kind is int:
             bounds.append(ix)
             ints += 1
@@ -316,7 +321,7 @@ def setitem(x: Array, index: Any, value: Any) -> Array:
         whole = _update_as_elementwise(x, index, value)
         if whole is not None:
             return whole
-    known = _slices_key(x, index)
+    known = _slices_key(x, index, slices_only=True)
     region = _REGION_PLANS.get(known) if known is not None else None
     if region is not None:  # these slices of these chunks, met before (stencil updates repeat them)
         region_plan, region_chunks = region
