@@ -62,6 +62,17 @@ inline float __uint2float_rn(unsigned int a) { return (float)a; }
 inline double __uint2double_rn(unsigned int a) { return (double)a; }
 inline float __uint_as_float(unsigned int a) { float f; std::memcpy(&f, &a, sizeof f); return f; }
 inline double __longlong_as_double(long long a) { double d; std::memcpy(&d, &a, sizeof d); return d; }
+/* warp shuffles: each thread posts its value, all meet at the block's barrier, each reads its source lane's */
+static unsigned long long gnp_lanes[1024];
+template <typename T> inline T gnp_exchange(T v, unsigned int from) {
+    std::memcpy(&gnp_lanes[threadIdx.x], &v, sizeof v);
+    gnp_barrier->arrive_and_wait();
+    T r; std::memcpy(&r, &gnp_lanes[from], sizeof r);
+    gnp_barrier->arrive_and_wait();
+    return r;
+}
+template <typename T> inline T __shfl_xor_sync(unsigned int, T v, int s) { return gnp_exchange(v, threadIdx.x ^ s); }
+template <typename T> inline T __shfl_sync(unsigned int, T v, int lane) { return gnp_exchange(v, (threadIdx.x & ~31u) | lane); }
 """
 
 _CTYPES_OF = {np.dtype(k): v for k, v in {
@@ -113,7 +124,7 @@ class EmulatedKernel:
     def __init__(self, source: str, name: str, strided: bool = False) -> None:
         self.params = _parameters(source, name)
         self.strided = strided
-        unit = _PRELUDE + source + _driver(name, self.params, "__syncthreads" in source)
+        unit = _PRELUDE + source + _driver(name, self.params, "__syncthreads" in source or "__shfl" in source)
         self.library = _compile(unit)
 
     def __call__(self, grid: tuple[int, ...], threads: tuple[int, ...], args: tuple) -> None:

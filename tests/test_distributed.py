@@ -264,8 +264,40 @@ def _round_trips(sent: list[str]) -> int:
     return sum(1 for op in sent if op == "update-graph" or op.startswith("request "))
 
 
+class _Compiles:
+    """Counts, while it is entered, the trees compiled (``runtime.compile.compile_tree``) in this thread (the
+    client's) and in others (the in-process scheduler's), and the trees the optimizer ran on."""
+
+    def __enter__(self) -> _Compiles:
+        import threading
+
+        from dask_gpunumeric.runtime import compile as _compile
+
+        self.module, self.here, self.elsewhere, self.optimized = _compile, 0, 0, 0
+        self.compile_tree, self.optimize = _compile.compile_tree, _compile.optimize
+        me = threading.get_ident()
+
+        def compile_tree(materialized):
+            if threading.get_ident() == me:
+                self.here += 1
+            else:
+                self.elsewhere += 1
+            return self.compile_tree(materialized)
+
+        def optimize(root):
+            self.optimized += 1
+            return self.optimize(root)
+
+        _compile.compile_tree, _compile.optimize = compile_tree, optimize
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.module.compile_tree, self.module.optimize = self.compile_tree, self.optimize
+
+
 def _calls(xn: np.ndarray):
-    """(name, call, replies it asks for, levels of tasks or None where the work needs several)."""
+    """(name, call, replies it asks for, levels of tasks or None where the work needs several, trees the
+    optimizer runs on again when the call is repeated: a region's second call on the same inputs, one)."""
     x = gnp.asarray(xn).persist()
     one = gnp.asarray(xn, chunks=xn.shape).persist()  # one block: a region of one rank
     distributed.wait([x, one])
@@ -277,35 +309,42 @@ def _calls(xn: np.ndarray):
     def smooth(a):
         return gnp.fori_loop(4, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)), a)
 
-    yield "compute", lambda: (gnp.exp(x) + 1).compute(), 1, None
-    yield "compute of one block", lambda: (gnp.exp(one) + 1).compute(), 1, 1
-    yield "compute of a reduction", lambda: gnp.sum(gnp.exp(x) + 1).compute(), 1, None
-    yield "compute of a reduction of one block", lambda: gnp.sum(gnp.exp(one) + 1).compute(), 1, 1
-    yield "persist", lambda: distributed.wait((x * 2).persist()), 0, 1
-    yield "gnp.fetch", lambda: gnp.fetch(gnp.sum(x, axis=0)), 1, None
-    yield "np.asarray", lambda: np.asarray(x * 3), 1, None
-    yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1, None
-    yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, 2
-    yield "fori_loop", lambda: smooth(x).compute(), 1, None
-    yield "fori_loop of one block", lambda: smooth(one).compute(), 1, 1
-    yield "while_loop", lambda: gnp.fetch(gnp.sum(gnp.while_loop(lambda s: gnp.sum(s) < 1e4, lambda s: s * 2, x))), 1, None
+    yield "compute", lambda: (gnp.exp(x) + 1).compute(), 1, 1, 0
+    yield "compute of one block", lambda: (gnp.exp(one) + 1).compute(), 1, 1, 0
+    yield "compute of a reduction", lambda: gnp.sum(gnp.exp(x) + 1).compute(), 1, None, 0
+    yield "compute of a reduction of one block", lambda: gnp.sum(gnp.exp(one) + 1).compute(), 1, 1, 0
+    yield "persist", lambda: distributed.wait((x * 2).persist()), 0, 1, 0
+    yield "gnp.fetch", lambda: gnp.fetch(gnp.sum(x, axis=0)), 1, None, 0
+    yield "np.asarray", lambda: np.asarray(x * 3), 1, 1, 0
+    yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1, None, 1
+    yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, 2, 1
+    yield "fori_loop", lambda: smooth(x).compute(), 1, None, 1
+    yield "fori_loop of one block", lambda: smooth(one).compute(), 1, 1, 1
+    yield "while_loop", lambda: gnp.fetch(gnp.sum(gnp.while_loop(lambda s: gnp.sum(s) < 1e4, lambda s: s * 2, x))), \
+        1, None, 1
 
 
 def _count_round_trips(client, calls) -> None:
     """Run each call twice (the first traces, compiles, learns the workers) and check what the second asked
-    of the scheduler: one graph, at most ``gathers`` replies, and ``levels`` levels of tasks (None: any)."""
+    of the scheduler: one graph, at most ``gathers`` replies, and ``levels`` levels of tasks (None: any); and
+    what it cost besides: the client compiles nothing (waiting on persisted results reads their blocks), the
+    scheduler compiles the one tree it was sent once, optimizing ``optimized`` trees (0: the graph of a tree
+    compiled before, or of one of the same structure on other inputs, is reused; a region's tree on persisted
+    inputs is kept from its second build on)."""
     client.run_on_scheduler(_start_counting)
     refresh = client._periodic_callbacks["scheduler-info"]  # the client's own refresh, every 2 s, apart from calls
     refresh.stop()
     try:
         with gnp.allowfetch(), client.as_current():
-            for name, call, gathers, levels in calls:
+            for name, call, gathers, levels, optimized in calls:
                 call()
                 client.run_on_scheduler(_submitted)
-                with _Requests(client) as sent:
+                with _Requests(client) as sent, _Compiles() as compiles:
                     call()
                 graphs = client.run_on_scheduler(_submitted)
-                print(f"{name}: {sent} {graphs}")
+                print(f"{name}: {sent} {graphs} compiled {compiles.here} here, {compiles.elsewhere} on the "
+                      f"scheduler, optimized {compiles.optimized}")
+                assert (compiles.here, compiles.elsewhere, compiles.optimized) == (0, 1, optimized), name
                 assert sent.count("update-graph") == 1, (name, sent, graphs)
                 assert [op for op in sent if op.startswith("request ")] == ["request gather"] * gathers, (name, sent)
                 assert _round_trips(sent) == 1 + gathers
@@ -322,8 +361,9 @@ def test_one_round_trip_per_call(client):
     On one block, a call is one level of tasks (one scheduler-to-worker cycle): a fused kernel, a reduction
     finished in its kernel, a region of one rank computing its one output block itself. A region of several
     ranks is two: its ranks' tasks, then each output block's task taking it from its rank's worker once every
-    rank is done. (Over several blocks a compute joins them in a task and a reduction combines its partials
-    in one, a level each: those levels are printed.)"""
+    rank is done. Over several blocks a compute (``.compute()``, ``np.asarray``) is one level too: the client
+    gathers the blocks and joins them itself. (A reduction over several blocks combines its partials in a
+    task, a level more: those levels are printed.)"""
     _count_round_trips(client, _calls(data(41, (80, 6))))
 
 
@@ -341,8 +381,11 @@ def _laplacian(u):
 
 
 def _workload_calls(seed: int):
-    """The suite's workloads as users write them, small: (name, call, replies, levels), each one level of
-    tasks on one worker. Each returns what the benchmark returns (its checks are in benchmarks/)."""
+    """The suite's workloads as users write them, small: (name, call, replies, levels, trees optimized again),
+    each one level of tasks on one worker, each call on new arguments: a new Python scalar makes a tree of
+    another structure, and an accelerated call's region on new arguments is a tree of its own, each optimized
+    again (small trees); new arrays alone reuse the plan. Each returns what the benchmark returns (its checks
+    are in benchmarks/)."""
     rng = np.random.default_rng(seed)
     u0, v0 = (gnp.asarray(rng.random((32, 32), dtype=np.float32)).persist() for _ in range(2))
     S, K, T = (gnp.asarray(rng.uniform(lo, hi, 256).astype(np.float32)).persist() for lo, hi in
@@ -393,17 +436,17 @@ def _workload_calls(seed: int):
     def salt() -> gnp.Array:
         return gnp.asarray(np.float32(1e-30 * next(calls)))
 
-    yield "compute", lambda: (gnp.exp(u0) + 1).compute(), 1, 1
-    yield "persist", lambda: distributed.wait((u0 * next(calls)).persist()), 0, 1
-    yield "gnp.fetch of a reduction", lambda: gnp.fetch(gnp.sum(u0 * next(calls))), 1, 1
-    yield "np.asarray", lambda: np.asarray(v0 * next(calls)), 1, 1
-    yield "accelerated Monte-Carlo", lambda: gnp.fetch(monte_carlo(gnp.asarray(np.float32(2 + 1e-7 * next(calls))))), 1, 1
+    yield "compute", lambda: (gnp.exp(u0) + 1).compute(), 1, 1, 0
+    yield "persist", lambda: distributed.wait((u0 * next(calls)).persist()), 0, 1, 1
+    yield "gnp.fetch of a reduction", lambda: gnp.fetch(gnp.sum(u0 * next(calls))), 1, 1, 1
+    yield "np.asarray", lambda: np.asarray(v0 * next(calls)), 1, 1, 1
+    yield "accelerated Monte-Carlo", lambda: gnp.fetch(monte_carlo(gnp.asarray(np.float32(2 + 1e-5 * next(calls))))), 1, 1, 1
     yield "accelerated Black-Scholes, persisted", lambda: distributed.wait(dask.persist(
-        *black_scholes(S, K, T, gnp.asarray(np.float32(0.02 + 1e-6 * next(calls)))))), 0, 1
-    yield "accelerated heat (fori_loop), persisted", lambda: distributed.wait(heat(u0 * next(calls)).persist()), 0, 1
-    yield "accelerated Gray-Scott (fori_loop)", lambda: gnp.fetch(gray_scott(salt(), u0, v0)), 1, 1
-    yield "accelerated CG (while_loop, reductions)", lambda: gnp.fetch(conjugate_gradients(salt(), u0)), 1, 1
-    yield "matmul, persisted", lambda: distributed.wait(((a * np.float32(1 + 1e-7 * next(calls))) @ b).persist()), 0, 1
+        *black_scholes(S, K, T, gnp.asarray(np.float32(0.02 + 1e-6 * next(calls)))))), 0, 1, 1
+    yield "accelerated heat (fori_loop), persisted", lambda: distributed.wait(heat(u0 * next(calls)).persist()), 0, 1, 1
+    yield "accelerated Gray-Scott (fori_loop)", lambda: gnp.fetch(gray_scott(salt(), u0, v0)), 1, 1, 1
+    yield "accelerated CG (while_loop, reductions)", lambda: gnp.fetch(conjugate_gradients(salt(), u0)), 1, 1, 1
+    yield "matmul, persisted", lambda: distributed.wait(((a * np.float32(1 + 1e-5 * next(calls))) @ b).persist()), 0, 1, 1
 
 
 def test_one_level_per_call_on_one_worker(one_worker):

@@ -154,7 +154,9 @@ def test_package_imports_and_computes_without_distributed() -> None:
     import sys
 
     root = Path(__file__).resolve().parent.parent
+    # Keep the caller's path (dask may live there, as on the device machine), the checkout first.
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
     done = subprocess.run([sys.executable, "-c", _WITHOUT_DISTRIBUTED], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(root)}, cwd=root)
+                          env={**os.environ, "PYTHONPATH": path}, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[-1] == "12.0"

@@ -532,13 +532,19 @@ def test_generated_kernels_run_on_the_cpu_for_cg_and_gray_scott(monkeypatch: Any
 
 
 def counted_tile_kernels(monkeypatch: Any) -> list[tuple]:
-    """The emulated kernels, recording the variant of each tile kernel launched."""
+    """The emulated kernels, recording the variant of each tile kernel launch (kernels are looked up once per
+    launch geometry, then launched again)."""
     _cuda_emulator.emulated_cupy(monkeypatch)
     launched, emulated = [], _stencil_kernels._tile_kernel
 
     def tile_kernel(*variant: Any) -> Any:
-        launched.append(variant)
-        return emulated(*variant)
+        kernel = emulated(*variant)
+
+        def launch(*args: Any) -> Any:
+            launched.append(variant)
+            return kernel(*args)
+
+        return launch
 
     monkeypatch.setattr(_stencil_kernels, "_tile_kernel", tile_kernel)
     return launched

@@ -23,6 +23,7 @@ from dask.core import flatten
 from ..expr import ArrayExpr, FromGraph, Materialized
 from ..backend import backend_of, device_name, resolve, to_numpy
 from ..kernels.blocks import as_block, concatenate_grid
+from ..runtime.compile import graph_of
 from ..runtime.fetch import collection_scheduler, compute_now, persist_now
 from . import guards as _guards
 
@@ -128,7 +129,10 @@ class Array(DaskMethodsMixin):
         return self._expr
 
     def __dask_graph__(self) -> dict:
-        return Materialized((self._expr,)).__dask_graph__()
+        e = self._expr
+        if type(e) is FromGraph:  # persisted blocks (what ``distributed.wait`` and ``futures_of`` read): as they are
+            return graph_of(e)
+        return Materialized((e,)).__dask_graph__()
 
     def __dask_keys__(self) -> list:
         return self._expr.__dask_keys__()

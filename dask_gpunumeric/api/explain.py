@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..codegen import rows as _rows
 from ..codegen import stencil as _stencil_source
 from ..codegen import stencil_plan as _stencil_plan
 from .array import Array
@@ -47,19 +48,26 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
         program = node.operand("program")
         _, _, instrs, outputs = program
         ops = [ins.func if ins.tag == "op" else f"random.{ins.kind}" if ins.tag == "random" else
-               f"{ins.kind}-total" if ins.tag == "total" else ins.tag
-               for ins in instrs if ins.tag in ("op", "random", "full", "total")]
+               f"{ins.kind}-{ins.tag}" if ins.tag in ("total", "row") else ins.tag
+               for ins in instrs if ins.tag in ("op", "random", "full", "total", "row")]
         read = sum(_block_bytes(i) for i in node.inputs)
         finished = epilogue_values(instrs)
-        elements = int(np.prod([max(c) for c in node.operand("elements")]))
-        written = sum((1 if o.value in finished else elements) * np.dtype(instrs[o.value].dtype).itemsize
-                      for o in outputs if o.tag == "store")
+        axes = _rows.row_axes(instrs)
+        row_loads = _rows.row_inputs([i.chunksize for i in node.inputs], axes, program.ndim) if axes else None
+        if axes:  # one value per row: as many as the block has rows
+            finished = {i: 0 for i, row in enumerate(_rows.value_classes(instrs, row_loads)) if row}
+        sizes = [max(c) for c in node.operand("elements")]
+        elements = int(np.prod(sizes))
+        row_length = int(np.prod([sizes[d] for d in axes])) if axes else elements
+        rows = int(np.prod(sizes[:axes[0]])) if axes else 1  # the values of ``finished``: one per row, or one
+        written = sum((rows if o.value in finished else elements)
+                      * np.dtype(instrs[o.value].dtype).itemsize for o in outputs if o.tag == "store")
         groups.append({
             "name": node._name, "kernel": describe(program), "ops": ops,
             "blocks": int(np.prod([len(c) for c in node.operand("elements")])), "inputs": len(node.inputs),
             "outputs": [o.tag if o.tag == "store" else f"{o.kind}-partial" for o in outputs],
             "bytes_read_per_block": read, "bytes_written_per_block": written, "program": program,
-            "scalars": node.operand("scalars"),
+            "scalars": node.operand("scalars"), "row_inputs": row_loads, "row_length": row_length,
         })
     stencils = []
     for node in nodes:
@@ -129,12 +137,14 @@ def explain(x: Array, *, source: bool = False) -> Explanation:
             lines += [_stencil_source.tile_source(*_stencil_plan.tile_variant(g["plan"], run, "int"))[0]
                       for run in g["plan"].tiles]
     for g in info["groups"]:
-        lines.append(f"fused kernel {g['kernel']}: 1 kernel per block, {g['blocks']} block(s)")
+        rows = g["row_inputs"] is not None
+        lines.append(f"fused {'row ' * rows}kernel {g['kernel']}: 1 kernel per block, {g['blocks']} block(s)")
         lines.append(f"  ops:     {', '.join(g['ops'])}")
         lines.append(f"  outputs: {', '.join(g['outputs'])}; inputs: {g['inputs']}")
         lines.append(f"  per block: reads {g['bytes_read_per_block']:,} B, writes {g['bytes_written_per_block']:,} B")
         if source:
-            lines.append(kernel_source(g["program"], "flat", 1)[0])
+            lines.append(_rows.kernel_source(g["program"], _rows.lanes_for(g["row_length"]), "int", g["row_inputs"])[0]
+                         if rows else kernel_source(g["program"], "flat", 1)[0])
     return Explanation("\n".join(lines))
 
 

@@ -26,8 +26,9 @@ class ProgramError(ValueError):
 def check_program(program: Any, mode: Any, group: Any, index: Any = "long long", singles: Any = ()) -> None:
     """Raise ``ProgramError`` unless ``program`` (see ``codegen.program``) holds only our names and integers in
     range, and ``mode``/``group``/``index``/``singles`` are launch variants we generate."""
-    _require(mode in ("flat", "strided"), f"launch mode {mode!r}")
-    _require(_is_int(group) and group in (1, 2, 4), f"Philox group {group!r}")
+    _require(mode in ("flat", "strided", "rows"), f"launch mode {mode!r}")
+    _require(_is_int(group) and group in ((32, 256) if mode == "rows" else (1, 2, 4)),
+             f"Philox group (lanes per row in mode rows) {group!r}")
     _require(index in ("int", "long long"), f"index type {index!r}")
     _require(isinstance(program, tuple) and len(program) == 4, "a program is (ndim, dtypes, instructions, outputs)")
     ndim, inputs, instrs, outputs = program
@@ -38,6 +39,13 @@ def check_program(program: Any, mode: Any, group: Any, index: Any = "long long",
     _require(isinstance(instrs, tuple) and isinstance(outputs, tuple) and outputs, "instructions and outputs")
     for i, ins in enumerate(instrs):
         _check_instruction(i, ins, len(inputs), ndim)
+    rows = {ins[4] for ins in instrs if ins[0] == "row"}
+    flat = {i for i, ins in enumerate(instrs) if ins[0] == "row" and not ins[6]}
+    _require(not any(ins[0] in ("op", "row") and set(ins[4] if ins[0] == "op" else (ins[1],)) & flat for ins in instrs),
+             "a row reduction without its axes kept is only stored")
+    _require((mode == "rows") == bool(rows) and len(rows) <= 1, "row reductions (over one set of axes) in mode rows")
+    _require(mode != "rows" or all(ins[0] in ("load", "scalar", "op", "row") for ins in instrs)
+             and all(out[0] == "store" for out in outputs), "a row program of loads, scalars, ops and stores")
     for out in outputs:
         _check_output(out, len(instrs), ndim)
 
@@ -122,6 +130,13 @@ def _check_instruction(i: int, ins: Any, n_inputs: int, ndim: int) -> None:
         _, _, dtype, kind, axes, params, _ = ins
         _check_reduction((kind, axes, dtype, params), ndim)
         _require(isinstance(axes, tuple) and sorted(axes) == list(range(ndim)), f"a total over every axis: {ins!r}")
+    elif tag == "row":
+        _require(len(ins) == 7 and _is_int(ins[1]) and 0 <= ins[1] < i and isinstance(ins[6], bool),
+                 f"row instruction {ins!r}")
+        _, _, dtype, kind, axes, params, _ = ins
+        _check_reduction((kind, axes, dtype, params), ndim)
+        _require(axes and axes == tuple(range(ndim - len(axes), ndim)) and len(axes) < ndim,
+                 f"a row reduction over trailing axes: {ins!r}")
     else:
         _require(False, f"instruction {ins!r}")
 

@@ -172,6 +172,12 @@ class ProgramBuilder:
         """The finished reduction ``kind`` of ``value`` over every axis (of a one-block array)."""
         return self._add(_typed(Reduction, ("total", value, _dtype_str(dtype), kind, axes, params, keepdims)))
 
+    def row(self, kind: str, dtype: np.dtype, value: int, axes: tuple[int, ...], params: tuple,
+            keepdims: bool = True) -> int:
+        """The reduction ``kind`` of ``value`` over trailing ``axes`` (whole in the block): one value per row
+        (``codegen.rows``), its axes kept unless it is only stored."""
+        return self._add(_typed(Reduction, ("row", value, _dtype_str(dtype), kind, axes, params, bool(keepdims))))
+
     def program(self, ndim: int, stores: Sequence[int], reductions: Sequence[tuple]) -> Program:
         """The program storing values ``stores``, then reducing per ``reductions``: ``(value, kind, axes,
         dtype, params)`` each."""
@@ -280,7 +286,7 @@ def describe(program: tuple) -> str:
             word = _op_word(ins.func)
         elif ins.tag == "random":
             word = "random"
-        elif ins.tag == "total":
+        elif ins.tag in ("total", "row"):
             word = ins.kind
         else:
             continue
@@ -357,20 +363,9 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
         params += (final_params(program, k) if k in finals
                    else [f"{ctype(value_dtype(instrs[out.value]))}* __restrict__ out{k}"])
     params += fold_params(program)
-    scalars = scalar_params(instrs)
-    if constants and len(constants) != len(scalars):
-        raise ProgramError(f"{len(constants)} constants for {len(scalars)} scalar parameters")
-    literals = tuple(c_literal(ct, v) for (ct, _), v in zip(scalars, constants))
-    key = (program, mode, group, index, singles, literals) if literals else (program, mode, group, index, singles)
-    name = "gnp_fused_" + hashlib.sha256(repr(key).encode()).hexdigest()[:16]
-    packed = not constants and scalar_struct(instrs) is not None
-    struct = f"gnp_scalars_{name[len('gnp_fused_'):]}"
-    if packed:
-        params.append(f"const {struct} sp")
-        literals = tuple(f"sp.{n}" for _, n in scalars)
-    elif not constants:
-        params += [f"const {ct} {n}" for ct, n in scalars]
-    params += [f"const {index} n", "const long long goff"]
+    key = (program, mode, group, index, singles)
+    name, head, scalar_lines, struct = scalar_head(instrs, key, "gnp_fused_", constants)
+    params += [*head, f"const {index} n", "const long long goff"]
     if mode == "strided":
         for d in range(ndim):
             params += [f"const {index} shape{d}", f"const long long gstride{d}"]
@@ -378,8 +373,7 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
             params += [f"const long long istride{k}_{d}" for d in range(ndim)]
 
     variant = Variant(mode, group, index, frozenset(singles))
-    body = [f"    const {ct} {n} = {text};" for (ct, n), text in zip(scalars, literals)]
-    body += accumulators(program)
+    body = [*scalar_lines, *accumulators(program)]
     body.append(f"    const {index} nthreads = ({index})gridDim.x * blockDim.x;")
     # (in Philox groups, where the draws' words are registers of the group's block: elsewhere a product
     # would draw its block again, unless nvcc noticed)
@@ -402,13 +396,34 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
         body += [indent + line for line in _element_code(program, variant, {}, values)]
         body.append("    }")
     body += finish(program)
-    fields = " ".join(f"{ct} {n};" for ct, n in scalars) if packed else ""
     source = (
-        PHILOX_DEVICE_SOURCE + HELPERS + (f"\nstruct {struct} {{ {fields} }};\n" if packed else "")
+        PHILOX_DEVICE_SOURCE + HELPERS + struct
         + f'\nextern "C" __global__ void __launch_bounds__(256) {name}(\n    ' + ",\n    ".join(params) + ")\n{\n"
         + "\n".join(body) + "\n}\n"
     )
     return source, name
+
+
+def scalar_head(instrs: tuple, key: tuple, prefix: str, constants: tuple) -> tuple[str, list[str], list[str], str]:
+    """What a kernel of these instructions makes of its scalars: its name (``prefix`` and a hash of ``key`` and
+    the constants), its scalar parameters, the statements declaring each scalar in the body (from a parameter,
+    a field of the struct, or the constant of ``constants``: see ``kernel_source``) and the struct's
+    declaration ("" where there is none)."""
+    scalars = scalar_params(instrs)
+    if constants and len(constants) != len(scalars):
+        raise ProgramError(f"{len(constants)} constants for {len(scalars)} scalar parameters")
+    literals = tuple(c_literal(ct, v) for (ct, _), v in zip(scalars, constants))
+    name = prefix + hashlib.sha256(repr((*key, literals) if literals else key).encode()).hexdigest()[:16]
+    params: list[str] = []
+    declaration = ""
+    if not constants and scalar_struct(instrs) is not None:
+        struct = f"gnp_scalars_{name[len(prefix):]}"
+        params.append(f"const {struct} sp")
+        literals = tuple(f"sp.{n}" for _, n in scalars)
+        declaration = f"\nstruct {struct} {{ {' '.join(f'{ct} {n};' for ct, n in scalars)} }};\n"
+    elif not constants:
+        params += [f"const {ct} {n}" for ct, n in scalars]
+    return name, params, [f"    const {ct} {n} = {text};" for (ct, n), text in zip(scalars, literals)], declaration
 
 
 class _Fold(NamedTuple):
@@ -427,7 +442,7 @@ class _Fold(NamedTuple):
     fin: str = ""
 
 
-def _reduction_folds(value: int, kind: str, instrs: Sequence[tuple], out_dt: np.dtype, params: tuple,
+def reduction_folds(value: int, kind: str, instrs: Sequence[tuple], out_dt: np.dtype, params: tuple,
                      output: int | None, total: int | None, final: np.dtype) -> list[_Fold]:
     """The folds of reduction ``kind`` of value ``value``: one per simple reduction of its partial."""
     reduction = REDUCTIONS[kind]
@@ -446,9 +461,9 @@ def program_folds(program: tuple) -> tuple[_Fold, ...]:
     """The full reductions of a program: its outputs that reduce over every axis, then its totals."""
     ndim, _, instrs, outputs = program
     folds = [fold for k, out in enumerate(outputs) if out.tag == "reduce" and tuple(out.axes) == tuple(range(ndim))
-             for fold in _reduction_folds(out.value, out.kind, instrs, np.dtype(out.dtype), out.params, k, None, final_dtype(out))]
+             for fold in reduction_folds(out.value, out.kind, instrs, np.dtype(out.dtype), out.params, k, None, final_dtype(out))]
     folds += [fold for j, ins in enumerate(instrs) if ins.tag == "total"
-              for fold in _reduction_folds(ins.value, ins.kind, instrs, np.dtype(ins.dtype), ins.params, None, j, np.dtype(ins.dtype))]
+              for fold in reduction_folds(ins.value, ins.kind, instrs, np.dtype(ins.dtype), ins.params, None, j, np.dtype(ins.dtype))]
     return tuple(folds)
 
 
@@ -582,7 +597,7 @@ def fold_params(program: tuple) -> list[str]:
 
 def accumulators(program: tuple) -> list[str]:
     """Each thread's accumulator ``acc<f>`` of each fold, at its identity."""
-    return [f"    {ctype(fold.acc)} acc{f} = {_identity(fold.kind, fold.acc)};" for f, fold in enumerate(program_folds(program))]
+    return [f"    {ctype(fold.acc)} acc{f} = {fold_identity(fold.kind, fold.acc)};" for f, fold in enumerate(program_folds(program))]
 
 
 def fold_statements(program: tuple, partial: dict[int, str] | None = None) -> list[str]:
@@ -617,7 +632,7 @@ def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS) -> list[
     for f, fold in enumerate(folds):
         ct = ctype(fold.acc)
         combine = REDUCTIONS[fold.kind].fold_combine.format(a=f"a{f}", b=f"gnp_partial(part{f} + i)")
-        lines += [f"    {ct} a{f} = {_identity(fold.kind, fold.acc)};", "    #pragma unroll 8",
+        lines += [f"    {ct} a{f} = {fold_identity(fold.kind, fold.acc)};", "    #pragma unroll 8",
                   f"    for (unsigned int i = {thread}; i < {blocks}; i += {threads}) a{f} = {combine};",
                   f"    sh{f}[{thread}] = a{f};"]
     lines += _block_tree(folds, thread, threads)
@@ -677,7 +692,8 @@ def value_dtype(ins: tuple) -> np.dtype:
     return np.dtype(ins.dtype)
 
 
-def _identity(kind: str, acc: np.dtype) -> str:
+def fold_identity(kind: str, acc: np.dtype) -> str:
+    """The C++ identity of fold ``kind`` in accumulator dtype ``acc``."""
     identity = REDUCTIONS[kind].identity
     return f"({ctype(acc)}){identity}" if identity else _extreme_identity(kind, acc)
 

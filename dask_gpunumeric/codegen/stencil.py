@@ -272,6 +272,19 @@ def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple]) -> int:
     return sum(sizes.values())
 
 
+_FLAT_INDEXING = 13  # instructions per element of the flat loop's indexing: a division, a remainder, addresses
+_WALK_INDEXING = 4  # the same when the threads walk rows: addresses stepping by a constant, the loop's test
+
+
+def _walks_rows(width: int, instructions: int) -> bool:
+    """Whether the threads of a 2-d tile kernel compute a stage ``width`` elements wide, whose elements take
+    about ``instructions`` each, walking rows (each thread one column, several rows a pass) rather than the flat
+    elements: cheaper indexing, but the threads past the last whole row of a pass idle, which costs more than
+    it saves where elements are long."""
+    busy = (TILE_THREADS // width) * width / TILE_THREADS
+    return instructions + _WALK_INDEXING < busy * (instructions + _FLAT_INDEXING)
+
+
 def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[str, str]:
     """CUDA C++ source and kernel name of consecutive 2-d or 3-d sweeps in one launch (a *tile kernel*; two
     sweeps: a pair kernel): a thread block per tile (``TILES``) of the last sweep's box (``<last>lo``,
@@ -323,11 +336,18 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[s
         sweep's element at each (without edges where all its reads are inside); ``whole``: in a thread
         block whose extended tiles lie inside every box and region (no position skipped, none kept)."""
         code, prefix, extent, start = codes[k], prefixes[k], extents[k], starts(k)
-        lines = [f"for (int e = threadIdx.x; e < {int(np.prod(extent))}; e += {TILE_THREADS}) {{"]
-        for d in range(ndim):  # the position of element e of the extended tile, the last axis fastest
-            inner = int(np.prod(extent[d + 1 :]))
-            at = f"e % {extent[d]}" if d == ndim - 1 else f"e / {inner}" if d == 0 else f"e / {inner} % {extent[d]}"
-            lines.append(f"    const {index} p{d} = g{d} + {start[d]} + {at};")
+        if ndim == 2 and _walks_rows(extent[1], len(code.program.instrs)):
+            # each thread keeps one column and walks the rows, several rows a pass
+            rows, width = TILE_THREADS // extent[1], extent[1]
+            lines = [f"if (threadIdx.x < {rows * width}) for (int r = threadIdx.x / {width}; r < {extent[0]}; r += {rows}) {{",
+                     f"    const {index} p0 = g0 + {start[0]} + r;",
+                     f"    const {index} p1 = g1 + {start[1]} + (int)threadIdx.x % {width};"]
+        else:
+            lines = [f"for (int e = threadIdx.x; e < {int(np.prod(extent))}; e += {TILE_THREADS}) {{"]
+            for d in range(ndim):  # the position of element e of the extended tile, the last axis fastest
+                inner = int(np.prod(extent[d + 1 :]))
+                at = f"e % {extent[d]}" if d == ndim - 1 else f"e / {inner}" if d == 0 else f"e / {inner} % {extent[d]}"
+                lines.append(f"    const {index} p{d} = g{d} + {start[d]} + {at};")
         lines += [] if whole else [f"    if ({' || '.join(skip)}) continue;"]
         lines += [f"    {line}" for line in _places(code, index, prefix, tuple(reads), stores is None)]
         element = functools.partial(_element, code._replace(restricted=()) if whole else code, local[k],

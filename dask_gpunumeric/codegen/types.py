@@ -123,7 +123,9 @@ class Op(NamedTuple):
 class Reduction(NamedTuple):
     """The reduction ``kind`` (``ops.reductions``) of value ``value`` over ``axes`` in dtype ``dtype``: as an
     instruction (``tag`` "total"), the value of the finished reduction over every axis of a one-block array
-    (keeping the axes if ``keepdims``); as an output (``tag`` "reduce"), the block's partial."""
+    (keeping the axes if ``keepdims``), or (``tag`` "row") over the trailing axes ``axes`` of a block holding
+    them whole: one value per row (``codegen.rows``; only stored where not ``keepdims``); as an output (``tag``
+    "reduce"), the block's partial."""
 
     tag: str
     value: int
@@ -146,7 +148,7 @@ class Store(NamedTuple):
 
 
 _TYPES = {"load": Load, "scalar": Scalar, "full": Scalar, "random": Random, "op": Op, "total": Reduction,
-          "store": Store, "reduce": Reduction}
+          "row": Reduction, "store": Store, "reduce": Reduction}
 
 
 def typed_program(program: tuple) -> Program:

@@ -363,7 +363,11 @@ class Materialized(ArrayExpr):
 
     def __dask_annotations__(self) -> dict[str, dict]:
         """Owner-computes placement on a cluster (``runtime.compile.placement``)."""
-        return _runtime().placement(self) if self.operand("workers") else {}
+        return self._placement if self.operand("workers") else {}
+
+    @cached
+    def _placement(self) -> dict[str, dict]:
+        return _runtime().placement(self)  # (asked for once per output of a joint node)
 
 
 def flat_keys(expr: ArrayExpr) -> list:
@@ -518,6 +522,11 @@ class JointOutput(ArrayExpr):
     def __dask_tokenize__(self) -> str:
         joint, k = self.operands
         return f"joint-{joint._name}-{k}"
+
+    def __reduce__(self) -> tuple:
+        # the joint node as an object of its own: pickle's memo then sends it once for all outputs (flattened
+        # with each, the scheduler would unpickle and compile one copy of the tree per output)
+        return JointOutput, tuple(self.operands)
 
     def __dask_keys__(self) -> list:
         return self._root.__dask_keys__()

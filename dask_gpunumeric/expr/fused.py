@@ -2,6 +2,7 @@
 block), ``Stencil`` (a group of stencil sweeps per block with halos) and ``FusedOutput`` (one of several outputs)."""
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import numpy as np
@@ -46,10 +47,26 @@ class Fused(ArrayExpr):
 
     def geometry(self, index: Index) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         """(offset, shape, global shape) of the elements the kernel of block ``index`` runs over."""
-        if self.operand("elements") == self.chunks:
+        elements = self.operand("elements")
+        if elements == self.chunks:
             return self.block_offset(index), self.block_shape(index), self.shape
-        shape = tuple(sum(c) for c in self.operand("elements"))  # a total's one block of elements
-        return (0,) * len(shape), shape, shape
+        at = self._elements_block(index)
+        return (tuple(starts[i] for starts, i in zip(self._element_starts, at)),
+                tuple(c[i] for c, i in zip(elements, at)), tuple(starts[-1] for starts in self._element_starts))
+
+    @cached
+    def _element_starts(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(itertools.accumulate(c, initial=0)) for c in self.operand("elements"))
+
+    def _elements_block(self, index: Index) -> Index:
+        """The block of the elements that block ``index`` is made from: the same place, where the blocks are
+        those of the elements with trailing axes reduced (a row program's values of one per row); else a total's
+        one block."""
+        elements = self.operand("elements")
+        grid = tuple(map(len, elements))
+        if grid[:self.ndim] == self.numblocks and all(n == 1 for n in grid[self.ndim:]):
+            return (*index, *(0,) * (len(elements) - self.ndim))
+        return (0,) * len(elements)
 
     def _block_task(self, index: Index) -> GraphNode:
         from ..kernels.fused import run
@@ -57,7 +74,10 @@ class Fused(ArrayExpr):
         if self.operand("elements") == self.chunks:
             refs = [a.ref(self.operand_block(a, index)) for a in self.inputs]
         else:
-            refs = [a.ref((0,) * a.ndim) for a in self.inputs]
+            at = self._elements_block(index)
+            lead = len(at)
+            refs = [a.ref(tuple(0 if a.numblocks[d] == 1 else at[lead - a.ndim + d] for d in range(a.ndim)))
+                    for a in self.inputs]
         return Task(self.key(index), run, self.operand("program"), self.operand("scalars"), *self.geometry(index),
                     self.backend, *refs)
 
@@ -158,5 +178,6 @@ class FusedOutput(ArrayExpr):
         from ..kernels.fused import pick
 
         # a total (or the epilogue's value) is 0-d (or keepdims), from the one block of the elements
-        source = index if self.chunks == self.fused.chunks else (0,) * self.fused.ndim
+        grid = self.fused.numblocks  # a row program's values of one per row, or a total of one block
+        source = (*index, *(0,) * (len(grid) - self.ndim)) if grid[:self.ndim] == self.numblocks else (0,) * len(grid)
         return Task(self.key(index), pick, self.fused.ref(source), self.operand("k"))

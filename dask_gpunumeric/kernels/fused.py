@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import config
 from ..codegen import program as _program
+from ..codegen import rows as _rows
 from ..codegen import types as _types
 from ..ops.reductions import REDUCTIONS
 from . import blocks as _blocks
@@ -84,11 +85,13 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
                 key = (scalars[slot], scalars[slot + 1])
                 values[i] = _philox.draw_block(kind, key, scalars[slot + 2], global_shape, offset, shape, dt,
                                                tuple(scalars[slot + 3 : slot + 3 + nparams]), xp=xp)
-            else:  # total
+            else:  # total, row
                 dt = np.dtype(ins.dtype)
                 partial = _blocks.reduce_chunk(ins.kind, _block_of(values[ins.value], shape), ins.axes, dt, ins.params, ())
                 values[i] = _blocks.reduce_finish(ins.kind, partial, ins.axes, ins.keepdims, dt, ins.params)
             release(i)
+    if steps.rows:  # each value as it is: a block, or one per row
+        return [values[out.value] for out in program.outputs]
     finished = _program.epilogue_values(program.instrs)
     return [values[out.value] if out.value in finished else _output(out, values, shape) for out in program.outputs]
 
@@ -144,12 +147,13 @@ class _Steps(NamedTuple):
     """What the interpreter needs of a program beyond its instructions: per instruction, the values read
     for the last time there (``dead``), and the NumPy ufunc of an op that can write into a given buffer;
     whether ``_run_chunked`` may cut blocks (an elementwise program, no totals, no random draws, of at least
-    ``CHUNK_OPS`` operations)."""
+    ``CHUNK_OPS`` operations); whether it is a row program (``codegen.rows``)."""
 
     dead: tuple[tuple[int, ...], ...]
     ufuncs: tuple[np.ufunc | None, ...]
     dtypes: tuple[np.dtype, ...]
     chunkable: bool
+    rows: bool
 
 
 @functools.lru_cache(maxsize=256)
@@ -157,7 +161,7 @@ def _steps(program: tuple) -> _Steps:
     instrs = program.instrs
     last = list(range(len(instrs)))  # a value nobody reads dies where it is made
     for i, ins in enumerate(instrs):
-        for j in ins.args if ins.tag == "op" else (ins.value,) if ins.tag == "total" else ():
+        for j in ins.args if ins.tag == "op" else (ins.value,) if ins.tag in ("total", "row") else ():
             last[j] = i
     for out in program.outputs:
         last[out.value] = len(instrs)
@@ -168,7 +172,7 @@ def _steps(program: tuple) -> _Steps:
     return _Steps(tuple(map(tuple, dead)), tuple(_buffered_ufunc(ins) for ins in instrs),
                   tuple(np.dtype(ins.dtype) for ins in instrs),
                   all(ins.tag in ("op", "load", "scalar", "full") for ins in instrs)
-                  and sum(ins.tag == "op" for ins in instrs) >= CHUNK_OPS)
+                  and sum(ins.tag == "op" for ins in instrs) >= CHUNK_OPS, bool(_rows.row_axes(instrs)))
 
 
 def _buffered_ufunc(ins: tuple) -> Any:
@@ -289,6 +293,7 @@ class _Prepared(NamedTuple):
     after: dict[int, int]  # ``codegen.program.epilogue_values``
     folds: tuple  # ``codegen.program.program_folds``
     kernels: dict  # variant -> ``_Kernel`` (``_kernel``)
+    rows: tuple[int, ...]  # ``codegen.rows.row_axes``: the axes of a row program's reductions
 
 
 _PREPARED: dict[int, tuple[tuple, _Prepared]] = {}
@@ -302,7 +307,7 @@ def _prepared(program: tuple) -> _Prepared:
         return hit[1]
     instrs = program.instrs
     prepared = _Prepared(_program.philox_group(instrs), _program.epilogue_values(instrs),
-                         _program.program_folds(program), {})
+                         _program.program_folds(program), {}, _rows.row_axes(instrs))
     if len(_PREPARED) >= _PREPARED_SIZE:
         _PREPARED.clear()
     _PREPARED[id(program)] = (program, prepared)  # the program kept with it: its id is not reused meanwhile
@@ -330,14 +335,21 @@ def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, .
     geometry: list[Any] = [to_index(size), np.int64(goff)]
     for d in range(ndim):
         geometry += [to_index(shape[d]), np.int64(gstrides[d])]
+    return _program.Variant("strided", 1, index, frozenset()), geometry + _element_strides(inputs, ndim)
+
+
+def _element_strides(inputs: Sequence[Any], ndim: int) -> list[Any]:
+    """Each input's stride in elements along each of ``ndim`` axes (aligned on trailing axes), 0 where it
+    broadcasts."""
+    strides = []
     for a in inputs:
         lead = ndim - a.ndim
         for d in range(ndim):
             if d < lead or a.shape[d - lead] == 1:
-                geometry.append(np.int64(0))
+                strides.append(np.int64(0))
             else:
-                geometry.append(np.int64(a.strides[d - lead] // a.itemsize))
-    return _program.Variant("strided", 1, index, frozenset()), geometry
+                strides.append(np.int64(a.strides[d - lead] // a.itemsize))
+    return strides
 
 
 def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
@@ -352,6 +364,8 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     size = math.prod(shape)
     if not size:  # nothing to launch: the block functions give empty outputs (and totals of nothing)
         return run_numpy(program, scalars, offset, shape, global_shape, inputs, "cupy")
+    if _prepared(program).rows:
+        return _run_rows(program, scalars, tuple(shape), inputs)
     variant, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
     kernel = _kernel(program, variant)
     launch = kernel.launch(scalars)
@@ -373,6 +387,28 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     # a reduction over some axes: of the stored block, once the kernel has written it
     return [_blocks.reduce_chunk(out.kind, r, out.axes, np.dtype(out.dtype), out.params, ())
             if out.tag == "reduce" and k not in kernel.finals else r for k, (out, r) in enumerate(zip(outputs, results))]
+
+
+def _run_rows(program: tuple, scalars: Sequence[Any], shape: tuple[int, ...], inputs: Sequence[Any]) -> list[Any]:
+    """``run_cuda`` of a row program (``codegen.rows``): one launch, rows spread over a wave of thread blocks."""
+    import cupy
+
+    ndim = program.ndim
+    axes = _prepared(program).rows
+    n = math.prod(shape[axes[0]:])
+    nrows = math.prod(shape) // n
+    row_inputs = frozenset(_rows.row_inputs([a.shape for a in inputs], axes, ndim))
+    to_index = np.int32 if math.prod(shape) < INT_INDEX_LIMIT else np.int64
+    lanes = _rows.lanes_for(n)
+    variant = _program.Variant("rows", lanes, "int" if to_index is np.int32 else "long long", row_inputs)
+    kernel = _kernel(program, variant)
+    launch = kernel.launch(scalars)
+    shapes = {"row": shape[:axes[0]] + (1,) * len(axes), "element": shape, "flat": shape[:axes[0]]}
+    results = [cupy.empty(shapes[kind], dtype=dtype) for kind, dtype in kernel.row_outputs]
+    blocks = max(1, min(-(-nrows // (_THREADS // lanes)), launch.max_blocks))
+    geometry = [to_index(nrows), to_index(n), *map(to_index, shape), *_element_strides(inputs, ndim)]
+    launch.function((blocks,), (_THREADS,), (*inputs, *results, *launch.args, *geometry))
+    return results
 
 
 def final_buffers(program: tuple, k: int, size: int) -> tuple[dict[str, Any], list[Any]]:
@@ -523,12 +559,16 @@ class _Kernel:
 
         self._program, self._variant = program, variant
         self.finals = _program.final_outputs(program)
+        self.row_outputs = _rows.row_outputs(program, variant.singles) if variant.mode == "rows" else ()
         self._generic = _cuda.compile_function(*self._source(()), _THREADS)
         self._values: dict[tuple, _ValueSet] = {}
         self._specialized = 0
 
     def _source(self, constants: tuple) -> tuple[str, str]:
         variant = self._variant
+        if variant.mode == "rows":
+            return _rows.kernel_source(self._program, variant.group, variant.index, tuple(sorted(variant.singles)),
+                                       constants)
         return _program.kernel_source(self._program, variant.mode, variant.group, variant.index,
                              tuple(sorted(variant.singles)), constants)
 
@@ -584,12 +624,20 @@ def _kernel(program: tuple, variant: _program.Variant) -> _Kernel:
     return kernel
 
 
-def record_sources(program: tuple, scalars: Sequence[Any]) -> None:
+def record_sources(program: tuple, scalars: Sequence[Any], row_inputs: tuple[int, ...] = ()) -> None:
     """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write every kernel variant of a program there (and the one
     specialized to these scalar values), so that nvcc compiles what the test suite generated even on
-    machines without a GPU."""
+    machines without a GPU. A row program's variants have its inputs ``row_inputs`` one value per row."""
 
     if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
+        return
+    if _rows.row_axes(program.instrs):
+        for lanes in _rows.ROW_LANES:
+            for index in ("int", "long long"):
+                _cuda.record_source(_rows.kernel_source(program, lanes, index, row_inputs)[0])
+        constants = tuple(scalar_args(program.instrs, scalars))
+        if constants:
+            _cuda.record_source(_rows.kernel_source(program, 256, "int", row_inputs, constants)[0])
         return
     singles = tuple(range(len(program.inputs)))
     variants = [("flat", 1, ()), ("strided", 1, ()), ("flat", 1, singles)]

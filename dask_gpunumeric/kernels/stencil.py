@@ -111,7 +111,7 @@ class _Step(NamedTuple):
 
 
 _SCHEDULES: dict[tuple, tuple] = {}  # ``_remembered``'s values, oldest first
-_SCHEDULES_LIMIT = 512  # block parts remembered: each entry holds a plan and its launches (tens of kB)
+_SCHEDULES_LIMIT = 2048  # entries remembered: a block part's launches (tens of kB), a kernel, a sweep's scalars
 _SCHEDULES_LOCK = threading.Lock()
 _CUDA_BACKENDS = frozenset({"cupy"})  # where sweeps run as generated kernels (the CPU kernel emulator adds "numpy")
 
@@ -477,7 +477,10 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
         args += [*arrays, *scalar_args, *map(to_index, values), *geometry.fills]
     tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], TILES[len(boxes[-1])])]
     grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
-    _tile_kernel(tuple(sweep.code for sweep in sweeps), links, index, variant)(grid, (TILE_THREADS, 1, 1), tuple(args))
+    # by the launch's identity: the lru_cache's key hashes every sweep's program on each launch
+    kernel = _remembered((tile, _tile_kernel), (), lambda: _tile_kernel(tuple(sweep.code for sweep in sweeps), links,
+                                                                          index, variant))
+    kernel(grid, (TILE_THREADS, 1, 1), tuple(args))
 
 
 def record_sources(plan: tuple) -> None:
@@ -592,7 +595,13 @@ def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple,
     outs = [out for out, _ in dests]
     places = [v for array, origin in zip(placed + outs, geometry.origins)
               for v in (*origin, *(stride // array.itemsize for stride in array.strides[:-1]))]
-    return arrays + outs, _fused.scalar_args(code.program.instrs, scalars), [*geometry.head, *places, *geometry.tail]
+    return arrays + outs, _scalar_args(code, scalars), [*geometry.head, *places, *geometry.tail]
+
+
+def _scalar_args(code: tuple, scalars: tuple) -> list[Any]:
+    """``kernels.fused.scalar_args`` of a sweep for these values, remembered for the objects themselves (a plan
+    run again, in a loop or a later call, passes the same ones; working them out walks the program per slot)."""
+    return _remembered((code, scalars), ("scalars",), lambda: _fused.scalar_args(code.program.instrs, scalars))
 
 
 def _index_type(numbers: Sequence[int]) -> str:
@@ -609,7 +618,7 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
     program, out_dtypes = code.program, code.out_dtypes
     arrays, scalar_args, values = _sweep_args(code, inputs, geometry, scalars, dests)
     to_index = _INDEX_TYPES[index]
-    kernel, resident = _kernel(code, index, active)
+    kernel, resident = _remembered((launch, _kernel), (), lambda: _kernel(code, index, active))
     reductions = range(len(out_dtypes), len(program.outputs))
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code), resident * WAVES if reductions else None)
     partials, buffers = {}, []

@@ -153,6 +153,21 @@ def _range(xp: Any, partial: Partial, dtype: np.dtype, params: tuple) -> Any:
     return xp.subtract(partial["max"], partial["min"], dtype=dtype)  # integers wrap, as NumPy's ptp
 
 
+# --- reductions that row programs (``codegen.rows``) compute from others: rows(ops, value, count, dtype, params)
+# returns the value, made with ``ops.row(kind, value, dtype, params)`` (a fusable reduction of a row, axes kept),
+# ``ops.op(func, *values)`` (a ufunc, in NumPy's result dtype) and ``ops.scalar(value)``; ``count``: the row's
+# elements
+
+
+def _var_rows(ops: Any, value: int, count: int, dtype: np.dtype, params: tuple) -> int:
+    """``_var_partial`` then ``_var_finish`` of one row: the mean, then the mean square of the deviations."""
+    deviation = ops.op("subtract", value, ops.row("mean", value, params[0], (params[0],)))
+    square = ops.op("square", deviation)
+    m2 = ops.row("sum", square, ops.dtype(square), ())
+    var = ops.op("true_divide", m2, ops.scalar(max(count - params[1], 0)))
+    return ops.op("sqrt", var) if params[2] else var
+
+
 # --- the accumulator dtypes of fused kernels: accumulator(value_dtype, out_dtype, params)
 
 
@@ -181,7 +196,8 @@ class Reduction(NamedTuple):
     element ``count`` field; for a simple one its ``accumulator(value_dtype, out_dtype, params)`` dtype, C++
     ``identity`` ("" for the extreme value of the accumulator's dtype, as min and max start from) and
     ``combine`` of two accumulators ``{a}``, ``{b}``; ``total``: C++ of the finished value from the folds'
-    results ``{0}``, ``{1}``, ... (``{S}``: the C type of ``params[0]``, ``n``: the element count)."""
+    results ``{0}``, ``{1}``, ... (``{S}``: the C type of ``params[0]``, ``n``: the element count). ``rows``:
+    for one that is not fusable, how a row program computes it from fusable ones (``_var_rows``)."""
 
     name: str
     partial: Callable
@@ -195,6 +211,7 @@ class Reduction(NamedTuple):
     identity: str = ""
     fold_combine: str = ""
     total: str = "{0}"
+    rows: Callable | None = None
 
     @property
     def fusable(self) -> bool:
@@ -222,7 +239,7 @@ REDUCTIONS: dict[str, Reduction] = {r.name: r for r in (
     _simple("any", _logical("any"), _boolean, "false", "{a} || {b}"),
     _simple("min", _extremes("min"), _of_value, "", "gnp_minimum({a}, {b})", empty=_empty_message("minimum")),
     _simple("max", _extremes("max"), _of_value, "", "gnp_maximum({a}, {b})", empty=_empty_message("maximum")),
-    Reduction("var", _var_partial, _var_combine, _var_finish),
+    Reduction("var", _var_partial, _var_combine, _var_finish, rows=_var_rows),
     Reduction("argmin", *_arg("argmin"), _index, empty="attempt to get argmin of an empty sequence"),
     Reduction("argmax", *_arg("argmax"), _index, empty="attempt to get argmax of an empty sequence"),
     Reduction("ptp", *_extremes("max", "min"), _range, empty=_empty_message("maximum"), folds=("max", "min"),
@@ -231,6 +248,8 @@ REDUCTIONS: dict[str, Reduction] = {r.name: r for r in (
 
 #: The reductions whose partials fused kernels compute.
 FUSABLE = frozenset(r.name for r in REDUCTIONS.values() if r.fusable)
+#: The reductions of rows that row programs compute.
+ROW_FUSABLE = FUSABLE | frozenset(r.name for r in REDUCTIONS.values() if r.rows)
 
 
 def folds(name: str) -> Sequence[Reduction]:

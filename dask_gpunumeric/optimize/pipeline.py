@@ -12,6 +12,7 @@ from .. import config
 from ..expr import ArrayExpr, Fused
 from .dag import DAG, sharing
 from .fusion import fuse
+from .rows import fuse_rows
 from .simplify import simplify
 from .stencil import stencils
 
@@ -29,6 +30,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("simplify", simplify, ()),
     Pass("stencils", stencils, ("fusion", "stencil-sweeps", "stencil-tiles", "stencil-tile-sweeps",
                                 "stencil-recompute")),
+    Pass("rows", fuse_rows, ("fusion", "kernel-size")),
     Pass("fusion", fuse, ("fusion", "kernel-size")),
 )
 

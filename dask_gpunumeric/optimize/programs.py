@@ -2,15 +2,17 @@
 (``codegen.program``), for the fusion and stencil passes."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from dask._expr import Expr
 
 from ..codegen import program as _codegen
 from ..codegen.types import Program, dtype_supported
 from ..expr import Creation, Elemwise, Reduction
-from ..ops.reductions import FUSABLE
+from ..ops.reductions import FUSABLE, REDUCTIONS, ROW_FUSABLE
 
 
 # positions of an Elemwise node's operands (``operand(name)`` searches the parameters on every call)
@@ -73,15 +75,39 @@ _COMPUTES: dict[tuple, str | None] = {}
 _SCALAR = object()  # marks a scalar's type in those signatures (np.dtype("float64") == float)
 
 
-def is_fused_reduction(node: Expr) -> bool:
-    """True for reductions whose per-block partial a kernel computing their operand can fold in."""
+def is_fused_reduction(node: Expr, kinds: frozenset[str] = FUSABLE) -> bool:
+    """True for reductions whose per-block partial a kernel computing their operand can fold in; with ``kinds``
+    ``ROW_FUSABLE``, for those a row program computes (``optimize.rows``)."""
     return (
         isinstance(node, Reduction)
         and not node.operand("prereduced")
-        and node.operand("kind") in FUSABLE
+        and node.operand("kind") in kinds
         and dtype_supported(reduced(node).dtype)
         and dtype_supported(node.dtype)
     )
+
+
+class _RowOps:
+    """What a reduction made of others (``ops.reductions``: ``rows``) builds a row program's values with."""
+
+    def __init__(self, builder: _codegen.ProgramBuilder, axes: tuple[int, ...]) -> None:
+        self.builder, self.axes = builder, axes
+
+    def dtype(self, value: int) -> np.dtype:
+        return np.dtype(self.builder.instrs[value].dtype)
+
+    def row(self, kind: str, value: int, dtype: Any, params: tuple) -> int:
+        return self.builder.row(kind, np.dtype(dtype), value, self.axes, params)
+
+    def scalar(self, value: Any) -> int:
+        return self.builder.scalar(value)
+
+    def op(self, func: str, *values: int) -> int:
+        """Ufunc ``func`` of ``values`` in NumPy's result dtype (of arithmetic: scalars are weak, NEP 50)."""
+        instrs, scalars = self.builder.instrs, self.builder.scalars
+        operands = [scalars[instrs[v].slot] if instrs[v].tag == "scalar" else np.dtype(instrs[v].dtype) for v in values]
+        dtype = np.result_type(*[np.empty(0, o) if isinstance(o, np.dtype) else o for o in operands])
+        return self.builder.op(func, dtype, {}, values, operands)
 
 
 _NONE: Mapping[str, str] = {}
@@ -90,8 +116,9 @@ _NONE: Mapping[str, str] = {}
 def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Sequence[Expr],
                   totals: Sequence[Expr] = (), epilogue: Sequence[Expr] = (),
                   computes: Mapping[str, str] = _NONE) -> tuple[Program, list, list]:
-    """The program of a group (members in topological order; then its totals and the elementwise nodes on
-    them, in topological order), its external inputs and scalar values. ``computes``: the compute dtypes of
+    """The program of a group (members in topological order, row reductions among them (``optimize.rows``);
+    then its totals and the elementwise nodes on them, in topological order), its external inputs and scalar
+    values. ``computes``: the compute dtypes of
     nodes known already (``compute_of``)."""
     builder = _codegen.ProgramBuilder()
     index: dict[str, int] = {}
@@ -108,8 +135,24 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
                 key, stream, dist = params
                 index[node._name] = builder.random(kind.removeprefix("random-"), node.dtype, key, stream, dist)
         elif kind == "Reduction":
-            index[node._name] = builder.total(node.operand("kind"), node.dtype, index[reduced(node)._name],
-                                              node.operand("axes"), node.operand("params"), node.operand("keepdims"))
+            x = reduced(node)
+            value = index.get(x._name)
+            if value is None:  # a row reduction of an input
+                inputs[x._name] = x
+                value = index[x._name] = load(x._name, x.dtype)
+            kind, axes, params = node.operand("kind"), node.operand("axes"), node.operand("params")
+            if len(axes) == x.ndim:
+                index[node._name] = builder.total(kind, node.dtype, value, axes, params, node.operand("keepdims"))
+            elif kind in FUSABLE:
+                index[node._name] = builder.row(kind, node.dtype, value, tuple(sorted(axes)), params,
+                                                node.operand("keepdims"))
+            else:  # a row reduction made of fusable ones
+                ops = _RowOps(builder, tuple(sorted(axes)))
+                count = math.prod(x.chunks[d][0] for d in axes)
+                value = REDUCTIONS[kind].rows(ops, value, count, node.dtype, params)
+                if ops.dtype(value) != node.dtype:
+                    value = builder.op("astype", node.dtype, {}, (value,), (ops.dtype(value),))
+                index[node._name] = value
         else:
             operands = node.operands
             args = []
@@ -125,7 +168,8 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
             compute = computes.get(node._name)
             index[node._name] = op(operands[_OP], node.dtype, operands[_KWARGS], args,
                                    () if compute else operands_of(node), compute)
-    program = builder.program(nodes[-1].ndim, [index[n._name] for n in stores],
+    last = nodes[-1]  # (a row program may end with a reduction that drops its axes)
+    program = builder.program(reduced(last).ndim if isinstance(last, Reduction) else last.ndim, [index[n._name] for n in stores],
                               [(index[reduced(r)._name], r.operand("kind"), r.operand("axes"), r.dtype, r.operand("params"))
                                for r in reductions])
     return program, [inputs[name] for name in builder.inputs], builder.scalars

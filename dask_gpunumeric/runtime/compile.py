@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from dask._expr import Expr
@@ -19,8 +19,26 @@ from . import reuse as _reuse
 from .faults import check_result_fits, label_tasks
 from .schedule import fuse_chains, schedule_of, threads_gain
 
-__all__ = ["CompiledGraph", "cluster_graph", "compile_tree", "compiled", "graph_of", "optimize", "placement",
-           "placement_workers"]
+__all__ = ["CompiledGraph", "Layout", "cluster_graph", "compile_tree", "compiled", "graph_of", "optimize",
+           "placement", "placement_workers"]
+
+
+class Layout(NamedTuple):
+    """What a cluster needs of an optimized tree besides its graph, kept with the graph so that a call of a
+    tree compiled before does not optimize it again: the keys never folded into others (blocks of arrays of
+    several, tasks with annotations of their own), each block's (index, block grid) for owner placement, and
+    the tasks' other annotations by kind."""
+
+    frozen: frozenset
+    owned: dict
+    annotations: dict[str, dict]
+
+    def renamed(self, subs: dict) -> Layout:
+        """This layout with its keys renamed (keys ``subs`` misses are not in the renamed graph)."""
+        return Layout(frozenset(subs[k] for k in self.frozen if k in subs),
+                      {subs[k]: v for k, v in self.owned.items() if k in subs},
+                      {kind: {subs[k]: v for k, v in values.items() if k in subs}
+                       for kind, values in self.annotations.items()})
 
 
 class CompiledGraph:
@@ -29,11 +47,13 @@ class CompiledGraph:
     asked for. A cached graph leaves out the blocks of the tree's persisted inputs; ``with_inputs`` adds
     those of a call, sharing the schedule."""
 
-    def __init__(self, graph: dict, outputs: list, schedule_of_inputs: CompiledGraph | None = None) -> None:
+    def __init__(self, graph: dict, outputs: list, schedule_of_inputs: CompiledGraph | None = None,
+                 layout: Layout | None = None) -> None:
         self.graph = graph
         self._outputs = outputs
         self._schedule: list[tuple[Any, tuple]] | None = None
         self._threads: bool | None = None
+        self._layout = layout
         self._shared = schedule_of_inputs  # the cached graph whose schedule this one's is
 
     def schedule(self) -> list[tuple[Any, tuple]]:
@@ -46,6 +66,13 @@ class CompiledGraph:
         if self._threads is None:
             self._threads = self._made("_threads", lambda: threads_gain(self.graph))
         return self._threads
+
+    def layout(self, optimized: Callable[[], ArrayExpr]) -> Layout:
+        """The cluster layout of this graph (``Layout``), made from the ``optimized()`` tree when first asked
+        for (kept with the cached graph)."""
+        if self._layout is None:
+            self._layout = self._made("_layout", lambda: _layout_of(optimized(), self.graph))
+        return self._layout
 
     def _made(self, name: str, make: Callable[[], Any]) -> Any:
         """The shared graph's value of ``name``, else ``make()``, which the shared graph then keeps."""
@@ -61,7 +88,7 @@ class CompiledGraph:
         """This graph with the blocks of the persisted inputs of a call (none: this graph itself)."""
         if not layers:
             return self
-        return CompiledGraph({**self.graph, **layers}, self._outputs, self)
+        return CompiledGraph({**self.graph, **layers}, self._outputs, self, self._layout)
 
 
 def compiled(root: ArrayExpr) -> CompiledGraph:
@@ -73,7 +100,7 @@ def compiled(root: ArrayExpr) -> CompiledGraph:
 
 def compile_tree(materialized: Materialized) -> CompiledGraph:
     """The graph of a ``Materialized`` node's tree: rebuilding the same expression, as a loop or a benchmark
-    does, skips optimizing and lowering."""
+    does, skips optimizing and lowering (on a cluster too: the scheduler compiles each call's tree)."""
     root = materialized.root
     cacheable = _cache_key(root)
     hit = _cached_graph(cacheable)
@@ -81,38 +108,42 @@ def compile_tree(materialized: Materialized) -> CompiledGraph:
         return hit
     nodes = list(walk(root))
     local = not materialized.operand("workers")
-    shape = _reuse.structure_of(nodes, _pipeline.settings_key()) if local else None
-    made = None if shape is None else _from_template(shape)
+    shape = _reuse.structure_of(nodes, (_pipeline.settings_key(), local))  # (a cluster's keeps a layout)
+    made = None if shape is None else _from_template(shape, local)
     if made is None:
         if local:  # a local compute() joins its results here
             check_result_fits([r for r in _roots(root) if isinstance(r, Finalize)], to_host=False, call="compute()")
         made = CompiledGraph(_optimized_graph(materialized), [k for r in _roots(root) for k in flat_keys(r)])
         if shape is not None:
-            _reuse.remember(shape, made.graph, made._outputs)
+            template = _reuse.remember(shape, made.graph, made._outputs)
+            if not local:  # the layout too, made now from the optimized tree at hand
+                _reuse.with_layout(shape, template, made.layout(lambda: materialized._optimized))
     # (a loop persisting each step would fill the cache with trees that never come back)
     if cacheable is None or (cacheable[1] and not _seen_before(cacheable[0])):
         return made
     key, persisted = cacheable
     inputs = _input_layers(persisted)
-    kept = CompiledGraph({k: v for k, v in made.graph.items() if k not in inputs}, made._outputs)
+    kept = CompiledGraph({k: v for k, v in made.graph.items() if k not in inputs}, made._outputs, layout=made._layout)
     kept._schedule, kept._threads = made._schedule, made._threads
     _remember(_GRAPH_CACHE, key, kept)
-    return CompiledGraph(made.graph, made._outputs, kept) if inputs else kept
+    return CompiledGraph(made.graph, made._outputs, kept, made._layout) if inputs else kept
 
 
 def _roots(root: ArrayExpr) -> list[ArrayExpr]:
     return list(root.operands) if isinstance(root, Bundle) else [root]
 
 
-def _from_template(shape: _reuse.Structure) -> CompiledGraph | None:
-    """The graph of a tree whose structure was compiled before (``runtime.reuse``), or None."""
+def _from_template(shape: _reuse.Structure, local: bool) -> CompiledGraph | None:
+    """The graph of a tree whose structure was compiled before (``runtime.reuse``), or None; with its schedule
+    for a run in one thread where it is ``local`` (a cluster's scheduler orders the graph itself)."""
     template = _reuse.lookup(shape)
     made = None if template is None else _reuse.instantiate(template, shape)
     if made is None:
         return None
     graph, outputs, schedule, subs = made
-    hit = CompiledGraph(graph, outputs)
-    if schedule is None:  # made once per template, for every later call of it
+    layout = None if template.layout is None else template.layout.renamed(subs)
+    hit = CompiledGraph(graph, outputs, layout=layout)
+    if schedule is None and local:  # made once per template, for every later call of it
         back = {new: old for old, new in subs.items()}
         _reuse.with_schedule(shape, template, [(back[k], tuple(back[d] for d in done)) for k, done in hit.schedule()])
     else:
@@ -135,15 +166,13 @@ def cluster_graph(materialized: Materialized) -> dict:
     """A ``Materialized`` node's graph; on a cluster with the linear chains of its tasks fused (``fuse_chains``:
     a task costs milliseconds there), but for the blocks of arrays of several (each on its owner, named as its
     operation), outputs and tasks with annotations of their own (a region's)."""
-    graph = dict(materialized._compiled.graph)
+    compiled = materialized._compiled
+    graph = dict(compiled.graph)
     if not materialized.operand("workers"):
         return graph
     root = materialized.root
     roots = root.operands if isinstance(root, Bundle) else [root]
-    frozen = set()
-    for node in walk(materialized._optimized):
-        frozen.update(key for key, _, numblocks in node._owned_blocks() if math.prod(numblocks) > 1)
-        frozen.update(key for values in node._task_annotations().values() for key in values)
+    frozen = compiled.layout(lambda: materialized._optimized).frozen
     return fuse_chains(graph, {k for r in roots for k in flat_keys(r)}, frozen)
 
 
@@ -153,15 +182,29 @@ def placement(materialized: Materialized) -> dict[str, dict]:
     owner is gone."""
     workers = materialized.operand("workers")
     graph = materialized._graph
-    where = {}
-    annotations: dict[str, dict] = {}
-    for node in walk(materialized._optimized):
+    layout = materialized._compiled.layout(lambda: materialized._optimized)
+    where = {key: [workers[owner(index, numblocks, len(workers))]]
+             for key, (index, numblocks) in layout.owned.items() if key in graph}
+    return {"workers": where, "allow_other_workers": dict.fromkeys(where, True),
+            **{kind: dict(values) for kind, values in layout.annotations.items()}}
+
+
+def _layout_of(optimized: ArrayExpr, graph: dict) -> Layout:
+    """The cluster layout (``Layout``) of an optimized tree whose graph is ``graph``."""
+    frozen, owned, annotations = set(), {}, {}
+    for node in walk(optimized):
         for key, index, numblocks in node._owned_blocks():
+            if math.prod(numblocks) > 1:
+                frozen.add(key)
             if key in graph:
-                where[key] = [workers[owner(index, numblocks, len(workers))]]
+                owned[key] = (index, numblocks)
         for kind, values in node._task_annotations().items():
+            frozen.update(values)
             annotations.setdefault(kind, {}).update(values)
-    return {"workers": where, "allow_other_workers": dict.fromkeys(where, True), **annotations}
+    for key, task in graph.items():  # a root's key kept as an alias may take its task's place (``fuse_chains``)
+        if isinstance(task, Alias) and task.target in owned and key not in owned:
+            owned[key] = owned[task.target]
+    return Layout(frozenset(frozen), owned, annotations)
 
 
 def _optimized_graph(materialized: Materialized) -> dict:

@@ -2,6 +2,7 @@
 graph (cached), without the collection machinery of ``dask.compute``."""
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -65,11 +66,28 @@ def _run_local(x: Any, expr: ArrayExpr, keys: list) -> list:
 
 def compute_now(x: Any) -> Any:
     """``x.compute()``, straight from the compiled graph when ``x`` runs on the local scheduler (as
-    ``gnp.fetch`` does, the result left where it is), or None to leave it to ``dask.compute``."""
+    ``gnp.fetch`` does, the result left where it is), or its blocks joined here when it runs on a distributed
+    client (``_compute_on_cluster``), or None to leave it to ``dask.compute``."""
     if not _local_scheduler(x):
-        return None
+        return _compute_on_cluster(x)
     check_result_fits([x.expr], to_host=False, call="compute()")
     return concatenate_grid([_compute_local(x)], (1,) * x.ndim)
+
+
+def _compute_on_cluster(x: Any) -> Any:
+    """``x.compute()`` of an array of several blocks on a synchronous distributed client: its blocks computed
+    and gathered in one call (``Client.get``) and joined here, with no task joining them on a worker first (a
+    task that waits for every block is one more scheduler-to-worker cycle); None otherwise (one block, another
+    scheduler)."""
+    if x.npartitions == 1 or "distributed" not in sys.modules:
+        return None
+    import distributed
+
+    client = getattr(dask.base.get_scheduler(collections=[x]), "__self__", None)
+    if not isinstance(client, distributed.Client) or client.asynchronous:
+        return None
+    blocks = client.get(x.expr.optimize(), flat_keys(x.expr))  # (lowered: placed on the cluster's workers)
+    return concatenate_grid(blocks, x.numblocks)
 
 
 def persist_now(x: Any) -> dict | None:

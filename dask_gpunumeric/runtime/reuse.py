@@ -13,7 +13,7 @@ import hashlib
 from typing import Any, NamedTuple
 
 from dask._expr import Expr
-from dask._task_spec import GraphNode, _is_dask_future
+from dask._task_spec import GraphNode
 
 from ..expr import ArrayExpr, FromArray, FromGraph, JointOutput, Materialized
 from ..expr.tokens import _TEXT, _plain_repr
@@ -41,6 +41,7 @@ class Template(NamedTuple):
     graph: dict
     outputs: list
     schedule: list | None  # the schedule of the graph with its inputs, once made
+    layout: Any = None  # on a cluster: its ``compile.Layout`` (keys kept apart, owners, annotations)
 
 
 def _text(operand: Any, position: dict[str, int]) -> str | None:
@@ -52,13 +53,13 @@ def _text(operand: Any, position: dict[str, int]) -> str | None:
 def structure_of(nodes: list[ArrayExpr], settings: tuple) -> Structure | None:
     """The structure of a tree (its nodes in ``walk`` order, the root first; under the optimizer's
     ``settings``), or None when its plan may not be reused: an operand that is no plain value, a node that
-    holds a tree of its own, inputs that are tasks."""
+    holds a tree of its own, inputs that are tasks (Futures of blocks persisted on a cluster are inputs as
+    any others: the template holds none of them)."""
     position = {node._name: i for i, node in enumerate(nodes)}
     parts, inputs = [repr(settings)], []
     for i, node in enumerate(nodes):
         if isinstance(node, _INPUTS):
-            if isinstance(node, FromGraph) and any(isinstance(v, GraphNode) or _is_dask_future(v)
-                                                   for v in node.operand("layer").values()):
+            if isinstance(node, FromGraph) and any(isinstance(v, GraphNode) for v in node.operand("layer").values()):
                 return None
             inputs.append(i)
             parts.append(f"{type(node).__name__}:{node.chunks!r}:{node.dtype.str}:{node.backend}")
@@ -104,6 +105,12 @@ def lookup(shape: Structure) -> Template | None:
     return template
 
 
+def with_layout(shape: Structure, template: Template, layout: Any) -> None:
+    """Keep the cluster layout of the graph of this template (by the template's own keys)."""
+    if _TEMPLATES.get(shape.key) is template:
+        _TEMPLATES[shape.key] = template._replace(layout=layout)
+
+
 def with_schedule(shape: Structure, template: Template, schedule: list) -> None:
     """Keep the schedule made for a graph of this template (renamed back: any call of it can use it)."""
     if _TEMPLATES.get(shape.key) is template:
@@ -117,12 +124,15 @@ def instantiate(template: Template, shape: Structure) -> tuple[dict, list, list 
     key the renaming misses (that graph is not reused)."""
     salt = shape.nodes[0]._name
     names = dict(zip(template.names, (n._name for n in shape.nodes)))
+    # the template's own tree built again keeps the optimizer's names: a scheduler given its root's keys twice
+    # (two calls in flight) must get the same tasks
+    own = salt == template.names[0]
 
     def renamed(name: str) -> str:
         new = names.get(name)
         if new is None:
             prefix = name.rpartition("-")[0] or name
-            new = names[name] = f"{prefix}-{hashlib.sha1(f'{name}|{salt}'.encode()).hexdigest()[:32]}"
+            new = names[name] = name if own else f"{prefix}-{hashlib.sha1(f'{name}|{salt}'.encode()).hexdigest()[:32]}"
         return new
 
     def rekey(key: Any) -> Any:

@@ -49,6 +49,25 @@ def _skip_aliases(graph: dict, keep: set) -> dict:
             for key, node in graph.items() if key not in skipped}
 
 
+def _tasks_as_aliases(graph: dict, keep: set, frozen: set) -> tuple[dict, set]:
+    """The graph with each alias of ``keep`` whose target is a task only it reads replaced by that task under
+    the alias's key (the optimizer renames the roots it fuses; their keys stay, as aliases): one task, not a
+    task and then its alias, a level of tasks less on a cluster. The alias is frozen where its target was."""
+    readers: collections.Counter = collections.Counter(
+        dep for node in graph.values() if isinstance(node, GraphNode) for dep in node.dependencies)
+    moved = {node.target: key for key in keep if isinstance(node := graph.get(key), Alias) and node.target not in keep
+             and readers[node.target] == 1 and isinstance(graph.get(node.target), Task)}
+    if not moved:
+        return graph, frozen
+    out = {}
+    for key, node in graph.items():
+        if key in moved:
+            continue
+        target = node.target if isinstance(node, Alias) else None
+        out[key] = graph[target].substitute({}, key=key) if moved.get(target) == key else node
+    return out, frozen | {key for target, key in moved.items() if target in frozen}
+
+
 def fuse_chains(graph: dict, keep: set, frozen: set) -> dict:
     """The graph with each task folded into its dependent where that is its only dependent.
 
@@ -57,8 +76,9 @@ def fuse_chains(graph: dict, keep: set, frozen: set) -> dict:
     milliseconds, so a reduction's combine, its finish and the scalar work after it, or a small argument
     made from host data and the kernel reading it, run as one task. The fused task keeps the key of the
     task the others folded into. Aliases (but of ``keep``) are skipped first: their dependents read the
-    aliased key."""
-    graph = _skip_aliases(graph, keep)
+    aliased key; an alias of ``keep`` takes the place of the task it names where nothing else reads it
+    (``_tasks_as_aliases``)."""
+    graph, frozen = _tasks_as_aliases(_skip_aliases(graph, keep), keep, frozen)
     tasks = {key for key, node in graph.items() if isinstance(node, GraphNode)}
     dependents: dict = collections.defaultdict(list)
     for key in tasks:

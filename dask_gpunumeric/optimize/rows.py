@@ -1,0 +1,142 @@
+"""The row pass: reductions over the trailing axes of arrays whose blocks hold those axes whole, axes kept,
+with the elementwise work that feeds them and the elementwise work that reads their results broadcast back
+along the rows, become one ``Fused`` row program per block (``codegen.rows``): softmax, logsumexp, layer
+norm in one kernel. Where the reduced axes are split across blocks nothing changes here: the fusion pass
+fuses as before.
+
+Nodes join by union-find over producer/consumer edges (``fusion._Grouping``, which keeps the graph of groups
+acyclic) within one *space*: the block grid of the reduced arrays (per element) and the same grid with the
+reduced axes of length 1 (per row). A group is kept where a member reads a row reduction (a result broadcast
+back) or where it holds several row reductions; the other groups are left to the fusion pass.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from dask._expr import Expr
+
+from ..codegen.rows import row_inputs
+from ..expr import ArrayExpr, Elemwise, Fused, Reduction
+from ..kernels.fused import record_sources
+from ..ops.reductions import FUSABLE, ROW_FUSABLE
+from .dag import DAG, rebuild
+from .fusion import _Grouping, _output
+from .programs import build_program, compute_of, is_fused_reduction, reduced
+
+Space = tuple  # (the reduced arrays' chunks, backend)
+
+
+def _row_axis(node: Expr) -> int | None:
+    """For a reduction a row program computes, its first reduced axis (the others follow it to the last)."""
+    # (one that drops its axes is only an output of its group, so it must be one instruction: a fusable one)
+    if not (isinstance(node, Reduction) and is_fused_reduction(node, ROW_FUSABLE)
+            and (node.operand("keepdims") or node.operand("kind") in FUSABLE)):
+        return None
+    x = reduced(node)
+    axes = sorted(node.operand("axes"))
+    if not axes or axes[0] == 0 or axes != list(range(axes[0], x.ndim)) or any(x.numblocks[d] != 1 for d in axes):
+        return None
+    n = math.prod(x.chunks[d][0] for d in axes)
+    rows = math.prod(max(x.chunks[d]) for d in range(axes[0]))
+    if n < 2 or n > SHORT_ROW and rows < MIN_ROWS:  # (rows of one element: nothing to gain)
+        return None
+    return axes[0]
+
+
+#: A block of rows longer than ``SHORT_ROW`` elements is a row program only with at least ``MIN_ROWS`` rows:
+#: each row is one thread block's work, and a handful of long rows would leave most of a GPU idle.
+SHORT_ROW = 4096
+MIN_ROWS = 32
+
+
+def _per_row(chunks: tuple, first: int) -> tuple:
+    return chunks[:first] + ((1,),) * (len(chunks) - first)
+
+
+def fuse_rows(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
+    """The expression with row groups replaced by ``Fused`` row programs (same values, same root shape);
+    nothing when the ``fusion`` setting is off."""
+    if not settings["fusion"]:
+        return root
+    dag = DAG.of(root)
+    spaces: dict[Space, int] = {}  # space -> its first reduced axis (one per space: the first found)
+    rows: set[str] = set()
+    flat: set[str] = set()  # those of them that drop their axes
+    for node in dag.order:
+        first = _row_axis(node)
+        if first is not None:
+            space = (reduced(node).chunks, node.backend)
+            if spaces.setdefault(space, first) == first:
+                rows.add(node._name)
+                if not node.operand("keepdims"):
+                    flat.add(node._name)
+    if not rows:
+        return root
+    per_row: dict[Space, list[Space]] = defaultdict(list)  # per-row grid -> the spaces it is that of
+    for (chunks, backend), first in spaces.items():
+        per_row[(_per_row(chunks, first), backend)].append((chunks, backend))
+    space_of: dict[str, Space] = {}
+    computes: dict[str, str] = {}
+    grouping = _Grouping()
+    dependencies = dag.dependencies
+    for node in dag.order:
+        name = node._name
+        deps = dependencies[name]
+        space = None
+        if name in rows:
+            space = (reduced(node).chunks, node.backend)
+        elif isinstance(node, Elemwise) and deps:
+            key = (node.chunks, node.backend)
+            if key in spaces or key in per_row:
+                compute = compute_of(node)
+                if compute is not None:
+                    computes[name] = compute
+                    if key in spaces:
+                        space = key
+                    else:  # per row: in the space of a dependency
+                        space = next((space_of[d._name] for d in deps if space_of.get(d._name) in per_row[key]), None)
+        if space is None:
+            grouping.add(name, deps, [])
+            continue
+        space_of[name] = space
+        # (a reduction that drops its axes is read by nothing of the group: what reads it broadcasts along
+        # other axes than the rows)
+        grouping.add(name, deps, [d for d in deps if space_of.get(d._name) == space and d._name not in flat])
+    groups: dict[str, list[Expr]] = defaultdict(list)
+    find = grouping.groups.find
+    for node in dag.order:
+        if node._name in space_of:
+            groups[find(node._name)].append(node)
+    limit = settings["kernel-size"]
+    replaced: dict[str, Expr] = {}
+    for members in groups.values():
+        if _worth_it(members, rows, dependencies) and len(members) <= limit:
+            replaced.update(_build_group(members, dag, root, computes))
+    return rebuild(root, replaced) if replaced else root
+
+
+def _worth_it(members: list[Expr], rows: set[str], dependencies: Mapping[str, list[Expr]]) -> bool:
+    """Whether a group is a row program: it reads a row reduction of its own, or holds several."""
+    own = {n._name for n in members if n._name in rows}
+    return len(own) > 1 or bool(own) and any(d._name in own for n in members for d in dependencies[n._name])
+
+
+def _build_group(members: list[Expr], dag: DAG, root: Expr, computes: Mapping[str, str]) -> dict[str, Expr]:
+    """The Fused row program of a group's members (in topological order), and what replaces each member read
+    outside it (or the root)."""
+    names = {n._name for n in members}
+    stores = [n for n in members if n._name == root._name
+              or any(c._name not in names for c in dag.consumers[n._name])]
+    program, inputs, scalars = build_program(members, stores, [], computes=computes)
+    first = next(n for n in members if isinstance(n, Reduction))
+    elements = reduced(first).chunks
+    record_sources(program, scalars, row_inputs([a.shape for a in inputs], first.operand("axes"), len(elements)))
+    token = hashlib.sha1("|".join(["rows", *sorted(names)]).encode()).hexdigest()[:32]
+    chunks = stores[0].chunks if len(stores) == 1 else elements
+    fused = Fused.of(program, chunks, first.backend, tuple(scalars), elements, inputs, token)
+    return {node._name: fused if len(stores) == 1 else _output(fused, k, node.chunks, node.dtype)
+            for k, node in enumerate(stores)}
