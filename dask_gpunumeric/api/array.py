@@ -106,7 +106,7 @@ def _method(func: str) -> Callable:
 
 def _from_expr(name: str, doc: str) -> property:
     """A read-only property of an Array that is its expression's attribute ``name``."""
-    return property(lambda array: getattr(array._expr, name), doc=doc)
+    return property(operator.attrgetter(f"_expr.{name}"), doc=doc)  # (no Python frame: read on every operation)
 
 
 class Array(DaskMethodsMixin):

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..expr import ArrayExpr, Elemwise
+from ..expr import ArrayExpr, Chunks, Elemwise
+from ..expr.elemwise import broadcast_chunks
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
 from . import special_values as _special_values
@@ -71,22 +72,28 @@ def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, A
     shifted slices) from growing step after step."""
     if len(arrays) == 1:  # nothing to agree with
         return {arrays[0]._name: arrays[0]}
+    wanted = _wanted_chunks([a.chunks for a in arrays], shape)
+    return {a._name: a if want == a.chunks else rechunk_expr(a, want) for a, want in zip(arrays, wanted)}
+
+
+def _wanted_chunks(operand_chunks: list[Chunks], shape: tuple[int, ...]) -> list[Chunks]:
+    """The chunks ``align_chunks`` gives arrays of these chunks, broadcasting to ``shape``."""
     ndim = len(shape)
+    shapes = [tuple(map(sum, c)) for c in operand_chunks]
     target: list[tuple[int, ...] | None] = []
     for d in range(ndim):
-        dims = [a.chunks[d - ndim + a.ndim] for a in arrays
-                if d - ndim + a.ndim >= 0 and a.shape[d - ndim + a.ndim] == shape[d]]
+        dims = [c[d - ndim + len(c)] for c, s in zip(operand_chunks, shapes)
+                if d - ndim + len(c) >= 0 and s[d - ndim + len(c)] == shape[d]]
         target.append(min(dims, key=len) if dims else None)
-    out = {}
-    for a in arrays:
-        lead = ndim - a.ndim
-        want = tuple(
-            target[lead + d] if a.shape[d] == shape[lead + d] and target[lead + d] is not None
-            else (1,) if a.shape[d] == 1  # a broadcast axis is one block (not, say, chunks (0, 1))
-            else a.chunks[d]
-            for d in range(a.ndim)
-        )
-        out[a._name] = a if want == a.chunks else rechunk_expr(a, want)
+    out = []
+    for chunks, s in zip(operand_chunks, shapes):
+        lead = ndim - len(chunks)
+        out.append(tuple(
+            target[lead + d] if s[d] == shape[lead + d] and target[lead + d] is not None
+            else (1,) if s[d] == 1  # a broadcast axis is one block (not, say, chunks (0, 1))
+            else chunks[d]
+            for d in range(len(chunks))
+        ))
     return out
 
 
@@ -95,18 +102,18 @@ _KEPT_OPERANDS = (Array, ArrayExpr, *SCALAR_OPERANDS)
 
 
 # functions whose operands' values can change the node built (a warning, a special value's correction):
-# never the short path; and those rewritten where one operand is a Python number (by position)
+# never the short path
 _VALUE_DEPENDENT = frozenset({"floor_divide", "remainder", "fmod", *_special_values.CORRECTIONS})
-_REWRITTEN_SCALAR = {"power": 1, "true_divide": 0}
 
 
-def _short_path(op: str, args: tuple) -> Array | None:
+def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
     """The node of the common case, Arrays of the same chunks and Python numbers, that the full path below
-    would build, on its shortest route; None for anything else (the promotion guard's, a special value's
-    correction, a rewrite, a warning, alignment: the full path's cases)."""
+    would build (``skip``: its ``skip_promotion``), on its shortest route; None for anything else (the
+    promotion guard's, a special value's correction, a warning, alignment: the full path's cases)."""
     operands: list[Any] = []
-    key: list[Any] = []  # as ``_dtypes`` makes it
+    key: list[Any] = [op, skip]  # then as ``_dtypes`` makes it
     chunks = None
+    broadcast = False
     for a in args:
         kind = type(a)
         if kind is Array:
@@ -115,44 +122,95 @@ def _short_path(op: str, args: tuple) -> Array | None:
             if chunks is None:
                 chunks = a.chunks
             elif a.chunks is not chunks and a.chunks != chunks:
-                return None
+                broadcast = True
         elif kind is float or kind is int:
             key.append((kind, a))
         else:
             return None
         operands.append(a)
+    if broadcast:
+        chunks = _aligned_chunks(op, [a.chunks for a in operands if isinstance(a, ArrayExpr)])
     if chunks is None:
         return None
-    plan = _SHORT_PLANS.get((op, *key), _UNKNOWN)
+    plan = _SHORT_PLANS.get(tuple(key), _UNKNOWN)
     if plan is _UNKNOWN:
-        plan = _short_plan(op, tuple(key))
+        plan = _short_plan(op, tuple(key[2:]), skip)
     if plan is None:
         return None
-    func, out_dtype = plan
-    return Array(Elemwise.of_aligned(func, out_dtype, operands, chunks))
+    func, out_dtype, keep, extra = plan
+    return Array(Elemwise.of_aligned(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks))
+
+
+def _aligned_chunks(op: str, operand_chunks: list[Chunks]) -> Chunks | None:
+    """The result's chunks where arrays of these chunks broadcast without rechunking (``align_chunks`` keeps
+    them), else None (also where they don't broadcast: the full path raises); kept for the next call."""
+    key = tuple(operand_chunks)
+    known = _ALIGNED.get(key, _UNKNOWN)
+    if known is _UNKNOWN:
+        try:
+            shape = broadcast_shape(op, [tuple(map(sum, c)) for c in operand_chunks])
+        except ValueError:
+            return None
+        wanted = _wanted_chunks(operand_chunks, shape)
+        known = broadcast_chunks(operand_chunks) if wanted == list(operand_chunks) else None
+        if len(_ALIGNED) >= _SHORT_PLANS_SIZE:
+            _ALIGNED.clear()
+        _ALIGNED[key] = known
+    return known
+
+
+_ALIGNED: dict[tuple, Chunks | None] = {}
 
 
 _UNKNOWN = object()
-_SHORT_PLANS: dict[tuple, tuple[str, np.dtype] | None] = {}  # (op, *operand dtypes or (type, value)) -> plan
+# (op, skip, *operand dtypes or (type, value)) -> plan: (block function, result dtype, and where the full path
+# rewrites the operation, the operands kept and those added)
+_SHORT_PLANS: dict[tuple, tuple[str, np.dtype, slice | None, tuple] | None] = {}
 
 
-def _short_plan(op: str, key: tuple) -> tuple[str, np.dtype] | None:
+def _short_plan(op: str, key: tuple, skip: int) -> tuple[str, np.dtype, slice | None, tuple] | None:
     """The block function and result dtype of ``op`` on operands of these dtypes (arrays) and (type, value)
-    (Python numbers) on the short path, or None where the full path must build it; kept for the next call."""
-    out_dtype, common = _operation_dtypes(op, key, (), 0)
+    (Python numbers) on the short path, with the full path's rewrite (``_rewritten``), or None where the full
+    path must build it; kept for the next call."""
+    out_dtype, common = _operation_dtypes(op, key, (), skip)
     func = BLOCK_FUNCTION[op]
-    rewritten = _REWRITTEN_SCALAR.get(func)
-    plan = None if common is not None or func in _VALUE_DEPENDENT or \
-        (rewritten is not None and not isinstance(key[rewritten], np.dtype)) or \
-        (func == "true_divide" and not isinstance(key[1], np.dtype)
-         and exact_reciprocal(key[1][1], out_dtype) is not None) else (func, out_dtype)
+    plan = None
+    if common is None and func not in _VALUE_DEPENDENT:
+        operands = [k if isinstance(k, np.dtype) else k[1] for k in key]  # a dtype stands for an array of it
+        func, kept, extra = _rewritten(func, operands, out_dtype, lambda o: isinstance(o, np.dtype))
+        keep = None if kept == len(operands) and not extra else \
+            slice(0, kept) if kept > 0 else slice(len(operands) + kept, None)
+        plan = (func, out_dtype, keep, tuple(extra))
     if len(_SHORT_PLANS) >= _SHORT_PLANS_SIZE:  # (a loop over changing scalars must not grow it without end)
         _SHORT_PLANS.clear()
-    _SHORT_PLANS[(op, *key)] = plan
+    _SHORT_PLANS[(op, skip, *key)] = plan
     return plan
 
 
 _SHORT_PLANS_SIZE = 4096
+
+
+def _rewritten(func: str, operands: list[Any], out_dtype: np.dtype, is_array: Any) -> tuple[str, int, list[Any]]:
+    """The exact rewrite of ``func`` on these operands (``is_array`` tells arrays, whose ``.dtype`` is read, from
+    numbers): the function built instead, how many operands it keeps (the first ``n``, or the last ``-n``)
+    and those it adds after them."""
+    def dtype(o: Any) -> np.dtype:
+        return o if isinstance(o, np.dtype) else o.dtype
+
+    if func == "power" and type(operands[1]) is int and operands[1] == 2 and out_dtype.kind in "iuf":
+        # x ** 2 is x * x, bit for bit (NumPy takes the same shortcut); kernels skip a pow() call
+        return "square", 1, []
+    if func == "true_divide" and type(operands[0]) in (int, float) and operands[0] == 1 and out_dtype.kind == "f" \
+            and is_array(operands[1]) and dtype(operands[1]) == out_dtype:
+        # 1 / x is NumPy's reciprocal of a float x, bit for bit (both round 1/x once); kernels take the
+        # reciprocal's path instead of a division by a value they do not know
+        return "reciprocal", -1, []
+    if func == "true_divide" and is_array(operands[0]) and dtype(operands[0]) == out_dtype \
+            and (reciprocal := exact_reciprocal(operands[1], out_dtype)) is not None:
+        # x / 2**k is x * 2**-k, bit for bit (2**-k exact: both round the same real number); a division
+        # takes many times the instructions of a product on a GPU
+        return "multiply", 1, [reciprocal]
+    return func, len(operands), []
 
 
 def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0, **kwargs: Any) -> Array:
@@ -160,8 +218,8 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
 
     ``skip_promotion`` leading operands (``where``'s condition) are left out of the promotion guard.
     """
-    if dtype is None and not kwargs and not skip_promotion:
-        short = _short_path(op, args)
+    if dtype is None and not kwargs:
+        short = _short_path(op, args, skip_promotion)
         if short is not None:
             return short
     # where array-likes are converted: to CuPy if an Array operand is on CuPy (asked only when there are
@@ -192,19 +250,9 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     func = BLOCK_FUNCTION[op]
     if func in ("floor_divide", "remainder", "fmod"):
         warn_integer_division_by_zero(func, operands[1], out_dtype)
-    if func == "power" and type(operands[1]) is int and operands[1] == 2 and out_dtype.kind in "iuf":
-        # x ** 2 is x * x, bit for bit (NumPy takes the same shortcut); kernels skip a pow() call
-        func, operands = "square", operands[:1]
-    elif func == "true_divide" and type(operands[0]) in (int, float) and operands[0] == 1 and out_dtype.kind == "f" \
-            and isinstance(operands[1], ArrayExpr) and operands[1].dtype == out_dtype:
-        # 1 / x is NumPy's reciprocal of a float x, bit for bit (both round 1/x once); kernels take the
-        # reciprocal's path instead of a division by a value they do not know
-        func, operands = "reciprocal", operands[1:]
-    elif func == "true_divide" and isinstance(operands[0], ArrayExpr) and operands[0].dtype == out_dtype \
-            and (reciprocal := exact_reciprocal(operands[1], out_dtype)) is not None:
-        # x / 2**k is x * 2**-k, bit for bit (2**-k exact: both round the same real number); a division
-        # takes many times the instructions of a product on a GPU
-        func, operands = "multiply", [operands[0], reciprocal]
+    func, kept, extra = _rewritten(func, operands, out_dtype, lambda o: isinstance(o, ArrayExpr))
+    if kept != len(operands) or extra:
+        operands = [*(operands[:kept] if kept > 0 else operands[kept:]), *extra]
     result = Array(Elemwise(func, out_dtype, kwargs, *operands))
     kinds, correct = _special_values.CORRECTIONS.get(func, ("", None))
     return correct(result, *args, elementwise) if out_dtype.kind in kinds and not kwargs else result
@@ -281,15 +329,18 @@ def store_where(op: str, result: Array, out: Any, casting: str = "same_kind", wh
 
 def _make_ufunc(name: str, nin: int) -> Any:
     numpy_name = BLOCK_FUNCTION[name]
+    # (the short path first: these run on every operator a user writes)
     if nin == 1:
         def func(x: ArrayLike, /, out: Any = None, **kwargs: Any) -> Array:
             if out is None and not kwargs:
-                return elementwise(name, x)
+                short = _short_path(name, (x,))
+                return elementwise(name, x) if short is None else short
             return ufunc_call(name, (x,), out, kwargs)
     else:
         def func(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, **kwargs: Any) -> Array:  # type: ignore[misc]
             if out is None and not kwargs:
-                return elementwise(name, x1, x2)
+                short = _short_path(name, (x1, x2))
+                return elementwise(name, x1, x2) if short is None else short
             return ufunc_call(name, (x1, x2), out, kwargs)
 
     inputs = [inspect.Parameter(p, inspect.Parameter.POSITIONAL_ONLY) for p in (["x"] if nin == 1 else ["x1", "x2"])]

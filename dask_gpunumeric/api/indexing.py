@@ -86,21 +86,22 @@ def getitem(x: Array, index: Any) -> Array:
     """``x[index]`` with NumPy semantics (lazy)."""
     known = _slices_key(x, index)
     planned = _SLICE_PLANS.get(known) if known is not None else None
-    if planned is not None:  # the plan of these slices of these chunks, made before (stencil code repeats them)
+    if planned is not None:  # the plan of this index of these chunks, made before (stencil code repeats them)
         if planned is _WHOLE:
             return x
-        plan, chunks = planned
+        plan, drop, chunks = planned
         keep_text(plan)
         source = x.expr
-        made = Gather.with_metadata([plan, (), source.dtype, source], chunks, source.dtype, source.backend)
-        return Array(Gather(plan, (), x.dtype, source) if made is None else made)
+        made = Gather.with_metadata([plan, drop, source.dtype, source], chunks, source.dtype, source.backend)
+        return Array(Gather(plan, drop, x.dtype, source) if made is None else made)
     index = _normalize(index, x.ndim)
     _check_in_numpy_order(x.shape, index)
     _guards.check_scalar_index(x.shape, index, "reading", x.backend)
     if not any(_is_advanced(ix) for ix in index):
         out = _basic_getitem(x, index)
         if known is not None:
-            _remember_slices(known, _WHOLE if out is x else (out.expr.operand("plan"), out.chunks))
+            e = out.expr
+            _remember_slices(known, _WHOLE if out is x else (e.operand("plan"), e.operand("drop"), out.chunks))
         return out
     x, index = _new_axes_as_slices(x, index)
     advanced = [ix for ix in index if _is_advanced(ix)]
@@ -109,26 +110,41 @@ def getitem(x: Array, index: Any) -> Array:
     return _advanced_getitem(x, index, advanced[0])
 
 
-# plans of indices made of slices alone (with int or None bounds) by (chunks, bounds): valid, and the same
-# plan object each time (its token text is then the same work, and it is small)
-_SLICE_PLANS: dict[tuple, Any] = {}  # (plan, chunks of the result)
+# plans of basic indices (slices with int or None bounds, ints, one ``...``) by (chunks, index): valid, and the
+# same plan object each time (its token text is then the same work, and it is small)
+_SLICE_PLANS: dict[tuple, Any] = {}  # (plan, axes dropped, chunks of the result)
 _SLICE_PLANS_SIZE = 256
 _WHOLE = object()  # the plan of slices that take every element: the array itself
 
 
-def _slices_key(x: Array, index: Any) -> tuple | None:
-    """The key of an index of slices alone, with int or None bounds, as many as ``x`` has axes; else None."""
+def _slices_key(x: Array, index: Any, slices_only: bool = False) -> tuple | None:
+    """The key of an index of slices (with int or None bounds), ints (not on every axis: that one element is
+    the scalar guard's) and at most one ``...``, no more than ``x`` has axes; else None. ``slices_only``: of
+    an index of slices alone, one per axis of ``x``."""
     items = index if type(index) is tuple else (index,)
-    if len(items) != x.ndim:
+    if slices_only and len(items) != x.ndim:
         return None
-    bounds = []
+    bounds: list[Any] = []
+    ints = ellipsis = 0
     for ix in items:
-        if type(ix) is not slice:
+        kind = type(ix)
+        if kind is slice:
+            start, stop, step = ix.start, ix.stop, ix.step
+            if not (type(start) in _BOUND and type(stop) in _BOUND and type(step) in _BOUND):
+                return None
+            bounds.append((start, stop, step))
+        elif slices_only:
             return None
-        start, stop, step = ix.start, ix.stop, ix.step
-        if not (type(start) in _BOUND and type(stop) in _BOUND and type(step) in _BOUND):
+        elif kind is int:
+            bounds.append(ix)
+            ints += 1
+        elif ix is Ellipsis and not ellipsis:
+            bounds.append(ix)
+            ellipsis = 1
+        else:
             return None
-        bounds.append((start, stop, step))
+    if len(items) - ellipsis > x.ndim or ints >= x.ndim:
+        return None
     return x.chunks, tuple(bounds)
 
 
@@ -305,7 +321,7 @@ def setitem(x: Array, index: Any, value: Any) -> Array:
         whole = _update_as_elementwise(x, index, value)
         if whole is not None:
             return whole
-    known = _slices_key(x, index)
+    known = _slices_key(x, index, slices_only=True)
     region = _REGION_PLANS.get(known) if known is not None else None
     if region is not None:  # these slices of these chunks, met before (stencil updates repeat them)
         region_plan, region_chunks = region

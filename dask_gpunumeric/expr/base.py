@@ -192,7 +192,7 @@ class ArrayExpr(Expr):
     def shape(self) -> tuple[int, ...]:
         return tuple(map(sum, self.chunks))
 
-    @property
+    @cached
     def ndim(self) -> int:
         return len(self.chunks)
 
@@ -276,16 +276,27 @@ class ArrayExpr(Expr):
 
     def _simplify_up(self, parent: Expr, dependents: Any) -> Expr | None:
         # dask.compute(a, b) / dask.persist(a, b): optimize our arrays together (one fused kernel can
-        # serve several outputs), keeping each output's keys.
+        # serve several outputs), keeping each output's keys; one array: lowered here already, so that
+        # lowering leaves the sequence as it is (Dask would make it again, tokenize and all)
         if type(parent).__name__ != "_ExprSequence":
             return None
         ours = [op for op in parent.operands if isinstance(op, ArrayExpr)]
-        if len(ours) < 2 or any(isinstance(op, JointOutput) for op in ours):
+        if not ours or any(isinstance(op, (JointOutput, Materialized)) for op in ours):
             return None
-        joint = Materialized.of(Bundle(*ours), _runtime().placement_workers())
-        k = iter(range(len(ours)))
-        return type(parent)(*[JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op
-                              for op in parent.operands])
+        if len(ours) == 1:
+            lowered = ours[0]._lower()
+            operands = [lowered if op is ours[0] else op for op in parent.operands]
+        else:
+            joint = Materialized.of(Bundle.of(*ours), _runtime().placement_workers())
+            k = iter(range(len(ours)))
+            operands = [JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op for op in parent.operands]
+        # named from its operands' names where they are all ours (not by Dask's tokenize, which pickles the
+        # sequence's class on every compute)
+        token = None
+        if all(isinstance(op, ArrayExpr) for op in operands):
+            text = f"{type(parent).__qualname__}|" + ",".join(op.deterministic_token for op in operands)
+            token = hashlib.sha1(text.encode()).hexdigest()[:32]
+        return type(parent)(*operands, _determ_token=token)
 
     def finalize_compute(self) -> Expr:
         return self if set(self.numblocks) <= {1} else Finalize(self)
@@ -482,6 +493,12 @@ class Bundle(ArrayExpr):
     chunks = ()
     dtype = np.dtype(bool)
     backend = "numpy"
+
+    @classmethod
+    def of(cls, *roots: ArrayExpr) -> Bundle:
+        """``Bundle(*roots)``, made without the constructor's generic steps (on every joint compute or persist)."""
+        made = cls.with_metadata(list(roots), cls.chunks, cls.dtype, cls.backend)
+        return cls(*roots) if made is None else made
 
     def _layer(self) -> dict:
         return {}

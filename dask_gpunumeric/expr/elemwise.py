@@ -24,7 +24,8 @@ class Elemwise(ArrayExpr):
     @classmethod
     def of_aligned(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks) -> Elemwise:
         """``Elemwise(op, dtype, {}, *args)`` for the common case, on every operation users write: ``args``
-        are expressions of chunks ``chunks`` and plain scalars (``ArrayExpr.with_metadata``)."""
+        are plain scalars and expressions aligned on the result's chunks ``chunks`` (broadcasting)
+        (``ArrayExpr.with_metadata``)."""
         known = _HEADS.get((op, dtype))
         if known is None:
             text = operand_texts((op, dtype, {}))
@@ -51,24 +52,25 @@ class Elemwise(ArrayExpr):
                 if first is None:
                     first = chunks
                 elif chunks is not first and chunks != first:
-                    return self._broadcast_chunks()
+                    return broadcast_chunks([a.chunks for a in self.args if isinstance(a, ArrayExpr)])
         return first  # the common case: no broadcasting
-
-    def _broadcast_chunks(self) -> Chunks:
-        arrays = [a for a in self.args if isinstance(a, ArrayExpr)]
-        ndim = max(a.ndim for a in arrays)
-        out: list[tuple[int, ...]] = []
-        for d in range(ndim):
-            dims = [a.chunks[d - ndim + a.ndim] for a in arrays if d - ndim + a.ndim >= 0]
-            # a length-1 axis broadcasts against any other length (0 too): prefer the others
-            out.append(max(dims, key=lambda c: (sum(c) != 1, len(c))))
-        return tuple(out)
 
     def _block_task(self, index: Index) -> GraphNode:
         args = [a.ref(self.operand_block(a, index)) if isinstance(a, ArrayExpr) else a for a in self.args]
         return Task(
             self.key(index), _blocks.elemwise, self.operand("op"), self.dtype, self.operand("kwargs"), *args
         )
+
+
+def broadcast_chunks(operand_chunks: list[Chunks]) -> Chunks:
+    """The chunks of an elementwise result on operands of these (aligned) chunks, broadcasting."""
+    ndim = max(len(c) for c in operand_chunks)
+    out: list[tuple[int, ...]] = []
+    for d in range(ndim):
+        dims = [c[d - ndim + len(c)] for c in operand_chunks if d - ndim + len(c) >= 0]
+        # a length-1 axis broadcasts against any other length (0 too): prefer the others
+        out.append(max(dims, key=lambda c: (sum(c) != 1, len(c))))
+    return tuple(out)
 
 
 # per (op, dtype): the text of the operands (op, dtype, {}) that an ``of_aligned`` node's token starts with, and

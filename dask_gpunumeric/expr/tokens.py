@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import struct
+import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -99,6 +101,16 @@ def _dtype_text(value: np.dtype) -> str:
     return f"dtype:{value.str}" if value.names is None else f"{type(value).__name__}:{value!r}"
 
 
+def _function_text(func: types.FunctionType) -> str | None:
+    """A function that its module names (what pickle, and so Dask's tokenize, writes of it: a reference) as
+    that name; None for others (lambdas, local functions, ``__main__``'s: Dask's tokenize reads their code)."""
+    module, qualname = func.__module__, func.__qualname__
+    found: Any = sys.modules.get(module) if module != "__main__" else None
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return f"function:{module}.{qualname}" if found is func else None
+
+
 # exact type -> text form, for the types operands mostly are (others are added as they are met)
 _TEXT: dict[type, Callable[[Any], str | None]] = {
     int: lambda v: f"int:{v!r}",
@@ -109,6 +121,7 @@ _TEXT: dict[type, Callable[[Any], str | None]] = {
     tuple: _sequence_text,
     list: _sequence_text,
     dict: _dict_text,
+    types.FunctionType: _function_text,
 }
 
 

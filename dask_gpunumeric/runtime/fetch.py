@@ -132,7 +132,7 @@ class CollectionScheduler:
         exprs = [c.expr for c in collections]
         per_array = [flat_keys(e) for e in exprs]
         keys = [k for ks in per_array for k in ks]
-        values = dict(zip(keys, _run_local(collections[0], exprs[0] if len(exprs) == 1 else Bundle(*exprs), keys)))
+        values = dict(zip(keys, _run_local(collections[0], exprs[0] if len(exprs) == 1 else Bundle.of(*exprs), keys)))
         out = []
         for c, ks in zip(collections, per_array):
             rebuild, state = c.__dask_postpersist__()
