@@ -152,3 +152,12 @@ def test_weak_scaling_efficiency_and_table() -> None:
     assert headers == ["workload", "system", "1 w ms", "2 w ms", "eff 2"]
     assert lines == [["matmul", "gnp", "10.00", "12.50", "80%"], ["matmul", "jax-sharding", "8.00", "error", "-"],
                      ["matmul", "dask.array+numpy", "WRONG", "-", "-"]]
+
+
+def test_host_gap_says_it_needs_a_gpu() -> None:
+    """``host_gap.py`` measures device time with CUDA events: without a GPU it says so and measures nothing
+    (exit code 2), rather than a wrong number."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    process = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_gap.py"), "heat"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert process.returncode == 2 and "needs a GPU" in process.stderr, process.stdout + process.stderr
