@@ -113,6 +113,9 @@ def test_fetch_of_several_arrays_computes_them_together(chunks):
         assert isinstance(got[2], float) and isinstance(got[0], np.ndarray)
         for g, d in zip(got, dask.compute(*outputs)):
             np.testing.assert_array_equal(g, to_host(d))
+    (alone,) = gnp.fetch([outputs[1]])
+    np.testing.assert_array_equal(alone, got[1])
+    assert gnp.fetch(()) == ()
     twice = gnp.fetch((outputs[1], outputs[1], 7))
     np.testing.assert_allclose(twice[0], expected[1], rtol=1e-12)
     np.testing.assert_array_equal(twice[0], twice[1])

@@ -54,9 +54,9 @@ def _compute_local(x: Any) -> Any:
 
 
 def _jointly_local(xs: Sequence[Any]) -> bool:
-    """True when ``xs`` are gnp Arrays of one backend (at least two) that run on the local scheduler: what
+    """True when ``xs`` are gnp Arrays (at least one) of one backend that run on the local scheduler: what
     ``_compute_many_local`` computes as ``dask.compute`` would (anything else is left to ``dask.compute``)."""
-    return (len(xs) > 1 and all(map(_is_array, xs)) and len({a.backend for a in xs}) == 1
+    return (len(xs) > 0 and all(map(_is_array, xs)) and len({a.backend for a in xs}) == 1
             and _local_scheduler(xs[0]))
 
 
@@ -66,7 +66,7 @@ def _compute_many_local(xs: Sequence[Any]) -> list:
     done once), as ``dask.compute`` optimizes them, straight to the scheduler."""
     exprs = [a.expr.finalize_compute() for a in xs]
     keys = [key for e in exprs for key in flat_keys(e)]  # one key each (one block, or a Finalize's)
-    return _run_local(xs[0], Bundle.of(*exprs), keys)
+    return _run_local(xs[0], Bundle.of(*exprs) if len(exprs) > 1 else exprs[0], keys)
 
 
 def _run_local(x: Any, expr: ArrayExpr, keys: list) -> list:
