@@ -10,6 +10,10 @@
 - ``loop``: ``STEPS`` Jacobi sweeps of a 64^2 grid as users write them (copy, then an interior update), each
   step persisted: every step is a new tree on new inputs, whose plan is the first step's (reused by its
   structure), against NumPy;
+- ``fetch two``: two outputs of one prebuilt tree on a persisted 64x32 block, fetched together with
+  ``gnp.fetch((a, b))`` (straight from their jointly compiled graph), against ``dask.compute(a, b)``;
+- ``matrix build``: ``(w.T @ w).sum(axis=1, keepdims=True).reshape(-1)`` built only (transpose, matmul,
+  reduction and reshape nodes);
 - ``slice``: the first 10 elements of a 1,024-block array fetched (only the first block is built and run:
   <= 30 ms), against dask.array;
 - ``workloads``: the suite's workloads at tiny sizes on one block (Black-Scholes, heat, softmax, advection,
@@ -100,6 +104,7 @@ def main(argv=None) -> int:
     if str(BENCHMARKS) not in sys.path:
         sys.path.append(str(BENCHMARKS))
 
+    import dask
     import dask.array as da
 
     import dask_gpunumeric as gnp
@@ -130,11 +135,22 @@ def main(argv=None) -> int:
         ok = np.allclose(H.to_host(value), exact_loop, rtol=1e-12)
         return ok, "matches NumPy" if ok else "differs from NumPy"
 
+    w = gnp.asarray(np.random.default_rng(2).random((64, 32))).persist()
+    pair = (w * 2.0 + 1.0, gnp.sum(w - 3.0, axis=1))
+    exact_pair = [pair[0].compute(), pair[1].compute()]
+
+    def check_pair(value):
+        ok = all(np.array_equal(H.to_host(v), e) for v, e in zip(value, exact_pair))
+        return ok, "matches compute()" if ok else "differs from compute()"
+
     runs = [("gnp chain compute()", lambda: chain(x).compute(), check_chain),
             ("gnp chain compute() prebuilt", lambda: built.compute(), check_chain),
             ("dask.array chain compute()", lambda: chain(d).compute(), check_chain),
             ("numpy chain", lambda: chain(host), check_chain),
             ("gnp chain build", lambda: chain(x), None),
+            ("gnp fetch two outputs", lambda: gnp.fetch(pair), check_pair),
+            ("dask.compute two outputs", lambda: dask.compute(*pair), check_pair),
+            ("gnp matrix build", lambda: (w.T @ w).sum(axis=1, keepdims=True).reshape(-1), None),
             ("gnp slice of 1,024 blocks", lambda: gnp.fetch(gnp.ones(big_n, chunks=big_chunk)[:10]), None),
             ("dask.array slice of 1,024 blocks", lambda: da.ones(big_n, chunks=big_chunk)[:10].compute(), None),
             (f"gnp {STEPS}-step loop, persist each step", lambda: loop(gnp, start), check_loop),

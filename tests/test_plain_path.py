@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import dask
+import dask.callbacks
 import numpy as np
 import pytest
 
@@ -89,3 +90,38 @@ def test_a_graph_cache_hit_walks_no_tree(monkeypatch):
     np.testing.assert_allclose(to_host(gnp.fetch(steps(counted, 150))), expected, rtol=1e-12)
     np.testing.assert_allclose(to_host(gnp.fetch(steps(persisted, 150))), expected, rtol=1e-12)
     assert steps(persisted, 150).name == steps(u0).name and len(calls) == 4  # 4 blocks, read once each
+
+
+@pytest.mark.parametrize("chunks", [(64, 32), (16, 32)])
+def test_fetch_of_several_arrays_computes_them_together(chunks):
+    """``gnp.fetch`` of a tuple or list of Arrays gives what ``dask.compute`` gives, as NumPy values (0-d ones
+    as Python numbers), the work they share done once; the same Array twice, plain values among the Arrays
+    and a Dask callback watching the run change nothing."""
+    host = np.random.default_rng(2).random((64, 32))
+    calls: list = []
+    x = gnp.map_blocks(lambda b: calls.append(1) or b, dask.persist(gnp.asarray(host, chunks=chunks))[0])
+    shifted = x - gnp.max(x, axis=1, keepdims=True)
+    outputs = (gnp.exp(shifted), gnp.sum(shifted, axis=0), gnp.sum(shifted), shifted[:3, 1])
+    exact = host - host.max(axis=1, keepdims=True)
+    expected = (np.exp(exact), exact.sum(axis=0), exact.sum(), exact[:3, 1])
+    for kind in (tuple, list):
+        calls.clear()
+        got = gnp.fetch(kind(outputs))
+        assert type(got) is kind and len(calls) == x.npartitions
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e, rtol=1e-12)
+        assert isinstance(got[2], float) and isinstance(got[0], np.ndarray)
+        for g, d in zip(got, dask.compute(*outputs)):
+            np.testing.assert_array_equal(g, to_host(d))
+    (alone,) = gnp.fetch([outputs[1]])
+    np.testing.assert_array_equal(alone, got[1])
+    assert gnp.fetch(()) == ()
+    twice = gnp.fetch((outputs[1], outputs[1], 7))
+    np.testing.assert_allclose(twice[0], expected[1], rtol=1e-12)
+    np.testing.assert_array_equal(twice[0], twice[1])
+    assert twice[2] == 7
+    started: list = []
+    with dask.callbacks.Callback(start=lambda dsk: started.append(1)):
+        watched = gnp.fetch((outputs[2], outputs[3]))
+    assert started and watched[0] == got[2]
+    np.testing.assert_array_equal(watched[1], got[3])

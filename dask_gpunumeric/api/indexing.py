@@ -92,8 +92,7 @@ def getitem(x: Array, index: Any) -> Array:
         plan, drop, chunks = planned
         keep_text(plan)
         source = x.expr
-        made = Gather.with_metadata([plan, drop, source.dtype, source], chunks, source.dtype, source.backend)
-        return Array(Gather(plan, drop, x.dtype, source) if made is None else made)
+        return Array(Gather.made([plan, drop, source.dtype, source], chunks, source.dtype, source.backend))
     index = _normalize(index, x.ndim)
     _check_in_numpy_order(x.shape, index)
     _guards.check_scalar_index(x.shape, index, "reading", x.backend)

@@ -124,7 +124,7 @@ def permute_dims(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
         raise ValueError(f"axes {axes} don't match array of {a.ndim} dimensions")
     if axes == tuple(range(a.ndim)):
         return a
-    return Array(Transpose(a.expr, axes))
+    return Array(Transpose.of(a.expr, axes))
 
 
 def transpose(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
@@ -176,7 +176,7 @@ def _block_reshape(a: ArrayExpr, out_chunks: tuple[tuple[int, ...], ...], source
             if in_axis is not None:
                 src[in_axis] = index[out_axis]
         source_of[index] = tuple(src)
-    return Array(BlockReshape(a, out_chunks, source_of))
+    return Array(BlockReshape.of(a, out_chunks, source_of))
 
 
 def expand_dims(a: ArrayLike, axis: Any = 0) -> Array:
@@ -250,12 +250,12 @@ def reshape(a: ArrayLike, /, shape: Any, order: str = "C", *, copy: bool | None 
     out_rows = tuple(r * row_in // row_out for r in in_rows)
     out_chunks = (out_rows, *((s,) for s in shape[1:]))
     source_of = {(i, *(0,) * (len(shape) - 1)): (i, *(0,) * (a.ndim - 1)) for i in range(len(in_rows))}
-    return Array(BlockReshape(aligned, out_chunks, source_of))
+    return Array(BlockReshape.of(aligned, out_chunks, source_of))
 
 
 def _reshape_single_block(a: Array, shape: tuple[int, ...]) -> Array:
     one = rechunk_expr(a.expr, tuple((s,) for s in a.shape))
-    return Array(BlockReshape(one, tuple((s,) for s in shape), {(0,) * len(shape): (0,) * a.ndim}))
+    return Array(BlockReshape.of(one, tuple((s,) for s in shape), {(0,) * len(shape): (0,) * a.ndim}))
 
 
 def ravel(a: ArrayLike, order: str = "C") -> Array:
@@ -278,7 +278,7 @@ def broadcast_to(array: ArrayLike, shape: Any, subok: bool = False, *, chunks: A
     out_chunks = tuple(
         a.chunks[d - lead] if d >= lead and a.shape[d - lead] == shape[d] else (shape[d],) for d in range(len(shape))
     )
-    out = Array(Broadcast(a.expr, out_chunks))
+    out = Array(Broadcast.of(a.expr, out_chunks))
     return out if chunks is None else out.rechunk(chunks)
 
 
@@ -307,7 +307,7 @@ def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False, indexing: 
     out = []
     for v, d in zip(vectors, axis_of):
         along = expand_dims(v, tuple(e for e in range(ndim) if e != d))
-        out.append(along if sparse or ndim == 1 else Array(Broadcast(along.expr, tuple(chunks))))
+        out.append(along if sparse or ndim == 1 else Array(Broadcast.of(along.expr, tuple(chunks))))
     return tuple(out)
 
 

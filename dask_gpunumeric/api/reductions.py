@@ -88,7 +88,7 @@ def _reduce(kind: str, x: ArrayLike, axis: Any, keepdims: bool, dtype: np.dtype,
     if REDUCTIONS[kind].empty and builtins.any(a.shape[d] == 0 for d in axes):
         raise ValueError(REDUCTIONS[kind].empty)
     split = split_every or config.get("split-every")
-    return Array(Reduction(a.expr, kind, axes, bool(keepdims), np.dtype(dtype), split, params))
+    return Array(Reduction.of(a.expr, kind, axes, bool(keepdims), np.dtype(dtype), split, params))
 
 
 def _probe(x: Array) -> np.ndarray:

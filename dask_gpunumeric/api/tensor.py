@@ -72,7 +72,7 @@ def _blocked_matmul(a: Array, b: Array, dtype: np.dtype) -> Array:
     inner = common_blockdim({a.chunks[1], b.chunks[0]}) if a.chunks[1] != b.chunks[0] else a.chunks[1]
     ea = rechunk_expr(a.expr, (a.chunks[0], inner))
     eb = rechunk_expr(b.expr, (inner, b.chunks[1]))
-    return Array(MatMul(ea, eb, dtype))
+    return Array(MatMul.of(ea, eb, dtype))
 
 
 def matmul_stacks(a: Array, b: Array) -> Array:

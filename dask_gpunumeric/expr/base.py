@@ -86,6 +86,13 @@ class ArrayExpr(Expr):
         inst.__dict__["_name"] = f"{funcname}-{token}"
         return inst
 
+    @classmethod
+    def made(cls, operands: list[Any], chunks: Chunks, dtype: np.dtype, backend: str) -> ArrayExpr:
+        """``cls(*operands)`` (all operands, defaults included) given its chunks, dtype and backend: made by
+        ``with_metadata`` where it can, else by the constructor."""
+        inst = cls.with_metadata(operands, chunks, dtype, backend)
+        return cls(*operands) if inst is None else inst
+
     def with_operands(self, operands: list[Any], keep_name: bool = False) -> ArrayExpr:
         """This node on other operands of the same chunks, dtypes and backends (a pass's rewrite of what it
         reads): its own chunks, dtype and backend kept rather than computed again; with ``keep_name``, its
@@ -325,8 +332,7 @@ class Materialized(ArrayExpr):
     @classmethod
     def of(cls, root: ArrayExpr, workers: tuple[str, ...] = ()) -> Materialized:
         """``Materialized((root,), workers)``, made without the constructor's generic steps (on every compute)."""
-        made = cls.with_metadata([(root,), workers], root.chunks, root.dtype, root.backend)
-        return cls((root,), workers) if made is None else made
+        return cls.made([(root,), workers], root.chunks, root.dtype, root.backend)
 
     @property
     def root(self) -> ArrayExpr:
@@ -497,8 +503,7 @@ class Bundle(ArrayExpr):
     @classmethod
     def of(cls, *roots: ArrayExpr) -> Bundle:
         """``Bundle(*roots)``, made without the constructor's generic steps (on every joint compute or persist)."""
-        made = cls.with_metadata(list(roots), cls.chunks, cls.dtype, cls.backend)
-        return cls(*roots) if made is None else made
+        return cls.made(list(roots), cls.chunks, cls.dtype, cls.backend)
 
     def _layer(self) -> dict:
         return {}

@@ -1,6 +1,7 @@
 """``MatMul``: the matrix product of two 2-d arrays on block grids."""
 from __future__ import annotations
 
+import numpy as np
 from dask._task_spec import GraphNode, List, Task
 
 from ..kernels import blocks as _blocks
@@ -15,9 +16,15 @@ class MatMul(ArrayExpr):
     _parameters = ["a", "b", "dtype"]
     _like = "a"
 
+    @classmethod
+    def of(cls, a: ArrayExpr, b: ArrayExpr, dtype: np.dtype) -> ArrayExpr:
+        """``MatMul(a, b, dtype)``, made without the constructor's generic steps."""
+        return cls.made([a, b, dtype], (a.chunks[0], b.chunks[1]), dtype, a.backend)
+
     @cached
     def chunks(self) -> Chunks:
-        return (self.a.chunks[0], self.b.chunks[1])
+        a, b, _ = self.operands
+        return (a.chunks[0], b.chunks[1])
 
     def _block_task(self, index: Index) -> GraphNode:
         i, j = index

@@ -20,9 +20,15 @@ class Transpose(ArrayExpr):
     _parameters = ["array", "axes"]
     _like = "array"
 
+    @classmethod
+    def of(cls, array: ArrayExpr, axes: tuple[int, ...]) -> ArrayExpr:
+        """``Transpose(array, axes)``, made without the constructor's generic steps (every ``.T`` users write)."""
+        return cls.made([array, axes], _permuted(array.chunks, axes), array.dtype, array.backend)
+
     @cached
     def chunks(self) -> Chunks:
-        return tuple(self.array.chunks[a] for a in self.axes)
+        array, axes = self.operands
+        return _permuted(array.chunks, axes)
 
     def _block_task(self, index: Index) -> GraphNode:
         source = [0] * self.ndim
@@ -31,12 +37,21 @@ class Transpose(ArrayExpr):
         return Task(self.key(index), _blocks.transpose, self.array.ref(tuple(source)), tuple(self.axes))
 
 
+def _permuted(chunks: Chunks, axes: Sequence[int]) -> Chunks:
+    return tuple(chunks[a] for a in axes)
+
+
 class BlockReshape(ArrayExpr):
     """Each output block is exactly one input block, reshaped (inserting or removing size-1 axes, or
     splitting/merging whole rows when the chunking allows it)."""
 
     _parameters = ["array", "chunks", "source_of"]
     _like = "array"
+
+    @classmethod
+    def of(cls, array: ArrayExpr, chunks: Chunks, source_of: dict[Index, Index]) -> ArrayExpr:
+        """``BlockReshape(array, chunks, source_of)``, made without the constructor's generic steps."""
+        return cls.made([array, chunks, source_of], chunks, array.dtype, array.backend)
 
     def _block_task(self, index: Index) -> GraphNode:
         source = self.operand("source_of")[index]
@@ -48,6 +63,11 @@ class Broadcast(ArrayExpr):
 
     _parameters = ["array", "chunks"]
     _like = "array"
+
+    @classmethod
+    def of(cls, array: ArrayExpr, chunks: Chunks) -> ArrayExpr:
+        """``Broadcast(array, chunks)``, made without the constructor's generic steps."""
+        return cls.made([array, chunks], chunks, array.dtype, array.backend)
 
     @cached
     def _funcname(self) -> str:

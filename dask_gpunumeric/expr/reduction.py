@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from typing import Any
 
+import numpy as np
 from dask._task_spec import Alias, List, Task, TaskRef
 
 from ..kernels import blocks as _blocks
@@ -25,10 +27,18 @@ class Reduction(ArrayExpr):
         kind = self.operand("kind")
         return "std" if kind == "var" and self.operand("params")[2] else kind
 
+    @classmethod
+    def of(cls, array: ArrayExpr, kind: str, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype,
+           split_every: int, params: Any) -> ArrayExpr:
+        """``Reduction(array, kind, axes, keepdims, dtype, split_every, params)``, made without the
+        constructor's generic steps."""
+        return cls.made([array, kind, axes, keepdims, dtype, split_every, params, cls._defaults["prereduced"]],
+                        _reduced(array.chunks, axes, keepdims), dtype, array.backend)
+
     @cached
     def chunks(self) -> Chunks:
         array, _, axes, keep = self.operands[:4]
-        return tuple((1,) if d in axes else c for d, c in enumerate(array.chunks) if keep or d not in axes)
+        return _reduced(array.chunks, axes, keep)
 
     def _owned_blocks(self) -> Iterator[tuple[tuple, Index, tuple[int, ...]]]:
         # the first stage runs where the input blocks live; combines go wherever the scheduler likes
@@ -86,6 +96,10 @@ class Reduction(ArrayExpr):
                 key, _blocks.reduce_finish, kind, TaskRef((name, level, *source)), axes, keep, self.dtype, params
             )
         return layer
+
+
+def _reduced(chunks: Chunks, axes: tuple[int, ...], keepdims: bool) -> Chunks:
+    return tuple((1,) if d in axes else c for d, c in enumerate(chunks) if keepdims or d not in axes)
 
 
 class Scan(ArrayExpr):

@@ -24,7 +24,7 @@ def fetch(x: Any) -> Any:
     array; a tuple or list of Arrays is computed together (shared work done once)."""
     if isinstance(x, (list, tuple)):
         check_result_fits([a.expr for a in x if _is_array(a)], to_host=True, call="gnp.fetch")
-        values = dask.compute(*x)
+        values = _compute_many_local(x) if _jointly_local(x) else dask.compute(*x)
         return type(x)(_host(v) for v in values)
     if not _is_array(x):
         return x
@@ -51,6 +51,22 @@ def _compute_local(x: Any) -> Any:
     expr = x.expr.finalize_compute()
     (key,) = flat_keys(expr)  # one block: nested one level per dimension, or a Finalize's single key
     return _run_local(x, expr, [key])[0]
+
+
+def _jointly_local(xs: Sequence[Any]) -> bool:
+    """True when ``xs`` are gnp Arrays (at least one) of one backend that run on the local scheduler: what
+    ``_compute_many_local`` computes as ``dask.compute`` would (anything else is left to ``dask.compute``)."""
+    return (len(xs) > 0 and all(map(_is_array, xs)) and len({a.backend for a in xs}) == 1
+            and _local_scheduler(xs[0]))
+
+
+def _compute_many_local(xs: Sequence[Any]) -> list:
+    """``dask.compute(*xs)`` of Arrays on the local scheduler without the collection machinery of
+    ``dask.compute``: their finalized trees optimized together (one compiled graph, cached; shared work
+    done once), as ``dask.compute`` optimizes them, straight to the scheduler."""
+    exprs = [a.expr.finalize_compute() for a in xs]
+    keys = [key for e in exprs for key in flat_keys(e)]  # one key each (one block, or a Finalize's)
+    return _run_local(xs[0], Bundle.of(*exprs) if len(exprs) > 1 else exprs[0], keys)
 
 
 def _run_local(x: Any, expr: ArrayExpr, keys: list) -> list:
