@@ -33,12 +33,14 @@ class DAG:
                     placed.add(name)
                     order.append(node)
                 continue
-            deps = dependencies[name] = [o for o in node.operands if isinstance(o, Expr)]
+            deps = dependencies[name] = []
             waiting = False
-            for dep in deps:
-                if dep._name not in dependencies:
-                    stack.append(dep)
-                    waiting = True
+            for dep in node.operands:  # (one scan: the operands that are expressions, those not met yet stacked)
+                if isinstance(dep, Expr):
+                    deps.append(dep)
+                    if dep._name not in dependencies:
+                        stack.append(dep)
+                        waiting = True
             if not waiting:
                 stack.pop()
                 placed.add(name)
