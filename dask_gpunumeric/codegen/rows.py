@@ -157,6 +157,14 @@ def kernel_source(program: tuple, lanes: int, index: str = "long long", row_inpu
                          + "".join(f" e{k} += c * istride{k}_{d};" for k in loads) + " }")
         return [*lines, "}"]
 
+    def element_loop(roots: Sequence[int], tail: list[str]) -> list[str]:
+        """A loop of the row's lanes over its elements computing the per-element values ``roots`` need, then
+        ``tail`` at each element."""
+        used = _closure(instrs, roots, per_element)
+        return [f"for ({index} j = lane; active && j < n; j += {lanes}) {{",
+                *("  " + line for line in element_offsets(used)), *("  " + code(i, "e") for i in used),
+                *("  " + line for line in tail), "}"]
+
     def code(i: int, where: str) -> str:
         ins = instrs[i]
         if ins.tag == "load":
@@ -196,14 +204,9 @@ def kernel_source(program: tuple, lanes: int, index: str = "long long", row_inpu
             np.dtype(instrs[i].dtype))]
         accs = [f"a{shared + f}" for f in range(len(folds))]
         inner += [f"{ctype(fold.acc)} {a} = {fold_identity(fold.kind, fold.acc)};" for a, (_, fold) in zip(accs, folds)]
-        used = _closure(instrs, [instrs[i].value for i in reductions], per_element)
-        inner.append(f"for ({index} j = lane; active && j < n; j += {lanes}) {{")
-        inner += ["  " + line for line in element_offsets(used)]
-        inner += ["  " + code(i, "e") for i in used]
-        for a, (i, fold) in zip(accs, folds):
-            combine = REDUCTIONS[fold.kind].fold_combine.format(a=a, b=f"({ctype(fold.acc)})v{instrs[i].value}")
-            inner.append(f"  {a} = {combine};")
-        inner.append("}")
+        inner += element_loop([instrs[i].value for i in reductions], [
+            f"{a} = " + REDUCTIONS[fold.kind].fold_combine.format(a=a, b=f"({ctype(fold.acc)})v{instrs[i].value}") + ";"
+            for a, (i, fold) in zip(accs, folds)])
         inner += _combine_lanes(folds, accs, lanes, shared)
         shared += len(folds)
         for i in reductions:
@@ -215,12 +218,7 @@ def kernel_source(program: tuple, lanes: int, index: str = "long long", row_inpu
         inner += row_values(s)
     stored = [(k, out.value) for k, out in enumerate(outputs) if per_element[out.value]]
     if stored:
-        used = _closure(instrs, [v for _, v in stored], per_element)
-        inner.append(f"for ({index} j = lane; active && j < n; j += {lanes}) {{")
-        inner += ["  " + line for line in element_offsets(used)]
-        inner += ["  " + code(i, "e") for i in used]
-        inner += [f"  out{k}[(long long)row * n + j] = v{v};" for k, v in stored]
-        inner.append("}")
+        inner += element_loop([v for _, v in stored], [f"out{k}[(long long)row * n + j] = v{v};" for k, v in stored])
     rows = [(k, out.value) for k, out in enumerate(outputs) if per_row[out.value]]
     if rows:
         inner += ["if (active && lane == 0) {", *(f"  out{k}[row] = v{v};" for k, v in rows), "}"]

@@ -543,7 +543,8 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
         args += [*arrays, *scalar_args, *map(to_index, values), *geometry.fills]
     tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], TILES[len(boxes[-1])])]
     grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
-    # by the launch's identity: the lru_cache's key hashes every sweep's program on each launch
+    # by the launch's identity (the lru_cache's key hashes every sweep's program on each launch), and the
+    # compiling function's (tests put an emulator in its place)
     kernel = _remembered((tile, _tile_kernel), (), lambda: _tile_kernel(tuple(sweep.code for sweep in sweeps), links,
                                                                           index, variant))
     kernel(grid, (TILE_THREADS, 1, 1), tuple(args))
