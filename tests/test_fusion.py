@@ -1106,6 +1106,32 @@ def test_emulated_black_scholes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @emulated
+def test_emulated_lone_elementwise_on_large_blocks_is_a_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lone elementwise operation (nothing to fuse it with) whose blocks have at least
+    ``LONE_KERNEL_ELEMENTS`` elements, on a GPU backend, runs as a generated kernel per block (faster than
+    the library's ufunc there); with smaller blocks, through the ufunc. NumPy's values through every entry
+    point, with a 0-d array operand, a Python scalar and NumPy's positional calling convention."""
+    from dask_gpunumeric.optimize import fusion as _fusion
+
+    launched = counted_launches(monkeypatch)
+    monkeypatch.setattr(_fusion, "LONE_KERNEL_BACKENDS", _fusion.LONE_KERNEL_BACKENDS | {"numpy"})
+    monkeypatch.setattr(_fusion, "LONE_KERNEL_ELEMENTS", 1000)
+    host = _data(31, (40, 50)).astype(np.float32)
+    salt = np.float32(0.25)
+    x = gnp.asarray(host, chunks=(25, 50))  # blocks of 1,250 and 750 elements
+    for lone, expected in ((x + gnp.asarray(salt), host + salt), (np.multiply(x, 3.0), np.multiply(host, 3.0))):
+        assert [len(g["ops"]) for g in plan(lone)["groups"]] == [1]
+        launched.clear()
+        assert_eq(lone, expected, rtol=0)
+        assert launched and {shape for shape, _ in launched} == {(25, 50), (15, 50)}
+    small = gnp.asarray(host[:30], chunks=(15, 50)) + salt
+    assert not plan(small)["groups"]
+    launched.clear()
+    assert_eq(small, host[:30] + salt, rtol=0)
+    assert not launched
+
+
+@emulated
 def test_emulated_strided_and_single_element_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Generated kernels run on the CPU for transposed blocks and a row broadcast along them (the strided
     variant), with a reduction over one axis and a full one, and for ``exp`` of contiguous blocks less the
@@ -1254,6 +1280,18 @@ def test_gpu_specialized_kernels_give_the_same_bits(name: str, monkeypatch: pyte
     for run in runs:
         for got, want in zip(run, generic):
             assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+@gpu_only
+def test_gpu_lone_elementwise_on_large_blocks_is_a_kernel() -> None:
+    """On CuPy blocks of ``LONE_KERNEL_ELEMENTS`` elements a lone add of a 0-d array is one generated kernel
+    per block, with NumPy's values."""
+    from dask_gpunumeric.optimize.fusion import LONE_KERNEL_ELEMENTS
+
+    host = _data(32, (LONE_KERNEL_ELEMENTS // 1024, 1024)).astype(np.float32)
+    lone = gnp.asarray(host) + gnp.asarray(np.float32(0.5))
+    assert [len(g["ops"]) for g in plan(lone)["groups"]] == [1]
+    assert_eq(lone, host + np.float32(0.5), rtol=0)
 
 
 @gpu_only

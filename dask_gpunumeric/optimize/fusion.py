@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -137,6 +138,19 @@ class _Grouping:
         return True
 
 
+# a lone elementwise node on these backends' blocks of at least this many elements gets a kernel
+LONE_KERNEL_BACKENDS = frozenset({"cupy"})  # (the CPU kernel emulator's tests add "numpy")
+LONE_KERNEL_ELEMENTS = 2**22
+
+
+def _kernel_pays(node: Expr) -> bool:
+    """Whether a lone elementwise node is better run as a generated kernel than as the backend's ufunc: on
+    large CuPy blocks, where CuPy's elementwise kernels move about half the bytes per second of ours
+    (docs/benchmarks.md)."""
+    return (node.backend in LONE_KERNEL_BACKENDS
+            and math.prod(max(c, default=0) for c in node.chunks) >= LONE_KERNEL_ELEMENTS)
+
+
 def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     """The expression with fusable groups replaced by ``Fused`` kernels (same values, same root shape);
     nothing when the ``fusion`` setting is off."""
@@ -198,8 +212,9 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     if taken:
         members = {g: kept for g, m in members.items() if (kept := [n for n in m if n not in taken])}
         reductions = {g: [r for r in rs if reduced(r)._name not in taken] for g, rs in reductions.items()}
-    # a lone node with nothing to fuse stays as it is (one task per block either way)
-    plans = {g: m for g, m in members.items() if len(m) > 1 or reductions.get(g)}
+    # a lone node with nothing to fuse stays as it is (one task per block either way), but for large
+    # blocks on a GPU, where a generated kernel moves the data faster than the library's ufunc
+    plans = {g: m for g, m in members.items() if len(m) > 1 or reductions.get(g) or _kernel_pays(fusable[m[0]])}
     if not plans:
         return root
     finished_names = set()
