@@ -70,6 +70,20 @@ def test_explain_returns_its_text_and_prints_nothing(capsys: pytest.CaptureFixtu
     assert y.explain() == plan
 
 
+def test_explain_of_arrays_computed_together() -> None:
+    """``gnp.explain((a, b))`` explains the joint plan that ``gnp.fetch((a, b))`` runs: one kernel per block
+    storing both; anything but Arrays is a TypeError saying what to pass."""
+    x = gnp.asarray(np.linspace(0.0, 1.0, 64), chunks=32)
+    a, b = gnp.sin(x) * 2, gnp.sin(x) + 1
+    joint = gnp.explain((a, b))
+    assert "outputs: store, store" in joint and "2 x fused-sin-add-multiply\n" in joint
+    assert gnp.explain([a, b]) == joint
+    assert "outputs: store;" in gnp.explain(a)
+    for bad in ((a, np.ones(3)), (), np.ones(3)):
+        with pytest.raises(TypeError, match="gnp.asarray"):
+            gnp.explain(bad)
+
+
 def test_cluster_without_distributed_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "distributed", None)  # as if not installed
     with pytest.raises(ModuleNotFoundError, match=r"\[distributed\]"):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -106,14 +107,22 @@ class Explanation(str):
         printer.text(str(self))
 
 
-def explain(x: Array, *, source: bool = False) -> Explanation:
-    """The optimized plan of ``x``, as printable text (nothing is printed): its fused groups (one kernel
-    per block each), the tasks per block, the estimated bytes each kernel moves per block, and with
+def explain(x: Array | Sequence[Array], *, source: bool = False) -> Explanation:
+    """The optimized plan of ``x`` (an Array, or a tuple or list of them computed together, as
+    ``gnp.fetch((a, b))`` does), as printable text (nothing is printed): its fused groups (one kernel per
+    block each), the tasks per block, the estimated bytes each kernel moves per block, and with
     ``source=True`` the generated CUDA of each kernel. ``print(gnp.explain(x))`` shows it."""
     from ..codegen.program import kernel_source
+    from ..expr import Bundle
 
-    info = plan(x)
-    lines = [f"{x!r}", f"optimized graph: {info['tasks']} tasks"]
+    if isinstance(x, (tuple, list)) and x and all(isinstance(a, Array) for a in x):
+        info, header = plan(Bundle(*(a.expr for a in x))), "\n".join(map(repr, x))
+    elif isinstance(x, Array):
+        info, header = plan(x), repr(x)
+    else:
+        raise TypeError(f"gnp.explain takes a gnp.Array or a tuple or list of them, got {type(x).__name__}: "
+                        "make one with gnp.asarray")
+    lines = [header, f"optimized graph: {info['tasks']} tasks"]
     for prefix, n in sorted(info["tasks_by_prefix"].items()):
         lines.append(f"  {n:6d} x {prefix}")
     for region in info["regions"]:
