@@ -3,8 +3,8 @@
 ``emulated_cupy(monkeypatch)`` puts a stand-in for ``cupy`` in ``sys.modules`` (its arrays are NumPy
 arrays) and makes ``kernels.stencil`` compile each generated kernel with the host C++ compiler instead of
 NVRTC; ``emulated_fused(monkeypatch)`` does the same for the fused kernels of ``kernels.fused``. The CUDA source
-is wrapped in definitions of the CUDA built-ins (``threadIdx``, ``__syncthreads`` as a barrier of one OS
-thread per CUDA thread, the ``_rn`` intrinsics, ``atomicAdd``), and a driver runs the launch's thread
+is wrapped in definitions of the CUDA built-ins (``threadIdx``, ``__syncthreads`` as a barrier of the
+fibers that run a block's CUDA threads, the ``_rn`` intrinsics, ``atomicAdd``), and a driver runs the launch's thread
 blocks one after another. Every launch checks its arguments against the kernel's parameters (count, order
 and C type), as a CUDA launch would need them.
 """
@@ -30,22 +30,29 @@ _LAUNCH = threading.Lock()  # one launch at a time: the emulated built-ins are g
 
 _PRELUDE = r"""
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstring>
-#include <thread>
+#include <functional>
+#include <memory>
+#include <ucontext.h>
 #include <vector>
 struct gnp_dim3 { unsigned int x, y, z; };
-static gnp_dim3 blockIdx, blockDim, gridDim;
-static thread_local gnp_dim3 threadIdx;
-static std::barrier<>* gnp_barrier = nullptr;
+static gnp_dim3 blockIdx, blockDim, gridDim, threadIdx;
+/* the threads of a block with barriers are fibers of one OS thread: each runs to its next barrier, and the
+   block goes on once all have reached it (no OS threads to start and to switch between) */
+static ucontext_t gnp_scheduler;
+static std::vector<ucontext_t> gnp_fibers;
+static std::vector<char> gnp_done;
+static unsigned int gnp_running = 0;
+static std::function<void()> gnp_body;
+static void gnp_fiber_main() { gnp_body(); gnp_done[gnp_running] = 1; }
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
 #define __restrict__
 #define __shared__ static
-inline void __syncthreads() { gnp_barrier->arrive_and_wait(); }
+inline void __syncthreads() { swapcontext(&gnp_fibers[gnp_running], &gnp_scheduler); }
 template <typename T> inline T __ldcg(const T* p) { return *p; }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
@@ -66,9 +73,9 @@ inline double __longlong_as_double(long long a) { double d; std::memcpy(&d, &a, 
 static unsigned long long gnp_lanes[1024];
 template <typename T> inline T gnp_exchange(T v, unsigned int from) {
     std::memcpy(&gnp_lanes[threadIdx.x], &v, sizeof v);
-    gnp_barrier->arrive_and_wait();
+    __syncthreads();
     T r; std::memcpy(&r, &gnp_lanes[from], sizeof r);
-    gnp_barrier->arrive_and_wait();
+    __syncthreads();
     return r;
 }
 template <typename T> inline T __shfl_xor_sync(unsigned int, T v, int s) { return gnp_exchange(v, threadIdx.x ^ s); }
@@ -94,19 +101,33 @@ def _parameters(source: str, name: str) -> list[tuple[str, bool]]:
 
 def _driver(name: str, params: list[tuple[str, bool]], barrier: bool) -> str:
     """The C++ function running a launch of kernel ``name``: its thread blocks in turn, the threads of a
-    block as OS threads meeting at a barrier (kernels with ``__syncthreads``) or one after another."""
+    block as fibers taking turns between barriers (kernels with ``__syncthreads``) or one after another."""
     call = f"{name}(" + ", ".join(f"*({ctype}{'*' if pointer else ''}*)a[{i}]"
                                   for i, (ctype, pointer) in enumerate(params)) + ")"
-    threads = (f"std::barrier<> sync(n); gnp_barrier = &sync; std::vector<std::thread> pool;\n"
-               f"        for (unsigned int t = 0; t < n; ++t) pool.emplace_back([&, t] {{ at(t); {call}; }});\n"
-               f"        for (auto& th : pool) th.join();" if barrier else
-               f"for (unsigned int t = 0; t < n; ++t) {{ at(t); {call}; }}")
+    threads = (f"""gnp_body = [&] {{ {call}; }};
+        gnp_fibers.resize(n); gnp_done.assign(n, 0);
+        for (unsigned int t = 0; t < n; ++t) {{
+            getcontext(&gnp_fibers[t]);
+            gnp_fibers[t].uc_stack.ss_sp = stacks[t].get(); gnp_fibers[t].uc_stack.ss_size = STACK;
+            gnp_fibers[t].uc_link = &gnp_scheduler;
+            makecontext(&gnp_fibers[t], gnp_fiber_main, 0);
+        }}
+        for (unsigned int live = n; live;)  // a turn of every thread still running: each to its next barrier
+            for (unsigned int t = 0; t < n; ++t) if (!gnp_done[t]) {{
+                gnp_running = t; at(t);
+                swapcontext(&gnp_scheduler, &gnp_fibers[t]);
+                live -= gnp_done[t];
+            }}""" if barrier else f"for (unsigned int t = 0; t < n; ++t) {{ at(t); {call}; }}")
+    stacks = ("constexpr size_t STACK = 1 << 17;  // each fiber's stack\n"
+              "    static std::vector<std::unique_ptr<char[]>> stacks;\n"
+              "    while (stacks.size() < n) stacks.emplace_back(new char[STACK]);") if barrier else ""
     return f"""
 extern "C" void gnp_launch(unsigned int gx, unsigned int gy, unsigned int gz, unsigned int tx, unsigned int ty,
                            unsigned int tz, void** a)
 {{
     gridDim = {{gx, gy, gz}}; blockDim = {{tx, ty, tz}};
     const unsigned int n = tx * ty * tz;
+    {stacks}
     auto at = [&](unsigned int t) {{ threadIdx = {{t % tx, (t / tx) % ty, t / (tx * ty)}}; }};
     for (unsigned int bz = 0; bz < gz; ++bz) for (unsigned int by = 0; by < gy; ++by) for (unsigned int bx = 0; bx < gx; ++bx) {{
         blockIdx = {{bx, by, bz}};
