@@ -18,6 +18,7 @@ from . import guards as _guards
 from . import reductions as _reductions
 from .array import Array, ArrayLike
 from ..backend import namespace
+from ..expr import MapBlocks
 from .blockwise import map_blocks
 from .creation import as_array, eye, zeros
 from .elementwise import abs as _abs
@@ -218,6 +219,13 @@ def _packed_block(*blocks: Any, op: str, shapes: tuple[Shape, ...], params: dict
     return out
 
 
+def _whole_block(*blocks: Any, op: str) -> Any:
+    """The one output of ``op`` of the backend's linalg on whole operands."""
+    xp = namespace(*blocks)
+    with _value_errors(xp):
+        return _OPS[op](xp, *blocks)[0]
+
+
 def _per_matrix(op: str, arrays: list[Array], outputs: list[tuple[Shape, np.dtype]], **params: Any) -> list[Array]:
     """``op`` (a key of ``_OPS``) run block by block on stacks of matrices: the matrix axes of ``arrays``
     in one block, their stack axes aligned and broadcast. ``outputs`` gives each result's per-matrix shape
@@ -380,6 +388,10 @@ def solve(a: ArrayLike, b: ArrayLike) -> Array:
         signature = "solve1: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature (m,m),(m)->(m)" \
             if vector else "solve: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature (m,m),(m,n)->(m,n)"
         raise ValueError(f"{signature} (size {core} is different from {m})")
+    if a.ndim == 2 and b.ndim <= 2:  # one system: the library's solve on the whole operands, one task
+        a, b = _pair("solve", a, b)
+        return Array(MapBlocks(_whole_block, "solve", tuple((n,) for n in b.shape), a.dtype, {"op": "solve"}, False,
+                               a.rechunk(a.shape).expr, b.rechunk(b.shape).expr))
     a, b = _pair("solve", a, expand_dims(b, -1) if vector else b)
     (out,) = _per_matrix("solve", [a, b], [((m, b.shape[-1]), a.dtype)])
     return squeeze(out, -1) if vector else out

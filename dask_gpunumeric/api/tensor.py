@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from dask.array.core import common_blockdim
 
-from ..expr import MatMul
+from .. import config
+from ..expr import ArrayExpr, MatMul, Transpose
 from ..backend import namespace
 from . import guards as _guards
 from . import reductions as _reductions
@@ -28,7 +28,7 @@ from .blockwise import map_blocks
 from .creation import as_array, check_order
 from .elementwise import align_chunks, check_keywords, conj, multiply, store_where
 from .manipulation import (
-    broadcast_shape, expand_dims, normalize_axis, permute_dims, rechunk_expr, reshape, squeeze, store,
+    broadcast_shape, expand_dims, normalize_axis, permute_dims, reshape, squeeze, store,
 )
 
 __all__ = ["dot", "einsum", "matmul", "outer", "tensordot", "vecdot"]
@@ -67,22 +67,36 @@ def _matmul_block(a: Any, b: Any) -> Any:
     return namespace(a, b).matmul(a, b)
 
 
+def _oriented(x: Array) -> tuple[ArrayExpr, bool]:
+    """The array a matrix or vector operand reads, and whether it reads it transposed: the product of ``x.T``
+    reads ``x`` itself, its block tasks taking transposed views (no transpose task, no copy)."""
+    e = x.expr
+    if isinstance(e, Transpose) and e.ndim == 2:
+        return e.array, True
+    return e, False
+
+
 def _blocked_matmul(a: Array, b: Array, dtype: np.dtype) -> Array:
-    """The product of two matrices block by block on their grids (the inner axis chunked alike)."""
-    inner = common_blockdim({a.chunks[1], b.chunks[0]}) if a.chunks[1] != b.chunks[0] else a.chunks[1]
-    ea = rechunk_expr(a.expr, (a.chunks[0], inner))
-    eb = rechunk_expr(b.expr, (inner, b.chunks[1]))
-    return Array(MatMul.of(ea, eb, dtype))
+    """The product of matrices or vectors (a 1-d ``a`` a row, a 1-d ``b`` a column, removed from the result)
+    block by block on their grids (``MatMul``)."""
+    (ea, ta), (eb, tb) = _oriented(a), _oriented(b)
+    return Array(MatMul.of(ea, eb, dtype, (ta, tb), config.get("split-every")))
+
+
+def _check_core(a: Array, b: Array) -> None:
+    """NumPy's ValueError where the summed axes of ``a @ b`` differ in length."""
+    inner_a, inner_b = a.shape[-1], b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if inner_a != inner_b:
+        raise ValueError(
+            f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature "
+            f"(n?,k),(k,m?)->(n?,m?) (size {inner_b} is different from {inner_a})"
+        )
 
 
 def matmul_stacks(a: Array, b: Array) -> Array:
     """``a @ b`` for operands of at least 2 dimensions: 2-d operands by the blocked matrix product, stacks
     (batch axes broadcast as in NumPy) block by block with the matrix axes whole."""
-    if a.shape[-1] != b.shape[-2]:
-        raise ValueError(
-            f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature "
-            f"(n?,k),(k,m?)->(n?,m?) (size {b.shape[-2]} is different from {a.shape[-1]})"
-        )
+    _check_core(a, b)
     dtype = _common_dtype("matmul", [a, b])
     if a.ndim == 2 and b.ndim == 2:
         return _blocked_matmul(a, b, dtype)
@@ -116,9 +130,14 @@ def matmul(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, **kwargs: Any) -> A
     a, b = _gufunc_keywords("matmul", [as_array(x1), as_array(x2)], kwargs)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions (scalars are not allowed; use *)")
-    product = matmul_stacks(expand_dims(a, 0) if a.ndim == 1 else a, expand_dims(b, 1) if b.ndim == 1 else b)
-    drop = tuple(d for d, vector in ((product.ndim - 2, a.ndim == 1), (product.ndim - 1, b.ndim == 1)) if vector)
-    return store_where("matmul", squeeze(product, drop) if drop else product, out, kwargs.get("casting", "same_kind"))
+    if a.ndim <= 2 and b.ndim <= 2:
+        _check_core(a, b)
+        product = _blocked_matmul(a, b, _common_dtype("matmul", [a, b]))
+    else:
+        product = matmul_stacks(expand_dims(a, 0) if a.ndim == 1 else a, expand_dims(b, 1) if b.ndim == 1 else b)
+        drop = tuple(d for d, vector in ((product.ndim - 2, a.ndim == 1), (product.ndim - 1, b.ndim == 1)) if vector)
+        product = squeeze(product, drop) if drop else product
+    return store_where("matmul", product, out, kwargs.get("casting", "same_kind"))
 
 
 # --- pairwise contraction -----------------------------------------------------------------------------
