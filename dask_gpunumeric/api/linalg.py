@@ -151,6 +151,8 @@ def _max_or_zero(x: Array, axis: Any, keepdims: bool = False) -> Array:
 
 
 def _op_solve(xp: Any, a: Any, b: Any) -> tuple:
+    if a.ndim == 2 and b.ndim <= 2:  # one system (b a vector or a matrix)
+        return (xp.linalg.solve(a, b),)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])  # CuPy's solve does not broadcast stacks
     return (xp.linalg.solve(xp.broadcast_to(a, batch + a.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])),)
 

@@ -118,9 +118,11 @@ class MatMulTree(MatMul):
             while len(keys) > 1:
                 level += 1
                 groups = [keys[g : g + split] for g in range(0, len(keys), split)]
-                keys = [self.key(index) if len(groups) == 1 else (name, level, *index, g) for g in range(len(groups))]
+                keys = [self.key(index) if len(groups) == 1 else group[0] if len(group) == 1 else
+                        (name, level, *index, g) for g, group in enumerate(groups)]  # one left over: as it is
                 for key, group in zip(keys, groups):
-                    layer[key] = Task(key, _blocks.sum_blocks, List(*(TaskRef(k) for k in group)))
+                    if len(group) > 1:
+                        layer[key] = Task(key, _blocks.sum_blocks, List(*(TaskRef(k) for k in group)))
         return layer
 
 
