@@ -71,7 +71,7 @@ def _oriented(x: Array) -> tuple[ArrayExpr, bool]:
     """The array a matrix or vector operand reads, and whether it reads it transposed: the product of ``x.T``
     reads ``x`` itself, its block tasks taking transposed views (no transpose task, no copy)."""
     e = x.expr
-    if isinstance(e, Transpose) and e.ndim == 2:
+    if isinstance(e, Transpose) and tuple(e.axes) == (1, 0):
         return e.array, True
     return e, False
 

@@ -14,7 +14,7 @@ from .base import ArrayExpr, Chunks, Index
 from .tokens import cached
 
 # one piece of the summed axis: (block of a, slice of it or None for all of it, the same for b)
-Piece = tuple[int, "slice | None", int, "slice | None"]
+Piece = tuple[int, slice | None, int, slice | None]
 
 
 def _pieces(inner_a: tuple[int, ...], inner_b: tuple[int, ...]) -> tuple[Piece, ...]:
