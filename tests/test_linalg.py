@@ -320,10 +320,12 @@ def test_solve_errors() -> None:
         la.solve(gnp.ones((2, 3)), gnp.ones(2))
 
 
-LSTSQ_FORMS = {  # the normal equations as users write them (gnp.linalg, NumPy dispatch, positional matmul)
+LSTSQ_FORMS = {  # the normal equations as users write them (gnp.linalg, NumPy dispatch, functions, dot, einsum)
     "operators": lambda x, y: la.solve(x.T @ x, x.T @ y),
     "numpy": lambda x, y: np.linalg.solve(np.matmul(x.T, x), np.matmul(x.T, y)),
     "functions": lambda x, y: gnp.linalg.solve(gnp.matmul(gnp.transpose(x), x), gnp.matmul(x.mT, y)),
+    "dot": lambda x, y: la.solve(x.T.dot(x), np.dot(x.T, y)),
+    "einsum": lambda x, y: la.solve(gnp.einsum("ij,ik->jk", x, x), gnp.einsum("ij,i...->j...", x, y)),
 }
 
 

@@ -1,11 +1,11 @@
 """Contractions: ``matmul`` (and the ``@`` operator), ``tensordot``, ``dot``, ``outer``, ``vecdot`` and ``einsum``.
 
-``matmul`` of matrices multiplies the operands block grid by block grid (``MatMul``), without gathering
-either operand. The others are built on layout operations (transpose, reshape), that blocked product,
-elementwise products and reductions. Two operands are contracted by moving the summed axes to the end of
-the first and the front of the second, merging them, and multiplying the matrices; axes that both keep
-(einsum's batch labels) make stacks of matrices, multiplied block by block with the matrix axes whole
-(``matmul_stacks``). ``einsum`` is planned with ``opt_einsum.contract_path`` when opt_einsum is installed,
+``matmul`` of matrices and vectors multiplies the operands block grid by block grid (``MatMul``, ``x.T`` read
+as transposed views of ``x``), without gathering either operand. The others are built on layout operations
+(transpose, reshape), that blocked product, elementwise products and reductions. Two operands are contracted
+by moving the summed axes to the end of the first and the front of the second, merging them, and multiplying
+the matrices (an operand with no other axes as a vector); axes that both keep (einsum's batch labels) make
+stacks of matrices, multiplied block by block with the matrix axes whole (``matmul_stacks``). ``einsum`` is planned with ``opt_einsum.contract_path`` when opt_einsum is installed,
 and left to right otherwise.
 """
 from __future__ import annotations
@@ -94,11 +94,11 @@ def _check_core(a: Array, b: Array) -> None:
 
 
 def matmul_stacks(a: Array, b: Array) -> Array:
-    """``a @ b`` for operands of at least 2 dimensions: 2-d operands by the blocked matrix product, stacks
-    (batch axes broadcast as in NumPy) block by block with the matrix axes whole."""
+    """``a @ b``: matrices and vectors (1-d operands as in NumPy) by the blocked matrix product, stacks (operands
+    of at least 2 dimensions, batch axes broadcast as in NumPy) block by block with the matrix axes whole."""
     _check_core(a, b)
     dtype = _common_dtype("matmul", [a, b])
-    if a.ndim == 2 and b.ndim == 2:
+    if a.ndim <= 2 and b.ndim <= 2:
         return _blocked_matmul(a, b, dtype)
     (a, b), batch = align_stacks("matmul", [a, b])
     return map_blocks(_matmul_block, a, b, dtype=dtype, chunks=(*batch, (a.shape[-2],), (b.shape[-1],)),
@@ -131,8 +131,7 @@ def matmul(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, **kwargs: Any) -> A
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions (scalars are not allowed; use *)")
     if a.ndim <= 2 and b.ndim <= 2:
-        _check_core(a, b)
-        product = _blocked_matmul(a, b, _common_dtype("matmul", [a, b]))
+        product = matmul_stacks(a, b)
     else:
         product = matmul_stacks(expand_dims(a, 0) if a.ndim == 1 else a, expand_dims(b, 1) if b.ndim == 1 else b)
         drop = tuple(d for d, vector in ((product.ndim - 2, a.ndim == 1), (product.ndim - 1, b.ndim == 1)) if vector)
@@ -155,7 +154,8 @@ def _contract_pair(a: Array, la: str, b: Array, lb: str, keep: str) -> tuple[Arr
     """Two operands with labelled axes (each label once per operand, equal lengths where shared)
     multiplied, labels shared and not in ``keep`` summed. Returns the result and its labels: the kept shared
     labels, then the others of ``a``, then those of ``b``. Without summed labels this is a broadcast
-    product; otherwise the summed axes are merged and the product is a (stacked) matrix product."""
+    product; otherwise the summed axes are merged and the product is a (stacked) matrix product, an operand
+    without other labels (and no shared kept ones) a vector."""
     batch = [c for c in la if c in lb and c in keep]
     summed = [c for c in la if c in lb and c not in keep]
     free_a = [c for c in la if c not in lb]
@@ -166,8 +166,10 @@ def _contract_pair(a: Array, la: str, b: Array, lb: str, keep: str) -> tuple[Arr
     size = dict(zip(la, a.shape)) | dict(zip(lb, b.shape))
     lead = tuple(size[c] for c in batch)
     k = math.prod(size[c] for c in summed)
-    a2 = reshape(_placed(a, la, batch + free_a + summed), (*lead, math.prod(size[c] for c in free_a), k))
-    b2 = reshape(_placed(b, lb, batch + summed + free_b), (*lead, k, math.prod(size[c] for c in free_b)))
+    rows = (math.prod(size[c] for c in free_a),) if batch or free_a else ()
+    cols = (math.prod(size[c] for c in free_b),) if batch or free_b else ()
+    a2 = reshape(_placed(a, la, batch + free_a + summed), (*lead, *rows, k))
+    b2 = reshape(_placed(b, lb, batch + summed + free_b), (*lead, k, *cols))
     return reshape(matmul_stacks(a2, b2), tuple(size[c] for c in out)), out
 
 
