@@ -456,3 +456,7 @@ def test_on_cluster(client):
     ints = gnp.asarray(data((12, 9), "int64", 26), chunks=(5, 4))
     np.testing.assert_array_equal(to_host(client.compute(ints @ ints.T).result()),
                                   data((12, 9), "int64", 26) @ data((12, 9), "int64", 26).T)
+    tall, col = data((40, 3), "float64", 27), data((40,), "float64", 28)
+    t, c = gnp.asarray(tall, chunks=(7, 3)), gnp.asarray(col, chunks=9)  # products per piece, summed in a tree
+    np.testing.assert_allclose(to_host(client.compute(gnp.linalg.solve(t.T @ t, t.T @ c)).result()),
+                               np.linalg.solve(tall.T @ tall, tall.T @ col), rtol=1e-10)
