@@ -43,6 +43,7 @@ from .manipulation import (
     moveaxis,
     normalize_axes,
     normalize_axis,
+    rechunk_expr,
     squeeze,
 )
 from .tensor import align_stacks, matmul, matmul_stacks, tensordot, vecdot
@@ -398,8 +399,9 @@ def solve(a: ArrayLike, b: ArrayLike) -> Array:
         raise ValueError(f"{signature} (size {core} is different from {m})")
     if a.ndim == 2 and b.ndim <= 2:  # one system: the library's solve on the whole operands, cast there, one task
         dtype = _pair_dtype("solve", _compute_dtype(a.dtype), b.dtype)
-        return Array(MapBlocks(_whole_block, "solve", tuple((n,) for n in b.shape), dtype,
-                               {"op": "solve", "dtype": dtype}, False, a.rechunk(a.shape).expr, b.rechunk(b.shape).expr))
+        whole = [rechunk_expr(x.expr, tuple((n,) for n in x.shape)) for x in (a, b)]
+        return Array(MapBlocks(_whole_block, "solve", whole[1].chunks, dtype, {"op": "solve", "dtype": dtype}, False,
+                               *whole))
     a, b = _pair("solve", a.astype(_compute_dtype(a.dtype), copy=False), expand_dims(b, -1) if vector else b)
     (out,) = _per_matrix("solve", [a, b], [((m, b.shape[-1]), a.dtype)])
     return squeeze(out, -1) if vector else out
