@@ -304,16 +304,17 @@ def test_transposed_product_of_one_block_is_one_library_call(library_products):
 
 
 def test_row_blocks_are_summed_in_a_tree(library_products):
-    """X in 20 row blocks: 20 products where the blocks are, then sums of ``split-every`` at a time."""
+    """X in 20 row blocks: 20 products where the blocks are, then sums of ``split-every`` at a time: with 4,
+    5 sums of 4, then one of 4 with the fifth passed on, then the output's sum of those two."""
     h = data((200, 3), "float64", 31)
     x = gnp.asarray(h, chunks=(10, 3))
-    gram = x.T @ x
-    with gnp.config.set(**{"split-every": 8}):
-        gram8 = gnp.matmul(x.T, x)
-    assert plan(gram8, x) == Counter({"matmul": 1, "matmul-piece": 20 + 3})
-    np.testing.assert_allclose(to_host(gnp.fetch(gram8)), h.T @ h, rtol=1e-12)
+    with gnp.config.set(**{"split-every": 4}):
+        gram = gnp.matmul(x.T, x)
+    assert plan(gram, x) == Counter({"matmul": 1, "matmul-piece": 20 + 5 + 1})
+    np.testing.assert_allclose(to_host(gnp.fetch(gram)), h.T @ h, rtol=1e-12)
     assert len(library_products) == 20
     check(gram, h.T @ h)
+    check(x.T @ x, h.T @ h)  # the default fan-in
 
 
 # --- stacks of matrices: native, block by block -------------------------------------------------------------
