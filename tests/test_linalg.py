@@ -6,11 +6,13 @@ trace, cross, and bad input raising what NumPy raises."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 import numpy as np
 import pytest
 from conftest import BACKEND, assert_eq, axis_chunks, to_host
+from dask.utils import key_split
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -316,6 +318,48 @@ def test_solve_errors() -> None:
         la.solve(gnp.ones((2, 3, 3)), gnp.ones((5, 3, 1)))
     with pytest.raises(LinAlgError, match="square"):
         la.solve(gnp.ones((2, 3)), gnp.ones(2))
+
+
+LSTSQ_FORMS = {  # the normal equations as users write them (gnp.linalg, NumPy dispatch, functions, dot, einsum)
+    "operators": lambda x, y: la.solve(x.T @ x, x.T @ y),
+    "numpy": lambda x, y: np.linalg.solve(np.matmul(x.T, x), np.matmul(x.T, y)),
+    "functions": lambda x, y: gnp.linalg.solve(gnp.matmul(gnp.transpose(x), x), gnp.matmul(x.mT, y)),
+    "dot": lambda x, y: la.solve(x.T.dot(x), np.dot(x.T, y)),
+    "einsum": lambda x, y: la.solve(gnp.einsum("ij,ik->jk", x, x), gnp.einsum("ij,i...->j...", x, y)),
+}
+
+
+@given(st.data())
+def test_normal_equations(data: st.DataObject) -> None:
+    """``solve(X.T @ X, X.T @ y)`` equals NumPy's through every entry point, for one block, row blocks and
+    column blocks, vector and matrix right-hand sides, float and integer dtypes; its plan has no transpose,
+    reshape or rechunk task, and X in one block is three tasks (two products and the solve)."""
+    n, k = data.draw(st.integers(1, 40)), data.draw(st.integers(1, 5))
+    n = max(n, 2 * k)  # well conditioned: X.T @ X of normal values, rows at least twice the columns
+    dtype = data.draw(st.sampled_from([np.float32, np.float64, np.int64]))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    h = rng.integers(-3, 4, (n, k)).astype(dtype) if dtype == np.int64 else rng.standard_normal((n, k)).astype(dtype)
+    h[np.arange(k), np.arange(k)] += 4 * max(1, n // k)  # full rank, integers included
+    rhs = (n,) if data.draw(st.booleans()) else (n, data.draw(st.integers(1, 3)))
+    v = values(rng, rhs, dtype)
+    chunks = data.draw(st.sampled_from(["one", "rows", "random"]))
+    rows = {"one": (n,), "rows": data.draw(axis_chunks(n))}.get(chunks) or data.draw(axis_chunks(n))
+    cols = (k,) if chunks != "random" else data.draw(axis_chunks(k))
+    x = gnp.asarray(h, chunks=(rows, cols))
+    y = gnp.asarray(v, chunks=(rows, *((r,) for r in rhs[1:])) if chunks != "random" else
+                    tuple(data.draw(axis_chunks(d)) for d in rhs))
+    form = data.draw(st.sampled_from(sorted(LSTSQ_FORMS)))
+    out = LSTSQ_FORMS[form](x, y)
+    expected = np.linalg.solve(h.T @ h, h.T @ v)
+    assert isinstance(out, gnp.Array)
+    assert_eq(out, expected, **tol(np.float32 if dtype == np.float32 else np.float64))
+    inputs = {x.expr._name, y.expr._name}
+    tasks = Counter(key_split(key) for key in out.__dask_graph__() if key[0] not in inputs)
+    assert not {"transpose", "blockreshape"} & set(tasks), tasks
+    if x.numblocks[1] == 1 and y.numblocks[1:] in ((), (1,)):  # products of one block each: nothing gathered
+        assert not {"getitem", "rechunk", "concatenate"} & set(tasks), tasks
+    if x.numblocks == (1, 1) and y.numblocks == (1,) * y.ndim:
+        assert tasks == Counter({"matmul": 2, "solve": 1})
 
 
 @settings(max_examples=25)

@@ -1,11 +1,15 @@
 """``gnp.matmul``, the ``@`` operator and ``np.matmul`` on gnp Arrays against NumPy: 2-d @ 2-d over random
 shapes and random, misaligned chunkings (zero-size axes and zero-length blocks included), vector operands
 (1-d @ 2-d, 2-d @ 1-d, 1-d @ 1-d), integer, float and complex dtypes, the block structure of the product
-(``matmul-`` keys, one task per output block), stacks of matrices block by block, errors, the promotion
-guard, and a product on a distributed cluster."""
+(``matmul-`` keys, one task per output block), products of transposed operands (``X.T @ X``: the library's
+product on transposed views, no transpose, reshape or rechunk task; one task per output block where the
+summed axis is one piece, a product per piece and a tree of sums otherwise), stacks of matrices block by
+block, errors, the promotion guard, and a product on a distributed cluster."""
 from __future__ import annotations
 
+import math
 import warnings
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -16,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import dask_gpunumeric as gnp
+from dask_gpunumeric import backend as _backend
 from dask_gpunumeric.api import interop as _protocols
 from conftest import BACKEND, assert_eq, axis_chunks, to_host
 
@@ -199,6 +204,119 @@ def test_numpy_and_list_operands():
         check(z, expected)
 
 
+# --- transposed operands, pieces of the summed axis: the plan ------------------------------------------------
+
+
+def plan(z: gnp.Array, *inputs: gnp.Array) -> Counter:
+    """The tasks of ``z``'s optimized graph by prefix, the inputs' blocks left out."""
+    names = {x.expr._name for x in inputs}
+    return Counter(key_split(k) for k in z.__dask_graph__() if k[0] not in names)
+
+
+def piece_count(inner_a: tuple[int, ...], inner_b: tuple[int, ...]) -> int:
+    """Pieces of the summed axis within one block of each operand (non-empty, or one for an empty axis)."""
+    bounds = sorted({*np.cumsum((0, *inner_a)).tolist(), *np.cumsum((0, *inner_b)).tolist()})
+    return max(1, sum(stop > start for start, stop in zip(bounds, bounds[1:])))
+
+
+def tree_sums(pieces: int, split: int) -> int:
+    """The sums of a tree over ``pieces`` products, ``split`` at a time (one left over passed on as it is), but
+    the last (the output's)."""
+    sums = 0
+    while pieces > 1:
+        sums += pieces // split + (pieces % split > 1)
+        pieces = math.ceil(pieces / split)
+    return sums - 1
+
+
+@pytest.fixture
+def library_products(monkeypatch) -> list:
+    """The operands of every call of the backend's ``matmul`` (the block tasks' library product)."""
+    xp = _backend.module(BACKEND)
+    calls: list = []
+    original = xp.matmul
+
+    def counted(a: Any, b: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(a, gnp.Array) and not isinstance(b, gnp.Array):  # (not ``np.matmul`` of gnp Arrays)
+            calls.append((a, b))
+        return original(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(xp, "matmul", counted)
+    return calls
+
+
+FORMS = {  # products of X (n, k), Z (n, m) and y (n,)
+    "X.T @ X": lambda x, z, y, style: product(x.T, x, style),
+    "X @ X.T": lambda x, z, y, style: product(x, x.T, style),
+    "X.T @ y": lambda x, z, y, style: product(x.T, y, style),
+    "y @ X": lambda x, z, y, style: product(y, x, style),
+    "X.T @ Z": lambda x, z, y, style: product(x.T, z, style),
+    "Z.T @ X": lambda x, z, y, style: product(z.T, x, style),
+}
+
+
+@st.composite
+def gram_case(draw: Any) -> tuple:
+    n, k, m = draw(st.integers(0, 12)), draw(st.integers(0, 5)), draw(st.integers(1, 3))
+    chunks_x = (draw(axis_chunks(n, empty=True)), draw(axis_chunks(k, empty=True)))
+    chunks_z = (draw(axis_chunks(n, empty=True)), draw(axis_chunks(m)))
+    return ((n, k, m), chunks_x, chunks_z, draw(st.sampled_from(sorted(FORMS))),
+            draw(st.sampled_from(DTYPES + ["float32", "bool"])), draw(st.sampled_from(STYLES)))
+
+
+@given(gram_case())
+def test_transposed_operands(case):
+    """Products of ``X.T`` (and of vectors, rows of blocks chunked unlike the other operand's) equal NumPy's
+    through every entry point, with no transpose, reshape or rechunk task: a ``matmul`` task per output block
+    that multiplies the blocks where the summed axis is one piece, else a product per piece (``matmul-piece``)
+    summed in a tree."""
+    (n, k, m), chunks_x, chunks_z, form, dtype, style = case
+    h, w, v = (data(shape, "int32", seed) > 0 if dtype == "bool" else data(shape, dtype, seed)
+               for shape, seed in (((n, k), 27), ((n, m), 28), ((n,), 29)))
+    x, z, y = gnp.asarray(h, chunks=chunks_x), gnp.asarray(w, chunks=chunks_z), gnp.asarray(v, chunks=chunks_z[:1])
+    result = FORMS[form](x, z, y, style)
+    check(result, np.asarray(FORMS[form](h, w, v, "operator")))
+    summed = {"X.T @ X": (chunks_x[0], chunks_x[0]), "X @ X.T": (chunks_x[1], chunks_x[1]),
+              "X.T @ y": (chunks_x[0], chunks_z[0]), "y @ X": (chunks_z[0], chunks_x[0]),
+              "X.T @ Z": (chunks_x[0], chunks_z[0]), "Z.T @ X": (chunks_z[0], chunks_x[0])}[form]
+    pieces, blocks = piece_count(*summed), math.prod(result.numblocks)
+    tasks = plan(result, x, z, y)
+    split = gnp.config.get("split-every")
+    assert tasks == Counter({"matmul": blocks, **({"matmul-piece": blocks * (pieces + tree_sums(pieces, split))}
+                                                   if pieces > 1 else {})})
+
+
+def test_transposed_product_of_one_block_is_one_library_call(library_products):
+    """``X.T @ X`` and ``X.T @ y`` with X in one block: one task each, one library product on views of the
+    block (the transposed operand is no copy: both operands of the Gram product share the block's memory)."""
+    h, v = data((50, 4), "float64", 29), data((50,), "float64", 30)
+    x, y = gnp.asarray(h), gnp.asarray(v)
+    gram, moment = x.T @ x, np.matmul(x.T, y)
+    assert plan(gram, x) == Counter({"matmul": 1}) and plan(moment, x, y) == Counter({"matmul": 1})
+    np.testing.assert_allclose(to_host(gnp.fetch(gram)), h.T @ h, rtol=1e-12)
+    assert len(library_products) == 1
+    a, b = library_products[0]
+    assert a.shape == (4, 50) and b.shape == (50, 4)
+    assert _backend.module(BACKEND).shares_memory(a, b)
+    library_products.clear()
+    np.testing.assert_allclose(to_host(gnp.fetch(moment)), h.T @ v, rtol=1e-12)
+    assert len(library_products) == 1 and library_products[0][1].shape == (50,)
+
+
+def test_row_blocks_are_summed_in_a_tree(library_products):
+    """X in 20 row blocks: 20 products where the blocks are, then sums of ``split-every`` at a time: with 4,
+    5 sums of 4, then one of 4 with the fifth passed on, then the output's sum of those two."""
+    h = data((200, 3), "float64", 31)
+    x = gnp.asarray(h, chunks=(10, 3))
+    with gnp.config.set(**{"split-every": 4}):
+        gram = gnp.matmul(x.T, x)
+    assert plan(gram, x) == Counter({"matmul": 1, "matmul-piece": 20 + 5 + 1})
+    np.testing.assert_allclose(to_host(gnp.fetch(gram)), h.T @ h, rtol=1e-12)
+    assert len(library_products) == 20
+    check(gram, h.T @ h)
+    check(x.T @ x, h.T @ h)  # the default fan-in
+
+
 # --- stacks of matrices: native, block by block -------------------------------------------------------------
 
 
@@ -339,3 +457,7 @@ def test_on_cluster(client):
     ints = gnp.asarray(data((12, 9), "int64", 26), chunks=(5, 4))
     np.testing.assert_array_equal(to_host(client.compute(ints @ ints.T).result()),
                                   data((12, 9), "int64", 26) @ data((12, 9), "int64", 26).T)
+    tall, col = data((40, 3), "float64", 27), data((40,), "float64", 28)
+    t, c = gnp.asarray(tall, chunks=(7, 3)), gnp.asarray(col, chunks=9)  # products per piece, summed in a tree
+    np.testing.assert_allclose(to_host(client.compute(gnp.linalg.solve(t.T @ t, t.T @ c)).result()),
+                               np.linalg.solve(tall.T @ tall, tall.T @ col), rtol=1e-10)

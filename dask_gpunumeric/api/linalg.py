@@ -18,6 +18,7 @@ from . import guards as _guards
 from . import reductions as _reductions
 from .array import Array, ArrayLike
 from ..backend import namespace
+from ..expr import MapBlocks
 from .blockwise import map_blocks
 from .creation import as_array, eye, zeros
 from .elementwise import abs as _abs
@@ -42,6 +43,7 @@ from .manipulation import (
     moveaxis,
     normalize_axes,
     normalize_axis,
+    rechunk_expr,
     squeeze,
 )
 from .tensor import align_stacks, matmul, matmul_stacks, tensordot, vecdot
@@ -115,21 +117,27 @@ def _real_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.finfo(dtype).dtype)
 
 
-def _matrices(x: ArrayLike, *, square: bool = False) -> Array:
-    """An Array of at least 2 dimensions (square matrices if asked), cast to its linalg dtype, with NumPy's
-    LinAlgError otherwise."""
+def _matrices(x: ArrayLike, *, square: bool = False, cast: bool = True) -> Array:
+    """An Array of at least 2 dimensions (square matrices if asked), cast to its linalg dtype (unless ``cast``
+    is False: the dtype checked only), with NumPy's LinAlgError otherwise."""
     a = as_array(x)
     if a.ndim < 2:
         raise LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
     if square and a.shape[-1] != a.shape[-2]:
         raise LinAlgError("Last 2 dimensions of the array must be square")
-    return a.astype(_compute_dtype(a.dtype), copy=False)
+    dtype = _compute_dtype(a.dtype)
+    return a.astype(dtype, copy=False) if cast else a
+
+
+def _pair_dtype(name: str, a: np.dtype, b: np.dtype) -> np.dtype:
+    """The common linalg dtype of two operands (with the promotion guard for their plain promotion)."""
+    _guards.check_promotion(name, [a, b], np.result_type(a, b))
+    return _compute_dtype(a, b)
 
 
 def _pair(name: str, a: Array, b: Array) -> tuple[Array, Array]:
-    """Two operands cast to their common linalg dtype (with the promotion guard for their plain promotion)."""
-    _guards.check_promotion(name, [a.dtype, b.dtype], np.result_type(a.dtype, b.dtype))
-    dtype = _compute_dtype(a.dtype, b.dtype)
+    """Two operands cast to their common linalg dtype (``_pair_dtype``)."""
+    dtype = _pair_dtype(name, a.dtype, b.dtype)
     return a.astype(dtype, copy=False), b.astype(dtype, copy=False)
 
 
@@ -150,6 +158,8 @@ def _max_or_zero(x: Array, axis: Any, keepdims: bool = False) -> Array:
 
 
 def _op_solve(xp: Any, a: Any, b: Any) -> tuple:
+    if a.ndim == 2 and b.ndim <= 2:  # one system (b a vector or a matrix)
+        return (xp.linalg.solve(a, b),)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])  # CuPy's solve does not broadcast stacks
     return (xp.linalg.solve(xp.broadcast_to(a, batch + a.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])),)
 
@@ -216,6 +226,13 @@ def _packed_block(*blocks: Any, op: str, shapes: tuple[Shape, ...], params: dict
     for o, (r, c, off) in zip(outs, places):
         out[..., :r, off : off + c] = o.reshape((*batch, r, c))
     return out
+
+
+def _whole_block(*blocks: Any, op: str, dtype: np.dtype) -> Any:
+    """The one output of ``op`` of the backend's linalg on whole operands cast to ``dtype``."""
+    xp = namespace(*blocks)
+    with _value_errors(xp):
+        return _OPS[op](xp, *(b.astype(dtype, copy=False) for b in blocks))[0]
 
 
 def _per_matrix(op: str, arrays: list[Array], outputs: list[tuple[Shape, np.dtype]], **params: Any) -> list[Array]:
@@ -368,7 +385,7 @@ def solve(a: ArrayLike, b: ArrayLike) -> Array:
     """The solution ``x`` of ``x1 @ x = x2`` for square ``x1``: ``x2`` of shape ``(M,)`` is one vector,
     otherwise a stack of ``(M, K)`` matrices; stack axes broadcast. A singular ``x1`` raises LinAlgError on
     compute (NumPy blocks)."""
-    a = _matrices(a, square=True)
+    a = _matrices(a, square=True, cast=False)
     b = as_array(b)
     m = a.shape[-1]
     if b.ndim == 0:
@@ -380,7 +397,12 @@ def solve(a: ArrayLike, b: ArrayLike) -> Array:
         signature = "solve1: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature (m,m),(m)->(m)" \
             if vector else "solve: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature (m,m),(m,n)->(m,n)"
         raise ValueError(f"{signature} (size {core} is different from {m})")
-    a, b = _pair("solve", a, expand_dims(b, -1) if vector else b)
+    if a.ndim == 2 and b.ndim <= 2:  # one system: the library's solve on the whole operands, cast there, one task
+        dtype = _pair_dtype("solve", _compute_dtype(a.dtype), b.dtype)
+        whole = [rechunk_expr(x.expr, tuple((n,) for n in x.shape)) for x in (a, b)]
+        return Array(MapBlocks(_whole_block, "solve", whole[1].chunks, dtype, {"op": "solve", "dtype": dtype}, False,
+                               *whole))
+    a, b = _pair("solve", a.astype(_compute_dtype(a.dtype), copy=False), expand_dims(b, -1) if vector else b)
     (out,) = _per_matrix("solve", [a, b], [((m, b.shape[-1]), a.dtype)])
     return squeeze(out, -1) if vector else out
 

@@ -1,11 +1,11 @@
 """Contractions: ``matmul`` (and the ``@`` operator), ``tensordot``, ``dot``, ``outer``, ``vecdot`` and ``einsum``.
 
-``matmul`` of matrices multiplies the operands block grid by block grid (``MatMul``), without gathering
-either operand. The others are built on layout operations (transpose, reshape), that blocked product,
-elementwise products and reductions. Two operands are contracted by moving the summed axes to the end of
-the first and the front of the second, merging them, and multiplying the matrices; axes that both keep
-(einsum's batch labels) make stacks of matrices, multiplied block by block with the matrix axes whole
-(``matmul_stacks``). ``einsum`` is planned with ``opt_einsum.contract_path`` when opt_einsum is installed,
+``matmul`` of matrices and vectors multiplies the operands block grid by block grid (``MatMul``, ``x.T`` read
+as transposed views of ``x``), without gathering either operand. The others are built on layout operations
+(transpose, reshape), that blocked product, elementwise products and reductions. Two operands are contracted
+by moving the summed axes to the end of the first and the front of the second, merging them, and multiplying
+the matrices (an operand with no other axes as a vector); axes that both keep (einsum's batch labels) make
+stacks of matrices, multiplied block by block with the matrix axes whole (``matmul_stacks``). ``einsum`` is planned with ``opt_einsum.contract_path`` when opt_einsum is installed,
 and left to right otherwise.
 """
 from __future__ import annotations
@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from dask.array.core import common_blockdim
 
-from ..expr import MatMul
+from .. import config
+from ..expr import ArrayExpr, MatMul, Transpose
 from ..backend import namespace
 from . import guards as _guards
 from . import reductions as _reductions
@@ -28,7 +28,7 @@ from .blockwise import map_blocks
 from .creation import as_array, check_order
 from .elementwise import align_chunks, check_keywords, conj, multiply, store_where
 from .manipulation import (
-    broadcast_shape, expand_dims, normalize_axis, permute_dims, rechunk_expr, reshape, squeeze, store,
+    broadcast_shape, expand_dims, normalize_axis, permute_dims, reshape, squeeze, store,
 )
 
 __all__ = ["dot", "einsum", "matmul", "outer", "tensordot", "vecdot"]
@@ -67,24 +67,38 @@ def _matmul_block(a: Any, b: Any) -> Any:
     return namespace(a, b).matmul(a, b)
 
 
+def _oriented(x: Array) -> tuple[ArrayExpr, bool]:
+    """The array a matrix or vector operand reads, and whether it reads it transposed: the product of ``x.T``
+    reads ``x`` itself, its block tasks taking transposed views (no transpose task, no copy)."""
+    e = x.expr
+    if isinstance(e, Transpose) and tuple(e.axes) == (1, 0):
+        return e.array, True
+    return e, False
+
+
 def _blocked_matmul(a: Array, b: Array, dtype: np.dtype) -> Array:
-    """The product of two matrices block by block on their grids (the inner axis chunked alike)."""
-    inner = common_blockdim({a.chunks[1], b.chunks[0]}) if a.chunks[1] != b.chunks[0] else a.chunks[1]
-    ea = rechunk_expr(a.expr, (a.chunks[0], inner))
-    eb = rechunk_expr(b.expr, (inner, b.chunks[1]))
-    return Array(MatMul.of(ea, eb, dtype))
+    """The product of matrices or vectors (a 1-d ``a`` a row, a 1-d ``b`` a column, removed from the result)
+    block by block on their grids (``MatMul``)."""
+    (ea, ta), (eb, tb) = _oriented(a), _oriented(b)
+    return Array(MatMul.of(ea, eb, dtype, (ta, tb), config.get("split-every")))
+
+
+def _check_core(a: Array, b: Array) -> None:
+    """NumPy's ValueError where the summed axes of ``a @ b`` differ in length."""
+    inner_a, inner_b = a.shape[-1], b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if inner_a != inner_b:
+        raise ValueError(
+            f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature "
+            f"(n?,k),(k,m?)->(n?,m?) (size {inner_b} is different from {inner_a})"
+        )
 
 
 def matmul_stacks(a: Array, b: Array) -> Array:
-    """``a @ b`` for operands of at least 2 dimensions: 2-d operands by the blocked matrix product, stacks
-    (batch axes broadcast as in NumPy) block by block with the matrix axes whole."""
-    if a.shape[-1] != b.shape[-2]:
-        raise ValueError(
-            f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc signature "
-            f"(n?,k),(k,m?)->(n?,m?) (size {b.shape[-2]} is different from {a.shape[-1]})"
-        )
+    """``a @ b``: matrices and vectors (1-d operands as in NumPy) by the blocked matrix product, stacks (operands
+    of at least 2 dimensions, batch axes broadcast as in NumPy) block by block with the matrix axes whole."""
+    _check_core(a, b)
     dtype = _common_dtype("matmul", [a, b])
-    if a.ndim == 2 and b.ndim == 2:
+    if a.ndim <= 2 and b.ndim <= 2:
         return _blocked_matmul(a, b, dtype)
     (a, b), batch = align_stacks("matmul", [a, b])
     return map_blocks(_matmul_block, a, b, dtype=dtype, chunks=(*batch, (a.shape[-2],), (b.shape[-1],)),
@@ -116,9 +130,13 @@ def matmul(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, **kwargs: Any) -> A
     a, b = _gufunc_keywords("matmul", [as_array(x1), as_array(x2)], kwargs)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions (scalars are not allowed; use *)")
-    product = matmul_stacks(expand_dims(a, 0) if a.ndim == 1 else a, expand_dims(b, 1) if b.ndim == 1 else b)
-    drop = tuple(d for d, vector in ((product.ndim - 2, a.ndim == 1), (product.ndim - 1, b.ndim == 1)) if vector)
-    return store_where("matmul", squeeze(product, drop) if drop else product, out, kwargs.get("casting", "same_kind"))
+    if a.ndim <= 2 and b.ndim <= 2:
+        product = matmul_stacks(a, b)
+    else:
+        product = matmul_stacks(expand_dims(a, 0) if a.ndim == 1 else a, expand_dims(b, 1) if b.ndim == 1 else b)
+        drop = tuple(d for d, vector in ((product.ndim - 2, a.ndim == 1), (product.ndim - 1, b.ndim == 1)) if vector)
+        product = squeeze(product, drop) if drop else product
+    return store_where("matmul", product, out, kwargs.get("casting", "same_kind"))
 
 
 # --- pairwise contraction -----------------------------------------------------------------------------
@@ -136,7 +154,8 @@ def _contract_pair(a: Array, la: str, b: Array, lb: str, keep: str) -> tuple[Arr
     """Two operands with labelled axes (each label once per operand, equal lengths where shared)
     multiplied, labels shared and not in ``keep`` summed. Returns the result and its labels: the kept shared
     labels, then the others of ``a``, then those of ``b``. Without summed labels this is a broadcast
-    product; otherwise the summed axes are merged and the product is a (stacked) matrix product."""
+    product; otherwise the summed axes are merged and the product is a (stacked) matrix product, an operand
+    without other labels (and no shared kept ones) a vector."""
     batch = [c for c in la if c in lb and c in keep]
     summed = [c for c in la if c in lb and c not in keep]
     free_a = [c for c in la if c not in lb]
@@ -147,8 +166,10 @@ def _contract_pair(a: Array, la: str, b: Array, lb: str, keep: str) -> tuple[Arr
     size = dict(zip(la, a.shape)) | dict(zip(lb, b.shape))
     lead = tuple(size[c] for c in batch)
     k = math.prod(size[c] for c in summed)
-    a2 = reshape(_placed(a, la, batch + free_a + summed), (*lead, math.prod(size[c] for c in free_a), k))
-    b2 = reshape(_placed(b, lb, batch + summed + free_b), (*lead, k, math.prod(size[c] for c in free_b)))
+    rows = (math.prod(size[c] for c in free_a),) if batch or free_a else ()
+    cols = (math.prod(size[c] for c in free_b),) if batch or free_b else ()
+    a2 = reshape(_placed(a, la, batch + free_a + summed), (*lead, *rows, k))
+    b2 = reshape(_placed(b, lb, batch + summed + free_b), (*lead, k, *cols))
     return reshape(matmul_stacks(a2, b2), tuple(size[c] for c in out)), out
 
 

@@ -197,14 +197,23 @@ def setitem(block: Any, local: tuple[slice, ...], value: Any) -> Any:
     return out
 
 
-def matmul_sum(a_blocks: Sequence[Any], b_blocks: Sequence[Any], dtype: np.dtype) -> Any:
-    """The sum of the products of matching blocks (one output block of a blocked matrix product)."""
-    xp = namespace(*a_blocks, *b_blocks)
-    out = None
-    for a, b in zip(a_blocks, b_blocks):
-        product = xp.matmul(a, b)
-        out = product if out is None else out + product
-    return out.astype(dtype, copy=False)
+def matmul_piece(a: Any, b: Any, take_a: tuple, take_b: tuple, dtype: np.dtype) -> Any:
+    """One product of a blocked matrix product: ``op(a[index]) @ op(b[index])`` for ``take = (index, transposed)``
+    (index None: the whole block), ``op`` transposing where asked: views, so the library multiplies with a
+    transpose flag and copies nothing."""
+    (index_a, ta), (index_b, tb) = take_a, take_b
+    a = a if index_a is None else a[index_a]
+    b = b if index_b is None else b[index_b]
+    xp = namespace(a, b)
+    return xp.asarray(xp.matmul(a.T if ta else a, b.T if tb else b), dtype=dtype)  # NumPy's 1-d @ 1-d: a scalar
+
+
+def sum_blocks(blocks: Sequence[Any]) -> Any:
+    """The sum of blocks of one shape and dtype (the products of a blocked matrix product)."""
+    out = blocks[0] + blocks[1]
+    for block in blocks[2:]:
+        out += block
+    return namespace(*blocks).asarray(out)  # NumPy's sum of 0-d arrays: a scalar
 
 
 # --- reductions ---------------------------------------------------------------------------------------
