@@ -70,6 +70,18 @@ def check_entry_points(actual: gnp.Array) -> Any:
     return computed
 
 
+def compile_check(source: str) -> None:
+    """Check that nvcc compiles ``source``: now, or, where ``GNP_KERNEL_DUMP_DIR`` is set (CI), with every
+    other generated kernel after the tests, many per translation unit (``ci/compile_kernels.py``, which fails
+    the run on any error): one nvcc call per test costs more than the whole batch step's share."""
+    from dask_gpunumeric.kernels import cuda as _cuda
+
+    if os.environ.get("GNP_KERNEL_DUMP_DIR"):
+        _cuda.record_source(source)
+    else:
+        _cuda.nvcc_compile_check(source)
+
+
 def assert_eq(actual: Any, expected: Any, *, rtol: float | None = None, atol: float = 0.0,
               check_dtype: bool = True) -> None:
     """Check a gnp result against NumPy's: metadata before computing, then the computed values.

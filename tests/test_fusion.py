@@ -14,7 +14,7 @@ import dask
 import _cuda_emulator
 import numpy as np
 import pytest
-from conftest import BACKEND, assert_eq, axis_chunks, to_host
+from conftest import BACKEND, assert_eq, axis_chunks, compile_check, to_host
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -842,7 +842,7 @@ def test_kernel_sources_compile(name: str) -> None:
         source, kernel = _codegen.kernel_source(program, mode, g, index, single)
         assert f"void __launch_bounds__(256) {kernel}(" in source
         assert "1234.5" not in source and "1234" not in source.split(kernel)[1]  # values are arguments
-        _cuda.nvcc_compile_check(source)
+        compile_check(source)
 
 
 @needs_nvcc
@@ -858,7 +858,7 @@ def test_specialized_kernel_sources_compile(name: str) -> None:
     assert [p.split()[-1] for p in params.split(",")][-2:] == ["n", "goff"]
     assert not any(name.startswith(("s", "c")) and name[1].isdigit() for name in (p.split()[-1] for p in params.split(",")))
     assert kernel != _codegen.kernel_source(program, "flat", 1, "int")[1]
-    _cuda.nvcc_compile_check(source)
+    compile_check(source)
 
 
 @given(st.sampled_from(sorted(_types.CTYPES)), st.integers(-2**64, 2**64), st.floats(width=64))

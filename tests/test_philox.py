@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from conftest import compile_check
 
 from dask_gpunumeric.kernels import cuda as _cuda
 from dask_gpunumeric.kernels import philox as ph
@@ -342,10 +343,10 @@ def test_cuda_sources_compile_with_nvcc():
     """Every (kind, dtype, ndim) kernel: all of them in one translation unit (the device
     functions are include-guarded), then each kind's 0-d and 3-d source on its own."""
     sources = [ph.cuda_source(k, d, n) for k, d in ALL_KIND_DTYPES for n in range(4)]
-    _cuda.nvcc_compile_check("\n".join(sources))
+    compile_check("\n".join(sources))
     for kind in ph.KINDS:
         for ndim in (0, 3):
-            _cuda.nvcc_compile_check(ph.cuda_source(kind, "int32" if kind == "integers" else "float32", ndim))
+            compile_check(ph.cuda_source(kind, "int32" if kind == "integers" else "float32", ndim))
 
 
 @needs_nvcc

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import _cuda_emulator
 import numpy as np
 import pytest
-from conftest import BACKEND, assert_eq, axis_chunks
+from conftest import BACKEND, assert_eq, axis_chunks, compile_check
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -318,4 +318,4 @@ def test_row_kernel_sources_compile(name: str) -> None:
                                              (256, "int", (), constants)):
         source, kernel = _rows.kernel_source(program, lanes, index, row_inputs, values)
         assert f"void __launch_bounds__(256) {kernel}(" in source
-        _cuda.nvcc_compile_check(source)
+        compile_check(source)

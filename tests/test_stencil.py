@@ -10,7 +10,7 @@ import dask
 import numpy as np
 import _cuda_emulator
 import pytest
-from conftest import BACKEND, assert_eq, axis_chunks
+from conftest import BACKEND, assert_eq, axis_chunks, compile_check
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -814,7 +814,7 @@ def test_kernel_sources_compile() -> None:
     codes = {code for group in [plan(jacobi_3d(gnp, u)), plan(heat_periodic(gnp, u[0]))]
              for g in group["stencils"] for code, *_ in g["plan"].sweeps}
     source = "\n".join(_stencil_source.kernel_source(code, index)[0] for code in codes for index in ("int", "long long"))
-    _cuda.nvcc_compile_check(source)
+    compile_check(source)
     for dtype in (np.float32, np.float64):
         x = gnp.from_array(np.zeros((6, 6), dtype=dtype))
         state = (x, gnp.from_array(np.ones((6, 6), dtype=dtype)))
@@ -829,4 +829,4 @@ def test_kernel_sources_compile() -> None:
             assert group["plan"].tiles
             variants = {_stencil_plan.tile_variant(group["plan"], run, index, with_edges) for run in group["plan"].tiles
                         for index in ("int", "long long") for with_edges in (False, True)}  # some coincide
-            _cuda.nvcc_compile_check("\n".join(_stencil_source.tile_source(*variant)[0] for variant in variants))
+            compile_check("\n".join(_stencil_source.tile_source(*variant)[0] for variant in variants))
