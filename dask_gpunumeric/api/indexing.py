@@ -312,9 +312,9 @@ def _take(x: Array, flat: np.ndarray, pos: int, index: tuple[Any, ...]) -> Array
 
 def setitem(x: Array, index: Any, value: Any) -> Array:
     """The Array after ``x[index] = value`` (a new expression; ``x`` itself is rebound by the caller)."""
-    from .elementwise import elementwise
-
     if isinstance(index, Array) and index.dtype == bool and index.shape == x.shape and _is_scalar_like(value):
+        from .elementwise import elementwise  # (here only: setitem runs on every stencil step)
+
         return elementwise("where", index, value, x, dtype=x.dtype)
     if isinstance(value, Array):
         whole = _update_as_elementwise(x, index, value)
@@ -342,7 +342,7 @@ def setitem(x: Array, index: Any, value: Any) -> Array:
             if len(_REGION_PLANS) >= _SLICE_PLANS_SIZE:
                 _REGION_PLANS.clear()
             _REGION_PLANS[known] = region_plan, region_chunks
-    if _is_scalar_like(value) and not isinstance(value, Array):
+    if not isinstance(value, Array) and _is_scalar_like(value):
         v: Any = np.asarray(value).astype(x.dtype)[()]
     elif isinstance(value, Array) and (value.dtype, value.backend, value.chunks) == (x.dtype, x.backend,
                                                                                       region_chunks) and \
@@ -362,7 +362,7 @@ def setitem(x: Array, index: Any, value: Any) -> Array:
         v = varr.rechunk(region_chunks).expr
     if any(not p or all(h is None for h in p) for p in region_plan):
         return x
-    return Array(SetItem(x.expr, v, region_plan))
+    return Array(SetItem.made([x.expr, v, region_plan], x.chunks, x.dtype, x.backend))
 
 
 # Updates ``x[box] = x[box] <op> view`` whose op has an exact identity: ``view`` padded with it (per value
@@ -385,21 +385,21 @@ def _update_as_elementwise(x: Array, index: tuple | slice, value: Array) -> Arra
     of an array, a shifted slice in stencils) as the elementwise ``x <op> pad(v)``, padded past the box with
     an identity of ``op`` that leaves ``x`` unchanged bit for bit: the shifted-slice form of the same stencil,
     which the optimizer plans as one. None where the update is not of that form."""
-    from .elementwise import elementwise
-    from .manipulation import rechunk_expr
-    from .padding import pad
-
     items = index if type(index) is tuple else (index,)
     if len(items) > x.ndim or not all(type(ix) is slice for ix in items):
         return None
     inner = value.expr  # the op, under the cast of ``x[box] <op>= v`` back to x's dtype if there is one
-    if isinstance(inner, Elemwise) and inner.operand("op") == "astype" and inner.dtype == x.dtype:
+    if isinstance(inner, Elemwise) and inner.operands[0] == "astype" and inner.dtype == x.dtype:
         inner = inner.args[0]
-    if not isinstance(inner, Elemwise) or inner.operand("op") not in _IDENTITIES or inner.operand("kwargs"):
+    if not isinstance(inner, Elemwise) or inner.operands[0] not in _IDENTITIES or inner.operands[2]:  # op, kwargs
         return None
-    op = inner.operand("op")
+    op = inner.operands[0]
     if len(inner.args) != 2 or not all(isinstance(v, Gather) for v in inner.args):
         return None
+    from .elementwise import elementwise  # (only for updates of that form: setitem runs on every stencil step)
+    from .manipulation import rechunk_expr
+    from .padding import pad
+
     a, b = inner.args
     if b.shape != a.shape or b.backend != x.backend:
         return None

@@ -416,7 +416,9 @@ def roll(a: ArrayLike, shift: Any, axis: Any = None) -> Array:
     """Elements shifted cyclically by ``shift`` along ``axis`` (flattened when ``axis`` is None)."""
     a = as_array(a)
     if axis is None:
-        return reshape(roll(ravel(a), shift, axis=0), a.shape)
+        if a.ndim != 1:  # (a 1-d array is its own ravel)
+            return reshape(roll(ravel(a), shift, axis=0), a.shape)
+        axis = 0
     shifts = (shift,) if isinstance(shift, (int, np.integer)) else tuple(shift)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     if len(shifts) == 1:
