@@ -194,3 +194,22 @@ def test_dask_compute_of_several_outputs_looks_up_no_operand_by_name(monkeypatch
     assert looked_up == []
     for g, e in zip(got, expected):
         np.testing.assert_array_equal(to_host(g), e)
+
+
+def test_a_repeated_slice_builds_the_node_its_constructor_builds():
+    """A slice met before on these chunks (stencil code repeats them) builds the ``Gather`` node that the generic
+    constructor builds, name and operands alike, on arrays of any dtype (one plan for the chunks, the text of its
+    operands written once per dtype); values as NumPy's through every entry point."""
+    from dask_gpunumeric.expr import Gather
+
+    host = np.arange(12 * 10).reshape(12, 10)
+    for dtype in (np.float64, np.float32, np.int16, bool, np.complex64, np.float64):
+        x = gnp.asarray(host.astype(dtype), chunks=(5, 4))
+        for index in ((slice(None, -2), slice(1, -1)), (slice(2, None), slice(1, -1)), (Ellipsis, 3), 5):
+            for _ in range(2):  # planned, then found
+                piece = x[index]
+                node = piece.expr
+                generic = Gather(*node.operands)
+                assert type(node) is Gather and node.operands == generic.operands
+                assert (node._name, node.chunks, node.dtype) == (generic._name, generic.chunks, generic.dtype)
+            assert_eq(piece, host.astype(dtype)[index])

@@ -19,6 +19,7 @@ from ..expr import plan as _plan
 from .array import Array
 from ..backend import to_numpy
 from ..expr import Elemwise, Gather, SetItem
+from ..expr.base import operand_texts
 from ..expr.tokens import keep_text
 
 
@@ -89,10 +90,16 @@ def getitem(x: Array, index: Any) -> Array:
     if planned is not None:  # the plan of this index of these chunks, made before (stencil code repeats them)
         if planned is _WHOLE:
             return x
-        plan, drop, chunks = planned
-        keep_text(plan)
+        plan, drop, chunks, heads = planned
         source = x.expr
-        return Array(Gather.made([plan, drop, source.dtype, source], chunks, source.dtype, source.backend))
+        dtype = source.dtype
+        head = heads.get(dtype)
+        if head is None:  # the token text of (plan, drop, dtype), written once per dtype
+            keep_text(plan)
+            text = operand_texts((plan, drop, dtype)) if dtype.names is None else None
+            head = heads[dtype] = (0, "") if text is None else (3, text)
+        made = Gather.with_metadata([plan, drop, dtype, source], chunks, dtype, source.backend, head, "getitem")
+        return Array(Gather(plan, drop, dtype, source) if made is None else made)
     index = _normalize(index, x.ndim)
     _check_in_numpy_order(x.shape, index)
     _guards.check_scalar_index(x.shape, index, "reading", x.backend)
@@ -100,7 +107,7 @@ def getitem(x: Array, index: Any) -> Array:
         out = _basic_getitem(x, index)
         if known is not None:
             e = out.expr
-            _remember_slices(known, _WHOLE if out is x else (e.operand("plan"), e.operand("drop"), out.chunks))
+            _remember_slices(known, _WHOLE if out is x else (e.operand("plan"), e.operand("drop"), out.chunks, {}))
         return out
     x, index = _new_axes_as_slices(x, index)
     advanced = [ix for ix in index if _is_advanced(ix)]
@@ -111,7 +118,7 @@ def getitem(x: Array, index: Any) -> Array:
 
 # plans of basic indices (slices with int or None bounds, ints, one ``...``) by (chunks, index): valid, and the
 # same plan object each time (its token text is then the same work, and it is small)
-_SLICE_PLANS: dict[tuple, Any] = {}  # (plan, axes dropped, chunks of the result)
+_SLICE_PLANS: dict[tuple, Any] = {}  # (plan, axes dropped, chunks of the result, token heads by dtype)
 _SLICE_PLANS_SIZE = 256
 _WHOLE = object()  # the plan of slices that take every element: the array itself
 
