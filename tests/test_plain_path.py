@@ -130,12 +130,17 @@ def test_fetch_of_several_arrays_computes_them_together(chunks):
 def test_a_one_dimensional_roll_without_an_axis_is_the_roll_along_it():
     """``roll(x, s)`` of a 1-d array (advection's form) is the roll along axis 0, node for node: a 1-d array is its
     own ravel, so no ravel and reshape are built around it; values as NumPy's through every entry point."""
+    from dask_gpunumeric.expr import Gather
+
     host = np.arange(10.0)
-    x = gnp.asarray(host, chunks=4)
-    for shift in (1, -1, 13, 0):
-        rolled = gnp.roll(x, shift)
-        assert rolled.name == gnp.roll(x, shift, axis=0).name
-        assert_eq(rolled, np.roll(host, shift))
+    for dtype in (np.float64, np.float32, np.float64):  # (a roll met before: its plan, a token head per dtype)
+        x = gnp.asarray(host.astype(dtype), chunks=4)
+        for shift in (1, -1, 13, 0):
+            rolled = gnp.roll(x, shift)
+            assert rolled.name == gnp.roll(x, shift, axis=0).name
+            if shift % 10:
+                assert rolled.name == Gather(*rolled.expr.operands)._name  # the constructor's node
+            assert_eq(rolled, np.roll(host.astype(dtype), shift))
     grid = np.arange(12.0).reshape(3, 4)
     assert_eq(gnp.roll(gnp.asarray(grid, chunks=2), 5), np.roll(grid, 5))  # (n-d: rolled as its ravel)
 

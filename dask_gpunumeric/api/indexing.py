@@ -19,7 +19,6 @@ from ..expr import plan as _plan
 from .array import Array
 from ..backend import to_numpy
 from ..expr import Elemwise, Gather, SetItem
-from ..expr.base import operand_texts
 from ..expr.tokens import keep_text
 
 
@@ -91,15 +90,7 @@ def getitem(x: Array, index: Any) -> Array:
         if planned is _WHOLE:
             return x
         plan, drop, chunks, heads = planned
-        source = x.expr
-        dtype = source.dtype
-        head = heads.get(dtype)
-        if head is None:  # the token text of (plan, drop, dtype), written once per dtype
-            keep_text(plan)
-            text = operand_texts((plan, drop, dtype)) if dtype.names is None else None
-            head = heads[dtype] = (0, "") if text is None else (3, text)
-        made = Gather.with_metadata([plan, drop, dtype, source], chunks, dtype, source.backend, head, "getitem")
-        return Array(Gather(plan, drop, dtype, source) if made is None else made)
+        return Array(Gather.of_plan(plan, drop, x.expr, chunks, heads))
     index = _normalize(index, x.ndim)
     _check_in_numpy_order(x.shape, index)
     _guards.check_scalar_index(x.shape, index, "reading", x.backend)
