@@ -183,11 +183,11 @@ def main(argv=None) -> int:
     if args.only in ("workloads", "breakdown"):
         runs = []
     if args.only == "breakdown":
-        runs = [run for w in workloads(gnp) for run in breakdown_runs(gnp, w)]
-    elif args.only != "chain":
-        for w in workloads(gnp):
-            runs += [(f"gnp plain {w.name}", lambda w=w: w.call(w.build()), None),
-                     (f"gnp accelerated {w.name}", w.accelerated, None)]
+        runs = [run for workload in workloads(gnp) for run in breakdown_runs(gnp, workload)]
+    elif args.only != "chain":  # (not ``w``: the matrix build's lambda reads that name)
+        for workload in workloads(gnp):
+            runs += [(f"gnp plain {workload.name}", lambda wl=workload: wl.call(wl.build()), None),
+                     (f"gnp accelerated {workload.name}", workload.accelerated, None)]
     print(f"plain path: {OPS}-op chain on 4 x 1,024 float64, gnp backend {gnp.config.backend()}, {H.device_name()}")
     results = [H.measure(name, fn, repeat=args.repeat, warmup=args.warmup, check=check)
                for name, fn, check in runs]
