@@ -19,7 +19,11 @@
 - ``workloads``: the suite's workloads at tiny sizes on one block (Black-Scholes, heat, softmax, advection,
   least squares, RK4), each called as the suite calls it plain (``dask.persist``/``dask.compute`` of the
   undecorated function) and under ``accelerate``: what is left is host time (target: plain <= 1.3x
-  accelerated). ``--only workloads`` runs these alone.
+  accelerated). ``--only workloads`` runs these alone;
+- ``breakdown`` (``--only breakdown``): where each workload's plain call goes: building its expressions alone,
+  the suite's call (``dask.persist``/``dask.compute``) on outputs built once (a graph-cache hit: Dask's
+  collection machinery, our dispatch and the run), and ``gnp.fetch`` of those outputs (our dispatch and the run
+  without Dask's machinery); the plain call is about build + call, and call - fetch is Dask's part.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ import argparse
 import pathlib
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -57,8 +61,18 @@ def sweep(u):
     return v
 
 
-def workloads(gnp) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
-    """(name, plain call, accelerated call) of each suite workload at a tiny size, on one block."""
+class Workload(NamedTuple):
+    """A suite workload at a tiny size, on one block: its plain call is ``call(build())``."""
+
+    name: str
+    build: Callable[[], tuple]  # the undecorated function: its outputs' expressions, built
+    call: Callable[[tuple], Any]  # what the suite does with them (``dask.persist``/``dask.compute``)
+    accelerated: Callable[[], Any]  # the same function under ``accelerate``
+
+
+def workloads(gnp) -> list[Workload]:
+    """The suite's workloads at a tiny size, on one block, each called as the suite calls it plain and under
+    ``accelerate``."""
     import dask
 
     import advection
@@ -72,22 +86,33 @@ def workloads(gnp) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
     host = black_scholes.inputs(1024)
     S, K, T = dask.persist(*(gnp.from_array(h) for h in host))
     priced = gnp.accelerate(lambda S, K, T: black_scholes.price(gnp, S, K, T))
-    out.append(("black-scholes 2^10", lambda: dask.persist(*black_scholes.price(gnp, S, K, T)),
-                lambda: priced(S, K, T)))
+    out.append(Workload("black-scholes 2^10", lambda: black_scholes.price(gnp, S, K, T),
+                        lambda outputs: dask.persist(*outputs), lambda: priced(S, K, T)))
     (u,) = dask.persist(gnp.random.default_rng(0).random((64, 64), dtype=np.float32))
     relaxed = gnp.accelerate(heat.relax)
-    out.append(("heat 64^2 x20", lambda: dask.persist(heat.relax(u, sweeps=heat.SWEEPS))[0],
-                lambda: relaxed(u, heat.WEIGHT, heat.SWEEPS)))
+    out.append(Workload("heat 64^2 x20", lambda: (heat.relax(u, sweeps=heat.SWEEPS),),
+                        lambda outputs: dask.persist(*outputs)[0], lambda: relaxed(u, heat.WEIGHT, heat.SWEEPS)))
     for w, shape in ((softmax.SOFTMAX, (64, 32)), (advection.ADVECTION, (256,)),
                      (least_squares.LEAST_SQUARES, (256, 8)), (rk4.RK4, (256,))):
         options = {} if w.steps is None else {"steps": w.steps}
         arrays = dask.persist(*(gnp.asarray(h) for h in w.inputs(shape)))
         accelerated = gnp.accelerate(lambda *a, w=w, options=options: w.compute(gnp, *a, **options))
-        plain = lambda w=w, arrays=arrays, options=options: dask.compute(  # noqa: E731
-            *_tuple(w.compute(gnp, *arrays, **options)))
-        out.append((f"{w.name} {'x'.join(map(str, shape))}", plain,
-                    lambda accelerated=accelerated, arrays=arrays: accelerated(*arrays)))
+        out.append(Workload(f"{w.name} {'x'.join(map(str, shape))}",
+                            lambda w=w, arrays=arrays, options=options: _tuple(w.compute(gnp, *arrays, **options)),
+                            lambda outputs: dask.compute(*outputs),
+                            lambda accelerated=accelerated, arrays=arrays: accelerated(*arrays)))
     return out
+
+
+def breakdown_runs(gnp, w: Workload) -> list[tuple[str, Callable[[], Any], None]]:
+    """The parts of one workload's plain call (see ``breakdown`` in the module docstring), beside the whole call
+    and the accelerated one."""
+    built = w.build()
+    return [(f"{w.name}: plain call", lambda: w.call(w.build()), None),
+            (f"{w.name}: build alone", w.build, None),
+            (f"{w.name}: call on outputs built once", lambda: w.call(built), None),
+            (f"{w.name}: gnp.fetch of outputs built once", lambda: gnp.fetch(built), None),
+            (f"{w.name}: accelerated", w.accelerated, None)]
 
 
 def _tuple(value: Any) -> tuple:
@@ -98,7 +123,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--only", choices=["all", "chain", "workloads"], default="all")
+    parser.add_argument("--only", choices=["all", "chain", "workloads", "breakdown"], default="all")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
     if str(BENCHMARKS) not in sys.path:
@@ -155,11 +180,14 @@ def main(argv=None) -> int:
             ("dask.array slice of 1,024 blocks", lambda: da.ones(big_n, chunks=big_chunk)[:10].compute(), None),
             (f"gnp {STEPS}-step loop, persist each step", lambda: loop(gnp, start), check_loop),
             (f"numpy {STEPS}-step loop", lambda: loop(np, grid), check_loop)]
-    if args.only == "workloads":
+    if args.only in ("workloads", "breakdown"):
         runs = []
-    if args.only != "chain":
-        for name, plain, accelerated in workloads(gnp):
-            runs += [(f"gnp plain {name}", plain, None), (f"gnp accelerated {name}", accelerated, None)]
+    if args.only == "breakdown":
+        runs = [run for workload in workloads(gnp) for run in breakdown_runs(gnp, workload)]
+    elif args.only != "chain":  # (not ``w``: the matrix build's lambda reads that name)
+        for workload in workloads(gnp):
+            runs += [(f"gnp plain {workload.name}", lambda wl=workload: wl.call(wl.build()), None),
+                     (f"gnp accelerated {workload.name}", workload.accelerated, None)]
     print(f"plain path: {OPS}-op chain on 4 x 1,024 float64, gnp backend {gnp.config.backend()}, {H.device_name()}")
     results = [H.measure(name, fn, repeat=args.repeat, warmup=args.warmup, check=check)
                for name, fn, check in runs]

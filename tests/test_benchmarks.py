@@ -161,3 +161,23 @@ def test_host_gap_says_it_needs_a_gpu() -> None:
     process = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_gap.py"), "heat"], env=env,
                              capture_output=True, text=True, timeout=120)
     assert process.returncode == 2 and "needs a GPU" in process.stderr, process.stdout + process.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("only", ["all", "breakdown"])
+def test_plain_path_benchmark_runs_every_row_on_the_cpu(only: str, tmp_path: pathlib.Path) -> None:
+    """``plain_path.py`` once per row: every row runs and its checks pass; ``--only breakdown`` has the five parts
+    of each workload's plain call."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    report_path = tmp_path / "report.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "plain_path.py"), "--only", only, "--repeat", "1",
+               "--warmup", "0", "--json", str(report_path)]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    results = json.loads(report_path.read_text())["results"]
+    assert all(r["error"] is None and r["ok"] is not False for r in results), [r for r in results if r["error"]]
+    names = [r["name"] for r in results]
+    if only == "breakdown":
+        assert len(names) == 6 * 5 and sum(n.endswith(": gnp.fetch of outputs built once") for n in names) == 6
+    else:
+        assert "gnp matrix build" in names and sum(n.startswith("gnp plain ") for n in names) == 6

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dask_gpunumeric as gnp
-from conftest import BACKEND, to_host
+from conftest import BACKEND, assert_eq, to_host
 
 _threads: list[str] = []
 
@@ -125,3 +125,96 @@ def test_fetch_of_several_arrays_computes_them_together(chunks):
         watched = gnp.fetch((outputs[2], outputs[3]))
     assert started and watched[0] == got[2]
     np.testing.assert_array_equal(watched[1], got[3])
+
+
+def test_a_one_dimensional_roll_without_an_axis_is_the_roll_along_it():
+    """``roll(x, s)`` of a 1-d array (advection's form) is the roll along axis 0, node for node: a 1-d array is its
+    own ravel, so no ravel and reshape are built around it; values as NumPy's through every entry point."""
+    from dask_gpunumeric.expr import Gather
+
+    host = np.arange(10.0)
+    for dtype in (np.float64, np.float32, np.float64):  # (a roll met before: its plan, a token head per dtype)
+        x = gnp.asarray(host.astype(dtype), chunks=4)
+        for shift in (1, -1, 13, 0):
+            rolled = gnp.roll(x, shift)
+            assert rolled.name == gnp.roll(x, shift, axis=0).name
+            if shift % 10:
+                assert rolled.name == Gather(*rolled.expr.operands)._name  # the constructor's node
+            assert_eq(rolled, np.roll(host.astype(dtype), shift))
+    grid = np.arange(12.0).reshape(3, 4)
+    assert_eq(gnp.roll(gnp.asarray(grid, chunks=2), 5), np.roll(grid, 5))  # (n-d: rolled as its ravel)
+
+
+def test_a_stencil_update_builds_the_node_its_constructor_builds():
+    """``v[1:-1, 1:-1] = w * (...)`` (a Jacobi sweep's update: its region plan met before) builds the ``SetItem``
+    node that the generic constructor builds, name and operands alike, without the constructor's steps; values
+    as NumPy's through every entry point."""
+    from dask_gpunumeric.expr.halo import SetItem
+
+    def sweep(u):
+        v = u.copy()
+        v[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+        return v
+
+    expected = np.random.default_rng(3).random((12, 10))
+    u = dask.persist(gnp.asarray(expected, chunks=(6, 5)))[0]
+    for _ in range(3):  # the first sweep plans the region; the later ones find its plan
+        u, expected = sweep(u), sweep(expected)
+        node = u.expr
+        generic = SetItem(*node.operands)
+        assert type(node) is SetItem and node.operands == generic.operands
+        assert (node._name, node.chunks, node.dtype, node.backend) == \
+            (generic._name, generic.chunks, generic.dtype, generic.backend)
+    assert_eq(u, expected)
+
+
+def test_dask_compute_of_several_outputs_looks_up_no_operand_by_name(monkeypatch):
+    """``dask.compute(a, b)`` of outputs of one tree (the suite's plain calls) reads the joint node of our outputs
+    by position: Dask's lookup of an operand by name (``Expr.__getattr__``, microseconds each) meets none of our
+    nodes on the way; results as ``gnp.fetch``'s."""
+    from dask._expr import Expr
+
+    from dask_gpunumeric.expr import ArrayExpr
+
+    host = np.random.default_rng(4).random((16, 8))
+    x = dask.persist(gnp.asarray(host))[0]
+
+    def outputs():
+        m = gnp.max(x, axis=1, keepdims=True)
+        e = gnp.exp(x - m)
+        return e / gnp.sum(e, axis=1, keepdims=True), (m + gnp.log(gnp.sum(e, axis=1, keepdims=True)))[:, 0]
+
+    expected = gnp.fetch(outputs())
+    dask.compute(*outputs())  # the graph compiled and cached
+    looked_up: list = []
+    by_name = Expr.__getattr__
+
+    def counted(self, key):
+        if isinstance(self, ArrayExpr):
+            looked_up.append((type(self).__name__, key))
+        return by_name(self, key)
+
+    monkeypatch.setattr(Expr, "__getattr__", counted)
+    got = dask.compute(*outputs())
+    assert looked_up == []
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(to_host(g), e)
+
+
+def test_a_repeated_slice_builds_the_node_its_constructor_builds():
+    """A slice met before on these chunks (stencil code repeats them) builds the ``Gather`` node that the generic
+    constructor builds, name and operands alike, on arrays of any dtype (one plan for the chunks, the text of its
+    operands written once per dtype); values as NumPy's through every entry point."""
+    from dask_gpunumeric.expr import Gather
+
+    host = np.arange(12 * 10).reshape(12, 10)
+    for dtype in (np.float64, np.float32, np.int16, bool, np.complex64, np.float64):
+        x = gnp.asarray(host.astype(dtype), chunks=(5, 4))
+        for index in ((slice(None, -2), slice(1, -1)), (slice(2, None), slice(1, -1)), (Ellipsis, 3), 5):
+            for _ in range(2):  # planned, then found
+                piece = x[index]
+                node = piece.expr
+                generic = Gather(*node.operands)
+                assert type(node) is Gather and node.operands == generic.operands
+                assert (node._name, node.chunks, node.dtype) == (generic._name, generic.chunks, generic.dtype)
+            assert_eq(piece, host.astype(dtype)[index])

@@ -89,10 +89,8 @@ def getitem(x: Array, index: Any) -> Array:
     if planned is not None:  # the plan of this index of these chunks, made before (stencil code repeats them)
         if planned is _WHOLE:
             return x
-        plan, drop, chunks = planned
-        keep_text(plan)
-        source = x.expr
-        return Array(Gather.made([plan, drop, source.dtype, source], chunks, source.dtype, source.backend))
+        plan, drop, chunks, heads = planned
+        return Array(Gather.of_plan(plan, drop, x.expr, chunks, heads))
     index = _normalize(index, x.ndim)
     _check_in_numpy_order(x.shape, index)
     _guards.check_scalar_index(x.shape, index, "reading", x.backend)
@@ -100,7 +98,7 @@ def getitem(x: Array, index: Any) -> Array:
         out = _basic_getitem(x, index)
         if known is not None:
             e = out.expr
-            _remember_slices(known, _WHOLE if out is x else (e.operand("plan"), e.operand("drop"), out.chunks))
+            _remember_slices(known, _WHOLE if out is x else (e.operand("plan"), e.operand("drop"), out.chunks, {}))
         return out
     x, index = _new_axes_as_slices(x, index)
     advanced = [ix for ix in index if _is_advanced(ix)]
@@ -111,7 +109,7 @@ def getitem(x: Array, index: Any) -> Array:
 
 # plans of basic indices (slices with int or None bounds, ints, one ``...``) by (chunks, index): valid, and the
 # same plan object each time (its token text is then the same work, and it is small)
-_SLICE_PLANS: dict[tuple, Any] = {}  # (plan, axes dropped, chunks of the result)
+_SLICE_PLANS: dict[tuple, Any] = {}  # (plan, axes dropped, chunks of the result, token heads by dtype)
 _SLICE_PLANS_SIZE = 256
 _WHOLE = object()  # the plan of slices that take every element: the array itself
 
@@ -312,9 +310,9 @@ def _take(x: Array, flat: np.ndarray, pos: int, index: tuple[Any, ...]) -> Array
 
 def setitem(x: Array, index: Any, value: Any) -> Array:
     """The Array after ``x[index] = value`` (a new expression; ``x`` itself is rebound by the caller)."""
-    from .elementwise import elementwise
-
     if isinstance(index, Array) and index.dtype == bool and index.shape == x.shape and _is_scalar_like(value):
+        from .elementwise import elementwise  # (here only: setitem runs on every stencil step)
+
         return elementwise("where", index, value, x, dtype=x.dtype)
     if isinstance(value, Array):
         whole = _update_as_elementwise(x, index, value)
@@ -342,7 +340,7 @@ def setitem(x: Array, index: Any, value: Any) -> Array:
             if len(_REGION_PLANS) >= _SLICE_PLANS_SIZE:
                 _REGION_PLANS.clear()
             _REGION_PLANS[known] = region_plan, region_chunks
-    if _is_scalar_like(value) and not isinstance(value, Array):
+    if not isinstance(value, Array) and _is_scalar_like(value):
         v: Any = np.asarray(value).astype(x.dtype)[()]
     elif isinstance(value, Array) and (value.dtype, value.backend, value.chunks) == (x.dtype, x.backend,
                                                                                       region_chunks) and \
@@ -362,7 +360,7 @@ def setitem(x: Array, index: Any, value: Any) -> Array:
         v = varr.rechunk(region_chunks).expr
     if any(not p or all(h is None for h in p) for p in region_plan):
         return x
-    return Array(SetItem(x.expr, v, region_plan))
+    return Array(SetItem.made([x.expr, v, region_plan], x.chunks, x.dtype, x.backend))
 
 
 # Updates ``x[box] = x[box] <op> view`` whose op has an exact identity: ``view`` padded with it (per value
@@ -385,21 +383,21 @@ def _update_as_elementwise(x: Array, index: tuple | slice, value: Array) -> Arra
     of an array, a shifted slice in stencils) as the elementwise ``x <op> pad(v)``, padded past the box with
     an identity of ``op`` that leaves ``x`` unchanged bit for bit: the shifted-slice form of the same stencil,
     which the optimizer plans as one. None where the update is not of that form."""
-    from .elementwise import elementwise
-    from .manipulation import rechunk_expr
-    from .padding import pad
-
     items = index if type(index) is tuple else (index,)
     if len(items) > x.ndim or not all(type(ix) is slice for ix in items):
         return None
     inner = value.expr  # the op, under the cast of ``x[box] <op>= v`` back to x's dtype if there is one
-    if isinstance(inner, Elemwise) and inner.operand("op") == "astype" and inner.dtype == x.dtype:
+    if isinstance(inner, Elemwise) and inner.operands[0] == "astype" and inner.dtype == x.dtype:
         inner = inner.args[0]
-    if not isinstance(inner, Elemwise) or inner.operand("op") not in _IDENTITIES or inner.operand("kwargs"):
+    if not isinstance(inner, Elemwise) or inner.operands[0] not in _IDENTITIES or inner.operands[2]:  # op, kwargs
         return None
-    op = inner.operand("op")
+    op = inner.operands[0]
     if len(inner.args) != 2 or not all(isinstance(v, Gather) for v in inner.args):
         return None
+    from .elementwise import elementwise  # (only for updates of that form: setitem runs on every stencil step)
+    from .manipulation import rechunk_expr
+    from .padding import pad
+
     a, b = inner.args
     if b.shape != a.shape or b.backend != x.backend:
         return None

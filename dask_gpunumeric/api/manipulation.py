@@ -13,7 +13,6 @@ from dask.array.core import common_blockdim
 
 from ..expr import plan as _plan
 from ..expr import ArrayExpr, BlockReshape, Broadcast, Chunks, Gather, Transpose
-from ..expr.tokens import keep_text
 from ..backend import to_numpy
 from .array import Array, ArrayLike
 from .creation import as_array, check_order, normalize_chunks, operator_index
@@ -374,9 +373,10 @@ def stack(arrays: Sequence[ArrayLike], axis: int = 0, out: Any = None, *, dtype:
     return concat([expand_dims(a, axis) for a in arrs], axis, out, dtype=dtype, casting=casting)
 
 
-# plans of ``_gather_axes`` by (chunks, segments), with the result's chunks: the same plan object each time
-# (its token text is then written once, ``keep_text``), as time-stepping code repeats its rolls and flips
-_GATHER_PLANS: dict[tuple, tuple[tuple, Chunks]] = {}
+# plans of ``_gather_axes`` by (chunks, segments), with the result's chunks and token texts by dtype: the same plan
+# object each time (its token text is then written once, ``Gather.of_plan``), as time-stepping code repeats its
+# rolls and flips
+_GATHER_PLANS: dict[tuple, tuple[tuple, Chunks, dict]] = {}
 _GATHER_PLANS_SIZE = 256
 
 
@@ -386,11 +386,8 @@ def _gather_axes(a: Array, segments: dict[int, tuple[list[_plan.Segment], tuple[
     key = (a.chunks, tuple((d, tuple(segs), out) for d, (segs, out) in sorted(segments.items())))
     known = _GATHER_PLANS.get(key)
     if known is not None:
-        plan, chunks = known
-        keep_text(plan)
-        made = Gather.with_metadata([plan, (), source.dtype, source], chunks, source.dtype, source.backend)
-        if made is not None:
-            return Array(made)
+        plan, chunks, heads = known
+        return Array(Gather.of_plan(plan, (), source, chunks, heads))
     plan = tuple(
         _plan.segments_plan([a.chunks[d]], segments[d][0], segments[d][1]) if d in segments
         else _plan.identity_plan(a.chunks[d])
@@ -399,7 +396,7 @@ def _gather_axes(a: Array, segments: dict[int, tuple[list[_plan.Segment], tuple[
     out = Gather(plan, (), a.dtype, source)
     if len(_GATHER_PLANS) >= _GATHER_PLANS_SIZE:
         _GATHER_PLANS.clear()
-    _GATHER_PLANS[key] = plan, out.chunks
+    _GATHER_PLANS[key] = plan, out.chunks, {}
     return Array(out)
 
 
@@ -416,7 +413,9 @@ def roll(a: ArrayLike, shift: Any, axis: Any = None) -> Array:
     """Elements shifted cyclically by ``shift`` along ``axis`` (flattened when ``axis`` is None)."""
     a = as_array(a)
     if axis is None:
-        return reshape(roll(ravel(a), shift, axis=0), a.shape)
+        if a.ndim != 1:  # (a 1-d array is its own ravel)
+            return reshape(roll(ravel(a), shift, axis=0), a.shape)
+        axis = 0
     shifts = (shift,) if isinstance(shift, (int, np.integer)) else tuple(shift)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     if len(shifts) == 1:

@@ -515,6 +515,11 @@ class JointOutput(ArrayExpr):
     _parameters = ["joint", "k"]
     _like = "_root"
 
+    @property
+    def joint(self) -> Materialized:
+        """The joint node (an operand by position: Dask's lookup by name costs microseconds on every compute)."""
+        return self.operands[0]
+
     @cached
     def _root(self) -> ArrayExpr:
         joint, k = self.operands

@@ -9,9 +9,9 @@ from typing import Any
 from dask._task_spec import GraphNode, List, Task
 
 from ..kernels import blocks as _blocks
-from .base import ArrayExpr, Chunks, Index
+from .base import ArrayExpr, Chunks, Index, operand_texts
 from .data import Creation
-from .tokens import cached
+from .tokens import cached, keep_text
 
 
 class Transpose(ArrayExpr):
@@ -95,6 +95,20 @@ class Gather(ArrayExpr):
     _parameters = ["plan", "drop", "dtype"]
 
     sources = ArrayExpr.args
+
+    @classmethod
+    def of_plan(cls, plan: tuple, drop: tuple, source: ArrayExpr, chunks: Chunks, heads: dict) -> Gather:
+        """``Gather(plan, drop, source.dtype, source)`` for a plan met before (indexing and rolls repeat theirs in
+        stencil and time-stepping code), whose result has ``chunks``: made by ``with_metadata``, the token text of
+        (plan, drop, dtype) kept in ``heads`` per dtype, written once."""
+        dtype = source.dtype
+        head = heads.get(dtype)
+        if head is None:
+            keep_text(plan)
+            text = operand_texts((plan, drop, dtype)) if dtype.names is None else None
+            head = heads[dtype] = (0, "") if text is None else (3, text)
+        made = cls.with_metadata([plan, drop, dtype, source], chunks, dtype, source.backend, head)
+        return cls(plan, drop, dtype, source) if made is None else made
 
     @cached
     def _funcname(self) -> str:
