@@ -48,15 +48,14 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
             dests[slot] = dest
     bufs = [dests[s] if s in dests else pool.take(*kind) for s, kind in enumerate(plan.buffers)]
     instrs, dtypes = program.instrs, known.dtypes
-    values: list[Any] = [None] * plan.size
+    values: list[Any] = [None] * len(instrs)
+    if plan.typed:
+        values += _typed_scalars(plan, scalars)
     for i, k in plan.loads:
         values[i] = inputs[k]
     for i, slot in plan.scalars:
         values[i] = scalars[slot]
     with np.errstate(all="ignore"):
-        for n, i, dt in plan.typed:
-            value = values[i]
-            values[n] = np.array(value, dt) if type(value) is float else value
         for kind, i, call, x, y, out in plan.steps:
             try:
                 if kind == _BINARY:
@@ -212,9 +211,9 @@ class _Plan(NamedTuple):
     loads and scalars (value, input or slot); the steps in order, each ``(kind, value, function, operand,
     operand, buffer)`` (an ``_NARY`` op's operands all in the first); the buffers given back to the pool
     after a run (those no output is, or may be a view of); the buffer of each output op (its own, so that a
-    given array may stand in for it) and each value's shape; the Python-float scalars that ops read as arrays of
-    their loop's dtype (``_float_loop``), each ``(value, scalar, dtype)``, values numbered after the program's,
-    and the number of values in all."""
+    given array may stand in for it) and each value's shape; the scalars that ops read as arrays of their loop's
+    dtype where they are Python floats (``_float_loop``), each ``(slot, dtype)``, values numbered in order
+    after the program's, and the last run's scalars and those arrays (``_typed_scalars``)."""
 
     buffers: tuple[tuple[tuple[int, ...], np.dtype], ...]
     loads: tuple[tuple[int, int], ...]
@@ -223,8 +222,8 @@ class _Plan(NamedTuple):
     returned: tuple[int, ...]
     dests: dict[int, int]
     shapes: tuple[tuple[int, ...], ...]
-    typed: tuple[tuple[int, int, np.dtype], ...]
-    size: int
+    typed: tuple[tuple[int, np.dtype], ...]
+    memo: list
 
 
 def _plan(known: _Known, shape: tuple[int, ...], input_shapes: tuple[tuple[int, ...], ...], buffered: bool) -> _Plan:
@@ -303,7 +302,7 @@ def _plan(known: _Known, shape: tuple[int, ...], input_shapes: tuple[tuple[int, 
     for i, call, args, s in steps:
         loop = _float_loop(program.instrs, known.dtypes, i, call)
         if loop is not None:
-            args = tuple(typed.setdefault((j, loop), len(program.instrs) + len(typed))
+            args = tuple(typed.setdefault((program.instrs[j].slot, loop), len(program.instrs) + len(typed))
                          if program.instrs[j].tag == "scalar" else j for j in args)
         if call is None:
             runs.append((_VALUE, i, None, -1, -1, -1))
@@ -316,7 +315,26 @@ def _plan(known: _Known, shape: tuple[int, ...], input_shapes: tuple[tuple[int, 
         runs += [(_DROP, j, None, -1, -1, -1) for j in dead.get(i, ())]
     return _Plan(tuple(buffers), tuple(loads), tuple(scalars), tuple(runs),
                  tuple(s for s in range(len(buffers)) if s not in kept), dests, tuple(shapes),
-                 tuple((n, j, dt) for (j, dt), n in typed.items()), len(program.instrs) + len(typed))
+                 tuple(typed), [((), [])])
+
+
+def _typed_scalars(plan: _Plan, scalars: Sequence[Any]) -> list[Any]:
+    """The values of ``plan.typed`` for these scalars: a Python float as a read-only 0-d array of its dtype,
+    anything else as it is; kept with the tuple of scalars they were made of (a graph run again passes the
+    same)."""
+    last, typed = plan.memo[0]
+    if last is scalars and type(scalars) is tuple:
+        return typed
+    typed = []
+    with np.errstate(all="ignore"):  # as the ufunc would convert it: an overflow is inf
+        for slot, dt in plan.typed:
+            value = scalars[slot]
+            if type(value) is float:
+                value = np.array(value, dt)
+                value.flags.writeable = False
+            typed.append(value)
+    plan.memo[0] = (scalars, typed)
+    return typed
 
 
 def _float_loop(instrs: tuple, dtypes: tuple, i: int, call: Any) -> np.dtype | None:
