@@ -3,8 +3,9 @@ kernels, and what a ``Fused`` or ``Stencil`` task runs without a GPU.
 
 A program runs from a plan (``_Plan``) worked out once per program object and block shapes: every op's ufunc
 writes into a buffer assigned ahead (in place where an operand dies there, as NumPy code with augmented
-assignments would), the buffers taken from the thread's pool (``buffer_pool``) once per run. Long elementwise
-programs on large blocks run piece by piece (``_run_chunked``), so that their temporaries stay in cache.
+assignments would), the buffers taken from the thread's pool (``buffer_pool``) once per run, Python-float
+scalars passed as 0-d arrays of the op's dtype (``_float_loop``). Long elementwise programs on large blocks run
+piece by piece (``_run_chunked``), so that their temporaries stay in cache.
 """
 from __future__ import annotations
 
