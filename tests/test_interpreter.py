@@ -7,6 +7,7 @@ from typing import Any
 
 import dask
 import numpy as np
+import pytest
 from conftest import BACKEND, assert_eq
 
 import dask_gpunumeric as gnp
@@ -158,3 +159,33 @@ def test_stencil_sweeps_with_array_coefficients_give_numpy_bits() -> None:
         a = gnp.from_array(x, chunks=chunks)
         assert_eq(_scaled_laplacian(gnp, a), expected, **EXACT)
         assert_eq(gnp.accelerate(lambda y: _scaled_laplacian(gnp, y))(a), expected, **EXACT)
+
+
+def _with_scalar(xp: Any, x: Any, s: float) -> tuple[Any, ...]:
+    """Ops of an array and a Python float on either side, and a chain of them long enough to run in pieces."""
+    chain = x
+    for _ in range(3):
+        chain = (chain * s + 1.5) / s - s * chain
+    return (x * s, s - x, x / s, s / x, xp.maximum(x, s), xp.minimum(s, x), x**s, xp.arctan2(s, x), x > s,
+            xp.copysign(x, s), chain)
+
+
+@pytest.mark.skipif(BACKEND != "numpy", reason="the NumPy interpreter's own reading of scalars")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_python_float_scalars_give_numpy_bits(dtype: type) -> None:
+    """Python floats that round, overflow or underflow in the arrays' dtype, signed zeros, infinities and NaN,
+    on blocks the interpreter runs whole and in pieces (a length no multiple of them); signs of zeros and
+    NaNs compared too."""
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal(4 * 2**16 + 37) * 50).astype(dtype)
+    x[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, np.finfo(dtype).tiny / 4]
+    with np.errstate(all="ignore"):
+        for s in (1 / 3, 0.1, -0.0, 0.0, 1e-40, 3.5e38, 1e300, -np.inf, np.nan, 2.0**-24):
+            for n in (1000, x.size) if s in (1 / 3, -0.0) else (1000,):
+                expected = _with_scalar(np, x[:n], s)
+                a = gnp.from_array(x[:n], chunks=n if n > 1000 else 500)
+                accelerated = gnp.accelerate(lambda y: _with_scalar(gnp, y, s))
+                for got in (dask.compute(*_with_scalar(gnp, a, s)), gnp.fetch(accelerated(a))):
+                    for actual, want in zip(got, expected):
+                        assert actual.dtype == want.dtype, (s, n, actual.dtype, want.dtype)
+                        np.testing.assert_array_equal(actual.view(np.uint8), want.view(np.uint8), err_msg=f"{s} {n}")

@@ -3,8 +3,9 @@ kernels, and what a ``Fused`` or ``Stencil`` task runs without a GPU.
 
 A program runs from a plan (``_Plan``) worked out once per program object and block shapes: every op's ufunc
 writes into a buffer assigned ahead (in place where an operand dies there, as NumPy code with augmented
-assignments would), the buffers taken from the thread's pool (``buffer_pool``) once per run. Long elementwise
-programs on large blocks run piece by piece (``_run_chunked``), so that their temporaries stay in cache.
+assignments would), the buffers taken from the thread's pool (``buffer_pool``) once per run, Python-float
+scalars passed as 0-d arrays of the op's dtype (``_float_loop``). Long elementwise programs on large blocks run
+piece by piece (``_run_chunked``), so that their temporaries stay in cache.
 """
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
     bufs = [dests[s] if s in dests else pool.take(*kind) for s, kind in enumerate(plan.buffers)]
     instrs, dtypes = program.instrs, known.dtypes
     values: list[Any] = [None] * len(instrs)
+    if plan.typed:
+        values += _typed_scalars(plan, scalars)
     for i, k in plan.loads:
         values[i] = inputs[k]
     for i, slot in plan.scalars:
@@ -209,7 +212,9 @@ class _Plan(NamedTuple):
     loads and scalars (value, input or slot); the steps in order, each ``(kind, value, function, operand,
     operand, buffer)`` (an ``_NARY`` op's operands all in the first); the buffers given back to the pool
     after a run (those no output is, or may be a view of); the buffer of each output op (its own, so that a
-    given array may stand in for it) and each value's shape."""
+    given array may stand in for it) and each value's shape; the scalars that ops read as arrays of their loop's
+    dtype where they are Python floats (``_float_loop``), each ``(slot, dtype)``, values numbered in order
+    after the program's, and the last run's scalars and those arrays (``_typed_scalars``)."""
 
     buffers: tuple[tuple[tuple[int, ...], np.dtype], ...]
     loads: tuple[tuple[int, int], ...]
@@ -218,6 +223,8 @@ class _Plan(NamedTuple):
     returned: tuple[int, ...]
     dests: dict[int, int]
     shapes: tuple[tuple[int, ...], ...]
+    typed: tuple[tuple[int, np.dtype], ...]
+    memo: list
 
 
 def _plan(known: _Known, shape: tuple[int, ...], input_shapes: tuple[tuple[int, ...], ...], buffered: bool) -> _Plan:
@@ -292,7 +299,12 @@ def _plan(known: _Known, shape: tuple[int, ...], input_shapes: tuple[tuple[int, 
             dead.setdefault(i, []).append(j)
     kept = frozenset().union(*(uses[j] for j in outputs))
     runs = []
+    typed: dict[tuple[int, np.dtype], int] = {}
     for i, call, args, s in steps:
+        loop = _float_loop(program.instrs, known.dtypes, i, call)
+        if loop is not None:
+            args = tuple(typed.setdefault((program.instrs[j].slot, loop), len(program.instrs) + len(typed))
+                         if program.instrs[j].tag == "scalar" else j for j in args)
         if call is None:
             runs.append((_VALUE, i, None, -1, -1, -1))
         elif len(args) == 1:
@@ -303,7 +315,45 @@ def _plan(known: _Known, shape: tuple[int, ...], input_shapes: tuple[tuple[int, 
             runs.append((_NARY, i, call, args, -1, s))
         runs += [(_DROP, j, None, -1, -1, -1) for j in dead.get(i, ())]
     return _Plan(tuple(buffers), tuple(loads), tuple(scalars), tuple(runs),
-                 tuple(s for s in range(len(buffers)) if s not in kept), dests, tuple(shapes))
+                 tuple(s for s in range(len(buffers)) if s not in kept), dests, tuple(shapes),
+                 tuple(typed), [((), [])])
+
+
+def _typed_scalars(plan: _Plan, scalars: Sequence[Any]) -> list[Any]:
+    """The values of ``plan.typed`` for these scalars: a Python float as a read-only 0-d array of its dtype,
+    anything else as it is; kept with the tuple of scalars they were made of (a graph run again passes the
+    same)."""
+    last, typed = plan.memo[0]
+    if last is scalars and type(scalars) is tuple:
+        return typed
+    typed = []
+    with np.errstate(all="ignore"):  # as the ufunc would convert it: an overflow is inf
+        for slot, dt in plan.typed:
+            value = scalars[slot]
+            if type(value) is float:
+                value = np.array(value, dt)
+                value.flags.writeable = False
+            typed.append(value)
+    plan.memo[0] = (scalars, typed)
+    return typed
+
+
+def _float_loop(instrs: tuple, dtypes: tuple, i: int, call: Any) -> np.dtype | None:
+    """The float dtype in which ufunc ``call`` of op ``i`` reads its scalars where they are Python floats: that
+    of its array operands, all of it, when the ufunc has a loop of that dtype alone (NumPy's weak Python
+    scalars then take it: passed as 0-d arrays of it, the loop and the values are the same, and the ufunc
+    skips converting them on each call); None for any other op."""
+    if not isinstance(call, np.ufunc):
+        return None
+    args = instrs[i].args
+    arrays = [dtypes[j] for j in args if instrs[j].tag != "scalar"]
+    if not arrays or len(arrays) == len(args) or len(set(arrays)) != 1:
+        return None
+    dt = arrays[0]
+    if dt.char not in "efd" or np.dtype(instrs[i].compute) != dt:
+        return None
+    signature = dt.char * len(args) + "->"
+    return dt if any(t.startswith(signature) for t in call.types) else None
 
 
 def _buffered_ufunc(ins: tuple) -> Any:
