@@ -595,5 +595,9 @@ def test_fetch_pushes_small_results_and_gathers_others(one_worker):
                 got = call(2.5)
             np.testing.assert_allclose(got, expected(2.5), rtol=1e-12)
             assert [op for op in sent if op.startswith("request ")] == ["request gather"] * gathers, sent
-        with pytest.raises(np.linalg.LinAlgError):
-            gnp.fetch(gnp.linalg.inv(gnp.zeros((3, 3))))
+        with pytest.raises(ValueError, match="a block refused"):
+            gnp.fetch(gnp.map_blocks(_refuse, x))
+
+
+def _refuse(block):
+    raise ValueError("a block refused")
