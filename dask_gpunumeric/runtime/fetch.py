@@ -36,7 +36,7 @@ def fetch(x: Any) -> Any:
         return _host(x.compute())
     from .pushed import fetch_pushed
 
-    return _host(fetch_pushed(client, x.expr.finalize_compute()))
+    return _host(fetch_pushed(client, x.expr.finalize_compute(), host=True))
 
 
 def _is_array(x: Any) -> bool:
@@ -98,13 +98,17 @@ def compute_now(x: Any) -> Any:
 
 
 def _compute_on_cluster(x: Any) -> Any:
-    """``x.compute()`` of an array of several blocks on a synchronous distributed client: its blocks computed
-    and gathered in one call (``Client.get``) and joined here, with no task joining them on a worker first (a
-    task that waits for every block is one more scheduler-to-worker cycle); None otherwise (one block, another
-    scheduler)."""
-    client = None if x.npartitions == 1 else _synchronous_client(x)
+    """``x.compute()`` on a synchronous distributed client: one block pushed to this client when it is small
+    (``pushed``), several computed and gathered in one call (``Client.get``) and joined here, with no task
+    joining them on a worker first (a task that waits for every block is one more scheduler-to-worker cycle);
+    None on another scheduler."""
+    client = _synchronous_client(x)
     if client is None:
         return None
+    if x.npartitions == 1:
+        from .pushed import fetch_pushed
+
+        return concatenate_grid([fetch_pushed(client, x.expr.finalize_compute(), host=False)], x.numblocks)
     blocks = client.get(x.expr.optimize(), flat_keys(x.expr))  # (lowered: placed on the cluster's workers)
     return concatenate_grid(blocks, x.numblocks)
 

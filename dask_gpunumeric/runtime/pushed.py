@@ -1,7 +1,7 @@
 """Small results pushed to the client that fetches them, in the messages that say their tasks are done.
 
-``gnp.fetch`` of a small result on a cluster would wait for the scheduler's word that its task finished, then
-ask the scheduler to gather it, which asks the worker: a second round trip. Here the fetched key's task carries
+``gnp.fetch`` (or ``compute()``) of a small result on a cluster would wait for the scheduler's word that its task
+finished, then ask the scheduler to gather it, which asks the worker: a second round trip. Here the fetched key's task carries
 an annotation naming the client; when it finishes, a worker plugin sends the value (on the host, pickled) in
 the worker's stream to the scheduler, in the batch that reports the task done, and a scheduler plugin
 forwards it in the client's stream, beside the report that the key is in memory. The client gathers (as
@@ -25,13 +25,14 @@ PUSHED_BYTES = 2**16  # results up to this size on the host are pushed (through 
 
 
 class PushTo:
-    """The annotation of a fetch's tasks: the client's id on the fetched key (None on the others)."""
+    """The annotation of a fetch's tasks: on the fetched key, the client's id and whether the value goes to the
+    host (``gnp.fetch``) or stays of its backend (``compute()``); None on the others."""
 
-    def __init__(self, client: str, key: Any) -> None:
-        self.client, self.key = client, key
+    def __init__(self, client: str, key: Any, host: bool) -> None:
+        self.client, self.key, self.host = client, key, host
 
-    def __call__(self, key: Any) -> str | None:
-        return self.client if key == self.key else None
+    def __call__(self, key: Any) -> tuple[str, bool] | None:
+        return (self.client, self.host) if key == self.key else None
 
 
 class PushingWorker(WorkerPlugin):
@@ -47,13 +48,14 @@ class PushingWorker(WorkerPlugin):
         if finish != "memory" or start != "executing":
             return
         ts = self.worker.state.tasks.get(key)
-        client = None if ts is None or not ts.annotations else ts.annotations.get(ANNOTATION)
-        if client is None:
+        wanted = None if ts is None or not ts.annotations else ts.annotations.get(ANNOTATION)
+        if wanted is None:
             return
-        value = self.worker.data[key]
+        (client, host), value = wanted, self.worker.data[key]
         if getattr(value, "nbytes", 0) > PUSHED_BYTES:
             return
-        self.worker.batched_stream.send({"op": OP, "client": client, "value": dumps((key, to_numpy(value)))})
+        self.worker.batched_stream.send({"op": OP, "client": client,
+                                         "value": dumps((key, to_numpy(value) if host else value))})
 
 
 class Forwarding(SchedulerPlugin):
@@ -103,9 +105,9 @@ def _arrivals_of(client: Any) -> _Arrivals:
     return found
 
 
-def fetch_pushed(client: Any, expr: ArrayExpr) -> Any:
-    """The value of a one-block expression computed on ``client``'s cluster, on the host: pushed by its task
-    when it is small, else gathered."""
+def fetch_pushed(client: Any, expr: ArrayExpr, host: bool) -> Any:
+    """The value of a one-block expression computed on ``client``'s cluster, on the host (``host``) or of its
+    backend: pushed by its task when it is small, else gathered."""
     import dask
 
     (key,) = flat_keys(expr)
@@ -115,11 +117,13 @@ def fetch_pushed(client: Any, expr: ArrayExpr) -> Any:
         arrivals.waiting[key] = slot
     future = None
     try:
-        with dask.annotate(**{ANNOTATION: PushTo(client.id, key)}):
+        with dask.annotate(**{ANNOTATION: PushTo(client.id, key, host)}):
             (future,) = client.get(expr.optimize(), [key], sync=False)
         future.add_done_callback(lambda _: slot[0].set())
         slot[0].wait()
-        return slot[1][0] if slot[1] is not None else to_numpy(future.result())
+        if slot[1] is not None:
+            return slot[1][0]
+        return to_numpy(future.result()) if host else future.result()
     finally:
         with arrivals.lock:
             if arrivals.waiting.get(key) is slot:
