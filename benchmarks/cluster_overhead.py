@@ -2,7 +2,7 @@
 Dask's own round trip measured in the same run.
 
     python benchmarks/cluster_overhead.py [--workers K] [--repeat 7] [--warmup 2] [--scale S] [--rounds R]
-                                          [--cpu-calls N] [--only W,...] [--json PATH]
+                                          [--cpu-calls N] [--cupy-pool] [--only W,...] [--json PATH]
 
 For each workload of ``weak_scaling.WORKLOADS`` (the suite's benchmarks with a size per worker; the
 small-array latency benchmark has none), its "gnp" system (``weak_scaling(k, scale)``, K workers' worth of
@@ -173,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-calls", type=int, default=0,
                         help="also measure the CPU time per call over this many calls (cluster: this process and "
                              "the workers; a loaded machine stretches wall times, not CPU times); default 0: not")
+    parser.add_argument("--cupy-pool", action="store_true",
+                        help="GPU workers allocate from CuPy's own pool, not RMM's asynchronous pool (gnp.cluster's "
+                             "default): what the allocator costs a call")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     names = tuple(args.only.split(",")) if args.only else W.WORKLOADS
@@ -193,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     floors: list[tuple[float, float, float]] = []
     cpu: dict[str, dict[str, list[float]]] = {"cluster": {}, "local": {}, "rt": {}}
     for _ in range(args.rounds):  # each round: the cluster first (it starts before this process uses a GPU)
-        with dask.config.set(SAME_MALLOC), gnp.cluster(n_workers=k, dashboard_address=":0") as client:
+        allocator = {"rmm_async": False} if args.cupy_pool and not cpu_only else {}
+        with dask.config.set(SAME_MALLOC), gnp.cluster(n_workers=k, dashboard_address=":0", **allocator) as client:
             client.wait_for_workers(k)
             floors.append(dask_floor_ms(client))
             sync_s = W.idle_sync_seconds(client)
@@ -246,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
           f"client.run {run_ms:.2f} ms, target <= {target:g} rt; fastest rt {fastest_rt_ms:.2f} ms")
     print(H.format_table(["workload", "local ms", "cluster ms", "(cluster - local) / rt", "", "of the fastest runs"],
                          lines, align="lrrrlr"))
-    params = {"workers": k, "scale": args.scale, "repeat": args.repeat, "warmup": args.warmup,
+    params = {"workers": k, "scale": args.scale, "cupy_pool": args.cupy_pool, "repeat": args.repeat,
+              "warmup": args.warmup,
               "rounds": args.rounds, "rt_ms": round(rt_ms, 3), "client_run_ms": round(run_ms, 3),
               "fastest_rt_ms": round(fastest_rt_ms, 3),
               "target_rt": target}

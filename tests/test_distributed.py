@@ -310,18 +310,18 @@ def _calls(xn: np.ndarray):
         return gnp.fori_loop(4, lambda i, u: 0.5 * (u + gnp.roll(u, 1, axis=0)), a)
 
     yield "compute", lambda: (gnp.exp(x) + 1).compute(), 1, 1, 0
-    yield "compute of one block", lambda: (gnp.exp(one) + 1).compute(), 1, 1, 0
-    yield "compute of a reduction", lambda: gnp.sum(gnp.exp(x) + 1).compute(), 1, None, 0
-    yield "compute of a reduction of one block", lambda: gnp.sum(gnp.exp(one) + 1).compute(), 1, 1, 0
+    yield "compute of one block", lambda: (gnp.exp(one) + 1).compute(), 0, 1, 0
+    yield "compute of a reduction", lambda: gnp.sum(gnp.exp(x) + 1).compute(), 0, None, 0
+    yield "compute of a reduction of one block", lambda: gnp.sum(gnp.exp(one) + 1).compute(), 0, 1, 0
     yield "persist", lambda: distributed.wait((x * 2).persist()), 0, 1, 0
-    yield "gnp.fetch", lambda: gnp.fetch(gnp.sum(x, axis=0)), 1, None, 0
+    yield "gnp.fetch", lambda: gnp.fetch(gnp.sum(x, axis=0)), 0, None, 0
     yield "np.asarray", lambda: np.asarray(x * 3), 1, 1, 0
     yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1, None, 1
     yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, 2, 1
     yield "fori_loop", lambda: smooth(x).compute(), 1, None, 1
-    yield "fori_loop of one block", lambda: smooth(one).compute(), 1, 1, 1
+    yield "fori_loop of one block", lambda: smooth(one).compute(), 0, 1, 1
     yield "while_loop", lambda: gnp.fetch(gnp.sum(gnp.while_loop(lambda s: gnp.sum(s) < 1e4, lambda s: s * 2, x))), \
-        1, None, 1
+        0, None, 1
 
 
 def _count_round_trips(client, calls) -> None:
@@ -362,7 +362,8 @@ def test_one_round_trip_per_call(client):
     finished in its kernel, a region of one rank computing its one output block itself. A region of several
     ranks is two: its ranks' tasks, then each output block's task taking it from its rank's worker once every
     rank is done. Over several blocks a compute (``.compute()``, ``np.asarray``) is one level too: the client
-    gathers the blocks and joins them itself. (A reduction over several blocks combines its partials in a
+    gathers the blocks and joins them itself. A small result of one block (``gnp.fetch``, ``.compute()``) asks for no reply
+    at all: its value comes pushed, beside the word that its task is done. (A reduction over several blocks combines its partials in a
     task, a level more: those levels are printed.)"""
     _count_round_trips(client, _calls(data(41, (80, 6))))
 
@@ -436,16 +437,16 @@ def _workload_calls(seed: int):
     def salt() -> gnp.Array:
         return gnp.asarray(np.float32(1e-30 * next(calls)))
 
-    yield "compute", lambda: (gnp.exp(u0) + 1).compute(), 1, 1, 0
+    yield "compute", lambda: (gnp.exp(u0) + 1).compute(), 0, 1, 0
     yield "persist", lambda: distributed.wait((u0 * next(calls)).persist()), 0, 1, 1
-    yield "gnp.fetch of a reduction", lambda: gnp.fetch(gnp.sum(u0 * next(calls))), 1, 1, 1
-    yield "np.asarray", lambda: np.asarray(v0 * next(calls)), 1, 1, 1
-    yield "accelerated Monte-Carlo", lambda: gnp.fetch(monte_carlo(gnp.asarray(np.float32(2 + 1e-5 * next(calls))))), 1, 1, 1
+    yield "gnp.fetch of a reduction", lambda: gnp.fetch(gnp.sum(u0 * next(calls))), 0, 1, 1
+    yield "np.asarray", lambda: np.asarray(v0 * next(calls)), 0, 1, 1
+    yield "accelerated Monte-Carlo", lambda: gnp.fetch(monte_carlo(gnp.asarray(np.float32(2 + 1e-5 * next(calls))))), 0, 1, 1
     yield "accelerated Black-Scholes, persisted", lambda: distributed.wait(dask.persist(
         *black_scholes(S, K, T, gnp.asarray(np.float32(0.02 + 1e-6 * next(calls)))))), 0, 1, 1
     yield "accelerated heat (fori_loop), persisted", lambda: distributed.wait(heat(u0 * next(calls)).persist()), 0, 1, 1
-    yield "accelerated Gray-Scott (fori_loop)", lambda: gnp.fetch(gray_scott(salt(), u0, v0)), 1, 1, 1
-    yield "accelerated CG (while_loop, reductions)", lambda: gnp.fetch(conjugate_gradients(salt(), u0)), 1, 1, 1
+    yield "accelerated Gray-Scott (fori_loop)", lambda: gnp.fetch(gray_scott(salt(), u0, v0)), 0, 1, 1
+    yield "accelerated CG (while_loop, reductions)", lambda: gnp.fetch(conjugate_gradients(salt(), u0)), 0, 1, 1
     yield "matmul, persisted", lambda: distributed.wait(((a * np.float32(1 + 1e-5 * next(calls))) @ b).persist()), 0, 1, 1
 
 
@@ -453,7 +454,8 @@ def test_one_level_per_call_on_one_worker(one_worker):
     """On a one-worker cluster (one GPU's) every kind of call, the suite's workloads among them, is one graph,
     one level of tasks (one scheduler-to-worker cycle: small host arguments made inside the tasks reading
     them, a region's outputs each a task with the same inputs, chains and trees of tasks folded into one),
-    and at most the one reply that gathers its result: one round trip."""
+    and no reply asked for: its small result of one block comes pushed with the word that its task is done
+    (persisted results stay on the worker): one round trip."""
     with one_worker.as_current():
         calls = list(_workload_calls(43))
     _count_round_trips(one_worker, calls)
@@ -573,3 +575,30 @@ def test_repeated_call_names_its_plan(one_worker):
     assert long_first > 4 * long_repeated  # the plan was the bulk of the first call
     assert long_repeated <= short_repeated + 256 and long_task <= short_task + 256  # names, not programs
     assert long_repeated <= 2048 and long_task <= 1024
+
+
+def test_fetch_pushes_small_results_and_gathers_others(one_worker):
+    """``gnp.fetch`` and ``compute()`` on a cluster: a small result comes with the word that its task is done
+    (no gather asked for); a large one, a result already in memory and an error take the usual way (gathered,
+    raised). (Each call is of a new expression: a key released by the call before may still be in memory.)"""
+    small, large = data(46, (40,)), data(47, (300, 300))  # 720,000 bytes: over what is pushed
+    with one_worker.as_current(), dask.config.set(scheduler="dask.distributed"), gnp.allowfetch():
+        x, y = gnp.asarray(small).persist(), gnp.asarray(large, chunks=large.shape).persist()
+        distributed.wait([x, y])
+        calls = ((lambda r: gnp.fetch(gnp.sum(gnp.exp(x) * r)), lambda r: np.sum(np.exp(small) * r), 0),
+                 (lambda r: gnp.fetch(gnp.exp(x) * r), lambda r: np.exp(small) * r, 0),
+                 (lambda r: to_host((gnp.exp(x) * r).compute()), lambda r: np.exp(small) * r, 0),  # its backend's
+                 (lambda r: gnp.fetch(y + r), lambda r: large + r, 1),
+                 (lambda r: gnp.fetch(x), lambda r: small, 1))  # in memory already: no task runs
+        for call, expected, gathers in calls:
+            call(1.5)
+            with _Requests(one_worker) as sent:
+                got = call(2.5)
+            np.testing.assert_allclose(got, expected(2.5), rtol=1e-12)
+            assert [op for op in sent if op.startswith("request ")] == ["request gather"] * gathers, sent
+        with pytest.raises(ValueError, match="a block refused"):
+            gnp.fetch(gnp.map_blocks(_refuse, x))
+
+
+def _refuse(block):
+    raise ValueError("a block refused")

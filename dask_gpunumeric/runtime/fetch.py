@@ -29,7 +29,14 @@ def fetch(x: Any) -> Any:
     if not _is_array(x):
         return x
     check_result_fits([x.expr], to_host=True, call="gnp.fetch")
-    return _host(_compute_local(x) if _local_scheduler(x) else x.compute())
+    if _local_scheduler(x):
+        return _host(_compute_local(x))
+    client = _synchronous_client(x) if x.npartitions == 1 else None
+    if client is None:
+        return _host(x.compute())
+    from .pushed import fetch_pushed
+
+    return _host(fetch_pushed(client, x.expr.finalize_compute(), host=True))
 
 
 def _is_array(x: Any) -> bool:
@@ -91,19 +98,29 @@ def compute_now(x: Any) -> Any:
 
 
 def _compute_on_cluster(x: Any) -> Any:
-    """``x.compute()`` of an array of several blocks on a synchronous distributed client: its blocks computed
-    and gathered in one call (``Client.get``) and joined here, with no task joining them on a worker first (a
-    task that waits for every block is one more scheduler-to-worker cycle); None otherwise (one block, another
-    scheduler)."""
-    if x.npartitions == 1 or "distributed" not in sys.modules:
+    """``x.compute()`` on a synchronous distributed client: one block pushed to this client when it is small
+    (``pushed``), several computed and gathered in one call (``Client.get``) and joined here, with no task
+    joining them on a worker first (a task that waits for every block is one more scheduler-to-worker cycle);
+    None on another scheduler."""
+    client = _synchronous_client(x)
+    if client is None:
+        return None
+    if x.npartitions == 1:
+        from .pushed import fetch_pushed
+
+        return concatenate_grid([fetch_pushed(client, x.expr.finalize_compute(), host=False)], x.numblocks)
+    blocks = client.get(x.expr.optimize(), flat_keys(x.expr))  # (lowered: placed on the cluster's workers)
+    return concatenate_grid(blocks, x.numblocks)
+
+
+def _synchronous_client(x: Any) -> Any:
+    """The synchronous distributed client ``x`` computes on, or None (another scheduler)."""
+    if "distributed" not in sys.modules:
         return None
     import distributed
 
     client = getattr(dask.base.get_scheduler(collections=[x]), "__self__", None)
-    if not isinstance(client, distributed.Client) or client.asynchronous:
-        return None
-    blocks = client.get(x.expr.optimize(), flat_keys(x.expr))  # (lowered: placed on the cluster's workers)
-    return concatenate_grid(blocks, x.numblocks)
+    return client if isinstance(client, distributed.Client) and not client.asynchronous else None
 
 
 def persist_now(x: Any) -> dict | None:

@@ -1,0 +1,132 @@
+"""Small results pushed to the client that fetches them, in the messages that say their tasks are done.
+
+``gnp.fetch`` (or ``compute()``) of a small result on a cluster would wait for the scheduler's word that its task
+finished, then ask the scheduler to gather it, which asks the worker: a second round trip. Here the fetched key's task carries
+an annotation naming the client; when it finishes, a worker plugin sends the value (on the host, pickled) in
+the worker's stream to the scheduler, in the batch that reports the task done, and a scheduler plugin
+forwards it in the client's stream, beside the report that the key is in memory. The client gathers (as
+before) only what was not pushed: a larger result, a key that was in memory already, an error.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from distributed import WorkerPlugin
+from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.protocol.pickle import dumps, loads
+
+from ..backend import to_numpy
+from ..expr import ArrayExpr, flat_keys
+
+OP = "gnp-pushed"
+ANNOTATION = "gnp_push"
+PUSHED_BYTES = 2**16  # results up to this size on the host are pushed (through the scheduler), larger gathered
+
+
+class PushTo:
+    """The annotation of a fetch's tasks: on the fetched key, the client's id and whether the value goes to the
+    host (``gnp.fetch``) or stays of its backend (``compute()``); None on the others."""
+
+    def __init__(self, client: str, key: Any, host: bool) -> None:
+        self.client, self.key, self.host = client, key, host
+
+    def __call__(self, key: Any) -> tuple[str, bool] | None:
+        return (self.client, self.host) if key == self.key else None
+
+
+class PushingWorker(WorkerPlugin):
+    """On a worker: a finished task annotated with a client's id sends its value (if small) to that client."""
+
+    name = "gnp-push"
+    idempotent = True
+
+    def setup(self, worker: Any) -> None:
+        self.worker = worker
+
+    def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:
+        if finish != "memory" or start != "executing":
+            return
+        ts = self.worker.state.tasks.get(key)
+        wanted = None if ts is None or not ts.annotations else ts.annotations.get(ANNOTATION)
+        if wanted is None:
+            return
+        (client, host), value = wanted, self.worker.data[key]
+        if getattr(value, "nbytes", 0) > PUSHED_BYTES:
+            return
+        self.worker.batched_stream.send({"op": OP, "client": client,
+                                         "value": dumps((key, to_numpy(value) if host else value))})
+
+
+class Forwarding(SchedulerPlugin):
+    """On the scheduler: a pushed value goes on to its client, in the client's stream."""
+
+    name = "gnp-push"
+    idempotent = True
+
+    async def start(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+        scheduler.stream_handlers[OP] = self.forward
+
+    def forward(self, client: str, value: bytes, **extra: Any) -> None:
+        stream = self.scheduler.client_comms.get(client)
+        if stream is not None:
+            stream.send({"op": OP, "value": value})
+
+
+class _Arrivals:
+    """On the client: pushed values by key, and the keys fetches wait for."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.waiting: dict[Any, list] = {}  # key -> [event, value (or None)]
+
+    def arrived(self, value: bytes) -> None:
+        key, host = loads(value)
+        with self.lock:
+            slot = self.waiting.get(key)
+        if slot is not None:
+            slot[1] = (host,)
+            slot[0].set()
+
+
+_arrivals: dict[tuple[int, str], _Arrivals] = {}
+
+
+def _arrivals_of(client: Any) -> _Arrivals:
+    """The client's arrivals, the plugins set up on its cluster the first time (two round trips, once)."""
+    where = (id(client), client.scheduler.address)  # the address too: a new client may reuse an old id
+    found = _arrivals.get(where)
+    if found is None:
+        found = _arrivals[where] = _Arrivals()
+        client._stream_handlers[OP] = found.arrived
+        client.register_plugin(Forwarding())
+        client.register_plugin(PushingWorker())
+    return found
+
+
+def fetch_pushed(client: Any, expr: ArrayExpr, host: bool) -> Any:
+    """The value of a one-block expression computed on ``client``'s cluster, on the host (``host``) or of its
+    backend: pushed by its task when it is small, else gathered."""
+    import dask
+
+    (key,) = flat_keys(expr)
+    arrivals = _arrivals_of(client)
+    slot = [threading.Event(), None]
+    with arrivals.lock:
+        arrivals.waiting[key] = slot
+    future = None
+    try:
+        with dask.annotate(**{ANNOTATION: PushTo(client.id, key, host)}):
+            (future,) = client.get(expr.optimize(), [key], sync=False)
+        future.add_done_callback(lambda _: slot[0].set())
+        slot[0].wait()
+        if slot[1] is not None:
+            return slot[1][0]
+        return to_numpy(future.result()) if host else future.result()
+    finally:
+        with arrivals.lock:
+            if arrivals.waiting.get(key) is slot:
+                del arrivals.waiting[key]
+        if future is not None:
+            future.release()  # (as ``Client.get`` does: the key is not kept for another call)
