@@ -16,8 +16,9 @@ from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Materialized, Reduct
 class DAG:
     """The nodes of an expression in topological order (inputs first); per node, by its position in that
     order, the positions of its dependencies (``inputs``, one per expression operand, in operand order) and
-    of its readers; per node name, its position and its consumers. (Passes keep what they find per node by position: lists
-    and dicts of ints stay in the caches where lookups by name, on 100,000s of nodes, miss at every step.)"""
+    of its readers; per node name, its position and its consumers. (Passes keep what they find per node by
+    position: lists and dicts of ints stay in the caches where lookups by name, on 100,000s of nodes, miss
+    at every step.)"""
 
     def __init__(self, root: Expr) -> None:
         order: list[Expr] = []

@@ -330,7 +330,8 @@ class _Kernel:
         self.first = nodes[-1]
         # the token of a group is that of its members (cheaper than tokenizing the program)
         names = sorted([*(n._name for n in nodes), *(n._name for n in (*total_nodes, *epilogue_nodes))])
-        self.token = hashlib.sha1("|".join([*names, "", *(order[r]._name for r in reductions)]).encode()).hexdigest()[:32]
+        text = "|".join([*names, "", *(order[r]._name for r in reductions)])
+        self.token = hashlib.sha1(text.encode()).hexdigest()[:32]
         self.replaces = [n._name for n in (*self.stores, *self.finished, *self.partials)]
 
     def make(self, inputs: list[Expr]) -> dict[str, Expr]:

@@ -164,8 +164,8 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
                     value = index[a._name] = load(a._name, a.dtype)
                 args.append(value)
             compute = computes[k] if k < known else None
-            index[node._name] = op(operands[_OP], node.dtype, operands[_KWARGS], args, () if compute else operands_of(node),
-                             compute)
+            index[node._name] = op(operands[_OP], node.dtype, operands[_KWARGS], args,
+                                   () if compute else operands_of(node), compute)
     last = nodes[-1]  # (a row program may end with a reduction that drops its axes)
     program = builder.program(reduced(last).ndim if isinstance(last, Reduction) else last.ndim, [index[n._name] for n in stores],
                               [(index[reduced(r)._name], r.operand("kind"), r.operand("axes"), r.dtype, r.operand("params"))
