@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import dask
+from dask._expr import Expr
 import numpy as np
 import pytest
 from conftest import BACKEND, assert_eq
@@ -315,8 +316,10 @@ def test_simplify_rebuilds_what_is_above_and_derives_the_dag() -> None:
         assert replaced and new._name == rebuild(roots, replaced)._name
         walked = DAG(new)
         assert [n._name for n in derived.order] == [n._name for n in walked.order]
-        assert ({k: [d._name for d in v] for k, v in derived.dependencies.items()}
-                == {k: [d._name for d in v] for k, v in walked.dependencies.items()})
+        assert derived.inputs == walked.inputs
+        assert derived.position == walked.position
+        assert ([[d._name for d in n.operands if isinstance(d, Expr)] for n in walked.order]
+                == [[walked.order[j]._name for j in deps] for deps in walked.inputs])
 
 
 @pytest.mark.parametrize("kernel_size", [None, 4])

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 from dask._task_spec import GraphNode, List, Task, TaskRef
 
+from ..codegen.program import describe
 from .base import ArrayExpr, Index, _leaves_of
 from .halo import halo_block_inputs, owned_strips
 from .tokens import cached
@@ -36,8 +37,6 @@ class Fused(ArrayExpr):
 
     @cached
     def _funcname(self) -> str:
-        from ..codegen.program import describe
-
         return "fused-" + describe(self.operands[0])  # the program (by position: no parameter search)
 
     @cached

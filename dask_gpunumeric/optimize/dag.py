@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from dask._expr import Expr
@@ -14,47 +14,62 @@ from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Materialized, Reduct
 
 
 class DAG:
-    """The nodes of an expression in topological order (inputs first), each node's dependencies and
-    consumers, and each node's position in that order (those two made when first asked for)."""
+    """The nodes of an expression in topological order (inputs first); per node, by its position in that
+    order, the positions of its dependencies (``inputs``, one per expression operand, in operand order) and
+    of its readers; per node name, its position and its consumers. (Passes keep what they find per node by
+    position: lists and dicts of ints stay in the caches where lookups by name, on 100,000s of nodes, miss
+    at every step.)"""
 
     def __init__(self, root: Expr) -> None:
         order: list[Expr] = []
-        dependencies: dict[str, list[Expr]] = {}
-        placed: set[str] = set()
-        # depth first: a node is placed once its dependencies are (at once when they were already met: a
-        # node met but not placed is below it on the stack, so it would be its ancestor, and a DAG has no cycle)
+        position: dict[str, int] = {}  # -1 for a node met and not placed yet
+        inputs: list[list[int]] = []
+        # depth first: a node is placed once its dependencies are (when it is on top of the stack again, or at
+        # once: a node met but not placed is below it on the stack, so it would be its ancestor, and a DAG has
+        # no cycle)
         stack: list[Expr] = [root]
         while stack:
             node = stack[-1]
             name = node._name
-            if name in dependencies:
-                stack.pop()
-                if name not in placed:
-                    placed.add(name)
-                    order.append(node)
-                continue
-            deps = dependencies[name] = []
-            waiting = False
-            for dep in node.operands:  # (one scan: the operands that are expressions, those not met yet stacked)
-                if isinstance(dep, Expr):
-                    deps.append(dep)
-                    if dep._name not in dependencies:
+            at = position.get(name)
+            if at is None:
+                position[name] = -1
+                waiting = False
+                for dep in node.operands:
+                    if isinstance(dep, Expr) and dep._name not in position:
                         stack.append(dep)
                         waiting = True
-            if not waiting:
+                if waiting:
+                    continue
+            elif at >= 0:  # (placed already: it was on the stack twice)
                 stack.pop()
-                placed.add(name)
-                order.append(node)
-        self.order, self.dependencies = order, dependencies
+                continue
+            stack.pop()
+            position[name] = len(order)
+            order.append(node)
+            # (its dependencies were placed just now, mostly: their entries are still in the caches)
+            inputs.append([position[d._name] for d in node.operands if isinstance(d, Expr)])
+        self.order, self.inputs = order, inputs
+        self.__dict__["position"] = position  # (the cached property's value)
+
+    @cached
+    def readers(self) -> list[list[int]]:
+        """Per node, by position, the positions of the nodes that read it (in topological order, once per
+        operand)."""
+        readers: list[list[int]] = [[] for _ in self.order]
+        for i, deps in enumerate(self.inputs):
+            for j in deps:
+                readers[j].append(i)
+        return readers
 
     @cached
     def consumers(self) -> dict[str, list[Expr]]:
-        """Per node name, the nodes that read it (in topological order)."""
+        """Per node name, the nodes that read it (in topological order, once per operand)."""
         consumers: dict[str, list[Expr]] = defaultdict(list)
-        dependencies = self.dependencies
-        for node in self.order:
-            for dep in dependencies[node._name]:
-                consumers[dep._name].append(node)
+        order = self.order
+        for node, deps in zip(order, self.inputs):
+            for j in deps:
+                consumers[order[j]._name].append(node)
         return consumers
 
     @cached
@@ -89,13 +104,13 @@ def sharing() -> Iterator[None]:
 
 
 class UnionFind:
-    """Disjoint groups of node names, with each group's members."""
+    """Disjoint groups of node names (or of other keys: positions), with each group's members."""
 
     def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-        self.members: dict[str, list[str]] = {}
+        self.parent: dict[Hashable, Hashable] = {}
+        self.members: dict[Hashable, list[Hashable]] = {}
 
-    def find(self, name: str) -> str:
+    def find(self, name: Hashable) -> Hashable:
         """The representative of ``name``'s group (a group of its own the first time it is seen)."""
         parent = self.parent
         up = parent.get(name)
@@ -103,7 +118,7 @@ class UnionFind:
             parent[name] = name
             self.members[name] = [name]
             return name
-        if up is name or parent[up] is up:  # a representative, or right below one (most names)
+        if up == name or parent[up] == up:  # a representative, or right below one (most names)
             return up
         while up != name:
             parent[name] = parent[up]
@@ -111,12 +126,12 @@ class UnionFind:
             up = parent[name]
         return name
 
-    def join(self, name: str, group: str) -> None:
+    def join(self, name: Hashable, group: Hashable) -> None:
         """Put ``name``, not seen before, in the group whose representative is ``group``."""
         self.parent[name] = group
         self.members[group].append(name)
 
-    def union(self, a: str, b: str) -> str:
+    def union(self, a: Hashable, b: Hashable) -> Hashable:
         """Merge the groups of ``a`` and ``b``; returns the merged group's representative."""
         ra, rb = self.find(a), self.find(b)
         if ra == rb:
@@ -219,74 +234,91 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
     where the ones they replace were). A full ``rebuild`` where a new node is a node of ``root`` (common
     subexpressions met), whose place in the order may come later."""
     dag = DAG.of(root)
-    order, dependencies = dag.order, dag.dependencies
+    order, inputs, position = dag.order, dag.inputs, dag.position
     new: dict[str, Expr] = {}  # the nodes rebuilt or replaced, by their old name
+    changed = [False] * len(order)  # the same, by their old position
+    moved = list(range(len(order)))  # per old position, the new one of the node or of what replaces it
+    shifted = False  # whether any node moved yet
     same_name: set[str] = set()
     new_order: list[Expr] = []
-    new_dependencies = dict(dependencies)
-    placed: dict[str, Expr] = {}  # the new nodes placed, by their name as made
+    new_inputs: list[list[int]] = []
+    placed: dict[str, tuple[Expr, int]] = {}  # the new nodes placed, with their new position, by their name as made
 
-    def place(x: Expr) -> Expr | None:
+    def place(x: Expr) -> tuple[Expr, int] | None:
         """``x``, a new node, placed in the order (with the new nodes below it first), on the rebuilt or
-        replaced versions of the old nodes it reads (earlier in the order); None where it, or a node it
-        becomes, is a node of ``root`` (whose place may come later)."""
+        replaced versions of the old nodes it reads (earlier in the order); with its new position; None where
+        it, or a node it becomes, is a node of ``root`` (whose place may come later)."""
         done = placed.get(x._name)
         if done is not None:
             return done
-        if x._name in dependencies:
+        if x._name in position:
             return None
         ops: list = []
-        changed = renamed = False
+        at: list[int] = []  # the new positions of the expressions among them
+        differs = renamed = False
         for o in x.operands:
-            if isinstance(o, Expr) and not isinstance(o, Materialized):
-                r = new.get(o._name, o) if o._name in dependencies else place(o)
-                if r is None:
+            if isinstance(o, Expr):
+                j = position.get(o._name)
+                if j is not None:
+                    at.append(moved[j])
+                    r = o if isinstance(o, Materialized) else new.get(o._name, o)
+                elif isinstance(o, Materialized):
                     return None
+                else:
+                    made = place(o)
+                    if made is None:
+                        return None
+                    r = made[0]
+                    at.append(made[1])
                 if r is not o:
-                    changed = True
+                    differs = True
                     renamed = renamed or r._name != o._name or o._name not in same_name
                     o = r
             ops.append(o)
-        node = _on_operands(x, ops, renamed, same_name) if changed else x
-        if node._name in dependencies:
+        node = _on_operands(x, ops, renamed, same_name) if differs else x
+        if node._name in position:
             return None
         if node._name in placed:
             return placed[node._name]
+        done = placed[x._name] = placed[node._name] = (node, len(new_order))
         new_order.append(node)
-        new_dependencies[node._name] = [o for o in ops if isinstance(o, Expr)]
-        placed[x._name] = placed[node._name] = node
-        return node
+        new_inputs.append(at)
+        return done
 
-    for node in order:
+    for i, node in enumerate(order):
         name = node._name
         if name in replaced:
             x = replaced[name]
-            (first, *others) = dependencies[name] or [None]
-            if x is first and not others:  # an identity: the node's one operand
+            if len(inputs[i]) == 1 and any(o is x for o in node.operands):  # an identity: its one operand
                 new[name] = new.get(x._name, x)
+                moved[i] = moved[inputs[i][0]]
             else:
                 made = place(x)
                 if made is None:
                     return rebuild(root, replaced)
-                new[name] = made
-            del new_dependencies[name]
+                new[name], moved[i] = made
+            changed[i] = shifted = True
             continue
-        if new and any(d._name in new for d in dependencies[name]):
+        if new and any(changed[j] for j in inputs[i]):
             ops = [new.get(o._name, o) if isinstance(o, Expr) and not isinstance(o, Materialized) else o
                    for o in node.operands]
             renamed = any(a is not b and (a._name != b._name or b._name not in same_name)
                           for a, b in zip(ops, node.operands))
             node = new[name] = _on_operands(node, ops, renamed, same_name)
-            if node._name in dependencies or node._name in placed:  # the same as a node there: walk anew
+            if node._name in position or node._name in placed:  # the same as a node there: walk anew
                 return rebuild(root, replaced)
-            del new_dependencies[name]
-            new_dependencies[node._name] = [o for o in ops if isinstance(o, Expr)]
+            changed[i] = True
+        if shifted:
+            moved[i] = len(new_order)
+            new_inputs.append([moved[j] for j in inputs[i]])
+        else:  # (every node so far in its place)
+            new_inputs.append(inputs[i])
         new_order.append(node)
     out = new_order[-1]
     shared = _SHARED.get()
     if shared is not None:
         derived = object.__new__(DAG)
-        derived.order, derived.dependencies = new_order, new_dependencies
+        derived.order, derived.inputs = new_order, new_inputs
         shared[out._name] = derived
     return out
 

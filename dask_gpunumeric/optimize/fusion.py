@@ -15,7 +15,7 @@ import hashlib
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -35,28 +35,28 @@ class _Grouping:
 
     def __init__(self) -> None:
         self.groups = UnionFind()
-        self.potential: dict[str, int] = {}
-        self.exits: dict[str, set[str]] = {}  # per group: the processed nodes outside it that read it
+        self.potential: dict[Hashable, int] = {}
+        self.exits: dict[Hashable, set[Hashable]] = {}  # per group: the processed nodes outside it that read it
 
-    def add(self, name: str, dependencies: list[Expr], candidates: list[str]) -> None:
+    def add(self, name: Hashable, dependencies: list[Hashable], candidates: list[Hashable]) -> None:
         """Process node ``name`` (its ``dependencies`` processed already), merging it with as many of the
-        groups of ``candidates`` (the names of its fusable dependencies with its blocks) as stay acyclic."""
+        groups of ``candidates`` (its fusable dependencies with its blocks) as stay acyclic. Nodes are named
+        by any hashable key (the passes use their positions in the DAG's order)."""
         find, potential, exits = self.groups.find, self.potential, self.exits
         if candidates:
             first = candidates[0]
             group = find(first)
-            for d in dependencies:
-                dep = d._name
-                if dep is not first and find(dep) != group:
+            for dep in dependencies:
+                if dep != first and find(dep) != group:
                     break
             else:
                 # it reads one group alone (a chain's next operation): joining it makes no path leave the
                 # group and come back, and changes no potential
                 self.groups.join(name, group)
                 return
-        groups = [find(d._name) for d in dependencies]
-        exits[name] = set()
+        groups = [find(d) for d in dependencies]
         if not candidates:  # a node of its own: above every group it reads
+            exits[name] = set()
             top = -1
             for group in groups:
                 exits[group].add(name)
@@ -70,20 +70,29 @@ class _Grouping:
             # in decreasing potential: a path between two of them goes from a lower to a higher one, so it is
             # found when the lower one is tried (after the higher one joined or was refused)
             tried = sorted(tried, key=potential.__getitem__, reverse=True)
-        potential[find(name)] = max([potential[d] + 1 for d in deps if d not in tried], default=0)
-        for d in deps:
-            exits[d].add(name)
+        if len(deps) == len(tried):
+            # it reads only groups it may join: it joins the first at once (read by nothing yet, it makes no
+            # path leave that group and come back, and changes no potential), the others are merged with that
+            first, *tried = tried
+            self.groups.join(name, first)
+            for d in tried:
+                exits[d].add(name)
+        else:
+            exits[name] = set()
+            potential[find(name)] = max([potential[d] + 1 for d in deps if d not in tried], default=0)
+            for d in deps:
+                exits[d].add(name)
         for group in tried:
             if not self._merge(group, find(name)):
                 self._raise(find(name), potential[group] + 1)
 
-    def _merge(self, a: str, b: str) -> bool:
+    def _merge(self, a: Hashable, b: Hashable) -> bool:
         """Merge two groups unless that makes a cycle."""
         potential, members, find = self.potential, self.groups.members, self.groups.find
         pa, pb = potential[a], potential[b]
         if pa != pb:  # the lower one raised to the other's potential, with what is downstream of it
             low, q = (a, pb) if pa < pb else (b, pa)
-            log: list[tuple[str, int]] = []
+            log: list[tuple[Hashable, int]] = []
             if not self._shift(low, q - potential[low], {a, b}, log):
                 for group, value in reversed(log):
                     potential[group] = value
@@ -105,13 +114,13 @@ class _Grouping:
         potential[big] = q
         return True
 
-    def _raise(self, group: str, q: int) -> None:
+    def _raise(self, group: Hashable, q: int) -> None:
         """Raise a group's potential to ``q`` (and what is downstream, where needed)."""
         if q > self.potential[group]:
             self._shift(group, q - self.potential[group], {group}, [])
             self.potential[group] = q
 
-    def _shift(self, group: str, delta: int, merging: set[str], log: list[tuple[str, int]]) -> bool:
+    def _shift(self, group: Hashable, delta: int, merging: set[Hashable], log: list[tuple[Hashable, int]]) -> bool:
         """Raise by ``delta`` the potential of every node or group downstream of ``group`` that would not stay
         above its producer's: False, changing nothing, where that reaches one of ``merging`` (a path that
         leaves the merged group and comes back)."""
@@ -120,7 +129,7 @@ class _Grouping:
         find, potential = self.groups.find, self.potential
         limit = potential[group] + delta
         stack = [g for g in {find(e) for e in self.exits[group]} - merging if potential[g] <= limit]
-        seen: set[str] = set()
+        seen: set[Hashable] = set()
         while stack:
             g = stack.pop()
             if g in seen:
@@ -157,95 +166,107 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     if not settings["fusion"]:
         return root
     dag = DAG.of(root)
+    # nodes by their position in the DAG's order (lists and dicts of ints: on 100,000s of nodes, lookups by
+    # name miss the caches at every step)
+    order, inputs = dag.order, dag.inputs
     grouping = _Grouping()
-    groups = grouping.groups
     # one walk: which nodes are fusable (dependencies first) with their ops' compute dtypes, their groups,
     # and the reductions to fold in
-    fusable: dict[str, Expr] = {}
-    computes: dict[str, str] = {}
-    candidates: dict[str, list[str]] = {}  # per fusable node, the names of its fusable dependencies with its blocks
-    foldable: list[Reduction] = []
-    dependencies, add = dag.dependencies, grouping.add
-    for node in dag.order:
-        name = node._name
-        deps = dependencies[name]
+    computes: list[str | None] = [None] * len(order)  # per fusable node, its op's compute dtype
+    candidates: list[list[int]] = [_NO_CANDIDATES] * len(order)  # per node, its fusable dependencies with its blocks
+    foldable: list[int] = []
+    add = grouping.add
+    for i, node in enumerate(order):
+        deps = inputs[i]
         compute = compute_of(node)
         if compute is not None:
-            fusable[name] = node
-            computes[name] = compute
+            computes[i] = compute
             if deps:
                 chunks, backend = node.chunks, node.backend
-                candidates[name] = fused_with = [
-                    read for d in deps
-                    if (read := d._name) in fusable and (d.chunks is chunks or d.chunks == chunks)
-                    and d.backend == backend]
-                add(name, deps, fused_with)
+                fused_with = []
+                for j in deps:
+                    if computes[j] is not None:
+                        d = order[j]
+                        if (d.chunks is chunks or d.chunks == chunks) and d.backend == backend:
+                            fused_with.append(j)
+                candidates[i] = fused_with
+                add(i, deps, fused_with)
                 continue
         elif is_fused_reduction(node):
-            foldable.append(node)
-        add(name, deps, [])
+            foldable.append(i)
+        add(i, deps, _NO_CANDIDATES)
     limit = settings["kernel-size"]
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ValueError(f"gpunumeric.kernel-size must be a positive int, got {limit!r}")
-    grown: dict[str, list[str]] = defaultdict(list)
-    find = groups.find
-    for name in fusable:  # in topological order
-        grown[find(name)].append(name)
-    members: dict[str, list[str]] = {}  # per kernel, its members' names (in topological order)
-    group_of: dict[str, str] = {}
-    for g, names in grown.items():
-        for k, run in enumerate(_cut(names, candidates, limit)):
-            members[f"{g}-{k}"] = run
-            group_of.update(dict.fromkeys(run, f"{g}-{k}"))
-    reductions: dict[str, list[Reduction]] = defaultdict(list)
-    for node in foldable:
-        if reduced(node)._name in fusable:
-            reductions[group_of[reduced(node)._name]].append(node)
-    totals: dict[str, list[Reduction]] = {}
-    epilogues: dict[str, list[Expr]] = {}
-    for g, rs in reductions.items():
-        finished = [r for r in rs if _finished_in_kernel(r)]
+    grown: dict[int, list[int]] = defaultdict(list)
+    find = grouping.groups.find
+    for i, compute in enumerate(computes):  # in topological order
+        if compute is not None:
+            grown[find(i)].append(i)
+    members: dict[int, list[int]] = {}  # per kernel, its members (in topological order)
+    kernel_of: list[int | None] = [None] * len(order)
+    for group in grown.values():
+        for run in _cut(group, candidates, limit):
+            k = len(members)
+            members[k] = run
+            for i in run:
+                kernel_of[i] = k
+    reductions: dict[int, list[int]] = defaultdict(list)
+    for i in foldable:
+        x = inputs[i][_REDUCED]  # (the position of the array it reduces)
+        if computes[x] is not None:
+            reductions[kernel_of[x]].append(i)
+    totals: dict[int, list[int]] = {}
+    epilogues: dict[int, list[int]] = {}
+    for k, rs in reductions.items():
+        finished = [r for r in rs if _finished_in_kernel(order[r])]
         if finished:
-            totals[g] = finished
-            epilogues[g] = _epilogue(dag, finished, fusable)
-    taken = {n._name for e in epilogues.values() for n in e}  # no longer members of their own groups
+            totals[k] = finished
+            epilogues[k] = _epilogue(dag, finished, computes)
+    taken = {i for e in epilogues.values() for i in e}  # no longer members of their own groups
     if taken:
-        members = {g: kept for g, m in members.items() if (kept := [n for n in m if n not in taken])}
-        reductions = {g: [r for r in rs if reduced(r)._name not in taken] for g, rs in reductions.items()}
+        members = {k: kept for k, m in members.items() if (kept := [i for i in m if i not in taken])}
+        reductions = {k: [r for r in rs if inputs[r][_REDUCED] not in taken]
+                      for k, rs in reductions.items()}
     # a lone node with nothing to fuse stays as it is (one task per block either way), but for large
     # blocks on a GPU, where a generated kernel moves the data faster than the library's ufunc
-    plans = {g: m for g, m in members.items() if len(m) > 1 or reductions.get(g) or _kernel_pays(fusable[m[0]])}
+    plans = {k: m for k, m in members.items() if len(m) > 1 or reductions.get(k) or _kernel_pays(order[m[0]])}
     if not plans:
         return root
-    finished_names = set()
-    for g in totals:
-        for n in (*totals[g], *epilogues[g]):
-            group_of[n._name] = g
-            finished_names.add(n._name)
-    outside = _used_outside(dag, root, plans, group_of, reductions, finished_names)
+    finished_in: set[int] = set()
+    for k in totals:
+        for i in (*totals[k], *epilogues[k]):
+            kernel_of[i] = k
+            finished_in.add(i)
+    outside = _used_outside(inputs, plans, kernel_of, reductions, finished_in)
     kernels: dict[str, _Kernel] = {}  # by the name of each node a kernel replaces
-    for g, names in plans.items():
-        kernel = _Kernel(names, fusable, reductions.get(g, []), totals.get(g, []), epilogues.get(g, []), outside,
+    for k, run in plans.items():
+        kernel = _Kernel(order, run, reductions.get(k, []), totals.get(k, []), epilogues.get(k, []), outside,
                          computes)
         kernels.update(dict.fromkeys(kernel.replaces, kernel))
     return rebuild(root, {}, kernels)
 
 
-def _used_outside(dag: DAG, root: Expr, plans: Mapping[str, list[str]], group_of: Mapping[str, str],
-                  reductions: Mapping[str, list[Reduction]], finished: set[str]) -> set[str]:
-    """The nodes of the kernels (``plans``; ``group_of`` names each node's, totals and epilogues included) read
-    outside their kernel, or the root: a member is read inside by its kernel's nodes and the reductions of it
-    the kernel computes; a total or an epilogue node (``finished``) by its kernel's nodes."""
-    partial_of = {r._name: g for g, rs in reductions.items() for r in rs}
-    outside = {root._name}
-    for name, deps in dag.dependencies.items():  # (every node, without reading the nodes themselves)
-        own = group_of.get(name)
-        for d in deps:
-            g = group_of.get(d._name)
-            if g is None or g == own or g not in plans:
+_NO_CANDIDATES: list[int] = []  # (shared, never changed)
+_REDUCED = 0  # a Reduction's array: its first operand (``Reduction._parameters``), so first in ``DAG.inputs``
+
+
+def _used_outside(inputs: list[list[int]], plans: Mapping[int, list[int]], kernel_of: list[int | None],
+                  reductions: Mapping[int, list[int]], finished: set[int]) -> set[int]:
+    """The nodes of the kernels (``plans``; ``kernel_of`` gives each node's, totals and epilogues included) read
+    outside their kernel, or the root (the last node); nodes by position, ``inputs`` the DAG's. A member is read
+    inside by its kernel's nodes and the reductions of it the kernel computes; a total or an epilogue node
+    (``finished``) by its kernel's nodes."""
+    partial_of = {r: k for k, rs in reductions.items() for r in rs}
+    outside = {len(inputs) - 1}
+    for i, deps in enumerate(inputs):
+        own = kernel_of[i]
+        for j in deps:
+            k = kernel_of[j]
+            if k is None or k == own or k not in plans:
                 continue
-            if d._name in finished or partial_of.get(name) != g:
-                outside.add(d._name)
+            if j in finished or partial_of.get(i) != k:
+                outside.add(j)
     return outside
 
 
@@ -255,37 +276,38 @@ def _finished_in_kernel(reduction: Reduction) -> bool:
     return x.ndim > 0 and all(n == 1 for n in x.numblocks) and set(reduction.operand("axes")) == set(range(x.ndim))
 
 
-def _epilogue(dag: DAG, totals: list[Reduction], fusable: set[str]) -> list[Expr]:
+def _epilogue(dag: DAG, totals: list[int], computes: list[str | None]) -> list[int]:
     """The elementwise nodes computed from the totals alone (and from each other, and scalars), in
-    topological order: what the kernel's last thread block computes after finishing the totals."""
-    inside = {t._name for t in totals}
-    waiting = [dag.position[c._name] for t in totals for c in dag.consumers[t._name]]
+    topological order: what the kernel's last thread block computes after finishing the totals. Nodes by
+    position; ``computes``: per fusable node, its compute dtype."""
+    order, inputs, readers = dag.order, dag.inputs, dag.readers
+    inside = set(totals)
+    waiting = [c for t in totals for c in readers[t]]
     heapq.heapify(waiting)
-    out: list[Expr] = []
+    out: list[int] = []
     while waiting:
-        node = dag.order[heapq.heappop(waiting)]
-        if node._name in inside or node._name not in fusable or not isinstance(node, Elemwise):
+        i = heapq.heappop(waiting)
+        if i in inside or computes[i] is None or not isinstance(order[i], Elemwise):
             continue
-        arrays = [a for a in node.args if isinstance(a, Expr)]
-        if all(a._name in inside for a in arrays):
-            inside.add(node._name)
-            out.append(node)
-            for c in dag.consumers[node._name]:
-                heapq.heappush(waiting, dag.position[c._name])
+        if all(j in inside for j in inputs[i]):
+            inside.add(i)
+            out.append(i)
+            for c in readers[i]:
+                heapq.heappush(waiting, c)
     return out
 
 
-def _cut(names: list[str], candidates: Mapping[str, list[str]], limit: int) -> list[list[str]]:
-    """A group's members (names, in topological order) in consecutive runs of at most ``limit``, each ending
+def _cut(names: list[int], candidates: list[list[int]], limit: int) -> list[list[int]]:
+    """A group's members (positions, in topological order) in consecutive runs of at most ``limit``, each ending
     where the fewest values made before are used after (each such value is stored by one kernel and read by
-    a later one; runs of a topological order depend only on earlier runs). ``candidates``: per member, the
-    names of the dependencies it may be fused with (its dependencies in the group among them)."""
+    a later one; runs of a topological order depend only on earlier runs). ``candidates``: per node, the
+    dependencies it may be fused with (its dependencies in the group among them)."""
     if len(names) <= limit:
         return [names]
     index = dict(zip(names, range(len(names))))
     last = list(range(len(names)))  # at i: the last member reading member i (its readers come after it)
     for j, name in enumerate(names):
-        for dep in candidates.get(name, ()):
+        for dep in candidates[name]:
             i = index.get(dep)
             if i is not None:
                 last[i] = j
@@ -306,23 +328,25 @@ def _cut(names: list[str], candidates: Mapping[str, list[str]], limit: int) -> l
 
 
 class _Kernel:
-    """The kernel of one group (its members, its totals and their epilogue), and what replaces each of them
-    used outside it (``outside``), made once its inputs are rebuilt (``dag.Made``)."""
+    """The kernel of one group (its members, its totals and their epilogue: positions in ``order``), and what
+    replaces each of them used outside it (``outside``), made once its inputs are rebuilt (``dag.Made``)."""
 
-    def __init__(self, members: list[str], fusable: Mapping[str, Expr], reductions: list[Reduction],
-                 totals: list[Reduction], epilogue: list[Expr], outside: set[str], computes: Mapping[str, str]) -> None:
-        nodes = [fusable[n] for n in members]
-        self.stores = [fusable[n] for n in members if n in outside]
-        self.finished = [n for n in (*totals, *epilogue) if n._name in outside]
-        total_names = {t._name for t in totals}
-        self.partials = [r for r in reductions if r._name not in total_names]
-        self.program, self.inputs, self.scalars = build_program(nodes, [*self.stores, *self.finished],
-                                                                self.partials, totals, epilogue, computes)
+    def __init__(self, order: list[Expr], members: list[int], reductions: list[int], totals: list[int],
+                 epilogue: list[int], outside: set[int], computes: list[str | None]) -> None:
+        nodes = [order[i] for i in members]
+        self.stores = [order[i] for i in members if i in outside]
+        self.finished = [order[i] for i in (*totals, *epilogue) if i in outside]
+        self.partials = [order[r] for r in reductions if r not in totals]
+        total_nodes, epilogue_nodes = [order[i] for i in totals], [order[i] for i in epilogue]
+        self.program, self.inputs, self.scalars = build_program(
+            nodes, [*self.stores, *self.finished], self.partials, total_nodes, epilogue_nodes,
+            [*(computes[i] for i in members), *(None for _ in totals), *(computes[i] for i in epilogue)])
         record_sources(self.program, self.scalars)
         self.first = nodes[-1]
         # the token of a group is that of its members (cheaper than tokenizing the program)
-        names = sorted([*members, *(n._name for n in (*totals, *epilogue))])
-        self.token = hashlib.sha1("|".join([*names, "", *(r._name for r in reductions)]).encode()).hexdigest()[:32]
+        names = sorted([*(n._name for n in nodes), *(n._name for n in (*total_nodes, *epilogue_nodes))])
+        text = "|".join([*names, "", *(order[r]._name for r in reductions)])
+        self.token = hashlib.sha1(text.encode()).hexdigest()[:32]
         self.replaces = [n._name for n in (*self.stores, *self.finished, *self.partials)]
 
     def make(self, inputs: list[Expr]) -> dict[str, Expr]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -110,22 +110,20 @@ class _RowOps:
         return self.builder.op(func, dtype, {}, values, operands)
 
 
-_NONE: Mapping[str, str] = {}
-
-
 def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Sequence[Expr],
                   totals: Sequence[Expr] = (), epilogue: Sequence[Expr] = (),
-                  computes: Mapping[str, str] = _NONE) -> tuple[Program, list, list]:
+                  computes: Sequence[str | None] = ()) -> tuple[Program, list, list]:
     """The program of a group (members in topological order, row reductions among them (``optimize.rows``);
     then its totals and the elementwise nodes on them, in topological order), its external inputs and scalar
-    values. ``computes``: the compute dtypes of
-    nodes known already (``compute_of``)."""
+    values. ``computes``: the compute dtypes of those nodes (``compute_of``), in that order, where known (None
+    or left out where not)."""
     builder = _codegen.ProgramBuilder()
     index: dict[str, int] = {}
     inputs: dict[str, Expr] = {}
     scalar, load, op = builder.scalar, builder.load, builder.op
 
-    for node in (*nodes, *totals, *epilogue):
+    known = len(computes)
+    for k, node in enumerate((*nodes, *totals, *epilogue)):
         kind = node.__class__.__name__
         if kind == "Creation":
             kind, params = node.operand("kind"), node.operand("params")
@@ -165,10 +163,9 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
                     inputs[a._name] = a
                     value = index[a._name] = load(a._name, a.dtype)
                 args.append(value)
-            name = node._name
-            compute = computes.get(name)
-            index[name] = op(operands[_OP], node.dtype, operands[_KWARGS], args, () if compute else operands_of(node),
-                             compute)
+            compute = computes[k] if k < known else None
+            index[node._name] = op(operands[_OP], node.dtype, operands[_KWARGS], args,
+                                   () if compute else operands_of(node), compute)
     last = nodes[-1]  # (a row program may end with a reduction that drops its axes)
     program = builder.program(reduced(last).ndim if isinstance(last, Reduction) else last.ndim, [index[n._name] for n in stores],
                               [(index[reduced(r)._name], r.operand("kind"), r.operand("axes"), r.dtype, r.operand("params"))

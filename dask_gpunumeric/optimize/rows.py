@@ -32,13 +32,16 @@ Space = tuple  # (the reduced arrays' chunks, backend)
 
 def _row_axis(node: Expr) -> int | None:
     """For a reduction a row program computes, its first reduced axis (the others follow it to the last)."""
+    if not isinstance(node, Reduction):
+        return None
+    axes = sorted(node.operand("axes"))
+    if not axes or axes[0] == 0:  # (checked first: a reduction over the first axis, or all, is none)
+        return None
     # (one that drops its axes is only an output of its group, so it must be one instruction: a fusable one)
-    if not (isinstance(node, Reduction) and is_fused_reduction(node, ROW_FUSABLE)
-            and (node.operand("keepdims") or node.operand("kind") in FUSABLE)):
+    if not (is_fused_reduction(node, ROW_FUSABLE) and (node.operand("keepdims") or node.operand("kind") in FUSABLE)):
         return None
     x = reduced(node)
-    axes = sorted(node.operand("axes"))
-    if not axes or axes[0] == 0 or axes != list(range(axes[0], x.ndim)) or any(x.numblocks[d] != 1 for d in axes):
+    if axes != list(range(axes[0], x.ndim)) or any(x.numblocks[d] != 1 for d in axes):
         return None
     n = math.prod(x.chunks[d][0] for d in axes)
     rows = math.prod(max(x.chunks[d]) for d in range(axes[0]))
@@ -63,79 +66,82 @@ def fuse_rows(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     if not settings["fusion"]:
         return root
     dag = DAG.of(root)
+    order, inputs = dag.order, dag.inputs
     spaces: dict[Space, int] = {}  # space -> its first reduced axis (one per space: the first found)
-    rows: set[str] = set()
-    flat: set[str] = set()  # those of them that drop their axes
-    for node in dag.order:
+    rows: set[int] = set()  # (nodes by position in the order)
+    flat: set[int] = set()  # those of them that drop their axes
+    for i, node in enumerate(order):
+        if not isinstance(node, Reduction):  # (most nodes: no call made for them)
+            continue
         first = _row_axis(node)
         if first is not None:
             space = (reduced(node).chunks, node.backend)
             if spaces.setdefault(space, first) == first:
-                rows.add(node._name)
+                rows.add(i)
                 if not node.operand("keepdims"):
-                    flat.add(node._name)
+                    flat.add(i)
     if not rows:
         return root
     per_row: dict[Space, list[Space]] = defaultdict(list)  # per-row grid -> the spaces it is that of
     for (chunks, backend), first in spaces.items():
         per_row[(_per_row(chunks, first), backend)].append((chunks, backend))
-    space_of: dict[str, Space] = {}
-    computes: dict[str, str] = {}
+    space_of: dict[int, Space] = {}
+    computes: dict[int, str] = {}
     grouping = _Grouping()
-    dependencies = dag.dependencies
-    for node in dag.order:
-        name = node._name
-        deps = dependencies[name]
+    for i, node in enumerate(order):
+        deps = inputs[i]
         space = None
-        if name in rows:
+        if i in rows:
             space = (reduced(node).chunks, node.backend)
         elif isinstance(node, Elemwise) and deps:
             key = (node.chunks, node.backend)
             if key in spaces or key in per_row:
                 compute = compute_of(node)
                 if compute is not None:
-                    computes[name] = compute
+                    computes[i] = compute
                     if key in spaces:
                         space = key
                     else:  # per row: in the space of a dependency
-                        space = next((space_of[d._name] for d in deps if space_of.get(d._name) in per_row[key]), None)
+                        space = next((space_of[d] for d in deps if space_of.get(d) in per_row[key]), None)
         if space is None:
-            grouping.add(name, deps, [])
+            grouping.add(i, deps, [])
             continue
-        space_of[name] = space
+        space_of[i] = space
         # (a reduction that drops its axes is read by nothing of the group: what reads it broadcasts along
         # other axes than the rows)
-        grouping.add(name, deps, [d._name for d in deps if space_of.get(d._name) == space and d._name not in flat])
-    groups: dict[str, list[Expr]] = defaultdict(list)
+        grouping.add(i, deps, [d for d in deps if space_of.get(d) == space and d not in flat])
+    groups: dict[int, list[int]] = defaultdict(list)
     find = grouping.groups.find
-    for node in dag.order:
-        if node._name in space_of:
-            groups[find(node._name)].append(node)
+    for i in space_of:  # (in topological order)
+        groups[find(i)].append(i)
     limit = settings["kernel-size"]
     replaced: dict[str, Expr] = {}
     for members in groups.values():
-        if _worth_it(members, rows, dependencies) and len(members) <= limit:
-            replaced.update(_build_group(members, dag, root, computes))
+        if _worth_it(members, rows, inputs) and len(members) <= limit:
+            replaced.update(_build_group(members, dag, [computes.get(i) for i in members]))
     return rebuild(root, replaced) if replaced else root
 
 
-def _worth_it(members: list[Expr], rows: set[str], dependencies: Mapping[str, list[Expr]]) -> bool:
-    """Whether a group is a row program: it reads a row reduction of its own, or holds several."""
-    own = {n._name for n in members if n._name in rows}
-    return len(own) > 1 or bool(own) and any(d._name in own for n in members for d in dependencies[n._name])
+def _worth_it(members: list[int], rows: set[int], inputs: list[list[int]]) -> bool:
+    """Whether a group is a row program: it reads a row reduction of its own, or holds several (nodes by
+    position in the DAG's order, ``inputs`` the DAG's)."""
+    own = {i for i in members if i in rows}
+    return len(own) > 1 or bool(own) and any(j in own for i in members for j in inputs[i])
 
 
-def _build_group(members: list[Expr], dag: DAG, root: Expr, computes: Mapping[str, str]) -> dict[str, Expr]:
-    """The Fused row program of a group's members (in topological order), and what replaces each member read
-    outside it (or the root)."""
-    names = {n._name for n in members}
-    stores = [n for n in members if n._name == root._name
-              or any(c._name not in names for c in dag.consumers[n._name])]
+def _build_group(group: list[int], dag: DAG, computes: list[str | None]) -> dict[str, Expr]:
+    """The Fused row program of a group's members (positions in ``dag.order``, in topological order;
+    ``computes``: their compute dtypes, where known), and what replaces each member read outside it (or the
+    root)."""
+    order, readers, root = dag.order, dag.readers, len(dag.order) - 1
+    inside = set(group)
+    members = [order[i] for i in group]
+    stores = [order[i] for i in group if i == root or any(c not in inside for c in readers[i])]
     program, inputs, scalars = build_program(members, stores, [], computes=computes)
     first = next(n for n in members if isinstance(n, Reduction))
     elements = reduced(first).chunks
     record_sources(program, scalars, row_inputs([a.shape for a in inputs], first.operand("axes"), len(elements)))
-    token = hashlib.sha1("|".join(["rows", *sorted(names)]).encode()).hexdigest()[:32]
+    token = hashlib.sha1("|".join(["rows", *sorted({n._name for n in members})]).encode()).hexdigest()[:32]
     chunks = stores[0].chunks if len(stores) == 1 else elements
     fused = Fused.of(program, chunks, first.backend, tuple(scalars), elements, inputs, token)
     return {node._name: fused if len(stores) == 1 else _output(fused, k, node.chunks, node.dtype)
