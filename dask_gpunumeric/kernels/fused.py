@@ -119,7 +119,8 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     kernel = _kernel(program, variant)
     launch = kernel.launch(scalars)
     per_thread = variant.group * _program.PHILOX_STEPS if variant.group > 1 else _program.UNROLL if variant.mode == "flat" else 1
-    blocks = max(1, min(-(-size // (per_thread * _THREADS)), launch.max_blocks))
+    waves = _DRAW_WAVES if variant.group > 1 else 1
+    blocks = max(1, min(-(-size // (per_thread * _THREADS)), launch.max_blocks * waves))
     after = _prepared(program).after
     bufs, results = [], []
     for k, out in enumerate(outputs):
@@ -184,6 +185,9 @@ def fold_buffers(program: tuple, blocks: int) -> list[Any]:
 
 
 _THREADS = 256  # threads per block: the kernels' __launch_bounds__ and shared-memory trees assume it
+#: Waves of thread blocks for kernels drawing grouped Philox blocks: they are bound by arithmetic, and a second
+#: wave evens out the multiprocessors' finishing times (docs/benchmarks.md, "Monte-Carlo's kernel and host time").
+_DRAW_WAVES = 2
 
 
 class _Workspace:
