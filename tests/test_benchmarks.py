@@ -181,3 +181,18 @@ def test_plain_path_benchmark_runs_every_row_on_the_cpu(only: str, tmp_path: pat
         assert len(names) == 6 * 5 and sum(n.endswith(": gnp.fetch of outputs built once") for n in names) == 6
     else:
         assert "gnp matrix build" in names and sum(n.startswith("gnp plain ") for n in names) == 6
+
+
+def test_monte_carlo_breakdown_in_fresh_processes() -> None:
+    """``breakdown.py --processes 2``: the estimate timed in two fresh processes, each line and the median
+    printed (the hand-written kernel's time is nan without a GPU)."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, str(ROOT / "benchmarks" / "breakdown.py"), "--n", "4096", "--repeat", "2",
+               "--processes", "2"]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    lines = process.stdout.splitlines()
+    assert [line.split(":")[0].strip() for line in lines[:2]] == ["process  1", "process  2"], process.stdout
+    times = [float(line.split("estimate")[1].split("ms")[0]) for line in lines[:2]]
+    median = float(lines[2].split("fresh processes")[1].split("ms")[0])
+    assert all(t > 0 for t in times) and median == pytest.approx(sum(times) / 2, abs=1e-3), process.stdout
