@@ -28,8 +28,8 @@ DEFAULTS: dict[str, Any] = {
     "kernel-size": 256,  # at most this many operations per fused kernel (deeper groups are cut in several)
     "specialize": True,  # on CuPy blocks, a fused kernel launched again with the same scalar values is compiled with them as constants
     "stencil-sweeps": "auto",  # stencil sweeps per task: "auto" (halo within 1/8 of a block) or an int
-    "stencil-tiles": True,  # on CuPy blocks, runs of 2-d/3-d stencil sweeps in one kernel through shared memory
-    "stencil-tile-sweeps": 4,  # the most sweeps per such kernel (fewer where shared memory or halo work bind)
+    "stencil-tiles": True,  # on CuPy blocks, runs of stencil sweeps in one kernel through shared memory
+    "stencil-tile-sweeps": None,  # the most sweeps per such kernel (None: 8 in 1-d, 4 in 2-d and 3-d; fewer where shared memory or halo work bind)
     "stencil-recompute": False,  # a pointwise field read at shifts computed again by its readers, saving a sweep (off: slower on an H200, docs/benchmarks.md)
     "loop-rotation": False,  # fori_loops ending with an elementwise state update start with it (optimize.rotation; off: slower on an H200)
     "region-lowering": "programs",  # accelerated regions as one task per worker ("programs") or per block ("tasks")

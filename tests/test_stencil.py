@@ -645,6 +645,38 @@ def test_tile_kernels_in_3d(name: str, monkeypatch: Any) -> None:
             assert launched and {len(variant[0]) for variant in launched} == {2}
 
 
+def upwind(xp: Any, q: Any, c: Any) -> Any:
+    """One first-order upwind step of dq/dt + c dq/dx = 0 with a velocity of either sign (periodic)."""
+    return q - 0.4 * c * xp.where(c > 0, q - xp.roll(q, 1), xp.roll(q, -1) - q)
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+@pytest.mark.parametrize("name", ["smooth_1d", "heat_periodic", "upwind"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tile_kernels_in_1d(name: str, dtype: Any, monkeypatch: Any) -> None:
+    """1-d sweeps up to 8 per kernel through shared memory (emulated), bit for bit NumPy's: fixed ends (a
+    ``SetItem`` box), periodic ``roll`` and upwind advection (``where`` over a second input), on sizes of
+    several 1,024-element tiles and one element more, one block and several (halos)."""
+    launched = counted_tile_kernels(monkeypatch)
+    rng = np.random.default_rng(21)
+    for size, chunks, n, runs in [(2049, 2049, 10, [5, 5]), (2049, 700, 10, [5, 5]), (3000, 3000, 30, [8, 8, 7, 7])]:
+        x, c = rng.random(size).astype(dtype), (rng.random(size) - 0.5).astype(dtype)
+        gc = gnp.from_array(c, chunks=chunks)
+        with gnp.config.set(stencil_sweeps=n):
+            if name == "upwind":
+                u, expected = gnp.from_array(x, chunks=chunks), x
+                for _ in range(n):
+                    u, expected = upwind(gnp, u, gc), upwind(np, expected, c)
+            else:
+                update = {"smooth_1d": smooth_1d, "heat_periodic": heat_periodic}[name]
+                u, expected = sweeps(update, gnp, gnp.from_array(x, chunks=chunks), n), sweeps(update, np, x.copy(), n)
+            assert [g["sweeps_per_kernel"] for g in plan(u)["stencils"]] == [runs]
+            launched.clear()
+            np.testing.assert_array_equal(gnp.fetch(u), expected)
+            np.testing.assert_array_equal(np.asarray(u), expected)
+            assert {len(variant[0]) for variant in launched} == set(runs)
+
+
 @pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
 @pytest.mark.parametrize("chunks", [(41, 70), (21, 35)])
 def test_tile_kernels_for_gray_scott(chunks: tuple, monkeypatch: Any) -> None:
@@ -719,7 +751,11 @@ def test_tiles_planned_where_eligible() -> None:
     assert tile_runs(sweeps(periodic_x_fixed_y, gnp, u, 4)) == [()]  # box, wrap
     # 3-d: 8 x 16 x 32 tiles, two sweeps per kernel (a third would pass ``TILE_WORK``)
     assert tile_runs(sweeps(jacobi_3d, gnp, gnp.from_array(np.zeros((6, 6, 6))), 5)) == [((0, 2), (2, 2))]
-    assert tile_runs(sweeps(smooth_1d, gnp, gnp.from_array(np.zeros(50)), 4)) == [()]  # 1-d: none
+    # 1-d: 1,024-element tiles, up to 8 sweeps per kernel by default
+    assert tile_runs(sweeps(smooth_1d, gnp, gnp.from_array(np.zeros(50)), 4)) == [((0, 4),)]
+    assert tile_runs(sweeps(heat_periodic, gnp, gnp.from_array(np.zeros(50)), 20)) == [((0, 7), (7, 7), (14, 6))]
+    with gnp.config.set(stencil_tile_sweeps=4):
+        assert tile_runs(sweeps(heat_periodic, gnp, gnp.from_array(np.zeros(50)), 8)) == [((0, 4), (4, 4))]
     p = padded_laplacian(gnp, padded_laplacian(gnp, u, ((1, 1), (1, 1)), 0.0), ((1, 1), (1, 1)), 0.0)
     assert tile_runs(p) == [()]
     first = jacobi(gnp, u)

@@ -83,7 +83,7 @@ def check_stencil_code(code: Any, index: Any, edges: Any = None) -> None:
 
 
 def check_tiles(codes: Any, links: Any, index: Any, edges: Any) -> None:
-    """Raise ``ProgramError`` unless consecutive 2-d sweeps' codes and edges pass ``check_stencil_code``, none
+    """Raise ``ProgramError`` unless consecutive 1-d, 2-d or 3-d sweeps' codes and edges pass ``check_stencil_code``, none
     has full reductions or random draws, each sweep but the first has in ``links`` distinct slots linked to
     outputs of the previous sweep (``(slot, output)``), read at offsets of at most ``TILE_HALO`` per axis
     without FILL edges, and the sweeps but the last have the same output dtypes
@@ -92,8 +92,8 @@ def check_tiles(codes: Any, links: Any, index: Any, edges: Any) -> None:
              and len(codes) >= 2 and len(edges) == len(codes) and len(links) == len(codes) - 1, "tile sweeps")
     for code, modes in zip(codes, edges):
         check_stencil_code(code, index, modes)
-        _require(modes is not None and code[0][0] == codes[0][0][0] in (2, 3) and len(code[5]) == len(code[0][3])
-                 and all(ins[0] != "random" for ins in code[0][2]), "tiles of 2-d or 3-d sweeps without reductions")
+        _require(modes is not None and code[0][0] == codes[0][0][0] in (1, 2, 3) and len(code[5]) == len(code[0][3])
+                 and all(ins[0] != "random" for ins in code[0][2]), "tiles of 1-d, 2-d or 3-d sweeps without reductions")
     _require(len({tuple(code[5]) for code in codes[:-1]}) == 1, "sweeps but the last of one output dtype each")
     for first, second, shared, edges_b in zip(codes, codes[1:], links, edges[1:]):
         _require(isinstance(shared, tuple) and shared and all(

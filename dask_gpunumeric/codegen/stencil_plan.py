@@ -49,7 +49,7 @@ def sweeps(plan: tuple) -> int:
 
 def tile_runs(plan: tuple, limit: int) -> tuple[tuple[int, int], ...]:
     """The runs of consecutive kernels of a group, ``(first, count)``, to run on CuPy blocks as one tile kernel
-    each, in order: 2-d sweeps without full reductions whose outputs are each read by the next sweep alone
+    each, in order: sweeps (of the dimensions in ``TILES``) without full reductions whose outputs are each read by the next sweep alone
     (``link``), at most ``limit`` of them, and as many as keep the tile kernel's shared memory and redundant
     work in bounds (``tile_fits``). A stretch of linked sweeps is cut into as few runs as those bounds allow,
     of sizes as even as possible (20 sweeps at most 6 a kernel: 4 runs of 5)."""

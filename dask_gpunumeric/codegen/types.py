@@ -68,7 +68,10 @@ WRAP = 1  # the element a period away (the buffer holds a whole period of a cycl
 FILL = 2  # a constant (reads past the ends of an array padded with it)
 
 # outputs of a thread block of a tile kernel per axis, by number of axes: 64 (32) columns keep rows coalesced
-TILES = {2: (32, 64), 3: (8, 16, 32)}
+TILES = {1: (1024,), 2: (32, 64), 3: (8, 16, 32)}
+# the most sweeps per tile kernel by number of axes, unless ``gpunumeric.stencil-tile-sweeps`` says: a 1-d
+# halo grows by a few elements per sweep, so 1-d runs go deeper (docs/benchmarks.md, "1-d tile kernels")
+TILE_SWEEPS = {1: 8, 2: 4, 3: 4}
 TILE_THREADS = 256
 TILE_HALO = 2  # the largest offset per axis at which a sweep of a tile kernel may read its predecessor's outputs
 TILE_SHARED_BYTES = 48 * 1024  # the static shared memory a thread block may declare

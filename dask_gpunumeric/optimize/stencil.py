@@ -16,7 +16,7 @@ from dask.tokenize import tokenize
 
 from ..codegen.program import ProgramBuilder
 from ..codegen.stencil_plan import tile_runs
-from ..codegen.types import FILL, WRAP, StencilCode, StencilPlan, Sweep, dtype_supported, scalar_supported
+from ..codegen.types import FILL, TILE_SWEEPS, WRAP, StencilCode, StencilPlan, Sweep, dtype_supported, scalar_supported
 from ..expr import plan as _plan
 from ..expr import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil, inputs
 from ..kernels.stencil import record_sources
@@ -703,7 +703,7 @@ class _Pass:
                                      for k in kernels),
                                tuple(number[f] for f in outputs), tuple(d in periodic for d in range(ndim)),
                                tuple(tuple(wraps[s]) for s in sources), tuple((j, out) for j, out, _ in reductions))
-            plan = plan._replace(tiles=tile_runs(plan, self.tile_sweeps()) if self.settings["stencil-tiles"] else ())
+            plan = plan._replace(tiles=tile_runs(plan, self.tile_sweeps(ndim)) if self.settings["stencil-tiles"] else ())
             record_sources(plan)
             token = tokenize(fields, [r._name for _, _, r in reductions], [k.scalars for k in kernels])
             node = Stencil(plan, kernels[0].frame[1], kernels[0].frame[2], tuple(k.scalars for k in kernels),
@@ -717,11 +717,14 @@ class _Pass:
                 replaced[r._name] = Reduction(partial, *r.operands[1:len(Reduction._parameters) - 1], True)
         return replaced
 
-    def tile_sweeps(self) -> int:
-        """The most sweeps per tile kernel (``gpunumeric.stencil-tile-sweeps``), checked."""
+    def tile_sweeps(self, ndim: int) -> int:
+        """The most sweeps per tile kernel of ``ndim`` axes (``gpunumeric.stencil-tile-sweeps``, checked; None:
+        ``TILE_SWEEPS``)."""
         limit = self.settings["stencil-tile-sweeps"]
+        if limit is None:
+            return TILE_SWEEPS.get(ndim, 2)  # (no tile kernels of other dimensions: ``link``)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 2:
-            raise ValueError(f"gpunumeric.stencil-tile-sweeps must be an int of at least 2, got {limit!r}")
+            raise ValueError(f"gpunumeric.stencil-tile-sweeps must be None or an int of at least 2, got {limit!r}")
         return limit
 
     def run(self) -> ArrayExpr:
