@@ -295,8 +295,6 @@ def test_dask_walks_none_of_our_trees_on_compute_and_persist(monkeypatch):
     """``dask.compute``/``dask.persist`` of Arrays alone: Dask's passes (simplify, tune, lower) meet our outputs as
     one node, whatever the depth of their trees: they ask our nodes the same few things for a tree of 10
     operations and of 400."""
-    from dask._expr import Expr
-
     from dask_gpunumeric.expr import ArrayExpr
 
     host = np.random.default_rng(7).random((8, 4))
@@ -329,5 +327,4 @@ def test_dask_walks_none_of_our_trees_on_compute_and_persist(monkeypatch):
             for g, e in zip(got, expected):
                 np.testing.assert_array_equal(to_host(g), e)
     for entry in ("dask.compute", "dask.compute of each", "dask.persist synchronous"):
-        assert counts[10, entry] == counts[400, entry] <= 8, counts
-    assert issubclass(ArrayExpr, Expr)
+        assert counts[10, entry] == counts[400, entry] <= 6, counts
