@@ -573,16 +573,17 @@ class Outputs(_ExprSequence):
 
     @classmethod
     def of(cls, roots: list[ArrayExpr]) -> Outputs:
-        """The outputs ``roots``, made without Dask's constructor (which tokenizes the class on every compute)."""
-        joint = Materialized.of(roots[0] if len(roots) == 1 else Bundle.of(*roots))
+        """The outputs ``roots``, made without Dask's constructor (which tokenizes the class on every compute),
+        named after their tree."""
         inst = object.__new__(cls)
-        token = joint.deterministic_token
-        inst.__dict__.update(operands=list(roots), _determ_token=token, _name=f"outputs-{token}", joint=joint)
+        inst.__dict__["operands"] = list(roots)
+        token = inst.joint.deterministic_token
+        inst.__dict__.update(_determ_token=token, _name=f"outputs-{token}")
         return inst
 
     @cached
     def joint(self) -> Materialized:
-        """The ``Materialized`` tree of all outputs (kept by ``of``; made again here after unpickling)."""
+        """The ``Materialized`` tree of all outputs."""
         roots = self.operands
         return Materialized.of(roots[0] if len(roots) == 1 else Bundle.of(*roots))
 
