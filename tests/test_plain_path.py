@@ -218,3 +218,113 @@ def test_a_repeated_slice_builds_the_node_its_constructor_builds():
                 assert type(node) is Gather and node.operands == generic.operands
                 assert (node._name, node.chunks, node.dtype) == (generic._name, generic.chunks, generic.dtype)
             assert_eq(piece, host.astype(dtype)[index])
+
+
+def _softmax_outputs(x):
+    m = gnp.max(x, axis=1, keepdims=True)
+    e = gnp.exp(x - m)
+    s = gnp.sum(e, axis=1, keepdims=True)
+    return e / s, (m + gnp.log(s))[:, 0]
+
+
+_ENTRY_POINTS = {
+    "dask.compute": lambda a, b: dask.compute(a, b),
+    "dask.compute of a list": lambda a, b: tuple(dask.compute([a, b])[0]),
+    "dask.compute of each": lambda a, b: (dask.compute(a)[0], dask.compute(b)[0]),
+    "synchronous": lambda a, b: dask.compute(a, b, scheduler="sync"),
+    "threads": lambda a, b: dask.compute(a, b, scheduler="threads"),
+    "unoptimized": lambda a, b: dask.compute(a, b, optimize_graph=False),
+    "with a callback": lambda a, b: _with_callback(lambda: dask.compute(a, b)),
+    "dask.persist": lambda a, b: gnp.fetch(dask.persist(a, b)),
+    "dask.persist synchronous": lambda a, b: gnp.fetch(dask.persist(a, b, scheduler="sync")),
+    "dask.persist with a callback": lambda a, b: gnp.fetch(_with_callback(lambda: dask.persist(a, b))),
+    "dask.optimize": lambda a, b: dask.compute(*dask.optimize(a, b)),
+}
+
+
+def _with_callback(run):
+    started: list = []
+    with dask.callbacks.Callback(start=lambda dsk: started.append(1)):
+        out = run()
+    assert started
+    return out
+
+
+@pytest.mark.parametrize("chunks", [(64, 32), (16, 32)])
+@pytest.mark.parametrize("entry", list(_ENTRY_POINTS))
+def test_dask_compute_and_persist_of_arrays_alone_give_numpys_values(entry, chunks):
+    """``dask.compute``/``dask.persist`` of gnp Arrays alone (the suite's plain calls), however called: NumPy's
+    values, on one block and on several, on a graph compiled before too."""
+    host = np.random.default_rng(5).random((64, 32))
+    x = dask.persist(gnp.asarray(host, chunks=chunks))[0]
+    m = host.max(axis=1, keepdims=True)
+    e = np.exp(host - m)
+    s = e.sum(axis=1, keepdims=True)
+    for _ in range(2):
+        a, b = _ENTRY_POINTS[entry](*_softmax_outputs(x))
+        np.testing.assert_allclose(to_host(a), e / s, rtol=1e-12)
+        np.testing.assert_allclose(to_host(b), (m + np.log(s))[:, 0], rtol=1e-12)
+
+
+def test_dask_compute_of_arrays_among_other_collections():
+    """A gnp Array computed and persisted together with a dask.array or a delayed value, either first: each
+    value as computed alone. (Dask 2026.7.1 returns the results of several collections of one kind among
+    others of graph-backed kinds in the wrong places, its own collections too: ``dask.compute(da_a, delayed,
+    da_b)`` gives ``da_b``'s value second; such mixes are left out here.)"""
+    import dask.array as da
+
+    host = np.random.default_rng(6).random((16, 8))
+    x = dask.persist(gnp.asarray(host, chunks=(8, 8)))[0]
+    a, _ = _softmax_outputs(x)
+    d = da.from_array(host, chunks=(4, 8)).sum(axis=0)
+    later = dask.delayed(lambda v: v + 1)(2)
+    expected = gnp.fetch(a)
+    for got, (i, j) in ((dask.compute(a, d), (0, 1)), (dask.compute(d, a), (1, 0))):
+        np.testing.assert_array_equal(to_host(got[i]), expected)
+        np.testing.assert_allclose(np.asarray(got[j]), host.sum(axis=0), rtol=1e-12)
+    got = dask.compute(later, a)
+    assert got[0] == 3
+    np.testing.assert_array_equal(to_host(got[1]), expected)
+    pa, pd = dask.persist(a, d)
+    assert isinstance(pa, gnp.Array) and isinstance(pd, da.Array)
+    np.testing.assert_array_equal(gnp.fetch(pa), expected)
+    np.testing.assert_allclose(np.asarray(pd.compute()), host.sum(axis=0), rtol=1e-12)
+
+
+def test_dask_walks_none_of_our_trees_on_compute_and_persist(monkeypatch):
+    """``dask.compute``/``dask.persist`` of Arrays alone: Dask's passes (simplify, tune, lower) meet our outputs as
+    one node, whatever the depth of their trees: they ask our nodes the same few things for a tree of 10
+    operations and of 400."""
+    from dask_gpunumeric.expr import ArrayExpr
+
+    host = np.random.default_rng(7).random((8, 4))
+    x = dask.persist(gnp.asarray(host))[0]
+
+    def outputs(depth):
+        y = x
+        for _ in range(depth):
+            y = y * 0.999 + 0.001
+        return gnp.sum(y, axis=1), y
+
+    asked: list = []
+    for name in ("dependencies", "_simplify_up", "_simplify_down", "simplify_once", "lower_once", "_lower",
+                 "rewrite", "_tune_up", "_tune_down"):
+        method = getattr(ArrayExpr, name)
+
+        def counted(self, *args, _method=method, _name=name, **kwargs):
+            if isinstance(self, ArrayExpr):
+                asked.append(_name)
+            return _method(self, *args, **kwargs)
+
+        monkeypatch.setattr(ArrayExpr, name, counted)
+    counts = {}
+    for depth in (10, 400):
+        expected = gnp.fetch(outputs(depth))
+        for entry in ("dask.compute", "dask.compute of each", "dask.persist synchronous"):
+            asked.clear()
+            got = _ENTRY_POINTS[entry](*outputs(depth))
+            counts[depth, entry] = len(asked)
+            for g, e in zip(got, expected):
+                np.testing.assert_array_equal(to_host(g), e)
+    for entry in ("dask.compute", "dask.compute of each", "dask.persist synchronous"):
+        assert counts[10, entry] == counts[400, entry] <= 6, counts

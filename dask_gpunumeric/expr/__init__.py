@@ -1,6 +1,7 @@
 """Array expressions: immutable nodes with shape, dtype, chunks and backend, one file per family, each lowered
 to one Dask task per output block (``base`` has the node all others derive from)."""
-from .base import ArrayExpr, Bundle, Chunks, Finalize, Index, JointOutput, Materialized, flat_keys, inputs, walk
+from .base import (ArrayExpr, Bundle, Chunks, Finalize, Index, JointOutput, Materialized, Outputs, flat_keys, inputs,
+                   walk)
 from .blockwise import MapBlocks
 from .contraction import MatMul
 from .data import Creation, FromArray, FromGraph
@@ -13,5 +14,5 @@ from .tokens import cached
 
 __all__ = ["ArrayExpr", "BlockReshape", "Broadcast", "Bundle", "Chunks", "Creation", "Elemwise", "Finalize",
            "FromArray", "FromGraph", "Fused", "FusedOutput", "Gather", "Index", "JointOutput", "MapBlocks", "MatMul",
-           "Materialized", "Overlap", "Reduction", "Scan", "SetItem", "Stencil", "Transpose", "cached", "flat_keys",
-           "inputs", "walk"]
+           "Materialized", "Outputs", "Overlap", "Reduction", "Scan", "SetItem", "Stencil", "Transpose", "cached",
+           "flat_keys", "inputs", "walk"]

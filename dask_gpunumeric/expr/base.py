@@ -22,7 +22,7 @@ from typing import Any
 
 import dask
 import numpy as np
-from dask._expr import Expr, _unpack_collections
+from dask._expr import Expr, _ExprSequence, _unpack_collections
 from dask._task_spec import GraphNode, List, Task, TaskRef
 
 from ..kernels import blocks as _blocks
@@ -283,18 +283,23 @@ class ArrayExpr(Expr):
 
     def _simplify_up(self, parent: Expr, dependents: Any) -> Expr | None:
         # dask.compute(a, b) / dask.persist(a, b): optimize our arrays together (one fused kernel can
-        # serve several outputs), keeping each output's keys; one array: lowered here already, so that
-        # lowering leaves the sequence as it is (Dask would make it again, tokenize and all)
-        if type(parent).__name__ != "_ExprSequence":
+        # serve several outputs), keeping each output's keys. Our arrays alone on the local scheduler: one node
+        # (``Outputs``); among other collections or on a cluster: each output a ``JointOutput`` of the joint
+        # node, one array lowered here already, so that lowering leaves the sequence as it is (Dask would make
+        # it again, tokenize and all)
+        if type(parent) is not _ExprSequence:
             return None
         ours = [op for op in parent.operands if isinstance(op, ArrayExpr)]
         if not ours or any(isinstance(op, (JointOutput, Materialized)) for op in ours):
             return None
+        workers = _runtime().placement_workers()
+        if not workers and len(ours) == len(parent.operands):
+            return Outputs.of(ours)
         if len(ours) == 1:
-            lowered = ours[0]._lower()
+            lowered = Materialized.of(ours[0], workers)
             operands = [lowered if op is ours[0] else op for op in parent.operands]
         else:
-            joint = Materialized.of(Bundle.of(*ours), _runtime().placement_workers())
+            joint = Materialized.of(Bundle.of(*ours), workers)
             k = iter(range(len(ours)))
             operands = [JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op for op in parent.operands]
         # named from its operands' names where they are all ours (not by Dask's tokenize, which pickles the
@@ -558,6 +563,56 @@ class JointOutput(ArrayExpr):
 
     def __dask_annotations__(self) -> dict[str, dict]:
         return self.joint.__dask_annotations__()
+
+
+class Outputs(_ExprSequence):
+    """The Arrays of one ``dask.compute``/``dask.persist`` that holds nothing else, on the local scheduler: their
+    roots (its operands, which give its keys) and the one tree that makes them (``joint``), as a single node that
+    Dask's passes leave as it is (they would walk, compare and rebuild a sequence of lowered nodes) and that the
+    local scheduler runs from its compiled graph (``runtime.schedule``)."""
+
+    @classmethod
+    def of(cls, roots: list[ArrayExpr]) -> Outputs:
+        """The outputs ``roots``, made without Dask's constructor (which tokenizes the class on every compute),
+        named after their tree."""
+        inst = object.__new__(cls)
+        inst.__dict__["operands"] = list(roots)
+        token = inst.joint.deterministic_token
+        inst.__dict__.update(_determ_token=token, _name=f"outputs-{token}")
+        return inst
+
+    @cached
+    def joint(self) -> Materialized:
+        """The ``Materialized`` tree of all outputs."""
+        roots = self.operands
+        return Materialized.of(roots[0] if len(roots) == 1 else Bundle.of(*roots))
+
+    def dependencies(self) -> list[Expr]:
+        return []
+
+    def _layer(self) -> dict:
+        return self.joint._layer()
+
+    def __dask_annotations__(self) -> dict[str, dict]:
+        return {}
+
+    def finalize_compute(self) -> Outputs:
+        return self
+
+    def simplify_once(self, dependents: Any, simplified: dict) -> Outputs:
+        return self
+
+    def simplify(self) -> Outputs:
+        return self
+
+    def rewrite(self, kind: str, rewritten: dict) -> Outputs:
+        return self
+
+    def lower_once(self, lowered: dict) -> Outputs:
+        return self
+
+    def lower_completely(self) -> Outputs:
+        return self
 
 
 class Finalize(ArrayExpr):

@@ -327,11 +327,13 @@ _CACHE_DATA_LIMIT = 2**20
 
 def _persisted_inputs(nodes: Iterable[Expr]) -> tuple[FromGraph, ...] | None:
     """The persisted inputs of a tree whose graph may be cached without them, or None when it may not be:
-    the data the graph holds besides them must be small host data (the cache must not keep large arrays,
-    or any device or cluster memory, alive)."""
+    each input's layer must be its blocks alone, and the data the graph holds besides them small host data (the
+    cache must not keep large arrays, or any device or cluster memory, alive)."""
     held, persisted = 0, []
     for node in nodes:
         if isinstance(node, FromGraph):
+            if len(node.operand("layer")) != math.prod(node.numblocks):
+                return None  # a graph of more than its blocks (``dask.optimize``'s), named as the blocks persisted
             persisted.append(node)
         elif isinstance(node, FromArray):
             array = node.operand("array")

@@ -11,11 +11,10 @@ import dask.callbacks
 import dask.local
 import dask.threaded
 import numpy as np
-from dask._expr import Expr
 from dask._task_spec import Alias, DataNode, GraphNode, Task
 from dask.order import order
 
-from ..expr import JointOutput, Materialized
+from ..expr import Materialized, Outputs
 from ..kernels.fused import pick
 from .faults import BlockFunction, OutOfMemoryError, release_blocks
 
@@ -158,14 +157,10 @@ def _small_in_order(get: Callable[..., Any], sequential: bool) -> Callable[..., 
 
 
 def _one_tree(dsk: Any) -> Materialized | None:
-    """The one local tree of ours that Dask hands a scheduler for ``compute()`` (alone or in its sequence of
-    one), or that the outputs of ``dask.compute(a, b)``/``dask.persist(a, b)`` share, or None."""
-    if isinstance(dsk, Expr) and not isinstance(dsk, Materialized):
-        parts = dsk.operands
-        if len(parts) == 1:
-            dsk = parts[0]
-        elif parts and all(isinstance(p, JointOutput) for p in parts) and len({p.joint._name for p in parts}) == 1:
-            dsk = parts[0].joint
+    """The one local tree of ours that Dask hands a scheduler: the tree of the outputs of ``dask.compute``/
+    ``dask.persist`` of our Arrays alone (``Outputs``), or a tree given as it is; or None."""
+    if isinstance(dsk, Outputs):
+        return dsk.joint
     return dsk if isinstance(dsk, Materialized) and not dsk.operand("workers") else None
 
 
