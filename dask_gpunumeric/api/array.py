@@ -50,11 +50,16 @@ def _operand_ok(other: Any) -> bool:
 
 def _operators(func: str) -> tuple[Callable, Callable, Callable]:
     """``x <op> y``, ``y <op> x`` and ``x <op>= y`` as ``gnp.<func>``."""
+    # (the usual operands checked here: a call less on every operator a user writes)
     def forward(self: Array, other: Any) -> Any:
-        return getattr(self._namespace, func)(self, other) if _operand_ok(other) else NotImplemented
+        if type(other) in _PLAIN_OPERANDS or _operand_ok(other):
+            return getattr(self._namespace, func)(self, other)
+        return NotImplemented
 
     def reflected(self: Array, other: Any) -> Any:
-        return getattr(self._namespace, func)(other, self) if _operand_ok(other) else NotImplemented
+        if type(other) in _PLAIN_OPERANDS or _operand_ok(other):
+            return getattr(self._namespace, func)(other, self)
+        return NotImplemented
 
     def inplace(self: Array, other: Any) -> Any:
         # Arrays are immutable: ``x += y`` rebinds x to a new Array, with NumPy's in-place casting rule.

@@ -138,7 +138,12 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
     if plan is None:
         return None
     func, out_dtype, keep, extra = plan
-    return Array(Elemwise.of_aligned(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks))
+    result = _new_array(Array)  # Array(node) without its check: the node is ours
+    result._expr = Elemwise.of_aligned(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks)
+    return result
+
+
+_new_array = object.__new__
 
 
 def _aligned_chunks(op: str, operand_chunks: list[Chunks]) -> Chunks | None:

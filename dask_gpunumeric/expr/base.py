@@ -29,6 +29,8 @@ from ..kernels import blocks as _blocks
 from ..backend import empty_meta
 from .tokens import _OWN_OPERANDS, _TEXT, _plain_repr, cached
 
+_sha1 = hashlib.sha1
+
 Chunks = tuple[tuple[int, ...], ...]
 Index = tuple[int, ...]
 
@@ -77,10 +79,18 @@ class ArrayExpr(Expr):
             return None
         if known:
             parts.insert(0, text)
-        token = hashlib.sha1(f"{cls.__qualname__}|list({','.join(parts)})".encode()).hexdigest()[:32]
+        return cls.of_token_text(f"{cls.__qualname__}|list({','.join(parts)})", operands, chunks, dtype, backend,
+                                 _leaves_of(rest), funcname)
+
+    @classmethod
+    def of_token_text(cls, text: str, operands: list[Any], chunks: Chunks, dtype: np.dtype, backend: str,
+                      leaves: dict[str, ArrayExpr] | None, funcname: str | None = None) -> ArrayExpr:
+        """The node of these operands and metadata whose token hashes ``text``, the text ``__dask_tokenize__``
+        writes of it (the caller's to get right); ``leaves``: its ``_leaves``."""
+        token = _sha1(text.encode()).hexdigest()[:32]
         inst = object.__new__(cls)
         inst.__dict__.update(_determ_token=token, operands=operands, chunks=chunks, dtype=dtype, backend=backend,
-                             _leaves=_leaves_of(rest))
+                             _leaves=leaves)
         if funcname is None:
             funcname = inst._funcname
         inst.__dict__["_name"] = f"{funcname}-{token}"
@@ -406,11 +416,21 @@ def _leaves_of(operands: list[Any]) -> dict[str, ArrayExpr] | None:
     for o in operands:
         if isinstance(o, Expr):
             more = o._leaves if isinstance(o, ArrayExpr) else None
-            if more is None:
-                return None
-            if more is not leaves and more:
-                leaves = more if not leaves else leaves if more.keys() <= leaves.keys() else {**leaves, **more}
+            if more is not leaves:
+                leaves = joined_leaves(leaves, more)
+                if leaves is None:
+                    return None
     return leaves
+
+
+def joined_leaves(leaves: dict[str, ArrayExpr] | None,
+                  more: dict[str, ArrayExpr] | None) -> dict[str, ArrayExpr] | None:
+    """The inputs under two operands of these inputs (``_leaves_of``): one of the dicts where it holds the other's."""
+    if leaves is None or more is None:
+        return None
+    if not more:
+        return leaves
+    return more if not leaves else leaves if more.keys() <= leaves.keys() else {**leaves, **more}
 
 
 class _Entry:
