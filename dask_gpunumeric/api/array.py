@@ -48,18 +48,26 @@ def _operand_ok(other: Any) -> bool:
         hasattr(other, "__array__") or backend_of(other) == "cupy"
 
 
-def _operators(func: str) -> tuple[Callable, Callable, Callable]:
-    """``x <op> y``, ``y <op> x`` and ``x <op>= y`` as ``gnp.<func>``."""
-    # (the usual operands checked here: a call less on every operator a user writes)
+def _operators(func: str, elementwise: bool = True) -> tuple[Callable, Callable, Callable]:
+    """``x <op> y``, ``y <op> x`` and ``x <op>= y`` as ``gnp.<func>``; where it is ``elementwise``, the usual
+    operands take its short path first (``Array._elementwise``: two calls less on every operator a user writes)."""
     def forward(self: Array, other: Any) -> Any:
-        if type(other) in _PLAIN_OPERANDS or _operand_ok(other):
+        if type(other) in _PLAIN_OPERANDS:
+            if elementwise:
+                short = self._elementwise(func, (self, other))
+                if short is not None:
+                    return short
             return getattr(self._namespace, func)(self, other)
-        return NotImplemented
+        return getattr(self._namespace, func)(self, other) if _operand_ok(other) else NotImplemented
 
     def reflected(self: Array, other: Any) -> Any:
-        if type(other) in _PLAIN_OPERANDS or _operand_ok(other):
+        if type(other) in _PLAIN_OPERANDS:
+            if elementwise:
+                short = self._elementwise(func, (other, self))
+                if short is not None:
+                    return short
             return getattr(self._namespace, func)(other, self)
-        return NotImplemented
+        return getattr(self._namespace, func)(other, self) if _operand_ok(other) else NotImplemented
 
     def inplace(self: Array, other: Any) -> Any:
         # Arrays are immutable: ``x += y`` rebinds x to a new Array, with NumPy's in-place casting rule.
@@ -92,8 +100,10 @@ def _equality(func: str) -> Callable:
 
 
 def _unary(func: str) -> Callable:
+    """``<op> x`` as ``gnp.<func>`` (elementwise: its short path first, as ``_operators``)."""
     def unary(self: Array) -> Array:
-        return getattr(self._namespace, func)(self)
+        short = self._elementwise(func, (self,))
+        return getattr(self._namespace, func)(self) if short is None else short
 
     return unary
 
@@ -121,6 +131,9 @@ class Array(DaskMethodsMixin):
     __array_priority__ = 20
     #: the ``dask_gpunumeric`` namespace, whose functions the methods and operators call (set on import)
     _namespace: ClassVar[types.ModuleType]
+    #: the short path of the namespace's elementwise functions (``api.elementwise``, set on import): (name,
+    #: operands) -> the Array ``gnp.<name>(*operands)`` gives, or None where that function must build it
+    _elementwise: ClassVar[Callable[[str, tuple], Array | None]]
 
     def __init__(self, expr: ArrayExpr) -> None:
         if not isinstance(expr, ArrayExpr):
@@ -365,7 +378,7 @@ class Array(DaskMethodsMixin):
 
     # --- operators ------------------------------------------------------------------------------------
     # (the binary arithmetic operators, with their reflected and in-place forms: ``_BINARY_OPERATORS``)
-    __matmul__, __rmatmul__ = _operators("matmul")[:2]
+    __matmul__, __rmatmul__ = _operators("matmul", elementwise=False)[:2]
     __lt__, __le__ = _operators("less")[0], _operators("less_equal")[0]
     __gt__, __ge__ = _operators("greater")[0], _operators("greater_equal")[0]
     __eq__, __ne__ = _equality("equal"), _equality("not_equal")

@@ -144,6 +144,7 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
 
 
 _new_array = object.__new__
+Array._elementwise = staticmethod(_short_path)  # (Array's operators: see there)
 
 
 def _aligned_chunks(op: str, operand_chunks: list[Chunks]) -> Chunks | None:

@@ -79,21 +79,11 @@ class ArrayExpr(Expr):
             return None
         if known:
             parts.insert(0, text)
-        return cls.of_token_text(f"{cls.__qualname__}|list({','.join(parts)})", operands, chunks, dtype, backend,
-                                 _leaves_of(rest), funcname)
-
-    @classmethod
-    def of_token_text(cls, text: str, operands: list[Any], chunks: Chunks, dtype: np.dtype, backend: str,
-                      leaves: dict[str, ArrayExpr] | None, funcname: str | None = None) -> ArrayExpr:
-        """The node of these operands and metadata whose token hashes ``text``, the text ``__dask_tokenize__``
-        writes of it (the caller's to get right); ``leaves``: its ``_leaves``."""
-        token = _sha1(text.encode()).hexdigest()[:32]
+        token = _sha1(f"{cls.__qualname__}|list({','.join(parts)})".encode()).hexdigest()[:32]
         inst = object.__new__(cls)
         inst.__dict__.update(_determ_token=token, operands=operands, chunks=chunks, dtype=dtype, backend=backend,
-                             _leaves=leaves)
-        if funcname is None:
-            funcname = inst._funcname
-        inst.__dict__["_name"] = f"{funcname}-{token}"
+                             _leaves=_leaves_of(rest))
+        inst.__dict__["_name"] = f"{inst._funcname if funcname is None else funcname}-{token}"
         return inst
 
     @classmethod

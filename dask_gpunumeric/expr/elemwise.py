@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from hashlib import sha1 as _sha1
 from typing import Any
 
 import numpy as np
@@ -49,10 +50,13 @@ class Elemwise(ArrayExpr):
                 if text is None or isinstance(a, Expr):  # no plain value, or an expression not ours
                     return cls(op, dtype, {}, *args)
                 texts.append(text)
-        if leaves is _UNSET:
-            leaves = _NO_LEAVES
-        return cls.of_token_text(f"{head}{','.join(texts)})", [op, dtype, {}, *args], chunks, dtype, backend, leaves,
-                                 funcname)
+        # (the node made here, as ``with_metadata`` makes it: a call less on every operation)
+        token = _sha1(f"{head}{','.join(texts)})".encode()).hexdigest()[:32]
+        inst = object.__new__(cls)
+        inst.__dict__.update(_determ_token=token, operands=[op, dtype, {}, *args], chunks=chunks, dtype=dtype,
+                             backend=backend, _leaves=_NO_LEAVES if leaves is _UNSET else leaves,
+                             _name=f"{funcname}-{token}")
+        return inst
 
     @cached
     def _funcname(self) -> str:
