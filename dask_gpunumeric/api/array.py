@@ -49,31 +49,14 @@ def _operand_ok(other: Any) -> bool:
 
 
 def _operators(func: str, elementwise: bool = True) -> tuple[Callable, Callable, Callable]:
-    """``x <op> y``, ``y <op> x`` and ``x <op>= y`` as ``gnp.<func>``; where it is ``elementwise``, the usual
-    operands take its short path first (``Array._elementwise``: two calls less on every operator a user writes)."""
-    def forward(self: Array, other: Any) -> Any:
-        if type(other) in _PLAIN_OPERANDS:
-            if elementwise:
-                short = self._elementwise(func, (self, other))
-                if short is not None:
-                    return short
-            return getattr(self._namespace, func)(self, other)
-        return getattr(self._namespace, func)(self, other) if _operand_ok(other) else NotImplemented
-
-    def reflected(self: Array, other: Any) -> Any:
-        if type(other) in _PLAIN_OPERANDS:
-            if elementwise:
-                short = self._elementwise(func, (other, self))
-                if short is not None:
-                    return short
-            return getattr(self._namespace, func)(other, self)
-        return getattr(self._namespace, func)(other, self) if _operand_ok(other) else NotImplemented
+    """``x <op> y``, ``y <op> x`` and ``x <op>= y`` as ``gnp.<func>``."""
+    forward, reflected = _binary(func, elementwise, False), _binary(func, elementwise, True)
 
     def inplace(self: Array, other: Any) -> Any:
         # Arrays are immutable: ``x += y`` rebinds x to a new Array, with NumPy's in-place casting rule.
-        if not _operand_ok(other):
-            return NotImplemented
-        out = getattr(self._namespace, func)(self, other)
+        out = forward(self, other)
+        if out is NotImplemented:
+            return out
         if out.dtype != self.dtype:
             if not np.can_cast(out.dtype, self.dtype, casting="same_kind"):
                 raise TypeError(
@@ -83,6 +66,22 @@ def _operators(func: str, elementwise: bool = True) -> tuple[Callable, Callable,
         return out
 
     return forward, reflected, inplace
+
+
+def _binary(func: str, elementwise: bool, reflected: bool) -> Callable:
+    """``x <op> y`` (or, ``reflected``, ``y <op> x``) as ``gnp.<func>``; where it is ``elementwise``, the usual
+    operands take its short path first (``Array._elementwise``: two calls less on every operator a user writes)."""
+    def binary(self: Array, other: Any) -> Any:
+        args = (other, self) if reflected else (self, other)
+        if type(other) in _PLAIN_OPERANDS:
+            if elementwise:
+                short = self._elementwise(func, args)
+                if short is not None:
+                    return short
+            return getattr(self._namespace, func)(*args)
+        return getattr(self._namespace, func)(*args) if _operand_ok(other) else NotImplemented
+
+    return binary
 
 
 def _equality(func: str) -> Callable:
