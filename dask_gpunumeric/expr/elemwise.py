@@ -53,9 +53,14 @@ class Elemwise(ArrayExpr):
         # (the node made here, as ``with_metadata`` makes it: a call less on every operation)
         token = _sha1(f"{head}{','.join(texts)})".encode()).hexdigest()[:32]
         inst = object.__new__(cls)
-        inst.__dict__.update(_determ_token=token, operands=[op, dtype, {}, *args], chunks=chunks, dtype=dtype,
-                             backend=backend, _leaves=_NO_LEAVES if leaves is _UNSET else leaves,
-                             _name=f"{funcname}-{token}")
+        values = inst.__dict__  # (set one by one: faster than update(**) here)
+        values["_determ_token"] = token
+        values["operands"] = [op, dtype, {}, *args]
+        values["chunks"] = chunks
+        values["dtype"] = dtype
+        values["backend"] = backend
+        values["_leaves"] = _NO_LEAVES if leaves is _UNSET else leaves
+        values["_name"] = f"{funcname}-{token}"
         return inst
 
     @cached
