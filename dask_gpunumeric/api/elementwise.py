@@ -395,7 +395,8 @@ FUNCTIONS = {name: getattr(_module, name) for name in (*_UNARY, *_BINARY)}
 
 def where(condition: ArrayLike, x1: ArrayLike, x2: ArrayLike, /) -> Array:
     """Elements of ``x1`` where ``condition`` is true, else of ``x2``, with broadcasting (lazy)."""
-    return elementwise("where", condition, x1, x2, skip_promotion=1)
+    short = _short_path("where", (condition, x1, x2), 1)  # (the condition: no promotion)
+    return elementwise("where", condition, x1, x2, skip_promotion=1) if short is None else short
 
 
 def clip(a: ArrayLike, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: Any = None,  # noqa: A002
