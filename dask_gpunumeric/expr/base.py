@@ -29,8 +29,6 @@ from ..kernels import blocks as _blocks
 from ..backend import empty_meta
 from .tokens import _OWN_OPERANDS, _TEXT, _plain_repr, cached
 
-_sha1 = hashlib.sha1
-
 Chunks = tuple[tuple[int, ...], ...]
 Index = tuple[int, ...]
 
@@ -79,11 +77,13 @@ class ArrayExpr(Expr):
             return None
         if known:
             parts.insert(0, text)
-        token = _sha1(f"{cls.__qualname__}|list({','.join(parts)})".encode()).hexdigest()[:32]
+        token = hashlib.sha1(f"{cls.__qualname__}|list({','.join(parts)})".encode()).hexdigest()[:32]
         inst = object.__new__(cls)
         inst.__dict__.update(_determ_token=token, operands=operands, chunks=chunks, dtype=dtype, backend=backend,
                              _leaves=_leaves_of(rest))
-        inst.__dict__["_name"] = f"{inst._funcname if funcname is None else funcname}-{token}"
+        if funcname is None:
+            funcname = inst._funcname
+        inst.__dict__["_name"] = f"{funcname}-{token}"
         return inst
 
     @classmethod
