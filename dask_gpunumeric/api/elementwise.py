@@ -107,8 +107,8 @@ _VALUE_DEPENDENT = frozenset({"floor_divide", "remainder", "fmod", *_special_val
 
 
 def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
-    """The node of the common case, Arrays of the same chunks and Python numbers, that the full path below
-    would build (``skip``: its ``skip_promotion``), on its shortest route; None for anything else (the
+    """The node of the common case, Arrays of the same chunks and Python or NumPy numbers, that the full path
+    below would build (``skip``: its ``skip_promotion``), on its shortest route; None for anything else (the
     promotion guard's, a special value's correction, a warning, alignment: the full path's cases)."""
     operands: list[Any] = []
     key: list[Any] = [op, skip]  # then as ``_dtypes`` makes it
@@ -123,7 +123,7 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
                 chunks = a.chunks
             elif a.chunks is not chunks and a.chunks != chunks:
                 broadcast = True
-        elif kind is float or kind is int:
+        elif kind is float or kind is int or kind in _NUMPY_NUMBERS:
             key.append((kind, a))
         else:
             return None
@@ -144,6 +144,10 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
 
 
 _new_array = object.__new__
+# NumPy's scalar types of numbers and booleans (operands as users write them: ``x * np.float32(0.5)``,
+# ``x * np.sqrt(2.0)``), whose values are hashable
+_NUMPY_NUMBERS = frozenset(t for t in set(np.sctypeDict.values())
+                           if issubclass(t, (np.number, np.bool_)) and not issubclass(t, np.timedelta64))
 Array._elementwise = staticmethod(_short_path)  # (Array's operators: see there)
 
 
