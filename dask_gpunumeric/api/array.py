@@ -497,4 +497,8 @@ class _ToBackend(ArrayExpr):
 
 
 # exact types that are always operands
-_PLAIN_OPERANDS = frozenset({Array, int, float})
+#: NumPy's scalar types of numbers and booleans (operands as users write them: ``x * np.float32(0.5)``,
+#: ``x * np.sqrt(2.0)``), whose values are hashable
+NUMPY_NUMBERS = frozenset(t for t in set(np.sctypeDict.values())
+                          if issubclass(t, (np.number, np.bool_)) and not issubclass(t, np.timedelta64))
+_PLAIN_OPERANDS = frozenset({Array, int, float, *NUMPY_NUMBERS})

@@ -18,7 +18,7 @@ from ..expr.elemwise import broadcast_chunks
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
 from . import special_values as _special_values
-from .array import Array, ArrayLike
+from .array import NUMPY_NUMBERS, Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_array, as_operand, check_order, device_backend
 from .manipulation import broadcast_shape, check_output_cast, rechunk_expr, store
 from .namespace import supported_dtype, warn_integer_division_by_zero
@@ -123,7 +123,7 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
                 chunks = a.chunks
             elif a.chunks is not chunks and a.chunks != chunks:
                 broadcast = True
-        elif kind is float or kind is int or kind in _NUMPY_NUMBERS:
+        elif kind is float or kind is int or kind in NUMPY_NUMBERS:
             key.append((kind, a))
         else:
             return None
@@ -144,10 +144,6 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
 
 
 _new_array = object.__new__
-# NumPy's scalar types of numbers and booleans (operands as users write them: ``x * np.float32(0.5)``,
-# ``x * np.sqrt(2.0)``), whose values are hashable
-_NUMPY_NUMBERS = frozenset(t for t in set(np.sctypeDict.values())
-                           if issubclass(t, (np.number, np.bool_)) and not issubclass(t, np.timedelta64))
 Array._elementwise = staticmethod(_short_path)  # (Array's operators: see there)
 
 

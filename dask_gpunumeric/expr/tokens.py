@@ -146,6 +146,14 @@ _TEXT: dict[type, Callable[[Any], str | None]] = {
 }
 
 
+def _numpy_inexact_text(value: np.inexact) -> str:
+    return f"{type(value).__name__}:{value.tobytes().hex()}"  # (exact bits, as of any float below)
+
+
+def _numpy_number_text(value: np.number | np.bool_) -> str:
+    return f"{type(value).__name__}:{value!r}"
+
+
 def _plain_repr(value: Any) -> str | None:
     """An exact text form of small plain values (what tokens are made of), or None for anything else."""
     text = _TEXT.get(type(value))
@@ -157,6 +165,9 @@ def _plain_repr(value: Any) -> str | None:
     if isinstance(value, np.dtype):
         _TEXT[type(value)] = _dtype_text
         return _dtype_text(value)
+    if isinstance(value, (np.number, np.bool_)):  # NumPy's numbers, as the branches below write them, per type
+        text = _TEXT[type(value)] = _numpy_inexact_text if isinstance(value, np.inexact) else _numpy_number_text
+        return text(value)
     if isinstance(value, (float, complex, np.inexact)):
         return f"{type(value).__name__}:{np.asarray(value).tobytes().hex()}"
     if isinstance(value, _PLAIN):
