@@ -129,10 +129,12 @@ def operation_times(gnp, batches: int = 15, size: int = 2000) -> list[tuple[str,
     a, b = gnp.asarray(np.linspace(0.5, 1.5, 256, dtype=np.float32)), gnp.asarray(np.ones(256, np.float32))
     q, c = a * 2.0, a > b
     r = q + b  # (q, r: results of operations, as most operands are; a, b: inputs)
+    q64, half, root = q.astype(np.float64), np.float32(1.5), np.sqrt(2.0)  # (NumPy numbers: not weak)
     u, v = (gnp.asarray(h) for h in rk4.inputs((256,)))
     S, K, T = (gnp.asarray(h) for h in black_scholes.inputs(256))
     cases = [("a * 1.5", 1, lambda: a * 1.5), ("1.5 * a", 1, lambda: 1.5 * a), ("a + b", 1, lambda: a + b),
              ("q * 1.5", 1, lambda: q * 1.5), ("q + r", 1, lambda: q + r), ("a / 3.0", 1, lambda: a / 3.0),
+             ("q * np.float32(1.5)", 1, lambda: q * half), ("q64 * np.sqrt(2.0)", 1, lambda: q64 * root),
              ("-a", 1, lambda: -a), ("gnp.exp(a)", 1, lambda: gnp.exp(a)),
              ("gnp.where(c, a, b)", 1, lambda: gnp.where(c, a, b)),
              ("RK4 step", 78, lambda: rk4.rk4(gnp, u, v, steps=1)),
