@@ -23,13 +23,18 @@
 - ``breakdown`` (``--only breakdown``): where each workload's plain call goes: building its expressions alone,
   the suite's call (``dask.persist``/``dask.compute``) on outputs built once (a graph-cache hit: Dask's
   collection machinery, our dispatch and the run), and ``gnp.fetch`` of those outputs (our dispatch and the run
-  without Dask's machinery); the plain call is about build + call, and call - fetch is Dask's part.
+  without Dask's machinery); the plain call is about build + call, and call - fetch is Dask's part;
+- ``operations`` (``--only operations``): the host CPU time to build one operation as users write it
+  (``a * 1.5``, ``a + b``, ``gnp.exp(a)``, ``gnp.where(c, a, b)``, ...; target: <= 2 us each on the CPU
+  machine), the minimum over batches of 2,000 of ``time.thread_time`` (on a shared machine the minimum is
+  what the code costs), and of one RK4 step and one Black-Scholes price built alone.
 """
 from __future__ import annotations
 
 import argparse
 import pathlib
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -115,6 +120,38 @@ def breakdown_runs(gnp, w: Workload) -> list[tuple[str, Callable[[], Any], None]
             (f"{w.name}: accelerated", w.accelerated, None)]
 
 
+def operation_times(gnp, batches: int = 15, size: int = 2000) -> list[tuple[str, int, float]]:
+    """(what is built, its operations, µs of CPU time per build): the minimum over ``batches`` batches of ``size``
+    builds (of ``size // 50`` for the whole RK4 step and Black-Scholes price)."""
+    import black_scholes
+    import rk4
+
+    a, b = gnp.asarray(np.linspace(0.5, 1.5, 256, dtype=np.float32)), gnp.asarray(np.ones(256, np.float32))
+    q, c = a * 2.0, a > b
+    r = q + b  # (q, r: results of operations, as most operands are; a, b: inputs)
+    q64, half, root = q.astype(np.float64), np.float32(1.5), np.sqrt(2.0)  # (NumPy numbers: not weak)
+    u, v = (gnp.asarray(h) for h in rk4.inputs((256,)))
+    S, K, T = (gnp.asarray(h) for h in black_scholes.inputs(256))
+    cases = [("a * 1.5", 1, lambda: a * 1.5), ("1.5 * a", 1, lambda: 1.5 * a), ("a + b", 1, lambda: a + b),
+             ("q * 1.5", 1, lambda: q * 1.5), ("q + r", 1, lambda: q + r), ("a / 3.0", 1, lambda: a / 3.0),
+             ("q * np.float32(1.5)", 1, lambda: q * half), ("q64 * np.sqrt(2.0)", 1, lambda: q64 * root),
+             ("-a", 1, lambda: -a), ("gnp.exp(a)", 1, lambda: gnp.exp(a)),
+             ("gnp.where(c, a, b)", 1, lambda: gnp.where(c, a, b)),
+             ("RK4 step", 78, lambda: rk4.rk4(gnp, u, v, steps=1)),
+             ("Black-Scholes price", 104, lambda: black_scholes.price(gnp, S, K, T))]
+    out = []
+    for name, operations, build in cases:
+        n = size if operations == 1 else max(size // 50, 1)
+        best = float("inf")
+        for _ in range(batches):
+            start = time.thread_time()
+            for _ in range(n):
+                build()
+            best = min(best, (time.thread_time() - start) / n)
+        out.append((name, operations, best * 1e6))
+    return out
+
+
 def _tuple(value: Any) -> tuple:
     return value if isinstance(value, tuple) else (value,)
 
@@ -123,7 +160,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--only", choices=["all", "chain", "workloads", "breakdown"], default="all")
+    parser.add_argument("--only", choices=["all", "chain", "workloads", "breakdown", "operations"], default="all")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
     if str(BENCHMARKS) not in sys.path:
@@ -134,6 +171,15 @@ def main(argv=None) -> int:
 
     import dask_gpunumeric as gnp
 
+    if args.only == "operations":
+        times = operation_times(gnp)
+        print(f"plain path: CPU time to build operations, {H.device_name()}")
+        print(H.format_table(["built", "operations", "us (min)", "us per operation"],
+                             [[name, str(n), f"{t:.2f}", f"{t / n:.2f}"] for name, n, t in times]))
+        if args.json:
+            H.write_json(args.json, {"benchmark": "plain_path operations", "machine": H.device_name(),
+                                     "results": [{"name": name, "operations": n, "us": t} for name, n, t in times]})
+        return 0
     host = np.random.default_rng(0).random(4096)
     x, d = gnp.asarray(host, chunks=1024), da.from_array(host, chunks=1024)
     exact = chain(host)

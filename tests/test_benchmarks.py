@@ -163,6 +163,19 @@ def test_host_gap_says_it_needs_a_gpu() -> None:
     assert process.returncode == 2 and "needs a GPU" in process.stderr, process.stdout + process.stderr
 
 
+def test_plain_path_operations_times_every_operation(tmp_path: pathlib.Path) -> None:
+    """``plain_path.py --only operations`` times building each operation, an RK4 step and a Black-Scholes price."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    report_path = tmp_path / "report.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "plain_path.py"), "--only", "operations", "--json",
+               str(report_path)]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    results = json.loads(report_path.read_text())["results"]
+    assert {r["name"] for r in results} >= {"a * 1.5", "gnp.where(c, a, b)", "RK4 step", "Black-Scholes price"}
+    assert all(r["us"] > 0 and r["operations"] >= 1 for r in results)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("only", ["all", "breakdown"])
 def test_plain_path_benchmark_runs_every_row_on_the_cpu(only: str, tmp_path: pathlib.Path) -> None:

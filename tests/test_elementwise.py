@@ -841,11 +841,12 @@ def test_logaddexp2_is_fused_and_matches_numpy(dtype: type, emulated: bool, monk
     assert_eq(dispatched, expected_plain)
 
 
-@pytest.mark.parametrize("operands", [("x", "y"), ("x", 2.5), (3, "x"), ("i", 7), ("x", "i"), (1.0, "x"), ("x", 2)])
+@pytest.mark.parametrize("operands", [("x", "y"), ("x", 2.5), (3, "x"), ("i", 7), ("x", "i"), (1.0, "x"), ("x", 2),
+                                      ("x", np.float32(2.5)), (np.float32(4), "x"), ("i", np.int64(7))])
 @pytest.mark.parametrize("name", ["add", "multiply", "true_divide", "power", "maximum", "arctan2"])
 def test_short_build_path_makes_the_general_node(name: str, operands: tuple) -> None:
-    """The common case (Arrays of the same chunks, Python numbers) is built on a short path: the node, its name
-    and metadata are those of the general constructor, and the values NumPy's."""
+    """The common case (Arrays of the same chunks, Python and NumPy numbers) is built on a short path: the node, its
+    name and metadata are those of the general constructor, and the values NumPy's."""
     from dask_gpunumeric.expr import Elemwise
 
     host = {"x": np.linspace(0.5, 2.0, 12, dtype=np.float32), "y": np.linspace(1.0, 3.0, 12, dtype=np.float32),

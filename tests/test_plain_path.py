@@ -328,3 +328,71 @@ def test_dask_walks_none_of_our_trees_on_compute_and_persist(monkeypatch):
                 np.testing.assert_array_equal(to_host(g), e)
     for entry in ("dask.compute", "dask.compute of each", "dask.persist synchronous"):
         assert counts[10, entry] == counts[400, entry] <= 6, counts
+_USER_EXPRESSIONS = '''
+import math
+import numpy as np
+import dask_gpunumeric as gnp
+
+
+def user_expressions():
+    """Expressions as users write them (operators with Python and NumPy numbers, ufuncs, where, in-place updates),
+    through the short build paths: one RK4 step, a Black-Scholes price, and the operands those paths treat apart."""
+    u = gnp.asarray(np.linspace(0.5, 1.5, 12, dtype=np.float32), chunks=5)
+    v = gnp.asarray(np.linspace(1.0, 2.0, 12, dtype=np.float32), chunks=5)
+    n = gnp.asarray(np.arange(12), chunks=5)
+    grid = gnp.asarray(np.ones((3, 12), np.float32), chunks=(2, 5))
+
+    def rates(u, v):
+        eaten = u * v / (1.0 + 0.5 * u)
+        return 1.1 * u * (1.0 - u / 2.0) - 0.4 * eaten, 0.3 * eaten - 0.4 * v
+
+    k1u, k1v = rates(u, v)
+    k2u, k2v = rates(u + 0.025 * k1u, v + 0.025 * k1v)
+    step = u + 0.05 / 6.0 * (k1u + 2.0 * k2u + k2u), v + 0.05 / 6.0 * (k1v + 2.0 * k2v)
+    d1 = (gnp.log(u / v) + (0.02 + 0.5 * 0.3 * 0.3) * v) / (0.3 * gnp.sqrt(v))
+    k = 1.0 / (1.0 + 0.2316419 * gnp.abs(d1))
+    w = 0.3989422804014327 * gnp.exp(-0.5 * d1 * d1) * (k * (0.31938153 + k * -0.356563782))
+    price = u * gnp.where(d1 > 0, 1.0 - w, w) - v * gnp.exp(-0.02 * v)
+    x = u
+    x += 1.0
+    x *= v
+    zeros = {"zero": u * 0.0, "negative zero": u * -0.0}
+    others = [u + float("nan"), u - math.inf, 2.0 - u, u ** 2, u ** 0.5, 1 / u, u / 4.0, u / 3.0,
+              n * 3 + 2 ** 40, n // 3, n % 4, n * 1.5, u * np.float32(2.5), u / np.float32(4), n * np.int64(3),
+              u.astype(np.float64) * np.float64(-0.0), np.float32(2.5) - u, -u, ~(u > v), gnp.maximum(u, 1.5),
+              gnp.where(u > v, u, -0.0), grid * u + 1.0, u.astype(np.float64) * u, x]
+    return {**zeros, **{str(k): a for k, a in enumerate([*step, price, *others])}}
+
+
+def names(roots):
+    """The names of every node under each of ``roots``, in a fixed order."""
+    from dask_gpunumeric.expr.base import walk
+
+    return {key: sorted(node._name for node in walk(root.expr)) for key, root in roots.items()}
+'''
+
+
+def test_names_are_the_constructors_and_the_same_in_another_process():
+    """Nodes built on the short paths of the operations users write have the names (and metadata) the generic
+    constructor gives them, and another process gives the same expressions the same names (the graph cache and
+    ``accelerate`` key on them)."""
+    import os
+    import subprocess
+    import sys
+
+    from dask_gpunumeric.expr.base import walk
+
+    scope: dict = {}
+    exec(_USER_EXPRESSIONS, scope)  # noqa: S102 - the expressions the other process builds too
+    roots = scope["user_expressions"]()
+    assert roots["zero"].name != roots["negative zero"].name  # (equal floats of other bits)
+    for root in roots.values():
+        for node in walk(root.expr):
+            generic = type(node)(*node.operands)
+            assert (generic._name, generic.chunks, generic.dtype, generic.backend) == \
+                (node._name, node.chunks, node.dtype, node.backend)
+    script = _USER_EXPRESSIONS + "\nprint(repr(names(user_expressions())))\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "GNP_BACKEND": BACKEND})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == repr(scope["names"](roots))

@@ -48,19 +48,15 @@ def _operand_ok(other: Any) -> bool:
         hasattr(other, "__array__") or backend_of(other) == "cupy"
 
 
-def _operators(func: str) -> tuple[Callable, Callable, Callable]:
+def _operators(func: str, elementwise: bool = True) -> tuple[Callable, Callable, Callable]:
     """``x <op> y``, ``y <op> x`` and ``x <op>= y`` as ``gnp.<func>``."""
-    def forward(self: Array, other: Any) -> Any:
-        return getattr(self._namespace, func)(self, other) if _operand_ok(other) else NotImplemented
-
-    def reflected(self: Array, other: Any) -> Any:
-        return getattr(self._namespace, func)(other, self) if _operand_ok(other) else NotImplemented
+    forward, reflected = _binary(func, elementwise, False), _binary(func, elementwise, True)
 
     def inplace(self: Array, other: Any) -> Any:
         # Arrays are immutable: ``x += y`` rebinds x to a new Array, with NumPy's in-place casting rule.
-        if not _operand_ok(other):
-            return NotImplemented
-        out = getattr(self._namespace, func)(self, other)
+        out = forward(self, other)
+        if out is NotImplemented:
+            return out
         if out.dtype != self.dtype:
             if not np.can_cast(out.dtype, self.dtype, casting="same_kind"):
                 raise TypeError(
@@ -70,6 +66,22 @@ def _operators(func: str) -> tuple[Callable, Callable, Callable]:
         return out
 
     return forward, reflected, inplace
+
+
+def _binary(func: str, elementwise: bool, reflected: bool) -> Callable:
+    """``x <op> y`` (or, ``reflected``, ``y <op> x``) as ``gnp.<func>``; where it is ``elementwise``, the usual
+    operands take its short path first (``Array._elementwise``: two calls less on every operator a user writes)."""
+    def binary(self: Array, other: Any) -> Any:
+        args = (other, self) if reflected else (self, other)
+        if type(other) in _PLAIN_OPERANDS:
+            if elementwise:
+                short = self._elementwise(func, args)
+                if short is not None:
+                    return short
+            return getattr(self._namespace, func)(*args)
+        return getattr(self._namespace, func)(*args) if _operand_ok(other) else NotImplemented
+
+    return binary
 
 
 def _equality(func: str) -> Callable:
@@ -87,8 +99,10 @@ def _equality(func: str) -> Callable:
 
 
 def _unary(func: str) -> Callable:
+    """``<op> x`` as ``gnp.<func>`` (elementwise: its short path first, as ``_operators``)."""
     def unary(self: Array) -> Array:
-        return getattr(self._namespace, func)(self)
+        short = self._elementwise(func, (self,))
+        return getattr(self._namespace, func)(self) if short is None else short
 
     return unary
 
@@ -116,6 +130,9 @@ class Array(DaskMethodsMixin):
     __array_priority__ = 20
     #: the ``dask_gpunumeric`` namespace, whose functions the methods and operators call (set on import)
     _namespace: ClassVar[types.ModuleType]
+    #: the short path of the namespace's elementwise functions (``api.elementwise``, set on import): (name,
+    #: operands) -> the Array ``gnp.<name>(*operands)`` gives, or None where that function must build it
+    _elementwise: ClassVar[Callable[[str, tuple], Array | None]]
 
     def __init__(self, expr: ArrayExpr) -> None:
         if not isinstance(expr, ArrayExpr):
@@ -360,7 +377,7 @@ class Array(DaskMethodsMixin):
 
     # --- operators ------------------------------------------------------------------------------------
     # (the binary arithmetic operators, with their reflected and in-place forms: ``_BINARY_OPERATORS``)
-    __matmul__, __rmatmul__ = _operators("matmul")[:2]
+    __matmul__, __rmatmul__ = _operators("matmul", elementwise=False)[:2]
     __lt__, __le__ = _operators("less")[0], _operators("less_equal")[0]
     __gt__, __ge__ = _operators("greater")[0], _operators("greater_equal")[0]
     __eq__, __ne__ = _equality("equal"), _equality("not_equal")
@@ -480,4 +497,8 @@ class _ToBackend(ArrayExpr):
 
 
 # exact types that are always operands
-_PLAIN_OPERANDS = frozenset({Array, int, float})
+#: NumPy's scalar types of numbers and booleans (operands as users write them: ``x * np.float32(0.5)``,
+#: ``x * np.sqrt(2.0)``), whose values are hashable
+NUMPY_NUMBERS = frozenset(t for t in set(np.sctypeDict.values())
+                          if issubclass(t, (np.number, np.bool_)) and not issubclass(t, np.timedelta64))
+_PLAIN_OPERANDS = frozenset({Array, int, float, *NUMPY_NUMBERS})

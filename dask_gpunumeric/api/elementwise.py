@@ -18,7 +18,7 @@ from ..expr.elemwise import broadcast_chunks
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
 from . import special_values as _special_values
-from .array import Array, ArrayLike
+from .array import NUMPY_NUMBERS, Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_array, as_operand, check_order, device_backend
 from .manipulation import broadcast_shape, check_output_cast, rechunk_expr, store
 from .namespace import supported_dtype, warn_integer_division_by_zero
@@ -107,8 +107,8 @@ _VALUE_DEPENDENT = frozenset({"floor_divide", "remainder", "fmod", *_special_val
 
 
 def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
-    """The node of the common case, Arrays of the same chunks and Python numbers, that the full path below
-    would build (``skip``: its ``skip_promotion``), on its shortest route; None for anything else (the
+    """The node of the common case, Arrays of the same chunks and Python or NumPy numbers, that the full path
+    below would build (``skip``: its ``skip_promotion``), on its shortest route; None for anything else (the
     promotion guard's, a special value's correction, a warning, alignment: the full path's cases)."""
     operands: list[Any] = []
     key: list[Any] = [op, skip]  # then as ``_dtypes`` makes it
@@ -123,7 +123,7 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
                 chunks = a.chunks
             elif a.chunks is not chunks and a.chunks != chunks:
                 broadcast = True
-        elif kind is float or kind is int:
+        elif kind is float or kind is int or kind in NUMPY_NUMBERS:
             key.append((kind, a))
         else:
             return None
@@ -138,7 +138,13 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
     if plan is None:
         return None
     func, out_dtype, keep, extra = plan
-    return Array(Elemwise.of_aligned(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks))
+    result = _new_array(Array)  # Array(node) without its check: the node is ours
+    result._expr = Elemwise.of_aligned(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks)
+    return result
+
+
+_new_array = object.__new__
+Array._elementwise = staticmethod(_short_path)  # (Array's operators: see there)
 
 
 def _aligned_chunks(op: str, operand_chunks: list[Chunks]) -> Chunks | None:
@@ -389,7 +395,8 @@ FUNCTIONS = {name: getattr(_module, name) for name in (*_UNARY, *_BINARY)}
 
 def where(condition: ArrayLike, x1: ArrayLike, x2: ArrayLike, /) -> Array:
     """Elements of ``x1`` where ``condition`` is true, else of ``x2``, with broadcasting (lazy)."""
-    return elementwise("where", condition, x1, x2, skip_promotion=1)
+    short = _short_path("where", (condition, x1, x2), 1)  # (the condition: no promotion)
+    return elementwise("where", condition, x1, x2, skip_promotion=1) if short is None else short
 
 
 def clip(a: ArrayLike, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: Any = None,  # noqa: A002

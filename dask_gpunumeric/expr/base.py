@@ -411,11 +411,21 @@ def _leaves_of(operands: list[Any]) -> dict[str, ArrayExpr] | None:
     for o in operands:
         if isinstance(o, Expr):
             more = o._leaves if isinstance(o, ArrayExpr) else None
-            if more is None:
-                return None
-            if more is not leaves and more:
-                leaves = more if not leaves else leaves if more.keys() <= leaves.keys() else {**leaves, **more}
+            if more is not leaves:
+                leaves = joined_leaves(leaves, more)
+                if leaves is None:
+                    return None
     return leaves
+
+
+def joined_leaves(leaves: dict[str, ArrayExpr] | None,
+                  more: dict[str, ArrayExpr] | None) -> dict[str, ArrayExpr] | None:
+    """The inputs under two operands of these inputs (``_leaves_of``): one of the dicts where it holds the other's."""
+    if leaves is None or more is None:
+        return None
+    if not more:
+        return leaves
+    return more if not leaves else leaves if more.keys() <= leaves.keys() else {**leaves, **more}
 
 
 class _Entry:

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import functools
+from hashlib import sha1 as _sha1
 from typing import Any
 
 import numpy as np
+from dask._expr import Expr
 from dask._task_spec import GraphNode, Task
 
 from ..kernels import blocks as _blocks
-from .base import ArrayExpr, Chunks, Index, operand_texts
-from .tokens import cached
+from .base import _NO_LEAVES, ArrayExpr, Chunks, Index, joined_leaves, operand_texts
+from .tokens import _TEXT, FLOAT_TEXT, _plain_repr, cached, float_text
 
 
 class Elemwise(ArrayExpr):
@@ -24,15 +26,42 @@ class Elemwise(ArrayExpr):
     @classmethod
     def of_aligned(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks) -> Elemwise:
         """``Elemwise(op, dtype, {}, *args)`` for the common case, on every operation users write: ``args``
-        are plain scalars and expressions aligned on the result's chunks ``chunks`` (broadcasting)
-        (``ArrayExpr.with_metadata``)."""
+        are plain scalars and expressions aligned on the result's chunks ``chunks`` (broadcasting); its token
+        text written here as ``__dask_tokenize__`` writes it, in one pass over ``args``."""
         known = _HEADS.get((op, dtype))
         if known is None:
-            text = operand_texts((op, dtype, {}))
-            known = _HEADS[(op, dtype)] = (0, "") if text is None else (3, text), _funcname(op)
+            known = _HEADS[(op, dtype)] = f"{cls.__qualname__}|list({operand_texts((op, dtype, {}))},", _funcname(op)
         head, funcname = known
-        made = cls.with_metadata([op, dtype, {}, *args], chunks, dtype, _backend(args), head, funcname)
-        return cls(op, dtype, {}, *args) if made is None else made
+        texts = []
+        backend = "numpy"
+        leaves: Any = _UNSET
+        for a in args:
+            kind = type(a)
+            if kind is float:
+                texts.append(FLOAT_TEXT.get(a) or float_text(a))
+            elif isinstance(a, ArrayExpr):
+                texts.append(a._name)
+                if a.backend == "cupy":
+                    backend = "cupy"
+                more = a._leaves
+                leaves = more if leaves is _UNSET else joined_leaves(leaves, more) if more is not leaves else leaves
+            else:
+                text = _TEXT.get(kind, _plain_repr)(a)
+                if text is None or isinstance(a, Expr):  # no plain value, or an expression not ours
+                    return cls(op, dtype, {}, *args)
+                texts.append(text)
+        # (the node made here, as ``with_metadata`` makes it: a call less on every operation)
+        token = _sha1(f"{head}{','.join(texts)})".encode()).hexdigest()[:32]
+        inst = object.__new__(cls)
+        values = inst.__dict__  # (set one by one: faster than update(**) here)
+        values["_determ_token"] = token
+        values["operands"] = [op, dtype, {}, *args]
+        values["chunks"] = chunks
+        values["dtype"] = dtype
+        values["backend"] = backend
+        values["_leaves"] = _NO_LEAVES if leaves is _UNSET else leaves
+        values["_name"] = f"{funcname}-{token}"
+        return inst
 
     @cached
     def _funcname(self) -> str:
@@ -73,9 +102,10 @@ def broadcast_chunks(operand_chunks: list[Chunks]) -> Chunks:
     return tuple(out)
 
 
-# per (op, dtype): the text of the operands (op, dtype, {}) that an ``of_aligned`` node's token starts with, and
+# per (op, dtype): the start of an ``of_aligned`` node's token text (its type and operands (op, dtype, {})), and
 # the node's ``_funcname``
-_HEADS: dict[tuple[str, np.dtype], tuple[tuple[int, str], str]] = {}
+_HEADS: dict[tuple[str, np.dtype], tuple[str, str]] = {}
+_UNSET = object()
 
 
 @functools.lru_cache(maxsize=None)

@@ -3,6 +3,7 @@ name without going through Dask's generic tokenizer; and ``cached``, the lock-fr
 from __future__ import annotations
 
 import functools
+import operator
 import struct
 import sys
 import types
@@ -11,6 +12,8 @@ from typing import Any
 
 import numpy as np
 from dask._expr import Expr
+
+_NAME = operator.attrgetter("_name")
 
 _PLAIN = (str, int, float, complex, bool, type(None), slice, np.dtype, np.generic)
 
@@ -111,11 +114,29 @@ def _function_text(func: types.FunctionType) -> str | None:
     return f"function:{module}.{qualname}" if found is func else None
 
 
+# texts of the Python floats met before (a loop's constants), by value: never a zero or a NaN, whose equal values
+# may have other bits
+FLOAT_TEXT: dict[float, str] = {}
+_FLOAT_TEXT_SIZE = 1024
+
+
+def float_text(value: float) -> str:
+    """The text of a Python float: its exact bits (``repr`` is "nan" for every NaN)."""
+    text = FLOAT_TEXT.get(value)
+    if text is None:
+        text = f"float:{struct.pack('<d', value).hex()}"
+        if value and value == value:
+            if len(FLOAT_TEXT) >= _FLOAT_TEXT_SIZE:
+                FLOAT_TEXT.clear()
+            FLOAT_TEXT[value] = text
+    return text
+
+
 # exact type -> text form, for the types operands mostly are (others are added as they are met)
 _TEXT: dict[type, Callable[[Any], str | None]] = {
     int: lambda v: f"int:{v!r}",
     str: lambda v: f"str:{v!r}",
-    float: lambda v: f"float:{struct.pack('<d', v).hex()}",  # exact bits: repr() is "nan" for every NaN
+    float: float_text,
     bool: lambda v: f"bool:{v!r}",
     type(None): lambda v: "NoneType:None",
     tuple: _sequence_text,
@@ -125,17 +146,28 @@ _TEXT: dict[type, Callable[[Any], str | None]] = {
 }
 
 
+def _numpy_inexact_text(value: np.inexact) -> str:
+    return f"{type(value).__name__}:{value.tobytes().hex()}"  # (exact bits, as of any float below)
+
+
+def _numpy_number_text(value: np.number | np.bool_) -> str:
+    return f"{type(value).__name__}:{value!r}"
+
+
 def _plain_repr(value: Any) -> str | None:
     """An exact text form of small plain values (what tokens are made of), or None for anything else."""
     text = _TEXT.get(type(value))
     if text is not None:
         return text(value)
     if isinstance(value, Expr):
-        _TEXT[type(value)] = lambda v: v._name
+        _TEXT[type(value)] = _NAME  # (no Python frame)
         return value._name
     if isinstance(value, np.dtype):
         _TEXT[type(value)] = _dtype_text
         return _dtype_text(value)
+    if isinstance(value, (np.number, np.bool_)):  # NumPy's numbers, as the branches below write them, per type
+        text = _TEXT[type(value)] = _numpy_inexact_text if isinstance(value, np.inexact) else _numpy_number_text
+        return text(value)
     if isinstance(value, (float, complex, np.inexact)):
         return f"{type(value).__name__}:{np.asarray(value).tobytes().hex()}"
     if isinstance(value, _PLAIN):
