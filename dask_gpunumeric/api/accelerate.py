@@ -210,9 +210,9 @@ def _region_of(plan: Plan, args: list[ArrayExpr], workers: tuple[str, ...], lowe
             from ..runtime.regions.transport import install
 
             install()
-        from ..runtime.regions.lower import report_together
         from ..runtime.regions.store import watch
+        from ..runtime.regions.reports import report_siblings_together
 
         watch()  # later calls name the plan once the scheduler holds it
-        report_together()  # a region's output blocks reported to the scheduler in one message
+        report_siblings_together()  # a region's output blocks reported to the scheduler in one message
     return region

@@ -1,7 +1,7 @@
 """A region's programs as Dask tasks: one long-running task per rank, leaving its output blocks on its worker,
 and one small task per output block taking it there once every rank is done (two levels of tasks); a region
-of one rank on a cluster as one task per output block, the first to run computing them all (one level), their
-reports to the scheduler sent together (``report_together``); and the summary ``gnp.explain`` shows of them."""
+of one rank on a cluster as one task per output block, the first to run computing them all (one level; their
+reports leave together, ``reports``); and the summary ``gnp.explain`` shows of them."""
 from __future__ import annotations
 
 import operator
@@ -123,75 +123,13 @@ def _drop_stale(tasks: dict) -> None:
             del _left[stale]
 
 
-# --- sibling outputs reported together ------------------------------------------------------------------
-# A worker sends its messages to the scheduler in batches, at most one batch per interval (2 ms): the first
-# sibling's report would leave at once and the next ones an interval later, then the scheduler's word to the
-# client another interval later. While blocks are left here for tasks about to run, the worker's stream holds
-# its messages (up to ``HOLD_S``); the last sibling to finish releases them, all in one batch.
-
-HOLD_S = 0.05  # the longest a finished task's report waits for its siblings' (a bound: they run next)
-_REPORTING = "gnp-region-siblings"
-_reporting: set[tuple[int, str]] = set()  # (client, scheduler) whose workers have the plugin
-
-
-def report_together() -> None:
-    """Give the workers of the default client's cluster the plugin that reports sibling outputs together
-    (once per cluster: one round trip)."""
-    client = _store.synchronous_client()
-    if client is None:
-        return
-    where = (id(client), client.scheduler.address)  # the address too: a new client may reuse an old id
-    if where not in _reporting:
-        client.register_plugin(_siblings_plugin_class()())
-        _reporting.add(where)
-
-
-def _siblings_plugin_class() -> type:
-    """The worker plugin class ``_Siblings``, made on first use (distributed is an optional dependency and this
-    module is imported with the package), kept as this module's attribute so that it pickles by reference."""
-    made = globals().get("_Siblings")
-    if made is not None:
-        return made
-    from distributed import WorkerPlugin
-    from distributed.metrics import time
-
-    class _Siblings(WorkerPlugin):
-        """On a worker: holds its stream to the scheduler while blocks are left for sibling tasks to run."""
-
-        name = _REPORTING
-        idempotent = True
-
-        def setup(self, worker: Any) -> None:
-            self.worker, self.holding = worker, False
-
-        def transition(self, key: Key, start: str, finish: str, **kwargs: Any) -> None:
-            # (called before the report of this transition is queued on the stream)
-            if start != "executing" or not (_left or self.holding):
-                return
-            _drop_stale(self.worker.state.tasks)
-            stream = self.worker.batched_stream
-            if _left and not self.holding:
-                held = time() + HOLD_S
-                idle = stream.next_deadline is None
-                stream.next_deadline = held if idle else max(stream.next_deadline, held)
-                if idle:
-                    stream.waker.set()  # (its sender waits again, now until that deadline)
-                self.holding = True
-            elif not _left and self.holding:
-                stream.next_deadline = None
-                stream.waker.set()  # (it sends once this transition's report is queued)
-                self.holding = False
-
-    _Siblings.__qualname__ = "_Siblings"
-    globals()["_Siblings"] = _Siblings
-    return _Siblings
-
-
-def __getattr__(name: str) -> Any:
-    # (unpickling the plugin on a worker looks the class up here)
-    if name == "_Siblings":
-        return _siblings_plugin_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def blocks_waiting(tasks: dict) -> bool:
+    """Whether blocks are left on the worker of ``tasks`` for sibling tasks it is about to run (what it no
+    longer holds to run is dropped first)."""
+    if not _left:
+        return False
+    _drop_stale(tasks)
+    return bool(_left)
 
 
 def run_rank_leaving(spec: RankSpec, *inputs: Any) -> tuple[str, float]:
