@@ -48,7 +48,7 @@ class _UnbatchedScheduler(SchedulerPlugin):
     def add_worker(self, scheduler: Any, worker: str) -> None:
         scheduler.stream_comms[worker].interval = UNBATCHED
 
-    def update_graph(self, scheduler: Any, client: str, **kwargs: Any) -> None:
+    def update_graph(self, scheduler: Any, *, client: str, **kwargs: Any) -> None:
         # (a client's stream is made after the plugins hear of the client: it is set on its first graph)
         stream = scheduler.client_comms.get(client)
         if stream is not None:
