@@ -507,10 +507,11 @@ def test_region_outputs_share_one_run(one_worker):
 
 
 def _batches_of(log, op: str, keys: set) -> list[set]:
-    """The messages ``op`` about ``keys`` in each batch of a batched stream's ``recent_message_log``."""
-    return [found for batch in log if batch != "large-message"
-            for found in [{m["key"] for m in batch if isinstance(m, dict) and m.get("op") == op and m.get("key") in keys}]
-            if found]
+    """The keys among ``keys`` of the messages ``op`` in each batch of a batched stream's ``recent_message_log``
+    (the batches with any)."""
+    found = ({m["key"] for m in batch if isinstance(m, dict) and m.get("op") == op and m.get("key") in keys}
+             for batch in log if batch != "large-message")
+    return [batch for batch in found if batch]
 
 
 def _worker_reports(dask_worker, keys) -> list[set]:
@@ -541,7 +542,8 @@ def test_region_outputs_reported_together(one_worker):
             outputs = dask.persist(*three(x, gnp.asarray(np.float64(r))))
             distributed.wait(outputs)
             keys = [k for o in outputs for k in flatten(o.__dask_keys__())]
-            assert one_worker.run(_worker_reports, keys=keys) == {w: [set(keys)] for w in one_worker.scheduler_info()["workers"]}
+            workers = one_worker.scheduler_info()["workers"]
+            assert one_worker.run(_worker_reports, keys=keys) == {w: [set(keys)] for w in workers}
             assert one_worker.run_on_scheduler(_client_reports, keys=keys) == [set(keys)]
             expected = (np.exp(np.log(ref) * r), ref - np.log(ref) * r, np.sqrt(ref) + np.log(ref) * r)
             for got, want in zip(dask.compute(*outputs), expected):

@@ -89,9 +89,9 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
 
     A cluster started here listens on the loopback interface only (scheduler, workers and dashboard) unless
     ``host=`` or ``interface=`` says otherwise (``bind_locally``), and its messages leave at once, not in
-    distributed's batches of up to 10 ms (``streams.unbatch``: a call waits for no message sent before it). Other keyword arguments go to the cluster.
-    The Client is the default scheduler while it lives, and works as a context manager: leaving the ``with``
-    block closes it and the cluster started for it.
+    distributed's batches of up to 10 ms (``streams.unbatch``: a call waits for no message sent before it).
+    Other keyword arguments go to the cluster. The Client is the default scheduler while it lives, and works
+    as a context manager: leaving the ``with`` block closes it and the cluster started for it.
     """
     try:
         import distributed
