@@ -9,7 +9,9 @@ small-array latency benchmark has none), its "gnp" system (``weak_scaling(k, sca
 work) is timed on ``gnp.cluster(n_workers=K)`` (default 1: the one-worker cluster; K above the GPUs puts
 several workers on one GPU, whose regions then exchange through Dask's comms), then in the same process
 without a cluster (Dask's local scheduler). On the cluster, Dask's floor is measured too: ``rt``, the
-median of ``client.submit(int, 1, pure=False).result()``, and the median of ``client.run(int)``.
+median of ``client.submit(int, 1, pure=False).result()``, and the median of ``client.run(int)``. (A cluster
+``gnp.cluster`` starts sends its messages without distributed's batching intervals, ``runtime.streams``: its
+``rt`` is that of such a cluster, shorter than with distributed's defaults.)
 
 The overhead of a workload is (cluster time - local time) / rt: how many of Dask's own round trips a call
 costs on top of its work (the goal: at most one, the call's own; 1.2 on a noisy 2-core CPU machine), of

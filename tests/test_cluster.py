@@ -237,6 +237,26 @@ def workers(cluster_client) -> list[str]:
     return _wait_for_workers(cluster_client, _worker_count(cluster_client))
 
 
+def _stream_intervals(dask_scheduler: Any) -> list[float]:
+    return [s.interval for s in [*dask_scheduler.stream_comms.values(), *dask_scheduler.client_comms.values()]]
+
+
+def test_messages_leave_at_once(cluster_client, workers):
+    """A cluster ``gnp.cluster`` started sends its messages at once, not in distributed's batches of up to
+    10 ms (a call's request would wait behind the release of the last call's result, and each report behind
+    the message before it): the client's stream, the scheduler's to every worker and client, every worker's.
+    Calls on it give NumPy's values."""
+    ref = np.arange(48.0).reshape(12, 4)
+    x = gnp.from_array(ref).persist()
+    for i in range(3):
+        assert gnp.fetch(gnp.sum(x * i)) == np.sum(ref * i)
+        assert_eq((x + i).compute(), ref + i)
+    assert cluster_client.scheduler_comm.interval == 0
+    intervals = cluster_client.run_on_scheduler(_stream_intervals)
+    assert len(intervals) >= len(workers) + 1 and set(intervals) == {0}, intervals
+    assert set(cluster_client.run(lambda dask_worker: dask_worker.batched_stream.interval).values()) == {0}
+
+
 def _even(chunks: tuple[int, ...], n: int, total: int) -> None:
     assert len(chunks) == n and sum(chunks) == total, (chunks, n, total)
     assert max(chunks) - min(chunks) <= 1, chunks

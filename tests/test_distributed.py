@@ -506,6 +506,52 @@ def test_region_outputs_share_one_run(one_worker):
         assert set(one_worker.run(lambda: len(lower._left)).values()) == {0}
 
 
+def _batches_of(log, op: str, keys: set) -> list[set]:
+    """The keys among ``keys`` of the messages ``op`` in each batch of a batched stream's ``recent_message_log``
+    (the batches with any)."""
+    found = ({m["key"] for m in batch if isinstance(m, dict) and m.get("op") == op and m.get("key") in keys}
+             for batch in log if batch != "large-message")
+    return [batch for batch in found if batch]
+
+
+def _worker_reports(dask_worker, keys) -> list[set]:
+    return _batches_of(dask_worker.batched_stream.recent_message_log, "task-finished", set(keys))
+
+
+def _client_reports(dask_scheduler, keys) -> list[set]:
+    return [found for comm in dask_scheduler.client_comms.values()
+            for found in _batches_of(comm.recent_message_log, "key-in-memory", set(keys))]
+
+
+def test_region_outputs_reported_together(one_worker):
+    """The output blocks of a one-rank region (Black-Scholes' prices) finish on the worker one after the other,
+    yet reach the scheduler in one message and the client in one: the client's wait is one round trip, not
+    one and two batching intervals. Persisted, their values are NumPy's through every entry point."""
+    ref = np.random.default_rng(46).uniform(1, 2, 64)
+
+    @gnp.accelerate
+    def three(x, r):
+        d = gnp.log(x) * r
+        return gnp.exp(d), x - d, gnp.sqrt(x) + d
+
+    with one_worker.as_current():
+        x = gnp.asarray(ref).persist()
+        for call in range(3):  # (the first traces and sets the cluster up)
+            r = 1.5 + call
+            time.sleep(0.05)  # the worker's stream idle: its next report would leave at once
+            outputs = dask.persist(*three(x, gnp.asarray(np.float64(r))))
+            distributed.wait(outputs)
+            keys = [k for o in outputs for k in flatten(o.__dask_keys__())]
+            workers = one_worker.scheduler_info()["workers"]
+            assert one_worker.run(_worker_reports, keys=keys) == {w: [set(keys)] for w in workers}
+            assert one_worker.run_on_scheduler(_client_reports, keys=keys) == [set(keys)]
+            expected = (np.exp(np.log(ref) * r), ref - np.log(ref) * r, np.sqrt(ref) + np.log(ref) * r)
+            for got, want in zip(dask.compute(*outputs), expected):
+                np.testing.assert_allclose(to_host(got), want, rtol=1e-12)
+            np.testing.assert_allclose(gnp.fetch(outputs[1]), expected[1], rtol=1e-12)
+            np.testing.assert_allclose(to_host(outputs[2].compute()), expected[2], rtol=1e-12)
+
+
 def _graph_bytes(client, call) -> int:
     """Bytes of the graph ``call`` submits (the pickled expression of its one update-graph message)."""
     sizes, send = [], client._send_to_scheduler

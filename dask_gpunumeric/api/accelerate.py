@@ -203,7 +203,7 @@ def _region_of(plan: Plan, args: list[ArrayExpr], workers: tuple[str, ...], lowe
                timeout: float) -> Region:
     """A call of a plan on ``workers`` (those of the active cluster). Its programs are built here, before
     the Region travels to the scheduler (which keeps the plan: later calls name it), and the cluster gets the
-    plugins of the plan store and of multi-worker regions (once)."""
+    plugins of the plan store, of sibling outputs and of multi-worker regions (once)."""
     region = Region(plan, workers, lowering, timeout, transport, *args)
     if workers:
         if region.as_programs and plan.built(len(workers)).layout.size > 1:  # (built before it is handed over)
@@ -211,6 +211,8 @@ def _region_of(plan: Plan, args: list[ArrayExpr], workers: tuple[str, ...], lowe
 
             install()
         from ..runtime.regions.store import watch
+        from ..runtime.regions.reports import report_siblings_together
 
         watch()  # later calls name the plan once the scheduler holds it
+        report_siblings_together()  # a region's output blocks reported to the scheduler in one message
     return region

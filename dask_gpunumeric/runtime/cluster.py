@@ -17,10 +17,17 @@ from ..backend import gpu_available
 def _new_client_class() -> type:
     import distributed
 
+    from .streams import unbatch_client
+
     class Client(distributed.Client):
-        """A ``distributed.Client`` that also closes the cluster ``gnp.cluster`` started for it."""
+        """A ``distributed.Client`` that also closes the cluster ``gnp.cluster`` started for it, and sends to
+        its scheduler at once (``streams``)."""
 
         _gnp_owned_cluster: Any = None
+
+        async def _ensure_connected(self, *args: Any, **kwargs: Any) -> None:
+            await super()._ensure_connected(*args, **kwargs)
+            unbatch_client(self)
 
         def close(self, *args: Any, **kwargs: Any) -> Any:
             result = super().close(*args, **kwargs)
@@ -81,9 +88,10 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
       processes with NumPy blocks, so the same code runs (and is tested) on CPUs.
 
     A cluster started here listens on the loopback interface only (scheduler, workers and dashboard) unless
-    ``host=`` or ``interface=`` says otherwise (``bind_locally``). Other keyword arguments go to the cluster.
-    The Client is the default scheduler while it lives, and works as a context manager: leaving the ``with``
-    block closes it and the cluster started for it.
+    ``host=`` or ``interface=`` says otherwise (``bind_locally``), and its messages leave at once, not in
+    distributed's batches of up to 10 ms (``streams.unbatch``: a call waits for no message sent before it).
+    Other keyword arguments go to the cluster. The Client is the default scheduler while it lives, and works
+    as a context manager: leaving the ``with`` block closes it and the cluster started for it.
     """
     try:
         import distributed
@@ -117,6 +125,9 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
                                        protocol=_protocol(protocol, security, gpu=False), **cluster_kwargs)
     out = _new_client_class()(new)
     out._gnp_owned_cluster = new
+    from .streams import unbatch
+
+    unbatch(out)  # its scheduler and workers send at once too
     return out
 
 

@@ -1,7 +1,7 @@
 """A region's programs as Dask tasks: one long-running task per rank, leaving its output blocks on its worker,
 and one small task per output block taking it there once every rank is done (two levels of tasks); a region
-of one rank on a cluster as one task per output block, the first to run computing them all (one level);
-and the summary ``gnp.explain`` shows of them."""
+of one rank on a cluster as one task per output block, the first to run computing them all (one level; their
+reports leave together, ``reports``); and the summary ``gnp.explain`` shows of them."""
 from __future__ import annotations
 
 import operator
@@ -65,7 +65,7 @@ def run_alone(spec: RankSpec, *inputs: Any) -> Any:
     return value
 
 
-_PENDING = ("waiting", "ready", "constrained")  # a worker's states of a task it will run
+_PENDING = ("waiting", "ready", "constrained", "executing")  # a worker's states of a task it will run (or runs)
 _left: dict[Key, Any] = {}  # output blocks a task of a one-rank region left for its siblings' tasks, by key
 _running: set[str] = set()  # one-rank regions whose program runs in this process now
 _shared = threading.Condition()
@@ -107,15 +107,29 @@ def _waiting_here(keys: list[Key]) -> set[Key]:
         tasks = distributed.get_worker().state.tasks
     except ValueError:
         return set()
+    _drop_stale(tasks)
+    return {k for k in keys if _pending(tasks, k)}
 
-    def pending(k: Key) -> bool:
-        ts = tasks.get(k)
-        return ts is not None and ts.state in _PENDING
 
+def _pending(tasks: dict, key: Key) -> bool:
+    ts = tasks.get(key)
+    return ts is not None and ts.state in _PENDING
+
+
+def _drop_stale(tasks: dict) -> None:
+    """Drop the blocks left for tasks that the worker of ``tasks`` no longer holds to run."""
     with _shared:
-        for stale in [k for k in _left if not pending(k)]:
+        for stale in [k for k in _left if not _pending(tasks, k)]:
             del _left[stale]
-    return {k for k in keys if pending(k)}
+
+
+def blocks_waiting(tasks: dict) -> bool:
+    """Whether blocks are left on the worker of ``tasks`` for sibling tasks it is about to run (what it no
+    longer holds to run is dropped first)."""
+    if not _left:
+        return False
+    _drop_stale(tasks)
+    return bool(_left)
 
 
 def run_rank_leaving(spec: RankSpec, *inputs: Any) -> tuple[str, float]:

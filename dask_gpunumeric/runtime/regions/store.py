@@ -46,7 +46,7 @@ def _remember(cache: OrderedDict, key: Any, value: Any, size: int) -> None:
 # --- on the client --------------------------------------------------------------------------------------
 
 
-def _client() -> Any:
+def synchronous_client() -> Any:
     """The default distributed client when one is active and synchronous (None otherwise)."""
     if "distributed" not in sys.modules:
         return None
@@ -66,7 +66,7 @@ def _destination(client: Any) -> tuple[int, str]:
 def watch() -> None:
     """Give the default client's scheduler the plan store (once per cluster: one round trip) and note the
     plans it announces."""
-    client = _client()
+    client = synchronous_client()
     if client is None:
         return
     where = _destination(client)
@@ -85,7 +85,7 @@ def watch() -> None:
 def published(token: str) -> bool:
     """Whether the default client's scheduler holds the plan ``token`` (a plan pickled now, for it, is then
     its token alone)."""
-    client = _client()
+    client = synchronous_client()
     if client is None:
         return False
     held = _held.get(_destination(client))
