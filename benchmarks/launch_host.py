@@ -1,5 +1,5 @@
 """Host time of one launch of a fused kernel (``kernels.fused.run_cuda`` on one block, its plan and kernel made by
-earlier calls), for the Monte-Carlo and Black-Scholes programs.
+earlier calls), for the Monte-Carlo, Black-Scholes and softmax (a row program) programs.
 
     PYTHONPATH=. python benchmarks/launch_host.py [--size 1048576] [--calls 1000] [--rounds 15] [--cpu]
 
@@ -70,6 +70,7 @@ def launches(size: int, device: Callable[[np.ndarray], Any]) -> dict[str, Callab
     moved by ``device``."""
     import black_scholes
     import monte_carlo
+    import softmax
 
     import dask_gpunumeric as gnp
     from dask_gpunumeric.kernels import fused as _fused
@@ -83,12 +84,20 @@ def launches(size: int, device: Callable[[np.ndarray], Any]) -> dict[str, Callab
 
     hosts = black_scholes.inputs(size)
     prices = black_scholes.price(gnp, *(gnp.asarray(h, chunks=size) for h in hosts))[0]
+    (rows,) = softmax.inputs((size // 1024, 1024))
     return {"monte_carlo": call(monte_carlo.load_example().monte_carlo(size, 10.0), []),
-            "black_scholes": call(prices, list(hosts))}
+            "black_scholes": call(prices, list(hosts)),
+            "softmax": call(softmax.softmax_logsumexp(gnp, gnp.asarray(rows, chunks=rows.shape))[0], [rows])}
 
 
 def timed(call: Callable[[], Any], calls: int, rounds: int, synchronize: Callable[[], None]) -> list[float]:
-    """Thread time per call of each round of ``calls`` calls, in us."""
+    """Thread time per call of each round of ``calls`` calls, in us (after ``calls`` calls, and the kernels
+    specialized to their scalar values compiled)."""
+    from dask_gpunumeric.kernels import cuda as _cuda
+
+    for _ in range(calls):
+        call()
+    _cuda.wait_for_background_compiles()
     for _ in range(calls):
         call()
     synchronize()

@@ -114,7 +114,7 @@ class _Plan(NamedTuple):
     waves: int  # full waves of thread blocks launched at most
     buffers: tuple  # (shape, dtype) of each output array the kernel writes, in argument order
     results: tuple | None  # how each output's result is made of the buffers (``_results``); None: the buffers
-    folds: list  # the accumulator dtypes of the folds' partials (``fold_buffers``)
+    folds: tuple  # the accumulator dtypes of the folds' partials (``fold_buffers``)
 
 
 #: Launch plans kept per program (one per block geometry and input layout).
@@ -141,6 +141,8 @@ def _new_plan(prepared: _Prepared, program: tuple, inputs: Sequence[Any], offset
     casts = tuple(input_dtypes) if any(a.dtype != dt for a, dt in zip(inputs, input_dtypes)) else None
     if casts:
         inputs = _cast(inputs, casts)
+    if prepared.rows:
+        return _row_plan(prepared, program, casts, inputs, shape)
     size = math.prod(shape)
     variant, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
     kernel = _kernel(program, variant)
@@ -160,7 +162,7 @@ def _new_plan(prepared: _Prepared, program: tuple, inputs: Sequence[Any], offset
     plain = all(r == ("array", k) for k, r in enumerate(results))
     return _Plan(casts, kernel, tuple(geometry), -(-size // (per_thread * _THREADS)),
                  _DRAW_WAVES if variant.group > 1 else 1, tuple(buffers), None if plain else tuple(results),
-                 [fold.acc for fold in prepared.folds])
+                 tuple(fold.acc for fold in prepared.folds))
 
 
 def _cast(inputs: Sequence[Any], dtypes: Sequence[np.dtype]) -> list[Any]:
@@ -196,10 +198,7 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
 
     if 0 in shape:  # nothing to launch: the block functions give empty outputs (and totals of nothing)
         return run_numpy(program, scalars, offset, shape, global_shape, _cast(inputs, program.inputs), "cupy")
-    prepared = _prepared(program)
-    if prepared.rows:
-        return _run_rows(program, scalars, tuple(shape), _cast(inputs, program.inputs))
-    plan = _launch_plan(prepared, program, inputs, offset, shape, global_shape)
+    plan = _launch_plan(_prepared(program), program, inputs, offset, shape, global_shape)
     if plan.casts:
         inputs = _cast(inputs, plan.casts)
     launch = plan.kernel.launch(scalars)
@@ -210,12 +209,11 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     return _results(plan, bufs)
 
 
-def _run_rows(program: tuple, scalars: Sequence[Any], shape: tuple[int, ...], inputs: Sequence[Any]) -> list[Any]:
-    """``run_cuda`` of a row program (``codegen.rows``): one launch, rows spread over a wave of thread blocks."""
-    import cupy
-
+def _row_plan(prepared: _Prepared, program: tuple, casts: tuple | None, inputs: Sequence[Any],
+              shape: tuple[int, ...]) -> _Plan:
+    """The ``_Plan`` of a launch of a row program (``codegen.rows``): rows spread over a wave of thread blocks."""
     ndim = program.ndim
-    axes = _prepared(program).rows
+    axes = prepared.rows
     n = math.prod(shape[axes[0]:])
     nrows = math.prod(shape) // n
     row_inputs = frozenset(_rows.row_inputs([a.shape for a in inputs], axes, ndim))
@@ -223,13 +221,10 @@ def _run_rows(program: tuple, scalars: Sequence[Any], shape: tuple[int, ...], in
     lanes = _rows.lanes_for(n)
     variant = _program.Variant("rows", lanes, "int" if to_index is np.int32 else "long long", row_inputs)
     kernel = _kernel(program, variant)
-    launch = kernel.launch(scalars)
     shapes = {"row": shape[:axes[0]] + (1,) * len(axes), "element": shape, "flat": shape[:axes[0]]}
-    results = [cupy.empty(shapes[kind], dtype=dtype) for kind, dtype in kernel.row_outputs]
-    blocks = max(1, min(-(-nrows // (_THREADS // lanes)), launch.max_blocks))
-    geometry = [to_index(nrows), to_index(n), *map(to_index, shape), *_element_strides(inputs, ndim)]
-    launch.function((blocks,), (_THREADS,), (*inputs, *results, *launch.args, *geometry))
-    return results
+    geometry = (to_index(nrows), to_index(n), *map(to_index, shape), *_element_strides(inputs, ndim))
+    return _Plan(casts, kernel, geometry, -(-nrows // (_THREADS // lanes)), 1,
+                 tuple((shapes[kind], dtype) for kind, dtype in kernel.row_outputs), None, ())
 
 
 def final_buffers(program: tuple, k: int, size: int) -> tuple[dict[str, Any], list[Any]]:
