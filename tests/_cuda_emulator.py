@@ -236,9 +236,10 @@ def emulated_cupy(monkeypatch: Any) -> None:
 
 def emulated_fused(monkeypatch: Any) -> None:
     """``emulated_cupy``, and the Fused tasks of NumPy blocks run through ``kernels.fused.run_cuda`` too (a 0-d block,
-    a NumPy scalar, as the 0-d array CuPy's is): each launch builds its ``kernels.fused._Kernel`` anew (its source
-    for the settings of the moment, such as ``PHILOX_STEPS``; ``_compile`` caches the library on the source
-    text), compiled by ``EmulatedKernel``, with at most 4 thread blocks resident (grid-stride loops iterate)."""
+    a NumPy scalar, as the 0-d array CuPy's is): each launch builds its plan (``kernels.fused._new_plan``) and its
+    ``kernels.fused._Kernel`` anew (its source for the settings of the moment, such as ``PHILOX_STEPS``; ``_compile``
+    caches the library on the source text), compiled by ``EmulatedKernel``, with at most 4 thread blocks resident
+    (grid-stride loops iterate)."""
     from dask_gpunumeric.kernels import cuda as _cuda
     from dask_gpunumeric.kernels import fused as _fused
 
@@ -247,6 +248,7 @@ def emulated_fused(monkeypatch: Any) -> None:
         get_function=functools.partial(EmulatedKernel, source, strided=True)))
     monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads: 4)
     monkeypatch.setattr(_fused, "_kernel", _fused._Kernel)
+    monkeypatch.setattr(_fused, "_launch_plan", _fused._new_plan)
     run = _fused.run
 
     def run_cuda(program: tuple, scalars: Any, offset: tuple, shape: tuple, global_shape: tuple, backend: str,

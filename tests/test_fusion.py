@@ -1201,6 +1201,40 @@ def test_emulated_kernel_tells_signed_zero_scalars_apart(monkeypatch: pytest.Mon
         np.testing.assert_array_equal(np.signbit(got), np.signbit(np.exp(xn) * zero))
 
 
+@emulated
+def test_emulated_launch_plans_follow_each_block_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Launches remembered per block geometry and input layout (``_fused._launch_plan``, as on a GPU), run on the
+    CPU: one program (an elementwise one and a row program) on blocks laid out differently from call to call
+    (contiguous, reversed views, a broadcast row, another dtype) gives NumPy's results each time, and a repeated
+    launch works nothing out anew."""
+    launch_plan = _fused._launch_plan
+    _cuda_emulator.emulated_fused(monkeypatch)
+    monkeypatch.setattr(_fused, "_launch_plan", launch_plan)
+    monkeypatch.setattr(_fused, "_kernel", functools.lru_cache(maxsize=None)(_fused._Kernel))
+    _fused.forget_kernels()
+    planned, new_plan = [], _fused._new_plan
+
+    def counted(*args: Any) -> Any:
+        """``_fused._new_plan``, counted."""
+        planned.append(args)
+        return new_plan(*args)
+
+    monkeypatch.setattr(_fused, "_new_plan", counted)
+    base = np.random.default_rng(5).random((12, 10))
+    layouts = [base[:, :8].copy(), base[:, ::-1][:, :8], base[:, :8].copy(), base[:, :8].astype(np.float32)]
+    counts = []
+    with gnp.config.set(specialize=False):
+        for _ in range(2):
+            for xn in layouts:
+                x = gnp.asarray(xn, chunks=(6, 8))
+                total, softmax = gnp.fetch([(gnp.exp(-(x * 2.5 - 1.0) ** 2) + x[0]).sum(axis=1),
+                                            gnp.exp(x) / gnp.exp(x).sum(-1, keepdims=True)])
+                assert_eq(total, (np.exp(-(xn * 2.5 - 1.0) ** 2) + xn[0]).sum(axis=1), rtol=1e-5)
+                assert_eq(softmax, np.exp(xn) / np.exp(xn).sum(-1, keepdims=True), rtol=1e-5)
+            counts.append(len(planned))
+    assert any(prepared.rows for prepared, *_ in planned) and 0 < counts[0] == counts[1]
+
+
 def _done(value: Any) -> Any:
     """A future holding ``value`` already."""
     import concurrent.futures

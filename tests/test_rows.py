@@ -233,13 +233,14 @@ emulated = pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND !=
 def launched_rows(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
     """Fused kernels of NumPy blocks emulated, recording the variant of each row program launched."""
     _cuda_emulator.emulated_fused(monkeypatch)
-    launched, run_rows = [], _fused._run_rows
+    launched, launch_plan = [], _fused._launch_plan
 
-    def counted(program: tuple, scalars: Any, shape: tuple, inputs: Any) -> list[Any]:
-        launched.append(tuple(shape))
-        return run_rows(program, scalars, shape, inputs)
+    def counted(prepared: Any, program: tuple, inputs: Any, offset: tuple, shape: tuple, global_shape: tuple) -> Any:
+        if prepared.rows:
+            launched.append(tuple(shape))
+        return launch_plan(prepared, program, inputs, offset, shape, global_shape)
 
-    monkeypatch.setattr(_fused, "_run_rows", counted)
+    monkeypatch.setattr(_fused, "_launch_plan", counted)
     return launched
 
 

@@ -43,6 +43,7 @@ class _Prepared(NamedTuple):
     folds: tuple  # ``codegen.program.program_folds``
     kernels: dict  # variant -> ``_Kernel`` (``_kernel``)
     rows: tuple[int, ...]  # ``codegen.rows.row_axes``: the axes of a row program's reductions
+    plans: dict  # launch key -> ``_Plan`` (``_launch_plan``)
 
 
 _PREPARED: dict[int, tuple[tuple, _Prepared]] = {}
@@ -56,7 +57,7 @@ def _prepared(program: tuple) -> _Prepared:
         return hit[1]
     instrs = program.instrs
     prepared = _Prepared(_program.philox_group(instrs), _program.epilogue_values(instrs),
-                         _program.program_folds(program), {}, _rows.row_axes(instrs))
+                         _program.program_folds(program), {}, _rows.row_axes(instrs), {})
     if len(_PREPARED) >= _PREPARED_SIZE:
         _PREPARED.clear()
     _PREPARED[id(program)] = (program, prepared)  # the program kept with it: its id is not reused meanwhile
@@ -101,50 +102,118 @@ def _element_strides(inputs: Sequence[Any], ndim: int) -> list[Any]:
     return strides
 
 
+class _Plan(NamedTuple):
+    """What every launch of a program on blocks of one geometry and one input layout does alike, worked out on
+    the first (``_new_plan``): a repeated launch reads each input's dtype, shape and strides once (attributes
+    of CuPy arrays cost host time) and does little more than allocate its outputs and call the kernel."""
+
+    casts: tuple | None  # the dtype each input is converted to, where one needs converting
+    kernel: _Kernel
+    geometry: tuple  # the geometry arguments (``_launch_geometry``)
+    need: int  # thread blocks that give each thread work
+    waves: int  # full waves of thread blocks launched at most
+    buffers: tuple  # (shape, dtype) of each output array the kernel writes, in argument order
+    results: tuple | None  # how each output's result is made of the buffers (``_results``); None: the buffers
+    folds: tuple  # the accumulator dtypes of the folds' partials (``fold_buffers``)
+
+
+#: Launch plans kept per program (one per block geometry and input layout).
+_PLANS_KEPT = 256
+
+
+def _launch_plan(prepared: _Prepared, program: tuple, inputs: Sequence[Any], offset: tuple[int, ...],
+                 shape: tuple[int, ...], global_shape: tuple[int, ...]) -> _Plan:
+    """The ``_Plan`` of a launch, remembered per program by block geometry and each input's dtype, shape and
+    strides."""
+    key = (offset, shape, global_shape, *[(a.dtype, a.shape, a.strides) for a in inputs])
+    plan = prepared.plans.get(key)
+    if plan is None:
+        if len(prepared.plans) >= _PLANS_KEPT:
+            prepared.plans.clear()
+        plan = prepared.plans[key] = _new_plan(prepared, program, inputs, offset, shape, global_shape)
+    return plan
+
+
+def _new_plan(prepared: _Prepared, program: tuple, inputs: Sequence[Any], offset: tuple[int, ...],
+              shape: tuple[int, ...], global_shape: tuple[int, ...]) -> _Plan:
+    """The ``_Plan`` of a launch worked out from its arguments."""
+    ndim, input_dtypes, instrs, outputs = program
+    casts = tuple(input_dtypes) if any(a.dtype != dt for a, dt in zip(inputs, input_dtypes)) else None
+    if casts:
+        inputs = _cast(inputs, casts)
+    if prepared.rows:
+        return _row_plan(prepared, program, casts, inputs, shape)
+    size = math.prod(shape)
+    variant, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
+    kernel = _kernel(program, variant)
+    per_thread = variant.group * _program.PHILOX_STEPS if variant.group > 1 else _program.UNROLL if variant.mode == "flat" else 1
+    buffers, results = [], []
+    for k, out in enumerate(outputs):
+        if k in kernel.finals:
+            folds = _final_folds(prepared, k)
+            count = REDUCTIONS[out.kind].count
+            results.append(("final", len(buffers), tuple(fold.field for fold in folds), {count: size} if count else {}))
+            buffers += [((1,) * ndim, fold.final) for fold in folds]
+        else:
+            value_shape = (1,) * prepared.after[out.value] if out.value in prepared.after else tuple(shape)
+            # a reduction over some axes: of the stored block, once the kernel has written it
+            results.append(("reduce", len(buffers), out) if out.tag == "reduce" else ("array", len(buffers)))
+            buffers.append((value_shape, _program.value_dtype(instrs[out.value])))
+    plain = all(r == ("array", k) for k, r in enumerate(results))
+    return _Plan(casts, kernel, tuple(geometry), -(-size // (per_thread * _THREADS)),
+                 _DRAW_WAVES if variant.group > 1 else 1, tuple(buffers), None if plain else tuple(results),
+                 tuple(fold.acc for fold in prepared.folds))
+
+
+def _cast(inputs: Sequence[Any], dtypes: Sequence[np.dtype]) -> list[Any]:
+    """The inputs converted to the dtypes the program reads them in (those not already in them)."""
+    return [a if a.dtype == dt else a.astype(dt) for a, dt in zip(inputs, dtypes)]
+
+
+def _results(plan: _Plan, bufs: list[Any]) -> list[Any]:
+    """The outputs of a launch of ``plan`` from the arrays its kernel wrote: arrays, full reductions' partials
+    (their one-element arrays by field, with the count) and partial reductions of the stored blocks."""
+    if plan.results is None:
+        return bufs
+    results = []
+    for how, first, *rest in plan.results:
+        if how == "array":
+            results.append(bufs[first])
+        elif how == "final":
+            fields, extra = rest
+            results.append({**dict(zip(fields, bufs[first:first + len(fields)])), **extra})
+        else:
+            (out,) = rest
+            results.append(_blocks.reduce_chunk(out.kind, bufs[first], out.axes, np.dtype(out.dtype), out.params, ()))
+    return results
+
+
 def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],
              global_shape: tuple[int, ...], inputs: Sequence[Any]) -> list[Any]:
     """Run a program on one block of CuPy arrays with its generated kernel (one launch); returns the outputs.
     What depends on the program alone (the kernel, its grid, its scalar arguments for given values) is
-    made once (``_kernel``); the per-block partials of full reductions live in a per-stream workspace."""
+    made once (``_kernel``), what depends on the block's geometry too once per geometry (``_launch_plan``);
+    the per-block partials of full reductions live in a per-stream workspace."""
     import cupy
 
-    ndim, input_dtypes, instrs, outputs = program
-    inputs = [a if a.dtype == dt else a.astype(dt) for a, dt in zip(inputs, input_dtypes)]
-    size = math.prod(shape)
-    if not size:  # nothing to launch: the block functions give empty outputs (and totals of nothing)
-        return run_numpy(program, scalars, offset, shape, global_shape, inputs, "cupy")
-    if _prepared(program).rows:
-        return _run_rows(program, scalars, tuple(shape), inputs)
-    variant, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
-    kernel = _kernel(program, variant)
-    launch = kernel.launch(scalars)
-    per_thread = variant.group * _program.PHILOX_STEPS if variant.group > 1 else _program.UNROLL if variant.mode == "flat" else 1
-    waves = _DRAW_WAVES if variant.group > 1 else 1
-    blocks = max(1, min(-(-size // (per_thread * _THREADS)), launch.max_blocks * waves))
-    after = _prepared(program).after
-    bufs, results = [], []
-    for k, out in enumerate(outputs):
-        if k in kernel.finals:
-            result, buffers = final_buffers(program, k, size)
-            bufs += buffers
-            results.append(result)
-        else:
-            value_shape = (1,) * after[out.value] if out.value in after else shape
-            bufs.append(cupy.empty(value_shape, dtype=_program.value_dtype(instrs[out.value])))
-            results.append(bufs[-1])
-    bufs += fold_buffers(program, blocks)
-    launch.function((blocks,), (_THREADS,), (*inputs, *bufs, *launch.args, *geometry))
-    # a reduction over some axes: of the stored block, once the kernel has written it
-    return [_blocks.reduce_chunk(out.kind, r, out.axes, np.dtype(out.dtype), out.params, ())
-            if out.tag == "reduce" and k not in kernel.finals else r for k, (out, r) in enumerate(zip(outputs, results))]
+    if 0 in shape:  # nothing to launch: the block functions give empty outputs (and totals of nothing)
+        return run_numpy(program, scalars, offset, shape, global_shape, _cast(inputs, program.inputs), "cupy")
+    plan = _launch_plan(_prepared(program), program, inputs, offset, shape, global_shape)
+    if plan.casts:
+        inputs = _cast(inputs, plan.casts)
+    launch = plan.kernel.launch(scalars)
+    blocks = max(1, min(plan.need, launch.max_blocks * plan.waves))
+    bufs = [cupy.empty(value_shape, dtype=dtype) for value_shape, dtype in plan.buffers]
+    folds = _workspace_buffers(blocks, plan.folds) if plan.folds else []
+    launch.function((blocks,), (_THREADS,), (*inputs, *bufs, *folds, *launch.args, *plan.geometry))
+    return _results(plan, bufs)
 
 
-def _run_rows(program: tuple, scalars: Sequence[Any], shape: tuple[int, ...], inputs: Sequence[Any]) -> list[Any]:
-    """``run_cuda`` of a row program (``codegen.rows``): one launch, rows spread over a wave of thread blocks."""
-    import cupy
-
+def _row_plan(prepared: _Prepared, program: tuple, casts: tuple | None, inputs: Sequence[Any],
+              shape: tuple[int, ...]) -> _Plan:
+    """The ``_Plan`` of a launch of a row program (``codegen.rows``): rows spread over a wave of thread blocks."""
     ndim = program.ndim
-    axes = _prepared(program).rows
+    axes = prepared.rows
     n = math.prod(shape[axes[0]:])
     nrows = math.prod(shape) // n
     row_inputs = frozenset(_rows.row_inputs([a.shape for a in inputs], axes, ndim))
@@ -152,13 +221,10 @@ def _run_rows(program: tuple, scalars: Sequence[Any], shape: tuple[int, ...], in
     lanes = _rows.lanes_for(n)
     variant = _program.Variant("rows", lanes, "int" if to_index is np.int32 else "long long", row_inputs)
     kernel = _kernel(program, variant)
-    launch = kernel.launch(scalars)
     shapes = {"row": shape[:axes[0]] + (1,) * len(axes), "element": shape, "flat": shape[:axes[0]]}
-    results = [cupy.empty(shapes[kind], dtype=dtype) for kind, dtype in kernel.row_outputs]
-    blocks = max(1, min(-(-nrows // (_THREADS // lanes)), launch.max_blocks))
-    geometry = [to_index(nrows), to_index(n), *map(to_index, shape), *_element_strides(inputs, ndim)]
-    launch.function((blocks,), (_THREADS,), (*inputs, *results, *launch.args, *geometry))
-    return results
+    geometry = (to_index(nrows), to_index(n), *map(to_index, shape), *_element_strides(inputs, ndim))
+    return _Plan(casts, kernel, geometry, -(-nrows // (_THREADS // lanes)), 1,
+                 tuple((shapes[kind], dtype) for kind, dtype in kernel.row_outputs), None, ())
 
 
 def final_buffers(program: tuple, k: int, size: int) -> tuple[dict[str, Any], list[Any]]:
@@ -167,21 +233,29 @@ def final_buffers(program: tuple, k: int, size: int) -> tuple[dict[str, Any], li
     per fold)."""
     import cupy
 
-    folds = [fold for fold in _prepared(program).folds if fold.output == k]
+    folds = _final_folds(_prepared(program), k)
     finals = [cupy.empty((1,) * program.ndim, dtype=fold.final) for fold in folds]
     partial = {fold.field: final for fold, final in zip(folds, finals)}
     count = REDUCTIONS[program.outputs[k].kind].count
     return ({**partial, count: size} if count else partial), finals
 
 
+def _final_folds(prepared: _Prepared, k: int) -> list:
+    """The folds of output ``k`` (a full reduction finished in the launch)."""
+    return [fold for fold in prepared.folds if fold.output == k]
+
+
 def fold_buffers(program: tuple, blocks: int) -> list[Any]:
     """The kernel arguments of a launch of ``blocks`` thread blocks for its folds' partials and the ticket
     (``fold_params``), in the current stream's workspace."""
     folds = _prepared(program).folds
-    if not folds:
-        return []
+    return _workspace_buffers(blocks, [fold.acc for fold in folds]) if folds else []
+
+
+def _workspace_buffers(blocks: int, dtypes: Sequence[np.dtype]) -> list[Any]:
+    """``fold_buffers`` for folds accumulating in ``dtypes``."""
     workspace = _workspace()
-    return [*workspace.partials(blocks, [fold.acc for fold in folds]), workspace.ticket]
+    return [*workspace.partials(blocks, dtypes), workspace.ticket]
 
 
 _THREADS = 256  # threads per block: the kernels' __launch_bounds__ and shared-memory trees assume it
@@ -315,6 +389,7 @@ class _Kernel:
         self.row_outputs = _rows.row_outputs(program, variant.singles) if variant.mode == "rows" else ()
         self._generic = _cuda.compile_function(*self._source(()), _THREADS)
         self._values: dict[tuple, _ValueSet] = {}
+        self._last: tuple[Any, _ValueSet | None] = (None, None)  # the scalars of the latest call and their values
         self._specialized = 0
 
     def _source(self, constants: tuple) -> tuple[str, str]:
@@ -326,16 +401,15 @@ class _Kernel:
                              tuple(sorted(variant.singles)), constants)
 
     def launch(self, scalars: Sequence[Any]) -> _Launch:
-        """The launch for these scalar values (remembered by value and type: 1 and 1.0 are equal in Python)."""
-        key = _value_key(scalars)
-        values = self._values.get(key)
-        if values is None:
-            if len(self._values) >= self._REMEMBERED:
-                self._values.clear()
-                self._specialized = 0
-            instrs = self._program.instrs
-            constants = tuple(scalar_args(instrs, scalars))
-            values = self._values[key] = _ValueSet(constants, _Launch(*self._generic, launch_args(instrs, constants)))
+        """The launch for these scalar values (remembered by value and type: 1 and 1.0 are equal in Python; and
+        by identity for the tuple of the latest call, which the task of a repeated graph passes again)."""
+        last = self._last
+        if last[0] is scalars:
+            values = last[1]
+        else:
+            values = self._value_set(scalars)
+            if type(scalars) is tuple:  # immutable: the same object holds the same values
+                self._last = (scalars, values)
         values.launches += 1
         if values.pending is not None and values.pending.done():
             self._finish_specialization(values)
@@ -345,6 +419,18 @@ class _Kernel:
             self._specialized += 1
             values.pending = _cuda.compile_in_background(*self._source(values.constants), _THREADS)
         return values.launch
+
+    def _value_set(self, scalars: Sequence[Any]) -> _ValueSet:
+        key = _value_key(scalars)
+        values = self._values.get(key)
+        if values is None:
+            if len(self._values) >= self._REMEMBERED:
+                self._values.clear()
+                self._specialized = 0
+            instrs = self._program.instrs
+            constants = tuple(scalar_args(instrs, scalars))
+            values = self._values[key] = _ValueSet(constants, _Launch(*self._generic, launch_args(instrs, constants)))
+        return values
 
     @staticmethod
     def _finish_specialization(values: _ValueSet) -> None:
