@@ -164,7 +164,6 @@ def test_host_gap_says_it_needs_a_gpu() -> None:
     assert process.returncode == 2 and "needs a GPU" in process.stderr, process.stdout + process.stderr
 
 
-<<<<<<< HEAD
 def test_plain_path_operations_times_every_operation(tmp_path: pathlib.Path) -> None:
     """``plain_path.py --only operations`` times building each operation, an RK4 step and a Black-Scholes price."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
@@ -176,7 +175,6 @@ def test_plain_path_operations_times_every_operation(tmp_path: pathlib.Path) -> 
     results = json.loads(report_path.read_text())["results"]
     assert {r["name"] for r in results} >= {"a * 1.5", "gnp.where(c, a, b)", "RK4 step", "Black-Scholes price"}
     assert all(r["us"] > 0 and r["operations"] >= 1 for r in results)
-=======
 def test_launch_host_runs_on_the_cpu() -> None:
     """``launch_host.py --cpu`` times each workload's launch path with kernels that do nothing and counts the input
     attributes a launch reads: a repeated launch reads each of its 3 inputs' dtype, shape and strides once."""
@@ -188,7 +186,6 @@ def test_launch_host_runs_on_the_cpu() -> None:
     for name in ("monte_carlo", "black_scholes", "softmax"):
         assert re.search(rf"^{name} +[0-9.]+ +[0-9.]+$", process.stdout, re.M), process.stdout
     assert "black_scholes  input attribute reads per launch: 9 (dtype 3, shape 3, strides 3)" in process.stdout
->>>>>>> s11-launch
 
 
 @pytest.mark.slow
