@@ -175,6 +175,8 @@ def test_plain_path_operations_times_every_operation(tmp_path: pathlib.Path) -> 
     results = json.loads(report_path.read_text())["results"]
     assert {r["name"] for r in results} >= {"a * 1.5", "gnp.where(c, a, b)", "RK4 step", "Black-Scholes price"}
     assert all(r["us"] > 0 and r["operations"] >= 1 for r in results)
+
+
 def test_launch_host_runs_on_the_cpu() -> None:
     """``launch_host.py --cpu`` times each workload's launch path with kernels that do nothing and counts the input
     attributes a launch reads: a repeated launch reads each of its 3 inputs' dtype, shape and strides once."""
