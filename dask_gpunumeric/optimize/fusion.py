@@ -23,8 +23,8 @@ from dask._expr import Expr
 
 from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
 from ..kernels.fused import record_sources
-from .dag import DAG, UnionFind, rebuild
-from .programs import build_program, compute_of, is_fused_reduction, reduced
+from .dag import DAG, UnionFind, rebuild_made
+from .programs import Programs, compute_of, is_fused_reduction, reduced
 
 
 class _Grouping:
@@ -239,12 +239,13 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             kernel_of[i] = k
             finished_in.add(i)
     outside = _used_outside(inputs, plans, kernel_of, reductions, finished_in)
-    kernels: dict[str, _Kernel] = {}  # by the name of each node a kernel replaces
+    kernels: dict[int, _Kernel] = {}  # by the position of each node a kernel replaces
+    programs = Programs(order, inputs, computes)
     for k, run in plans.items():
-        kernel = _Kernel(order, run, reductions.get(k, []), totals.get(k, []), epilogues.get(k, []), outside,
-                         computes)
+        kernel = _Kernel(order, programs, run, reductions.get(k, []), totals.get(k, []), epilogues.get(k, []),
+                         outside)
         kernels.update(dict.fromkeys(kernel.replaces, kernel))
-    return rebuild(root, {}, kernels)
+    return rebuild_made(dag, kernels)
 
 
 _NO_CANDIDATES: list[int] = []  # (shared, never changed)
@@ -331,41 +332,44 @@ class _Kernel:
     """The kernel of one group (its members, its totals and their epilogue: positions in ``order``), and what
     replaces each of them used outside it (``outside``), made once its inputs are rebuilt (``dag.Made``)."""
 
-    def __init__(self, order: list[Expr], members: list[int], reductions: list[int], totals: list[int],
-                 epilogue: list[int], outside: set[int], computes: list[str | None]) -> None:
-        nodes = [order[i] for i in members]
-        self.stores = [order[i] for i in members if i in outside]
-        self.finished = [order[i] for i in (*totals, *epilogue) if i in outside]
-        self.partials = [order[r] for r in reductions if r not in totals]
-        total_nodes, epilogue_nodes = [order[i] for i in totals], [order[i] for i in epilogue]
-        self.program, self.inputs, self.scalars = build_program(
-            nodes, [*self.stores, *self.finished], self.partials, total_nodes, epilogue_nodes,
-            [*(computes[i] for i in members), *(None for _ in totals), *(computes[i] for i in epilogue)])
+    def __init__(self, order: list[Expr], programs: Programs, members: list[int], reductions: list[int],
+                 totals: list[int], epilogue: list[int], outside: set[int]) -> None:
+        stored = [i for i in members if i in outside]
+        finished = [i for i in (*totals, *epilogue) if i in outside]
+        partials = [r for r in reductions if r not in totals]
+        self.program, self.inputs, self.scalars = programs.of(members, [*stored, *finished], partials, totals,
+                                                              epilogue)
         record_sources(self.program, self.scalars)
-        self.first = nodes[-1]
+        self.stores = [order[i] for i in (*stored, *finished)]
+        self.partials = [order[r] for r in partials]
+        self.first = order[members[-1]]
         # the token of a group is that of its members (cheaper than tokenizing the program)
-        names = sorted([*(n._name for n in nodes), *(n._name for n in (*total_nodes, *epilogue_nodes))])
+        names = sorted([order[i]._name for i in (*members, *totals, *epilogue)])
         text = "|".join([*names, "", *(order[r]._name for r in reductions)])
         self.token = hashlib.sha1(text.encode()).hexdigest()[:32]
-        self.replaces = [n._name for n in (*self.stores, *self.finished, *self.partials)]
+        self.finished = bool(finished)
+        self.replaces = [*stored, *finished, *partials]
 
-    def make(self, inputs: list[Expr]) -> dict[str, Expr]:
-        """The Fused node on ``inputs`` (the program's, rebuilt), and what replaces each node used outside."""
-        stores, finished, partials, first = self.stores, self.finished, self.partials, self.first
-        n_out = len(stores) + len(finished) + len(partials)
+    def make(self, inputs: list[Expr]) -> list[Expr]:
+        """The Fused node on ``inputs`` (the program's, rebuilt), and what replaces each node used outside (in
+        the order of ``replaces``)."""
+        stores, partials, first = self.stores, self.partials, self.first
+        n_out = len(stores) + len(partials)
         # a kernel of one output has that output's blocks (a total's: 0-d), made from the elements' blocks
-        chunks = finished[0].chunks if n_out == 1 and finished else first.chunks
+        chunks = stores[0].chunks if n_out == 1 and self.finished else first.chunks
         fused = Fused.of(self.program, chunks, first.backend, tuple(self.scalars), first.chunks, inputs, self.token)
-        out: dict[str, Expr] = {}
-        for k, node in enumerate([*stores, *finished]):
-            out[node._name] = fused if n_out == 1 else _output(fused, k, node.chunks, node.dtype)
-        for k, red in enumerate(partials, start=len(stores) + len(finished)):
-            partial = fused if n_out == 1 else _output(fused, k, reduced(red).chunks, reduced(red).dtype)
-            # the reduction of the partials has the chunks, dtype and backend of the one it replaces
-            operands = [partial, *red.operands[1:len(Reduction._parameters) - 1], True]
-            out[red._name] = (Reduction.with_metadata(operands, red.chunks, red.dtype, red.backend)
-                              or Reduction(*operands))
+        if n_out == 1:
+            return [fused if stores else _reduction(fused, partials[0])]
+        out = [_output(fused, k, node.chunks, node.dtype) for k, node in enumerate(stores)]
+        for k, red in enumerate(partials, start=len(stores)):
+            out.append(_reduction(_output(fused, k, reduced(red).chunks, reduced(red).dtype), red))
         return out
+
+
+def _reduction(partial: Expr, red: Reduction) -> Expr:
+    """The reduction ``red`` of the partials ``partial`` (with its chunks, dtype and backend)."""
+    operands = [partial, *red.operands[1:len(Reduction._parameters) - 1], True]
+    return Reduction.with_metadata(operands, red.chunks, red.dtype, red.backend) or Reduction(*operands)
 
 
 def _output(fused: Fused, k: int, chunks: tuple, dtype: Any) -> Expr:
