@@ -265,7 +265,7 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
     dag = DAG.of(root)
     order, inputs, position = dag.order, dag.inputs, dag.position
     new: dict[str, Expr] = {}  # the nodes rebuilt or replaced, by their old name
-    changed = [False] * len(order)  # the same, by their old position
+    changed: set[int] = set()  # the same, by their old position
     moved = list(range(len(order)))  # per old position, the new one of the node or of what replaces it
     shifted = False  # whether any node moved yet
     same_name: set[str] = set()
@@ -314,9 +314,10 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
         new_inputs.append(at)
         return done
 
+    replaced_at = {position[name] for name in replaced if name in position}  # (no node's name read to test it)
     for i, node in enumerate(order):
-        name = node._name
-        if name in replaced:
+        if i in replaced_at:
+            name = node._name
             x = replaced[name]
             if len(inputs[i]) == 1 and any(o is x for o in node.operands):  # an identity: its one operand
                 new[name] = new.get(x._name, x)
@@ -326,9 +327,11 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
                 if made is None:
                     return rebuild(root, replaced)
                 new[name], moved[i] = made
-            changed[i] = shifted = True
+            changed.add(i)
+            shifted = True
             continue
-        if new and any(changed[j] for j in inputs[i]):
+        if changed and not changed.isdisjoint(inputs[i]):
+            name = node._name
             ops = [new.get(o._name, o) if isinstance(o, Expr) and not isinstance(o, Materialized) else o
                    for o in node.operands]
             renamed = any(a is not b and (a._name != b._name or b._name not in same_name)
@@ -336,7 +339,7 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
             node = new[name] = _on_operands(node, ops, renamed, same_name)
             if node._name in position or node._name in placed:  # the same as a node there: walk anew
                 return rebuild(root, replaced)
-            changed[i] = True
+            changed.add(i)
         if shifted:
             moved[i] = len(new_order)
             new_inputs.append([moved[j] for j in inputs[i]])
