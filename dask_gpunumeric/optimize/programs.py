@@ -175,37 +175,65 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
 
 class Programs:
     """The programs of one pass's kernels, each built once per structure (a loop's body, repeated, makes kernels
-    of one program on other inputs and scalar values); nodes by position in the DAG's order."""
+    of one program on other inputs and scalar values); nodes by position in the DAG's order. A kernel's structure
+    is read only once another kernel of its size has come (most of a small graph's kernels are alone)."""
 
     def __init__(self, order: list[Expr], inputs: list[list[int]], computes: list[str | None]) -> None:
         self.order, self.inputs, self.computes = order, inputs, computes
         self.built: dict[tuple, Program] = {}
+        # per kernel size (members, stores, partials): the one kernel of that size met and its program, or None
+        # once there were more
+        self.first: dict[tuple[int, int, int], tuple | None] = {}
 
     def of(self, members: list[int], stored: list[int], partials: list[int], totals: list[int],
            epilogue: list[int]) -> tuple[Program, list[int], list]:
         """The program of a kernel (``build_program``'s of its nodes, by position), the positions of its inputs
         (in the program's order) and its scalar values."""
-        order, computes = self.order, self.computes
-        found = None if totals else self._structure(members, stored, partials)
-        if found is not None:
-            key, reads, scalars = found
-            try:
-                program = self.built.get(key)
-            except TypeError:  # an unhashable parameter
-                found = program = None
-            if program is not None:
+        found = None
+        if not totals:
+            size = (len(members), len(stored), len(partials))
+            if size not in self.first:
+                program, reads, scalars = self._build(members, stored, partials, totals, epilogue)
+                self.first[size] = (members, stored, partials, program)
                 return program, reads, scalars
-        nodes = [order[i] for i in members]
-        total_nodes, epilogue_nodes = [order[i] for i in totals], [order[i] for i in epilogue]
-        program, _, scalars = build_program(
-            nodes, [order[i] for i in stored], [order[r] for r in partials], total_nodes, epilogue_nodes,
-            [*(computes[i] for i in members), *(None for _ in totals), *(computes[i] for i in epilogue)])
+            first = self.first[size]
+            if first is not None:  # a second kernel of this size: the first one's program is kept by structure
+                self.first[size] = None
+                self._keep(*first)
+            found = self._structure(members, stored, partials)
+            if found is not None:
+                key, reads, scalars = found
+                try:
+                    program = self.built.get(key)
+                except TypeError:  # an unhashable parameter
+                    found = program = None
+                if program is not None:
+                    return program, reads, scalars
+        program, reads, scalars = self._build(members, stored, partials, totals, epilogue)
         if found is not None:
             self.built[found[0]] = program
-            return program, found[1], scalars
+        return program, reads, scalars
+
+    def _build(self, members: list[int], stored: list[int], partials: list[int], totals: list[int],
+               epilogue: list[int]) -> tuple[Program, list[int], list]:
+        """``of``'s answer, built."""
+        order, computes = self.order, self.computes
+        program, _, scalars = build_program(
+            [order[i] for i in members], [order[i] for i in stored], [order[r] for r in partials],
+            [order[i] for i in totals], [order[i] for i in epilogue],
+            [*(computes[i] for i in members), *(None for _ in totals), *(computes[i] for i in epilogue)])
         inside = {*members, *totals, *epilogue}
         reads = [j for i in (*members, *totals, *epilogue) for j in self.inputs[i] if j not in inside]
         return program, list(dict.fromkeys(reads)), scalars  # (loaded at their first use)
+
+    def _keep(self, members: list[int], stored: list[int], partials: list[int], program: Program) -> None:
+        """Keep a program built already under its kernel's structure."""
+        found = self._structure(members, stored, partials)
+        if found is not None:
+            try:
+                self.built.setdefault(found[0], program)
+            except TypeError:  # an unhashable parameter
+                pass
 
     def _structure(self, members: list[int], stored: list[int], partials: list[int]
                    ) -> tuple[tuple, list[int], list] | None:
