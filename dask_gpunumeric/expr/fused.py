@@ -26,12 +26,15 @@ class Fused(ArrayExpr):
 
     @classmethod
     def of(cls, program: tuple, chunks: tuple, backend: str, scalars: tuple, elements: tuple, inputs: list[ArrayExpr],
-           token: str) -> Fused:
+           token: str, like: Fused | None = None) -> Fused:
         """``Fused(program, chunks, backend, scalars, elements, *inputs, _determ_token=token)``, made without the
-        constructor's generic steps (the fusion pass makes one per kernel)."""
+        constructor's generic steps (the fusion pass makes one per kernel); ``like``: a Fused node of the same
+        program, whose dtype and name's words it takes."""
         inst = object.__new__(cls)
         inst.__dict__.update(_determ_token=token, operands=[program, chunks, backend, scalars, elements, *inputs],
                              chunks=chunks, backend=backend, _leaves=_leaves_of(inputs))
+        if like is not None:
+            inst.__dict__.update(dtype=like.dtype, _funcname=like._funcname)
         inst.dtype, inst._name  # noqa: B018 - computed once here, as the constructor does
         return inst
 

@@ -463,12 +463,17 @@ def _kernel(program: tuple, variant: _program.Variant) -> _Kernel:
     return kernel
 
 
+def recording() -> bool:
+    """Whether kernel sources are written out (``GNP_KERNEL_DUMP_DIR`` set: CI; ``record_sources``)."""
+    return bool(os.environ.get("GNP_KERNEL_DUMP_DIR"))
+
+
 def record_sources(program: tuple, scalars: Sequence[Any], row_inputs: tuple[int, ...] = ()) -> None:
     """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write every kernel variant of a program there (and the one
     specialized to these scalar values), so that nvcc compiles what the test suite generated even on
     machines without a GPU. A row program's variants have its inputs ``row_inputs`` one value per row."""
 
-    if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
+    if not recording():
         return
     if _rows.row_axes(program.instrs):
         for lanes in _rows.ROW_LANES:

@@ -143,25 +143,13 @@ class UnionFind:
         return rb
 
 
-class Made(Protocol):
-    """Replacements made on demand, given what they read as rebuilt (``rebuild``'s ``made``)."""
-
-    inputs: Sequence[Expr]  # the nodes of the expression they read
-
-    def make(self, inputs: list[Expr]) -> Mapping[str, Expr]:
-        """The replacements by the name of the node each replaces, on ``inputs`` as rebuilt."""
-
-
-def rebuild(root: Expr, replaced: Mapping[str, Expr], made: Mapping[str, Made] | None = None) -> Expr:
+def rebuild(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
     """``root`` with every node named in ``replaced`` swapped for its replacement (whose own inputs are
-    rebuilt too) and every node above one rebuilt; ``Materialized`` subtrees are left as they are. ``made``:
-    more replacements, made once their inputs are rebuilt (so they are not rebuilt again), by the name of
-    each node they replace."""
-    return rebuild_all([root], replaced, made)[0]
+    rebuilt too) and every node above one rebuilt; ``Materialized`` subtrees are left as they are."""
+    return rebuild_all([root], replaced)[0]
 
 
-def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr], made: Mapping[str, Made] | None = None
-                ) -> list[Expr]:
+def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr]) -> list[Expr]:
     """``rebuild`` of several roots sharing the work on common nodes."""
     memo: dict[str, Expr] = {}
     same_name: set[str] = set()  # nodes rebuilt here under their own name (a Fused node, what reads only those)
@@ -171,15 +159,6 @@ def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr], made: Mappi
         name = node._name
         if name in memo:
             stack.pop()
-            continue
-        maker = made.get(name) if made else None
-        if maker is not None:
-            missing = [i for i in maker.inputs if i._name not in memo and not isinstance(i, Materialized)]
-            if missing:
-                stack += missing
-                continue
-            stack.pop()
-            memo.update(maker.make([memo.get(i._name, i) for i in maker.inputs]))
             continue
         new = replaced.get(name)
         if new is not None and new._name != name:
@@ -211,6 +190,56 @@ def rebuild_all(roots: Sequence[Expr], replaced: Mapping[str, Expr], made: Mappi
     return [memo[r._name] for r in roots]
 
 
+class Made(Protocol):
+    """Replacements of some nodes of a DAG, made on what they read as rebuilt (``rebuild_made``)."""
+
+    inputs: Sequence[int]  # the positions in the DAG's order of the nodes they read
+    replaces: Sequence[int]  # those of the nodes they replace
+
+    def make(self, inputs: list[Expr]) -> list[Expr]:
+        """The replacements, in the order of ``replaces``, on ``inputs`` as rebuilt."""
+
+
+def rebuild_made(dag: DAG, made: Mapping[int, Made]) -> Expr:
+    """The DAG's root with the nodes that ``made`` replaces (by position, each ``Made`` under every position it
+    replaces) swapped for its replacements, made once what they read is rebuilt, and every node above one
+    rebuilt (``rebuild``'s, by position: on 100,000s of nodes, lookups by name miss the caches)."""
+    order, inputs = dag.order, dag.inputs
+    memo: list[Expr | None] = [None] * len(order)
+    same_name: set[str] = set()  # (as in ``rebuild_all``)
+    stack = [len(order) - 1]
+    while stack:
+        i = stack[-1]
+        if memo[i] is not None:
+            stack.pop()
+            continue
+        maker = made.get(i)
+        deps = inputs[i] if maker is None else maker.inputs
+        missing = [j for j in deps if memo[j] is None]
+        if missing:
+            stack += missing
+            continue
+        stack.pop()
+        if maker is not None:
+            for j, new in zip(maker.replaces, maker.make([memo[j] for j in deps])):
+                memo[j] = new
+            continue
+        node = order[i]
+        changed = renamed = False  # renamed: an operand rebuilt under another name
+        for j in deps:
+            new, old = memo[j], order[j]
+            if new is not old:
+                changed = True
+                renamed = renamed or new._name != old._name or old._name not in same_name
+        if not changed:
+            memo[i] = node
+            continue
+        at = iter(deps)  # (the expressions among the operands, in order)
+        ops = [memo[next(at)] if isinstance(o, Expr) else o for o in node.operands]
+        memo[i] = _on_operands(node, ops, renamed, same_name)
+    return memo[-1]
+
+
 def _on_operands(node: Expr, ops: list, renamed: bool, same_name: set[str]) -> Expr:
     """``node`` on operands ``ops`` (its own, some rebuilt; ``renamed``: one under another name).
     ``same_name`` holds the nodes rebuilt under their own name, and gets this one if it is."""
@@ -236,7 +265,7 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
     dag = DAG.of(root)
     order, inputs, position = dag.order, dag.inputs, dag.position
     new: dict[str, Expr] = {}  # the nodes rebuilt or replaced, by their old name
-    changed = [False] * len(order)  # the same, by their old position
+    changed: set[int] = set()  # the same, by their old position
     moved = list(range(len(order)))  # per old position, the new one of the node or of what replaces it
     shifted = False  # whether any node moved yet
     same_name: set[str] = set()
@@ -285,9 +314,10 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
         new_inputs.append(at)
         return done
 
+    replaced_at = {position[name] for name in replaced if name in position}  # (no node's name read to test it)
     for i, node in enumerate(order):
-        name = node._name
-        if name in replaced:
+        if i in replaced_at:
+            name = node._name
             x = replaced[name]
             if len(inputs[i]) == 1 and any(o is x for o in node.operands):  # an identity: its one operand
                 new[name] = new.get(x._name, x)
@@ -297,9 +327,11 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
                 if made is None:
                     return rebuild(root, replaced)
                 new[name], moved[i] = made
-            changed[i] = shifted = True
+            changed.add(i)
+            shifted = True
             continue
-        if new and any(changed[j] for j in inputs[i]):
+        if changed and not changed.isdisjoint(inputs[i]):
+            name = node._name
             ops = [new.get(o._name, o) if isinstance(o, Expr) and not isinstance(o, Materialized) else o
                    for o in node.operands]
             renamed = any(a is not b and (a._name != b._name or b._name not in same_name)
@@ -307,7 +339,7 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
             node = new[name] = _on_operands(node, ops, renamed, same_name)
             if node._name in position or node._name in placed:  # the same as a node there: walk anew
                 return rebuild(root, replaced)
-            changed[i] = True
+            changed.add(i)
         if shifted:
             moved[i] = len(new_order)
             new_inputs.append([moved[j] for j in inputs[i]])

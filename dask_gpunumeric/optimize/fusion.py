@@ -22,9 +22,9 @@ import numpy as np
 from dask._expr import Expr
 
 from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
-from ..kernels.fused import record_sources
-from .dag import DAG, UnionFind, rebuild
-from .programs import build_program, compute_of, is_fused_reduction, reduced
+from ..kernels.fused import record_sources, recording
+from .dag import DAG, UnionFind, rebuild_made
+from .programs import Programs, compute_of, is_fused_reduction, reduced
 
 
 class _Grouping:
@@ -175,7 +175,7 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     computes: list[str | None] = [None] * len(order)  # per fusable node, its op's compute dtype
     candidates: list[list[int]] = [_NO_CANDIDATES] * len(order)  # per node, its fusable dependencies with its blocks
     foldable: list[int] = []
-    add = grouping.add
+    add, find, join = grouping.add, grouping.groups.find, grouping.groups.join
     for i, node in enumerate(order):
         deps = inputs[i]
         compute = compute_of(node)
@@ -190,7 +190,10 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
                         if (d.chunks is chunks or d.chunks == chunks) and d.backend == backend:
                             fused_with.append(j)
                 candidates[i] = fused_with
-                add(i, deps, fused_with)
+                if len(fused_with) == len(deps) == 1:  # a chain's next operation joins its group (``add``'s first case)
+                    join(i, find(fused_with[0]))
+                else:
+                    add(i, deps, fused_with)
                 continue
         elif is_fused_reduction(node):
             foldable.append(i)
@@ -199,7 +202,6 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ValueError(f"gpunumeric.kernel-size must be a positive int, got {limit!r}")
     grown: dict[int, list[int]] = defaultdict(list)
-    find = grouping.groups.find
     for i, compute in enumerate(computes):  # in topological order
         if compute is not None:
             grown[find(i)].append(i)
@@ -239,12 +241,17 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             kernel_of[i] = k
             finished_in.add(i)
     outside = _used_outside(inputs, plans, kernel_of, reductions, finished_in)
-    kernels: dict[str, _Kernel] = {}  # by the name of each node a kernel replaces
+    kernels: dict[int, _Kernel] = {}  # by the position of each node a kernel replaces
+    programs = Programs(order, inputs, computes)
+    described: dict[int, Fused] = {}  # the first Fused node made per program, by its id (kernels share programs)
+    record = recording()  # (asked once: reading the environment costs more than most steps of a kernel)
     for k, run in plans.items():
-        kernel = _Kernel(order, run, reductions.get(k, []), totals.get(k, []), epilogues.get(k, []), outside,
-                         computes)
+        kernel = _Kernel(order, programs, run, reductions.get(k, []), totals.get(k, []), epilogues.get(k, []),
+                         outside, described)
+        if record:
+            record_sources(kernel.program, kernel.scalars)
         kernels.update(dict.fromkeys(kernel.replaces, kernel))
-    return rebuild(root, {}, kernels)
+    return rebuild_made(dag, kernels)
 
 
 _NO_CANDIDATES: list[int] = []  # (shared, never changed)
@@ -272,8 +279,9 @@ def _used_outside(inputs: list[list[int]], plans: Mapping[int, list[int]], kerne
 
 def _finished_in_kernel(reduction: Reduction) -> bool:
     """Whether a fused reduction is a total: over every axis of a one-block array (of at least one axis)."""
-    x = reduced(reduction)
-    return x.ndim > 0 and all(n == 1 for n in x.numblocks) and set(reduction.operand("axes")) == set(range(x.ndim))
+    chunks = reduced(reduction).chunks  # (its blocks per axis: no property of a node made for it)
+    return (len(chunks) > 0 and all(len(c) == 1 for c in chunks)
+            and set(reduction.operand("axes")) == set(range(len(chunks))))
 
 
 def _epilogue(dag: DAG, totals: list[int], computes: list[str | None]) -> list[int]:
@@ -331,44 +339,58 @@ class _Kernel:
     """The kernel of one group (its members, its totals and their epilogue: positions in ``order``), and what
     replaces each of them used outside it (``outside``), made once its inputs are rebuilt (``dag.Made``)."""
 
-    def __init__(self, order: list[Expr], members: list[int], reductions: list[int], totals: list[int],
-                 epilogue: list[int], outside: set[int], computes: list[str | None]) -> None:
-        nodes = [order[i] for i in members]
-        self.stores = [order[i] for i in members if i in outside]
-        self.finished = [order[i] for i in (*totals, *epilogue) if i in outside]
-        self.partials = [order[r] for r in reductions if r not in totals]
-        total_nodes, epilogue_nodes = [order[i] for i in totals], [order[i] for i in epilogue]
-        self.program, self.inputs, self.scalars = build_program(
-            nodes, [*self.stores, *self.finished], self.partials, total_nodes, epilogue_nodes,
-            [*(computes[i] for i in members), *(None for _ in totals), *(computes[i] for i in epilogue)])
-        record_sources(self.program, self.scalars)
-        self.first = nodes[-1]
+    def __init__(self, order: list[Expr], programs: Programs, members: list[int], reductions: list[int],
+                 totals: list[int], epilogue: list[int], outside: set[int], described: dict[int, Fused]) -> None:
+        stored = [i for i in members if i in outside]
+        finished = [i for i in (*totals, *epilogue) if i in outside]
+        partials = [r for r in reductions if r not in totals]
+        self.program, self.inputs, self.scalars = programs.of(members, [*stored, *finished], partials, totals,
+                                                              epilogue)
+        self.stores = [order[i] for i in (*stored, *finished)]
+        self.partials = [order[r] for r in partials]
+        self.first = order[members[-1]]
         # the token of a group is that of its members (cheaper than tokenizing the program)
-        names = sorted([*(n._name for n in nodes), *(n._name for n in (*total_nodes, *epilogue_nodes))])
+        names = sorted([order[i]._name for i in (*members, *totals, *epilogue)])
         text = "|".join([*names, "", *(order[r]._name for r in reductions)])
         self.token = hashlib.sha1(text.encode()).hexdigest()[:32]
-        self.replaces = [n._name for n in (*self.stores, *self.finished, *self.partials)]
+        self.finished = bool(finished)
+        self.replaces = [*stored, *finished, *partials]
+        self.described = described
 
-    def make(self, inputs: list[Expr]) -> dict[str, Expr]:
-        """The Fused node on ``inputs`` (the program's, rebuilt), and what replaces each node used outside."""
-        stores, finished, partials, first = self.stores, self.finished, self.partials, self.first
-        n_out = len(stores) + len(finished) + len(partials)
+    def make(self, inputs: list[Expr]) -> list[Expr]:
+        """The Fused node on ``inputs`` (the program's, rebuilt), and what replaces each node used outside (in
+        the order of ``replaces``)."""
+        stores, partials, first = self.stores, self.partials, self.first
+        n_out = len(stores) + len(partials)
         # a kernel of one output has that output's blocks (a total's: 0-d), made from the elements' blocks
-        chunks = finished[0].chunks if n_out == 1 and finished else first.chunks
-        fused = Fused.of(self.program, chunks, first.backend, tuple(self.scalars), first.chunks, inputs, self.token)
-        out: dict[str, Expr] = {}
-        for k, node in enumerate([*stores, *finished]):
-            out[node._name] = fused if n_out == 1 else _output(fused, k, node.chunks, node.dtype)
-        for k, red in enumerate(partials, start=len(stores) + len(finished)):
-            partial = fused if n_out == 1 else _output(fused, k, reduced(red).chunks, reduced(red).dtype)
-            # the reduction of the partials has the chunks, dtype and backend of the one it replaces
-            operands = [partial, *red.operands[1:len(Reduction._parameters) - 1], True]
-            out[red._name] = (Reduction.with_metadata(operands, red.chunks, red.dtype, red.backend)
-                              or Reduction(*operands))
-        return out
+        chunks = stores[0].chunks if n_out == 1 and self.finished else first.chunks
+        like = self.described.get(id(self.program))
+        fused = Fused.of(self.program, chunks, first.backend, tuple(self.scalars), first.chunks, inputs, self.token,
+                         like)
+        if like is None:
+            self.described[id(self.program)] = fused
+        if n_out == 1:
+            return [fused if stores else _reduction(fused, partials[0])]
+        outputs = [(n.chunks, n.dtype) for n in stores] + [(reduced(r).chunks, reduced(r).dtype) for r in partials]
+        out: list[Expr] = []
+        words = None  # the words of the outputs' names (all the same: their kernel's)
+        for k, (chunks, dtype) in enumerate(outputs):
+            out.append(_output(fused, k, chunks, dtype, words))
+            words = out[-1]._funcname
+        return out[:len(stores)] + [_reduction(o, red) for o, red in zip(out[len(stores):], partials)]
 
 
-def _output(fused: Fused, k: int, chunks: tuple, dtype: Any) -> Expr:
-    """``FusedOutput(fused, k, chunks, dtype)``."""
+def _reduction(partial: Expr, red: Reduction) -> Expr:
+    """The reduction ``red`` of the partials ``partial`` (with its chunks, dtype and backend)."""
+    operands = [partial, *red.operands[1:len(Reduction._parameters) - 1], True]
+    # (the words of its name are those of ``red``: its kind's)
+    return (Reduction.with_metadata(operands, red.chunks, red.dtype, red.backend, funcname=red._funcname)
+            or Reduction(*operands))
+
+
+def _output(fused: Fused, k: int, chunks: tuple, dtype: Any, funcname: str | None = None) -> Expr:
+    """``FusedOutput(fused, k, chunks, dtype)`` (``funcname``: the words of its name, where known: those of
+    another output of ``fused``)."""
     operands = [fused, k, chunks, dtype]
-    return FusedOutput.with_metadata(operands, chunks, dtype, fused.backend) or FusedOutput(*operands)
+    return (FusedOutput.with_metadata(operands, chunks, dtype, fused.backend, funcname=funcname)
+            or FusedOutput(*operands))

@@ -171,3 +171,111 @@ def build_program(nodes: Sequence[Expr], stores: Sequence[Expr], reductions: Seq
                               [(index[reduced(r)._name], r.operand("kind"), r.operand("axes"), r.dtype, r.operand("params"))
                                for r in reductions])
     return program, [inputs[name] for name in builder.inputs], builder.scalars
+
+
+class Programs:
+    """The programs of one pass's kernels, each built once per structure (a loop's body, repeated, makes kernels
+    of one program on other inputs and scalar values); nodes by position in the DAG's order. A kernel's structure
+    is read only once another kernel of its size has come (most of a small graph's kernels are alone)."""
+
+    def __init__(self, order: list[Expr], inputs: list[list[int]], computes: list[str | None]) -> None:
+        self.order, self.inputs, self.computes = order, inputs, computes
+        self.built: dict[tuple, Program] = {}
+        # per kernel size (members, stores, partials): the one kernel of that size met and its program, or None
+        # once there were more
+        self.first: dict[tuple[int, int, int], tuple | None] = {}
+
+    def of(self, members: list[int], stored: list[int], partials: list[int], totals: list[int],
+           epilogue: list[int]) -> tuple[Program, list[int], list]:
+        """The program of a kernel (``build_program``'s of its nodes, by position), the positions of its inputs
+        (in the program's order) and its scalar values."""
+        found = None
+        if not totals:
+            size = (len(members), len(stored), len(partials))
+            if size not in self.first:
+                program, reads, scalars = self._build(members, stored, partials, totals, epilogue)
+                self.first[size] = (members, stored, partials, program)
+                return program, reads, scalars
+            first = self.first[size]
+            if first is not None:  # a second kernel of this size: the first one's program is kept by structure
+                self.first[size] = None
+                self._keep(*first)
+            found = self._structure(members, stored, partials)
+            if found is not None:
+                key, reads, scalars = found
+                try:
+                    program = self.built.get(key)
+                except TypeError:  # an unhashable parameter
+                    found = program = None
+                if program is not None:
+                    return program, reads, scalars
+        program, reads, scalars = self._build(members, stored, partials, totals, epilogue)
+        if found is not None:
+            self.built[found[0]] = program
+        return program, reads, scalars
+
+    def _build(self, members: list[int], stored: list[int], partials: list[int], totals: list[int],
+               epilogue: list[int]) -> tuple[Program, list[int], list]:
+        """``of``'s answer, built."""
+        order, computes = self.order, self.computes
+        program, _, scalars = build_program(
+            [order[i] for i in members], [order[i] for i in stored], [order[r] for r in partials],
+            [order[i] for i in totals], [order[i] for i in epilogue],
+            [*(computes[i] for i in members), *(None for _ in totals), *(computes[i] for i in epilogue)])
+        inside = {*members, *totals, *epilogue}
+        reads = [j for i in (*members, *totals, *epilogue) for j in self.inputs[i] if j not in inside]
+        return program, list(dict.fromkeys(reads)), scalars  # (loaded at their first use)
+
+    def _keep(self, members: list[int], stored: list[int], partials: list[int], program: Program) -> None:
+        """Keep a program built already under its kernel's structure."""
+        found = self._structure(members, stored, partials)
+        if found is not None:
+            try:
+                self.built.setdefault(found[0], program)
+            except TypeError:  # an unhashable parameter
+                pass
+
+    def _structure(self, members: list[int], stored: list[int], partials: list[int]
+                   ) -> tuple[tuple, list[int], list] | None:
+        """What a program of elementwise members without keywords is made of (a key equal for equal programs),
+        with its inputs' positions and its scalars; None for other kernels. Per member: its op (the only
+        strings of the key), result and compute dtypes, then per argument: a member read (its index), an
+        input (its negative index, with its dtype at its first read) or a scalar's type (an int's value too:
+        its dtype depends on it)."""
+        order, inputs, computes = self.order, self.inputs, self.computes
+        key: list = []
+        local: dict[int, int] = {}  # the members' indices, by position
+        loaded: dict[int, int] = {}  # the inputs' negative indices, by position
+        scalars: list = []
+        for i in members:
+            node = order[i]
+            if type(node) is not Elemwise:
+                return None
+            operands = node.operands
+            if operands[_KWARGS]:
+                return None
+            key += (operands[_OP], node.dtype, computes[i])
+            at = iter(inputs[i])  # (the expressions among its operands, in order)
+            for a in operands[_ARGS:]:
+                if isinstance(a, Expr):
+                    j = next(at)
+                    k = local.get(j)
+                    if k is None:
+                        k = loaded.get(j)
+                        if k is None:
+                            k = loaded[j] = -1 - len(loaded)
+                            key.append(a.dtype)
+                    key.append(k)
+                else:
+                    scalars.append(a)
+                    kind = type(a)
+                    key.append(kind if kind is float or kind is bool or issubclass(kind, np.generic) else (kind, a))
+            local[i] = len(local)
+        outputs = tuple(local[i] for i in stored)
+        # (a reduction's array is its first operand, so the first of its inputs)
+        reduces = tuple((local[inputs[r][0]], *(order[r].operands[k] for k in _REDUCE_FIELDS)) for r in partials)
+        return (order[members[-1]].ndim, tuple(key), outputs, reduces), list(loaded), scalars
+
+
+# a fused reduction's fields that its program's output reads (``build_program``)
+_REDUCE_FIELDS = tuple(Reduction._parameters.index(f) for f in ("kind", "axes", "dtype", "params"))
