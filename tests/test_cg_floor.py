@@ -79,6 +79,10 @@ def test_cg_iteration_moves_eight_vectors():
     assert round(moved[True, False]) == round(moved[True, True]) == 8
     with settings(True, False), gnp.config.set(dispatch="lazy", stencil_tiles=False):
         assert round(vectors_per_iteration(gnp.accelerate(cg_loop)(b, 5), 64 * 64)) == 9
+    with gnp.config.set(dispatch="lazy"):  # the defaults: rotated, a tile kernel
+        text = str(gnp.explain(gnp.accelerate(cg_loop)(b, 5)))
+    assert "its stencil groups move at least 8 vectors per iteration" in text
+    assert "2 sweeps per block part in 1 kernel(s) on CuPy blocks (sweeps per kernel: 2; 1 through shared memory)" in text
 
 
 needs_emulator = pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy",
