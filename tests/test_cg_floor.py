@@ -79,10 +79,16 @@ def test_cg_iteration_moves_eight_vectors():
     assert round(moved[True, False]) == round(moved[True, True]) == 8
     with settings(True, False), gnp.config.set(dispatch="lazy", stencil_tiles=False):
         assert round(vectors_per_iteration(gnp.accelerate(cg_loop)(b, 5), 64 * 64)) == 9
-    with gnp.config.set(dispatch="lazy"):  # the defaults: rotated, a tile kernel
+    with gnp.config.set(dispatch="lazy"):  # the default: rotated where tile kernels run (CuPy blocks)
         text = str(gnp.explain(gnp.accelerate(cg_loop)(b, 5)))
-    assert "its stencil groups move at least 8 vectors per iteration" in text
-    assert "2 sweeps per block part in 1 kernel(s) on CuPy blocks (sweeps per kernel: 2; 1 through shared memory)" in text
+    tiled = BACKEND == "cupy"
+    assert f"its kernels move at least {8 if tiled else 9} vectors per iteration" in text
+    assert tiled == ("2 sweeps per block part in 1 kernel(s) on CuPy blocks (sweeps per kernel: 2; 1 through "
+                     "shared memory)" in text)
+    with gnp.config.set(dispatch="lazy", stencil_tiles=False):  # no tile kernels: not rotated by default
+        assert "its kernels move at least 9 vectors per iteration" in str(gnp.explain(gnp.accelerate(cg_loop)(b, 5)))
+    with settings("always", False), pytest.raises(ValueError, match="loop-rotation must be 'auto', True or False"):
+        gnp.accelerate(cg_loop)(b, 5)
 
 
 needs_emulator = pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy",
@@ -102,22 +108,22 @@ def is_pair_with_sum(variant: tuple) -> bool:
 @needs_emulator
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_rotated_cg_pair_in_one_tile_kernel(dtype: Any, monkeypatch: Any) -> None:
-    """Rotated CG on CuPy blocks (emulated): the p update and the p.Ap stencil reading it one tile kernel
-    (p on its tile and halo in shared memory, zero past the grid's ends, stored; p.Ap's partials per thread
-    block), on grids of partial tiles (70 x 133) and with thread blocks inside everything (130 x 200):
-    NumPy's results, as without rotation."""
+    """CG on CuPy blocks (emulated) is rotated by default: the p update and the p.Ap stencil reading it one
+    tile kernel (p on its tile and halo in shared memory, zero past the grid's ends, stored; p.Ap's partials
+    per thread block), on grids of partial tiles (70 x 133) and with thread blocks inside everything
+    (130 x 200): NumPy's results, as without rotation."""
     launched = counted_tile_kernels(monkeypatch)
     tolerance = {"rtol": 1e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-12, "atol": 1e-13}
     for shape in [(70, 133), (130, 200)]:
         host = rhs(shape).astype(dtype)
         b = gnp.from_array(host, chunks=shape).persist()
         results = {}
-        for rotation in (False, True):
+        for rotation in (False, "auto"):
             launched.clear()
             with settings(rotation, False):
                 results[rotation] = gnp.fetch(gnp.accelerate(cg_loop)(b, 4))
-            assert bool(launched) == rotation and all(map(is_pair_with_sum, launched))
-        for ours, plain, theirs in zip(results[True], results[False], numpy_cg(host, 4)):
+            assert bool(launched) == bool(rotation) and all(map(is_pair_with_sum, launched))
+        for ours, plain, theirs in zip(results["auto"], results[False], numpy_cg(host, 4)):
             np.testing.assert_allclose(ours, theirs, **tolerance)
             np.testing.assert_allclose(ours, plain, **tolerance)
 

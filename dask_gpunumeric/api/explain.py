@@ -72,6 +72,7 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
             "outputs": [o.tag if o.tag == "store" else f"{o.kind}-partial" for o in outputs],
             "bytes_read_per_block": read, "bytes_written_per_block": written, "program": program,
             "scalars": node.operand("scalars"), "row_inputs": row_loads, "row_length": row_length,
+            "loop": loop_of.get(node._name),
         })
     stencils = []
     for node in nodes:
@@ -157,9 +158,12 @@ def explain(x: Array | Sequence[Array], *, source: bool = False) -> Explanation:
     for loop in dict.fromkeys(g["loop"] for g in info["stencils"] if g["loop"]):
         inner = [g for g in info["stencils"] if g["loop"] == loop]
         shape, dtype = inner[0]["vector"]
-        if all(g["vector"] == (shape, dtype) for g in inner):
-            vectors = sum(g["floor_bytes"] for g in inner) / (int(np.prod(shape)) * dtype.itemsize)
-            lines.append(f"{loop}: its stencil groups move at least {vectors:.3g} vectors per iteration")
+        if all(g["vector"] == (shape, dtype) for g in inner):  # with its fused kernels' reads and writes
+            moved = sum(g["floor_bytes"] for g in inner) + sum(
+                (g["bytes_read_per_block"] + g["bytes_written_per_block"]) * g["blocks"]
+                for g in info["groups"] if g["loop"] == loop)
+            vectors = moved / (int(np.prod(shape)) * dtype.itemsize)
+            lines.append(f"{loop}: its kernels move at least {vectors:.3g} vectors per iteration")
     for g in info["groups"]:
         rows = g["row_inputs"] is not None
         lines.append(f"fused {'row ' * rows}kernel {g['kernel']}: 1 kernel per block, {g['blocks']} block(s)")

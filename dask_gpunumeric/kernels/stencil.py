@@ -489,6 +489,11 @@ WAVES = 8
 _TILED_BACKENDS = frozenset({"cupy"})  # where tile kernels run (the CPU kernel emulator adds "numpy")
 
 
+def tiles_run_on(backend: str) -> bool:
+    """Whether runs of stencil sweeps run as tile kernels on blocks of ``backend``."""
+    return backend in _TILED_BACKENDS
+
+
 def _tile_part(plan: tuple, run: tuple[int, int], inputs: list[list], boxes: Sequence[Box], target: Box) -> tuple | None:
     """What the tile kernel of a run ``(first, count)`` of kernels needs over these boxes and buffers (per
     sweep, the places of its inputs, shape and origin; its linked slots' None) for a part's ``target``: the
