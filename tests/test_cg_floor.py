@@ -133,8 +133,9 @@ def test_rotated_cg_pair_in_one_tile_kernel(dtype: Any, monkeypatch: Any) -> Non
 def test_update_and_summed_stencil_in_one_tile_kernel(dtype: Any, monkeypatch: Any) -> None:
     """The rotated pair's form in general: an elementwise update, stored, and a stencil reading it through
     constant padding (0, 2.5) whose values are summed, one tile kernel per block part (emulated), 2-d and
-    3-d, on one block and on several (interiors, bands, halos): the update bit for bit NumPy's, the sum
-    within its rounding."""
+    3-d, on one block and on several (interiors, bands, halos), of fewer tiles than a wave of thread blocks and
+    of more (300 x 270: the emulator's wave is 32 blocks, each then walks several tiles): the update bit for
+    bit NumPy's, the sum within its rounding."""
     launched = counted_tile_kernels(monkeypatch)
 
     def f(xp: Any, r: Any, q: Any, value: float) -> tuple:
@@ -143,7 +144,7 @@ def test_update_and_summed_stencil_in_one_tile_kernel(dtype: Any, monkeypatch: A
         return p, xp.sum(p * stencil), xp.sum(abs(p * stencil))
 
     eps = np.finfo(dtype).eps
-    for shape, chunks in [((70, 133), (70, 133)), ((70, 133), (35, 67)), ((100, 90), (50, 45)),
+    for shape, chunks in [((70, 133), (70, 133)), ((70, 133), (35, 67)), ((100, 90), (50, 45)), ((300, 270), (300, 270)),
                           ((19, 21, 37), (19, 21, 37)), ((20, 22, 40), (10, 11, 40))]:
         r, q = np.random.default_rng(2).standard_normal((2, *shape)).astype(dtype)
         for value in (0.0, 2.5):

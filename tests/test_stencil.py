@@ -537,14 +537,14 @@ def counted_tile_kernels(monkeypatch: Any) -> list[tuple]:
     _cuda_emulator.emulated_cupy(monkeypatch)
     launched, emulated = [], _stencil_kernels._tile_kernel
 
-    def tile_kernel(*variant: Any) -> Any:
-        kernel = emulated(*variant)
+    def tile_kernel(*variant: Any) -> tuple[Any, int]:
+        kernel, resident = emulated(*variant)
 
         def launch(*args: Any) -> Any:
             launched.append(variant)
             return kernel(*args)
 
-        return launch
+        return launch, resident
 
     monkeypatch.setattr(_stencil_kernels, "_tile_kernel", tile_kernel)
     return launched

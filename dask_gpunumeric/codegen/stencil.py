@@ -300,8 +300,9 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     wrap, so the values are those a period away), along the others only inside it; where they FILL, the
     positions of the extended tile outside the box hold the reading slot's fill (parameter ``f<slot>`` of the
     reader). The sweeps in ``stored`` also store their outputs (``out<j>``) on the tile itself (inside the
-    last sweep's box); full reductions of the last sweep end as ``kernel_source``'s: a partial per thread
-    block, combined by the last."""
+    last sweep's box). Where the last sweep has full reductions, the launch's thread blocks (a grid along x)
+    walk the tiles, and the reductions end as ``kernel_source``'s: a partial per thread block, combined by
+    the last."""
     check_tiles(codes, links, index, edges, stored)  # only our names and integers become source
     codes = tuple(typed(code) for code in codes)
     if tile_shared_bytes(codes, links) > TILE_SHARED_BYTES:
@@ -321,13 +322,18 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     ndim = codes[0].program.ndim
     tile = TILES[ndim]
     extents = [tuple(t + 2 * e for t, e in zip(tile, h)) for h in halos]  # the extended tiles
-    body = _program.accumulators(codes[last].program)
+    reduced = len(codes[last].program.outputs) > len(codes[last].out_dtypes)
+    head = _program.accumulators(codes[last].program)
     for parity in range(min(2, last)):
         for j, dt in enumerate(codes[parity].out_dtypes):
             size = max(int(np.prod(extents[k])) for k in range(parity, last, 2))
-            body.append(f"    __shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
-    body += [f"    const {index} g{d} = {prefixes[last]}lo{d} + ({index})blockIdx.{dim} * {tile[d]} - {halo[d]};"
-             for d, dim in enumerate(GRID_AXES[ndim])]  # where the extended tile starts
+            head.append(f"    __shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
+    # the tile's number along each axis: its thread block's, or (full reductions) of the tiles it walks
+    counts = [f"gnp_n{d}" for d in range(ndim)]
+    number = [f"({index})blockIdx.{dim}" if not reduced else "gnp_tile" + (f" / ({' * '.join(counts[d + 1:])})" if d < ndim - 1 else "")
+              + (f" % gnp_n{d}" if d else "") for d, dim in enumerate(GRID_AXES[ndim])]
+    body = [f"    const {index} g{d} = {prefixes[last]}lo{d} + {number[d]} * {tile[d]} - {halo[d]};"
+            for d in range(ndim)]  # where the extended tile starts
 
     def place(k: int) -> str:
         """Sweep ``k``'s element at ``p`` + the read's offset (``{0}``, ``{1}``, ...) in its shared buffers."""
@@ -405,10 +411,14 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                   for j in range(len(codes[k].out_dtypes))]
         body += phase(k, skip, reads, stores)
         body.append("    __syncthreads();")
-    if len(codes[last].program.outputs) > len(codes[last].out_dtypes):  # full reductions: partials per thread block
-        body.append("    const unsigned int gnp_block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);")
-        body += _program.finish(codes[last].program, ("threadIdx.x", f"{TILE_THREADS}", "gnp_block",
-                                                      "(gridDim.x * gridDim.y * gridDim.z)"))
+    if reduced:  # a wave of thread blocks walking the tiles (``kernels.stencil.WAVES``), a partial per block
+        body = [*head, *[f"    const {index} gnp_n{d} = ({prefixes[last]}n{d} + {tile[d] - 1}) / {tile[d]};"
+                         for d in range(ndim)],
+                f"    for ({index} gnp_tile = blockIdx.x; gnp_tile < {' * '.join(counts)}; gnp_tile += gridDim.x) {{",
+                *[f"    {line}" for line in body], "        __syncthreads();  // before the next tile's stores", "    }"]
+        body += _program.finish(codes[last].program, ("threadIdx.x", f"{TILE_THREADS}", "blockIdx.x", "gridDim.x"))
+    else:
+        body = head + body
     params = [p for k, code in enumerate(codes)
               for p in [*_sweep_params(code, index, local[k], prefixes[k], tuple(slots[k]), stored=k == last or k in stored),
                         *[f"const {ctype(code.buffers[s])} {prefixes[k]}f{s}" for s in sorted(slots[k])

@@ -481,8 +481,9 @@ def _run_flat(program: tuple, flat: tuple, arrays: list, scalars: tuple, origin:
     return results
 
 
-# Thread blocks of a kernel with full reductions: this many full waves, each thread looping over its rows and
-# each block writing one partial: one wave, or one block per tile, was slower (docs/benchmarks.md).
+# Thread blocks of a kernel with full reductions: this many full waves, each thread looping over its rows (a
+# tile kernel's blocks: over tiles) and each block writing one partial: one wave, or one block per tile, was
+# slower (docs/benchmarks.md).
 WAVES = 8
 
 
@@ -560,8 +561,14 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
     into, k = {count - 1: dests[:n_last]}, n_last
     for j in stored:
         into[j], k = dests[k : k + len(sweeps[j].code.out_dtypes)], k + len(sweeps[j].code.out_dtypes)
+    # by the launch's identity (the lru_cache's key hashes every sweep's program on each launch), and the
+    # compiling function's (tests put an emulator in its place)
+    kernel, resident = _remembered((tile, _tile_kernel), (), lambda: _tile_kernel(
+        tuple(sweep.code for sweep in sweeps), links, index, variant, stored))
     tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], TILES[len(boxes[-1])])]
     grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
+    if len(program.outputs) > n_last:  # full reductions: a wave of blocks walking the tiles (``WAVES``)
+        grid = (min(math.prod(tiles), resident * WAVES), 1, 1)
     partials, reduction_args = {}, []
     for out in range(n_last, len(program.outputs)):
         partials[out], finals = _fused.final_buffers(program, out, math.prod([hi - lo for lo, hi in target]))
@@ -576,10 +583,6 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
         args += [to_index(v) for bounds in target for v in bounds] if j == count - 1 and partials else []
         args += [NP_OF_CTYPE[ctype(sweep.code.buffers[s])].type(sweep.edges[s][1]) for s in linked[j]
                  if FILL in variant[j][s]]
-    # by the launch's identity (the lru_cache's key hashes every sweep's program on each launch), and the
-    # compiling function's (tests put an emulator in its place)
-    kernel = _remembered((tile, _tile_kernel), (), lambda: _tile_kernel(tuple(sweep.code for sweep in sweeps), links,
-                                                                          index, variant, stored))
     kernel(grid, (TILE_THREADS, 1, 1), tuple(args))
     return partials
 
@@ -610,9 +613,10 @@ def _kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int]:
 
 
 @functools.lru_cache(maxsize=256)
-def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple) -> Any:
-    """The compiled tile kernel of a run of sweeps' variant (``tile_source``)."""
-    return _cuda.compile_function(*_stencil_source.tile_source(codes, links, index, edges, stored), TILE_THREADS)[0]
+def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple) -> tuple[Any, int]:
+    """The compiled tile kernel of a run of sweeps' variant (``tile_source``), and how many of its thread blocks
+    the device keeps resident."""
+    return _cuda.compile_function(*_stencil_source.tile_source(codes, links, index, edges, stored), TILE_THREADS)
 
 
 @functools.lru_cache(maxsize=1024)
