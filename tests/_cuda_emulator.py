@@ -228,8 +228,8 @@ def emulated_cupy(monkeypatch: Any) -> None:
         return EmulatedKernel(*_stencil_source.kernel_source(code, index, edges)), 4
 
     monkeypatch.setattr(_stencil_kernels, "_kernel", kernel)
-    monkeypatch.setattr(_stencil_kernels, "_tile_kernel", lambda *variant: EmulatedKernel(
-        *_stencil_source.tile_source(*variant)))
+    monkeypatch.setattr(_stencil_kernels, "_tile_kernel", lambda *variant: (EmulatedKernel(
+        *_stencil_source.tile_source(*variant)), 4))
     monkeypatch.setattr(_stencil_kernels, "_TILED_BACKENDS", _stencil_kernels._TILED_BACKENDS | {"numpy"})
     monkeypatch.setattr(_stencil_kernels, "_CUDA_BACKENDS", _stencil_kernels._CUDA_BACKENDS | {"numpy"})
 

@@ -1,22 +1,29 @@
 """CG at its floor: a pointwise field read at shifts is computed again by its readers instead of stored by a sweep
 of its own (``stencil-recompute``), and a fori_loop ending with an elementwise state update (CG's
 ``p = r + beta * p``) starts with it instead (``loop-rotation``): the p update and the stencil that reads p are
-one pass, 8 vectors moved per CG iteration instead of 9. Results are unchanged: bit for bit on one NumPy block
+one pass, 8 vectors moved per CG iteration instead of 9: on CuPy blocks one tile kernel (p on its tile and halo
+in shared memory, stored, and the partials of p.Ap), with stencil-recompute one flat kernel. Results are unchanged: bit for bit on one NumPy block
 (the same operations in the same order per element); on several blocks the partials of the reductions may be
 summed in another order. Loops over several blocks are not rotated (the update's halo would be one more
 exchange per iteration)."""
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
+import _cuda_emulator
 import dask
 import numpy as np
 import pytest
 from _solvers import cg_step
-from conftest import BACKEND, assert_eq
+from conftest import BACKEND, assert_eq, compile_check
+from test_stencil import counted_tile_kernels, padded_laplacian
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric.api.explain import plan
+from dask_gpunumeric.codegen.stencil import tile_source
+from dask_gpunumeric.codegen.stencil_plan import tile_variant
+from dask_gpunumeric.codegen.types import FILL
 from dask_gpunumeric.expr import Bundle
 from dask_gpunumeric.optimize import optimize
 from dask_gpunumeric.optimize.dag import DAG
@@ -61,13 +68,96 @@ def vectors_per_iteration(results: tuple, n: int) -> float:
 
 
 def test_cg_iteration_moves_eight_vectors():
+    """Rotated, 8 vectors per iteration: the p update and the p.Ap stencil one tile kernel (or, recomputing p,
+    one flat kernel); 9 without rotation, or rotated without tile kernels."""
     b = gnp.from_array(rhs((64, 64)), chunks=64).persist()
     moved = {}
     for rotation, recompute in SETTINGS:
         with settings(rotation, recompute), gnp.config.set(dispatch="lazy"):
             moved[rotation, recompute] = vectors_per_iteration(gnp.accelerate(cg_loop)(b, 5), 64 * 64)
-    assert round(moved[False, False]) == round(moved[True, False]) == round(moved[False, True]) == 9
-    assert round(moved[True, True]) == 8
+    assert round(moved[False, False]) == round(moved[False, True]) == 9
+    assert round(moved[True, False]) == round(moved[True, True]) == 8
+    with settings(True, False), gnp.config.set(dispatch="lazy", stencil_tiles=False):
+        assert round(vectors_per_iteration(gnp.accelerate(cg_loop)(b, 5), 64 * 64)) == 9
+    with gnp.config.set(dispatch="lazy"):  # the default: rotated where tile kernels run (CuPy blocks)
+        text = str(gnp.explain(gnp.accelerate(cg_loop)(b, 5)))
+    tiled = BACKEND == "cupy"
+    assert f"its kernels move at least {8 if tiled else 9} vectors per iteration" in text
+    assert tiled == ("2 sweeps per block part in 1 kernel(s) on CuPy blocks (sweeps per kernel: 2; 1 through "
+                     "shared memory)" in text)
+    with gnp.config.set(dispatch="lazy", stencil_tiles=False):  # no tile kernels: not rotated by default
+        assert "its kernels move at least 9 vectors per iteration" in str(gnp.explain(gnp.accelerate(cg_loop)(b, 5)))
+    with settings("always", False), pytest.raises(ValueError, match="loop-rotation must be 'auto', True or False"):
+        gnp.accelerate(cg_loop)(b, 5)
+
+
+needs_emulator = pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy",
+                                    reason="needs g++; CPU runs only")
+
+
+def is_pair_with_sum(variant: tuple) -> bool:
+    """Whether a tile kernel's variant is the rotated pair's form: an elementwise sweep whose outputs are also
+    stored, read past the array's ends as a constant by a sweep with a full reduction."""
+    codes, links, _, edges, stored = variant
+    (shared,) = links
+    return (len(codes) == 2 and stored == (0,) and not any(any(offset) for _, offset in codes[0].loads)
+            and len(codes[1].program.outputs) > len(codes[1].out_dtypes)
+            and any(FILL in edges[1][slot] for slot, _ in shared))
+
+
+@needs_emulator
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rotated_cg_pair_in_one_tile_kernel(dtype: Any, monkeypatch: Any) -> None:
+    """CG on CuPy blocks (emulated) is rotated by default: the p update and the p.Ap stencil reading it one
+    tile kernel (p on its tile and halo in shared memory, zero past the grid's ends, stored; p.Ap's partials
+    per thread block), on grids of partial tiles (70 x 133) and with thread blocks inside everything
+    (130 x 200): NumPy's results, as without rotation."""
+    launched = counted_tile_kernels(monkeypatch)
+    tolerance = {"rtol": 1e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-12, "atol": 1e-13}
+    for shape in [(70, 133), (130, 200)]:
+        host = rhs(shape).astype(dtype)
+        b = gnp.from_array(host, chunks=shape).persist()
+        results = {}
+        for rotation in (False, "auto"):
+            launched.clear()
+            with settings(rotation, False):
+                results[rotation] = gnp.fetch(gnp.accelerate(cg_loop)(b, 4))
+            assert bool(launched) == bool(rotation) and all(map(is_pair_with_sum, launched))
+        for ours, plain, theirs in zip(results["auto"], results[False], numpy_cg(host, 4)):
+            np.testing.assert_allclose(ours, theirs, **tolerance)
+            np.testing.assert_allclose(ours, plain, **tolerance)
+
+
+@needs_emulator
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_update_and_summed_stencil_in_one_tile_kernel(dtype: Any, monkeypatch: Any) -> None:
+    """The rotated pair's form in general: an elementwise update, stored, and a stencil reading it through
+    constant padding (0, 2.5) whose values are summed, one tile kernel per block part (emulated), 2-d and
+    3-d, on one block and on several (interiors, bands, halos), of fewer tiles than a wave of thread blocks and
+    of more (300 x 270: the emulator's wave is 32 blocks, each then walks several tiles): the update bit for
+    bit NumPy's, the sum within its rounding."""
+    launched = counted_tile_kernels(monkeypatch)
+
+    def f(xp: Any, r: Any, q: Any, value: float) -> tuple:
+        p = r + dtype(0.37) * q
+        stencil = padded_laplacian(xp, p, ((1, 1),) * p.ndim, value)
+        return p, xp.sum(p * stencil), xp.sum(abs(p * stencil))
+
+    eps = np.finfo(dtype).eps
+    for shape, chunks in [((70, 133), (70, 133)), ((70, 133), (35, 67)), ((100, 90), (50, 45)), ((300, 270), (300, 270)),
+                          ((19, 21, 37), (19, 21, 37)), ((20, 22, 40), (10, 11, 40))]:
+        r, q = np.random.default_rng(2).standard_normal((2, *shape)).astype(dtype)
+        for value in (0.0, 2.5):
+            p, total, _ = f(gnp, gnp.from_array(r, chunks=chunks), gnp.from_array(q, chunks=chunks), value)
+            tiled = len(shape) == 2 or dtype == np.float32  # (float64 3-d tiles pass 48 KiB of shared memory)
+            runs = [[2] if tiled else [1, 1]]
+            assert [g["sweeps_per_kernel"] for g in plan(Bundle(p.expr, total.expr))["stencils"]] == runs
+            launched.clear()
+            ours = gnp.fetch((p, total))
+            expected, scale = f(np, r, q, value)[:2], f(np, r, q, value)[2]
+            np.testing.assert_array_equal(ours[0], expected[0])
+            assert abs(float(ours[1]) - float(expected[1])) <= 64 * eps * float(scale)
+            assert bool(launched) == tiled and all(map(is_pair_with_sum, launched))
 
 
 @pytest.mark.parametrize("shape, chunks", [((64, 64), 64), ((20, 33), (20, 33)), ((40, 33), (16, 10)),
@@ -168,3 +258,20 @@ def test_unrolled_cg_stores_what_several_kernels_read(chunks):
                 assert_eq(ours, np.asarray(theirs, np.float32), rtol=1e-4, atol=1e-5)
     if BACKEND == "numpy":
         assert [a.tobytes() for a in results[False]] == [a.tobytes() for a in results[True]]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_pair_with_sum_sources_compile() -> None:
+    """nvcc compiles the tile kernels of an update and a summed, constant-padded stencil reading it: float32 and
+    float64, 2-d and 3-d, both index types, without edges and with every edge."""
+    sources = set()
+    for dtype, shape in [(np.float32, (6, 6)), (np.float64, (6, 6)), (np.float32, (6, 6, 6))]:
+        r = gnp.from_array(np.zeros(shape, dtype=dtype))
+        p = r + dtype(0.37) * r
+        total = gnp.sum(p * padded_laplacian(gnp, p, ((1, 1),) * len(shape), 2.5))
+        (group,) = plan(Bundle(p.expr, total.expr))["stencils"]
+        assert group["plan"].tiles == ((0, 2),)
+        sources |= {tile_source(*tile_variant(group["plan"], (0, 2), index, with_edges))[0]
+                    for index in ("int", "long long") for with_edges in (False, True)}
+    compile_check("\n".join(sorted(sources)))

@@ -19,7 +19,7 @@ from dask_gpunumeric.kernels import blocks as _blocks
 from dask_gpunumeric.kernels import cuda as _cuda
 from dask_gpunumeric.codegen import stencil as _stencil_source
 from dask_gpunumeric.codegen import stencil_plan as _stencil_plan
-from dask_gpunumeric.codegen.types import FILL, WRAP
+from dask_gpunumeric.codegen.types import WRAP
 from dask_gpunumeric.kernels import stencil as _stencil_kernels
 from dask_gpunumeric.api.explain import plan
 from dask_gpunumeric.runtime.compile import graph_of
@@ -537,14 +537,14 @@ def counted_tile_kernels(monkeypatch: Any) -> list[tuple]:
     _cuda_emulator.emulated_cupy(monkeypatch)
     launched, emulated = [], _stencil_kernels._tile_kernel
 
-    def tile_kernel(*variant: Any) -> Any:
-        kernel = emulated(*variant)
+    def tile_kernel(*variant: Any) -> tuple[Any, int]:
+        kernel, resident = emulated(*variant)
 
         def launch(*args: Any) -> Any:
             launched.append(variant)
             return kernel(*args)
 
-        return launch
+        return launch, resident
 
     monkeypatch.setattr(_stencil_kernels, "_tile_kernel", tile_kernel)
     return launched
@@ -569,7 +569,7 @@ def test_repeated_calls_through_the_generated_kernels(monkeypatch: Any) -> None:
 
 def wrapped(variant: tuple) -> bool:
     """Whether a tile kernel's linked reads wrap (its sweeps but the last computed past their boxes)."""
-    codes, links, _, edges = variant
+    codes, links, _, edges, _ = variant
     return any(WRAP in edges[j + 1][slot] for j, shared in enumerate(links) for slot, _ in shared)
 
 
@@ -735,9 +735,9 @@ def tile_runs(x: gnp.Array) -> list[tuple]:
 
 
 def test_tiles_planned_where_eligible() -> None:
-    """Tile kernels only of 2-d sweeps whose outputs are each read by the next alone (not the group's
-    outputs), not through constant padding, not with a box before wrapping reads; in order, a stretch cut
-    into runs of even sizes within ``stencil-tile-sweeps``, an odd sweep alone."""
+    """Tile kernels only of 2-d sweeps whose outputs are each read by the next alone (all of a sweep's
+    outputs or none also the group's), not with a box before wrapping reads; in order, a stretch cut into runs
+    of even sizes within ``stencil-tile-sweeps``, an odd sweep alone."""
     x = np.zeros((16, 16), dtype=np.float32)
     u = gnp.from_array(x)
     assert tile_runs(sweeps(jacobi, gnp, u, 5)) == [((0, 3), (3, 2))]  # at most 4 per kernel (the default)
@@ -757,7 +757,7 @@ def test_tiles_planned_where_eligible() -> None:
     with gnp.config.set(stencil_tile_sweeps=4):
         assert tile_runs(sweeps(heat_periodic, gnp, gnp.from_array(np.zeros(50)), 8)) == [((0, 4), (4, 4))]
     p = padded_laplacian(gnp, padded_laplacian(gnp, u, ((1, 1), (1, 1)), 0.0), ((1, 1), (1, 1)), 0.0)
-    assert tile_runs(p) == [()]
+    assert tile_runs(p) == [((0, 2),)]  # constant padding: the first sweep's tile filled past the array's ends
     first = jacobi(gnp, u)
     # the first sweep's output is read by the third kernel (the sum) too: only the second joins the sum
     assert tile_runs(jacobi(gnp, first) + first) == [((1, 2),)]
@@ -811,22 +811,26 @@ def test_forged_stencil_code_is_refused(forge: str) -> None:
         _stencil_source.kernel_source((program, buffers, loads, restricted, bases, out_dtypes), index)
 
 
-@pytest.mark.parametrize("forge", ["slot", "output", "fill", "index", "3d", "links", "memory"])
+@pytest.mark.parametrize("forge", ["slot", "output", "stored", "reduction", "index", "3d", "links", "memory"])
 def test_forged_tiles_are_refused(forge: str) -> None:
     """A tile kernel is made only of the pass's sweeps and slots: forged linked slots, edges, index types,
     link counts or tiles past the shared memory do not become CUDA source."""
     from dask_gpunumeric.codegen.check import ProgramError
 
     (group,) = plan(sweeps(jacobi, gnp, gnp.from_array(np.zeros((6, 6), dtype=np.float32)), 3))["stencils"]
-    codes, links, index, edges = _stencil_plan.tile_variant(group["plan"], (0, 3), "int")
-    _stencil_source.tile_source(codes, links, index, edges)  # as planned: fine
+    codes, links, index, edges, stored = _stencil_plan.tile_variant(group["plan"], (0, 3), "int")
+    _stencil_source.tile_source(codes, links, index, edges, stored)  # as planned: fine
     (slot, _), = links[0]
     if forge == "slot":
         links = (((len(codes[1][1]), 0),), links[1])
     elif forge == "output":
         links = (((slot, 1),), links[1])
-    elif forge == "fill":
-        edges = (edges[0], tuple((FILL, 0) if s == slot else m for s, m in enumerate(edges[1])), edges[2])
+    elif forge == "stored":
+        stored = (2,)  # the last sweep's outputs are stored anyway; only earlier ones may be named
+    elif forge == "reduction":  # a full reduction in a sweep but the last
+        u = gnp.from_array(np.zeros((6, 6), dtype=np.float32))
+        (reducing,) = plan(gnp.sum(padded_laplacian(gnp, u, ((1, 1), (1, 1)), 0.0)))["stencils"]
+        codes = (reducing["plan"].sweeps[0].code, *codes[1:])
     elif forge == "index":
         index = "int); evil(("
     elif forge == "3d":
@@ -837,7 +841,7 @@ def test_forged_tiles_are_refused(forge: str) -> None:
     else:  # 40 sweeps' tiles: far past a thread block's shared memory
         codes, links, edges = (codes[0],) + codes[1:2] * 39, (links[0],) * 39, (edges[0],) + edges[1:2] * 39
     with pytest.raises(ProgramError):
-        _stencil_source.tile_source(codes, links, index, edges)
+        _stencil_source.tile_source(codes, links, index, edges, stored)
 
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")

@@ -36,12 +36,15 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
     optimized = optimize(root)
     nodes = DAG(optimized).order
     regions = []
+    loop_of: dict[str, str] = {}  # the nodes of loop bodies: the loop's name
     for node in nodes:  # accelerated calls and loops: their plans' nodes too
         if isinstance(node, Region):
             regions.append({"name": node._name, "lowering": "programs" if node.as_programs else "tasks",
                             **(summary(node.plan.built(len(node.workers))) if node.as_programs else {})})
         if isinstance(node, (Region, Loop)):
-            nodes += DAG(Bundle(*(node.plan if isinstance(node, Region) else node.body).optimized)).order
+            inner = DAG(Bundle(*(node.plan if isinstance(node, Region) else node.body).optimized)).order
+            loop_of.update({n._name: node._name for n in inner if isinstance(node, Loop)})
+            nodes += inner
     groups = []
     for node in nodes:
         if not isinstance(node, Fused):
@@ -69,6 +72,7 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
             "outputs": [o.tag if o.tag == "store" else f"{o.kind}-partial" for o in outputs],
             "bytes_read_per_block": read, "bytes_written_per_block": written, "program": program,
             "scalars": node.operand("scalars"), "row_inputs": row_loads, "row_length": row_length,
+            "loop": loop_of.get(node._name),
         })
     stencils = []
     for node in nodes:
@@ -81,7 +85,9 @@ def plan(x: Array | ArrayExpr) -> dict[str, Any]:
                 "kernels": _stencil_plan.sweeps(stencil_plan), "tiles": len(stencil_plan.tiles),
                 "sweeps_per_kernel": [count for _, count in _stencil_plan.kernel_runs(stencil_plan)],
                 "floor_bytes": _stencil_plan.bytes_moved(stencil_plan, _stencil_plan.kernel_runs(stencil_plan)),
-                "blocks": int(np.prod(node.numblocks)),
+                "vector": (stencil_plan.shape, max((s.dtype for s in node.sources if s.ndim), key=lambda d: d.itemsize,
+                                                   default=node.dtype)),
+                "blocks": int(np.prod(node.numblocks)), "loop": loop_of.get(node._name),
                 "halo": _stencil_plan.halo_depth(stencil_plan), "inputs": len(node.sources),
                 "outputs": [f"store {b}" for b in stencil_plan.outputs]
                 + [f"{_stencil_plan.reduction_of(stencil_plan, r)[1].kind}-partial" for r in stencil_plan.reductions],
@@ -135,9 +141,13 @@ def explain(x: Array | Sequence[Array], *, source: bool = False) -> Explanation:
         kernels = (f"{g['kernels']} kernel(s) per block part, one per sweep" if not g["tiles"] else
                    f"{g['kernels']} sweeps per block part in {len(per_kernel)} kernel(s) on CuPy blocks "
                    f"(sweeps per kernel: {' '.join(map(str, per_kernel))}; {g['tiles']} through shared memory)")
-        lines.append(f"stencil group {g['kernel']}: {g['blocks']} block(s), {kernels}")
-        lines.append(f"  floor: {g['floor_bytes']:,} B moved by those kernels "
-                     f"({g['floor_bytes'] / FLOOR_RATE * 1e3:.3g} ms at {FLOOR_RATE / 1e12:g} TB/s)")
+        inside = f" (each iteration of {g['loop']})" if g["loop"] else ""
+        lines.append(f"stencil group {g['kernel']}{inside}: {g['blocks']} block(s), {kernels}")
+        shape, dtype = g["vector"]
+        vectors = g["floor_bytes"] / (int(np.prod(shape)) * dtype.itemsize)
+        lines.append(f"  floor: {g['floor_bytes']:,} B moved by those kernels ({vectors:.3g} vectors of "
+                     f"{' x '.join(map(str, shape))} {dtype}; {g['floor_bytes'] / FLOOR_RATE * 1e3:.3g} ms at "
+                     f"{FLOOR_RATE / 1e12:g} TB/s)")
         lines.append(f"  tasks: {tasks['interior']} for block interiors (no halo), {tasks['bands']} for blocks or "
                      f"their edge bands, {tasks['halo']} halo strips")
         lines.append(f"  halo depth per axis: {g['halo']}; inputs: {g['inputs']}; outputs: {len(g['outputs'])}")
@@ -145,6 +155,15 @@ def explain(x: Array | Sequence[Array], *, source: bool = False) -> Explanation:
             lines += [_stencil_source.kernel_source(code)[0] for code, *_ in g["plan"].sweeps]
             lines += [_stencil_source.tile_source(*_stencil_plan.tile_variant(g["plan"], run, "int"))[0]
                       for run in g["plan"].tiles]
+    for loop in dict.fromkeys(g["loop"] for g in info["stencils"] if g["loop"]):
+        inner = [g for g in info["stencils"] if g["loop"] == loop]
+        shape, dtype = inner[0]["vector"]
+        if all(g["vector"] == (shape, dtype) for g in inner):  # with its fused kernels' reads and writes
+            moved = sum(g["floor_bytes"] for g in inner) + sum(
+                (g["bytes_read_per_block"] + g["bytes_written_per_block"]) * g["blocks"]
+                for g in info["groups"] if g["loop"] == loop)
+            vectors = moved / (int(np.prod(shape)) * dtype.itemsize)
+            lines.append(f"{loop}: its kernels move at least {vectors:.3g} vectors per iteration")
     for g in info["groups"]:
         rows = g["row_inputs"] is not None
         lines.append(f"fused {'row ' * rows}kernel {g['kernel']}: 1 kernel per block, {g['blocks']} block(s)")

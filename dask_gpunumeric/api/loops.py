@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import config
 from ..expr import ArrayExpr, Bundle, inputs
+from ..kernels.stencil import tiles_run_on
 from ..optimize.rotation import Rotation, rotated_body, rotation_of, substituted
 from ..runtime.regions.nodes import Loop, LoopOutput, Placeholder
 from ..runtime.regions.plan import Plan
@@ -108,8 +109,8 @@ def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] |
     else:
         result = body(traced)
     outputs = _matching_state(kind, result, arrays, structure)
-    rotation = rotation_of(outputs, states, extra) if kind == "fori" and count >= 2 and config.get(
-        "loop-rotation") else None
+    rotates = kind == "fori" and count >= 2 and _rotates(backend)
+    rotation = rotation_of(outputs, states, extra) if rotates else None
     if rotation is not None:
         return _rotated_loop(rotation, outputs, states, extra, arrays, count, signature)
     flag: list[ArrayExpr] = []
@@ -118,6 +119,18 @@ def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] |
         outputs.append(_condition(cond(_unflatten([Array(o) for o in outputs], structure))).expr)
     return _loop_outputs(kind, outputs, [*states, *extra], [a.expr for a in arrays], flag, count, signature,
                          len(arrays))
+
+
+def _rotates(backend: str) -> bool:
+    """Whether a fori_loop over blocks of ``backend`` is rotated (``gpunumeric.loop-rotation``): always, never, or
+    ("auto") where stencil tile kernels run, which make the update and the stencil reading it one kernel (on
+    NumPy blocks the rotated plan costs more host time than it saves)."""
+    setting = config.get("loop-rotation")
+    if setting == "auto":
+        return bool(config.get("stencil-tiles")) and tiles_run_on(backend)
+    if not isinstance(setting, bool):
+        raise ValueError(f"gpunumeric.loop-rotation must be 'auto', True or False, got {setting!r}")
+    return setting
 
 
 def _loop_outputs(kind: str, outputs: list[ArrayExpr], placeholders: list[Placeholder], initial: list[ArrayExpr],

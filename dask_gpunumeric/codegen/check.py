@@ -16,7 +16,7 @@ import numpy as np
 from ..ops.reductions import REDUCTIONS
 from ..ops.ufuncs import UFUNCS, fusable
 from .philox import N_PARAMS
-from .types import CTYPES, FILL, TILE_HALO
+from .types import CTYPES, TILE_HALO
 
 
 class ProgramError(ValueError):
@@ -82,23 +82,26 @@ def check_stencil_code(code: Any, index: Any, edges: Any = None) -> None:
         for modes in edges), f"edges {edges!r}")
 
 
-def check_tiles(codes: Any, links: Any, index: Any, edges: Any) -> None:
+def check_tiles(codes: Any, links: Any, index: Any, edges: Any, stored: Any = ()) -> None:
     """Raise ``ProgramError`` unless consecutive 1-d, 2-d or 3-d sweeps' codes and edges pass ``check_stencil_code``, none
-    has full reductions or random draws, each sweep but the first has in ``links`` distinct slots linked to
-    outputs of the previous sweep (``(slot, output)``), read at offsets of at most ``TILE_HALO`` per axis
-    without FILL edges, and the sweeps but the last have the same output dtypes
-    (``codegen.stencil.tile_source``)."""
+    has random draws and none but the last full reductions, each sweep but the first has in ``links``
+    distinct slots linked to outputs of the previous sweep (``(slot, output)``), read at offsets of at most
+    ``TILE_HALO`` per axis, the sweeps but the last have the same output dtypes, and ``stored`` lists some of
+    the sweeps but the last, in order (``codegen.stencil.tile_source``)."""
     _require(isinstance(codes, tuple) and isinstance(edges, tuple) and isinstance(links, tuple)
              and len(codes) >= 2 and len(edges) == len(codes) and len(links) == len(codes) - 1, "tile sweeps")
-    for code, modes in zip(codes, edges):
+    for j, (code, modes) in enumerate(zip(codes, edges)):
         check_stencil_code(code, index, modes)
-        _require(modes is not None and code[0][0] == codes[0][0][0] in (1, 2, 3) and len(code[5]) == len(code[0][3])
-                 and all(ins[0] != "random" for ins in code[0][2]), "tiles of 1-d, 2-d or 3-d sweeps without reductions")
+        _require(modes is not None and code[0][0] == codes[0][0][0] in (1, 2, 3)
+                 and (j == len(codes) - 1 or len(code[5]) == len(code[0][3]))
+                 and all(ins[0] != "random" for ins in code[0][2]), "tiles of 1-d, 2-d or 3-d sweeps, reductions last")
     _require(len({tuple(code[5]) for code in codes[:-1]}) == 1, "sweeps but the last of one output dtype each")
-    for first, second, shared, edges_b in zip(codes, codes[1:], links, edges[1:]):
+    _require(isinstance(stored, tuple) and all(_is_int(j) and 0 <= j < len(codes) - 1 for j in stored)
+             and list(stored) == sorted(set(stored)), f"stored sweeps {stored!r}")
+    for first, second, shared in zip(codes, codes[1:], links):
         _require(isinstance(shared, tuple) and shared and all(
             isinstance(pair, tuple) and len(pair) == 2 and _is_int(pair[0]) and 0 <= pair[0] < len(second[1])
-            and _is_int(pair[1]) and 0 <= pair[1] < len(first[5]) and FILL not in edges_b[pair[0]] for pair in shared)
+            and _is_int(pair[1]) and 0 <= pair[1] < len(first[5]) for pair in shared)
             and len({slot for slot, _ in shared}) == len(shared), f"shared slots {shared!r}")
         slots = {slot for slot, _ in shared}
         _require(all(len(offset) == codes[0][0][0] and all(abs(e) <= TILE_HALO for e in offset)

@@ -262,14 +262,16 @@ def tile_halos(codes: Sequence[tuple], links: Sequence[tuple]) -> list[tuple[int
 
 def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple]) -> int:
     """Shared memory of a tile kernel: the outputs of each sweep but the last on its extended tile, in two
-    alternating sets of buffers (sweep ``j`` writes set ``j % 2`` while it reads the other)."""
+    alternating sets of buffers (sweep ``j`` writes set ``j % 2`` while it reads the other), and the thread
+    block's partials of the last sweep's full reductions."""
     halos = tile_halos(codes, links)
     sizes: dict[tuple[int, int], int] = {}
     for j, code in enumerate(codes[:-1]):
         area = int(np.prod([t + 2 * h for t, h in zip(TILES[code.program.ndim], halos[j])]))
         for i, dt in enumerate(code.out_dtypes):
             sizes[j % 2, i] = max(sizes.get((j % 2, i), 0), area * np.dtype(dt).itemsize)
-    return sum(sizes.values())
+    folds = _program.program_folds(typed_program(codes[-1].program))
+    return sum(sizes.values()) + sum(TILE_THREADS * np.dtype(fold.acc).itemsize for fold in folds)
 
 
 _FLAT_INDEXING = 13  # instructions per element of the flat loop's indexing: a division, a remainder, addresses
@@ -285,7 +287,7 @@ def _walks_rows(width: int, instructions: int) -> bool:
     return instructions + _WALK_INDEXING < busy * (instructions + _FLAT_INDEXING)
 
 
-def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[str, str]:
+def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple = ()) -> tuple[str, str]:
     """CUDA C++ source and kernel name of consecutive 2-d or 3-d sweeps in one launch (a *tile kernel*; two
     sweeps: a pair kernel): a thread block per tile (``TILES``) of the last sweep's box (``<last>lo``,
     ``<last>n``) computes each sweep in turn into shared memory, on the tile extended by how far the later sweeps read
@@ -295,8 +297,13 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[s
     outputs of all but the last, and without the linked slots). ``edges`` per sweep: its edges over what it
     computes, on its linked slots those of its reads of the previous sweep's outputs: along an axis where
     they WRAP, every sweep but the last is computed past its box (at unwrapped positions: the first's reads
-    wrap, so the values are those a period away), along the others only inside it."""
-    check_tiles(codes, links, index, edges)  # only our names and integers become source
+    wrap, so the values are those a period away), along the others only inside it; where they FILL, the
+    positions of the extended tile outside the box hold the reading slot's fill (parameter ``f<slot>`` of the
+    reader). The sweeps in ``stored`` also store their outputs (``out<j>``) on the tile itself (inside the
+    last sweep's box). Where the last sweep has full reductions, the launch's thread blocks (a grid along x)
+    walk the tiles, and the reductions end as ``kernel_source``'s: a partial per thread block, combined by
+    the last."""
+    check_tiles(codes, links, index, edges, stored)  # only our names and integers become source
     codes = tuple(typed(code) for code in codes)
     if tile_shared_bytes(codes, links) > TILE_SHARED_BYTES:
         raise ProgramError(f"tiles of {len(codes)} sweeps need more than {TILE_SHARED_BYTES} B of shared memory")
@@ -309,16 +316,24 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[s
     # the linked slots' reads need no edges in the kernel (their edges are in what the previous sweep computes)
     local = [tuple(no_edges(code)[s] if s in shared else m for s, m in enumerate(modes))
              for code, shared, modes in zip(codes, slots, edges)]
+    # per sweep but the last, its outputs read with FILL by the next: the fill parameter of the reading slot
+    fills = [{j: f"{prefixes[k + 1]}f{slot}" for slot, j in slots[k + 1].items() if FILL in edges[k + 1][slot]}
+             for k in range(last)]
     ndim = codes[0].program.ndim
     tile = TILES[ndim]
     extents = [tuple(t + 2 * e for t, e in zip(tile, h)) for h in halos]  # the extended tiles
-    body = []
+    reduced = len(codes[last].program.outputs) > len(codes[last].out_dtypes)
+    head = _program.accumulators(codes[last].program)
     for parity in range(min(2, last)):
         for j, dt in enumerate(codes[parity].out_dtypes):
             size = max(int(np.prod(extents[k])) for k in range(parity, last, 2))
-            body.append(f"    __shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
-    body += [f"    const {index} g{d} = {prefixes[last]}lo{d} + ({index})blockIdx.{dim} * {tile[d]} - {halo[d]};"
-             for d, dim in enumerate(GRID_AXES[ndim])]  # where the extended tile starts
+            head.append(f"    __shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
+    # the tile's number along each axis: its thread block's, or (full reductions) of the tiles it walks
+    counts = [f"gnp_n{d}" for d in range(ndim)]
+    number = [f"({index})blockIdx.{dim}" if not reduced else "gnp_tile" + (f" / ({' * '.join(counts[d + 1:])})" if d < ndim - 1 else "")
+              + (f" % gnp_n{d}" if d else "") for d, dim in enumerate(GRID_AXES[ndim])]
+    body = [f"    const {index} g{d} = {prefixes[last]}lo{d} + {number[d]} * {tile[d]} - {halo[d]};"
+            for d in range(ndim)]  # where the extended tile starts
 
     def place(k: int) -> str:
         """Sweep ``k``'s element at ``p`` + the read's offset (``{0}``, ``{1}``, ...) in its shared buffers."""
@@ -332,9 +347,10 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[s
         return [a - b for a, b in zip(halo, halos[k])]
 
     def loop(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None, whole: bool) -> list[str]:
-        """The threads' loop over sweep ``k``'s extended tile but where ``skip`` holds, computing the
-        sweep's element at each (without edges where all its reads are inside); ``whole``: in a thread
-        block whose extended tiles lie inside every box and region (no position skipped, none kept)."""
+        """The threads' loop over sweep ``k``'s extended tile but where ``skip`` holds (there the fills its
+        reader reads, if any), computing the sweep's element at each (without edges where all its reads are
+        inside) and, for a sweep in ``stored``, storing it on the tile itself; ``whole``: in a thread block
+        whose extended tiles lie inside every box and region (no position skipped, none kept)."""
         code, prefix, extent, start = codes[k], prefixes[k], extents[k], starts(k)
         if ndim == 2 and _walks_rows(extent[1], len(code.program.instrs)):
             # each thread keeps one column and walks the rows, several rows a pass
@@ -348,15 +364,24 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[s
                 inner = int(np.prod(extent[d + 1 :]))
                 at = f"e % {extent[d]}" if d == ndim - 1 else f"e / {inner}" if d == 0 else f"e / {inner} % {extent[d]}"
                 lines.append(f"    const {index} p{d} = g{d} + {start[d]} + {at};")
-        lines += [] if whole else [f"    if ({' || '.join(skip)}) continue;"]
+        filled = [f"{stores[j]} = {name};" for j, name in fills[k].items()] if k < last else []
+        lines += [] if whole else [f"    if ({' || '.join(skip)}) {{ {' '.join([*filled, 'continue;'])} }}"]
         lines += [f"    {line}" for line in _places(code, index, prefix, tuple(reads), stores is None)]
         element = functools.partial(_element, code._replace(restricted=()) if whole else code, local[k],
                                     prefix=prefix, shared=reads, stores=stores)
         fast = _interior(code.loads, code.bases, local[k], 0, "p0", "p0", prefix)
         if not fast:
-            return lines + [f"    {line}" for line in element(False)] + ["}"]
-        return lines + [f"    if ({' && '.join(fast)}) {{", *[f"        {line}" for line in element(False)],
-                        "    } else {", *[f"        {line}" for line in element(True)], "    }", "}"]
+            lines += [f"    {line}" for line in element(False)]
+        else:
+            lines += [f"    if ({' && '.join(fast)}) {{", *[f"        {line}" for line in element(False)],
+                      "    } else {", *[f"        {line}" for line in element(True)], "    }"]
+        if k in stored:  # the sweep's values on the tile itself (inside the last box), from shared memory
+            own = " && ".join(f"p{d} >= g{d} + {halo[d]} && p{d} < g{d} + {halo[d] + tile[d]} && p{d} < {end[d]}"
+                              for d in range(ndim))
+            lines += [f"    if ({own}) {{"]
+            lines += [f"        {prefix}out{j}[{_position(f'{prefix}oo{j}', f'{prefix}ost{j}', ndim)}] = {store};"
+                      for j, store in enumerate(stores)] + ["    }"]
+        return lines + ["}"]
 
     def phase(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None) -> list[str]:
         """Sweep ``k``'s loop: without checks in thread blocks inside everything (``gnp_whole``)."""
@@ -386,9 +411,20 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple) -> tuple[s
                   for j in range(len(codes[k].out_dtypes))]
         body += phase(k, skip, reads, stores)
         body.append("    __syncthreads();")
+    if reduced:  # a wave of thread blocks walking the tiles (``kernels.stencil.WAVES``), a partial per block
+        body = [*head, *[f"    const {index} gnp_n{d} = ({prefixes[last]}n{d} + {tile[d] - 1}) / {tile[d]};"
+                         for d in range(ndim)],
+                f"    for ({index} gnp_tile = blockIdx.x; gnp_tile < {' * '.join(counts)}; gnp_tile += gridDim.x) {{",
+                *[f"    {line}" for line in body], "        __syncthreads();  // before the next tile's stores", "    }"]
+        body += _program.finish(codes[last].program, ("threadIdx.x", f"{TILE_THREADS}", "blockIdx.x", "gridDim.x"))
+    else:
+        body = head + body
     params = [p for k, code in enumerate(codes)
-              for p in _sweep_params(code, index, local[k], prefixes[k], tuple(slots[k]), stored=k == last)]
+              for p in [*_sweep_params(code, index, local[k], prefixes[k], tuple(slots[k]), stored=k == last or k in stored),
+                        *[f"const {ctype(code.buffers[s])} {prefixes[k]}f{s}" for s in sorted(slots[k])
+                          if FILL in edges[k][s]]]]
     variant = ((codes[0], codes[1], links[0], index, *edges) if len(codes) == 2 else (codes, links, index, edges))
+    variant += (stored,) if stored else ()
     kind = "gnp_pair_" if len(codes) == 2 else "gnp_tiles_"
     name = kind + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
     return _kernel_text(name, TILE_THREADS, params, body), name

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import program as _program
 from . import stencil as _stencil_source
-from .types import FILL, TILE_HALO, TILE_SHARED_BYTES, TILE_WORK, TILES, WRAP
+from .types import TILE_HALO, TILE_SHARED_BYTES, TILE_WORK, TILES, WRAP
 
 Box = tuple[tuple[int, int], ...]
 
@@ -49,8 +49,8 @@ def sweeps(plan: tuple) -> int:
 
 def tile_runs(plan: tuple, limit: int) -> tuple[tuple[int, int], ...]:
     """The runs of consecutive kernels of a group, ``(first, count)``, to run on CuPy blocks as one tile kernel
-    each, in order: sweeps (of the dimensions in ``TILES``) without full reductions whose outputs are each read by the next sweep alone
-    (``link``), at most ``limit`` of them, and as many as keep the tile kernel's shared memory and redundant
+    each, in order: sweeps (of the dimensions in ``TILES``) whose outputs are each read by the next sweep alone (``link``; full reductions
+    in the last sweep of a run only), at most ``limit`` of them, and as many as keep the tile kernel's shared memory and redundant
     work in bounds (``tile_fits``). A stretch of linked sweeps is cut into as few runs as those bounds allow,
     of sizes as even as possible (20 sweeps at most 6 a kernel: 4 runs of 5)."""
     runs, k, n = [], 0, len(plan.sweeps)
@@ -79,23 +79,34 @@ def tile_runs(plan: tuple, limit: int) -> tuple[tuple[int, int], ...]:
 
 def link(plan: tuple, k: int) -> tuple[tuple[int, int], ...] | None:
     """The slots of kernel ``k + 1`` reading the outputs of kernel ``k`` (``(slot, output)``), if the two may
-    follow each other in a tile kernel (``tile_runs``), else None."""
+    follow each other in a tile kernel (``tile_runs``), else None: kernel ``k`` without full reductions (the
+    last sweep of a run may have them), its outputs read by kernel ``k + 1`` alone, each through one slot, and
+    either all or none of them outputs of the group (stored as well: ``stored_sweeps``); the reads within
+    ``TILE_HALO``, wrapping or filled past the array's ends."""
     ndim, shape, kernels, outputs = plan.ndim, plan.shape, plan.sweeps, plan.outputs
-    (first, _, _, _), (second, slots, _, edges) = kernels[k], kernels[k + 1]
-    if ndim not in TILES or any(len(code.out_dtypes) != len(code.program.outputs) or any(ins.tag == "random" for ins in code.program.instrs)
-                        for code in (first, second)):  # full reductions, or random draws (no prefixed seeds)
+    (first, _, _, _), (second, slots, _, _) = kernels[k], kernels[k + 1]
+    if ndim not in TILES or len(first.out_dtypes) != len(first.program.outputs) or any(
+            ins.tag == "random" for code in (first, second) for ins in code.program.instrs):  # (no prefixed seeds)
         return None
     fields = {b: j for b, (owner, j) in _field_kernels(plan).items() if owner == k}
     readers = {kernel for kernel, (_, read, *_) in enumerate(kernels) for b in read if b in fields}
     shared = tuple((slot, fields[b]) for slot, b in enumerate(slots) if b in fields)
-    if readers != {k + 1} or fields.keys() & set(outputs) or len(shared) != len(fields):
+    stored = fields.keys() & set(outputs)
+    if readers != {k + 1} or stored and stored != fields.keys() or sorted(j for _, j in shared) != sorted(fields.values()):
         return None
     halo = _stencil_source.tile_halo(second, shared)
-    modes = {m for slot, _ in shared for m in edges[slot][0]}
     grid = zip(_stencil_source.GRID_AXES[ndim], shape, TILES[ndim])
-    if max(halo) > TILE_HALO or FILL in modes or any(-(-n // t) > _stencil_source.GRID_LIMITS[dim] for dim, n, t in grid):
+    if max(halo) > TILE_HALO or any(-(-n // t) > _stencil_source.GRID_LIMITS[dim] for dim, n, t in grid):
         return None
     return shared
+
+
+def stored_sweeps(plan: tuple, run: tuple[int, int]) -> tuple[int, ...]:
+    """The sweeps of a run ``(first, count)`` but the last (numbered in the run) whose outputs the tile kernel
+    also stores to memory: outputs of the group (``link``)."""
+    start, count = run
+    owner = _field_kernels(plan)
+    return tuple(sorted({owner[b][0] - start for b in plan.outputs if start <= owner[b][0] < start + count - 1}))
 
 
 def tile_fits(plan: tuple, start: int, count: int) -> bool:
@@ -132,7 +143,7 @@ def tile_variant(plan: tuple, run: tuple[int, int], index: str, with_edges: bool
     edges = tuple(tuple(m for m, _, _ in sweep.edges) if with_edges else _stencil_source.no_edges(sweep.code)
                   for sweep in sweeps)
     return (tuple(sweep.code for sweep in sweeps), tuple(link(plan, k) for k in range(start, start + count - 1)),
-            index, edges)
+            index, edges, stored_sweeps(plan, run))
 
 
 def kernel_runs(plan: tuple) -> list[tuple[int, int]]:
@@ -159,7 +170,8 @@ def bytes_moved(plan: tuple, runs: Sequence[tuple[int, int]]) -> int:
             for slot, offset in code.loads + tuple(b for b in code.bases if b is not None):
                 if offset and slot not in skip:
                     read[slots[slot]] = np.dtype(code.buffers[slot]).itemsize
-        stored = [code.out_dtypes for code, *_ in sweeps] if count == 1 else [sweeps[-1].code.out_dtypes]
+        kept = range(count) if count == 1 else (*stored_sweeps(plan, (start, count)), count - 1)
+        stored = [sweeps[j].code.out_dtypes for j in kept]
         total += size * (sum(read.values()) + sum(np.dtype(dt).itemsize for dts in stored for dt in dts))
     return total
 

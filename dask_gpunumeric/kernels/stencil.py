@@ -74,7 +74,9 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
         dests = [(outs[dest], origin) if isinstance(dest, int) else
                  (xp.empty(*dest) if pool is None else pool.take(*dest), origin) for dest, origin in step.dests]
         if step.kind == "tile":
-            _run_tile(plan, step.how, [[buffers.get(b) for b in reads] for reads in step.reads], scalars, dests)
+            reduced = _run_tile(plan, step.how, [[buffers.get(b) for b in reads] for reads in step.reads], scalars,
+                                dests, target)
+            partials.update({(step.sweep, j): partial for j, partial in reduced.items()})
         elif step.kind:
             k = step.sweep
             inputs = [buffers.get(b) for b in step.reads[0]]
@@ -148,6 +150,7 @@ def _schedule(plan: tuple, part: tuple, block: Box, backend: str,
     output_of = {b: j for j, b in enumerate(outputs)}
     runs = dict(plan.tiles) if backend in _TILED_BACKENDS else {}
     tile, first, end = None, 0, -1  # a tile kernel's geometry (``_tile_part``), its first and last sweep
+    held: list[tuple[int, tuple[Any, tuple[int, ...]]]] = []  # a tile kernel's stored fields before its last sweep
     pooled: set[int] = set()
     steps = []
     buffer = len(part[3])
@@ -156,9 +159,10 @@ def _schedule(plan: tuple, part: tuple, block: Box, backend: str,
         buffer += len(fields)
         if k in runs:
             tile = _tile_part(plan, (k, runs[k]), [[places.get(b) for b in kernels[j].slots]
-                                                   for j in range(k, k + runs[k])], kernel_boxes[k : k + runs[k]])
-            first, end = k, k + runs[k] - 1
-        if tile is not None and k < end:  # its outputs only ever live in the tile kernel's shared memory
+                                                   for j in range(k, k + runs[k])], kernel_boxes[k : k + runs[k]], target)
+            first, end, held = k, k + runs[k] - 1, []
+        if tile is not None and k < end:  # its outputs live in the tile kernel's shared memory (and, if
+            held += [(f, (output_of[f], origin)) for f in fields if f in output_of]  # outputs, on their tiles)
             continue
         dests, dest_places = [], []
         for f, dt in zip(fields, code.out_dtypes):
@@ -174,9 +178,12 @@ def _schedule(plan: tuple, part: tuple, block: Box, backend: str,
         inputs = [places.get(b) for b in slots]
         if tile is not None:
             reads = tuple(kernels[j].slots for j in range(first, k + 1))
-            how = (tile, _tile_args(plan, tile, [[places.get(b) for b in r] for r in reads], dest_places))
+            stored = [[(extent, origin)] * len(kernels[j].code.out_dtypes) for j in range(first, end)]
+            how = (tile, _tile_args(plan, tile, [[places.get(b) for b in r] for r in reads], [*stored, dest_places]))
             kind = "tile"
             tile = None
+            fields += tuple(f for f, _ in held)  # the last sweep's outputs first, then the stored ones
+            dests += [dest for _, dest in held]
         elif _stencil_plan.is_empty(box):
             kind, how, reads = "", None, ()
         elif cuda:
@@ -474,20 +481,28 @@ def _run_flat(program: tuple, flat: tuple, arrays: list, scalars: tuple, origin:
     return results
 
 
-# Thread blocks of a kernel with full reductions: this many full waves, each thread looping over its rows and
-# each block writing one partial: one wave, or one block per tile, was slower (docs/benchmarks.md).
+# Thread blocks of a kernel with full reductions: this many full waves, each thread looping over its rows (a
+# tile kernel's blocks: over tiles) and each block writing one partial: one wave, or one block per tile, was
+# slower (docs/benchmarks.md).
 WAVES = 8
 
 
 _TILED_BACKENDS = frozenset({"cupy"})  # where tile kernels run (the CPU kernel emulator adds "numpy")
 
 
-def _tile_part(plan: tuple, run: tuple[int, int], inputs: list[list], boxes: Sequence[Box]) -> tuple | None:
+def tiles_run_on(backend: str) -> bool:
+    """Whether runs of stencil sweeps run as tile kernels on blocks of ``backend``."""
+    return backend in _TILED_BACKENDS
+
+
+def _tile_part(plan: tuple, run: tuple[int, int], inputs: list[list], boxes: Sequence[Box], target: Box) -> tuple | None:
     """What the tile kernel of a run ``(first, count)`` of kernels needs over these boxes and buffers (per
-    sweep, the places of its inputs, shape and origin; its linked slots' None): the run, per sweep its box,
-    the links, edges for the kernel variant and per sweep edges for its launch; None where the sweeps run
-    one kernel each (a box empty, or wrapped reads more than a period away)."""
-    if any(_stencil_plan.is_empty(box) for box in boxes):
+    sweep, the places of its inputs, shape and origin; its linked slots' None) for a part's ``target``: the
+    run, per sweep its box, the links, edges for the kernel variant and per sweep edges for its launch; None
+    where the sweeps run one kernel each (a box empty, wrapped reads more than a period away, or outputs of
+    the sweeps but the last, stored on the tiles of the last, where its box is not the target)."""
+    if any(_stencil_plan.is_empty(box) for box in boxes) or (
+            _stencil_plan.stored_sweeps(plan, run) and tuple(boxes[-1]) != tuple(target)):
         return None
     start, count = run
     sweeps = plan.sweeps[start : start + count]
@@ -520,34 +535,56 @@ def _tile_part(plan: tuple, run: tuple[int, int], inputs: list[list], boxes: Seq
     return run, boxes, tuple(links[1:]), tuple(variant), tuple(launch)
 
 
-def _tile_args(plan: tuple, tile: tuple, inputs: list[list], dests: list) -> tuple[tuple[_Geometry, ...], str]:
+def _tile_args(plan: tuple, tile: tuple, inputs: list[list], dests: list[list]) -> tuple[tuple[_Geometry, ...], str]:
     """The ``_Geometry`` of each sweep of a tile kernel (``_tile_part`` gave ``tile``) on buffers at ``inputs``
-    (per sweep, per slot its shape and origin, or None), the last one's outputs at ``dests``; its index type."""
+    (per sweep, per slot its shape and origin, or None), the outputs it stores at ``dests`` (per sweep but the
+    last, those of a stored sweep, else ignored; then the last's); its index type."""
     (start, count), boxes, links, _, launch = tile
+    stored = {*_stencil_plan.stored_sweeps(plan, (start, count)), count - 1}
     geometries = tuple(_launch_geometry(code, inputs[j], edges, launch[j], region, boxes[j],
-                                        dests if j == count - 1 else [], [slot for slot, _ in ([()] + list(links))[j]])
+                                        dests[j] if j in stored else [], [slot for slot, _ in ([()] + list(links))[j]])
                        for j, (code, _, region, edges) in enumerate(plan.sweeps[start : start + count]))
     return geometries, _index_type([v for geometry in geometries for v in geometry.checked])
 
 
-def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dests: list) -> None:
+def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dests: list,
+              target: Box) -> dict[int, dict[str, Any]]:
     """A run of kernels in one tile kernel (``tile``: ``_tile_part``'s, then ``_tile_args``') on ``inputs``
-    (per sweep, per slot an array and its origin, or None), over the last's box into ``dests``."""
+    (per sweep, per slot an array and its origin, or None), over the last's box into ``dests`` (its outputs,
+    then those of the sweeps before it that store theirs). Returns the partial of each full reduction of the
+    last sweep (by output number) over ``target``."""
     ((start, count), boxes, links, variant, _), (geometries, index) = tile
     sweeps = plan.sweeps[start : start + count]
+    stored = _stencil_plan.stored_sweeps(plan, (start, count))
     to_index = _INDEX_TYPES[index]
-    args = []
-    for j, (code, geometry) in enumerate(zip((sweep.code for sweep in sweeps), geometries)):
-        arrays, scalar_args, values = _sweep_args(code, inputs[j], geometry, scalars[start + j],
-                                                  dests if j == count - 1 else [])
-        args += [*arrays, *scalar_args, *map(to_index, values), *geometry.fills]
-    tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], TILES[len(boxes[-1])])]
-    grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
+    program, n_last = sweeps[-1].code.program, len(sweeps[-1].code.out_dtypes)
+    into, k = {count - 1: dests[:n_last]}, n_last
+    for j in stored:
+        into[j], k = dests[k : k + len(sweeps[j].code.out_dtypes)], k + len(sweeps[j].code.out_dtypes)
     # by the launch's identity (the lru_cache's key hashes every sweep's program on each launch), and the
     # compiling function's (tests put an emulator in its place)
-    kernel = _remembered((tile, _tile_kernel), (), lambda: _tile_kernel(tuple(sweep.code for sweep in sweeps), links,
-                                                                          index, variant))
+    kernel, resident = _remembered((tile, _tile_kernel), (), lambda: _tile_kernel(
+        tuple(sweep.code for sweep in sweeps), links, index, variant, stored))
+    tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], TILES[len(boxes[-1])])]
+    grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
+    if len(program.outputs) > n_last:  # full reductions: a wave of blocks walking the tiles (``WAVES``)
+        grid = (min(math.prod(tiles), resident * WAVES), 1, 1)
+    partials, reduction_args = {}, []
+    for out in range(n_last, len(program.outputs)):
+        partials[out], finals = _fused.final_buffers(program, out, math.prod([hi - lo for lo, hi in target]))
+        reduction_args += finals
+    reduction_args += _fused.fold_buffers(program, math.prod(grid))
+    linked = [()] + [sorted(slot for slot, _ in shared) for shared in links]
+    args = []
+    for j, (sweep, geometry) in enumerate(zip(sweeps, geometries)):
+        arrays, scalar_args, values = _sweep_args(sweep.code, inputs[j], geometry, scalars[start + j], into.get(j, []))
+        args += [*arrays, *(reduction_args if j == count - 1 else []), *scalar_args, *map(to_index, values),
+                 *geometry.fills]
+        args += [to_index(v) for bounds in target for v in bounds] if j == count - 1 and partials else []
+        args += [NP_OF_CTYPE[ctype(sweep.code.buffers[s])].type(sweep.edges[s][1]) for s in linked[j]
+                 if FILL in variant[j][s]]
     kernel(grid, (TILE_THREADS, 1, 1), tuple(args))
+    return partials
 
 
 def record_sources(plan: tuple) -> None:
@@ -576,9 +613,10 @@ def _kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int]:
 
 
 @functools.lru_cache(maxsize=256)
-def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple) -> Any:
-    """The compiled tile kernel of a run of sweeps' variant (``tile_source``)."""
-    return _cuda.compile_function(*_stencil_source.tile_source(codes, links, index, edges), TILE_THREADS)[0]
+def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple) -> tuple[Any, int]:
+    """The compiled tile kernel of a run of sweeps' variant (``tile_source``), and how many of its thread blocks
+    the device keeps resident."""
+    return _cuda.compile_function(*_stencil_source.tile_source(codes, links, index, edges, stored), TILE_THREADS)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -36,7 +36,7 @@ PASSES: tuple[Pass, ...] = (
 
 
 # settings read while loops are traced (``api.loops``: ``rotation``), keys of plans like the passes'
-TRACE_SETTINGS: tuple[str, ...] = ("loop-rotation",)
+TRACE_SETTINGS: tuple[str, ...] = ("loop-rotation", "stencil-tiles")
 
 
 def settings_read() -> tuple[str, ...]:
