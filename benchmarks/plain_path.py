@@ -25,7 +25,8 @@
   collection machinery, our dispatch and the run), and ``gnp.fetch`` of those outputs (our dispatch and the run
   without Dask's machinery); the plain call is about build + call, and call - fetch is Dask's part;
 - ``operations`` (``--only operations``): the host CPU time to build one operation as users write it
-  (``a * 1.5``, ``a + b``, ``gnp.exp(a)``, ``gnp.where(c, a, b)``, ...; target: <= 2 us each on the CPU
+  (``a * 1.5``, ``a + b``, ``gnp.exp(a)``, ``gnp.where(c, a, b)``, a slice, a roll, row sums and maxima
+  with ``keepdims``, ...; target: <= 2 us each on the CPU
   machine), the minimum over batches of 2,000 of ``time.thread_time`` (on a shared machine the minimum is
   what the code costs), and of one RK4 step and one Black-Scholes price built alone.
 """
@@ -129,6 +130,7 @@ def operation_times(gnp, batches: int = 15, size: int = 2000) -> list[tuple[str,
     a, b = gnp.asarray(np.linspace(0.5, 1.5, 256, dtype=np.float32)), gnp.asarray(np.ones(256, np.float32))
     q, c = a * 2.0, a > b
     r = q + b  # (q, r: results of operations, as most operands are; a, b: inputs)
+    x = gnp.asarray(np.linspace(0.5, 1.5, 1024, dtype=np.float32).reshape(32, 32))
     q64, half, root = q.astype(np.float64), np.float32(1.5), np.sqrt(2.0)  # (NumPy numbers: not weak)
     u, v = (gnp.asarray(h) for h in rk4.inputs((256,)))
     S, K, T = (gnp.asarray(h) for h in black_scholes.inputs(256))
@@ -137,6 +139,9 @@ def operation_times(gnp, batches: int = 15, size: int = 2000) -> list[tuple[str,
              ("q * np.float32(1.5)", 1, lambda: q * half), ("q64 * np.sqrt(2.0)", 1, lambda: q64 * root),
              ("-a", 1, lambda: -a), ("gnp.exp(a)", 1, lambda: gnp.exp(a)),
              ("gnp.where(c, a, b)", 1, lambda: gnp.where(c, a, b)),
+             ("q[1:-1]", 1, lambda: q[1:-1]), ("gnp.roll(q, 1)", 1, lambda: gnp.roll(q, 1)),
+             ("gnp.sum(x, axis=1, keepdims=True)", 1, lambda: gnp.sum(x, axis=1, keepdims=True)),
+             ("gnp.max(x, axis=1, keepdims=True)", 1, lambda: gnp.max(x, axis=1, keepdims=True)),
              ("RK4 step", 78, lambda: rk4.rk4(gnp, u, v, steps=1)),
              ("Black-Scholes price", 104, lambda: black_scholes.price(gnp, S, K, T))]
     out = []

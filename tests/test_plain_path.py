@@ -361,6 +361,13 @@ def user_expressions():
               n * 3 + 2 ** 40, n // 3, n % 4, n * 1.5, u * np.float32(2.5), u / np.float32(4), n * np.int64(3),
               u.astype(np.float64) * np.float64(-0.0), np.float32(2.5) - u, -u, ~(u > v), gnp.maximum(u, 1.5),
               gnp.where(u > v, u, -0.0), grid * u + 1.0, u.astype(np.float64) * u, x]
+    for _ in range(2):  # planned, then found (slices, rolls and reductions keep their plans and token texts)
+        others += [u[1:-1], n[1:-1], grid[:, 1:-1], gnp.roll(u, 1), gnp.roll(n, 1), gnp.roll(u, -13),
+                   gnp.roll(grid, 2, axis=1), gnp.roll(grid, 1, axis=-2), gnp.roll(u, 0),
+                   gnp.sum(grid, axis=1, keepdims=True), gnp.max(grid, axis=1, keepdims=True),
+                   gnp.max(grid, axis=-1, keepdims=True), gnp.sum(grid, axis=0), gnp.sum(u * v), gnp.sum(n),
+                   gnp.sum(u, dtype=np.float64), gnp.min(n, axis=0), gnp.mean(grid, axis=1), gnp.mean(n),
+                   gnp.std(u), gnp.var(u, ddof=1), gnp.var(u, ddof=1.0), gnp.any(u > v, axis=0, keepdims=True)]
     return {**zeros, **{str(k): a for k, a in enumerate([*step, price, *others])}}
 
 

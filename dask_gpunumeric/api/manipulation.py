@@ -373,31 +373,40 @@ def stack(arrays: Sequence[ArrayLike], axis: int = 0, out: Any = None, *, dtype:
     return concat([expand_dims(a, axis) for a in arrs], axis, out, dtype=dtype, casting=casting)
 
 
-# plans of ``_gather_axes`` by (chunks, segments), with the result's chunks and token texts by dtype: the same plan
-# object each time (its token text is then written once, ``Gather.of_plan``), as time-stepping code repeats its
-# rolls and flips
-_GATHER_PLANS: dict[tuple, tuple[tuple, Chunks, dict]] = {}
+# plans of ``_gather_axes`` by (chunks, segments), and of ``roll`` by ("roll", chunks, shift, axis), with the result's
+# chunks and token texts by dtype: the same plan object each time (its token text is then written once,
+# ``Gather.of_plan``), as time-stepping code repeats its rolls and flips
+_GATHER_PLANS: dict[tuple, Any] = {}
 _GATHER_PLANS_SIZE = 256
+_SAME = object()  # the plan of a roll that moves nothing: the array itself
 
 
 def _gather_axes(a: Array, segments: dict[int, tuple[list[_plan.Segment], tuple[int, ...]]]) -> Array:
     """Gather along the given axes (segments and output chunks per axis), other axes passed through."""
-    source = a.expr
+    plan, chunks, texts = _gather_plan(a, segments)
+    return Array(Gather.of_plan(plan, (), a.expr, chunks, texts))
+
+
+def _gather_plan(a: Array, segments: dict[int, tuple[list[_plan.Segment], tuple[int, ...]]]
+                 ) -> tuple[tuple, Chunks, dict]:
+    """The plan of ``_gather_axes``, the result's chunks and its token texts by dtype (``Gather.of_plan``)."""
     key = (a.chunks, tuple((d, tuple(segs), out) for d, (segs, out) in sorted(segments.items())))
     known = _GATHER_PLANS.get(key)
-    if known is not None:
-        plan, chunks, heads = known
-        return Array(Gather.of_plan(plan, (), source, chunks, heads))
-    plan = tuple(
-        _plan.segments_plan([a.chunks[d]], segments[d][0], segments[d][1]) if d in segments
-        else _plan.identity_plan(a.chunks[d])
-        for d in range(a.ndim)
-    )
-    out = Gather(plan, (), a.dtype, source)
+    if known is None:
+        plan = tuple(
+            _plan.segments_plan([a.chunks[d]], segments[d][0], segments[d][1]) if d in segments
+            else _plan.identity_plan(a.chunks[d])
+            for d in range(a.ndim)
+        )
+        known = plan, Gather(plan, (), a.dtype, a.expr).chunks, {}
+        _remember_gather(key, known)
+    return known
+
+
+def _remember_gather(key: tuple, known: Any) -> None:
     if len(_GATHER_PLANS) >= _GATHER_PLANS_SIZE:
         _GATHER_PLANS.clear()
-    _GATHER_PLANS[key] = plan, out.chunks, {}
-    return Array(out)
+    _GATHER_PLANS[key] = known
 
 
 def flip(m: ArrayLike, axis: Any = None) -> Array:
@@ -412,10 +421,24 @@ def flip(m: ArrayLike, axis: Any = None) -> Array:
 def roll(a: ArrayLike, shift: Any, axis: Any = None) -> Array:
     """Elements shifted cyclically by ``shift`` along ``axis`` (flattened when ``axis`` is None)."""
     a = as_array(a)
-    if axis is None:
-        if a.ndim != 1:  # (a 1-d array is its own ravel)
+    # one int shift along one axis (time-stepping code's rolls): the plan by (chunks, shift, axis), made once
+    one_axis = type(axis) is int or axis is None and a.ndim == 1
+    key = ("roll", a.chunks, shift, axis) if type(shift) is int and one_axis else None
+    known = _GATHER_PLANS.get(key) if key is not None else None
+    if known is None:
+        if axis is None and a.ndim != 1:  # (a 1-d array is its own ravel)
             return reshape(roll(ravel(a), shift, axis=0), a.shape)
-        axis = 0
+        known = _roll_plan(a, shift, 0 if axis is None else axis)
+        if key is not None:
+            _remember_gather(key, known)
+    if known is _SAME:
+        return a
+    plan, chunks, texts = known
+    return Array(Gather.of_plan(plan, (), a.expr, chunks, texts))
+
+
+def _roll_plan(a: Array, shift: Any, axis: Any) -> tuple[tuple, Chunks, dict] | Any:
+    """The gather plan of ``roll(a, shift, axis)`` (``_gather_plan``), or ``_SAME`` where nothing moves."""
     shifts = (shift,) if isinstance(shift, (int, np.integer)) else tuple(shift)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     if len(shifts) == 1:
@@ -432,7 +455,7 @@ def roll(a: ArrayLike, shift: Any, axis: Any = None) -> Array:
         s = s % n if n else 0
         if s:
             segments[d] = ([(0, n - s, 1, s), (0, 0, 1, n - s)], a.chunks[d])
-    return _gather_axes(a, segments) if segments else a
+    return _gather_plan(a, segments) if segments else _SAME
 
 
 def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple[Array, ...]:

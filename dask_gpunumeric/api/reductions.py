@@ -68,7 +68,8 @@ def _reduction(kind: str, a: ArrayLike, axis: Any, dtype: np.dtype | None, out: 
     x = as_array(a)
     dtype = x.dtype if dtype is None else dtype
     keepdims = bool(keepdims) if keepdims is not NO_VALUE else False
-    x = _masked(kind, x, where, initial)
+    if where is not True:
+        x = _masked(kind, x, where, initial)
     if initial is NO_VALUE:
         return store_output(kind, _reduce(kind, x, axis, keepdims, dtype), out)
     start = np.asarray(initial).astype(dtype)[()]
@@ -84,11 +85,33 @@ def _reduction(kind: str, a: ArrayLike, axis: Any, dtype: np.dtype | None, out: 
 def _reduce(kind: str, x: ArrayLike, axis: Any, keepdims: bool, dtype: np.dtype, params: tuple = (),
             split_every: int | None = None) -> Array:
     a = as_array(x)
+    split = split_every or config.get("split-every")
+    # an int axis (or None) of chunks met before (softmax's rows, CG's dots in a loop): the axes, dtype, chunks and
+    # token texts of the result, made once; only for arguments whose equal values have the same text (not ddof's
+    # 1 and 1.0)
+    plain = (type(axis) in _ONE_AXIS and type(keepdims) is bool and type(dtype) in _DTYPES and type(split) is int
+             and builtins.all(type(p) in _DTYPES for p in params))
+    key = (kind, a.chunks, axis, keepdims, dtype, params, split) if plain else None
+    known = _REDUCED.get(key) if key is not None else None
+    if known is not None:
+        axes, dtype, chunks, texts = known
+        return Array(Reduction.of(a.expr, kind, axes, keepdims, dtype, split, params, (chunks, texts)))
     axes = normalize_axes(axis, a.ndim)
     if REDUCTIONS[kind].empty and builtins.any(a.shape[d] == 0 for d in axes):
         raise ValueError(REDUCTIONS[kind].empty)
-    split = split_every or config.get("split-every")
-    return Array(Reduction.of(a.expr, kind, axes, bool(keepdims), np.dtype(dtype), split, params))
+    out = Reduction.of(a.expr, kind, axes, bool(keepdims), np.dtype(dtype), split, params)
+    texts = out.source_texts(0) if key is not None else None
+    if texts is not None:
+        if len(_REDUCED) >= _REDUCED_SIZE:
+            _REDUCED.clear()
+        _REDUCED[key] = axes, out.dtype, out.chunks, texts
+    return Array(out)
+
+
+_REDUCED: dict[tuple, tuple] = {}
+_REDUCED_SIZE = 256
+_ONE_AXIS = frozenset({int, type(None)})
+_DTYPES = frozenset(type(np.dtype(c)) for c in np.typecodes["All"])
 
 
 def _probe(x: Array) -> np.ndarray:

@@ -64,27 +64,52 @@ class ArrayExpr(Expr):
 
     @classmethod
     def with_metadata(cls, operands: list[Any], chunks: Chunks, dtype: np.dtype, backend: str,
-                      head: tuple[int, str] = (0, ""), funcname: str | None = None) -> ArrayExpr | None:
+                      funcname: str | None = None) -> ArrayExpr | None:
         """The node ``cls(*operands)`` makes, name included, given its chunks, dtype and backend, without the
         constructor's generic steps (for the operations users write most; node types named as ``_name``
         names them); None where an operand is no plain value or expression (the constructor's case).
-        ``head``: how many leading operands the caller wrote out already, and their text (``operand_texts``);
         ``funcname``: the node's ``_funcname`` where the caller knows it."""
-        known, text = head
-        rest = operands[known:] if known else operands
-        parts = [_TEXT.get(type(o), _plain_repr)(o) for o in rest]  # as __dask_tokenize__ makes them
+        parts = [_TEXT.get(type(o), _plain_repr)(o) for o in operands]  # as __dask_tokenize__ makes them
         if None in parts:
             return None
-        if known:
-            parts.insert(0, text)
         token = hashlib.sha1(f"{cls.__qualname__}|list({','.join(parts)})".encode()).hexdigest()[:32]
         inst = object.__new__(cls)
         inst.__dict__.update(_determ_token=token, operands=operands, chunks=chunks, dtype=dtype, backend=backend,
-                             _leaves=_leaves_of(rest))
+                             _leaves=_leaves_of(operands))
         if funcname is None:
             funcname = inst._funcname
         inst.__dict__["_name"] = f"{funcname}-{token}"
         return inst
+
+    @classmethod
+    def on_source(cls, operands: list[Any], source: ArrayExpr, texts: tuple[str, str, str], chunks: Chunks,
+                  dtype: np.dtype) -> ArrayExpr:
+        """The node ``cls(*operands)`` of one input ``source`` (an operand) and plain values, made in one pass:
+        ``texts`` are its token text before and after ``source``'s name and its ``_funcname``, as
+        ``source_texts`` wrote them for a node of the same plain operands; its backend and inputs are
+        ``source``'s (slices, rolls and reductions that users write in loops)."""
+        before, after, funcname = texts
+        token = hashlib.sha1(f"{before}{source._name}{after}".encode()).hexdigest()[:32]
+        inst = object.__new__(cls)
+        values = inst.__dict__  # (set one by one: faster than update(**) here)
+        values["_determ_token"] = token
+        values["operands"] = operands
+        values["chunks"] = chunks
+        values["dtype"] = dtype
+        values["backend"] = source.backend
+        values["_leaves"] = source._leaves
+        values["_name"] = f"{funcname}-{token}"
+        return inst
+
+    def source_texts(self, position: int) -> tuple[str, str, str] | None:
+        """For ``on_source`` (nodes of the same operands but ``source``, at ``position``): this node's token text
+        before and after that operand, and its ``_funcname``; None where another operand is no plain value."""
+        operands = self.operands
+        head, tail = operand_texts(tuple(operands[:position])), operand_texts(tuple(operands[position + 1:]))
+        if head is None or tail is None:
+            return None
+        funcname = self._name[: -len(self.deterministic_token) - 1]
+        return f"{type(self).__qualname__}|list({head}{',' if head else ''}", f"{',' if tail else ''}{tail})", funcname
 
     @classmethod
     def made(cls, operands: list[Any], chunks: Chunks, dtype: np.dtype, backend: str) -> ArrayExpr:
@@ -399,7 +424,7 @@ _NO_LEAVES: dict[str, ArrayExpr] = {}
 
 
 def operand_texts(operands: tuple) -> str | None:
-    """The text that ``with_metadata`` writes of leading operands (plain values), for its ``head``."""
+    """The text that ``__dask_tokenize__`` writes of these operands (plain values), joined; None for others."""
     parts = [_plain_repr(o) for o in operands]
     return None if None in parts or any(isinstance(o, Expr) for o in operands) else ",".join(parts)
 

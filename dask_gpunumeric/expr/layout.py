@@ -9,7 +9,7 @@ from typing import Any
 from dask._task_spec import GraphNode, List, Task
 
 from ..kernels import blocks as _blocks
-from .base import ArrayExpr, Chunks, Index, operand_texts
+from .base import ArrayExpr, Chunks, Index
 from .data import Creation
 from .tokens import cached, keep_text
 
@@ -97,18 +97,19 @@ class Gather(ArrayExpr):
     sources = ArrayExpr.args
 
     @classmethod
-    def of_plan(cls, plan: tuple, drop: tuple, source: ArrayExpr, chunks: Chunks, heads: dict) -> Gather:
+    def of_plan(cls, plan: tuple, drop: tuple, source: ArrayExpr, chunks: Chunks, texts: dict) -> ArrayExpr:
         """``Gather(plan, drop, source.dtype, source)`` for a plan met before (indexing and rolls repeat theirs in
-        stencil and time-stepping code), whose result has ``chunks``: made by ``with_metadata``, the token text of
-        (plan, drop, dtype) kept in ``heads`` per dtype, written once."""
+        stencil and time-stepping code), whose result has ``chunks``: made by ``on_source``, its token texts
+        kept in ``texts`` per dtype, written once."""
         dtype = source.dtype
-        head = heads.get(dtype)
-        if head is None:
-            keep_text(plan)
-            text = operand_texts((plan, drop, dtype)) if dtype.names is None else None
-            head = heads[dtype] = (0, "") if text is None else (3, text)
-        made = cls.with_metadata([plan, drop, dtype, source], chunks, dtype, source.backend, head)
-        return cls(plan, drop, dtype, source) if made is None else made
+        known = texts.get(dtype)
+        if known is not None and isinstance(source, ArrayExpr):
+            return cls.on_source([plan, drop, dtype, source], source, known, chunks, dtype)
+        keep_text(plan)
+        made = cls(plan, drop, dtype, source)
+        if dtype.names is None:
+            texts[dtype] = made.source_texts(3)
+        return made
 
     @cached
     def _funcname(self) -> str:

@@ -29,11 +29,14 @@ class Reduction(ArrayExpr):
 
     @classmethod
     def of(cls, array: ArrayExpr, kind: str, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype,
-           split_every: int, params: Any) -> ArrayExpr:
+           split_every: int, params: Any, known: tuple[Chunks, tuple[str, str, str]] | None = None) -> ArrayExpr:
         """``Reduction(array, kind, axes, keepdims, dtype, split_every, params)``, made without the
-        constructor's generic steps."""
-        return cls.made([array, kind, axes, keepdims, dtype, split_every, params, cls._defaults["prereduced"]],
-                        _reduced(array.chunks, axes, keepdims), dtype, array.backend)
+        constructor's generic steps; in one pass (``on_source``) where ``known`` gives the result's chunks and
+        the token texts of a reduction of the same arguments (``source_texts``)."""
+        operands = [array, kind, axes, keepdims, dtype, split_every, params, cls._defaults["prereduced"]]
+        if known is not None and isinstance(array, ArrayExpr):
+            return cls.on_source(operands, array, known[1], known[0], dtype)
+        return cls.made(operands, _reduced(array.chunks, axes, keepdims), dtype, array.backend)
 
     @cached
     def chunks(self) -> Chunks:
