@@ -367,7 +367,9 @@ def user_expressions():
                    gnp.sum(grid, axis=1, keepdims=True), gnp.max(grid, axis=1, keepdims=True),
                    gnp.max(grid, axis=-1, keepdims=True), gnp.sum(grid, axis=0), gnp.sum(u * v), gnp.sum(n),
                    gnp.sum(u, dtype=np.float64), gnp.min(n, axis=0), gnp.mean(grid, axis=1), gnp.mean(n),
-                   gnp.std(u), gnp.var(u, ddof=1), gnp.var(u, ddof=1.0), gnp.any(u > v, axis=0, keepdims=True)]
+                   gnp.std(u), gnp.var(u, ddof=1), gnp.var(u, ddof=True), gnp.var(u, ddof=1.0),
+                   gnp.std(grid, axis=1, ddof=-0.0), gnp.std(grid, axis=1, ddof=0.0),
+                   gnp.any(u > v, axis=0, keepdims=True)]
     return {**zeros, **{str(k): a for k, a in enumerate([*step, price, *others])}}
 
 

@@ -87,11 +87,11 @@ def _reduce(kind: str, x: ArrayLike, axis: Any, keepdims: bool, dtype: np.dtype,
     a = as_array(x)
     split = split_every or config.get("split-every")
     # an int axis (or None) of chunks met before (softmax's rows, CG's dots in a loop): the axes, dtype, chunks and
-    # token texts of the result, made once; only for arguments whose equal values have the same text (not ddof's
-    # 1 and 1.0)
+    # token texts of the result, made once; only for arguments whose equal values of one type have the same text
+    # (not floats: 0.0 and -0.0), params' types in the key (ddof's 1 and True)
     plain = (type(axis) in _ONE_AXIS and type(keepdims) is bool and type(dtype) in _DTYPES and type(split) is int
-             and builtins.all(type(p) in _DTYPES for p in params))
-    key = (kind, a.chunks, axis, keepdims, dtype, params, split) if plain else None
+             and builtins.all(type(p) in _PLAIN_PARAMS for p in params))
+    key = (kind, a.chunks, axis, keepdims, dtype, params, tuple(map(type, params)), split) if plain else None
     known = _REDUCED.get(key) if key is not None else None
     if known is not None:
         axes, dtype, chunks, texts = known
@@ -112,6 +112,7 @@ _REDUCED: dict[tuple, tuple] = {}
 _REDUCED_SIZE = 256
 _ONE_AXIS = frozenset({int, type(None)})
 _DTYPES = frozenset(type(np.dtype(c)) for c in np.typecodes["All"])
+_PLAIN_PARAMS = _DTYPES | {int, bool}
 
 
 def _probe(x: Array) -> np.ndarray:
