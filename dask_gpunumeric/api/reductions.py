@@ -90,8 +90,8 @@ def _reduce(kind: str, x: ArrayLike, axis: Any, keepdims: bool, dtype: np.dtype,
     # token texts of the result, made once; only for arguments whose equal values of one type have the same text
     # (not floats: 0.0 and -0.0), params' types in the key (ddof's 1 and True)
     plain = (type(axis) in _ONE_AXIS and type(keepdims) is bool and type(dtype) in _DTYPES and type(split) is int
-             and builtins.all(type(p) in _PLAIN_PARAMS for p in params))
-    key = (kind, a.chunks, axis, keepdims, dtype, params, tuple(map(type, params)), split) if plain else None
+             and (not params or builtins.all(type(p) in _PLAIN_PARAMS for p in params)))
+    key = (kind, a.chunks, axis, keepdims, dtype, params, params and tuple(map(type, params)), split) if plain else None
     known = _REDUCED.get(key) if key is not None else None
     if known is not None:
         axes, dtype, chunks, texts = known
