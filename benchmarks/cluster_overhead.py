@@ -2,7 +2,8 @@
 Dask's own round trip measured in the same run.
 
     python benchmarks/cluster_overhead.py [--workers K] [--repeat 7] [--warmup 2] [--scale S] [--rounds R]
-                                          [--cpu-calls N] [--cupy-pool] [--only W,...] [--json PATH]
+                                          [--cpu-calls N] [--task-calls N] [--cupy-pool] [--only W,...]
+                                          [--json PATH]
 
 For each workload of ``weak_scaling.WORKLOADS`` (the suite's benchmarks with a size per worker; the
 small-array latency benchmark has none), its "gnp" system (``weak_scaling(k, scale)``, K workers' worth of
@@ -22,6 +23,9 @@ Times end with a device synchronisation (every worker's on the cluster, its idle
 workload's last result is checked against NumPy. ``--scale`` defaults to 1 with a GPU and 2^8 without one.
 ``--cpu-calls N`` also measures the CPU time of a call (N calls a round), on the cluster in this process and in
 the workers: what a call costs whatever the machine's load, which stretches wall times but not CPU times.
+``--task-calls N`` also measures, over N calls on the cluster, the time a call's tasks compute on the workers
+(the scheduler's task stream): a cluster call's time is that and the control path around it, so a workload
+whose worker tasks take longer than its local call has its extra time in the work, not in round trips.
 """
 from __future__ import annotations
 
@@ -119,6 +123,27 @@ def cpu_of_run(client: Any, calls: int = 11) -> float:
     return statistics.median(times)
 
 
+def task_ms_per_call(client: Any, runs: dict[str, Any], calls: int) -> dict[str, float | None]:
+    """Per workload, the median over ``calls`` calls (of i values of their own) of the time its tasks computed
+    on the workers (ms: the sum of their compute spans in the scheduler's task stream; on a GPU a task ends
+    when its function returns, which waits for the device where the task returns a host value)."""
+    from distributed import get_task_stream
+
+    out: dict[str, float | None] = {}
+    for name, entry in runs.items():
+        if isinstance(entry, Exception):
+            out[name] = None
+            continue
+        per_call = []
+        for i in range(calls):
+            with get_task_stream(client) as stream:
+                entry[0](2 * CYCLE + i)
+            per_call.append(1e3 * sum(span["stop"] - span["start"] for task in stream.data
+                                      for span in task["startstops"] if span["action"] == "compute"))
+        out[name] = statistics.median(per_call)
+    return out
+
+
 def cpu_table(cpu: dict[str, dict[str, list[float | None]]], names: list[str], calls: int) -> dict[str, Any]:
     """Print the CPU times per call (medians of the rounds) and return them: per workload local, cluster and
     the cluster's extra CPU, with ``rt``'s (a ``submit(...).result()``) beside them."""
@@ -138,6 +163,23 @@ def cpu_table(cpu: dict[str, dict[str, list[float | None]]], names: list[str], c
     print(f"\nCPU time per call ({calls} calls a round; cluster: this process, which holds a LocalCluster's scheduler, "
           f"and the workers), a round trip's: {rt:.2f} ms")
     print(H.format_table(["workload", "local ms", "cluster ms", "extra ms", "extra / rt's"], lines, align="lrrrr"))
+    return table
+
+
+def task_table(task_ms: dict[str, list[float | None]], local: dict[str, list[W.Row]], calls: int
+               ) -> dict[str, float | None]:
+    """Print the time a call's tasks computed on the workers (median of the rounds) beside the local call's, and
+    return it per workload."""
+    table: dict[str, float | None] = {}
+    lines = []
+    for name, measured in task_ms.items():
+        values = [ms for ms in measured if ms is not None]
+        table[name] = round(statistics.median(values), 3) if values else None
+        l = merged(local[name])
+        lines.append([H.title(name), "-" if l["median_ms"] is None else f"{l['median_ms']:.2f}",
+                      "-" if table[name] is None else f"{table[name]:.2f}"])
+    print(f"\nWorker task time per call ({calls} calls a round, the scheduler's task stream)")
+    print(H.format_table(["workload", "local ms", "tasks on the workers ms"], lines, align="lrr"))
     return table
 
 
@@ -175,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-calls", type=int, default=0,
                         help="also measure the CPU time per call over this many calls (cluster: this process and "
                              "the workers; a loaded machine stretches wall times, not CPU times); default 0: not")
+    parser.add_argument("--task-calls", type=int, default=0,
+                        help="also measure the time a call's tasks compute on the workers over this many calls "
+                             "(the scheduler's task stream); default 0: not")
     parser.add_argument("--cupy-pool", action="store_true",
                         help="GPU workers allocate from CuPy's own pool, not RMM's asynchronous pool (gnp.cluster's "
                              "default): what the allocator costs a call")
@@ -196,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     on_cluster: dict[str, list[W.Row]] = {name: [] for name in modules}
     local: dict[str, list[W.Row]] = {name: [] for name in modules}
     floors: list[tuple[float, float, float]] = []
+    task_ms: dict[str, list[float | None]] = {name: [] for name in modules}
     cpu: dict[str, dict[str, list[float]]] = {"cluster": {}, "local": {}, "rt": {}}
     for _ in range(args.rounds):  # each round: the cluster first (it starts before this process uses a GPU)
         allocator = {"rmm_async": False} if args.cupy_pool and not cpu_only else {}
@@ -210,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
                                          lambda: W.sync_workers(client), sync_s).items():
                 on_cluster[name].append(row)
             floors.append(dask_floor_ms(client, calls=11))  # the floor again: a noisy machine shows here
+            if args.task_calls:
+                for name, ms in task_ms_per_call(client, runs, args.task_calls).items():
+                    task_ms[name].append(ms)
             if args.cpu_calls:
                 idle_s = cpu_of_run(client)
                 submit = {"rt": (lambda i: client.submit(int, 1, pure=False).result(), None)}
@@ -257,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
               "rounds": args.rounds, "rt_ms": round(rt_ms, 3), "client_run_ms": round(run_ms, 3),
               "fastest_rt_ms": round(fastest_rt_ms, 3),
               "target_rt": target}
+    if args.task_calls:
+        params["task_ms_per_call"] = task_table(task_ms, local, args.task_calls)
     if args.cpu_calls:
         params["cpu_ms_per_call"] = cpu_table(cpu, list(modules), args.cpu_calls)
     return H.finish(H.make_report("cluster_overhead", results, baseline="rt", params=params), args.json)

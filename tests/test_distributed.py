@@ -442,6 +442,23 @@ def _workload_calls(seed: int):
                                (gnp.zeros_like(b), b, b, gnp.sum(b * b), gnp.asarray(0)))
         return gnp.sum(x * x)
 
+    @gnp.accelerate
+    def conjugate_gradients_fori(salt, b):
+        def step(i, state):
+            x, r, p, rr = state
+            ap = 4 * p - gnp.roll(p, 1, axis=0) - gnp.roll(p, -1, axis=0)
+            alpha = rr / gnp.sum(p * ap)
+            x, r = x + alpha * p, r - alpha * ap
+            rr_new = gnp.sum(r * r)
+            return x, r, r + (rr_new / rr) * p, rr_new
+        b = b + salt
+        x, *_ = gnp.fori_loop(5, step, (gnp.zeros_like(b), b, b, gnp.sum(b * b)))
+        return gnp.sum(x * x)
+
+    def rotated_cg() -> float:
+        with dask.config.set({"gpunumeric.loop-rotation": True}):  # (the plan CuPy blocks get, on NumPy blocks)
+            return gnp.fetch(conjugate_gradients_fori(salt(), u0))
+
     def salt() -> gnp.Array:
         return gnp.asarray(np.float32(1e-30 * next(calls)))
 
@@ -455,6 +472,7 @@ def _workload_calls(seed: int):
     yield "accelerated heat (fori_loop), persisted", lambda: distributed.wait(heat(u0 * next(calls)).persist()), 0, 1, 1
     yield "accelerated Gray-Scott (fori_loop)", lambda: gnp.fetch(gray_scott(salt(), u0, v0)), 0, 1, 1
     yield "accelerated CG (while_loop, reductions)", lambda: gnp.fetch(conjugate_gradients(salt(), u0)), 0, 1, 1
+    yield "accelerated CG (fori_loop, rotated: a prologue and an epilogue)", rotated_cg, 0, 1, 1
     yield "matmul, persisted", lambda: distributed.wait(((a * np.float32(1 + 1e-5 * next(calls))) @ b).persist()), 0, 1, 1
 
 
