@@ -2,6 +2,7 @@
 block), ``Stencil`` (a group of stencil sweeps per block with halos) and ``FusedOutput`` (one of several outputs)."""
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Iterator
 
@@ -11,7 +12,7 @@ from dask._task_spec import GraphNode, List, Task, TaskRef
 from ..codegen.program import describe
 from .base import ArrayExpr, Index, _leaves_of
 from .halo import halo_block_inputs, owned_strips
-from .tokens import cached
+from .tokens import _plain_repr, cached
 
 
 class Fused(ArrayExpr):
@@ -171,6 +172,28 @@ class FusedOutput(ArrayExpr):
 
     _parameters = ["fused", "k", "chunks", "dtype"]
     _like = "fused"
+
+    @classmethod
+    def of(cls, fused: ArrayExpr, k: int, chunks: tuple, dtype: np.dtype, funcname: str | None = None) -> ArrayExpr:
+        """``FusedOutput(fused, k, chunks, dtype)``, made without the constructor's generic steps (the fusion pass
+        makes one per output of a kernel of several); ``funcname``: the words of its name where known (those of
+        another output of ``fused``)."""
+        operands = [fused, k, chunks, dtype]
+        texts = (_plain_repr(k), _plain_repr(chunks), _plain_repr(dtype))
+        if None in texts:
+            return cls(*operands)
+        # (the token's text as ``__dask_tokenize__`` writes it: the fused node by name)
+        token = hashlib.sha1(f"{cls.__qualname__}|list({fused._name},{','.join(texts)})".encode()).hexdigest()[:32]
+        inst = object.__new__(cls)
+        values = inst.__dict__
+        values["_determ_token"] = token
+        values["operands"] = operands
+        values["chunks"] = chunks
+        values["dtype"] = dtype
+        values["backend"] = fused.backend
+        values["_leaves"] = _leaves_of(operands)
+        values["_name"] = f"{funcname or inst._funcname}-{token}"
+        return inst
 
     @cached
     def _funcname(self) -> str:
