@@ -35,7 +35,8 @@ class Fused(ArrayExpr):
         inst.__dict__.update(_determ_token=token, operands=[program, chunks, backend, scalars, elements, *inputs],
                              chunks=chunks, backend=backend, _leaves=_leaves_of(inputs))
         if like is not None:
-            inst.__dict__.update(dtype=like.dtype, _funcname=like._funcname)
+            inst.__dict__.update(dtype=like.dtype, _funcname=like._funcname, _name=f"{like._funcname}-{token}")
+            return inst
         inst.dtype, inst._name  # noqa: B018 - computed once here, as the constructor does
         return inst
 

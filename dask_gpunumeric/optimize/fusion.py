@@ -373,19 +373,11 @@ class _Kernel:
         if like is None:
             self.described[id(self.program)] = fused
         if n_out == 1:
-            return [fused if stores else _reduction(fused, partials[0])]
+            return [fused if stores else Reduction.of_partials(fused, partials[0])]
         outputs = [(n.chunks, n.dtype) for n in stores] + [(reduced(r).chunks, reduced(r).dtype) for r in partials]
         out: list[Expr] = []
         words = None  # the words of the outputs' names (all the same: their kernel's)
         for k, (chunks, dtype) in enumerate(outputs):
             out.append(FusedOutput.of(fused, k, chunks, dtype, words))
             words = out[-1]._funcname
-        return out[:len(stores)] + [_reduction(o, red) for o, red in zip(out[len(stores):], partials)]
-
-
-def _reduction(partial: Expr, red: Reduction) -> Expr:
-    """The reduction ``red`` of the partials ``partial`` (with its chunks, dtype and backend)."""
-    operands = [partial, *red.operands[1:len(Reduction._parameters) - 1], True]
-    # (the words of its name are those of ``red``: its kind's)
-    return (Reduction.with_metadata(operands, red.chunks, red.dtype, red.backend, funcname=red._funcname)
-            or Reduction(*operands))
+        return out[:len(stores)] + [Reduction.of_partials(o, red) for o, red in zip(out[len(stores):], partials)]
