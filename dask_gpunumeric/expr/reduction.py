@@ -1,7 +1,6 @@
 """Reductions along axes (a tree of partials, combines and a finish) and cumulative scans along one axis."""
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -10,8 +9,9 @@ import numpy as np
 from dask._task_spec import Alias, List, Task, TaskRef
 
 from ..kernels import blocks as _blocks
-from .base import ArrayExpr, Chunks, Index, _leaves_of
-from .tokens import _plain_repr, cached
+from .base import ArrayExpr, Chunks, Index
+from .fused import made_on
+from .tokens import cached
 
 
 class Reduction(ArrayExpr):
@@ -41,22 +41,8 @@ class Reduction(ArrayExpr):
         """The reduction ``like`` (its kind, axes, dtype, ...) finished from ``partials``, its per-block partials
         (``prereduced``; a fused kernel's), with its chunks, dtype, backend and name's words: made without the
         constructor's generic steps (the fusion pass makes one per kernel)."""
-        operands = [partials, *like.operands[1:_PREREDUCED], True]
-        texts = [_plain_repr(o) for o in operands[1:]]
-        if None in texts:
-            return cls(*operands)
-        # (the token's text as ``__dask_tokenize__`` writes it: the partials by name)
-        token = hashlib.sha1(f"{cls.__qualname__}|list({partials._name},{','.join(texts)})".encode()).hexdigest()[:32]
-        inst = object.__new__(cls)
-        values = inst.__dict__
-        values["_determ_token"] = token
-        values["operands"] = operands
-        values["chunks"] = like.chunks
-        values["dtype"] = like.dtype
-        values["backend"] = like.backend
-        values["_leaves"] = _leaves_of(operands)
-        values["_name"] = f"{like._funcname}-{token}"
-        return inst
+        return made_on(cls, partials, [*like.operands[1:_PREREDUCED], True], like.chunks, like.dtype, like.backend,
+                       like._funcname)
 
     @cached
     def chunks(self) -> Chunks:
