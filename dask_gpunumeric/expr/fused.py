@@ -2,6 +2,7 @@
 block), ``Stencil`` (a group of stencil sweeps per block with halos) and ``FusedOutput`` (one of several outputs)."""
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Iterator
 
@@ -11,7 +12,7 @@ from dask._task_spec import GraphNode, List, Task, TaskRef
 from ..codegen.program import describe
 from .base import ArrayExpr, Index, _leaves_of
 from .halo import halo_block_inputs, owned_strips
-from .tokens import cached
+from .tokens import _plain_repr, cached
 
 
 class Fused(ArrayExpr):
@@ -34,7 +35,8 @@ class Fused(ArrayExpr):
         inst.__dict__.update(_determ_token=token, operands=[program, chunks, backend, scalars, elements, *inputs],
                              chunks=chunks, backend=backend, _leaves=_leaves_of(inputs))
         if like is not None:
-            inst.__dict__.update(dtype=like.dtype, _funcname=like._funcname)
+            inst.__dict__.update(dtype=like.dtype, _funcname=like._funcname, _name=f"{like._funcname}-{token}")
+            return inst
         inst.dtype, inst._name  # noqa: B018 - computed once here, as the constructor does
         return inst
 
@@ -166,11 +168,40 @@ class Stencil(ArrayExpr):
             yield from owned_strips(self._tasks, source)
 
 
+def made_on(cls: type[ArrayExpr], first: ArrayExpr, rest: list, chunks: tuple, dtype: np.dtype, backend: str,
+            funcname: str | None = None) -> ArrayExpr:
+    """``cls(first, *rest)`` (``rest`` plain values) given its chunks, dtype, backend and the words of its name (None:
+    its class's), made without the constructor's generic steps: its token's text written as ``__dask_tokenize__``
+    writes it, the expression ``first`` by name (for the nodes the fusion pass makes per kernel)."""
+    operands = [first, *rest]
+    texts = [_plain_repr(o) for o in rest]
+    if None in texts:
+        return cls(*operands)
+    token = hashlib.sha1(f"{cls.__qualname__}|list({first._name},{','.join(texts)})".encode()).hexdigest()[:32]
+    inst = object.__new__(cls)
+    values = inst.__dict__  # (set one by one: faster than update(**) here)
+    values["_determ_token"] = token
+    values["operands"] = operands
+    values["chunks"] = chunks
+    values["dtype"] = dtype
+    values["backend"] = backend
+    values["_leaves"] = _leaves_of(operands)
+    values["_name"] = f"{funcname or inst._funcname}-{token}"
+    return inst
+
+
 class FusedOutput(ArrayExpr):
     """Output ``k`` of a multi-output ``Fused`` or ``Stencil`` node."""
 
     _parameters = ["fused", "k", "chunks", "dtype"]
     _like = "fused"
+
+    @classmethod
+    def of(cls, fused: ArrayExpr, k: int, chunks: tuple, dtype: np.dtype, funcname: str | None = None) -> ArrayExpr:
+        """``FusedOutput(fused, k, chunks, dtype)``, made without the constructor's generic steps (the fusion pass
+        makes one per output of a kernel of several); ``funcname``: the words of its name where known (those of
+        another output of ``fused``)."""
+        return made_on(cls, fused, [k, chunks, dtype], chunks, dtype, fused.backend, funcname)
 
     @cached
     def _funcname(self) -> str:

@@ -10,6 +10,7 @@ from dask._task_spec import Alias, List, Task, TaskRef
 
 from ..kernels import blocks as _blocks
 from .base import ArrayExpr, Chunks, Index
+from .fused import made_on
 from .tokens import cached
 
 
@@ -37,6 +38,14 @@ class Reduction(ArrayExpr):
         if known is not None and isinstance(array, ArrayExpr):
             return cls.on_source(operands, array, known[1], known[0], dtype)
         return cls.made(operands, _reduced(array.chunks, axes, keepdims), dtype, array.backend)
+
+    @classmethod
+    def of_partials(cls, partials: ArrayExpr, like: Reduction) -> ArrayExpr:
+        """The reduction ``like`` (its kind, axes, dtype, ...) finished from ``partials``, its per-block partials
+        (``prereduced``; a fused kernel's), with its chunks, dtype, backend and name's words: made without the
+        constructor's generic steps (the fusion pass makes one per kernel)."""
+        return made_on(cls, partials, [*like.operands[1:_PREREDUCED], True], like.chunks, like.dtype, like.backend,
+                       like._funcname)
 
     @cached
     def chunks(self) -> Chunks:
@@ -99,6 +108,9 @@ class Reduction(ArrayExpr):
                 key, _blocks.reduce_finish, kind, TaskRef((name, level, *source)), axes, keep, self.dtype, params
             )
         return layer
+
+
+_PREREDUCED = Reduction._parameters.index("prereduced")
 
 
 def _reduced(chunks: Chunks, axes: tuple[int, ...], keepdims: bool) -> Chunks:

@@ -251,6 +251,9 @@ def _on_operands(node: Expr, ops: list, renamed: bool, same_name: set[str]) -> E
         same_name.add(node._name)
         return node.with_operands(ops, keep_name=True)
     if isinstance(node, ArrayExpr) and all(a is b or _same_blocks(a, b) for a, b in zip(ops, node.operands)):
+        if type(node) is Elemwise and not ops[_KWARGS] and ops[_DTYPE] is node.dtype:
+            # the constructor of the operations users write (its name made in one pass, as tokenizing makes it)
+            return Elemwise.of_aligned(ops[_OP], ops[_DTYPE], ops[_ARGS:], node.chunks)
         return node.with_operands(ops)
     return type(node)(*ops)
 
@@ -354,6 +357,9 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
         shared[out._name] = derived
     return out
 
+
+_OP, _DTYPE, _KWARGS = (Elemwise._parameters.index(p) for p in ("op", "dtype", "kwargs"))
+_ARGS = len(Elemwise._parameters)
 
 # node types whose token is the text of their operands, expressions by name (``ArrayExpr.__dask_tokenize__``)
 _NAMED_BY_OPERANDS = frozenset({Elemwise, FusedOutput, Reduction})

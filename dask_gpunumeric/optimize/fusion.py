@@ -173,7 +173,6 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     # one walk: which nodes are fusable (dependencies first) with their ops' compute dtypes, their groups,
     # and the reductions to fold in
     computes: list[str | None] = [None] * len(order)  # per fusable node, its op's compute dtype
-    candidates: list[list[int]] = [_NO_CANDIDATES] * len(order)  # per node, its fusable dependencies with its blocks
     foldable: list[int] = []
     add, find, join = grouping.add, grouping.groups.find, grouping.groups.join
     for i, node in enumerate(order):
@@ -183,17 +182,21 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             computes[i] = compute
             if deps:
                 chunks, backend = node.chunks, node.backend
-                fused_with = []
+                if len(deps) == 1:  # (no list made for a chain's next operation)
+                    j = deps[0]
+                    d = order[j]
+                    if computes[j] is not None and (d.chunks is chunks or d.chunks == chunks) and d.backend == backend:
+                        join(i, find(j))  # it joins its group (``add``'s first case)
+                        continue
+                    add(i, deps, _NO_CANDIDATES)
+                    continue
+                fused_with = []  # its fusable dependencies with its blocks
                 for j in deps:
                     if computes[j] is not None:
                         d = order[j]
                         if (d.chunks is chunks or d.chunks == chunks) and d.backend == backend:
                             fused_with.append(j)
-                candidates[i] = fused_with
-                if len(fused_with) == len(deps) == 1:  # a chain's next operation joins its group (``add``'s first case)
-                    join(i, find(fused_with[0]))
-                else:
-                    add(i, deps, fused_with)
+                add(i, deps, fused_with)
                 continue
         elif is_fused_reduction(node):
             foldable.append(i)
@@ -208,7 +211,7 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     members: dict[int, list[int]] = {}  # per kernel, its members (in topological order)
     kernel_of: list[int | None] = [None] * len(order)
     for group in grown.values():
-        for run in _cut(group, candidates, limit):
+        for run in _cut(group, inputs, limit):
             k = len(members)
             members[k] = run
             for i in run:
@@ -305,17 +308,17 @@ def _epilogue(dag: DAG, totals: list[int], computes: list[str | None]) -> list[i
     return out
 
 
-def _cut(names: list[int], candidates: list[list[int]], limit: int) -> list[list[int]]:
+def _cut(names: list[int], inputs: list[list[int]], limit: int) -> list[list[int]]:
     """A group's members (positions, in topological order) in consecutive runs of at most ``limit``, each ending
     where the fewest values made before are used after (each such value is stored by one kernel and read by
-    a later one; runs of a topological order depend only on earlier runs). ``candidates``: per node, the
-    dependencies it may be fused with (its dependencies in the group among them)."""
+    a later one; runs of a topological order depend only on earlier runs). ``inputs``: per node, its dependencies (the DAG's;
+    those in the group are the ones it was fused with)."""
     if len(names) <= limit:
         return [names]
     index = dict(zip(names, range(len(names))))
     last = list(range(len(names)))  # at i: the last member reading member i (its readers come after it)
     for j, name in enumerate(names):
-        for dep in candidates[name]:
+        for dep in inputs[name]:
             i = index.get(dep)
             if i is not None:
                 last[i] = j
@@ -370,27 +373,11 @@ class _Kernel:
         if like is None:
             self.described[id(self.program)] = fused
         if n_out == 1:
-            return [fused if stores else _reduction(fused, partials[0])]
+            return [fused if stores else Reduction.of_partials(fused, partials[0])]
         outputs = [(n.chunks, n.dtype) for n in stores] + [(reduced(r).chunks, reduced(r).dtype) for r in partials]
         out: list[Expr] = []
         words = None  # the words of the outputs' names (all the same: their kernel's)
         for k, (chunks, dtype) in enumerate(outputs):
-            out.append(_output(fused, k, chunks, dtype, words))
+            out.append(FusedOutput.of(fused, k, chunks, dtype, words))
             words = out[-1]._funcname
-        return out[:len(stores)] + [_reduction(o, red) for o, red in zip(out[len(stores):], partials)]
-
-
-def _reduction(partial: Expr, red: Reduction) -> Expr:
-    """The reduction ``red`` of the partials ``partial`` (with its chunks, dtype and backend)."""
-    operands = [partial, *red.operands[1:len(Reduction._parameters) - 1], True]
-    # (the words of its name are those of ``red``: its kind's)
-    return (Reduction.with_metadata(operands, red.chunks, red.dtype, red.backend, funcname=red._funcname)
-            or Reduction(*operands))
-
-
-def _output(fused: Fused, k: int, chunks: tuple, dtype: Any, funcname: str | None = None) -> Expr:
-    """``FusedOutput(fused, k, chunks, dtype)`` (``funcname``: the words of its name, where known: those of
-    another output of ``fused``)."""
-    operands = [fused, k, chunks, dtype]
-    return (FusedOutput.with_metadata(operands, chunks, dtype, fused.backend, funcname=funcname)
-            or FusedOutput(*operands))
+        return out[:len(stores)] + [Reduction.of_partials(o, red) for o, red in zip(out[len(stores):], partials)]

@@ -20,11 +20,11 @@ from typing import Any
 from dask._expr import Expr
 
 from ..codegen.rows import row_inputs
-from ..expr import ArrayExpr, Elemwise, Fused, Reduction
+from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
 from ..kernels.fused import record_sources
 from ..ops.reductions import FUSABLE, ROW_FUSABLE
 from .dag import DAG, rebuild
-from .fusion import _Grouping, _output
+from .fusion import _Grouping
 from .programs import build_program, compute_of, is_fused_reduction, reduced
 
 Space = tuple  # (the reduced arrays' chunks, backend)
@@ -144,5 +144,5 @@ def _build_group(group: list[int], dag: DAG, computes: list[str | None]) -> dict
     token = hashlib.sha1("|".join(["rows", *sorted({n._name for n in members})]).encode()).hexdigest()[:32]
     chunks = stores[0].chunks if len(stores) == 1 else elements
     fused = Fused.of(program, chunks, first.backend, tuple(scalars), elements, inputs, token)
-    return {node._name: fused if len(stores) == 1 else _output(fused, k, node.chunks, node.dtype)
+    return {node._name: fused if len(stores) == 1 else FusedOutput.of(fused, k, node.chunks, node.dtype)
             for k, node in enumerate(stores)}
