@@ -82,10 +82,10 @@ class ArrayExpr(Expr):
         return inst
 
     @classmethod
-    def on_source(cls, operands: list[Any], source: ArrayExpr, texts: tuple[str, str, str], chunks: Chunks,
+    def on_source(cls, operands: list[Any], source: ArrayExpr, texts: tuple[str, str, str | None], chunks: Chunks,
                   dtype: np.dtype) -> ArrayExpr:
         """The node ``cls(*operands)`` of one input ``source`` (an operand) and plain values, made in one pass:
-        ``texts`` are its token text before and after ``source``'s name and its ``_funcname``, as
+        ``texts`` are its token text before and after ``source``'s name and its ``_funcname`` (None: its class's), as
         ``source_texts`` wrote them for a node of the same plain operands; its backend and inputs are
         ``source``'s (slices, rolls and reductions that users write in loops)."""
         before, after, funcname = texts
@@ -98,7 +98,7 @@ class ArrayExpr(Expr):
         values["dtype"] = dtype
         values["backend"] = source.backend
         values["_leaves"] = source._leaves
-        values["_name"] = f"{funcname}-{token}"
+        values["_name"] = f"{funcname or inst._funcname}-{token}"
         return inst
 
     def source_texts(self, position: int) -> tuple[str, str, str] | None:

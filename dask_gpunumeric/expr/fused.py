@@ -168,26 +168,17 @@ class Stencil(ArrayExpr):
             yield from owned_strips(self._tasks, source)
 
 
-def made_on(cls: type[ArrayExpr], first: ArrayExpr, rest: list, chunks: tuple, dtype: np.dtype, backend: str,
+def made_on(cls: type[ArrayExpr], first: ArrayExpr, rest: list, chunks: tuple, dtype: np.dtype,
             funcname: str | None = None) -> ArrayExpr:
-    """``cls(first, *rest)`` (``rest`` plain values) given its chunks, dtype, backend and the words of its name (None:
-    its class's), made without the constructor's generic steps: its token's text written as ``__dask_tokenize__``
-    writes it, the expression ``first`` by name (for the nodes the fusion pass makes per kernel)."""
-    operands = [first, *rest]
+    """``cls(first, *rest)`` (``rest`` plain values) given its chunks, dtype and the words of its name (None: its
+    class's), made without the constructor's generic steps (``ArrayExpr.on_source``): its token's text written as
+    ``__dask_tokenize__`` writes it, the expression ``first`` by name (for the nodes the fusion pass makes per
+    kernel)."""
     texts = [_plain_repr(o) for o in rest]
     if None in texts:
-        return cls(*operands)
-    token = hashlib.sha1(f"{cls.__qualname__}|list({first._name},{','.join(texts)})".encode()).hexdigest()[:32]
-    inst = object.__new__(cls)
-    values = inst.__dict__  # (set one by one: faster than update(**) here)
-    values["_determ_token"] = token
-    values["operands"] = operands
-    values["chunks"] = chunks
-    values["dtype"] = dtype
-    values["backend"] = backend
-    values["_leaves"] = _leaves_of(operands)
-    values["_name"] = f"{funcname or inst._funcname}-{token}"
-    return inst
+        return cls(first, *rest)
+    return cls.on_source([first, *rest], first, (f"{cls.__qualname__}|list(", f",{','.join(texts)})", funcname),
+                         chunks, dtype)
 
 
 class FusedOutput(ArrayExpr):
@@ -201,7 +192,7 @@ class FusedOutput(ArrayExpr):
         """``FusedOutput(fused, k, chunks, dtype)``, made without the constructor's generic steps (the fusion pass
         makes one per output of a kernel of several); ``funcname``: the words of its name where known (those of
         another output of ``fused``)."""
-        return made_on(cls, fused, [k, chunks, dtype], chunks, dtype, fused.backend, funcname)
+        return made_on(cls, fused, [k, chunks, dtype], chunks, dtype, funcname)
 
     @cached
     def _funcname(self) -> str:

@@ -42,10 +42,9 @@ class Reduction(ArrayExpr):
     @classmethod
     def of_partials(cls, partials: ArrayExpr, like: Reduction) -> ArrayExpr:
         """The reduction ``like`` (its kind, axes, dtype, ...) finished from ``partials``, its per-block partials
-        (``prereduced``; a fused kernel's), with its chunks, dtype, backend and name's words: made without the
-        constructor's generic steps (the fusion pass makes one per kernel)."""
-        return made_on(cls, partials, [*like.operands[1:_PREREDUCED], True], like.chunks, like.dtype, like.backend,
-                       like._funcname)
+        (``prereduced``; a fused kernel's), with its chunks, dtype and name's words (the partials' backend): made
+        without the constructor's generic steps (the fusion pass makes one per kernel)."""
+        return made_on(cls, partials, [*like.operands[1:_PREREDUCED], True], like.chunks, like.dtype, like._funcname)
 
     @cached
     def chunks(self) -> Chunks:
