@@ -105,11 +105,18 @@ class ArrayExpr(Expr):
         """For ``on_source`` (nodes of the same operands but ``source``, at ``position``): this node's token text
         before and after that operand, and its ``_funcname``; None where another operand is no plain value."""
         operands = self.operands
-        head, tail = operand_texts(tuple(operands[:position])), operand_texts(tuple(operands[position + 1:]))
-        if head is None or tail is None:
-            return None
-        funcname = self._name[: -len(self.deterministic_token) - 1]
-        return f"{type(self).__qualname__}|list({head}{',' if head else ''}", f"{',' if tail else ''}{tail})", funcname
+        around = texts_around(type(self), tuple(operands[:position]), tuple(operands[position + 1:]))
+        return None if around is None else (*around, self._name[: -len(self.deterministic_token) - 1])
+
+    @classmethod
+    def on_first(cls, first: ArrayExpr, rest: list, chunks: Chunks, dtype: np.dtype,
+                 funcname: str | None = None) -> ArrayExpr:
+        """``cls(first, *rest)`` (``rest`` plain values) given its chunks, dtype and the words of its name (None: its
+        class's), in one pass (``on_source``; the nodes the fusion pass makes per kernel)."""
+        around = texts_around(cls, (), tuple(rest))
+        if around is None:
+            return cls(first, *rest)
+        return cls.on_source([first, *rest], first, (*around, funcname), chunks, dtype)
 
     @classmethod
     def made(cls, operands: list[Any], chunks: Chunks, dtype: np.dtype, backend: str) -> ArrayExpr:
@@ -421,6 +428,15 @@ def flat_keys(expr: ArrayExpr) -> list:
 
 
 _NO_LEAVES: dict[str, ArrayExpr] = {}
+
+
+def texts_around(cls: type, before: tuple, after: tuple) -> tuple[str, str] | None:
+    """The token text of a ``cls`` node before and after its one expression operand, whose other operands are the
+    plain values ``before`` and ``after`` it (``ArrayExpr.on_source``); None where one is no plain value."""
+    head, tail = operand_texts(before), operand_texts(after)
+    if head is None or tail is None:
+        return None
+    return f"{cls.__qualname__}|list({head}{',' if head else ''}", f"{',' if tail else ''}{tail})"
 
 
 def operand_texts(operands: tuple) -> str | None:

@@ -2,7 +2,6 @@
 block), ``Stencil`` (a group of stencil sweeps per block with halos) and ``FusedOutput`` (one of several outputs)."""
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections.abc import Iterator
 
@@ -12,7 +11,7 @@ from dask._task_spec import GraphNode, List, Task, TaskRef
 from ..codegen.program import describe
 from .base import ArrayExpr, Index, _leaves_of
 from .halo import halo_block_inputs, owned_strips
-from .tokens import _plain_repr, cached
+from .tokens import cached
 
 
 class Fused(ArrayExpr):
@@ -168,19 +167,6 @@ class Stencil(ArrayExpr):
             yield from owned_strips(self._tasks, source)
 
 
-def made_on(cls: type[ArrayExpr], first: ArrayExpr, rest: list, chunks: tuple, dtype: np.dtype,
-            funcname: str | None = None) -> ArrayExpr:
-    """``cls(first, *rest)`` (``rest`` plain values) given its chunks, dtype and the words of its name (None: its
-    class's), made without the constructor's generic steps (``ArrayExpr.on_source``): its token's text written as
-    ``__dask_tokenize__`` writes it, the expression ``first`` by name (for the nodes the fusion pass makes per
-    kernel)."""
-    texts = [_plain_repr(o) for o in rest]
-    if None in texts:
-        return cls(first, *rest)
-    return cls.on_source([first, *rest], first, (f"{cls.__qualname__}|list(", f",{','.join(texts)})", funcname),
-                         chunks, dtype)
-
-
 class FusedOutput(ArrayExpr):
     """Output ``k`` of a multi-output ``Fused`` or ``Stencil`` node."""
 
@@ -192,7 +178,7 @@ class FusedOutput(ArrayExpr):
         """``FusedOutput(fused, k, chunks, dtype)``, made without the constructor's generic steps (the fusion pass
         makes one per output of a kernel of several); ``funcname``: the words of its name where known (those of
         another output of ``fused``)."""
-        return made_on(cls, fused, [k, chunks, dtype], chunks, dtype, funcname)
+        return cls.on_first(fused, [k, chunks, dtype], chunks, dtype, funcname)
 
     @cached
     def _funcname(self) -> str:

@@ -10,7 +10,6 @@ from dask._task_spec import Alias, List, Task, TaskRef
 
 from ..kernels import blocks as _blocks
 from .base import ArrayExpr, Chunks, Index
-from .fused import made_on
 from .tokens import cached
 
 
@@ -44,7 +43,7 @@ class Reduction(ArrayExpr):
         """The reduction ``like`` (its kind, axes, dtype, ...) finished from ``partials``, its per-block partials
         (``prereduced``; a fused kernel's), with its chunks, dtype and name's words (the partials' backend): made
         without the constructor's generic steps (the fusion pass makes one per kernel)."""
-        return made_on(cls, partials, [*like.operands[1:_PREREDUCED], True], like.chunks, like.dtype, like._funcname)
+        return cls.on_first(partials, [*like.operands[1:_PREREDUCED], True], like.chunks, like.dtype, like._funcname)
 
     @cached
     def chunks(self) -> Chunks:

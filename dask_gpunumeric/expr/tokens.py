@@ -168,7 +168,7 @@ def _plain_repr(value: Any) -> str | None:
     if isinstance(value, (np.number, np.bool_)):  # NumPy's numbers, as the branches below write them, per type
         text = _TEXT[type(value)] = _numpy_inexact_text if isinstance(value, np.inexact) else _numpy_number_text
         return text(value)
-    if isinstance(value, (float, complex, np.inexact)):
+    if isinstance(value, (float, complex)):  # (subclasses; NumPy's numbers are written above)
         return f"{type(value).__name__}:{np.asarray(value).tobytes().hex()}"
     if isinstance(value, _PLAIN):
         return f"{type(value).__name__}:{value!r}"
