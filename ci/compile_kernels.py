@@ -4,9 +4,12 @@ batches in parallel.
     python ci/compile_kernels.py DIR [--batch 200] [--arch sm_90] [--jobs N] [--full]
 
 Identical sources compile once (the library names them by the hash of their text; this compares the
-text again). Sources are include-guarded and their kernels have unique names, so a batch of them is one
-valid translation unit: nvcc parses the shared device code once per batch instead of once per kernel.
-Kernels are compiled to PTX (front end and NVVM: every C++ and code-generation error); the stencil tile
+text again). Sources are include-guarded and a kernel's name stands for its text, so a batch of sources
+that define no kernel name twice is one valid translation unit: nvcc parses the shared device code once
+per batch instead of once per kernel. (A module of several kernels, such as the Philox draws', repeats
+names that single-kernel sources define too: such sources go to different batches.)
+Kernels are compiled to PTX (front end and NVVM, at NVVM's -O0: every C++ and code-generation error,
+without the optimizer's time); the stencil tile
 kernels (``gnp_pair_``, ``gnp_tiles_``), whose shared-memory tiles grow with the program, also go through
 ptxas (``-c``), which checks the limit on shared memory (the reductions' shared arrays are 256 elements);
 ``--full`` takes every kernel through ptxas. A batch that fails is compiled file by
@@ -20,16 +23,35 @@ import concurrent.futures
 import hashlib
 import os
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
 import tempfile
 
 
+_KERNEL_NAME = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(')
+
+
+def batches_of(paths: list[pathlib.Path], size: int) -> list[list[pathlib.Path]]:
+    """``paths`` in batches of at most ``size``, no kernel name defined twice in a batch (in order: each
+    source joins the first batch with room whose names it does not repeat)."""
+    batches: list[tuple[list[pathlib.Path], set[str]]] = []
+    for path in paths:
+        names = set(_KERNEL_NAME.findall(path.read_text()))
+        batch = next((b for b in batches if len(b[0]) < size and not names & b[1]), None)
+        if batch is None:
+            batches.append(([path], names))
+        else:
+            batch[0].append(path)
+            batch[1].update(names)
+    return [paths for paths, _ in batches]
+
+
 def nvcc(paths: list[pathlib.Path], arch: str, extra: list[str], full: bool) -> tuple[bool, str]:
     """Compile the concatenation of ``paths`` (one translation unit) to an object file (``full``) or to
     PTX; (ok, compiler output)."""
-    stage = ["-c", "-o", "batch.o"] if full else ["-ptx", "-o", "batch.ptx"]
+    stage = ["-c", "-o", "batch.o"] if full else ["-Xcicc", "-O0", "-ptx", "-o", "batch.ptx"]
     with tempfile.TemporaryDirectory() as tmp:
         unit = pathlib.Path(tmp) / "batch.cu"
         unit.write_text("\n".join(p.read_text() for p in paths))
@@ -65,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     full = [p for p in sources if args.full or "gnp_pair_" in p.read_text() or "gnp_tiles_" in p.read_text()]
     ptx = sorted(set(sources) - set(full))
-    batches = [(paths[i : i + args.batch], to_object) for paths, to_object in ((full, True), (ptx, False))
-               for i in range(0, len(paths), args.batch)]
+    batches = [(batch, to_object) for paths, to_object in ((full, True), (ptx, False))
+               for batch in batches_of(paths, args.batch)]
     version = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
     print(f"ci: compiling {len(sources)} distinct generated kernels ({len(full)} to object code, {len(ptx)} to PTX) "
           f"in {len(batches)} batches, {args.jobs} at a time, with {version}", flush=True)

@@ -1,0 +1,32 @@
+"""``ci/compile_kernels.py``'s batches: the nvcc check of every generated kernel compiles many sources per
+translation unit, which is valid only when no kernel name is defined twice in a batch."""
+from __future__ import annotations
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "ci"))
+import compile_kernels  # noqa: E402 - ci/ holds the script
+
+
+def _source(folder: pathlib.Path, file: str, *kernels: str) -> pathlib.Path:
+    path = folder / file
+    path.write_text("\n".join(f'extern "C" __global__ void __launch_bounds__(256) {k}(float* a)\n{{ a[0] = 1; }}'
+                              if i % 2 else f'extern "C" __global__ void {k}(float* a)\n{{ a[0] = 1; }}'
+                              for i, k in enumerate(kernels)))
+    return path
+
+
+def test_batches_never_repeat_a_kernel_name(tmp_path: pathlib.Path) -> None:
+    module = _source(tmp_path, "m.cu", "gnp_philox_a", "gnp_philox_b", "gnp_philox_c")
+    singles = [_source(tmp_path, f"s{i}.cu", f"gnp_fused_{i}") for i in range(5)]
+    repeats = [_source(tmp_path, "ra.cu", "gnp_philox_a"), _source(tmp_path, "rc.cu", "gnp_philox_c")]
+    paths = [module, *singles[:2], *repeats, *singles[2:]]
+    batches = compile_kernels.batches_of(paths, 3)
+    assert sorted(p for b in batches for p in b) == sorted(paths)  # every source once
+    assert all(len(b) <= 3 for b in batches)
+    for b in batches:
+        names = [n for p in b for n in compile_kernels._KERNEL_NAME.findall(p.read_text())]
+        assert len(names) == len(set(names)), b
+    assert module in batches[0] and repeats[0] not in batches[0] and repeats[1] not in batches[0]
+    assert len(batches) == 3  # 8 sources of at most 3 a batch, the repeats placed after the module's batch
