@@ -2,7 +2,7 @@
 Dask's own round trip measured in the same run.
 
     python benchmarks/cluster_overhead.py [--workers K] [--repeat 7] [--warmup 2] [--scale S] [--rounds R]
-                                          [--cpu-calls N] [--task-calls N] [--cupy-pool] [--only W,...]
+                                          [--cpu-calls N] [--task-calls N] [--rmm-async] [--only W,...]
                                           [--json PATH]
 
 For each workload of ``weak_scaling.WORKLOADS`` (the suite's benchmarks with a size per worker; the
@@ -220,9 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task-calls", type=int, default=0,
                         help="also measure the time a call's tasks compute on the workers over this many calls "
                              "(the scheduler's task stream); default 0: not")
-    parser.add_argument("--cupy-pool", action="store_true",
-                        help="GPU workers allocate from CuPy's own pool, not RMM's asynchronous pool (gnp.cluster's "
-                             "default): what the allocator costs a call")
+    parser.add_argument("--rmm-async", action="store_true",
+                        help="GPU workers allocate CuPy blocks through RMM's asynchronous pool (dask-cuda's "
+                             "rmm_async), not CuPy's pool (gnp.cluster's default): what that allocator costs a call")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     names = tuple(args.only.split(",")) if args.only else W.WORKLOADS
@@ -244,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     task_ms: dict[str, list[float | None]] = {name: [] for name in modules}
     cpu: dict[str, dict[str, list[float]]] = {"cluster": {}, "local": {}, "rt": {}}
     for _ in range(args.rounds):  # each round: the cluster first (it starts before this process uses a GPU)
-        allocator = {"rmm_async": False} if args.cupy_pool and not cpu_only else {}
+        rmm_async = {"rmm_async": True, "rmm_allocator_external_lib_list": ["cupy"]}
+        allocator = rmm_async if args.rmm_async and not cpu_only else {}
         with dask.config.set(SAME_MALLOC), gnp.cluster(n_workers=k, dashboard_address=":0", **allocator) as client:
             client.wait_for_workers(k)
             floors.append(dask_floor_ms(client))
@@ -301,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
           f"client.run {run_ms:.2f} ms, target <= {target:g} rt; fastest rt {fastest_rt_ms:.2f} ms")
     print(H.format_table(["workload", "local ms", "cluster ms", "(cluster - local) / rt", "", "of the fastest runs"],
                          lines, align="lrrrlr"))
-    params = {"workers": k, "scale": args.scale, "cupy_pool": args.cupy_pool, "repeat": args.repeat,
+    params = {"workers": k, "scale": args.scale, "rmm_async": args.rmm_async, "repeat": args.repeat,
               "warmup": args.warmup,
               "rounds": args.rounds, "rt_ms": round(rt_ms, 3), "client_run_ms": round(run_ms, 3),
               "fastest_rt_ms": round(fastest_rt_ms, 3),

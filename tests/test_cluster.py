@@ -441,16 +441,58 @@ def test_worker_killed_mid_computation(cluster_client, workers):
 
 
 def test_gpu_clusters_share_one_allocator(monkeypatch: Any) -> None:
-    """With RMM installed, a GPU cluster's workers allocate CuPy blocks through RMM's asynchronous pool (the
-    allocator distributed unspills with), unless an rmm_* option is given; without RMM, nothing changes."""
+    """With RMM installed, a GPU cluster's workers have RMM (which distributed receives and unspills device
+    buffers with) allocate from CuPy's pool, unless an rmm_* option is given; without RMM, nothing changes."""
     import importlib.util
 
-    from dask_gpunumeric.runtime import cluster as _cluster
+    from dask_gpunumeric.runtime import allocator
 
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "rmm" else find_spec(name))
-    assert _cluster.gpu_memory_defaults({"memory_limit": "8GiB"}) == {
-        "memory_limit": "8GiB", "rmm_async": True, "rmm_allocator_external_lib_list": ["cupy"]}
-    assert _cluster.gpu_memory_defaults({"rmm_pool_size": "1GB"}) == {"rmm_pool_size": "1GB"}
+    assert allocator.shares_cupy_pool({"memory_limit": "8GiB"})
+    assert not allocator.shares_cupy_pool({"rmm_pool_size": "1GB"})
+    assert not allocator.shares_cupy_pool({"rmm_async": True})
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "rmm" else find_spec(name))
-    assert _cluster.gpu_memory_defaults({"memory_limit": "8GiB"}) == {"memory_limit": "8GiB"}
+    assert not allocator.shares_cupy_pool({"memory_limit": "8GiB"})
+
+
+def test_rmm_allocates_from_cupy_pool(monkeypatch: Any) -> None:
+    """RMM's allocations come from CuPy's pool and hold its memory until RMM frees them (stand-ins for
+    cupy and rmm: the real pair runs on the GPU, ci/gpu.sh)."""
+    import sys
+    import types
+
+    from dask_gpunumeric.runtime import allocator
+
+    class Memory:
+        def __init__(self, ptr: int, size: int) -> None:
+            self.ptr, self.size = ptr, size
+
+    live: dict[int, Memory] = {}
+
+    class Pool:
+        def malloc(self, size: int) -> Memory:
+            memory = Memory(0x1000 * (len(live) + 1), size)
+            live[memory.ptr] = memory
+            return memory
+
+    resources: list[Any] = []
+    fake_cupy = types.SimpleNamespace(get_default_memory_pool=lambda: Pool())
+    fake_mr = types.SimpleNamespace(
+        CallbackMemoryResource=lambda allocate, deallocate: (allocate, deallocate),
+        set_current_device_resource=resources.append)
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setitem(sys.modules, "rmm", types.SimpleNamespace(mr=fake_mr))
+    allocator.rmm_from_cupy_pool()
+    ((allocate, deallocate),) = resources
+    a, b = allocate(256, None), allocate(1024, None)
+    assert (a, b) == (0x1000, 0x2000) and live[b].size == 1024
+    import gc
+    import weakref
+
+    held = weakref.ref(live.pop(a))
+    gc.collect()
+    assert held() is not None  # RMM has not freed it: CuPy's memory stays allocated
+    deallocate(a, 256, None)
+    gc.collect()
+    assert held() is None  # freed by RMM: back to CuPy's pool

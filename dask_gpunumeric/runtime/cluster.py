@@ -80,7 +80,9 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
       or device ids like ``[0, 1]`` / ``"0,1"``, numbered as this process sees them: under
       ``CUDA_VISIBLE_DEVICES=2,3``, ``n_gpus=2`` and ``[0, 1]`` are GPUs 2 and 3), over ``protocol`` ("ucx"
       when distributed-ucxx imports, else "tcp"; "tls" with a ``security`` that requires encryption), with
-      dask-cuda's device-memory limit and spilling to host memory. ``n_workers`` fewer than the GPUs uses the
+      dask-cuda's device-memory limit and spilling to host memory, CuPy blocks and the device buffers Dask
+      receives and unspills in one pool, CuPy's (``allocator``; an ``rmm_*`` option chooses dask-cuda's RMM
+      setup instead). ``n_workers`` fewer than the GPUs uses the
       first ones; more than the GPUs (for tests, and to measure distribution on one GPU) puts worker ``i`` on
       GPU ``i % n_gpus``, workers named ``0 .. n_workers - 1``, over TCP unless ``protocol`` says otherwise
       (regions then exchange through Dask's comms: NCCL refuses two ranks on one GPU).
@@ -107,12 +109,13 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
     cluster_kwargs = bind_locally(cluster_kwargs)
     if security is not None:
         cluster_kwargs["security"] = security
-    if gpu_available():
+    gpu = gpu_available()
+    if gpu:
         devices = gpu_devices(n_gpus)
         shared = n_workers is not None and n_workers > len(devices)
         # workers sharing a GPU talk over TCP unless asked: UCX's CUDA IPC between them fails to map memory
         options = {"CUDA_VISIBLE_DEVICES": ",".join(devices), "protocol": _protocol(protocol, security, gpu=not shared),
-                   **gpu_memory_defaults(cluster_kwargs)}
+                   **cluster_kwargs}
         if shared:
             new = _shared_gpu_cluster_class()(n_workers=n_workers, **options)
         else:
@@ -128,6 +131,11 @@ def cluster(n_gpus: int | Sequence[int] | str | None = None, *, client: Any = No
     from .streams import unbatch
 
     unbatch(out)  # its scheduler and workers send at once too
+    if gpu:
+        from .allocator import CupyPoolForRmm, shares_cupy_pool
+
+        if shares_cupy_pool(cluster_kwargs):
+            out.register_plugin(CupyPoolForRmm())  # one allocator for CuPy blocks and Dask's device buffers
     return out
 
 
@@ -183,16 +191,6 @@ def _shared_gpu_cluster_class() -> type:
             return {number: spec}
 
     return SharedGPUCluster
-
-
-def gpu_memory_defaults(cluster_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The options of a ``LocalCUDACluster`` with one allocator for both CuPy blocks and the buffers Dask
-    moves and unspills: RMM's asynchronous pool (``rmm_async``, CuPy allocating through RMM), where RMM imports
-    and no ``rmm_*`` option is given. Otherwise CuPy's own pool keeps the memory of blocks spilled to host,
-    and bringing them back through RMM (as distributed does once RMM imports) runs out of device memory."""
-    if any(key.startswith("rmm_") for key in cluster_kwargs) or importlib.util.find_spec("rmm") is None:
-        return cluster_kwargs
-    return {**cluster_kwargs, "rmm_async": True, "rmm_allocator_external_lib_list": ["cupy"]}
 
 
 _memberships: dict[tuple[int, str], Any] = {}
