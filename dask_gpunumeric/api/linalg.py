@@ -19,6 +19,8 @@ from . import reductions as _reductions
 from .array import Array, ArrayLike
 from ..backend import namespace
 from ..expr import MapBlocks
+from ..kernels.checks import Check, check_later
+from ..kernels.lapack import gesv
 from .blockwise import map_blocks
 from .creation import as_array, eye, zeros
 from .elementwise import abs as _abs
@@ -229,10 +231,17 @@ def _packed_block(*blocks: Any, op: str, shapes: tuple[Shape, ...], params: dict
 
 
 def _whole_block(*blocks: Any, op: str, dtype: np.dtype) -> Any:
-    """The one output of ``op`` of the backend's linalg on whole operands cast to ``dtype``."""
+    """The one output of ``op`` of the backend's linalg on whole operands cast to ``dtype``. On CuPy blocks a
+    solve's singular matrix is told by cuSOLVER's status, read when the result is delivered
+    (``kernels.checks``), not here."""
     xp = namespace(*blocks)
+    operands = [b.astype(dtype, copy=False) for b in blocks]
+    if op == "solve" and xp is not np and operands[0].size:
+        x, status = gesv(*operands)
+        check_later(Check(status, LinAlgError, "Singular matrix"))  # NumPy's error and message
+        return x
     with _value_errors(xp):
-        return _OPS[op](xp, *(b.astype(dtype, copy=False) for b in blocks))[0]
+        return _OPS[op](xp, *operands)[0]
 
 
 def _per_matrix(op: str, arrays: list[Array], outputs: list[tuple[Shape, np.dtype]], **params: Any) -> list[Array]:
@@ -384,7 +393,7 @@ def slogdet(a: ArrayLike) -> SlogdetResult:
 def solve(a: ArrayLike, b: ArrayLike) -> Array:
     """The solution ``x`` of ``x1 @ x = x2`` for square ``x1``: ``x2`` of shape ``(M,)`` is one vector,
     otherwise a stack of ``(M, K)`` matrices; stack axes broadcast. A singular ``x1`` raises LinAlgError on
-    compute (NumPy blocks)."""
+    compute; for one system on CuPy blocks, when the result (or anything computed from it) is delivered."""
     a = _matrices(a, square=True, cast=False)
     b = as_array(b)
     m = a.shape[-1]
