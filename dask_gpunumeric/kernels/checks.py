@@ -71,7 +71,7 @@ class Delivery:
     def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
         if self._token is not None:
             _RUN.reset(self._token)
-            if kind is None:
+            if self._checks and kind is None:
                 verify(self._checks)
 
 
