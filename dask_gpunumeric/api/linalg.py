@@ -409,8 +409,8 @@ def solve(a: ArrayLike, b: ArrayLike) -> Array:
     if a.ndim == 2 and b.ndim <= 2:  # one system: the library's solve on the whole operands, cast there, one task
         dtype = _pair_dtype("solve", _compute_dtype(a.dtype), b.dtype)
         whole = [rechunk_expr(x.expr, tuple((n,) for n in x.shape)) for x in (a, b)]
-        return Array(MapBlocks(_whole_block, "solve", whole[1].chunks, dtype, {"op": "solve", "dtype": dtype}, False,
-                               *whole))
+        return Array(MapBlocks.made([_whole_block, "solve", whole[1].chunks, dtype, {"op": "solve", "dtype": dtype},
+                                     False, *whole], whole[1].chunks, dtype, a.backend))
     a, b = _pair("solve", a.astype(_compute_dtype(a.dtype), copy=False), expand_dims(b, -1) if vector else b)
     (out,) = _per_matrix("solve", [a, b], [((m, b.shape[-1]), a.dtype)])
     return squeeze(out, -1) if vector else out
