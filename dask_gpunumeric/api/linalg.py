@@ -238,7 +238,7 @@ def _whole_block(*blocks: Any, op: str, dtype: np.dtype) -> Any:
     operands = [b.astype(dtype, copy=False) for b in blocks]
     if op == "solve" and xp is not np and operands[0].size:
         x, status = gesv(*operands)
-        check_later(Check(status, LinAlgError, "Singular matrix"))  # NumPy's error and message
+        check_later(Check(status, LinAlgError, "Singular matrix", "gnp.linalg.solve (cuSOLVER's getrf)"))
         return x
     with _value_errors(xp):
         return _OPS[op](xp, *operands)[0]

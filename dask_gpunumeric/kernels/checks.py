@@ -16,12 +16,13 @@ from ..backend import namespace, to_numpy
 
 
 class Check:
-    """A status on the device (zero where the value is good) and the error its failure raises."""
+    """A status on the device (zero where the value is good), the error its failure raises and the routine
+    that wrote it (``source``, told in a note of the error)."""
 
-    __slots__ = ("status", "error", "message", "passed")
+    __slots__ = ("status", "error", "message", "source", "passed")
 
-    def __init__(self, status: Any, error: type[Exception], message: str) -> None:
-        self.status, self.error, self.message = status, error, message
+    def __init__(self, status: Any, error: type[Exception], message: str, source: str) -> None:
+        self.status, self.error, self.message, self.source = status, error, message, source
         self.passed = False  # read and found good: never read again
 
 
@@ -49,7 +50,10 @@ def verify(checks: Iterable[Check]) -> None:
     start = 0
     for check in live:
         if host[start : start + check.status.size].any():
-            raise check.error(check.message)
+            error = check.error(check.message)
+            error.add_note(f"dask_gpunumeric: told by the status of {check.source} on the device, read when its "
+                           "result (or a result computed from it) was delivered")
+            raise error
         start += check.status.size
     for check in live:
         check.passed = True
