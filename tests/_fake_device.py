@@ -6,6 +6,7 @@ waits for the device. ``fake_device(monkeypatch)`` installs it: blocks of ``back
 status written to the device (LAPACK's algorithm: partial pivoting, ``info = k`` at the first zero pivot)."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 import types
@@ -127,8 +128,8 @@ def _cusolver() -> types.ModuleType:
 
 
 def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
-    """Install the emulated device for this test: ``backend="cupy"`` available, ``cupy`` and the cuSOLVER
-    bindings above in ``sys.modules``. Returns ``reads``, emptied."""
+    """Install the emulated device for this test: ``backend="cupy"`` available, ``cupy``, ``cupyx`` (its
+    ``errstate``) and the cuSOLVER bindings above in ``sys.modules``. Returns ``reads``, emptied."""
     from dask_gpunumeric import backend
 
     cupy = _module("cupy", np)
@@ -138,10 +139,13 @@ def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
         device=types.SimpleNamespace(get_cusolver_handle=lambda: 0),
         Device=lambda *a: types.SimpleNamespace(id=0, synchronize=lambda: None),
         get_current_stream=lambda: types.SimpleNamespace(ptr=0))
+    cupyx = types.ModuleType("cupyx")
+    cupyx.errstate = lambda **modes: contextlib.nullcontext()  # (NumPy's functions raise at once anyway)
     libs = types.ModuleType("cupy_backends.cuda.libs")
     libs.cusolver = _cusolver()
     libs.cublas = types.SimpleNamespace(CUBLAS_OP_N=0)
-    for name, module in {"cupy": cupy, "cupy.linalg": cupy.linalg, "cupy_backends": types.ModuleType("cupy_backends"),
+    for name, module in {"cupy": cupy, "cupy.linalg": cupy.linalg, "cupyx": cupyx,
+                         "cupy_backends": types.ModuleType("cupy_backends"),
                          "cupy_backends.cuda": types.ModuleType("cupy_backends.cuda"),
                          "cupy_backends.cuda.libs": libs, "cupy_backends.cuda.libs.cusolver": libs.cusolver}.items():
         monkeypatch.setitem(sys.modules, name, module)

@@ -1,7 +1,7 @@
-"""Checks left on the device (``kernels/checks.py``): ``gnp.linalg.solve`` of one system on CuPy blocks keeps
-cuSOLVER's status on the device; a singular matrix raises NumPy's LinAlgError when the result, or anything
-computed from it, is delivered, through every entry point, and a regular one is read back (waited for) only
-there, in one small copy. Run on the emulated device of ``_fake_device`` (every copy to the host recorded),
+"""Checks left on the device (``kernels/checks.py``): ``gnp.linalg.solve`` of one system and ``gnp.linalg.inv``
+of one matrix on CuPy blocks keep cuSOLVER's status on the device; a singular matrix raises NumPy's LinAlgError
+when the result, or anything computed from it, is delivered, through every entry point, and a regular one is
+read back (waited for) only there, in one small copy. Run on the emulated device of ``_fake_device`` (every copy to the host recorded),
 and on the GPU where the suite runs on CuPy blocks."""
 from __future__ import annotations
 
@@ -29,8 +29,14 @@ def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> l
     return None
 
 
+FORMS: dict[str, Callable[[Any, Any], Any]] = {  # least squares as users write it
+    "solve": lambda X, y: gnp.linalg.solve(X.T @ X, X.T @ y),
+    "inv": lambda X, y: gnp.linalg.inv(X.T @ X) @ (X.T @ y),
+}
+
+
 def least_squares(X: Any, y: Any) -> Any:
-    return gnp.linalg.solve(X.T @ X, X.T @ y)
+    return FORMS["solve"](X, y)
 
 
 def data(singular: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -72,14 +78,15 @@ DELIVERIES: dict[str, Callable[[gnp.Array], Any]] = {
 }
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("how", DELIVERIES)
-def test_singular_solve_raises_when_delivered(device: list | None, how: str) -> None:
+def test_singular_matrix_raises_when_delivered(device: list | None, how: str, form: str) -> None:
     X, y = on_device(*data(singular=True))
-    beta = least_squares(X, y)
+    beta = FORMS[form](X, y)
     result = X @ beta if "X @ beta" in how else beta
     with pytest.raises(LinAlgError, match="^Singular matrix\n") as raised:
         DELIVERIES[how](result)
-    assert any("status of gnp.linalg.solve" in note for note in raised.value.__notes__)
+    assert any(f"status of gnp.linalg.{form}" in note for note in raised.value.__notes__)
 
 
 def test_singular_solve_raises_on_every_delivery_of_persisted_blocks(device: list | None) -> None:
@@ -108,7 +115,8 @@ def normal_equations(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return X.T @ X, X.T @ y
 
 
-def test_regular_solve_reads_its_status_only_when_delivered() -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_regular_matrix_reads_its_status_only_when_delivered(form: str) -> None:
     """On the emulated device: the call itself reads nothing back; a delivery reads the status once, after
     the result's copy to the host (``gnp.fetch``) or as its only copy (``compute()``, ``dask.compute``); a
     persist reads nothing, and the first delivery of the persisted blocks reads their status, later ones not."""
@@ -118,7 +126,7 @@ def test_regular_solve_reads_its_status_only_when_delivered() -> None:
         host = data(singular=False)
         expected = np.linalg.solve(*normal_equations(*host))
         X, y = on_device(*host)
-        beta = least_squares(X, y)
+        beta = FORMS[form](X, y)
         result, status = ("get", (K,)), ("get", (2,))
 
         def delivered(run: Callable[[], Any], expected_reads: list) -> Any:
@@ -137,7 +145,7 @@ def test_regular_solve_reads_its_status_only_when_delivered() -> None:
         delivered(lambda: (persisted * 2).persist(), [])
         np.testing.assert_allclose(delivered(lambda: gnp.fetch(persisted), [result, status]), expected, rtol=1e-4)
         delivered(lambda: gnp.fetch(persisted), [result])
-        accelerated = delivered(lambda: gnp.accelerate(least_squares)(X.persist(), y.persist()), [])
+        accelerated = delivered(lambda: gnp.accelerate(FORMS[form])(X.persist(), y.persist()), [])
         np.testing.assert_allclose(delivered(lambda: gnp.fetch(accelerated), [result, status]), expected, rtol=1e-4)
     finally:
         monkeypatch.undo()

@@ -159,11 +159,27 @@ def _max_or_zero(x: Array, axis: Any, keepdims: bool = False) -> Array:
 # --- per-matrix block functions -----------------------------------------------------------------------
 
 
+def _solved(xp: Any, a: Any, b: Any, source: str) -> Any:
+    """The solution of one system ``a @ x = b``. On CuPy blocks by ``gesv``: a singular ``a`` is told by
+    cuSOLVER's status, read when the result is delivered (``kernels.checks``), not here (NumPy raises at once)."""
+    if xp is np or not a.size:
+        return xp.linalg.solve(a, b)
+    x, status = gesv(a, b)
+    check_later(Check(status, LinAlgError, "Singular matrix", f"{source} (cuSOLVER's getrf)"))
+    return x
+
+
 def _op_solve(xp: Any, a: Any, b: Any) -> tuple:
     if a.ndim == 2 and b.ndim <= 2:  # one system (b a vector or a matrix)
-        return (xp.linalg.solve(a, b),)
+        return (_solved(xp, a, b, "gnp.linalg.solve"),)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])  # CuPy's solve does not broadcast stacks
     return (xp.linalg.solve(xp.broadcast_to(a, batch + a.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])),)
+
+
+def _op_inv(xp: Any, a: Any) -> tuple:
+    if xp is np or a.ndim > 2 or not a.size:  # (CuPy's stacks: cuBLAS's batched inverse)
+        return (xp.linalg.inv(a),)
+    return (_solved(xp, a, xp.eye(a.shape[0], dtype=a.dtype), "gnp.linalg.inv"),)  # as CuPy's inv, gesv
 
 
 def _op_cholesky(xp: Any, a: Any, upper: bool) -> tuple:
@@ -187,7 +203,7 @@ def _value_errors(xp: Any) -> Any:
 
 
 _OPS: dict[str, Any] = {
-    "inv": lambda xp, a: (xp.linalg.inv(a),),
+    "inv": _op_inv,
     "solve": _op_solve,
     "det": lambda xp, a: (xp.linalg.det(a),),
     "slogdet": lambda xp, a: tuple(xp.linalg.slogdet(a)),
@@ -231,17 +247,9 @@ def _packed_block(*blocks: Any, op: str, shapes: tuple[Shape, ...], params: dict
 
 
 def _whole_block(*blocks: Any, op: str, dtype: np.dtype) -> Any:
-    """The one output of ``op`` of the backend's linalg on whole operands cast to ``dtype``. On CuPy blocks a
-    solve's singular matrix is told by cuSOLVER's status, read when the result is delivered
-    (``kernels.checks``), not here."""
-    xp = namespace(*blocks)
-    operands = [b.astype(dtype, copy=False) for b in blocks]
-    if op == "solve" and xp is not np and operands[0].size:
-        x, status = gesv(*operands)
-        check_later(Check(status, LinAlgError, "Singular matrix", "gnp.linalg.solve (cuSOLVER's getrf)"))
-        return x
-    with _value_errors(xp):
-        return _OPS[op](xp, *operands)[0]
+    """The one output of ``op`` of the backend's linalg on whole operands cast to ``dtype``: one system's
+    solve, whose status is left on the device (``_solved``; no ``_value_errors``, which would read it here)."""
+    return _OPS[op](namespace(*blocks), *(b.astype(dtype, copy=False) for b in blocks))[0]
 
 
 def _per_matrix(op: str, arrays: list[Array], outputs: list[tuple[Shape, np.dtype]], **params: Any) -> list[Array]:
@@ -372,7 +380,7 @@ def matrix_power(a: ArrayLike, n: int) -> Array:
 
 def inv(a: ArrayLike) -> Array:
     """The inverse of a square matrix (or of each in a stack). A singular matrix raises LinAlgError on
-    compute (NumPy blocks; CuPy gives inf/nan)."""
+    compute; for one matrix on CuPy blocks, when the result (or anything computed from it) is delivered."""
     a = _matrices(a, square=True)
     return _per_matrix("inv", [a], [(a.shape[-2:], a.dtype)])[0]
 
