@@ -15,6 +15,7 @@ import pytest
 from conftest import BACKEND
 
 import dask_gpunumeric as gnp
+from dask_gpunumeric.backend import namespace
 
 LinAlgError = np.linalg.LinAlgError
 DEVICES = ["emulated"] + (["gpu"] if BACKEND == "cupy" else [])
@@ -99,6 +100,23 @@ def test_singular_solve_raises_on_every_delivery_of_persisted_blocks(device: lis
         for a in (beta, again):
             with pytest.raises(LinAlgError, match="Singular matrix"):
                 delivery(a)
+
+
+def finite_only(block: Any) -> Any:
+    """A user's block function that refuses what a singular solve gives."""
+    if not bool(namespace(block).isfinite(block).all()):
+        raise ValueError("not finite")
+    return block
+
+
+@pytest.mark.parametrize("how", ["gnp.fetch", "dask.compute", "persist, then gnp.fetch"])
+def test_singular_matrix_raises_before_what_failed_on_its_values(device: list | None, how: str) -> None:
+    """A task failing on the values of a singular solve (inf/nan, in the same run) gives NumPy's LinAlgError,
+    which NumPy would have raised first, with the task's error as its context."""
+    X, y = on_device(*data(singular=True))
+    with pytest.raises(LinAlgError, match="Singular matrix") as raised:
+        DELIVERIES[how](gnp.map_blocks(finite_only, least_squares(X, y)))
+    assert isinstance(raised.value.__context__, ValueError)
 
 
 def test_several_arrays_persisted_together_are_checked_at_once(device: list | None) -> None:

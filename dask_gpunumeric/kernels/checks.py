@@ -60,8 +60,9 @@ def verify(checks: Iterable[Check]) -> None:
 
 
 class Delivery:
-    """A context delivering results: the checks its tasks leave are read at its end (unless it fails first);
-    inside another delivery or a ``Deferral``, they are left to that one."""
+    """A context delivering results: the checks its tasks leave are read at its end; inside another delivery or
+    a ``Deferral``, they are left to that one. A run that fails is checked too: a later task may have failed on
+    the values of a failed check (NaN from a singular matrix), whose error NumPy would have raised first."""
 
     __slots__ = ("_checks", "_token")
 
@@ -75,12 +76,13 @@ class Delivery:
     def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
         if self._token is not None:
             _RUN.reset(self._token)
-            if self._checks and kind is None:
+            if self._checks:
                 verify(self._checks)
 
 
 class Deferral:
-    """A context keeping the checks its tasks leave in ``checks``, unread: a persist's, which its blocks carry."""
+    """A context keeping the checks its tasks leave in ``checks``, unread: a persist's, which its blocks carry
+    (read if the run fails, as in a ``Delivery``)."""
 
     __slots__ = ("checks", "_token")
 
@@ -91,6 +93,8 @@ class Deferral:
 
     def __exit__(self, kind: Any, value: Any, traceback: Any) -> None:
         _RUN.reset(self._token)
+        if kind is not None and self.checks:
+            verify(self.checks)
 
 
 class CheckedBlocks(dict):
