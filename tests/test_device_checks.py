@@ -1,8 +1,8 @@
 """Checks left on the device (``kernels/checks.py``): ``gnp.linalg.solve`` of one system and ``gnp.linalg.inv``
 of one matrix on CuPy blocks keep cuSOLVER's status on the device; a singular matrix raises NumPy's LinAlgError
 when the result, or anything computed from it, is delivered, through every entry point, and a regular one is
-read back (waited for) only there, in one small copy. Run on the emulated device of ``_fake_device`` (every copy to the host recorded),
-and on the GPU where the suite runs on CuPy blocks."""
+read back (waited for) only there, in one small copy. Run on the emulated device of ``_fake_device`` (every
+copy to the host recorded), and on the GPU where the suite runs on CuPy blocks."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -124,9 +124,11 @@ def test_several_arrays_persisted_together_are_checked_at_once(device: list | No
     X, y = on_device(*data(singular=True))
     with pytest.raises(LinAlgError, match="Singular matrix"):
         dask.persist(least_squares(X, y), X.sum(axis=0))
-    X, y = on_device(*data(singular=False))
+    host = data(singular=False)
+    X, y = on_device(*host)
     beta, total = dask.persist(least_squares(X, y), X.sum(axis=0))
-    np.testing.assert_allclose(gnp.fetch(beta), np.linalg.solve(*normal_equations(*data(singular=False))), rtol=1e-4)
+    np.testing.assert_allclose(gnp.fetch(beta), np.linalg.solve(*normal_equations(*host)), rtol=1e-4)
+    np.testing.assert_allclose(gnp.fetch(total), host[0].sum(axis=0), rtol=1e-5)
 
 
 def normal_equations(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -134,39 +136,35 @@ def normal_equations(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_regular_matrix_reads_its_status_only_when_delivered(form: str) -> None:
+def test_regular_matrix_reads_its_status_only_when_delivered(form: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """On the emulated device: the call itself reads nothing back; a delivery reads the status once, after
     the result's copy to the host (``gnp.fetch``) or as its only copy (``compute()``, ``dask.compute``); a
     persist reads nothing, and the first delivery of the persisted blocks reads their status, later ones not."""
-    monkeypatch = pytest.MonkeyPatch()
     reads = _fake_device.fake_device(monkeypatch)
-    try:
-        host = data(singular=False)
-        expected = np.linalg.solve(*normal_equations(*host))
-        X, y = on_device(*host)
-        beta = FORMS[form](X, y)
-        result, status = ("get", (K,)), ("get", (2,))
+    host = data(singular=False)
+    expected = np.linalg.solve(*normal_equations(*host))
+    X, y = on_device(*host)
+    beta = FORMS[form](X, y)
+    result, status = ("get", (K,)), ("get", (2,))
 
-        def delivered(run: Callable[[], Any], expected_reads: list) -> Any:
-            reads.clear()
-            value = run()
-            assert reads == expected_reads
-            return value
+    def delivered(run: Callable[[], Any], expected_reads: list) -> Any:
+        reads.clear()
+        value = run()
+        assert reads == expected_reads
+        return value
 
-        np.testing.assert_allclose(delivered(lambda: gnp.fetch(beta), [result, status]), expected, rtol=1e-4)
-        computed = delivered(beta.compute, [status])
-        assert type(computed) is _fake_device.DeviceArray
-        np.testing.assert_allclose(computed.get(), expected, rtol=1e-4)
-        (dasked,) = delivered(lambda: dask.compute(beta), [status])
-        np.testing.assert_allclose(dasked.get(), expected, rtol=1e-4)
-        persisted = delivered(beta.persist, [])
-        delivered(lambda: (persisted * 2).persist(), [])
-        np.testing.assert_allclose(delivered(lambda: gnp.fetch(persisted), [result, status]), expected, rtol=1e-4)
-        delivered(lambda: gnp.fetch(persisted), [result])
-        accelerated = delivered(lambda: gnp.accelerate(FORMS[form])(X.persist(), y.persist()), [])
-        np.testing.assert_allclose(delivered(lambda: gnp.fetch(accelerated), [result, status]), expected, rtol=1e-4)
-    finally:
-        monkeypatch.undo()
+    np.testing.assert_allclose(delivered(lambda: gnp.fetch(beta), [result, status]), expected, rtol=1e-4)
+    computed = delivered(beta.compute, [status])
+    assert type(computed) is _fake_device.DeviceArray
+    np.testing.assert_allclose(computed.get(), expected, rtol=1e-4)
+    (dasked,) = delivered(lambda: dask.compute(beta), [status])
+    np.testing.assert_allclose(dasked.get(), expected, rtol=1e-4)
+    persisted = delivered(beta.persist, [])
+    delivered(lambda: (persisted * 2).persist(), [])
+    np.testing.assert_allclose(delivered(lambda: gnp.fetch(persisted), [result, status]), expected, rtol=1e-4)
+    delivered(lambda: gnp.fetch(persisted), [result])
+    accelerated = delivered(lambda: gnp.accelerate(FORMS[form])(X.persist(), y.persist()), [])
+    np.testing.assert_allclose(delivered(lambda: gnp.fetch(accelerated), [result, status]), expected, rtol=1e-4)
 
 
 def test_numpy_blocks_raise_at_once() -> None:
