@@ -22,6 +22,7 @@ from dask._task_spec import GraphNode, _is_dask_future
 
 from .. import config
 from ..expr import ArrayExpr, FromArray, FromGraph
+from ..kernels.checks import Deferral, unread_checks, verify, with_checks
 from ..optimize import settings_key
 from ..runtime import cluster as _cluster
 from ..runtime.regions.nodes import Placeholder
@@ -136,18 +137,24 @@ def _run_now(plan: Plan, args: list[ArrayExpr], lowering: str, transport: str, t
     as_programs = lowering == "programs" or plan.has_loops
     in_order = as_programs or any(o[3] == "cupy" for o in plan.outputs)
     names = output_names(plan, call_token(plan, lowering, (), args), args)
-    if in_order and not dask.callbacks.Callback.active:
-        blocks = plan.run_local(as_programs, _argument_blocks(plan, args))
-    else:
-        region = Region(plan, (), lowering, timeout, transport, *args)
-        graph = region._layer()
-        for a in args:
-            graph.update(a._layer())
-        renamed = [((new, *index), (o[0], *index)) for o, new, indices in zip(plan.outputs, names, plan.block_indices)
-                   for index in indices]
-        get = dask.local.get_sync if in_order else dask.threaded.get
-        blocks = dict(zip((template for _, template in renamed), get(graph, [key for key, _ in renamed])))
-    return [FromGraph({(new, *index): blocks[(name, *index)] for index in indices}, new, chunks, dtype, backend)
+    with Deferral() as deferral:  # device checks left by the tasks (a solve's status), carried by the outputs
+        if in_order and not dask.callbacks.Callback.active:
+            blocks = plan.run_local(as_programs, _argument_blocks(plan, args))
+        else:
+            region = Region(plan, (), lowering, timeout, transport, *args)
+            graph = region._layer()
+            for a in args:
+                graph.update(a._layer())
+            renamed = [((new, *index), (o[0], *index)) for o, new, indices in
+                       zip(plan.outputs, names, plan.block_indices) for index in indices]
+            get = dask.local.get_sync if in_order else dask.threaded.get
+            blocks = dict(zip((template for _, template in renamed), get(graph, [key for key, _ in renamed])))
+    checks = [*deferral.checks,
+              *(c for a in args if isinstance(a, FromGraph) for c in unread_checks(a.operand("layer")))]
+    if len(plan.outputs) > 1:  # which output a check belongs to is not known: read them now
+        verify(checks)
+    return [FromGraph(with_checks({(new, *index): blocks[(name, *index)] for index in indices}, checks), new, chunks,
+                      dtype, backend)
             for (name, chunks, dtype, backend), new, indices in zip(plan.outputs, names, plan.block_indices)]
 
 

@@ -199,7 +199,7 @@ class Array(DaskMethodsMixin):
         e = self._expr
         name = (rename or {}).get(e._name, e._name)
         keys = [(name, *k[1:]) for k in flatten(self.__dask_keys__())]
-        layer = dict(dsk)
+        layer = dsk if isinstance(dsk, dict) else dict(dsk)  # (persisted blocks may carry checks: CheckedBlocks)
         if layer.keys() != set(keys):
             if rename is None:  # dask.optimize: dask made the unfused graph of the expression; what runs is ours
                 layer = self.__dask_graph__()

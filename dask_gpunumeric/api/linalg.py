@@ -19,6 +19,8 @@ from . import reductions as _reductions
 from .array import Array, ArrayLike
 from ..backend import namespace
 from ..expr import MapBlocks
+from ..kernels.checks import Check, check_later
+from ..kernels.lapack import gesv
 from .blockwise import map_blocks
 from .creation import as_array, eye, zeros
 from .elementwise import abs as _abs
@@ -157,11 +159,27 @@ def _max_or_zero(x: Array, axis: Any, keepdims: bool = False) -> Array:
 # --- per-matrix block functions -----------------------------------------------------------------------
 
 
+def _solved(xp: Any, a: Any, b: Any, source: str) -> Any:
+    """The solution of one system ``a @ x = b``. On CuPy blocks by ``gesv``: a singular ``a`` is told by
+    cuSOLVER's status, read when the result is delivered (``kernels.checks``), not here (NumPy raises at once)."""
+    if xp is np or not a.size:
+        return xp.linalg.solve(a, b)
+    x, status = gesv(a, b)
+    check_later(Check(status, LinAlgError, "Singular matrix", f"{source} (cuSOLVER's getrf)"))
+    return x
+
+
 def _op_solve(xp: Any, a: Any, b: Any) -> tuple:
     if a.ndim == 2 and b.ndim <= 2:  # one system (b a vector or a matrix)
-        return (xp.linalg.solve(a, b),)
+        return (_solved(xp, a, b, "gnp.linalg.solve"),)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])  # CuPy's solve does not broadcast stacks
     return (xp.linalg.solve(xp.broadcast_to(a, batch + a.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])),)
+
+
+def _op_inv(xp: Any, a: Any) -> tuple:
+    if xp is np or a.ndim > 2 or not a.size:  # (CuPy's stacks: cuBLAS's batched inverse)
+        return (xp.linalg.inv(a),)
+    return (_solved(xp, a, xp.eye(a.shape[0], dtype=a.dtype), "gnp.linalg.inv"),)  # as CuPy's inv, gesv
 
 
 def _op_cholesky(xp: Any, a: Any, upper: bool) -> tuple:
@@ -185,7 +203,7 @@ def _value_errors(xp: Any) -> Any:
 
 
 _OPS: dict[str, Any] = {
-    "inv": lambda xp, a: (xp.linalg.inv(a),),
+    "inv": _op_inv,
     "solve": _op_solve,
     "det": lambda xp, a: (xp.linalg.det(a),),
     "slogdet": lambda xp, a: tuple(xp.linalg.slogdet(a)),
@@ -229,10 +247,9 @@ def _packed_block(*blocks: Any, op: str, shapes: tuple[Shape, ...], params: dict
 
 
 def _whole_block(*blocks: Any, op: str, dtype: np.dtype) -> Any:
-    """The one output of ``op`` of the backend's linalg on whole operands cast to ``dtype``."""
-    xp = namespace(*blocks)
-    with _value_errors(xp):
-        return _OPS[op](xp, *(b.astype(dtype, copy=False) for b in blocks))[0]
+    """The one output of ``op`` of the backend's linalg on whole operands cast to ``dtype``: one system's
+    solve, whose status is left on the device (``_solved``; no ``_value_errors``, which would read it here)."""
+    return _OPS[op](namespace(*blocks), *(b.astype(dtype, copy=False) for b in blocks))[0]
 
 
 def _per_matrix(op: str, arrays: list[Array], outputs: list[tuple[Shape, np.dtype]], **params: Any) -> list[Array]:
@@ -363,7 +380,7 @@ def matrix_power(a: ArrayLike, n: int) -> Array:
 
 def inv(a: ArrayLike) -> Array:
     """The inverse of a square matrix (or of each in a stack). A singular matrix raises LinAlgError on
-    compute (NumPy blocks; CuPy gives inf/nan)."""
+    compute; for one matrix on CuPy blocks, when the result (or anything computed from it) is delivered."""
     a = _matrices(a, square=True)
     return _per_matrix("inv", [a], [(a.shape[-2:], a.dtype)])[0]
 
@@ -384,7 +401,7 @@ def slogdet(a: ArrayLike) -> SlogdetResult:
 def solve(a: ArrayLike, b: ArrayLike) -> Array:
     """The solution ``x`` of ``x1 @ x = x2`` for square ``x1``: ``x2`` of shape ``(M,)`` is one vector,
     otherwise a stack of ``(M, K)`` matrices; stack axes broadcast. A singular ``x1`` raises LinAlgError on
-    compute (NumPy blocks)."""
+    compute; for one system on CuPy blocks, when the result (or anything computed from it) is delivered."""
     a = _matrices(a, square=True, cast=False)
     b = as_array(b)
     m = a.shape[-1]
@@ -400,8 +417,8 @@ def solve(a: ArrayLike, b: ArrayLike) -> Array:
     if a.ndim == 2 and b.ndim <= 2:  # one system: the library's solve on the whole operands, cast there, one task
         dtype = _pair_dtype("solve", _compute_dtype(a.dtype), b.dtype)
         whole = [rechunk_expr(x.expr, tuple((n,) for n in x.shape)) for x in (a, b)]
-        return Array(MapBlocks(_whole_block, "solve", whole[1].chunks, dtype, {"op": "solve", "dtype": dtype}, False,
-                               *whole))
+        return Array(MapBlocks.made([_whole_block, "solve", whole[1].chunks, dtype, {"op": "solve", "dtype": dtype},
+                                     False, *whole], whole[1].chunks, dtype, a.backend))
     a, b = _pair("solve", a.astype(_compute_dtype(a.dtype), copy=False), expand_dims(b, -1) if vector else b)
     (out,) = _per_matrix("solve", [a, b], [((m, b.shape[-1]), a.dtype)])
     return squeeze(out, -1) if vector else out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dask._task_spec import DataNode, GraphNode, Task, _is_dask_future
 
 from ..kernels import blocks as _blocks
+from ..kernels.checks import checked_block, unread_checks
 from .base import ArrayExpr, Index
 from .tokens import cached
 
@@ -28,10 +29,13 @@ class FromGraph(ArrayExpr):
     def _layer(self) -> dict:
         # A block persisted on a cluster is a Future of its own key: left as it is, Dask's graph conversion
         # drops it (the scheduler already holds the block) instead of submitting it as a new task.
-        return {
-            k: v if isinstance(v, GraphNode) or _is_dask_future(v) else DataNode(k, v)
-            for k, v in self.operand("layer").items()
-        }
+        layer = self.operand("layer")
+        checks = unread_checks(layer)
+        if checks:  # blocks whose run left device checks unread: a task hands them to the run reading them
+            held = DataNode(None, checks)
+            return {k: v if isinstance(v, GraphNode) or _is_dask_future(v) else
+                    Task(k, checked_block, DataNode(None, v), held) for k, v in layer.items()}
+        return {k: v if isinstance(v, GraphNode) or _is_dask_future(v) else DataNode(k, v) for k, v in layer.items()}
 
 
 class FromArray(ArrayExpr):

@@ -13,6 +13,7 @@ import dask.callbacks
 from ..expr import ArrayExpr, Bundle, flat_keys
 from ..backend import to_numpy
 from ..kernels.blocks import concatenate_grid
+from ..kernels.checks import Deferral, Delivery, verify, with_checks
 from .cluster import client_active
 from .compile import compiled
 from .faults import check_result_fits
@@ -24,13 +25,15 @@ def fetch(x: Any) -> Any:
     array; a tuple or list of Arrays is computed together (shared work done once)."""
     if isinstance(x, (list, tuple)):
         check_result_fits([a.expr for a in x if _is_array(a)], to_host=True, call="gnp.fetch")
-        values = _compute_many_local(x) if _jointly_local(x) else dask.compute(*x)
-        return type(x)(_host(v) for v in values)
+        with Delivery():
+            values = _compute_many_local(x) if _jointly_local(x) else dask.compute(*x)
+            return type(x)(_host(v) for v in values)
     if not _is_array(x):
         return x
     check_result_fits([x.expr], to_host=True, call="gnp.fetch")
     if _local_scheduler(x):
-        return _host(_compute_local(x))
+        with Delivery():  # device checks read after the copy to the host, which waits for the device anyway
+            return _host(_compute_local(x))
     client = _synchronous_client(x) if x.npartitions == 1 else None
     if client is None:
         return _host(x.compute())
@@ -94,7 +97,8 @@ def compute_now(x: Any) -> Any:
     if not _local_scheduler(x):
         return _compute_on_cluster(x)
     check_result_fits([x.expr], to_host=False, call="compute()")
-    return concatenate_grid([_compute_local(x)], (1,) * x.ndim)
+    with Delivery():
+        return concatenate_grid([_compute_local(x)], (1,) * x.ndim)
 
 
 def _compute_on_cluster(x: Any) -> Any:
@@ -129,7 +133,9 @@ def persist_now(x: Any) -> dict | None:
     if not _local_scheduler(x):
         return None
     keys = flat_keys(x.expr)
-    return dict(zip(keys, _run_local(x, x.expr, keys)))
+    with Deferral() as deferral:
+        values = _run_local(x, x.expr, keys)
+    return with_checks(dict(zip(keys, values)), deferral.checks)
 
 
 _SMALL_GRAPH = 8
@@ -145,7 +151,8 @@ class CollectionScheduler:
         self.get = get
 
     def __call__(self, dsk: Any, keys: Any, **kwargs: Any) -> Any:
-        return self.get(dsk, keys, **kwargs)
+        with Delivery():  # dask.compute
+            return self.get(dsk, keys, **kwargs)
 
     # Dask refuses ``dask.compute(a, b)`` of collections whose default schedulers differ. Ours is Dask's local
     # threaded scheduler with our ordering and memory handling, and runs any graph: it stands in for
@@ -165,11 +172,16 @@ class CollectionScheduler:
         exprs = [c.expr for c in collections]
         per_array = [flat_keys(e) for e in exprs]
         keys = [k for ks in per_array for k in ks]
-        values = dict(zip(keys, _run_local(collections[0], exprs[0] if len(exprs) == 1 else Bundle.of(*exprs), keys)))
+        with Deferral() as deferral:
+            values = dict(zip(keys, _run_local(collections[0], exprs[0] if len(exprs) == 1 else Bundle.of(*exprs),
+                                               keys)))
+        checks = deferral.checks
+        if len(collections) > 1:  # which array a check belongs to is not known: read them now
+            verify(checks)
         out = []
         for c, ks in zip(collections, per_array):
             rebuild, state = c.__dask_postpersist__()
-            out.append(rebuild({k: values[k] for k in ks}, *state))
+            out.append(rebuild(with_checks({k: values[k] for k in ks}, checks), *state))
         return out
 
 
