@@ -626,18 +626,24 @@ class Outputs(_ExprSequence):
     @classmethod
     def of(cls, roots: list[ArrayExpr]) -> Outputs:
         """The outputs ``roots``, made without Dask's constructor (which tokenizes the class on every compute),
-        named after the roots: their tree is made when a scheduler asks for its graph, not before."""
+        named after their root (``root``)."""
         inst = object.__new__(cls)
-        token = hashlib.sha1(",".join([r._name for r in roots]).encode()).hexdigest()[:32]
-        inst.__dict__.update(operands=list(roots), _determ_token=token, _name=f"outputs-{token}")
+        inst.__dict__["operands"] = list(roots)
+        token = inst.root.deterministic_token
+        inst.__dict__.update(_determ_token=token, _name=f"outputs-{token}")
         return inst
+
+    @cached
+    def root(self) -> ArrayExpr:
+        """The one output, or a ``Bundle`` of all."""
+        roots = self.operands
+        return roots[0] if len(roots) == 1 else Bundle.of(*roots)
 
     @cached
     def compiled(self) -> Any:
         """The optimized graph of all outputs together (``runtime.compile.CompiledGraph``), from the graph cache
         without making their ``Materialized`` node when the same tree was built before."""
-        roots = self.operands
-        return _runtime().compiled(roots[0] if len(roots) == 1 else Bundle.of(*roots))
+        return _runtime().compiled(self.root)
 
     def dependencies(self) -> list[Expr]:
         return []
