@@ -148,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     print(H.format_table(["step of dask.compute(a, b)", "gnp Arrays", "trivial collections"],
                          [[name, f"{ours[name]:.1f}", f"{floor[name]:.1f}"] for name in ours]))
     if args.json:
-        H.write_json(args.json, {"benchmark": "compute_overhead", "machine": H.device_name(), "calls_us": calls, "cold_us": cold,
-                                 "steps_us": {"gnp": ours, "trivial": floor}})
+        H.write_json(args.json, {"benchmark": "compute_overhead", "machine": H.device_name(), "calls_us": calls,
+                                 "cold_us": cold, "steps_us": {"gnp": ours, "trivial": floor}})
     return 0
 
 
