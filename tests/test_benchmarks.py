@@ -190,6 +190,22 @@ def test_launch_host_runs_on_the_cpu() -> None:
     assert "black_scholes  input attribute reads per launch: 9 (dtype 3, shape 3, strides 3)" in process.stdout
 
 
+def test_compute_overhead_times_every_call_and_step_on_the_cpu(tmp_path: pathlib.Path) -> None:
+    """``compute_overhead.py`` checks ``dask.compute``'s values against ``gnp.fetch``'s, then times each call warm and
+    cold and each step of ``dask.compute`` on our outputs and on Dask's trivial collections."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    report_path = tmp_path / "report.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "compute_overhead.py"), "--rounds", "1", "--batch", "2",
+               "--cold", "1", "--json", str(report_path)]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    assert report["calls_us"].keys() == report["cold_us"].keys() >= {"dask.compute(a, b)", "gnp.fetch((a, b))",
+                                                                     "floor: dask.compute(c, d)"}
+    assert report["steps_us"]["gnp"].keys() == report["steps_us"]["trivial"].keys() >= {"repack", "+ optimize()"}
+    assert all(t > 0 for t in report["calls_us"].values())
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("only", ["all", "breakdown"])
 def test_plain_path_benchmark_runs_every_row_on_the_cpu(only: str, tmp_path: pathlib.Path) -> None:

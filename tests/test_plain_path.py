@@ -201,6 +201,64 @@ def test_dask_compute_of_several_outputs_looks_up_no_operand_by_name(monkeypatch
         np.testing.assert_array_equal(to_host(g), e)
 
 
+@pytest.mark.parametrize("chunks", [(16, 8), (8, 8)])
+def test_a_graph_cache_hit_compiles_no_tree_through_any_entry_point(monkeypatch, chunks):
+    """Outputs built again whose graph is cached (the suite's plain calls) run it through every entry point without
+    making and compiling a tree node of theirs (``dask.compute`` as ``gnp.fetch`` does: the graph looked up by the
+    outputs' names); NumPy's values, on one block and on several."""
+    from dask_gpunumeric.runtime import compile as _compile
+
+    host = np.random.default_rng(8).random((16, 8))
+    x = dask.persist(gnp.asarray(host, chunks=chunks))[0]
+    m = host.max(axis=1, keepdims=True)
+    e = np.exp(host - m)
+    s = e.sum(axis=1, keepdims=True)
+    entries = {"dask.compute": lambda a, b: dask.compute(a, b), "dask.compute of one": lambda a, b: dask.compute(a),
+               "compute": lambda a, b: (a.compute(),), "fetch": lambda a, b: gnp.fetch((a, b)),
+               "dask.persist": lambda a, b: gnp.fetch(dask.persist(a, b))}
+    for _ in range(2):  # a tree on persisted inputs is cached from its second build on
+        for run in entries.values():
+            run(*_softmax_outputs(x))
+    compiled: list = []
+    compile_tree = _compile.compile_tree
+    monkeypatch.setattr(_compile, "compile_tree", lambda tree: compiled.append(tree) or compile_tree(tree))
+    for name, run in entries.items():
+        got = run(*_softmax_outputs(x))
+        assert compiled == [], name
+        np.testing.assert_allclose(to_host(got[0]), e / s, rtol=1e-12)
+        if len(got) == 2:
+            np.testing.assert_allclose(to_host(got[1]), (m + np.log(s))[:, 0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("chunks", [(16, 8), (8, 8)])
+def test_persisted_arrays_hold_the_node_their_constructor_builds(chunks):
+    """``x.persist()``, ``dask.persist`` (on our scheduler, synchronous, with a callback) and ``dask.optimize`` give
+    Arrays whose ``FromGraph`` node is the one its constructor builds from the same operands (name, token, metadata,
+    inputs); values as NumPy's, computed again from the persisted blocks."""
+    from dask_gpunumeric.expr import FromGraph
+
+    host = np.random.default_rng(9).random((16, 8))
+    x = dask.persist(gnp.asarray(host, chunks=chunks))[0]
+    m = host.max(axis=1, keepdims=True)
+    e = np.exp(host - m)
+    s = e.sum(axis=1, keepdims=True)
+    persisted = {"persist()": lambda a, b: (a.persist(), b.persist()), "dask.persist": lambda a, b: dask.persist(a, b),
+                 "dask.persist synchronous": lambda a, b: dask.persist(a, b, scheduler="sync"),
+                 "dask.persist with a callback": lambda a, b: _with_callback(lambda: dask.persist(a, b)),
+                 "dask.optimize": lambda a, b: dask.optimize(a, b)}
+    for name, persist in persisted.items():
+        for array in persist(*_softmax_outputs(x)):
+            node = array.expr
+            generic = FromGraph(*node.operands)
+            assert type(node) is FromGraph and node.operands == generic.operands, name
+            assert (node._name, node.deterministic_token, node.chunks, node.dtype, node.backend, node._leaves.keys()) == \
+                (generic._name, generic.deterministic_token, generic.chunks, generic.dtype, generic.backend,
+                 generic._leaves.keys()), name
+        a, b = gnp.fetch(persist(*_softmax_outputs(x)))
+        np.testing.assert_allclose(a, e / s, rtol=1e-12)
+        np.testing.assert_allclose(b, (m + np.log(s))[:, 0], rtol=1e-12)
+
+
 def test_a_repeated_slice_builds_the_node_its_constructor_builds():
     """A slice met before on these chunks (stencil code repeats them) builds the ``Gather`` node that the generic
     constructor builds, name and operands alike, on arrays of any dtype (one plan for the chunks, the text of its

@@ -18,9 +18,8 @@ import dask
 import numpy as np
 from dask._task_spec import Task, convert_legacy_graph, cull
 from dask.base import DaskMethodsMixin
-from dask.core import flatten
 
-from ..expr import ArrayExpr, FromGraph, Materialized
+from ..expr import ArrayExpr, FromGraph, Materialized, flat_keys
 from ..backend import backend_of, device_name, resolve, to_numpy
 from ..kernels.blocks import as_block, concatenate_grid
 from ..runtime.compile import graph_of
@@ -187,7 +186,7 @@ class Array(DaskMethodsMixin):
             blocks = persist_now(self)
             if blocks is not None:
                 e = self._expr
-                return Array(FromGraph(blocks, e._name, e.chunks, e.dtype, e.backend))
+                return Array(FromGraph.of(blocks, e._name, e.chunks, e.dtype, e.backend))
         return super().persist(**kwargs)
 
     def __dask_postpersist__(self) -> tuple:
@@ -198,13 +197,13 @@ class Array(DaskMethodsMixin):
         them (``dask.optimize``, graph manipulation; ``rename`` gives the blocks' new name), culled to them."""
         e = self._expr
         name = (rename or {}).get(e._name, e._name)
-        keys = [(name, *k[1:]) for k in flatten(self.__dask_keys__())]
+        keys = flat_keys(e) if name == e._name else [(name, *k[1:]) for k in flat_keys(e)]
         layer = dsk if isinstance(dsk, dict) else dict(dsk)  # (persisted blocks may carry checks: CheckedBlocks)
         if layer.keys() != set(keys):
             if rename is None:  # dask.optimize: dask made the unfused graph of the expression; what runs is ours
                 layer = self.__dask_graph__()
             layer = cull(convert_legacy_graph(layer), keys)
-        return Array(FromGraph(layer, name, e.chunks, e.dtype, e.backend))
+        return Array(FromGraph.of(layer, name, e.chunks, e.dtype, e.backend))
 
     def __reduce__(self) -> tuple:
         return Array, (self._expr,)

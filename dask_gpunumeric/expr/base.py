@@ -33,6 +33,7 @@ Chunks = tuple[tuple[int, ...], ...]
 Index = tuple[int, ...]
 
 
+@functools.cache  # (an import statement costs microseconds, on every compute)
 def _runtime() -> ModuleType:
     """The runtime's compile step (optimize, lower, cache, placement), which the Dask hooks of the nodes run:
     the one import up the layers (DESIGN.md)."""
@@ -618,31 +619,37 @@ class JointOutput(ArrayExpr):
 
 class Outputs(_ExprSequence):
     """The Arrays of one ``dask.compute``/``dask.persist`` that holds nothing else, on the local scheduler: their
-    roots (its operands, which give its keys) and the one tree that makes them (``joint``), as a single node that
-    Dask's passes leave as it is (they would walk, compare and rebuild a sequence of lowered nodes) and that the
-    local scheduler runs from its compiled graph (``runtime.schedule``)."""
+    roots (its operands, which give its keys), as a single node that Dask's passes leave as it is (they would
+    walk, compare and rebuild a sequence of lowered nodes) and that the local scheduler runs from the compiled
+    graph of their tree (``compiled``; ``runtime.schedule``)."""
 
     @classmethod
     def of(cls, roots: list[ArrayExpr]) -> Outputs:
         """The outputs ``roots``, made without Dask's constructor (which tokenizes the class on every compute),
-        named after their tree."""
+        named after their root (``root``)."""
         inst = object.__new__(cls)
         inst.__dict__["operands"] = list(roots)
-        token = inst.joint.deterministic_token
+        token = inst.root.deterministic_token
         inst.__dict__.update(_determ_token=token, _name=f"outputs-{token}")
         return inst
 
     @cached
-    def joint(self) -> Materialized:
-        """The ``Materialized`` tree of all outputs."""
+    def root(self) -> ArrayExpr:
+        """The one output, or a ``Bundle`` of all."""
         roots = self.operands
-        return Materialized.of(roots[0] if len(roots) == 1 else Bundle.of(*roots))
+        return roots[0] if len(roots) == 1 else Bundle.of(*roots)
+
+    @cached
+    def compiled(self) -> Any:
+        """The optimized graph of all outputs together (``runtime.compile.CompiledGraph``), from the graph cache
+        without making their ``Materialized`` node when the same tree was built before."""
+        return _runtime().compiled(self.root)
 
     def dependencies(self) -> list[Expr]:
         return []
 
     def _layer(self) -> dict:
-        return self.joint._layer()
+        return dict(self.compiled.graph)  # (as a Materialized node's graph without workers: ``cluster_graph``)
 
     def __dask_annotations__(self) -> dict[str, dict]:
         return {}

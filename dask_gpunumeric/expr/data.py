@@ -2,11 +2,12 @@
 blocks computed from their position alone (``Creation``)."""
 from __future__ import annotations
 
+import numpy as np
 from dask._task_spec import DataNode, GraphNode, Task, _is_dask_future
 
 from ..kernels import blocks as _blocks
 from ..kernels.checks import checked_block, unread_checks
-from .base import ArrayExpr, Index
+from .base import ArrayExpr, Chunks, Index
 from .tokens import cached
 
 
@@ -14,6 +15,15 @@ class FromGraph(ArrayExpr):
     """Blocks that already have keys: persisted results, or a dask.array's graph adopted as is."""
 
     _parameters = ["layer", "name", "chunks", "dtype", "backend"]
+
+    @classmethod
+    def of(cls, layer: dict, name: str, chunks: Chunks, dtype: np.dtype, backend: str) -> FromGraph:
+        """``FromGraph(layer, name, chunks, dtype, backend)`` (``dtype`` a NumPy dtype), made without the
+        constructor's generic steps (on every persist)."""
+        inst = object.__new__(cls)
+        inst.__dict__.update(operands=[layer, name, chunks, dtype, backend], _determ_token=name, _name=name,
+                             chunks=chunks, dtype=dtype, backend=backend)
+        return inst
 
     @cached
     def _name(self) -> str:

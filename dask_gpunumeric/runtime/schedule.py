@@ -145,9 +145,8 @@ def _small_in_order(get: Callable[..., Any], sequential: bool) -> Callable[..., 
     small blocks, or one block per array); any other graph small in all on Dask's synchronous scheduler."""
 
     def get_small_in_order(dsk: Any, keys: Any, **kwargs: Any) -> Any:
-        tree = _one_tree(dsk)
-        if tree is not None and not kwargs and not dask.callbacks.Callback.active:
-            compiled = tree._compiled
+        compiled = _one_tree_graph(dsk)
+        if compiled is not None and not kwargs and not dask.callbacks.Callback.active:
             if (sequential or not compiled.threads_gain()) and compiled.graph.keys() >= set(keys):
                 return run_in_order(compiled.graph, compiled.schedule(), keys)
         graph = dsk if isinstance(dsk, Mapping) else dsk.__dask_graph__()
@@ -156,12 +155,13 @@ def _small_in_order(get: Callable[..., Any], sequential: bool) -> Callable[..., 
     return get_small_in_order
 
 
-def _one_tree(dsk: Any) -> Materialized | None:
-    """The one local tree of ours that Dask hands a scheduler: the tree of the outputs of ``dask.compute``/
-    ``dask.persist`` of our Arrays alone (``Outputs``), or a tree given as it is; or None."""
+def _one_tree_graph(dsk: Any) -> Any:
+    """The compiled graph (``compile.CompiledGraph``) of the one local tree of ours that Dask hands a scheduler:
+    the tree of the outputs of ``dask.compute``/``dask.persist`` of our Arrays alone (``Outputs``), or a tree given
+    as it is; or None."""
     if isinstance(dsk, Outputs):
-        return dsk.joint
-    return dsk if isinstance(dsk, Materialized) and not dsk.operand("workers") else None
+        return dsk.compiled
+    return dsk._compiled if isinstance(dsk, Materialized) and not dsk.operand("workers") else None
 
 
 def small_graph(graph: Mapping) -> bool:
