@@ -360,7 +360,9 @@ def user_expressions():
     others = [u + float("nan"), u - math.inf, 2.0 - u, u ** 2, u ** 0.5, 1 / u, u / 4.0, u / 3.0,
               n * 3 + 2 ** 40, n // 3, n % 4, n * 1.5, u * np.float32(2.5), u / np.float32(4), n * np.int64(3),
               u.astype(np.float64) * np.float64(-0.0), np.float32(2.5) - u, -u, ~(u > v), gnp.maximum(u, 1.5),
-              gnp.where(u > v, u, -0.0), grid * u + 1.0, u.astype(np.float64) * u, x]
+              gnp.where(u > v, u, -0.0), grid * u + 1.0, u.astype(np.float64) * u, x,
+              gnp.random.default_rng(7).random(12, dtype=np.float32, chunks=5) * u,
+              gnp.full((3, 12), 2.5, dtype=np.float32, chunks=(2, 5)) - grid, gnp.arange(12, chunks=5) + n]
     for _ in range(2):  # planned, then found (slices, rolls and reductions keep their plans and token texts)
         others += [u[1:-1], n[1:-1], grid[:, 1:-1], gnp.roll(u, 1), gnp.roll(n, 1), gnp.roll(u, -13),
                    gnp.roll(grid, 2, axis=1), gnp.roll(grid, 1, axis=-2), gnp.roll(u, 0),
