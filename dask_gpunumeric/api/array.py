@@ -187,7 +187,7 @@ class Array(DaskMethodsMixin):
             blocks = persist_now(self)
             if blocks is not None:
                 e = self._expr
-                return Array(FromGraph(blocks, e._name, e.chunks, e.dtype, e.backend))
+                return Array(FromGraph.of(blocks, e._name, e.chunks, e.dtype, e.backend))
         return super().persist(**kwargs)
 
     def __dask_postpersist__(self) -> tuple:
@@ -204,7 +204,7 @@ class Array(DaskMethodsMixin):
             if rename is None:  # dask.optimize: dask made the unfused graph of the expression; what runs is ours
                 layer = self.__dask_graph__()
             layer = cull(convert_legacy_graph(layer), keys)
-        return Array(FromGraph(layer, name, e.chunks, e.dtype, e.backend))
+        return Array(FromGraph.of(layer, name, e.chunks, e.dtype, e.backend))
 
     def __reduce__(self) -> tuple:
         return Array, (self._expr,)

@@ -2,10 +2,11 @@
 blocks computed from their position alone (``Creation``)."""
 from __future__ import annotations
 
+import numpy as np
 from dask._task_spec import DataNode, GraphNode, Task, _is_dask_future
 
 from ..kernels import blocks as _blocks
-from .base import ArrayExpr, Index
+from .base import ArrayExpr, Chunks, Index
 from .tokens import cached
 
 
@@ -13,6 +14,15 @@ class FromGraph(ArrayExpr):
     """Blocks that already have keys: persisted results, or a dask.array's graph adopted as is."""
 
     _parameters = ["layer", "name", "chunks", "dtype", "backend"]
+
+    @classmethod
+    def of(cls, layer: dict, name: str, chunks: Chunks, dtype: np.dtype, backend: str) -> FromGraph:
+        """``FromGraph(layer, name, chunks, dtype, backend)`` without the constructor's generic steps (on every
+        persist)."""
+        inst = object.__new__(cls)
+        inst.__dict__.update(_determ_token=name, operands=[layer, name, chunks, dtype, backend], _name=name,
+                             chunks=chunks, dtype=dtype, backend=backend)
+        return inst
 
     @cached
     def _name(self) -> str:
