@@ -407,3 +407,36 @@ def test_names_are_the_constructors_and_the_same_in_another_process():
                           env={**os.environ, "GNP_BACKEND": BACKEND})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == repr(scope["names"](roots))
+
+
+@pytest.mark.parametrize("entry", ["dask.compute", "dask.persist", "fetch"])
+def test_repeated_calls_with_changed_scalars_and_inputs_give_numpys_values(entry):
+    """The same function called again and again, as user code is (its nodes' tokens and its graph found where
+    they were made before): a changed scalar or input is never served another call's graph, also after the kept
+    tokens are dropped; each node named as its constructor names it."""
+    from dask_gpunumeric.expr import tokens
+    from dask_gpunumeric.expr.base import walk
+
+    def price(s, k, rate):
+        d = (gnp.log(s / k) + rate) / gnp.sqrt(k)
+        return s * gnp.exp(-rate * d) - k, gnp.where(d > 0, 1.0 - d, d)
+
+    def reference(s, k, rate):
+        d = (np.log(s / k) + rate) / np.sqrt(k)
+        return s * np.exp(-rate * d) - k, np.where(d > 0, 1.0 - d, d)
+
+    rng = np.random.default_rng(11)
+    hosts = [(rng.uniform(1.0, 2.0, 40), rng.uniform(1.0, 2.0, 40)) for _ in range(2)]
+    inputs = [dask.persist(gnp.asarray(s, chunks=16), gnp.asarray(k, chunks=16)) for s, k in hosts]
+    run = {"dask.compute": lambda a, b: dask.compute(a, b), "dask.persist": lambda a, b: gnp.fetch(dask.persist(a, b)),
+           "fetch": lambda a, b: gnp.fetch((a, b))}[entry]
+    for clear in (False, True, False):
+        if clear:
+            tokens.TOKENS.clear()
+        for (s, k), (hs, hk) in zip(inputs, hosts):
+            for rate in (0.5, 0.25, 0.5, -0.0, 0.0):
+                outputs = price(s, k, rate)
+                for got, want in zip(run(*outputs), reference(hs, hk, rate)):
+                    np.testing.assert_allclose(to_host(got), want, rtol=1e-12)
+                for node in walk(outputs[0].expr):
+                    assert node._name == type(node)(*node.operands)._name
