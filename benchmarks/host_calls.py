@@ -16,7 +16,6 @@ import argparse
 import pathlib
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -57,23 +56,6 @@ def calls(size: int) -> dict[str, Callable[[], Any]]:
             "black-scholes accelerated": lambda: accelerated(S, K, T)}
 
 
-def timed(call: Callable[[], Any], calls: int, rounds: int) -> list[float]:
-    """Thread time per call of each round of ``calls`` calls, in us (after ``calls`` calls and the background
-    compiles)."""
-    from dask_gpunumeric.kernels import cuda as _cuda
-
-    for _ in range(calls):
-        call()
-    _cuda.wait_for_background_compiles()
-    per_call = []
-    for _ in range(rounds):
-        start = time.thread_time()
-        for _ in range(calls):
-            call()
-        per_call.append((time.thread_time() - start) / calls * 1e6)
-    return per_call
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
@@ -81,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=1024)
     args = parser.parse_args(argv)
     print("host time per call (CPU, CuPy emulated, no-op kernels), us: best round, median")
+    import launch_host
+
     for name, call in calls(args.size).items():
-        per_call = timed(call, args.calls, args.rounds)
+        per_call = launch_host.timed(call, args.calls, args.rounds, lambda: None)
         print(f"{name:34s} {min(per_call):8.1f} {statistics.median(per_call):8.1f}", flush=True)
     return 0
 
