@@ -440,3 +440,14 @@ def test_repeated_calls_with_changed_scalars_and_inputs_give_numpys_values(entry
                     np.testing.assert_allclose(to_host(got), want, rtol=1e-12)
                 for node in walk(outputs[0].expr):
                     assert node._name == type(node)(*node.operands)._name
+
+
+def test_long_token_texts_are_not_kept():
+    """Nodes whose token texts are long (the chunks of thousands of blocks) are named without keeping their texts,
+    so that the kept tokens stay small; named as their constructors name them, NumPy's values."""
+    from dask_gpunumeric.expr import tokens
+
+    x = gnp.ones(4096, chunks=2) * 2.0  # 2,048 blocks
+    assert all(len(text) <= tokens._KEPT_TEXT_LENGTH for text in tokens.TOKENS)
+    assert x.expr._name == type(x.expr)(*x.expr.operands)._name
+    np.testing.assert_array_equal(gnp.fetch(x[:5]), np.full(5, 2.0))
