@@ -7,8 +7,8 @@ timed.
 Thread CPU time per call (us), best and median round, of: the Monte-Carlo estimate (``gnp.fetch`` of the example
 at 2**30 samples: building it, then fetching it; and both), and Black-Scholes on persisted inputs of ``--size``
 options: building the price alone, the suite's plain calls (``dask.persist`` and ``dask.compute`` of the
-undecorated function's outputs), ``gnp.fetch`` of outputs built once (our dispatch without Dask's collection
-machinery) and the accelerated call.
+undecorated function's outputs), the same and ``gnp.fetch`` of outputs built once (``gnp.fetch``: our dispatch
+without Dask's collection machinery) and the accelerated call.
 """
 from __future__ import annotations
 
@@ -52,6 +52,8 @@ def calls(size: int) -> dict[str, Callable[[], Any]]:
             "black-scholes build": lambda: black_scholes.price(gnp, S, K, T),
             "black-scholes plain persist": lambda: dask.persist(*black_scholes.price(gnp, S, K, T)),
             "black-scholes plain compute": lambda: dask.compute(*black_scholes.price(gnp, S, K, T)),
+            "black-scholes persist, built once": lambda: dask.persist(*built),
+            "black-scholes compute, built once": lambda: dask.compute(*built),
             "black-scholes fetch, built once": lambda: gnp.fetch(built),
             "black-scholes accelerated": lambda: accelerated(S, K, T)}
 
