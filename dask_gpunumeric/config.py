@@ -55,6 +55,15 @@ def get(key: str) -> Any:
         return dask.config.get(f"gpunumeric.{key}")
 
 
+def values(keys: tuple[str, ...]) -> tuple:
+    """The values of several settings, as ``get`` reads each (the optimizer's, on every compute)."""
+    try:
+        section = dask.config.global_config["gpunumeric"]
+        return tuple([section[key] for key in keys])
+    except (KeyError, TypeError):
+        return tuple([get(key) for key in keys])
+
+
 def set(**settings: Any) -> dask.config.set:  # noqa: A001 - mirrors dask.config.set
     """Change settings, globally or as a context manager: ``gnp.config.set(backend="numpy")``.
 

@@ -418,7 +418,9 @@ def user_expressions():
     others = [u + float("nan"), u - math.inf, 2.0 - u, u ** 2, u ** 0.5, 1 / u, u / 4.0, u / 3.0,
               n * 3 + 2 ** 40, n // 3, n % 4, n * 1.5, u * np.float32(2.5), u / np.float32(4), n * np.int64(3),
               u.astype(np.float64) * np.float64(-0.0), np.float32(2.5) - u, -u, ~(u > v), gnp.maximum(u, 1.5),
-              gnp.where(u > v, u, -0.0), grid * u + 1.0, u.astype(np.float64) * u, x]
+              gnp.where(u > v, u, -0.0), grid * u + 1.0, u.astype(np.float64) * u, x,
+              gnp.random.default_rng(7).random(12, dtype=np.float32, chunks=5) * u,
+              gnp.full((3, 12), 2.5, dtype=np.float32, chunks=(2, 5)) - grid, gnp.arange(12, chunks=5) + n]
     for _ in range(2):  # planned, then found (slices, rolls and reductions keep their plans and token texts)
         others += [u[1:-1], n[1:-1], grid[:, 1:-1], gnp.roll(u, 1), gnp.roll(n, 1), gnp.roll(u, -13),
                    gnp.roll(grid, 2, axis=1), gnp.roll(grid, 1, axis=-2), gnp.roll(u, 0),
@@ -463,3 +465,47 @@ def test_names_are_the_constructors_and_the_same_in_another_process():
                           env={**os.environ, "GNP_BACKEND": BACKEND})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == repr(scope["names"](roots))
+
+
+@pytest.mark.parametrize("entry", ["dask.compute", "dask.persist", "fetch"])
+def test_repeated_calls_with_changed_scalars_and_inputs_give_numpys_values(entry):
+    """The same function called again and again, as user code is (its nodes' tokens and its graph found where
+    they were made before): a changed scalar or input is never served another call's graph, also after the kept
+    tokens are dropped; each node named as its constructor names it."""
+    from dask_gpunumeric.expr import tokens
+    from dask_gpunumeric.expr.base import walk
+
+    def price(s, k, rate):
+        d = (gnp.log(s / k) + rate) / gnp.sqrt(k)
+        return s * gnp.exp(-rate * d) - k, gnp.where(d > 0, 1.0 - d, d)
+
+    def reference(s, k, rate):
+        d = (np.log(s / k) + rate) / np.sqrt(k)
+        return s * np.exp(-rate * d) - k, np.where(d > 0, 1.0 - d, d)
+
+    rng = np.random.default_rng(11)
+    hosts = [(rng.uniform(1.0, 2.0, 40), rng.uniform(1.0, 2.0, 40)) for _ in range(2)]
+    inputs = [dask.persist(gnp.asarray(s, chunks=16), gnp.asarray(k, chunks=16)) for s, k in hosts]
+    run = {"dask.compute": lambda a, b: dask.compute(a, b), "dask.persist": lambda a, b: gnp.fetch(dask.persist(a, b)),
+           "fetch": lambda a, b: gnp.fetch((a, b))}[entry]
+    for clear in (False, True, False):
+        if clear:
+            tokens.TOKENS.clear()
+        for (s, k), (hs, hk) in zip(inputs, hosts):
+            for rate in (0.5, 0.25, 0.5, -0.0, 0.0):
+                outputs = price(s, k, rate)
+                for got, want in zip(run(*outputs), reference(hs, hk, rate)):
+                    np.testing.assert_allclose(to_host(got), want, rtol=1e-12)
+                for node in walk(outputs[0].expr):
+                    assert node._name == type(node)(*node.operands)._name
+
+
+def test_long_token_texts_are_not_kept():
+    """Nodes whose token texts are long (the chunks of thousands of blocks) are named without keeping their texts,
+    so that the kept tokens stay small; named as their constructors name them, NumPy's values."""
+    from dask_gpunumeric.expr import tokens
+
+    x = gnp.ones(4096, chunks=2) * 2.0  # 2,048 blocks
+    assert all(len(text) <= tokens._KEPT_TEXT_LENGTH for text in tokens.TOKENS)
+    assert x.expr._name == type(x.expr)(*x.expr.operands)._name
+    np.testing.assert_array_equal(gnp.fetch(x[:5]), np.full(5, 2.0))

@@ -96,6 +96,8 @@ def _data_token(x: np.ndarray) -> str:
 
 
 def _shape(shape: Shape) -> tuple[int, ...]:
+    if type(shape) is int and shape >= 0:  # (the common case, on every array made)
+        return (shape,)
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (int(shape),)
     try:
@@ -253,8 +255,9 @@ def from_dask_array(x: Any, *, backend: str | None = None) -> Array:
 
 def _creation(kind: str, shape: tuple[int, ...], dtype: np.dtype, chunks: Any, backend: str | None,
               params: tuple) -> Array:
-    backend = _backend(backend)
-    return Array(Creation(kind, normalize_chunks(chunks, shape, dtype, backend), dtype, backend, params))
+    backend, dtype = _backend(backend), np.dtype(dtype)
+    chunks = normalize_chunks(chunks, shape, dtype, backend)
+    return Array(Creation.made([kind, chunks, dtype, backend, params], chunks, dtype, backend))
 
 
 def full(shape: Shape, fill_value: Any, dtype: Any = None, order: str = "C", *, device: Any = None, like: Any = None,

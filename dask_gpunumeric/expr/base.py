@@ -13,7 +13,6 @@ produce the tasks of the whole subtree with the root's keys unchanged (persist r
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
 import math
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from dask._task_spec import GraphNode, List, Task, TaskRef
 
 from ..kernels import blocks as _blocks
 from ..backend import empty_meta
-from .tokens import _OWN_OPERANDS, _TEXT, _plain_repr, cached
+from .tokens import _OWN_OPERANDS, _TEXT, _plain_repr, cached, text_token
 
 Chunks = tuple[tuple[int, ...], ...]
 Index = tuple[int, ...]
@@ -73,7 +72,7 @@ class ArrayExpr(Expr):
         parts = [_TEXT.get(type(o), _plain_repr)(o) for o in operands]  # as __dask_tokenize__ makes them
         if None in parts:
             return None
-        token = hashlib.sha1(f"{cls.__qualname__}|list({','.join(parts)})".encode()).hexdigest()[:32]
+        token = text_token(f"{cls.__qualname__}|list({','.join(parts)})")
         inst = object.__new__(cls)
         inst.__dict__.update(_determ_token=token, operands=operands, chunks=chunks, dtype=dtype, backend=backend,
                              _leaves=_leaves_of(operands))
@@ -90,7 +89,7 @@ class ArrayExpr(Expr):
         ``source_texts`` wrote them for a node of the same plain operands; its backend and inputs are
         ``source``'s (slices, rolls and reductions that users write in loops)."""
         before, after, funcname = texts
-        token = hashlib.sha1(f"{before}{source._name}{after}".encode()).hexdigest()[:32]
+        token = text_token(f"{before}{source._name}{after}")
         inst = object.__new__(cls)
         values = inst.__dict__  # (set one by one: faster than update(**) here)
         values["_determ_token"] = token
@@ -172,7 +171,7 @@ class ArrayExpr(Expr):
             if None in parts:
                 return super().__dask_tokenize__()
             text = f"{type(self).__qualname__}|list({','.join(parts)})"
-            object.__setattr__(self, "_determ_token", hashlib.sha1(text.encode()).hexdigest()[:32])
+            object.__setattr__(self, "_determ_token", text_token(text))
         return self._determ_token
 
     def __reduce__(self) -> tuple:
@@ -340,7 +339,7 @@ class ArrayExpr(Expr):
         token = None
         if all(isinstance(op, ArrayExpr) for op in operands):
             text = f"{type(parent).__qualname__}|" + ",".join(op.deterministic_token for op in operands)
-            token = hashlib.sha1(text.encode()).hexdigest()[:32]
+            token = text_token(text)
         return type(parent)(*operands, _determ_token=token)
 
     def finalize_compute(self) -> Expr:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-from hashlib import sha1 as _sha1
 from typing import Any
 
 import numpy as np
@@ -11,7 +10,7 @@ from dask._task_spec import GraphNode, Task
 
 from ..kernels import blocks as _blocks
 from .base import _NO_LEAVES, ArrayExpr, Chunks, Index, joined_leaves, operand_texts
-from .tokens import _TEXT, FLOAT_TEXT, _plain_repr, cached, float_text
+from .tokens import _TEXT, FLOAT_TEXT, TOKENS, _plain_repr, cached, float_text, text_token
 
 
 class Elemwise(ArrayExpr):
@@ -51,7 +50,8 @@ class Elemwise(ArrayExpr):
                     return cls(op, dtype, {}, *args)
                 texts.append(text)
         # (the node made here, as ``with_metadata`` makes it: a call less on every operation)
-        token = _sha1(f"{head}{','.join(texts)})".encode()).hexdigest()[:32]
+        text = f"{head}{','.join(texts)})"
+        token = TOKENS.get(text) or text_token(text)
         inst = object.__new__(cls)
         values = inst.__dict__  # (set one by one: faster than update(**) here)
         values["_determ_token"] = token

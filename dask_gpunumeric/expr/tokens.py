@@ -3,6 +3,7 @@ name without going through Dask's generic tokenizer; and ``cached``, the lock-fr
 from __future__ import annotations
 
 import functools
+import hashlib
 import operator
 import struct
 import sys
@@ -112,6 +113,28 @@ def _function_text(func: types.FunctionType) -> str | None:
     for part in qualname.split("."):
         found = getattr(found, part, None)
     return f"function:{module}.{qualname}" if found is func else None
+
+
+# tokens by their node's token text: user code builds the same nodes call after call (the same names), and
+# hashing a short text costs several times a lookup of it; long texts (the chunks of thousands of blocks) are
+# not kept, so that the cache stays small
+TOKENS: dict[str, str] = {}
+_TOKENS_SIZE = 4096
+_KEPT_TEXT_LENGTH = 1024
+
+
+def text_token(text: str) -> str:
+    """The token of a node whose token text is ``text``: the first 32 hex digits of its SHA-1 (kept in
+    ``TOKENS`` for the next node of the same text, where the text is short)."""
+    if len(text) > _KEPT_TEXT_LENGTH:
+        return hashlib.sha1(text.encode()).hexdigest()[:32]
+    token = TOKENS.get(text)
+    if token is None:
+        token = hashlib.sha1(text.encode()).hexdigest()[:32]
+        if len(TOKENS) >= _TOKENS_SIZE:
+            TOKENS.clear()
+        TOKENS[text] = token
+    return token
 
 
 # texts of the Python floats met before (a loop's constants), by value: never a zero or a NaN, whose equal values

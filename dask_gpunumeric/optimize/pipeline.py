@@ -44,10 +44,13 @@ def settings_read() -> tuple[str, ...]:
     return tuple(dict.fromkeys([*(name for p in PASSES for name in p.settings), *TRACE_SETTINGS]))
 
 
+_READ = settings_read()
+
+
 def settings_key() -> tuple:
     """The current values of the settings the passes read: part of the key of every cache of optimized
     graphs or plans."""
-    return tuple((name, config.get(name)) for name in settings_read())
+    return tuple(zip(_READ, config.values(_READ)))  # (on every compute and accelerated call)
 
 
 def optimize(root: ArrayExpr) -> ArrayExpr:

@@ -204,6 +204,8 @@ def active_workers() -> list[str]:
         return []
     import distributed
 
+    if _surely_none(distributed, in_task=False):
+        return []
     try:
         client = distributed.default_client()
     except ValueError:
@@ -234,6 +236,8 @@ def client_active() -> bool:
         return False
     import distributed
 
+    if _surely_none(distributed, in_task=True):
+        return False
     for probe in (distributed.get_worker, lambda: distributed.Client.current(allow_global=True)):
         try:
             probe()
@@ -241,6 +245,18 @@ def client_active() -> bool:
         except ValueError:
             pass
     return False
+
+
+def _surely_none(distributed: Any, in_task: bool) -> bool:
+    """True when distributed has no client here (none current, none registered) and, ``in_task``, this is no
+    worker's task: read from its module state, where asking it (an exception raised and caught) costs
+    microseconds on every call; False (ask it) where those names are not distributed's."""
+    current = getattr(distributed.client, "_current_client", None)
+    registered = getattr(distributed.client, "_global_clients", None)
+    if current is None or registered is None or current.get() is not None or registered:
+        return False
+    worker = getattr(distributed.worker, "_worker_cvar", None) if in_task else None
+    return not in_task or worker is not None and worker.get(None) is None
 
 
 def owner(index: Sequence[int], numblocks: Sequence[int], n_workers: int) -> int:
