@@ -11,7 +11,8 @@ import sys
 import dask
 import numpy as np
 import pytest
-from conftest import assert_eq, to_host
+import _cuda_emulator
+from conftest import BACKEND, assert_eq, to_host
 
 import dask_gpunumeric as gnp
 
@@ -222,3 +223,30 @@ def test_cluster_call_with_new_scalars():
             for g, want in zip(got, rk4_step(np, un, vn, dt)):
                 np.testing.assert_array_equal(to_host(g), want)
     assert len(traced) == 1
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy",
+                    reason="the kernel emulator needs a host C++ compiler and NumPy blocks")
+def test_scalar_arguments_reach_kernels_as_arguments(monkeypatch):
+    """On CuPy blocks (emulated) a scalar argument, a NumPy scalar on the host, is a kernel argument of the
+    fused kernels (no copy to the device): a new value compiles no kernel."""
+    from dask_gpunumeric.kernels import cuda as _cuda
+    from dask_gpunumeric.kernels import fused as _fused
+
+    run = _fused.run
+    _cuda_emulator.emulated_fused(monkeypatch)
+    monkeypatch.setattr(_fused, "run", lambda program, scalars, offset, shape, global_shape, backend, *inputs:
+                        run(program, scalars, offset, shape, global_shape, "cupy", *inputs))  # host scalars kept
+    compile_module, sources, hosted = _cuda.compile_module, set(), []
+    monkeypatch.setattr(_cuda, "compile_module", lambda source: sources.add(source) or compile_module(source))
+    monkeypatch.setattr(_fused, "_hosted", lambda *args, _f=_fused._hosted: hosted.append(1) or _f(*args))
+    step = gnp.accelerate(lambda u, v, dt: rk4_step(gnp, u, v, dt))
+    un, vn = _fields(n=333)  # (a shape of its own: no graph cached by another test)
+    u, v = gnp.asarray(un, chunks=111), gnp.asarray(vn, chunks=111)
+    for k, dt in enumerate((0.05, 0.02, -0.5)):
+        for got, want in zip(gnp.fetch(step(u, v, dt)), rk4_step(np, un, vn, dt)):
+            np.testing.assert_allclose(got, want, rtol=2e-6)
+            assert got.dtype == want.dtype
+        if k == 0:
+            first = set(sources)
+    assert hosted and sources == first and len(step.plans) == 1

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..expr import FromArray
+from ..expr import FromGraph
 from ..runtime.regions.nodes import Placeholder
 from .array import NUMPY_NUMBERS
 
@@ -126,7 +126,7 @@ class Scalars:
                  inputs: list[tuple[int, np.dtype, str, bool]]) -> None:
         self.n_leaves, self.derived, self.inputs = n_leaves, derived, inputs
 
-    def arguments(self, leaves: Sequence[Any]) -> list[FromArray] | None:
+    def arguments(self, leaves: Sequence[Any]) -> list[FromGraph] | None:
         """The 0-d arguments of the plan's scalar placeholders for these scalar arguments; None where the plan
         cannot take them (a computed value of another type than traced, an error computing one, an int that
         the dtype it meets does not hold exactly): a plan by value then gives NumPy's answer (or error)."""
@@ -139,11 +139,13 @@ class Scalars:
                 values.append(value)
             arguments = []
             for k, dtype, backend, exact in self.inputs:
-                value = np.asarray(values[k], dtype)
+                value = np.asarray(values[k], dtype)[()]
                 if exact and int(value) != values[k]:
                     return None
-                token = hashlib.sha1(b"%s|%s|%s" % (dtype.str.encode(), backend.encode(), value.tobytes())).hexdigest()
-                arguments.append(FromArray(value, (), dtype, backend, token))
+                token = hashlib.sha1(b"%s|%s" % (dtype.str.encode(), value.tobytes())).hexdigest()[:32]
+                name = f"scalar-{token}"
+                # the block a NumPy scalar on either backend: kernels take it as an argument (kernels.fused)
+                arguments.append(FromGraph({(name,): value}, name, (), dtype, backend))
         except (ArithmeticError, ValueError, TypeError):
             return None
         return arguments

@@ -44,6 +44,7 @@ class _Prepared(NamedTuple):
     kernels: dict  # variant -> ``_Kernel`` (``_kernel``)
     rows: tuple[int, ...]  # ``codegen.rows.row_axes``: the axes of a row program's reductions
     plans: dict  # launch key -> ``_Plan`` (``_launch_plan``)
+    hosted: dict  # positions of inputs given as NumPy scalars -> the program taking them as scalars (``_hosted``)
 
 
 _PREPARED: dict[int, tuple[tuple, _Prepared]] = {}
@@ -57,7 +58,7 @@ def _prepared(program: tuple) -> _Prepared:
         return hit[1]
     instrs = program.instrs
     prepared = _Prepared(_program.philox_group(instrs), _program.epilogue_values(instrs),
-                         _program.program_folds(program), {}, _rows.row_axes(instrs), {})
+                         _program.program_folds(program), {}, _rows.row_axes(instrs), {}, {})
     if len(_PREPARED) >= _PREPARED_SIZE:
         _PREPARED.clear()
     _PREPARED[id(program)] = (program, prepared)  # the program kept with it: its id is not reused meanwhile
@@ -196,6 +197,10 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     the per-block partials of full reductions live in a per-stream workspace."""
     import cupy
 
+    for a in inputs:  # (a 0-d input given as a NumPy scalar: a kernel argument, not a copy to the device)
+        if isinstance(a, np.generic):
+            program, scalars, inputs = _hosted(program, scalars, inputs)
+            break
     if 0 in shape:  # nothing to launch: the block functions give empty outputs (and totals of nothing)
         return run_numpy(program, scalars, offset, shape, global_shape, _cast(inputs, program.inputs), "cupy")
     plan = _launch_plan(_prepared(program), program, inputs, offset, shape, global_shape)
@@ -207,6 +212,28 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     folds = _workspace_buffers(blocks, plan.folds) if plan.folds else []
     launch.function((blocks,), (_THREADS,), (*inputs, *bufs, *folds, *launch.args, *plan.geometry))
     return _results(plan, bufs)
+
+
+def _hosted(program: tuple, scalars: Sequence[Any], inputs: Sequence[Any]) -> tuple[tuple, tuple, list[Any]]:
+    """A launch whose 0-d inputs that are NumPy scalars (host values: an accelerated function's scalar
+    arguments) become scalar arguments: the program reading them as scalars after its own (made once per
+    program and such inputs), its scalar values and its other inputs."""
+    hosts = tuple(k for k, a in enumerate(inputs) if isinstance(a, np.generic))
+    made = _prepared(program).hosted
+    hosted = made.get(hosts)
+    if hosted is None:
+        ndim, dtypes, instrs, outputs = program
+        slots = {k: len(scalars) + j for j, k in enumerate(hosts)}
+        kept = [k for k in range(len(dtypes)) if k not in slots]
+        number = {k: j for j, k in enumerate(kept)}
+        instrs = tuple(ins if ins.tag != "load" else
+                       _types.Scalar("scalar", slots[ins.input], ins.dtype) if ins.input in slots else
+                       _types.Load("load", number[ins.input], ins.dtype) for ins in instrs)
+        hosted = made[hosts] = _types.Program(ndim, tuple(dtypes[k] for k in kept), instrs, outputs)
+        if recording():
+            record_sources(hosted, (*scalars, *(inputs[k] for k in hosts)))
+    values = (*scalars, *(np.dtype(program.inputs[k]).type(inputs[k]) for k in hosts))
+    return hosted, values, [a for k, a in enumerate(inputs) if k not in hosts]
 
 
 def _row_plan(prepared: _Prepared, program: tuple, casts: tuple | None, inputs: Sequence[Any],

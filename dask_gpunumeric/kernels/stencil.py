@@ -64,6 +64,8 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
     target, _, origins, layouts = part
     xp = module(backend)
     sources = {s: _blocks.halo_block(pieces[s], layout) for s, layout in enumerate(layouts) if layout is not None}
+    if xp is not np:  # (a 0-d source given as a NumPy scalar, an accelerated function's scalar argument)
+        sources = {s: xp.asarray(a) if isinstance(a, np.generic) else a for s, a in sources.items()}
     shapes = tuple((s, np.shape(array)) for s, array in sources.items())
     key = (block, backend in _CUDA_BACKENDS, backend in _TILED_BACKENDS, xp is np, shapes)
     steps = _remembered((plan, part), key, lambda: _schedule(plan, part, block, backend, dict(shapes)))
