@@ -89,6 +89,7 @@ class ScalarTrace:
         self.steps: list[tuple[Callable, tuple] | None] = []
         self.kinds: list[type] = []
         self.inputs: dict[tuple[int, np.dtype, str], Placeholder] = {}
+        self._known: dict[tuple, Param] = {}  # derived Params by computation
         self.leaves = [self._new(None, v) for v in values]
 
     def _new(self, step: tuple[Callable, tuple] | None, value: Any) -> Param:
@@ -97,12 +98,19 @@ class ScalarTrace:
         return Param(self, len(self.steps) - 1, value)
 
     def derived(self, func: Callable, operands: Sequence[Any]) -> Param:
-        """The Param of ``func(*operands)``: computed now for its type, and at each call for its value."""
+        """The Param of ``func(*operands)``: computed now for its type, and at each call for its value; the
+        same computation written again (``0.5 * dt`` per stage of a step) is the same Param."""
+        step = (func, tuple((True, o._index) if type(o) is Param else (False, o) for o in operands))
+        key = (func, tuple(o if ref else (type(o), np.asarray(o).tobytes()) for ref, o in step[1]))  # (-0.0 apart)
+        known = self._known.get(key)
+        if known is not None:
+            return known
         value = func(*[o._value if type(o) is Param else o for o in operands])
         if type(value) not in KINDS:  # (a tuple of results, an object)
             self.refused = True
             raise ValueNeeded(f"gnp.accelerate: {func!r} of scalar arguments gave a {type(value).__name__}")
-        return self._new((func, tuple((True, o._index) if type(o) is Param else (False, o) for o in operands)), value)
+        known = self._known[key] = self._new(step, value)
+        return known
 
     def placeholder(self, param: Param, dtype: np.dtype, backend: str) -> Placeholder:
         """The 0-d placeholder of ``param`` converted to ``dtype`` on ``backend`` blocks."""
