@@ -250,3 +250,27 @@ def test_scalar_arguments_reach_kernels_as_arguments(monkeypatch):
         if k == 0:
             first = set(sources)
     assert hosted and sources == first and len(step.plans) == 1
+
+
+def test_only_the_scalars_whose_values_are_needed_select_the_plan_by_value():
+    traced = []
+
+    @gnp.accelerate
+    def relax(u, w, sweeps):
+        traced.append(1)
+        for _ in range(sweeps):
+            u = u + w * (gnp.roll(u, 1) - u)
+        return u
+
+    un = np.linspace(0, 1, 12)
+    u = gnp.asarray(un, chunks=6)
+
+    def want(w, sweeps):
+        x = un
+        for _ in range(sweeps):
+            x = x + w * (np.roll(x, 1) - x)
+        return x
+
+    for w, sweeps in ((0.25, 2), (0.5, 2), (0.125, 3), (0.75, 3)):
+        assert_eq(relax(u, w, sweeps), want(w, sweeps))
+    assert len(relax.plans) == 2  # one per number of sweeps, whatever the weight

@@ -76,11 +76,11 @@ def _unflatten(arrays: list[Array], structure: Any) -> Any:
 def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator: trace ``func`` once per argument signature, fuse across its statements and outputs,
     and reuse the optimized plan on later calls (see the module docstring for what this adds). Python and
-    NumPy scalar arguments select the plan by type, their values given at each call (``scalars``), unless
-    the function needs one's value while traced: then by value."""
+    NumPy scalar arguments select the plan by type, their values given at each call (``scalars``), except
+    those whose values a trace needed: by value from then on."""
     plans: dict[Any, tuple[Plan, list]] = {}
     scalar_inputs: dict[Any, Scalars] = {}  # per signature whose plan has scalar placeholders
-    by_value = [False]  # set once a trace needed a scalar argument's value
+    by_value: set[int | str] = set()  # the scalar arguments whose values a trace needed
     lock = threading.Lock()
 
     def plan_for(named: list, arrays: list, scalars: list, args: tuple, kwargs: dict) -> tuple[Plan, Scalars | None]:
@@ -103,9 +103,9 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
             return plan, inputs
         with _guards.recorded() as guard_events:
             traced_plan = _trace(func, args, kwargs, arrays, scalars, signature)
-        if traced_plan is None:  # a scalar's value was needed: by value from now on
-            by_value[0] = True
-            return plan_for(named, arrays, [], args, kwargs)
+        if isinstance(traced_plan, frozenset):  # scalars whose values were needed: by value from now on
+            by_value.update(traced_plan)
+            return plan_for(named, arrays, [(i, a) for i, a in scalars if i not in traced_plan], args, kwargs)
         plan, inputs = traced_plan
         with lock:
             if len(plans) >= _CACHE_SIZE:
@@ -122,7 +122,7 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(*args, **kwargs)
         named = [*enumerate(args), *sorted(kwargs.items())]
         arrays = [(i, a) for i, a in named if isinstance(a, Array)]
-        scalars = [] if by_value[0] else [(i, a) for i, a in named if type(a) in KINDS]
+        scalars = [(i, a) for i, a in named if type(a) in KINDS and i not in by_value]
         plan, inputs = plan_for(named, arrays, scalars, args, kwargs)
         extra = [] if inputs is None else inputs.arguments([a for _, a in scalars])
         if extra is None:  # values this plan does not take: a plan of their own
@@ -198,10 +198,11 @@ def _static_key(value: Any) -> Any:
 
 
 def _trace(func: Callable[..., Any], args: tuple, kwargs: dict, arrays: list[tuple[int | str, Array]],
-           scalars: list[tuple[int | str, Any]], signature: Any) -> tuple[Plan, Scalars | None] | None:
+           scalars: list[tuple[int | str, Any]], signature: Any) -> tuple[Plan, Scalars | None] | frozenset:
     """The plan of ``func`` traced on placeholders of its arrays and Params of its ``scalars``, with what calls
-    make the scalar placeholders from; None where the trace needed a scalar's value, or failed with Params
-    (traced by value, an error is the function's own)."""
+    make the scalar placeholders from; or the positions of the scalars to trace by value instead: those whose
+    values the trace needed, or all of them where it failed otherwise (by value, an error is the function's
+    own)."""
     sig_token = hashlib.sha1(repr(signature).encode()).hexdigest()[:16]
     placeholders = [Placeholder(i, sig_token, a.chunks, a.dtype, a.backend) for i, a in arrays]
     trace = ScalarTrace(sig_token, [v for _, v in scalars]) if scalars else None
@@ -218,15 +219,20 @@ def _trace(func: Callable[..., Any], args: tuple, kwargs: dict, arrays: list[tup
     except Exception:
         if trace is None:
             raise
-        return None
+        return _needed(scalars, trace.needed)
     finally:
         _TRACING.reset(token)
     exprs = [o.expr for o in outputs]
     if trace is None:
         return Plan(exprs, placeholders, structure), None
-    if trace.refused or _holds_param(exprs):
-        return None
+    if trace.needed or _holds_param(exprs):
+        return _needed(scalars, trace.needed)
     return Plan(exprs, [*placeholders, *trace.inputs.values()], structure), trace.scalars() if trace.inputs else None
+
+
+def _needed(scalars: list[tuple[int | str, Any]], leaves: set[int]) -> frozenset:
+    """The positions of the scalar arguments ``leaves`` (all of them where none is named)."""
+    return frozenset(i for k, (i, _) in enumerate(scalars) if not leaves or k in leaves)
 
 
 def _holds_param(exprs: list[ArrayExpr]) -> bool:

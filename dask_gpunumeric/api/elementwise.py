@@ -18,7 +18,7 @@ from ..expr.elemwise import broadcast_chunks
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
 from . import special_values as _special_values
-from .scalars import KINDS, Param, ValueNeeded
+from .scalars import KINDS, Param
 from .array import NUMPY_NUMBERS, Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_array, as_operand, check_order, device_backend
 from .manipulation import broadcast_shape, check_output_cast, rechunk_expr, store
@@ -227,8 +227,8 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     """
     if any(type(a) is Param for a in args):  # (an accelerated function traced: scalar arguments as placeholders)
         if dtype is not None or kwargs:
-            args[0]._trace.refused = True
-            raise ValueNeeded(f"gnp.accelerate: {op} with keywords on a traced scalar; traced by value instead")
+            params = [a for a in args if type(a) is Param]
+            params[0]._trace.refuse(params, f"{op} with keywords on a traced scalar")
         args = _bound(op, args, skip_promotion)
     if dtype is None and not kwargs:
         short = _short_path(op, args, skip_promotion)
@@ -274,11 +274,11 @@ def _bound(op: str, args: tuple, skip: int) -> tuple:
     """``args`` with each traced scalar (``scalars.Param``) as a 0-d placeholder of the dtype NumPy converts it
     to in this op: a NumPy scalar's own, a Python scalar's the common dtype of the promoted operands (NEP 50);
     refused (``ValueNeeded``) where that would not give NumPy's result dtype, or without Arrays."""
-    trace = next(a for a in args if type(a) is Param)._trace
+    params = [a for a in args if type(a) is Param]
+    trace = params[0]._trace
     arrays = [a for a in args if isinstance(a, Array)]
     if not arrays or not all(isinstance(a, Array) or type(a) is Param or type(a) in KINDS for a in args):
-        trace.refused = True
-        raise ValueNeeded(f"gnp.accelerate: {op} of traced scalars without gnp Arrays; traced by value instead")
+        trace.refuse(params, f"{op} of traced scalars without gnp Arrays")
     backend = "cupy" if any(a.backend == "cupy" for a in arrays) else "numpy"
     key = [a.dtype if isinstance(a, Array) else (type(a._value), a._value) if type(a) is Param else (type(a), a)
            for a in args]
@@ -292,8 +292,7 @@ def _bound(op: str, args: tuple, skip: int) -> tuple:
             key[i] = common if i in promoted and not isinstance(value, np.generic) else np.asarray(value).dtype
             bound[i] = Array(trace.placeholder(a, key[i], backend))
     if _operation_dtypes(op, tuple(key), (), skip)[0] != out:
-        trace.refused = True
-        raise ValueNeeded(f"gnp.accelerate: {op} of a traced scalar as a 0-d array changes its dtype")
+        trace.refuse(params, f"{op} of a traced scalar as a 0-d array changes its dtype")
     return tuple(bound)
 
 

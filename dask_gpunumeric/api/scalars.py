@@ -34,15 +34,14 @@ class Param:
     """A scalar argument of an accelerated function while it is traced (or a value computed from such
     arguments): a number of a known type whose value each call gives."""
 
-    __slots__ = ("_trace", "_index", "_value")
+    __slots__ = ("_trace", "_index", "_value", "_leaves")
 
-    def __init__(self, trace: ScalarTrace, index: int, value: Any) -> None:
-        self._trace, self._index, self._value = trace, index, value  # (the value: for its type's rules only)
+    def __init__(self, trace: ScalarTrace, index: int, value: Any, leaves: frozenset[int]) -> None:
+        # (the value: for its type's rules only; the leaves: the arguments it is computed from)
+        self._trace, self._index, self._value, self._leaves = trace, index, value, leaves
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        self._trace.refused = True
-        raise ValueNeeded("gnp.accelerate: this use of a scalar argument needs its value while the function is "
-                          "traced; the function is traced by value instead")
+        self._trace.refuse([self], "this use of a scalar argument needs its value while the function is traced")
 
     __bool__ = __index__ = __int__ = __float__ = __complex__ = __len__ = __iter__ = __hash__ = _refuse
     __format__ = __str__ = __round__ = __trunc__ = __floor__ = __ceil__ = __array__ = _refuse
@@ -85,17 +84,23 @@ class ScalarTrace:
 
     def __init__(self, signature: str, values: Sequence[Any]) -> None:
         self.signature = signature
-        self.refused = False
+        self.needed: set[int] = set()  # the arguments whose values a refused use needed
         self.steps: list[tuple[Callable, tuple] | None] = []
         self.kinds: list[type] = []
         self.inputs: dict[tuple[int, np.dtype, str], Placeholder] = {}
         self._known: dict[tuple, Param] = {}  # derived Params by computation
-        self.leaves = [self._new(None, v) for v in values]
+        self.leaves = [self._new(None, v, frozenset({k})) for k, v in enumerate(values)]
 
-    def _new(self, step: tuple[Callable, tuple] | None, value: Any) -> Param:
+    def _new(self, step: tuple[Callable, tuple] | None, value: Any, leaves: frozenset[int]) -> Param:
         self.steps.append(step)
         self.kinds.append(type(value))
-        return Param(self, len(self.steps) - 1, value)
+        return Param(self, len(self.steps) - 1, value, leaves)
+
+    def refuse(self, params: Sequence[Param], what: str) -> None:
+        """Raise ``ValueNeeded`` for a use of ``params`` that needs values: the arguments they are computed
+        from are then traced by value."""
+        self.needed.update(*(p._leaves for p in params))
+        raise ValueNeeded(f"gnp.accelerate: {what}; traced by value instead")
 
     def derived(self, func: Callable, operands: Sequence[Any]) -> Param:
         """The Param of ``func(*operands)``: computed now for its type, and at each call for its value; the
@@ -105,11 +110,11 @@ class ScalarTrace:
         known = self._known.get(key)
         if known is not None:
             return known
+        params = [o for o in operands if type(o) is Param]
         value = func(*[o._value if type(o) is Param else o for o in operands])
         if type(value) not in KINDS:  # (a tuple of results, an object)
-            self.refused = True
-            raise ValueNeeded(f"gnp.accelerate: {func!r} of scalar arguments gave a {type(value).__name__}")
-        known = self._known[key] = self._new(step, value)
+            self.refuse(params, f"{func!r} of scalar arguments gave a {type(value).__name__}")
+        known = self._known[key] = self._new(step, value, frozenset().union(*(p._leaves for p in params)))
         return known
 
     def placeholder(self, param: Param, dtype: np.dtype, backend: str) -> Placeholder:
