@@ -128,10 +128,12 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
         if extra is None:  # values this plan does not take: a plan of their own
             plan, _ = plan_for(named, arrays, [], args, kwargs)
             extra = []
-        args = [*(a.expr for _, a in arrays), *extra]
+        args = [a.expr for _, a in arrays]
+        local = _in_memory(args)  # (the scalars' arguments are)
+        args += extra
         lowering, transport, timeout = _settings()
         workers = tuple(_cluster.active_workers())
-        if not workers and config.get("dispatch") == "auto" and _in_memory(args):
+        if not workers and config.get("dispatch") == "auto" and local:
             outputs = _run_now(plan, args, lowering, transport, timeout)
         else:
             region = _region_of(plan, args, workers, lowering, transport, timeout)

@@ -128,21 +128,32 @@ class ScalarTrace:
     def scalars(self) -> Scalars:
         """What a call needs to make the placeholders' arguments from its scalar arguments."""
         derived = [(step[0], step[1], kind) for step, kind in zip(self.steps, self.kinds) if step is not None]
-        return Scalars(len(self.leaves), derived, [(k, dtype, backend, self.kinds[k] is int)
+        return Scalars(derived, [(k, dtype, backend, self.kinds[k] is int)
                                                    for k, dtype, backend in self.inputs])
 
 
 class Scalars:
     """A plan's scalar inputs: how each call's scalar arguments make them."""
 
-    def __init__(self, n_leaves: int, derived: list[tuple[Callable, tuple, type]],
-                 inputs: list[tuple[int, np.dtype, str, bool]]) -> None:
-        self.n_leaves, self.derived, self.inputs = n_leaves, derived, inputs
+    def __init__(self, derived: list[tuple[Callable, tuple, type]], inputs: list[tuple[int, np.dtype, str, bool]]
+                 ) -> None:
+        self.derived, self.inputs = derived, inputs
+        self._last: tuple[tuple, list[FromGraph] | None] = ((), None)  # the latest call's values and arguments
 
     def arguments(self, leaves: Sequence[Any]) -> list[FromGraph] | None:
         """The 0-d arguments of the plan's scalar placeholders for these scalar arguments; None where the plan
         cannot take them (a computed value of another type than traced, an error computing one, an int that
-        the dtype it meets does not hold exactly): a plan by value then gives NumPy's answer (or error)."""
+        the dtype it meets does not hold exactly): a plan by value then gives NumPy's answer (or error). Values
+        repeated from the latest call (a constant of the caller's) give its arguments again."""
+        key = tuple(map(repr, leaves))  # (by type and value, -0.0 apart from 0.0)
+        last = self._last
+        if last[0] == key:
+            return last[1]
+        arguments = self._arguments(leaves)
+        self._last = (key, arguments)
+        return arguments
+
+    def _arguments(self, leaves: Sequence[Any]) -> list[FromGraph] | None:
         values = list(leaves)
         try:
             for func, operands, kind in self.derived:
