@@ -274,3 +274,25 @@ def test_only_the_scalars_whose_values_are_needed_select_the_plan_by_value():
     for w, sweeps in ((0.25, 2), (0.5, 2), (0.125, 3), (0.75, 3)):
         assert_eq(relax(u, w, sweeps), want(w, sweeps))
     assert len(relax.plans) == 2  # one per number of sweeps, whatever the weight
+
+
+@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy",
+                    reason="the kernel emulator needs a host C++ compiler and NumPy blocks")
+def test_scalar_arguments_of_stencil_kernels(monkeypatch):
+    """A scalar argument read by stencil sweeps (a relaxation weight) on CuPy blocks (emulated kernels)."""
+    _cuda_emulator.emulated_cupy(monkeypatch)
+
+    @gnp.accelerate
+    def relax(u, w):
+        for _ in range(3):
+            u = u + w * (gnp.roll(u, 1, axis=0) + gnp.roll(u, -1, axis=1) - 2 * u)
+        return u
+
+    un = np.random.default_rng(3).random((37, 29)).astype(np.float32)  # (a shape of its own)
+    u = gnp.asarray(un, chunks=(19, 29))
+    for w in (0.25, 0.1, 0.25):
+        x = un
+        for _ in range(3):
+            x = x + w * (np.roll(x, 1, axis=0) + np.roll(x, -1, axis=1) - 2 * x)
+        np.testing.assert_allclose(gnp.fetch(relax(u, w)), x, rtol=1e-6)
+    assert len(relax.plans) == 1
