@@ -6,7 +6,8 @@ and replayed on the host at each call, with Python's and NumPy's own operators (
 Where a Param meets an array in an elementwise operation it becomes a 0-d placeholder of the dtype NumPy
 converts it to there (NEP 50: Python scalars are weak, NumPy scalars strong; ``elementwise`` picks it), an
 input of the plan given each call's value. A use that needs the value itself (``bool``, ``int``, an index,
-a shape, a format) refuses (``ValueNeeded``), and the function is traced again by value.
+a shape, a format) refuses (``ValueNeeded``), and the function is traced again with the arguments that value
+is computed from by value.
 """
 from __future__ import annotations
 
@@ -128,8 +129,7 @@ class ScalarTrace:
     def scalars(self) -> Scalars:
         """What a call needs to make the placeholders' arguments from its scalar arguments."""
         derived = [(step[0], step[1], kind) for step, kind in zip(self.steps, self.kinds) if step is not None]
-        return Scalars(derived, [(k, dtype, backend, self.kinds[k] is int)
-                                                   for k, dtype, backend in self.inputs])
+        return Scalars(derived, [(k, dtype, backend, self.kinds[k] is int) for k, dtype, backend in self.inputs])
 
 
 class Scalars:
