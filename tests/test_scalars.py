@@ -296,3 +296,12 @@ def test_scalar_arguments_of_stencil_kernels(monkeypatch):
             x = x + w * (np.roll(x, 1, axis=0) + np.roll(x, -1, axis=1) - 2 * x)
         np.testing.assert_allclose(gnp.fetch(relax(u, w)), x, rtol=1e-6)
     assert len(relax.plans) == 1
+
+
+def test_promotion_guard_names_a_numpy_scalar_argument():
+    f = gnp.accelerate(lambda x, a: x * a)
+    x = gnp.asarray(np.ones(4, np.float32))
+    with gnp.config.set(guards="error"), pytest.raises(TypeError, match="numpy.float64 scalar"):
+        f(x, np.float64(0.5))
+    with gnp.config.set(guards="error"):
+        assert_eq(f(x, 0.5), np.ones(4, np.float32) * 0.5)  # a Python float is weak: no promotion

@@ -225,11 +225,12 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
 
     ``skip_promotion`` leading operands (``where``'s condition) are left out of the promotion guard.
     """
-    if any(type(a) is Param for a in args):  # (an accelerated function traced: scalar arguments as placeholders)
+    given = None  # (an accelerated function traced: its scalar arguments as placeholders, given as numbers)
+    if any(type(a) is Param for a in args):
         if dtype is not None or kwargs:
             params = [a for a in args if type(a) is Param]
             params[0]._trace.refuse(params, f"{op} with keywords on a traced scalar")
-        args = _bound(op, args, skip_promotion)
+        given, args = args, _bound(op, args, skip_promotion)
     if dtype is None and not kwargs:
         short = _short_path(op, args, skip_promotion)
         if short is not None:
@@ -252,7 +253,9 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     else:
         out_dtype, common = _dtypes(op, operands, kwargs, skip_promotion)
     if dtype is None and common is not None:
-        promoted = operands[skip_promotion:][: _PROMOTED_OPERANDS.get(op)]
+        # (the guard's message names a traced number as the caller gave it)
+        shown = operands if given is None else [g._value if type(g) is Param else o for g, o in zip(given, operands)]
+        promoted = shown[skip_promotion:][: _PROMOTED_OPERANDS.get(op)]
         _guards.check_promotion(op, [a.dtype for a in promoted if isinstance(a, ArrayExpr)], common,
                                 [a for a in promoted if not isinstance(a, ArrayExpr)])
     if len(arrays) > 1 and any(a.chunks != arrays[0].chunks for a in arrays):  # (the same chunks: aligned)
