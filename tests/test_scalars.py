@@ -4,8 +4,10 @@ so a call with a new value traces, optimizes and compiles nothing, and gives Num
 shift, a Python branch) is traced by value instead, with NumPy's results too."""
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import subprocess
 import sys
 
 import dask
@@ -305,3 +307,17 @@ def test_promotion_guard_names_a_numpy_scalar_argument():
         f(x, np.float64(0.5))
     with gnp.config.set(guards="error"):
         assert_eq(f(x, 0.5), np.ones(4, np.float32) * 0.5)  # a Python float is weak: no promotion
+
+
+def test_scalars_benchmark_runs_and_checks_on_the_cpu(tmp_path):
+    """``benchmarks/scalars.py`` at a small size: every system's result checked against NumPy's."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(root)}
+    report_path = tmp_path / "report.json"
+    command = [sys.executable, str(root / "benchmarks" / "scalars.py"), "--shape", "1024", "--repeat", "3",
+               "--warmup", "0", "--json", str(report_path)]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    assert report["passed"] and [row["name"] for row in report["results"]] == [
+        "gnp, new dt", "gnp, same dt", "numpy, new dt"]
