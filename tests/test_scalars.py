@@ -9,6 +9,7 @@ import os
 import pathlib
 import subprocess
 import sys
+from concurrent.futures import Future
 
 import dask
 import numpy as np
@@ -235,13 +236,18 @@ def test_scalar_arguments_reach_kernels_as_arguments(monkeypatch):
     from dask_gpunumeric.kernels import cuda as _cuda
     from dask_gpunumeric.kernels import fused as _fused
 
-    run = _fused.run
+    run, kernel, launch_plan = _fused.run, _fused._kernel, _fused._launch_plan
     _cuda_emulator.emulated_fused(monkeypatch)
     monkeypatch.setattr(_fused, "run", lambda program, scalars, offset, shape, global_shape, backend, *inputs:
                         run(program, scalars, offset, shape, global_shape, "cupy", *inputs))  # host scalars kept
+    # kernels kept from launch to launch, as on a GPU: one call's blocks launch with one set of values
+    monkeypatch.setattr(_fused, "_kernel", kernel)
+    monkeypatch.setattr(_fused, "_launch_plan", launch_plan)
     compile_module, sources, hosted = _cuda.compile_module, set(), []
     monkeypatch.setattr(_cuda, "compile_module", lambda source: sources.add(source) or compile_module(source))
     monkeypatch.setattr(_fused, "_hosted", lambda *args, _f=_fused._hosted: hosted.append(1) or _f(*args))
+    specialized = []  # (kernels specialized to scalar values: compiled in the background, here never done)
+    monkeypatch.setattr(_cuda, "compile_in_background", lambda *args: specialized.append(args) or Future())
     step = gnp.accelerate(lambda u, v, dt: rk4_step(gnp, u, v, dt))
     un, vn = _fields(n=333)  # (a shape of its own: no graph cached by another test)
     u, v = gnp.asarray(un, chunks=111), gnp.asarray(vn, chunks=111)
@@ -251,7 +257,8 @@ def test_scalar_arguments_reach_kernels_as_arguments(monkeypatch):
             assert got.dtype == want.dtype
         if k == 0:
             first = set(sources)
-    assert hosted and sources == first and len(step.plans) == 1
+    # no kernel specialized to a call's values either (each value is used by the call's three blocks)
+    assert hosted and sources == first and not specialized and len(step.plans) == 1
 
 
 def test_only_the_scalars_whose_values_are_needed_select_the_plan_by_value():

@@ -197,16 +197,18 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     the per-block partials of full reductions live in a per-stream workspace."""
     import cupy
 
+    hosted = False
     for a in inputs:  # (a 0-d input given as a NumPy scalar: a kernel argument, not a copy to the device)
         if isinstance(a, np.generic):
             program, scalars, inputs = _hosted(program, scalars, inputs)
+            hosted = True
             break
     if 0 in shape:  # nothing to launch: the block functions give empty outputs (and totals of nothing)
         return run_numpy(program, scalars, offset, shape, global_shape, _cast(inputs, program.inputs), "cupy")
     plan = _launch_plan(_prepared(program), program, inputs, offset, shape, global_shape)
     if plan.casts:
         inputs = _cast(inputs, plan.casts)
-    launch = plan.kernel.launch(scalars)
+    launch = plan.kernel.launch(scalars, fold=not hosted)
     blocks = max(1, min(plan.need, launch.max_blocks * plan.waves))
     bufs = [cupy.empty(value_shape, dtype=dtype) for value_shape, dtype in plan.buffers]
     folds = _workspace_buffers(blocks, plan.folds) if plan.folds else []
@@ -427,9 +429,11 @@ class _Kernel:
         return _program.kernel_source(self._program, variant.mode, variant.group, variant.index,
                              tuple(sorted(variant.singles)), constants)
 
-    def launch(self, scalars: Sequence[Any]) -> _Launch:
+    def launch(self, scalars: Sequence[Any], fold: bool = True) -> _Launch:
         """The launch for these scalar values (remembered by value and type: 1 and 1.0 are equal in Python; and
-        by identity for the tuple of the latest call, which the task of a repeated graph passes again)."""
+        by identity for the tuple of the latest call, which the task of a repeated graph passes again); not
+        ``fold``: values that are arguments of calls (``_hosted``: each call's blocks launch with them),
+        never specialized to."""
         last = self._last
         if last[0] is scalars:
             values = last[1]
@@ -440,7 +444,7 @@ class _Kernel:
         values.launches += 1
         if values.pending is not None and values.pending.done():
             self._finish_specialization(values)
-        elif (not values.tried and values.constants and values.launches >= self.SPECIALIZE_AFTER
+        elif (fold and not values.tried and values.constants and values.launches >= self.SPECIALIZE_AFTER
               and self._specialized < self.MAX_SPECIALIZED and config.get("specialize")):
             values.tried = True
             self._specialized += 1
