@@ -221,6 +221,7 @@ def _hosted(program: tuple, scalars: Sequence[Any], inputs: Sequence[Any]) -> tu
     arguments) become scalar arguments: the program reading them as scalars after its own (made once per
     program and such inputs), its scalar values and its other inputs."""
     hosts = tuple(k for k, a in enumerate(inputs) if isinstance(a, np.generic))
+    values = (*scalars, *(inputs[k] for k in hosts))  # (converted to their C types as every scalar is)
     made = _prepared(program).hosted
     hosted = made.get(hosts)
     if hosted is None:
@@ -233,8 +234,7 @@ def _hosted(program: tuple, scalars: Sequence[Any], inputs: Sequence[Any]) -> tu
                        _types.Load("load", number[ins.input], ins.dtype) for ins in instrs)
         hosted = made[hosts] = _types.Program(ndim, tuple(dtypes[k] for k in kept), instrs, outputs)
         if recording():
-            record_sources(hosted, (*scalars, *(inputs[k] for k in hosts)))
-    values = (*scalars, *(np.dtype(program.inputs[k]).type(inputs[k]) for k in hosts))
+            record_sources(hosted, values)
     return hosted, values, [a for k, a in enumerate(inputs) if k not in hosts]
 
 
