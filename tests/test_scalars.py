@@ -328,3 +328,21 @@ def test_scalars_benchmark_runs_and_checks_on_the_cpu(tmp_path):
     report = json.loads(report_path.read_text())
     assert report["passed"] and [row["name"] for row in report["results"]] == [
         "gnp, new dt", "gnp, same dt", "numpy, new dt"]
+
+
+def test_scalars_in_a_while_loop_condition():
+    traced = []
+
+    @gnp.accelerate
+    def shrink(x, tol, rate):
+        traced.append(1)
+        return gnp.while_loop(lambda s: gnp.sum(s * s) > tol ** 2, lambda s: s * rate, x, max_iter=1000)
+
+    xn = np.linspace(1, 2, 16)
+    x = gnp.asarray(xn, chunks=8)
+    for tol, rate in ((0.5, 0.9), (0.1, 0.5), (1e-3, 0.7)):
+        s = xn
+        while np.sum(s * s) > tol ** 2:
+            s = s * rate
+        assert_eq(shrink(x, tol, rate), s)
+    assert len(traced) == 1
