@@ -314,6 +314,10 @@ def test_promotion_guard_names_a_numpy_scalar_argument():
         f(x, np.float64(0.5))
     with gnp.config.set(guards="error"):
         assert_eq(f(x, 0.5), np.ones(4, np.float32) * 0.5)  # a Python float is weak: no promotion
+    with gnp.allowpromotion():  # the guard's error left the argument traced by type
+        for a in (np.float64(0.5), np.float64(0.25)):
+            assert_eq(f(x, a), np.ones(4, np.float32) * a)
+    assert len(f.plans) == 2
 
 
 def test_scalars_benchmark_runs_and_checks_on_the_cpu(tmp_path):

@@ -145,6 +145,7 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _TRACED = "traced"  # a scalar argument's entry in a signature: by type
+_GUARD_ERRORS = (_guards.PromotionError, _guards.FetchError, _guards.ScalarIndexingError)
 
 
 def _in_memory(args: list[ArrayExpr]) -> bool:
@@ -218,9 +219,9 @@ def _trace(func: Callable[..., Any], args: tuple, kwargs: dict, arrays: list[tup
     token = _TRACING.set(True)
     try:
         outputs, structure = _flatten(func(*traced_args, **traced_kwargs))
-    except Exception:
-        if trace is None:
-            raise
+    except Exception as error:
+        if trace is None or isinstance(error, _GUARD_ERRORS) and not trace.needed:
+            raise  # (a guard's error depends on types alone: the same by value)
         return _needed(scalars, trace.needed)
     finally:
         _TRACING.reset(token)
