@@ -48,7 +48,7 @@ USER_CODE = ("black_scholes_erf", "cg_setitem", "rk4", "rk4_large", "softmax", "
 """The benchmarks of code as users write it (``_user_code``): ``--only user_code`` runs just these."""
 
 BENCHMARKS = ("monte_carlo", "black_scholes", "heat", "gray_scott", "cg", "matmul", "small_arrays", "plain_path",
-              *USER_CODE, "cluster_overhead")
+              "scalars", *USER_CODE, "cluster_overhead")
 """The benchmark scripts of the suite, in the order they run. Each takes ``--json PATH``, ``--repeat N`` and
 ``--warmup N`` and writes a ``_harness.make_report`` dictionary. (The reliability runs, ``long_run.py`` and
 ``out_of_memory.py``, check memory rather than time systems against each other: they run on their own.)"""

@@ -21,14 +21,16 @@ import dask.threaded
 from dask._task_spec import GraphNode, _is_dask_future
 
 from .. import config
-from ..expr import ArrayExpr, FromArray, FromGraph
+from ..expr import ArrayExpr, Bundle, FromArray, FromGraph
 from ..kernels.checks import Deferral, unread_checks, verify, with_checks
 from ..optimize import settings_key
+from ..optimize.dag import DAG
 from ..runtime import cluster as _cluster
-from ..runtime.regions.nodes import Placeholder
+from ..runtime.regions.nodes import Loop, Placeholder
 from ..runtime.regions.plan import Plan, Region, RegionOutput, call_token, output_names
 from . import guards as _guards
 from .array import Array
+from .scalars import KINDS, Param, Scalars, ScalarTrace
 
 _CACHE_SIZE = 128
 _TRACING = contextvars.ContextVar("gnp_tracing", default=False)
@@ -74,19 +76,20 @@ def _unflatten(arrays: list[Array], structure: Any) -> Any:
 
 def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator: trace ``func`` once per argument signature, fuse across its statements and outputs,
-    and reuse the optimized plan on later calls (see the module docstring for what this adds)."""
+    and reuse the optimized plan on later calls (see the module docstring for what this adds). Python and
+    NumPy scalar arguments select the plan by type, their values given at each call (``scalars``), except
+    those whose values a trace needed: by value from then on."""
     plans: dict[Any, tuple[Plan, list]] = {}
+    scalar_inputs: dict[Any, Scalars] = {}  # per signature whose plan has scalar placeholders
+    by_value: set[int | str] = set()  # the scalar arguments whose values a trace needed
     lock = threading.Lock()
 
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if tracing():  # called by a function being traced: part of its plan
-            return func(*args, **kwargs)
-        # arrays by position (an int) or keyword (a str); the other arguments with their types; and the
-        # optimizer's settings (a plan is optimized when traced)
-        named = [*enumerate(args), *sorted(kwargs.items())]
-        arrays = [(i, a) for i, a in named if isinstance(a, Array)]
-        static = tuple((i, _static_key(a)) for i, a in named if not isinstance(a, Array))
+    def plan_for(named: list, arrays: list, scalars: list, args: tuple, kwargs: dict) -> tuple[Plan, Scalars | None]:
+        # arrays by position (an int) or keyword (a str); scalars traced by type; the other arguments with
+        # their types; and the optimizer's settings (a plan is optimized when traced)
+        traced = {i for i, _ in scalars}
+        static = tuple((i, _TRACED, type(a)) if i in traced else (i, _static_key(a))
+                       for i, a in named if not isinstance(a, Array))
         signature = (tuple((i, a.shape, a.chunks, a.dtype.str, a.backend) for i, a in arrays), static,
                      settings_key())
         try:
@@ -95,19 +98,43 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
             raise TypeError("gnp.accelerate: non-array arguments must be hashable (they select the plan)") from None
         with lock:
             plan, guard_events = plans.get(signature, (None, ()))
-        if plan is None:
-            with _guards.recorded() as guard_events:
-                plan = _trace(func, args, kwargs, arrays, signature)
-            with lock:
-                if len(plans) >= _CACHE_SIZE:
-                    plans.pop(next(iter(plans)))
-                plans[signature] = plan, guard_events
-        else:  # the guards the trace met, checked again under this call's modes
+            inputs = scalar_inputs.get(signature)
+        if plan is not None:  # the guards the trace met, checked again under this call's modes
             _guards.replay(guard_events)
+            return plan, inputs
+        with _guards.recorded() as guard_events:
+            traced_plan = _trace(func, args, kwargs, arrays, scalars, signature)
+        if isinstance(traced_plan, frozenset):  # scalars whose values were needed: by value from now on
+            by_value.update(traced_plan)
+            return plan_for(named, arrays, [(i, a) for i, a in scalars if i not in traced_plan], args, kwargs)
+        plan, inputs = traced_plan
+        with lock:
+            if len(plans) >= _CACHE_SIZE:
+                scalar_inputs.pop(oldest := next(iter(plans)), None)
+                plans.pop(oldest)
+            plans[signature] = plan, guard_events
+            if inputs is not None:
+                scalar_inputs[signature] = inputs
+        return plan, inputs
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if tracing():  # called by a function being traced: part of its plan
+            return func(*args, **kwargs)
+        named = [*enumerate(args), *sorted(kwargs.items())]
+        arrays = [(i, a) for i, a in named if isinstance(a, Array)]
+        scalars = [(i, a) for i, a in named if type(a) in KINDS and i not in by_value]
+        plan, inputs = plan_for(named, arrays, scalars, args, kwargs)
+        extra = [] if inputs is None else inputs.arguments([a for _, a in scalars])
+        if extra is None:  # values this plan does not take: a plan of their own
+            plan, _ = plan_for(named, arrays, [], args, kwargs)
+            extra = []
         args = [a.expr for _, a in arrays]
+        local = _in_memory(args)  # (the scalars' arguments are)
+        args += extra
         lowering, transport, timeout = _settings()
         workers = tuple(_cluster.active_workers())
-        if not workers and config.get("dispatch") == "auto" and _in_memory(args):
+        if not workers and config.get("dispatch") == "auto" and local:
             outputs = _run_now(plan, args, lowering, transport, timeout)
         else:
             region = _region_of(plan, args, workers, lowering, transport, timeout)
@@ -116,6 +143,10 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
 
     wrapper.plans = plans  # type: ignore[attr-defined]
     return wrapper
+
+
+_TRACED = "traced"  # a scalar argument's entry in a signature: by type
+_GUARD_ERRORS = (_guards.PromotionError, _guards.FetchError, _guards.ScalarIndexingError)
 
 
 def _in_memory(args: list[ArrayExpr]) -> bool:
@@ -177,21 +208,59 @@ def _static_key(value: Any) -> Any:
 
 
 def _trace(func: Callable[..., Any], args: tuple, kwargs: dict, arrays: list[tuple[int | str, Array]],
-           signature: Any) -> Plan:
+           scalars: list[tuple[int | str, Any]], signature: Any) -> tuple[Plan, Scalars | None] | frozenset:
+    """The plan of ``func`` traced on placeholders of its arrays and Params of its ``scalars``, with what calls
+    make the scalar placeholders from; or the positions of the scalars to trace by value instead: those whose
+    values the trace needed, or all of them where it failed otherwise (by value, an error is the function's
+    own)."""
     sig_token = hashlib.sha1(repr(signature).encode()).hexdigest()[:16]
     placeholders = [Placeholder(i, sig_token, a.chunks, a.dtype, a.backend) for i, a in arrays]
+    trace = ScalarTrace(sig_token, [v for _, v in scalars]) if scalars else None
     traced_args, traced_kwargs = list(args), dict(kwargs)
-    for (i, _), p in zip(arrays, placeholders):
+    for i, value in [*zip((i for i, _ in arrays), map(Array, placeholders)),
+                     *zip((i for i, _ in scalars), trace.leaves if trace else ())]:
         if isinstance(i, str):
-            traced_kwargs[i] = Array(p)
+            traced_kwargs[i] = value
         else:
-            traced_args[i] = Array(p)
+            traced_args[i] = value
     token = _TRACING.set(True)
     try:
         outputs, structure = _flatten(func(*traced_args, **traced_kwargs))
+    except Exception as error:
+        if trace is None or isinstance(error, _GUARD_ERRORS) and not trace.needed:
+            raise  # (a guard's error depends on types alone: the same by value)
+        return _needed(scalars, trace.needed)
     finally:
         _TRACING.reset(token)
-    return Plan([o.expr for o in outputs], placeholders, structure)
+    exprs = [o.expr for o in outputs]
+    if trace is None:
+        return Plan(exprs, placeholders, structure), None
+    if trace.needed or _holds_param(exprs):
+        return _needed(scalars, trace.needed)
+    return Plan(exprs, [*placeholders, *trace.inputs.values()], structure), trace.scalars() if trace.inputs else None
+
+
+def _needed(scalars: list[tuple[int | str, Any]], leaves: set[int]) -> frozenset:
+    """The positions of the scalar arguments ``leaves`` (all of them where none is named)."""
+    return frozenset(i for k, (i, _) in enumerate(scalars) if not leaves or k in leaves)
+
+
+def _holds_param(exprs: list[ArrayExpr]) -> bool:
+    """Does any node of these expressions (loop bodies included) hold a traced scalar other than through its
+    placeholders (a keyword, a parameter)?"""
+    def holds(value: Any) -> bool:
+        if type(value) is Param:
+            return True
+        if isinstance(value, (tuple, list)):
+            return any(map(holds, value))
+        return isinstance(value, dict) and (holds(list(value)) or holds(list(value.values())))
+
+    for node in DAG(Bundle(*exprs)).order:
+        if isinstance(node, Loop) and _holds_param(node.body.optimized):
+            return True
+        if any(holds(o) for o in node.operands if not isinstance(o, ArrayExpr)):
+            return True
+    return False
 
 
 def _settings() -> tuple[str, str, float]:

@@ -18,6 +18,7 @@ from ..expr.elemwise import broadcast_chunks
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
 from . import special_values as _special_values
+from .scalars import KINDS, Param
 from .array import NUMPY_NUMBERS, Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_array, as_operand, check_order, device_backend
 from .manipulation import broadcast_shape, check_output_cast, rechunk_expr, store
@@ -224,6 +225,12 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
 
     ``skip_promotion`` leading operands (``where``'s condition) are left out of the promotion guard.
     """
+    given = None  # (an accelerated function traced: its scalar arguments as placeholders, given as numbers)
+    if any(type(a) is Param for a in args):
+        if dtype is not None or kwargs:
+            params = [a for a in args if type(a) is Param]
+            params[0]._trace.refuse(params, f"{op} with keywords on a traced scalar")
+        given, args = args, _bound(op, args, skip_promotion)
     if dtype is None and not kwargs:
         short = _short_path(op, args, skip_promotion)
         if short is not None:
@@ -246,7 +253,9 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     else:
         out_dtype, common = _dtypes(op, operands, kwargs, skip_promotion)
     if dtype is None and common is not None:
-        promoted = operands[skip_promotion:][: _PROMOTED_OPERANDS.get(op)]
+        # (the guard's message names a traced number as the caller gave it)
+        shown = operands if given is None else [g._value if type(g) is Param else o for g, o in zip(given, operands)]
+        promoted = shown[skip_promotion:][: _PROMOTED_OPERANDS.get(op)]
         _guards.check_promotion(op, [a.dtype for a in promoted if isinstance(a, ArrayExpr)], common,
                                 [a for a in promoted if not isinstance(a, ArrayExpr)])
     if len(arrays) > 1 and any(a.chunks != arrays[0].chunks for a in arrays):  # (the same chunks: aligned)
@@ -262,6 +271,32 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     result = Array(Elemwise(func, out_dtype, kwargs, *operands))
     kinds, correct = _special_values.CORRECTIONS.get(func, ("", None))
     return correct(result, *args, elementwise) if out_dtype.kind in kinds and not kwargs else result
+
+
+def _bound(op: str, args: tuple, skip: int) -> tuple:
+    """``args`` with each traced scalar (``scalars.Param``) as a 0-d placeholder of the dtype NumPy converts it
+    to in this op: a NumPy scalar's own, a Python scalar's the common dtype of the promoted operands (NEP 50);
+    refused (``ValueNeeded``) where that would not give NumPy's result dtype, or without Arrays."""
+    params = [a for a in args if type(a) is Param]
+    trace = params[0]._trace
+    arrays = [a for a in args if isinstance(a, Array)]
+    if not arrays or not all(isinstance(a, Array) or type(a) is Param or type(a) in KINDS for a in args):
+        trace.refuse(params, f"{op} of traced scalars without gnp Arrays")
+    backend = "cupy" if any(a.backend == "cupy" for a in arrays) else "numpy"
+    key = [a.dtype if isinstance(a, Array) else (type(a._value), a._value) if type(a) is Param else (type(a), a)
+           for a in args]
+    out, _ = _operation_dtypes(op, tuple(key), (), skip)
+    promoted = range(skip, skip + len(args[skip:][: _PROMOTED_OPERANDS.get(op)]))
+    common = np.result_type(*[np.empty(0, key[i]) if isinstance(key[i], np.dtype) else key[i][1] for i in promoted])
+    bound = list(args)
+    for i, a in enumerate(args):
+        if type(a) is Param:
+            value = a._value
+            key[i] = common if i in promoted and not isinstance(value, np.generic) else np.asarray(value).dtype
+            bound[i] = Array(trace.placeholder(a, key[i], backend))
+    if _operation_dtypes(op, tuple(key), (), skip)[0] != out:
+        trace.refuse(params, f"{op} of a traced scalar as a 0-d array changes its dtype")
+    return tuple(bound)
 
 
 def exact_reciprocal(c: Any, dtype: np.dtype) -> float | None:

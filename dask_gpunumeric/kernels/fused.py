@@ -44,6 +44,7 @@ class _Prepared(NamedTuple):
     kernels: dict  # variant -> ``_Kernel`` (``_kernel``)
     rows: tuple[int, ...]  # ``codegen.rows.row_axes``: the axes of a row program's reductions
     plans: dict  # launch key -> ``_Plan`` (``_launch_plan``)
+    hosted: dict  # positions of inputs given as NumPy scalars -> the program taking them as scalars (``_hosted``)
 
 
 _PREPARED: dict[int, tuple[tuple, _Prepared]] = {}
@@ -57,7 +58,7 @@ def _prepared(program: tuple) -> _Prepared:
         return hit[1]
     instrs = program.instrs
     prepared = _Prepared(_program.philox_group(instrs), _program.epilogue_values(instrs),
-                         _program.program_folds(program), {}, _rows.row_axes(instrs), {})
+                         _program.program_folds(program), {}, _rows.row_axes(instrs), {}, {})
     if len(_PREPARED) >= _PREPARED_SIZE:
         _PREPARED.clear()
     _PREPARED[id(program)] = (program, prepared)  # the program kept with it: its id is not reused meanwhile
@@ -196,17 +197,45 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     the per-block partials of full reductions live in a per-stream workspace."""
     import cupy
 
+    hosted = False
+    for a in inputs:  # (a 0-d input given as a NumPy scalar: a kernel argument, not a copy to the device)
+        if isinstance(a, np.generic):
+            program, scalars, inputs = _hosted(program, scalars, inputs)
+            hosted = True
+            break
     if 0 in shape:  # nothing to launch: the block functions give empty outputs (and totals of nothing)
         return run_numpy(program, scalars, offset, shape, global_shape, _cast(inputs, program.inputs), "cupy")
     plan = _launch_plan(_prepared(program), program, inputs, offset, shape, global_shape)
     if plan.casts:
         inputs = _cast(inputs, plan.casts)
-    launch = plan.kernel.launch(scalars)
+    launch = plan.kernel.launch(scalars, fold=not hosted)
     blocks = max(1, min(plan.need, launch.max_blocks * plan.waves))
     bufs = [cupy.empty(value_shape, dtype=dtype) for value_shape, dtype in plan.buffers]
     folds = _workspace_buffers(blocks, plan.folds) if plan.folds else []
     launch.function((blocks,), (_THREADS,), (*inputs, *bufs, *folds, *launch.args, *plan.geometry))
     return _results(plan, bufs)
+
+
+def _hosted(program: tuple, scalars: Sequence[Any], inputs: Sequence[Any]) -> tuple[tuple, tuple, list[Any]]:
+    """A launch whose 0-d inputs that are NumPy scalars (host values: an accelerated function's scalar
+    arguments) become scalar arguments: the program reading them as scalars after its own (made once per
+    program and such inputs), its scalar values and its other inputs."""
+    hosts = tuple(k for k, a in enumerate(inputs) if isinstance(a, np.generic))
+    values = (*scalars, *(inputs[k] for k in hosts))  # (converted to their C types as every scalar is)
+    made = _prepared(program).hosted
+    hosted = made.get(hosts)
+    if hosted is None:
+        ndim, dtypes, instrs, outputs = program
+        slots = {k: len(scalars) + j for j, k in enumerate(hosts)}
+        kept = [k for k in range(len(dtypes)) if k not in slots]
+        number = {k: j for j, k in enumerate(kept)}
+        instrs = tuple(ins if ins.tag != "load" else
+                       _types.Scalar("scalar", slots[ins.input], ins.dtype) if ins.input in slots else
+                       _types.Load("load", number[ins.input], ins.dtype) for ins in instrs)
+        hosted = made[hosts] = _types.Program(ndim, tuple(dtypes[k] for k in kept), instrs, outputs)
+        if recording():
+            record_sources(hosted, values)
+    return hosted, values, [a for k, a in enumerate(inputs) if k not in hosts]
 
 
 def _row_plan(prepared: _Prepared, program: tuple, casts: tuple | None, inputs: Sequence[Any],
@@ -400,9 +429,11 @@ class _Kernel:
         return _program.kernel_source(self._program, variant.mode, variant.group, variant.index,
                              tuple(sorted(variant.singles)), constants)
 
-    def launch(self, scalars: Sequence[Any]) -> _Launch:
+    def launch(self, scalars: Sequence[Any], fold: bool = True) -> _Launch:
         """The launch for these scalar values (remembered by value and type: 1 and 1.0 are equal in Python; and
-        by identity for the tuple of the latest call, which the task of a repeated graph passes again)."""
+        by identity for the tuple of the latest call, which the task of a repeated graph passes again); not
+        ``fold``: values that are arguments of calls (``_hosted``: each call's blocks launch with them),
+        never specialized to."""
         last = self._last
         if last[0] is scalars:
             values = last[1]
@@ -413,7 +444,7 @@ class _Kernel:
         values.launches += 1
         if values.pending is not None and values.pending.done():
             self._finish_specialization(values)
-        elif (not values.tried and values.constants and values.launches >= self.SPECIALIZE_AFTER
+        elif (fold and not values.tried and values.constants and values.launches >= self.SPECIALIZE_AFTER
               and self._specialized < self.MAX_SPECIALIZED and config.get("specialize")):
             values.tried = True
             self._specialized += 1

@@ -48,6 +48,21 @@ def run(plan: tuple, scalars: tuple, block: Box, backend: str, into: Any, parts:
     return results[0] if len(results) == 1 else tuple(results)
 
 
+def _on_device(xp: Any, value: np.generic) -> Any:
+    """A NumPy scalar as a 0-d device array, copied once per value and device (a scalar argument repeated from
+    call to call, a weight, costs no copy; sources are only read)."""
+    key = (xp.cuda.Device().id, value.dtype, value.tobytes())
+    found = _DEVICE_SCALARS.get(key)
+    if found is None:
+        if len(_DEVICE_SCALARS) >= 256:
+            _DEVICE_SCALARS.clear()
+        found = _DEVICE_SCALARS[key] = xp.asarray(value)
+    return found
+
+
+_DEVICE_SCALARS: dict[tuple, Any] = {}
+
+
 def _combined(plan: tuple, reduction: tuple[int, int], partials: list[dict[str, Any]]) -> dict[str, Any]:
     """One partial of a full reduction from those of a block's parts."""
     if len(partials) == 1:
@@ -64,6 +79,8 @@ def _run_part(plan: tuple, scalars: tuple, part: tuple, pieces: Sequence[Any], b
     target, _, origins, layouts = part
     xp = module(backend)
     sources = {s: _blocks.halo_block(pieces[s], layout) for s, layout in enumerate(layouts) if layout is not None}
+    if xp is not np:  # (a 0-d source given as a NumPy scalar, an accelerated function's scalar argument)
+        sources = {s: _on_device(xp, a) if isinstance(a, np.generic) else a for s, a in sources.items()}
     shapes = tuple((s, np.shape(array)) for s, array in sources.items())
     key = (block, backend in _CUDA_BACKENDS, backend in _TILED_BACKENDS, xp is np, shapes)
     steps = _remembered((plan, part), key, lambda: _schedule(plan, part, block, backend, dict(shapes)))

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from dask._task_spec import Alias, DataNode, GraphNode, Task
 
-from ...expr import ArrayExpr, Bundle, Finalize, FromArray, cached, flat_keys
+from ...expr import ArrayExpr, Bundle, Finalize, FromArray, FromGraph, cached, flat_keys
 from ...optimize import optimize
 from ...optimize.dag import DAG
 from ..compile import graph_of
@@ -148,9 +148,14 @@ class Region(ArrayExpr):
     def _small_arguments(self) -> dict:
         """The block tasks of arguments that are small host data (a 0-d rate, a salt), by key: made inside
         the tasks reading them (on a cluster a task of their own is a scheduler round trip more)."""
-        return {a.key(index): a._block_task(index) for a in self.args
-                if isinstance(a, FromArray) and isinstance(a.operand("array"), np.ndarray)
-                and a.operand("array").nbytes <= _SMALL_ARGUMENT for index in a.block_indices()}
+        small = {a.key(index): a._block_task(index) for a in self.args
+                 if isinstance(a, FromArray) and isinstance(a.operand("array"), np.ndarray)
+                 and a.operand("array").nbytes <= _SMALL_ARGUMENT for index in a.block_indices()}
+        for a in self.args:  # NumPy scalars in memory (an accelerated function's scalar arguments)
+            value = a.operand("layer").get(a.key(())) if isinstance(a, FromGraph) and a.ndim == 0 else None
+            if isinstance(value, np.generic):
+                small[a.key(())] = DataNode(a.key(()), value)
+        return small
 
     def _owned_blocks(self) -> Iterator[tuple[tuple, tuple[int, ...], tuple[int, ...]]]:
         if self.as_programs:
