@@ -16,6 +16,7 @@ import pytest
 
 import dask_gpunumeric as gnp
 from conftest import assert_eq
+from dask_gpunumeric.expr import tokens as _tokens
 from dask_gpunumeric.kernels import fused as _fused
 from dask_gpunumeric.runtime import compile as _compile
 
@@ -45,10 +46,13 @@ def small_history_client():
 
 def _ours() -> int:
     """Bytes allocated (and still alive) outside distributed's code: ours, dask's, NumPy's; after emptying
-    dask's ``key_split`` cache (of the scheduler's keys: bounded, at 100,000 keys). Not the source lines that
+    dask's ``key_split`` cache (of the scheduler's keys: bounded, at 100,000 keys) and our cache of node tokens
+    by their text (bounded at ``tokens._TOKENS_SIZE`` entries, which a loop fills). Not the source lines that
     distributed's profiler reads through ``linecache`` (the files of every frame it samples: on CuPy blocks
     they keep coming for a while, about 1 MB in 150 steps here)."""
     dask.utils.key_split.cache_clear()
+    assert len(_tokens.TOKENS) <= _tokens._TOKENS_SIZE
+    _tokens.TOKENS.clear()
     gc.collect()
     kept = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, "*/distributed/*"),
                                                       tracemalloc.Filter(False, linecache.__file__)])

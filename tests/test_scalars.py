@@ -323,7 +323,7 @@ def test_promotion_guard_names_a_numpy_scalar_argument():
 def test_scalars_benchmark_runs_and_checks_on_the_cpu(tmp_path):
     """``benchmarks/scalars.py`` at a small size: every system's result checked against NumPy's."""
     root = pathlib.Path(__file__).resolve().parent.parent
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(root)}
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     report_path = tmp_path / "report.json"
     command = [sys.executable, str(root / "benchmarks" / "scalars.py"), "--shape", "1024", "--repeat", "3",
                "--warmup", "0", "--json", str(report_path)]
