@@ -257,6 +257,16 @@ def test_persisted_arrays_hold_the_node_their_constructor_builds(chunks):
         a, b = gnp.fetch(persist(*_softmax_outputs(x)))
         np.testing.assert_allclose(a, e / s, rtol=1e-12)
         np.testing.assert_allclose(b, (m + np.log(s))[:, 0], rtol=1e-12)
+    scaled = gnp.accelerate(lambda y, w: tuple(w * o for o in _softmax_outputs(y)))  # outputs of a call run now
+    for w in (1.0, 2.5):
+        outputs = scaled(x, w)
+        for array in outputs:
+            node, generic = array.expr, FromGraph(*array.expr.operands)
+            assert type(node) is FromGraph and (node._name, node.deterministic_token, node.dtype) == \
+                (generic._name, generic.deterministic_token, generic.dtype)
+        a, b = gnp.fetch(outputs)
+        np.testing.assert_allclose(a, w * e / s, rtol=1e-12)
+        np.testing.assert_allclose(b, w * (m + np.log(s))[:, 0], rtol=1e-12)
 
 
 def test_a_repeated_slice_builds_the_node_its_constructor_builds():

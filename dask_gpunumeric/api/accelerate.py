@@ -184,8 +184,8 @@ def _run_now(plan: Plan, args: list[ArrayExpr], lowering: str, transport: str, t
               *(c for a in args if isinstance(a, FromGraph) for c in unread_checks(a.operand("layer")))]
     if len(plan.outputs) > 1:  # which output a check belongs to is not known: read them now
         verify(checks)
-    return [FromGraph(with_checks({(new, *index): blocks[(name, *index)] for index in indices}, checks), new, chunks,
-                      dtype, backend)
+    return [FromGraph.of(with_checks({(new, *index): blocks[(name, *index)] for index in indices}, checks), new,
+                         chunks, dtype, backend)
             for (name, chunks, dtype, backend), new, indices in zip(plan.outputs, names, plan.block_indices)]
 
 

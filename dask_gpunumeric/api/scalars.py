@@ -169,7 +169,7 @@ class Scalars:
                 token = hashlib.sha1(b"%s|%s" % (dtype.str.encode(), value.tobytes())).hexdigest()[:32]
                 name = f"scalar-{token}"
                 # the block a NumPy scalar on either backend: kernels take it as an argument (kernels.fused)
-                arguments.append(FromGraph({(name,): value}, name, (), dtype, backend))
+                arguments.append(FromGraph.of({(name,): value}, name, (), dtype, backend))
         except (ArithmeticError, ValueError, TypeError):
             return None
         return arguments
