@@ -524,6 +524,18 @@ def test_region_outputs_share_one_run(one_worker):
         assert set(one_worker.run(lambda: len(lower._left)).values()) == {0}
 
 
+def _count_pool_runs() -> None:
+    """On a worker: count in ``lower.pool_runs`` the output tasks of one-rank regions that went to the worker's
+    thread pool (``lower._run_shared``), not taking a block left for them in its event loop."""
+    from dask_gpunumeric.runtime.regions import lower
+
+    def counted(*args, run=lower._run_shared):
+        lower.pool_runs += 1
+        return run(*args)
+
+    lower.pool_runs, lower._run_shared = 0, counted
+
+
 def _batches_of(log, op: str, keys: set) -> list[set]:
     """The keys among ``keys`` of the messages ``op`` in each batch of a batched stream's ``recent_message_log``
     (the batches with any)."""
@@ -542,9 +554,10 @@ def _client_reports(dask_scheduler, keys) -> list[set]:
 
 
 def test_region_outputs_reported_together(one_worker):
-    """The output blocks of a one-rank region (Black-Scholes' prices) finish on the worker one after the other,
-    yet reach the scheduler in one message and the client in one: the client's wait is one round trip, not
-    one and two batching intervals. Persisted, their values are NumPy's through every entry point."""
+    """The output blocks of a one-rank region (Black-Scholes' prices) finish on the worker one after the other
+    (the first in its thread pool, computing them all, the others taking theirs in its event loop: no trip
+    through the pool each), yet reach the scheduler in one message and the client in one: the client's wait is
+    one round trip, not one and two batching intervals. Persisted, their values are NumPy's through every entry point."""
     ref = np.random.default_rng(46).uniform(1, 2, 64)
 
     @gnp.accelerate
@@ -552,6 +565,9 @@ def test_region_outputs_reported_together(one_worker):
         d = gnp.log(x) * r
         return gnp.exp(d), x - d, gnp.sqrt(x) + d
 
+    from dask_gpunumeric.runtime.regions import lower
+
+    one_worker.run(_count_pool_runs)
     with one_worker.as_current():
         x = gnp.asarray(ref).persist()
         for call in range(3):  # (the first traces and sets the cluster up)
@@ -562,6 +578,7 @@ def test_region_outputs_reported_together(one_worker):
             keys = [k for o in outputs for k in flatten(o.__dask_keys__())]
             workers = one_worker.scheduler_info()["workers"]
             assert one_worker.run(_worker_reports, keys=keys) == {w: [set(keys)] for w in workers}
+            assert one_worker.run(lambda: lower.pool_runs) == {w: call + 1 for w in workers}
             assert one_worker.run_on_scheduler(_client_reports, keys=keys) == [set(keys)]
             expected = (np.exp(np.log(ref) * r), ref - np.log(ref) * r, np.sqrt(ref) + np.log(ref) * r)
             for got, want in zip(dask.compute(*outputs), expected):
