@@ -157,13 +157,14 @@ def run_rank_leaving(spec: RankSpec, *inputs: Any) -> tuple[str, float]:
     return leave((spec.region, spec.rank), outputs), spec.timeout
 
 
-def pick(rank_key: Key, mine: tuple[str, float], key: Key, *peers: tuple[str, float]) -> Any:
+async def pick(rank_key: Key, mine: tuple[str, float], key: Key, *peers: tuple[str, float]) -> Any:
     """Task function of an output block: the block its rank's task (``rank_key``, which ran where ``mine``
-    says) left."""
+    says) left. A coroutine: the worker takes it in its event loop, or asks the worker holding it from there
+    (no trip through its thread pool)."""
     from .collectives import take
 
     where, timeout = mine
-    return take(where, rank_key, key, timeout)
+    return await take(where, rank_key, key, timeout)
 
 
 def rank_keys(name: str, built: Built) -> list[Key]:
