@@ -332,14 +332,38 @@ def _calls(xn: np.ndarray):
         0, None, 1
 
 
-def _count_round_trips(client, calls) -> None:
+def _count_pool_trips(dask_worker) -> None:
+    """On a worker: count in ``dask_worker.gnp_pool_trips`` the functions its thread pool is given (a task's,
+    or the work a task running in the event loop sends there)."""
+    if hasattr(dask_worker, "gnp_pool_trips"):  # (counting already)
+        dask_worker.gnp_pool_trips = 0
+        return
+    pool = dask_worker.executors["default"]
+    submit = pool.submit
+
+    def counted(*args, **kwargs):
+        dask_worker.gnp_pool_trips += 1
+        return submit(*args, **kwargs)
+
+    dask_worker.gnp_pool_trips, pool.submit = 0, counted
+
+
+def _pool_trips(dask_worker) -> int:
+    trips, dask_worker.gnp_pool_trips = dask_worker.gnp_pool_trips, 0
+    return trips
+
+
+def _count_round_trips(client, calls, pool_trips: int | None = None) -> None:
     """Run each call twice (the first traces, compiles, learns the workers) and check what the second asked
     of the scheduler: one graph, at most ``gathers`` replies, and ``levels`` levels of tasks (None: any); and
     what it cost besides: the client compiles nothing (waiting on persisted results reads their blocks), the
     scheduler compiles the one tree it was sent once, optimizing ``optimized`` trees (0: the graph of a tree
     compiled before, or of one of the same structure on other inputs, is reused; a region's tree on persisted
-    inputs is kept from its second build on)."""
+    inputs is kept from its second build on); and, where ``pool_trips`` is given, the workers' thread pools
+    were given that many functions in all (each a trip from a worker's event loop to a thread and back)."""
     client.run_on_scheduler(_start_counting)
+    if pool_trips is not None:
+        client.run(_count_pool_trips)
     refresh = client._periodic_callbacks["scheduler-info"]  # the client's own refresh, every 2 s, apart from calls
     refresh.stop()
     try:
@@ -347,9 +371,12 @@ def _count_round_trips(client, calls) -> None:
             for name, call, gathers, levels, optimized in calls:
                 call()
                 client.run_on_scheduler(_submitted)
+                if pool_trips is not None:
+                    client.run(_pool_trips)
                 with _Requests(client) as sent, _Compiles() as compiles:
                     call()
                 graphs = client.run_on_scheduler(_submitted)
+                trips = sum(client.run(_pool_trips).values()) if pool_trips is not None else None
                 print(f"{name}: {sent} {graphs} compiled {compiles.here} here, {compiles.elsewhere} on the "
                       f"scheduler, optimized {compiles.optimized}")
                 assert (compiles.here, compiles.elsewhere, compiles.optimized) == (0, 1, optimized), name
@@ -358,6 +385,7 @@ def _count_round_trips(client, calls) -> None:
                 assert _round_trips(sent) == 1 + gathers
                 assert len(graphs) == 1 and graphs[0]["levels"] >= 1, (name, graphs)
                 assert levels is None or graphs[0]["levels"] == levels, (name, graphs)
+                assert pool_trips is None or trips == pool_trips, (name, trips)
     finally:
         refresh.start()
         client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.remove_plugin(_Submitted.name))
@@ -481,10 +509,11 @@ def test_one_level_per_call_on_one_worker(one_worker):
     one level of tasks (one scheduler-to-worker cycle: small host arguments made inside the tasks reading
     them, a region's outputs each a task with the same inputs, chains and trees of tasks folded into one),
     and no reply asked for: its small result of one block comes pushed with the word that its task is done
-    (persisted results stay on the worker): one round trip."""
+    (persisted results stay on the worker): one round trip. On the worker, a call is one trip through its
+    thread pool (Black-Scholes' second price, left by the first's task, is taken in the event loop)."""
     with one_worker.as_current():
         calls = list(_workload_calls(43))
-    _count_round_trips(one_worker, calls)
+    _count_round_trips(one_worker, calls, pool_trips=1)
 
 
 def _count_program_runs() -> None:
@@ -542,9 +571,10 @@ def _client_reports(dask_scheduler, keys) -> list[set]:
 
 
 def test_region_outputs_reported_together(one_worker):
-    """The output blocks of a one-rank region (Black-Scholes' prices) finish on the worker one after the other,
-    yet reach the scheduler in one message and the client in one: the client's wait is one round trip, not
-    one and two batching intervals. Persisted, their values are NumPy's through every entry point."""
+    """The output blocks of a one-rank region (Black-Scholes' prices) finish on the worker one after the other
+    (the first in its thread pool, computing them all, the others taking theirs in its event loop: no trip
+    through the pool each), yet reach the scheduler in one message and the client in one: the client's wait is
+    one round trip, not one and two batching intervals. Persisted, their values are NumPy's through every entry point."""
     ref = np.random.default_rng(46).uniform(1, 2, 64)
 
     @gnp.accelerate
@@ -552,16 +582,19 @@ def test_region_outputs_reported_together(one_worker):
         d = gnp.log(x) * r
         return gnp.exp(d), x - d, gnp.sqrt(x) + d
 
+    one_worker.run(_count_pool_trips)
     with one_worker.as_current():
         x = gnp.asarray(ref).persist()
         for call in range(3):  # (the first traces and sets the cluster up)
             r = 1.5 + call
             time.sleep(0.05)  # the worker's stream idle: its next report would leave at once
+            one_worker.run(_pool_trips)
             outputs = dask.persist(*three(x, gnp.asarray(np.float64(r))))
             distributed.wait(outputs)
             keys = [k for o in outputs for k in flatten(o.__dask_keys__())]
             workers = one_worker.scheduler_info()["workers"]
             assert one_worker.run(_worker_reports, keys=keys) == {w: [set(keys)] for w in workers}
+            assert one_worker.run(_pool_trips) == dict.fromkeys(workers, 1)
             assert one_worker.run_on_scheduler(_client_reports, keys=keys) == [set(keys)]
             expected = (np.exp(np.log(ref) * r), ref - np.log(ref) * r, np.sqrt(ref) + np.log(ref) * r)
             for got, want in zip(dask.compute(*outputs), expected):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import re
 import signal
 import threading
 import time
@@ -97,6 +98,29 @@ def test_failing_block_on_a_cluster(client):
             gnp.max(gnp.map_blocks(_fail_at, x, bad_offset=(20,), offsets=True)).compute()
         _check_names_block(info.value, (2,), (10,), "float64")  # the note came back from the worker
         assert_eq(gnp.max(x), np.float64(39.0))
+
+
+def test_failing_block_in_a_region_on_a_cluster(client):
+    """A block failing inside an accelerated call on a cluster (a region of one rank, whose output blocks are each
+    a task the worker runs in its event loop) is told with the output task that ran it: a note on the error, and
+    running out of memory a ``gnp.OutOfMemoryError`` naming it."""
+    x = gnp.from_array(np.arange(10.0), chunks=10)
+
+    def two_outputs(failing):
+        @gnp.accelerate
+        def f(a):
+            b = gnp.map_blocks(failing, a, bad_offset=(0,), offsets=True)
+            return b + 1, b * 2
+
+        return f(x)
+
+    with client.as_current(), dask.config.set(scheduler="dask.distributed"):
+        with pytest.raises(ValueError, match=r"bad value at \(0,\)") as info:
+            dask.compute(*two_outputs(_fail_at))
+        assert any(re.match(r"dask_gpunumeric: raised while computing task \(0,\) of (add|multiply)$", note)
+                   for note in info.value.__notes__), info.value.__notes__  # (the output task that ran the program)
+        with pytest.raises(gnp.OutOfMemoryError, match=r"out of GPU memory while computing task \(0,\) of"):
+            dask.compute(*two_outputs(_gpu_out_of_memory_at))
 
 
 # --- out of memory -------------------------------------------------------------------------------------------

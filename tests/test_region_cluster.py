@@ -152,10 +152,10 @@ def _leave(rank_key: tuple, block: np.ndarray) -> str:
     return leave(rank_key, {"block": block})
 
 
-def _take(where: str, rank_key: tuple) -> Any:
+async def _take(where: str, rank_key: tuple) -> Any:
     from dask_gpunumeric.runtime.regions.collectives import take
 
-    return take(where, rank_key, "block", 30)
+    return await take(where, rank_key, "block", 30)
 
 
 def _left(dask_worker: Any) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import math
 import os
 import traceback
@@ -47,14 +48,18 @@ class BlockFunction:
         try:
             return self.func(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - every failure is told with its block, then raised again
-            if not is_out_of_memory(exc):
-                exc.add_note(f"dask_gpunumeric: raised while computing {self.describe()}")
-                raise
-            error = OutOfMemoryError(out_of_memory_message(self, exc))
-            # the error must hold no blocks: drop the inputs, and the locals of the failed allocation's frames
-            del args, kwargs
-            traceback.clear_frames(exc.__traceback__)
-            raise error from exc
+            del args, kwargs  # (an out-of-memory error must hold no blocks: the inputs dropped)
+            self.tell(exc)
+
+    def tell(self, exc: Exception) -> None:
+        """Raise ``exc`` told with this block: with a note naming it, or, out of memory, as a
+        ``gnp.OutOfMemoryError`` that holds no blocks (the failed allocation's frames cleared)."""
+        if not is_out_of_memory(exc):
+            exc.add_note(f"dask_gpunumeric: raised while computing {self.describe()}")
+            raise exc
+        error = OutOfMemoryError(out_of_memory_message(self, exc))
+        traceback.clear_frames(exc.__traceback__)
+        raise error from exc
 
     def describe(self) -> str:
         """The block in words: "block (3, 0) of fused-exp-sum ((1000, 1000) float64, 7.63 MiB)"."""
@@ -78,14 +83,26 @@ def label_tasks(node: Any, layer: Mapping) -> dict:
     and scan stages) are described by their key alone."""
     out = {}
     for key, task in layer.items():
-        if type(task) is Task and not isinstance(task.func, BlockFunction):
+        if type(task) is Task and not isinstance(task.func, BlockFunction) and task.func is not call_coroutine:
             index = tuple(key[1:]) if isinstance(key, tuple) else ()
             own = isinstance(key, tuple) and key[0] == node._name and len(index) == node.ndim
             shape, dtype = (node.block_shape(index), node.dtype.str) if own else (None, None)
             label = BlockFunction(task.func, _op_words(key), index, shape, dtype)
-            task = Task(key, label, *task.args, _data_producer=task.data_producer, **task.kwargs)
+            # (a coroutine function's task stays one: a distributed worker runs it in its event loop)
+            head = (call_coroutine, label) if inspect.iscoroutinefunction(task.func) else (label,)
+            task = Task(key, *head, *task.args, _data_producer=task.data_producer, **task.kwargs)
         out[key] = task
     return out
+
+
+async def call_coroutine(label: BlockFunction, *args: Any, **kwargs: Any) -> Any:
+    """The task function of a coroutine function's task: the coroutine awaited, its failures told as its
+    ``label`` tells them."""
+    try:
+        return await label.func(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - every failure is told with its block, then raised again
+        del args, kwargs
+        label.tell(exc)
 
 
 def _op_words(key: Any) -> str:

@@ -5,6 +5,7 @@ exchange runs).
 """
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import socket
@@ -107,20 +108,17 @@ def leave(rank_key: Key, outputs: dict[Key, Any]) -> str:
     return worker.address
 
 
-def take(where: str, rank_key: Key, key: Key, timeout: float) -> Any:
+async def take(where: str, rank_key: Key, key: Key, timeout: float) -> Any:
     """An output block a rank's task left at the worker ``where``: from this worker's own channels, or
-    asked of that worker (the block's task ran elsewhere: its owner was busy, or lost and replaced)."""
+    asked of that worker (the block's task ran elsewhere: its owner was busy, or lost and replaced). In the
+    worker's event loop."""
     import distributed
 
     worker = distributed.get_worker()
     channels = worker.plugins[_WORKER_PLUGIN].channels
     if where == worker.address:
         return channels.take(rank_key, key)
-
-    async def ask() -> Any:
-        return await worker.rpc(where).gnp_region_left(rank=rank_key, key=key)
-
-    return channels.call(ask(), timeout)
+    return await asyncio.wait_for(worker.rpc(where).gnp_region_left(rank=rank_key, key=key), timeout)
 
 
 def use_nccl(transport: str, backend: str, members: Sequence[dict[str, Any]], exclusive: bool) -> bool:

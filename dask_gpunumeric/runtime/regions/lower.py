@@ -71,12 +71,27 @@ _running: set[str] = set()  # one-rank regions whose program runs in this proces
 _shared = threading.Condition()
 
 
-def run_shared(spec: RankSpec, key: Key, siblings: tuple[tuple[Key, Key], ...], *inputs: Any) -> Any:
+async def run_shared(spec: RankSpec, key: Key, siblings: tuple[tuple[Key, Key], ...], *inputs: Any) -> Any:
     """Task function of an output block ``key`` of a region of one rank on a cluster, whose output blocks are
     all tasks with the same inputs (sent to the worker together: no task between them and the inputs). The
     first to run computes them all and leaves its siblings' blocks (``siblings``: the plan's key and the
     call's of each) for their tasks waiting on this worker; a task finding nothing left (run elsewhere, or
-    again after a loss) runs the program itself."""
+    again after a loss) runs the program itself. A coroutine: the worker runs it in its event loop, where a
+    block left for it is taken at once (a trip through the worker's thread pool less per sibling), and the
+    program runs in the worker's thread pool, as a task's function does."""
+    with _shared:
+        if key in _left and spec.region not in _running:
+            return _left.pop(key)
+    import distributed
+    from distributed.utils import run_in_executor_with_context
+
+    executor = distributed.get_worker().executors["default"]
+    return await run_in_executor_with_context(executor, _run_shared, spec, key, siblings, *inputs)
+
+
+def _run_shared(spec: RankSpec, key: Key, siblings: tuple[tuple[Key, Key], ...], *inputs: Any) -> Any:
+    """``run_shared`` in a thread: the block left for ``key``, or the program run and the siblings' blocks
+    left."""
     with _shared:
         while spec.region in _running:  # a sibling on another thread of the worker computes it
             _shared.wait()
@@ -142,13 +157,14 @@ def run_rank_leaving(spec: RankSpec, *inputs: Any) -> tuple[str, float]:
     return leave((spec.region, spec.rank), outputs), spec.timeout
 
 
-def pick(rank_key: Key, mine: tuple[str, float], key: Key, *peers: tuple[str, float]) -> Any:
+async def pick(rank_key: Key, mine: tuple[str, float], key: Key, *peers: tuple[str, float]) -> Any:
     """Task function of an output block: the block its rank's task (``rank_key``, which ran where ``mine``
-    says) left."""
+    says) left. A coroutine: the worker takes it in its event loop, or asks the worker holding it from there
+    (no trip through its thread pool)."""
     from .collectives import take
 
     where, timeout = mine
-    return take(where, rank_key, key, timeout)
+    return await take(where, rank_key, key, timeout)
 
 
 def rank_keys(name: str, built: Built) -> list[Key]:
