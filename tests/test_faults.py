@@ -400,3 +400,26 @@ def test_checkpoint_forgets_history(own_client):
         _kill_worker_holding(own_client, c.expr.operand("layer")[keys[0]])
         with pytest.raises(distributed.client.FutureCancelledError, match="lost dependencies"):
             gnp.sum(c).compute()
+
+
+async def _awaited_block(x):
+    return x + 1
+
+
+def test_coroutine_tasks_are_never_folded_into_a_subgraph():
+    """A coroutine function's task (an output block of a region on a cluster) stays a task of its own: folded
+    into its dependent (``schedule.fuse_chains``) or Dask's linear fusion, a subgraph would call it without
+    awaiting it and hand the coroutine object on as the block."""
+    from dask._task_spec import DataNode, Task, TaskRef, fuse_linear_task_spec
+
+    from dask_gpunumeric.runtime.faults import AwaitedTask, label_tasks
+    from dask_gpunumeric.runtime.schedule import fuse_chains
+
+    x = gnp.asarray(np.arange(4.0))
+    layer = label_tasks(x.expr, {("c", 0): Task(("c", 0), _awaited_block, TaskRef(("a", 0)))})
+    assert type(layer[("c", 0)]) is AwaitedTask and layer[("c", 0)].is_coro
+    graph = {("a", 0): DataNode(("a", 0), 1.0), **layer,
+             ("d", 0): Task(("d", 0), np.negative, TaskRef(("c", 0))),
+             ("e", 0): Task(("e", 0), np.negative, TaskRef(("d", 0)))}
+    for fused in (fuse_chains(graph, {("e", 0)}, set()), fuse_linear_task_spec(graph, [("e", 0)])):
+        assert fused[("c", 0)] is layer[("c", 0)]  # neither folded into ("d", 0) nor folding ("a", 0) in

@@ -77,6 +77,17 @@ class BlockFunction:
         return ("gnp-block-function", self.func, self.op, self.index, self.shape, self.dtype)
 
 
+class AwaitedTask(Task):
+    """A coroutine function's task. Never fused into another task's subgraph (Dask's linear fusion, as for
+    blocks whose one dependent is a concatenation): a subgraph calls its tasks without awaiting them."""
+
+    __slots__ = ()
+
+    @property
+    def block_fusion(self) -> bool:
+        return True
+
+
 def label_tasks(node: Any, layer: Mapping) -> dict:
     """``layer`` (one expression node's tasks) with each Task's function wrapped in a ``BlockFunction``:
     keys ``(node name, *block index)`` are the node's blocks, of known shape and dtype; others (reduction
@@ -89,8 +100,9 @@ def label_tasks(node: Any, layer: Mapping) -> dict:
             shape, dtype = (node.block_shape(index), node.dtype.str) if own else (None, None)
             label = BlockFunction(task.func, _op_words(key), index, shape, dtype)
             # (a coroutine function's task stays one: a distributed worker runs it in its event loop)
-            head = (call_coroutine, label) if inspect.iscoroutinefunction(task.func) else (label,)
-            task = Task(key, *head, *task.args, _data_producer=task.data_producer, **task.kwargs)
+            kind, head = (AwaitedTask, (call_coroutine, label)) if inspect.iscoroutinefunction(task.func) else \
+                (Task, (label,))
+            task = kind(key, *head, *task.args, _data_producer=task.data_producer, **task.kwargs)
         out[key] = task
     return out
 

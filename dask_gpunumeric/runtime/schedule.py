@@ -70,8 +70,8 @@ def _tasks_as_aliases(graph: dict, keep: set, frozen: set) -> tuple[dict, set]:
 def fuse_chains(graph: dict, keep: set, frozen: set) -> dict:
     """The graph with each task folded into its dependent where that is its only dependent.
 
-    A task (or data) folds into its only dependent when neither is in ``frozen`` nor the task in ``keep``
-    (Futures stay as they are): on a cluster every level of tasks costs a scheduler round trip of
+    A task (or data) folds into its only dependent when neither is in ``frozen`` nor blocks fusion (a
+    coroutine function's task, ``faults.AwaitedTask``) nor the task in ``keep`` (Futures stay as they are): on a cluster every level of tasks costs a scheduler round trip of
     milliseconds, so a reduction's combine, its finish and the scalar work after it, or a small argument
     made from host data and the kernel reading it, run as one task. The fused task keeps the key of the
     task the others folded into. Aliases (but of ``keep``) are skipped first: their dependents read the
@@ -87,10 +87,11 @@ def fuse_chains(graph: dict, keep: set, frozen: set) -> dict:
     def foldable(key: Any) -> Any:
         """The dependent ``key`` folds into, or None."""
         after = dependents.get(key, ())
-        if key in keep or key in frozen or key not in tasks or len(after) != 1:
+        if key in keep or key in frozen or key not in tasks or len(after) != 1 or graph[key].block_fusion:
             return None
         (nxt,) = after
-        return nxt if nxt not in frozen and not isinstance(graph[nxt], DataNode) else None
+        return nxt if nxt not in frozen and not isinstance(graph[nxt], DataNode) and not graph[nxt].block_fusion \
+            else None
 
     into = {key: nxt for key in graph if (nxt := foldable(key)) is not None}
     if not into:
