@@ -204,13 +204,12 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     limit = settings["kernel-size"]
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ValueError(f"gpunumeric.kernel-size must be a positive int, got {limit!r}")
-    grown: dict[int, list[int]] = defaultdict(list)
-    for i, compute in enumerate(computes):  # in topological order
-        if compute is not None:
-            grown[find(i)].append(i)
+    # the groups of fusable nodes (a node of its own is never merged), each in topological order, in the order of
+    # their first members
+    grown = sorted([sorted(m) for g, m in grouping.groups.members.items() if computes[g] is not None])
     members: dict[int, list[int]] = {}  # per kernel, its members (in topological order)
     kernel_of: list[int | None] = [None] * len(order)
-    for group in grown.values():
+    for group in grown:
         for run in _cut(group, inputs, limit):
             k = len(members)
             members[k] = run
