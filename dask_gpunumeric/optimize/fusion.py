@@ -43,17 +43,6 @@ class _Grouping:
         groups of ``candidates`` (its fusable dependencies with its blocks) as stay acyclic. Nodes are named
         by any hashable key (the passes use their positions in the DAG's order)."""
         find, potential, exits = self.groups.find, self.potential, self.exits
-        if candidates:
-            first = candidates[0]
-            group = find(first)
-            for dep in dependencies:
-                if dep != first and find(dep) != group:
-                    break
-            else:
-                # it reads one group alone (a chain's next operation): joining it makes no path leave the
-                # group and come back, and changes no potential
-                self.groups.join(name, group)
-                return
         groups = [find(d) for d in dependencies]
         if not candidates:  # a node of its own: above every group it reads
             exits[name] = set()
@@ -65,7 +54,13 @@ class _Grouping:
             potential[find(name)] = top + 1
             return
         deps = set(groups)
-        tried = {find(c) for c in candidates}
+        if len(deps) == 1:
+            # it reads one group alone (a chain's next operation): joining it makes no path leave the group and
+            # come back, and changes no potential
+            self.groups.join(name, groups[0])
+            return
+        # (its candidates are some of its dependencies, in the same order)
+        tried = deps if len(candidates) == len(dependencies) else {find(c) for c in candidates}
         if len(tried) > 1:
             # in decreasing potential: a path between two of them goes from a lower to a higher one, so it is
             # found when the lower one is tried (after the higher one joined or was refused)
