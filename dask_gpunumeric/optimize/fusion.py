@@ -24,7 +24,7 @@ from dask._expr import Expr
 from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
 from ..kernels.fused import record_sources, recording
 from .dag import DAG, UnionFind, rebuild_made
-from .programs import Programs, compute_of, is_fused_reduction, reduced
+from .programs import Programs, is_fused_reduction, reduced, signature_of
 
 
 class _Grouping:
@@ -168,13 +168,15 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     # one walk: which nodes are fusable (dependencies first) with their ops' compute dtypes, their groups,
     # and the reductions to fold in
     computes: list[str | None] = [None] * len(order)  # per fusable node, its op's compute dtype
+    signatures: list[int | None] = [None] * len(order)  # (``signature_of``)
     foldable: list[int] = []
     add, find, join = grouping.add, grouping.groups.find, grouping.groups.join
     for i, node in enumerate(order):
         deps = inputs[i]
-        compute = compute_of(node)
+        compute, signature = signature_of(node)
         if compute is not None:
             computes[i] = compute
+            signatures[i] = signature
             if deps:
                 chunks, backend = node.chunks, node.backend
                 if len(deps) == 1:  # (no list made for a chain's next operation)
@@ -239,7 +241,7 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             finished_in.add(i)
     outside = _used_outside(inputs, plans, kernel_of, reductions, finished_in)
     kernels: dict[int, _Kernel] = {}  # by the position of each node a kernel replaces
-    programs = Programs(order, inputs, computes)
+    programs = Programs(order, inputs, computes, signatures)
     described: dict[int, Fused] = {}  # the first Fused node made per program, by its id (kernels share programs)
     record = recording()  # (asked once: reading the environment costs more than most steps of a kernel)
     for k, run in plans.items():
