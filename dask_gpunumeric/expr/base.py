@@ -112,11 +112,18 @@ class ArrayExpr(Expr):
     def on_first(cls, first: ArrayExpr, rest: list, chunks: Chunks, dtype: np.dtype,
                  funcname: str | None = None) -> ArrayExpr:
         """``cls(first, *rest)`` (``rest`` plain values) given its chunks, dtype and the words of its name (None: its
-        class's), in one pass (``on_source``; the nodes the fusion pass makes per kernel)."""
-        around = texts_around(cls, (), tuple(rest))
-        if around is None:
-            return cls(first, *rest)
-        return cls.on_source([first, *rest], first, (*around, funcname), chunks, dtype)
+        class's), in one pass (``on_source``; the nodes the fusion pass makes per kernel, mostly of the same ``rest``:
+        its texts are kept by the identity of its values)."""
+        key = (cls, *map(id, rest))
+        known = _AROUND.get(key)
+        if known is None:
+            around = texts_around(cls, (), tuple(rest))
+            if around is None:
+                return cls(first, *rest)
+            if len(_AROUND) >= _AROUND_SIZE:
+                _AROUND.clear()
+            known = _AROUND[key] = (*around, tuple(rest))  # (the values kept: their ids stay theirs)
+        return cls.on_source([first, *rest], first, (known[0], known[1], funcname), chunks, dtype)
 
     @classmethod
     def made(cls, operands: list[Any], chunks: Chunks, dtype: np.dtype, backend: str) -> ArrayExpr:
@@ -428,6 +435,11 @@ def flat_keys(expr: ArrayExpr) -> list:
 
 
 _NO_LEAVES: dict[str, ArrayExpr] = {}
+
+
+# ``on_first``'s token texts, by its node type and the ids of its plain values (kept with them)
+_AROUND: dict[tuple, tuple[str, str, tuple]] = {}
+_AROUND_SIZE = 256
 
 
 def texts_around(cls: type, before: tuple, after: tuple) -> tuple[str, str] | None:

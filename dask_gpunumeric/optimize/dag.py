@@ -317,45 +317,48 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
         new_inputs.append(at)
         return done
 
-    replaced_at = {position[name] for name in replaced if name in position}  # (no node's name read to test it)
-    for i, node in enumerate(order):
-        if i in replaced_at:
-            name = node._name
-            x = replaced[name]
-            if len(inputs[i]) == 1 and any(o is x for o in node.operands):  # an identity: its one operand
-                new[name] = new.get(x._name, x)
-                moved[i] = moved[inputs[i][0]]
-            else:
-                made = place(x)
-                if made is None:
+    try:
+        replaced_at = {position[name] for name in replaced if name in position}  # (no node's name read to test it)
+        for i, node in enumerate(order):
+            if i in replaced_at:
+                name = node._name
+                x = replaced[name]
+                if len(inputs[i]) == 1 and any(o is x for o in node.operands):  # an identity: its one operand
+                    new[name] = new.get(x._name, x)
+                    moved[i] = moved[inputs[i][0]]
+                else:
+                    made = place(x)
+                    if made is None:
+                        return rebuild(root, replaced)
+                    new[name], moved[i] = made
+                changed.add(i)
+                shifted = True
+                continue
+            if changed and not changed.isdisjoint(inputs[i]):
+                name = node._name
+                ops = [new.get(o._name, o) if isinstance(o, Expr) and not isinstance(o, Materialized) else o
+                       for o in node.operands]
+                renamed = any(a is not b and (a._name != b._name or b._name not in same_name)
+                              for a, b in zip(ops, node.operands))
+                node = new[name] = _on_operands(node, ops, renamed, same_name)
+                if node._name in position or node._name in placed:  # the same as a node there: walk anew
                     return rebuild(root, replaced)
-                new[name], moved[i] = made
-            changed.add(i)
-            shifted = True
-            continue
-        if changed and not changed.isdisjoint(inputs[i]):
-            name = node._name
-            ops = [new.get(o._name, o) if isinstance(o, Expr) and not isinstance(o, Materialized) else o
-                   for o in node.operands]
-            renamed = any(a is not b and (a._name != b._name or b._name not in same_name)
-                          for a, b in zip(ops, node.operands))
-            node = new[name] = _on_operands(node, ops, renamed, same_name)
-            if node._name in position or node._name in placed:  # the same as a node there: walk anew
-                return rebuild(root, replaced)
-            changed.add(i)
-        if shifted:
-            moved[i] = len(new_order)
-            new_inputs.append([moved[j] for j in inputs[i]])
-        else:  # (every node so far in its place)
-            new_inputs.append(inputs[i])
-        new_order.append(node)
-    out = new_order[-1]
-    shared = _SHARED.get()
-    if shared is not None:
-        derived = object.__new__(DAG)
-        derived.order, derived.inputs = new_order, new_inputs
-        shared[out._name] = derived
-    return out
+                changed.add(i)
+            if shifted:
+                moved[i] = len(new_order)
+                new_inputs.append([moved[j] for j in inputs[i]])
+            else:  # (every node so far in its place)
+                new_inputs.append(inputs[i])
+            new_order.append(node)
+        out = new_order[-1]
+        shared = _SHARED.get()
+        if shared is not None:
+            derived = object.__new__(DAG)
+            derived.order, derived.inputs = new_order, new_inputs
+            shared[out._name] = derived
+        return out
+    finally:
+        del place  # (it calls itself: a reference cycle that would keep the new DAG until a collection)
 
 
 _OP, _DTYPE, _KWARGS = (Elemwise._parameters.index(p) for p in ("op", "dtype", "kwargs"))

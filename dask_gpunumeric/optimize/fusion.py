@@ -24,7 +24,7 @@ from dask._expr import Expr
 from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
 from ..kernels.fused import record_sources, recording
 from .dag import DAG, UnionFind, rebuild_made
-from .programs import Programs, compute_of, is_fused_reduction, reduced
+from .programs import Programs, is_fused_reduction, reduced, signature_of
 
 
 class _Grouping:
@@ -43,17 +43,6 @@ class _Grouping:
         groups of ``candidates`` (its fusable dependencies with its blocks) as stay acyclic. Nodes are named
         by any hashable key (the passes use their positions in the DAG's order)."""
         find, potential, exits = self.groups.find, self.potential, self.exits
-        if candidates:
-            first = candidates[0]
-            group = find(first)
-            for dep in dependencies:
-                if dep != first and find(dep) != group:
-                    break
-            else:
-                # it reads one group alone (a chain's next operation): joining it makes no path leave the
-                # group and come back, and changes no potential
-                self.groups.join(name, group)
-                return
         groups = [find(d) for d in dependencies]
         if not candidates:  # a node of its own: above every group it reads
             exits[name] = set()
@@ -65,7 +54,13 @@ class _Grouping:
             potential[find(name)] = top + 1
             return
         deps = set(groups)
-        tried = {find(c) for c in candidates}
+        if len(deps) == 1:
+            # it reads one group alone (a chain's next operation): joining it makes no path leave the group and
+            # come back, and changes no potential
+            self.groups.join(name, groups[0])
+            return
+        # (its candidates are some of its dependencies, in the same order)
+        tried = deps if len(candidates) == len(dependencies) else {find(c) for c in candidates}
         if len(tried) > 1:
             # in decreasing potential: a path between two of them goes from a lower to a higher one, so it is
             # found when the lower one is tried (after the higher one joined or was refused)
@@ -173,13 +168,15 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     # one walk: which nodes are fusable (dependencies first) with their ops' compute dtypes, their groups,
     # and the reductions to fold in
     computes: list[str | None] = [None] * len(order)  # per fusable node, its op's compute dtype
+    signatures: list[int | None] = [None] * len(order)  # (``signature_of``)
     foldable: list[int] = []
     add, find, join = grouping.add, grouping.groups.find, grouping.groups.join
     for i, node in enumerate(order):
         deps = inputs[i]
-        compute = compute_of(node)
+        compute, signature = signature_of(node)
         if compute is not None:
             computes[i] = compute
+            signatures[i] = signature
             if deps:
                 chunks, backend = node.chunks, node.backend
                 if len(deps) == 1:  # (no list made for a chain's next operation)
@@ -204,13 +201,12 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     limit = settings["kernel-size"]
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ValueError(f"gpunumeric.kernel-size must be a positive int, got {limit!r}")
-    grown: dict[int, list[int]] = defaultdict(list)
-    for i, compute in enumerate(computes):  # in topological order
-        if compute is not None:
-            grown[find(i)].append(i)
+    # the groups of fusable nodes (a node of its own is never merged), each in topological order, in the order of
+    # their first members
+    grown = sorted([sorted(m) for g, m in grouping.groups.members.items() if computes[g] is not None])
     members: dict[int, list[int]] = {}  # per kernel, its members (in topological order)
     kernel_of: list[int | None] = [None] * len(order)
-    for group in grown.values():
+    for group in grown:
         for run in _cut(group, inputs, limit):
             k = len(members)
             members[k] = run
@@ -245,7 +241,7 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
             finished_in.add(i)
     outside = _used_outside(inputs, plans, kernel_of, reductions, finished_in)
     kernels: dict[int, _Kernel] = {}  # by the position of each node a kernel replaces
-    programs = Programs(order, inputs, computes)
+    programs = Programs(order, inputs, computes, signatures)
     described: dict[int, Fused] = {}  # the first Fused node made per program, by its id (kernels share programs)
     record = recording()  # (asked once: reading the environment costs more than most steps of a kernel)
     for k, run in plans.items():

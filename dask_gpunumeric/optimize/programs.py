@@ -2,6 +2,7 @@
 (``codegen.program``), for the fusion and stencil passes."""
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -46,32 +47,43 @@ def creation_supported(node: Expr) -> bool:
 def compute_of(node: Expr) -> str | None:
     """For a node the fused kernels can compute element by element, the ``.str`` of the dtype its op computes
     in ("" for a creation); None for any other node."""
+    return signature_of(node)[0]
+
+
+def signature_of(node: Expr) -> tuple[str | None, int | None]:
+    """``compute_of``'s answer, and for an Elemwise node without keywords a number equal for the nodes of one
+    signature (op, dtype, per operand: an array's dtype or a scalar's type, its value too unless a float or a
+    NumPy scalar), else None: what a member adds to its kernel's structure (``Programs``), besides what it reads."""
     if isinstance(node, Elemwise):
         operands = node.operands
         if operands[_KWARGS]:
-            return _codegen.op_compute(operands[_OP], node.dtype, operands[_KWARGS], operands_of(node))
-        # the answer per signature (``codegen.program.op_compute``'s: array dtypes, scalar types, ints' values)
+            return _codegen.op_compute(operands[_OP], node.dtype, operands[_KWARGS], operands_of(node)), None
+        # the answer per signature (``codegen.program.op_compute``'s depends on array dtypes, scalar types, ints' values)
         key = [operands[_OP], node.dtype]
         for a in operands[_ARGS:]:
             if isinstance(a, Expr):
                 key.append(a.dtype)
             else:
-                key += (_SCALAR, type(a), a) if isinstance(a, int) else (_SCALAR, type(a))
+                kind = type(a)
+                key += ((_SCALAR, kind) if (kind is float or issubclass(kind, np.generic)) and not isinstance(a, int)
+                        else (_SCALAR, kind, a))
         try:
-            return _COMPUTES[tuple(key)]
+            return _SIGNATURES[tuple(key)]
         except KeyError:
-            if len(_COMPUTES) >= 4096:  # keep it bounded
-                _COMPUTES.clear()
-            compute = _COMPUTES[tuple(key)] = _codegen.op_compute(operands[_OP], node.dtype, {}, operands_of(node))
-            return compute
+            if len(_SIGNATURES) >= 4096:  # keep it bounded (numbers are never reused)
+                _SIGNATURES.clear()
+            known = _SIGNATURES[tuple(key)] = (
+                _codegen.op_compute(operands[_OP], node.dtype, {}, operands_of(node)), next(_NUMBERS))
+            return known
         except TypeError:  # something unhashable
-            return _codegen.op_compute(operands[_OP], node.dtype, {}, operands_of(node))
+            return _codegen.op_compute(operands[_OP], node.dtype, {}, operands_of(node)), None
     if isinstance(node, Creation):
-        return "" if creation_supported(node) else None
-    return None
+        return ("" if creation_supported(node) else None), None
+    return None, None
 
 
-_COMPUTES: dict[tuple, str | None] = {}
+_SIGNATURES: dict[tuple, tuple[str | None, int]] = {}
+_NUMBERS = itertools.count()
 _SCALAR = object()  # marks a scalar's type in those signatures (np.dtype("float64") == float)
 
 
@@ -178,8 +190,9 @@ class Programs:
     of one program on other inputs and scalar values); nodes by position in the DAG's order. A kernel's structure
     is read only once another kernel of its size has come (most of a small graph's kernels are alone)."""
 
-    def __init__(self, order: list[Expr], inputs: list[list[int]], computes: list[str | None]) -> None:
-        self.order, self.inputs, self.computes = order, inputs, computes
+    def __init__(self, order: list[Expr], inputs: list[list[int]], computes: list[str | None],
+                 signatures: list[int | None]) -> None:
+        self.order, self.inputs, self.computes, self.signatures = order, inputs, computes, signatures
         self.built: dict[tuple, Program] = {}
         # per kernel size (members, stores, partials): the one kernel of that size met and its program, or None
         # once there were more
@@ -238,43 +251,34 @@ class Programs:
     def _structure(self, members: list[int], stored: list[int], partials: list[int]
                    ) -> tuple[tuple, list[int], list] | None:
         """What a program of elementwise members without keywords is made of (a key equal for equal programs),
-        with its inputs' positions and its scalars; None for other kernels. Per member: its op (the only
-        strings of the key), result and compute dtypes, then per argument: a member read (its index), an
-        input (its negative index, with its dtype at its first read) or a scalar's type (an int's value too:
-        its dtype depends on it)."""
-        order, inputs, computes = self.order, self.inputs, self.computes
+        with its inputs' positions and its scalars; None for other kernels. Per member: its signature
+        (``signature_of``: op, dtypes, scalars' types), then per array it reads: a member (its index) or an input
+        (its negative index)."""
+        order, inputs, signatures = self.order, self.inputs, self.signatures
         key: list = []
-        local: dict[int, int] = {}  # the members' indices, by position
-        loaded: dict[int, int] = {}  # the inputs' negative indices, by position
+        index: dict[int, int] = {}  # the members' indices and the inputs' negative ones, by position
+        reads: list[int] = []  # the inputs' positions, in order
         scalars: list = []
-        for i in members:
-            node = order[i]
-            if type(node) is not Elemwise:
+        for m, i in enumerate(members):
+            signature = signatures[i]
+            if signature is None:
                 return None
-            operands = node.operands
-            if operands[_KWARGS]:
-                return None
-            key += (operands[_OP], node.dtype, computes[i])
-            at = iter(inputs[i])  # (the expressions among its operands, in order)
-            for a in operands[_ARGS:]:
-                if isinstance(a, Expr):
-                    j = next(at)
-                    k = local.get(j)
-                    if k is None:
-                        k = loaded.get(j)
-                        if k is None:
-                            k = loaded[j] = -1 - len(loaded)
-                            key.append(a.dtype)
-                    key.append(k)
-                else:
-                    scalars.append(a)
-                    kind = type(a)
-                    key.append(kind if kind is float or kind is bool or issubclass(kind, np.generic) else (kind, a))
-            local[i] = len(local)
-        outputs = tuple(local[i] for i in stored)
+            key.append(signature)
+            deps = inputs[i]
+            for j in deps:
+                k = index.get(j)
+                if k is None:  # (a member's index is set once it is read: members come in topological order)
+                    k = index[j] = -1 - len(reads)
+                    reads.append(j)
+                key.append(k)
+            operands = order[i].operands
+            if len(operands) - _ARGS != len(deps):  # (scalars among them)
+                scalars += [a for a in operands[_ARGS:] if not isinstance(a, Expr)]
+            index[i] = m
+        outputs = tuple(index[i] for i in stored)
         # (a reduction's array is its first operand, so the first of its inputs)
-        reduces = tuple((local[inputs[r][0]], *(order[r].operands[k] for k in _REDUCE_FIELDS)) for r in partials)
-        return (order[members[-1]].ndim, tuple(key), outputs, reduces), list(loaded), scalars
+        reduces = tuple((index[inputs[r][0]], *(order[r].operands[k] for k in _REDUCE_FIELDS)) for r in partials)
+        return (order[members[-1]].ndim, tuple(key), outputs, reduces), reads, scalars
 
 
 # a fused reduction's fields that its program's output reads (``build_program``)
