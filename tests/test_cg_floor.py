@@ -234,7 +234,7 @@ def test_loop_rotation_edge_cases():
             assert_eq(ours, theirs, rtol=1e-6)
 
 
-@pytest.mark.parametrize("chunks", [32, (16, 10)])
+@pytest.mark.parametrize("chunks", [32, pytest.param((16, 10), marks=pytest.mark.slow)])
 def test_unrolled_cg_stores_what_several_kernels_read(chunks):
     """CG in a Python loop (one expression for all iterations): ``r`` of each iteration, read by the kernels
     of the next, is stored once, not computed again from all earlier iterations by each of them, and the
