@@ -29,22 +29,19 @@ HOST_COMPILER = shutil.which("g++")
 _LAUNCH = threading.Lock()  # one launch at a time: the emulated built-ins are globals of each library
 
 _PRELUDE = r"""
-#include <atomic>
 #include <cmath>
 #include <cstring>
-#include <functional>
-#include <memory>
 #include <ucontext.h>
-#include <vector>
 struct gnp_dim3 { unsigned int x, y, z; };
 static gnp_dim3 blockIdx, blockDim, gridDim, threadIdx;
 /* the threads of a block with barriers are fibers of one OS thread: each runs to its next barrier, and the
-   block goes on once all have reached it (no OS threads to start and to switch between) */
+   block goes on once all have reached it (no OS threads to start and to switch between); at most 1024 threads
+   per block, as in CUDA (no standard containers: their headers would double the compile time of each kernel) */
 static ucontext_t gnp_scheduler;
-static std::vector<ucontext_t> gnp_fibers;
-static std::vector<char> gnp_done;
+static ucontext_t gnp_fibers[1024];
+static char gnp_done[1024];
 static unsigned int gnp_running = 0;
-static std::function<void()> gnp_body;
+static void (*gnp_body)();
 static void gnp_fiber_main() { gnp_body(); gnp_done[gnp_running] = 1; }
 #define __global__
 #define __device__
@@ -54,7 +51,7 @@ static void gnp_fiber_main() { gnp_body(); gnp_done[gnp_running] = 1; }
 #define __shared__ static
 inline void __syncthreads() { swapcontext(&gnp_fibers[gnp_running], &gnp_scheduler); }
 template <typename T> inline T __ldcg(const T* p) { return *p; }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline unsigned int atomicAdd(unsigned int* p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline unsigned int __umulhi(unsigned int a, unsigned int b) { return (unsigned int)(((unsigned long long)a * b) >> 32); }
 inline float __fmul_rn(float a, float b) { return a * b; }
@@ -102,13 +99,13 @@ def _parameters(source: str, name: str) -> list[tuple[str, bool]]:
 def _driver(name: str, params: list[tuple[str, bool]], barrier: bool) -> str:
     """The C++ function running a launch of kernel ``name``: its thread blocks in turn, the threads of a
     block as fibers taking turns between barriers (kernels with ``__syncthreads``) or one after another."""
-    call = f"{name}(" + ", ".join(f"*({ctype}{'*' if pointer else ''}*)a[{i}]"
+    call = f"{name}(" + ", ".join(f"*({ctype}{'*' if pointer else ''}*)gnp_arguments[{i}]"
                                   for i, (ctype, pointer) in enumerate(params)) + ")"
-    threads = (f"""gnp_body = [&] {{ {call}; }};
-        gnp_fibers.resize(n); gnp_done.assign(n, 0);
+    threads = (f"""gnp_body = gnp_emulated_call;
         for (unsigned int t = 0; t < n; ++t) {{
+            gnp_done[t] = 0;
             getcontext(&gnp_fibers[t]);
-            gnp_fibers[t].uc_stack.ss_sp = stacks[t].get(); gnp_fibers[t].uc_stack.ss_size = STACK;
+            gnp_fibers[t].uc_stack.ss_sp = stacks[t]; gnp_fibers[t].uc_stack.ss_size = STACK;
             gnp_fibers[t].uc_link = &gnp_scheduler;
             makecontext(&gnp_fibers[t], gnp_fiber_main, 0);
         }}
@@ -117,16 +114,20 @@ def _driver(name: str, params: list[tuple[str, bool]], barrier: bool) -> str:
                 gnp_running = t; at(t);
                 swapcontext(&gnp_scheduler, &gnp_fibers[t]);
                 live -= gnp_done[t];
-            }}""" if barrier else f"for (unsigned int t = 0; t < n; ++t) {{ at(t); {call}; }}")
-    stacks = ("constexpr size_t STACK = 1 << 17;  // each fiber's stack\n"
-              "    static std::vector<std::unique_ptr<char[]>> stacks;\n"
-              "    while (stacks.size() < n) stacks.emplace_back(new char[STACK]);") if barrier else ""
+            }}""" if barrier else "for (unsigned int t = 0; t < n; ++t) { at(t); gnp_emulated_call(); }")
+    stacks = ("constexpr unsigned long STACK = 1 << 17;  // each fiber's stack\n"
+              "    static char* stacks[1024];\n"
+              "    for (unsigned int t = 0; t < n; ++t) if (!stacks[t]) stacks[t] = new char[STACK];") if barrier else ""
     return f"""
+static void** gnp_arguments;
+static void gnp_emulated_call() {{ {call}; }}
 extern "C" void gnp_launch(unsigned int gx, unsigned int gy, unsigned int gz, unsigned int tx, unsigned int ty,
                            unsigned int tz, void** a)
 {{
     gridDim = {{gx, gy, gz}}; blockDim = {{tx, ty, tz}};
     const unsigned int n = tx * ty * tz;
+    if (n > 1024) __builtin_trap();  // CUDA's limit, the size of the fibers' arrays
+    gnp_arguments = a;
     {stacks}
     auto at = [&](unsigned int t) {{ threadIdx = {{t % tx, (t / tx) % ty, t / (tx * ty)}}; }};
     for (unsigned int bz = 0; bz < gz; ++bz) for (unsigned int by = 0; by < gy; ++by) for (unsigned int bx = 0; bx < gx; ++bx) {{

@@ -142,3 +142,20 @@ def client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=":0") as cluster, distributed.Client(cluster, set_as_default=False) as c:
         yield c
+
+
+CLUSTER_FIXTURES = {"client", "cluster_client", "one_worker", "own_client", "small_history_client"}
+"""Fixtures that start a cluster: the session's (``client``) and the test modules' own."""
+
+
+def _uses_cluster_fixture(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    distributed = callspec is not None and callspec.params.get("scheduler") == "distributed"  # test_xarray's
+    return distributed or not CLUSTER_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests on clusters first, in their modules' order: pytest-xdist's work stealing takes tests from the
+    end of a process's queue, so a module's cluster then starts once, in one process, instead of again wherever
+    stolen tests of its module land (and the session's ``client`` in one process, not in each)."""
+    items.sort(key=lambda item: not _uses_cluster_fixture(item))

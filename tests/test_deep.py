@@ -9,6 +9,7 @@ import sys
 
 import dask
 import numpy as np
+import pytest
 from conftest import assert_eq
 
 import dask_gpunumeric as gnp
@@ -42,6 +43,7 @@ def test_deep_expression_pickles_as_a_cluster_ships_it():
     assert_eq(back, affine_loop(np, np.ones(1000), 3000))
 
 
+@pytest.mark.slow
 def test_deep_loop_of_selections_over_several_blocks():
     a, b = np.linspace(0.0, 1.0, 1000), np.ones(1000)
     expected = where_reverse_loop(np, a, b, 400)

@@ -274,6 +274,7 @@ def test_outputs_computed_together_come_from_one_kernel() -> None:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_deep_expression_optimizes_without_recursion() -> None:
     """Tens of thousands of nodes deep: every pass and the rebuild are iterative."""
     x = gnp.asarray(np.linspace(0.0, 1.0, 8))
