@@ -507,14 +507,22 @@ def _flatten(root: ArrayExpr) -> list[tuple]:
             stack.append((node, True))
             stack.extend((o, False) for o in node.operands if isinstance(o, ArrayExpr) and o._name not in index)
             continue
-        cache = {}
-        if type(node)._pickle_functools_cache:  # what dask's pickling keeps too
-            cache = {k: node.__dict__[k] for k, v in type(node).__dict__.items()
-                     if isinstance(v, functools.cached_property) and k in node.__dict__}
+        values = node.__dict__
+        cache = {k: values[k] for k in _pickled_cache_names(type(node)) if k in values}
         operands = [_Entry(index[o._name]) if isinstance(o, ArrayExpr) else o for o in node.operands]
         index[node._name] = len(entries)
         entries.append((type(node), operands, node.deterministic_token, cache))
     return entries
+
+
+@functools.cache
+def _pickled_cache_names(cls: type) -> tuple[str, ...]:
+    """The cached properties of a node type that its pickle keeps, as dask's pickling keeps them (the class's
+    own ``functools.cached_property`` values, unless ``_pickle_functools_cache`` is off): found once per type,
+    not on every node of every call sent to a cluster."""
+    if not cls._pickle_functools_cache:
+        return ()
+    return tuple(k for k, v in cls.__dict__.items() if isinstance(v, functools.cached_property))
 
 
 def _unflatten(entries: list[tuple]) -> ArrayExpr:
