@@ -340,7 +340,7 @@ class ArrayExpr(Expr):
         else:
             joint = Materialized.of(Bundle.of(*ours), workers)
             k = iter(range(len(ours)))
-            operands = [JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op for op in parent.operands]
+            operands = [JointOutput.of(joint, next(k)) if isinstance(op, ArrayExpr) else op for op in parent.operands]
         # named from its operands' names where they are all ours (not by Dask's tokenize, which pickles the
         # sequence's class on every compute)
         token = None
@@ -590,6 +590,17 @@ class JointOutput(ArrayExpr):
 
     _parameters = ["joint", "k"]
     _like = "_root"
+
+    @classmethod
+    def of(cls, joint: Materialized, k: int) -> JointOutput:
+        """``JointOutput(joint, k)``, made in one pass from its root's metadata, without the constructor's generic
+        steps (on every joint compute or persist on a cluster)."""
+        root = joint.root.operands[k]
+        inst = object.__new__(cls)
+        operands = [joint, k]
+        inst.__dict__.update(_determ_token=None, operands=operands, _root=root, _name=root._name, chunks=root.chunks,
+                             dtype=root.dtype, backend=root.backend, _leaves=_leaves_of(operands))
+        return inst
 
     @property
     def joint(self) -> Materialized:
