@@ -553,6 +553,28 @@ def test_region_outputs_share_one_run(one_worker):
         assert set(one_worker.run(lambda: len(lower._left)).values()) == {0}
 
 
+
+def test_accelerated_outputs_named_as_the_scheduler_lowers_them(client):
+    """A client names a region's outputs alone (``Region.output_names``), the scheduler every key of the plan
+    (``Region.name_map``): the two agree, an argument returned as it is keeps its name, and each call's scalar
+    gives its own outputs."""
+    ref = data(45, (64,))
+
+    @gnp.accelerate
+    def scaled(x, r):
+        return x, gnp.exp(x) * r
+
+    x = gnp.asarray(ref, chunks=16).persist()
+    distributed.wait(x)
+    for rate in (1.5, 2.5):
+        same, y = dask.persist(*scaled(x, gnp.asarray(np.float64(rate))))
+        distributed.wait([same, y])
+        assert same.name == x.name
+        region = scaled(x, gnp.asarray(np.float64(rate)))[1].expr.region
+        assert region.output_names == [region.name_map[name] for name, *_ in region.plan.outputs]
+        assert_eq(same, ref)
+        assert_eq(y, np.exp(ref) * rate)
+
 def _batches_of(log, op: str, keys: set) -> list[set]:
     """The keys among ``keys`` of the messages ``op`` in each batch of a batched stream's ``recent_message_log``
     (the batches with any)."""

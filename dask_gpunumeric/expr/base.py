@@ -340,7 +340,7 @@ class ArrayExpr(Expr):
         else:
             joint = Materialized.of(Bundle.of(*ours), workers)
             k = iter(range(len(ours)))
-            operands = [JointOutput(joint, next(k)) if isinstance(op, ArrayExpr) else op for op in parent.operands]
+            operands = [JointOutput.of(joint, next(k)) if isinstance(op, ArrayExpr) else op for op in parent.operands]
         # named from its operands' names where they are all ours (not by Dask's tokenize, which pickles the
         # sequence's class on every compute)
         token = None
@@ -507,14 +507,22 @@ def _flatten(root: ArrayExpr) -> list[tuple]:
             stack.append((node, True))
             stack.extend((o, False) for o in node.operands if isinstance(o, ArrayExpr) and o._name not in index)
             continue
-        cache = {}
-        if type(node)._pickle_functools_cache:  # what dask's pickling keeps too
-            cache = {k: node.__dict__[k] for k, v in type(node).__dict__.items()
-                     if isinstance(v, functools.cached_property) and k in node.__dict__}
+        values = node.__dict__
+        cache = {k: values[k] for k in _pickled_cache_names(type(node)) if k in values}
         operands = [_Entry(index[o._name]) if isinstance(o, ArrayExpr) else o for o in node.operands]
         index[node._name] = len(entries)
         entries.append((type(node), operands, node.deterministic_token, cache))
     return entries
+
+
+@functools.cache
+def _pickled_cache_names(cls: type) -> tuple[str, ...]:
+    """The cached properties of a node type that its pickle keeps, as dask's pickling keeps them (the class's
+    own ``functools.cached_property`` values, unless ``_pickle_functools_cache`` is off): found once per type,
+    not on every node of every call sent to a cluster."""
+    if not cls._pickle_functools_cache:
+        return ()
+    return tuple(k for k, v in cls.__dict__.items() if isinstance(v, functools.cached_property))
 
 
 def _unflatten(entries: list[tuple]) -> ArrayExpr:
@@ -582,6 +590,17 @@ class JointOutput(ArrayExpr):
 
     _parameters = ["joint", "k"]
     _like = "_root"
+
+    @classmethod
+    def of(cls, joint: Materialized, k: int) -> JointOutput:
+        """``JointOutput(joint, k)``, made in one pass from its root's metadata, without the constructor's generic
+        steps (on every joint compute or persist on a cluster)."""
+        root = joint.root.operands[k]
+        inst = object.__new__(cls)
+        operands = [joint, k]
+        inst.__dict__.update(_determ_token=None, operands=operands, _root=root, _name=root._name, chunks=root.chunks,
+                             dtype=root.dtype, backend=root.backend, _leaves=_leaves_of(operands))
+        return inst
 
     @property
     def joint(self) -> Materialized:

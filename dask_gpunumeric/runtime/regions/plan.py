@@ -98,7 +98,8 @@ class Region(ArrayExpr):
 
     def __dask_tokenize__(self) -> str:
         if not self._determ_token:
-            self._determ_token = call_token(self.operand("plan"), self.lowering, self.workers, self.args)
+            plan, workers, lowering = self.operands[:3]  # (by position: Dask's lookup by name is slower)
+            self._determ_token = call_token(plan, lowering, workers, self.args)
         return self._determ_token
 
     @cached
@@ -120,6 +121,12 @@ class Region(ArrayExpr):
         mapping = {n: _rename(n, self.deterministic_token) for n in names}
         mapping.update(self._arguments())
         return mapping
+
+    @cached
+    def output_names(self) -> list[str]:
+        """This call's output names (``name_map``'s for the outputs alone: all a client needs of it, the rest of the
+        plan's keys being renamed where the Region is lowered)."""
+        return output_names(self.operands[0], self.deterministic_token, self.args)
 
     @cached
     def _rename_key(self) -> Callable[[Any], Any]:
@@ -202,11 +209,13 @@ class RegionOutput(ArrayExpr):
 
     @cached
     def _spec(self) -> tuple:
-        return self.region.operand("plan").outputs[self.operand("k")]
+        region, k = self.operands
+        return region.operands[0].outputs[k]
 
     @cached
     def _name(self) -> str:
-        return self.region.name_map[self._spec[0]]
+        region, k = self.operands
+        return region.output_names[k]
 
     @cached
     def chunks(self) -> tuple:
