@@ -200,7 +200,6 @@ def _short_plan(op: str, key: tuple, skip: int) -> tuple[str, np.dtype, slice | 
     return plan
 
 
-
 def _rewritten(func: str, operands: list[Any], out_dtype: np.dtype, is_array: Any) -> tuple[str, int, list[Any]]:
     """The exact rewrite of ``func`` on these operands (``is_array`` tells arrays, whose ``.dtype`` is read, from
     numbers): the function built instead, how many operands it keeps (the first ``n``, or the last ``-n``)
