@@ -50,7 +50,13 @@ def _dtypes(op: str, operands: list[Any], kwargs: dict, skip: int) -> tuple[np.d
 _PROMOTED_OPERANDS = {"ldexp": 1}
 
 
-@functools.lru_cache(maxsize=4096)
+# entries of the caches below keyed by scalar values (a loop's changing constants) are made amid the nodes of
+# the expression being built: kept, each keeps its part of that memory from being reused compactly by later
+# expressions (the optimizer walks them measurably slower), so few are kept
+_SHORT_PLANS_SIZE = 1024
+
+
+@functools.lru_cache(maxsize=_SHORT_PLANS_SIZE)
 def _operation_dtypes(op: str, operands: tuple, kwargs: tuple, skip: int) -> tuple[np.dtype, np.dtype | None]:
     def probe(o: Any) -> Any:
         return np.empty((0,), dtype=o) if isinstance(o, np.dtype) else o[1]
@@ -192,9 +198,6 @@ def _short_plan(op: str, key: tuple, skip: int) -> tuple[str, np.dtype, slice | 
         _SHORT_PLANS.clear()
     _SHORT_PLANS[(op, skip, *key)] = plan
     return plan
-
-
-_SHORT_PLANS_SIZE = 4096
 
 
 def _rewritten(func: str, operands: list[Any], out_dtype: np.dtype, is_array: Any) -> tuple[str, int, list[Any]]:
