@@ -239,3 +239,16 @@ def test_monte_carlo_breakdown_in_fresh_processes() -> None:
     times = [float(line.split("estimate")[1].split("ms")[0]) for line in lines[:2]]
     median = float(lines[2].split("fresh processes")[1].split("ms")[0])
     assert all(t > 0 for t in times) and median == pytest.approx(sum(times) / 2, abs=1e-3), process.stdout
+
+
+def test_scalars_benchmark_runs_and_checks_on_the_cpu(tmp_path: pathlib.Path) -> None:
+    """``benchmarks/scalars.py`` at a small size: every system's result checked against NumPy's."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    report_path = tmp_path / "report.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / "scalars.py"), "--shape", "1024", "--repeat", "3",
+               "--warmup", "0", "--json", str(report_path)]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    assert report["passed"] and [row["name"] for row in report["results"]] == [
+        "gnp, new dt", "gnp, same dt", "numpy, new dt"]
