@@ -23,6 +23,17 @@ pytestmark = pytest.mark.skipif(os.environ.get("GNP_BACKEND") == "cupy",
                                 reason="CPU runs of the benchmark scripts (CI); the GPU runs them at full size")
 
 
+def _script_report(tmp_path: pathlib.Path, script: str, *args: str, timeout: int = 120) -> dict:
+    """The JSON report of ``benchmarks/<script> ARGS --json`` run at CPU sizes with the GPU hidden (NumPy blocks);
+    the run must succeed."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    report_path = tmp_path / "report.json"
+    command = [sys.executable, str(ROOT / "benchmarks" / script), *args, "--json", str(report_path)]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    return json.loads(report_path.read_text())
+
+
 @pytest.mark.slow
 def test_suite_runs_on_the_cpu(tmp_path: pathlib.Path) -> None:
     # CUDA_VISIBLE_DEVICES="" hides any GPU: CPU sizes and NumPy blocks, on every machine
@@ -53,13 +64,7 @@ def test_suite_runs_on_the_cpu(tmp_path: pathlib.Path) -> None:
 @pytest.mark.slow
 def test_iterative_benchmark_runs_and_checks_on_the_cpu(benchmark: str, size: list[str], tmp_path: pathlib.Path) -> None:
     """The iterative benchmarks at a small size: every system's result checked against NumPy's."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
-    report_path = tmp_path / "report.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / f"{benchmark}.py"), "--n", "64", *size,
-               "--repeat", "1", "--warmup", "0", "--json", str(report_path)]
-    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-    report = json.loads(report_path.read_text())
+    report = _script_report(tmp_path, f"{benchmark}.py", "--n", "64", *size, "--repeat", "1", "--warmup", "0")
     rows = {row["name"]: row for row in report["results"]}
     assert report["passed"] and {"gnp", "numpy"} <= set(rows)
     assert all(row["ok"] for name, row in rows.items() if name != "numpy"), report["results"]
@@ -85,13 +90,8 @@ def test_every_user_code_benchmark_is_tested() -> None:
 def test_user_code_interleaved_against_numpy_on_the_cpu(tmp_path: pathlib.Path) -> None:
     """``user_code_cpu.py`` at tiny sizes: every system's outputs checked (bit for bit where NumPy's order of
     operations is kept), wall and CPU times against NumPy's."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
-    report_path = tmp_path / "report.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "user_code_cpu.py"), "--only", "advection,softmax",
-               "--shape", "advection=4096", "--shape", "softmax=64,48", "--rounds", "2", "--json", str(report_path)]
-    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-    report = json.loads(report_path.read_text())
+    report = _script_report(tmp_path, "user_code_cpu.py", "--only", "advection,softmax", "--shape", "advection=4096",
+                            "--shape", "softmax=64,48", "--rounds", "2")
     assert set(report["workloads"]) == {"advection", "softmax"}
     for result in report["workloads"].values():
         systems = result["systems"]
@@ -102,13 +102,7 @@ def test_user_code_interleaved_against_numpy_on_the_cpu(tmp_path: pathlib.Path) 
 @pytest.mark.parametrize("benchmark", sorted(USER_CODE_TINY))
 def test_user_code_benchmark_runs_and_checks_on_the_cpu(benchmark: str, tmp_path: pathlib.Path) -> None:
     """Each user-code benchmark at a tiny size: gnp plain and accelerated, checked against NumPy."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
-    report_path = tmp_path / "report.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / f"{benchmark}.py"), *USER_CODE_TINY[benchmark],
-               "--repeat", "1", "--warmup", "0", "--json", str(report_path)]
-    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-    report = json.loads(report_path.read_text())
+    report = _script_report(tmp_path, f"{benchmark}.py", *USER_CODE_TINY[benchmark], "--repeat", "1", "--warmup", "0")
     rows = {row["name"]: row for row in report["results"]}
     assert report["passed"] and report["baseline"] == "numpy" and {"numpy", "gnp", "gnp-auto"} <= set(rows)
     assert all(row["ok"] for name, row in rows.items() if not name.startswith("numpy")), report["results"]
@@ -166,13 +160,7 @@ def test_host_gap_says_it_needs_a_gpu() -> None:
 
 def test_plain_path_operations_times_every_operation(tmp_path: pathlib.Path) -> None:
     """``plain_path.py --only operations`` times building each operation, an RK4 step and a Black-Scholes price."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
-    report_path = tmp_path / "report.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "plain_path.py"), "--only", "operations", "--json",
-               str(report_path)]
-    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-    results = json.loads(report_path.read_text())["results"]
+    results = _script_report(tmp_path, "plain_path.py", "--only", "operations", timeout=300)["results"]
     assert {r["name"] for r in results} >= {"a * 1.5", "gnp.where(c, a, b)", "RK4 step", "Black-Scholes price"}
     assert all(r["us"] > 0 and r["operations"] >= 1 for r in results)
 
@@ -193,13 +181,7 @@ def test_launch_host_runs_on_the_cpu() -> None:
 def test_compute_overhead_times_every_call_and_step_on_the_cpu(tmp_path: pathlib.Path) -> None:
     """``compute_overhead.py`` checks ``dask.compute``'s values against ``gnp.fetch``'s, then times each call warm and
     cold and each step of ``dask.compute`` on our outputs and on Dask's trivial collections."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
-    report_path = tmp_path / "report.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "compute_overhead.py"), "--rounds", "1", "--batch", "2",
-               "--cold", "1", "--json", str(report_path)]
-    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-    report = json.loads(report_path.read_text())
+    report = _script_report(tmp_path, "compute_overhead.py", "--rounds", "1", "--batch", "2", "--cold", "1")
     assert report["calls_us"].keys() == report["cold_us"].keys() >= {"dask.compute(a, b)", "gnp.fetch((a, b))",
                                                                      "floor: dask.compute(c, d)"}
     assert report["steps_us"]["gnp"].keys() == report["steps_us"]["trivial"].keys() >= {"repack", "+ optimize()"}
@@ -211,13 +193,8 @@ def test_compute_overhead_times_every_call_and_step_on_the_cpu(tmp_path: pathlib
 def test_plain_path_benchmark_runs_every_row_on_the_cpu(only: str, tmp_path: pathlib.Path) -> None:
     """``plain_path.py`` once per row: every row runs and its checks pass; ``--only breakdown`` has the five parts
     of each workload's plain call."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
-    report_path = tmp_path / "report.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "plain_path.py"), "--only", only, "--repeat", "1",
-               "--warmup", "0", "--json", str(report_path)]
-    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-    results = json.loads(report_path.read_text())["results"]
+    results = _script_report(tmp_path, "plain_path.py", "--only", only, "--repeat", "1", "--warmup", "0",
+                             timeout=300)["results"]
     assert all(r["error"] is None and r["ok"] is not False for r in results), [r for r in results if r["error"]]
     names = [r["name"] for r in results]
     if only == "breakdown":
@@ -243,12 +220,6 @@ def test_monte_carlo_breakdown_in_fresh_processes() -> None:
 
 def test_scalars_benchmark_runs_and_checks_on_the_cpu(tmp_path: pathlib.Path) -> None:
     """``benchmarks/scalars.py`` at a small size: every system's result checked against NumPy's."""
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
-    report_path = tmp_path / "report.json"
-    command = [sys.executable, str(ROOT / "benchmarks" / "scalars.py"), "--shape", "1024", "--repeat", "3",
-               "--warmup", "0", "--json", str(report_path)]
-    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-    report = json.loads(report_path.read_text())
+    report = _script_report(tmp_path, "scalars.py", "--shape", "1024", "--repeat", "3", "--warmup", "0")
     assert report["passed"] and [row["name"] for row in report["results"]] == [
         "gnp, new dt", "gnp, same dt", "numpy, new dt"]
