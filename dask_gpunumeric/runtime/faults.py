@@ -94,7 +94,7 @@ def label_tasks(node: Any, layer: Mapping) -> dict:
     and scan stages) are described by their key alone."""
     out = {}
     for key, task in layer.items():
-        if type(task) is Task and not isinstance(task.func, BlockFunction) and task.func is not call_coroutine:
+        if type(task) is Task and not isinstance(task.func, BlockFunction):  # (an AwaitedTask is labelled)
             index = tuple(key[1:]) if isinstance(key, tuple) else ()
             own = isinstance(key, tuple) and key[0] == node._name and len(index) == node.ndim
             shape, dtype = (node.block_shape(index), node.dtype.str) if own else (None, None)
