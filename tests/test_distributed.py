@@ -274,16 +274,23 @@ def _round_trips(sent: list[str]) -> int:
 
 class _Compiles:
     """Counts, while it is entered, the trees compiled (``runtime.compile.compile_tree``) in this thread (the
-    client's) and in others (the in-process scheduler's), and the trees the optimizer ran on."""
+    client's) and in others (the in-process scheduler's), the trees the optimizer ran on, and the graphs made
+    from a kept graph of the same structure (``runtime.reuse``)."""
 
     def __enter__(self) -> _Compiles:
         import threading
 
         from dask_gpunumeric.runtime import compile as _compile
 
-        self.module, self.here, self.elsewhere, self.optimized = _compile, 0, 0, 0
-        self.compile_tree, self.optimize = _compile.compile_tree, _compile.optimize
+        self.module, self.here, self.elsewhere, self.optimized, self.reused = _compile, 0, 0, 0, 0
+        self.compile_tree, self.optimize, self.from_template = (_compile.compile_tree, _compile.optimize,
+                                                                _compile._from_template)
         me = threading.get_ident()
+
+        def from_template(shape, local):
+            made = self.from_template(shape, local)
+            self.reused += made is not None
+            return made
 
         def compile_tree(materialized):
             if threading.get_ident() == me:
@@ -296,16 +303,18 @@ class _Compiles:
             self.optimized += 1
             return self.optimize(root)
 
-        _compile.compile_tree, _compile.optimize = compile_tree, optimize
+        _compile.compile_tree, _compile.optimize, _compile._from_template = compile_tree, optimize, from_template
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.module.compile_tree, self.module.optimize = self.compile_tree, self.optimize
+        self.module._from_template = self.from_template
 
 
 def _calls(xn: np.ndarray):
     """(name, call, replies it asks for, levels of tasks or None where the work needs several, trees the
-    optimizer runs on again when the call is repeated: a region's second call on the same inputs, one)."""
+    optimizer runs on again when the call is repeated: none, an accelerated call's second on the same inputs
+    made from the first's graph too; a loop outside ``accelerate``, one)."""
     x = gnp.asarray(xn).persist()
     one = gnp.asarray(xn, chunks=xn.shape).persist()  # one block: a region of one rank
     distributed.wait([x, one])
@@ -324,8 +333,8 @@ def _calls(xn: np.ndarray):
     yield "persist", lambda: distributed.wait((x * 2).persist()), 0, 1, 0
     yield "gnp.fetch", lambda: gnp.fetch(gnp.sum(x, axis=0)), 0, None, 0
     yield "np.asarray", lambda: np.asarray(x * 3), 1, 1, 0
-    yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1, None, 1
-    yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, 2, 1
+    yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1, None, 0
+    yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, 2, 0
     yield "fori_loop", lambda: smooth(x).compute(), 1, None, 1
     yield "fori_loop of one block", lambda: smooth(one).compute(), 0, 1, 1
     yield "while_loop", lambda: gnp.fetch(gnp.sum(gnp.while_loop(lambda s: gnp.sum(s) < 1e4, lambda s: s * 2, x))), \
@@ -358,8 +367,8 @@ def _count_round_trips(client, calls, pool_trips: int | None = None) -> None:
     of the scheduler: one graph, at most ``gathers`` replies, and ``levels`` levels of tasks (None: any); and
     what it cost besides: the client compiles nothing (waiting on persisted results reads their blocks), the
     scheduler compiles the one tree it was sent once, optimizing ``optimized`` trees (0: the graph of a tree
-    compiled before, or of one of the same structure on other inputs, is reused; a region's tree on persisted
-    inputs is kept from its second build on); and, where ``pool_trips`` is given, the workers' thread pools
+    compiled before, or of one of the same structure on other inputs, is reused: a region's on new small
+    arguments too); and, where ``pool_trips`` is given, the workers' thread pools
     were given that many functions in all (each a trip from a worker's event loop to a thread and back)."""
     client.run_on_scheduler(_start_counting)
     if pool_trips is not None:
@@ -419,9 +428,10 @@ def _laplacian(u):
 
 def _workload_calls(seed: int):
     """The suite's workloads as users write them, small: (name, call, replies, levels, trees optimized again),
-    each one level of tasks on one worker, each call on new arguments: a new Python scalar makes a tree of
-    another structure, and an accelerated call's region on new arguments is a tree of its own, each optimized
-    again (small trees); new arrays alone reuse the plan. Each returns what the benchmark returns (its checks
+    each one level of tasks on one worker, each call on new arguments: a new Python scalar in a plain expression
+    makes a tree of another structure, optimized again (small trees); an accelerated call's region on new small
+    arguments (a 0-d rate, a salt) or new arrays is a tree of the same structure, its graph made from the
+    first's. Each returns what the benchmark returns (its checks
     are in benchmarks/)."""
     rng = np.random.default_rng(seed)
     u0, v0 = (gnp.asarray(rng.random((32, 32), dtype=np.float32)).persist() for _ in range(2))
@@ -494,13 +504,13 @@ def _workload_calls(seed: int):
     yield "persist", lambda: distributed.wait((u0 * next(calls)).persist()), 0, 1, 1
     yield "gnp.fetch of a reduction", lambda: gnp.fetch(gnp.sum(u0 * next(calls))), 0, 1, 1
     yield "np.asarray", lambda: np.asarray(v0 * next(calls)), 0, 1, 1
-    yield "accelerated Monte-Carlo", lambda: gnp.fetch(monte_carlo(gnp.asarray(np.float32(2 + 1e-5 * next(calls))))), 0, 1, 1
+    yield "accelerated Monte-Carlo", lambda: gnp.fetch(monte_carlo(gnp.asarray(np.float32(2 + 1e-5 * next(calls))))), 0, 1, 0
     yield "accelerated Black-Scholes, persisted", lambda: distributed.wait(dask.persist(
-        *black_scholes(S, K, T, gnp.asarray(np.float32(0.02 + 1e-6 * next(calls)))))), 0, 1, 1
+        *black_scholes(S, K, T, gnp.asarray(np.float32(0.02 + 1e-6 * next(calls)))))), 0, 1, 0
     yield "accelerated heat (fori_loop), persisted", lambda: distributed.wait(heat(u0 * next(calls)).persist()), 0, 1, 1
-    yield "accelerated Gray-Scott (fori_loop)", lambda: gnp.fetch(gray_scott(salt(), u0, v0)), 0, 1, 1
-    yield "accelerated CG (while_loop, reductions)", lambda: gnp.fetch(conjugate_gradients(salt(), u0)), 0, 1, 1
-    yield "accelerated CG (fori_loop, rotated: a prologue and an epilogue)", rotated_cg, 0, 1, 1
+    yield "accelerated Gray-Scott (fori_loop)", lambda: gnp.fetch(gray_scott(salt(), u0, v0)), 0, 1, 0
+    yield "accelerated CG (while_loop, reductions)", lambda: gnp.fetch(conjugate_gradients(salt(), u0)), 0, 1, 0
+    yield "accelerated CG (fori_loop, rotated: a prologue and an epilogue)", rotated_cg, 0, 1, 0
     yield "matmul, persisted", lambda: distributed.wait(((a * np.float32(1 + 1e-5 * next(calls))) @ b).persist()), 0, 1, 1
 
 
@@ -574,6 +584,37 @@ def test_accelerated_outputs_named_as_the_scheduler_lowers_them(client):
         assert region.output_names == [region.name_map[name] for name, *_ in region.plan.outputs]
         assert_eq(same, ref)
         assert_eq(y, np.exp(ref) * rate)
+
+@pytest.mark.parametrize("cluster", ["one_worker", "client"])
+def test_new_small_arguments_reuse_the_scheduler_graph(cluster, request):
+    """An accelerated call on new small arguments (a 0-d array, a Python number) is a tree of the structure of
+    the first call's: the scheduler makes its graph from the first's (``runtime.reuse``), optimizing and
+    lowering nothing, with this call's keys and its own values made inside the tasks reading them; each call
+    gives its own values, on one worker (one rank, its outputs' tasks sharing one run) and on two (two ranks
+    exchanging through their own channels)."""
+    c = request.getfixturevalue(cluster)
+    ref = data(47, (64,))
+
+    @gnp.accelerate
+    def priced(x, r, s):
+        return gnp.exp(x) * r + s, gnp.sum(x * r) - s
+
+    values = [(1.5, 0.25), (2.5, -1.0), (0.5, 3.0), (1.5, 3.0)]
+    with c.as_current():
+        x = gnp.asarray(ref, chunks=16).persist()
+        distributed.wait(x)
+        results = []
+        for k, (r, s) in enumerate(values):  # (fetches come after: a fetch of a held key may return first)
+            with _Compiles() as compiles:
+                results.append(dask.persist(*priced(x, gnp.asarray(np.float64(r)), s)))
+                distributed.wait(results[-1])
+            assert (compiles.elsewhere, compiles.reused) == (1, 0 if k == 0 else 1), k
+            assert k == 0 or compiles.optimized == 0
+        for (r, s), (y, total) in zip(values, results):
+            assert_eq(y, np.exp(ref) * r + s)
+            assert gnp.fetch(total) == pytest.approx(np.sum(ref * r) - s)
+            assert gnp.fetch(priced(x, gnp.asarray(np.float64(r)), s)[1]) == pytest.approx(np.sum(ref * r) - s)
+
 
 def _batches_of(log, op: str, keys: set) -> list[set]:
     """The keys among ``keys`` of the messages ``op`` in each batch of a batched stream's ``recent_message_log``

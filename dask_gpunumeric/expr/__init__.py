@@ -4,7 +4,7 @@ from .base import (ArrayExpr, Bundle, Chunks, Finalize, Index, JointOutput, Mate
                    walk)
 from .blockwise import MapBlocks
 from .contraction import MatMul
-from .data import Creation, FromArray, FromGraph
+from .data import Creation, FromArray, FromGraph, small_host_blocks
 from .elemwise import Elemwise
 from .fused import Fused, FusedOutput, Stencil
 from .halo import Overlap, SetItem
@@ -15,4 +15,4 @@ from .tokens import cached
 __all__ = ["ArrayExpr", "BlockReshape", "Broadcast", "Bundle", "Chunks", "Creation", "Elemwise", "Finalize",
            "FromArray", "FromGraph", "Fused", "FusedOutput", "Gather", "Index", "JointOutput", "MapBlocks", "MatMul",
            "Materialized", "Outputs", "Overlap", "Reduction", "Scan", "SetItem", "Stencil", "Transpose", "cached",
-           "flat_keys", "inputs", "walk"]
+           "flat_keys", "inputs", "small_host_blocks", "walk"]

@@ -70,6 +70,24 @@ class FromArray(ArrayExpr):
         return Task(self.key(index), _blocks.as_block, DataNode(None, piece), self.dtype, self.backend)
 
 
+SMALL_HOST_BYTES = 2**16  # host data an input's blocks may hold to be made inside the tasks reading them
+
+
+def small_host_blocks(node: ArrayExpr) -> dict | None:
+    """The block tasks, by key, of an input that is small host data (a 0-d rate, a salt: an array in memory of
+    at most ``SMALL_HOST_BYTES``, or a NumPy scalar persisted as a 0-d block), which a cluster's tasks make
+    inside the tasks reading them (a task of their own is a scheduler round trip more); None for others."""
+    if isinstance(node, FromArray):
+        array = node.operand("array")
+        if isinstance(array, np.ndarray) and array.nbytes <= SMALL_HOST_BYTES:
+            return {node.key(index): node._block_task(index) for index in node.block_indices()}
+    elif isinstance(node, FromGraph) and node.ndim == 0:
+        value = node.operand("layer").get(node.key(()))
+        if isinstance(value, np.generic):  # (an accelerated function's number argument)
+            return {node.key(()): DataNode(node.key(()), value)}
+    return None
+
+
 class Creation(ArrayExpr):
     """Blocks computed from their position alone: full, arange, linspace, eye, random draws."""
 

@@ -3,19 +3,21 @@ each step's result, new arrays of the same chunks) gets the optimized graph of t
 renamed, without optimizing or lowering again: what ``accelerate`` does for a traced function, for plain code.
 
 A tree's structure is its nodes in ``walk`` order, each with its type and its operands (sub-expressions by
-position, plain values by their exact text), its inputs (``FromGraph``, ``FromArray``) by chunks, dtype and
-backend alone. The cached graph leaves out the inputs' blocks (it keeps no data alive); a call adds those of its
-own inputs."""
+position, plain values by their exact text, other objects by their ``structure_text``), its inputs (``FromGraph``,
+``FromArray``) by chunks, dtype and backend alone. The cached graph leaves out the inputs' blocks (it keeps no data
+alive); a call adds those of its own inputs, also where a task makes them inside itself (an accelerated call's small
+arguments, ``small_host_blocks``: a new value is never an old one's)."""
 from __future__ import annotations
 
 import collections
 import hashlib
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from dask._expr import Expr
-from dask._task_spec import GraphNode
+from dask._task_spec import GraphNode, Task, TaskRef
 
-from ..expr import ArrayExpr, FromArray, FromGraph, JointOutput, Materialized
+from ..expr import ArrayExpr, FromArray, FromGraph, JointOutput, Materialized, small_host_blocks
 from ..expr.tokens import _TEXT, _plain_repr
 from .faults import label_tasks
 
@@ -42,12 +44,18 @@ class Template(NamedTuple):
     outputs: list
     schedule: list | None  # the schedule of the graph with its inputs, once made
     layout: Any = None  # on a cluster: its ``compile.Layout`` (keys kept apart, owners, annotations)
+    inlined: tuple[tuple[int, tuple], ...] = ()  # (input, block index) of the inputs' blocks made inside tasks
+    rebuilt: frozenset = frozenset()  # keys of the tasks holding keys or names as data, or inputs' blocks
 
 
 def _text(operand: Any, position: dict[str, int]) -> str | None:
     if isinstance(operand, Expr):
         return f"@{position[operand._name]}"
-    return _TEXT.get(type(operand), _plain_repr)(operand)
+    text = _TEXT.get(type(operand), _plain_repr)(operand)
+    if text is None:  # an object that says what of it makes a plan (a traced function's: its token)
+        structure = getattr(operand, "structure_text", None)
+        return None if structure is None else f"{type(operand).__qualname__}:{structure}"
+    return text
 
 
 def structure_of(nodes: list[ArrayExpr], settings: tuple) -> Structure | None:
@@ -89,8 +97,12 @@ def remember(shape: Structure, graph: dict, outputs: list) -> Template:
             kept[key] = task
         else:
             blocks[k].append(tuple(key[1:]))
+    names = {n._name for n in shape.nodes}
+    inlined: set[tuple[int, tuple]] = set()
+    rebuilt = frozenset(key for key, task in kept.items() if isinstance(task, Task)
+                        and _holds([task.args, task.kwargs], graph.keys(), names, input_names, inlined))
     template = Template(tuple(n._name for n in shape.nodes), tuple(shape.inputs), tuple(map(tuple, blocks)), kept,
-                        outputs, None)
+                        outputs, None, None, tuple(sorted(inlined)), rebuilt)
     _TEMPLATES[shape.key] = template
     while len(_TEMPLATES) > _TEMPLATES_SIZE:
         _TEMPLATES.popitem(last=False)
@@ -142,10 +154,20 @@ def instantiate(template: Template, shape: Structure) -> tuple[dict, list, list 
     for i, blocks in zip(template.inputs, template.input_blocks):
         name = template.names[i]
         subs.update({(name, *index): (names[name], *index) for index in blocks})
+    inline, own_names = {}, set(template.names)
+    for k, index in template.inlined:  # an input's blocks made inside the tasks reading them: this call's
+        name, node = template.names[template.inputs[k]], shape.nodes[template.inputs[k]]
+        made = small_host_blocks(node)
+        if made is None:
+            return None
+        inline[(name, *index)] = made[(node._name, *index)]
     graph = {}
     for key, task in template.graph.items():
         new = subs[key]
-        graph[new] = task.substitute(subs, key=new) if isinstance(task, GraphNode) else task
+        if key in template.rebuilt:
+            graph[new] = _rebuilt(task, new, subs, renamed, inline, own_names)
+        else:
+            graph[new] = task.substitute(subs, key=new) if isinstance(task, GraphNode) else task
     try:
         for i, blocks in zip(template.inputs, template.input_blocks):
             graph.update(_input_tasks(shape.nodes[i], blocks))
@@ -157,6 +179,66 @@ def instantiate(template: Template, shape: Structure) -> tuple[dict, list, list 
     if schedule is not None:
         schedule = [(subs[key], tuple(subs[d] for d in done)) for key, done in schedule]
     return graph, [subs[k] for k in template.outputs], schedule, subs
+
+
+def _holds(value: Any, keys: Any, names: set[str], inputs: dict[str, int], inlined: set[tuple[int, tuple]]) -> bool:
+    """Whether a task's arguments ``value`` hold what renaming its dependencies misses: a key of the graph or a
+    node's name as data, an object naming them (``with_names``), or a block of an input made inside the task
+    (each such block's (input, index) added to ``inlined``)."""
+    if isinstance(value, TaskRef):
+        return False
+    if isinstance(value, GraphNode):
+        key = value.key
+        k = inputs.get(key[0] if type(key) is tuple else key)
+        if k is not None:
+            inlined.add((k, tuple(key[1:]) if type(key) is tuple else ()))
+            return True
+        return isinstance(value, Task) and (_holds(value.args, keys, names, inputs, inlined)
+                                            | _holds(value.kwargs, keys, names, inputs, inlined))
+    if type(value) is str:
+        return value in names or value in keys
+    if type(value) is tuple and _hashable(value) and value in keys:
+        return True
+    if isinstance(value, (tuple, list)):
+        return any([_holds(v, keys, names, inputs, inlined) for v in value])  # (a list: every inlined block found)
+    if isinstance(value, dict):
+        return any([_holds(v, keys, names, inputs, inlined) for v in value.values()])
+    return hasattr(value, "with_names")
+
+
+def _hashable(value: tuple) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _rebuilt(task: Task, key: Any, subs: dict, renamed: Callable[[str], str], inline: dict, names: set[str]) -> Task:
+    """A task of a template for a call (``instantiate``): its key, the keys it holds renamed (``subs``) and the
+    template tree's node names (``names``, by ``renamed``), the blocks of inputs made inside it this call's
+    (``inline``)."""
+
+    def new(value: Any) -> Any:
+        if isinstance(value, TaskRef):
+            return TaskRef(subs.get(value.key, value.key))
+        if isinstance(value, GraphNode):
+            if value.key in inline:
+                return inline[value.key]
+            return _rebuilt(value, value.key, subs, renamed, inline, names) if isinstance(value, Task) else value
+        if type(value) is str:
+            return subs[value] if value in subs else renamed(value) if value in names else value
+        if type(value) is tuple:
+            return subs[value] if _hashable(value) and value in subs else tuple(map(new, value))
+        if isinstance(value, list):
+            return list(map(new, value))
+        if isinstance(value, dict):
+            return {k: new(v) for k, v in value.items()}
+        with_names = getattr(value, "with_names", None)
+        return value if with_names is None else with_names(renamed)
+
+    return type(task)(key, task.func, *map(new, task.args), _data_producer=task.data_producer,
+                      **{k: new(v) for k, v in task.kwargs.items()})
 
 
 def _input_tasks(node: ArrayExpr, blocks: tuple[tuple, ...]) -> dict:

@@ -4,6 +4,7 @@ of one rank on a cluster as one task per output block, the first to run computin
 reports leave together, ``reports``); and the summary ``gnp.explain`` shows of them."""
 from __future__ import annotations
 
+import dataclasses
 import operator
 import sys
 import threading
@@ -37,6 +38,10 @@ class RankSpec:
         fields = (self.region, self.plan, self.rank, self.size, self.timeout, self.transport, self.backend,
                   self.addresses)
         return RankSpec, (None if _store.holds(self.plan) else self.program, *fields)
+
+    def with_names(self, renamed: Callable[[str], str]) -> RankSpec:
+        """This spec for another call of its plan (a graph made again from a kept one, ``runtime.reuse``)."""
+        return dataclasses.replace(self, region=renamed(self.region))
 
     def steps(self) -> Program:
         """The program, kept with the spec or on this worker."""

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from dask._task_spec import Alias, DataNode, GraphNode, Task
 
-from ...expr import ArrayExpr, Bundle, Finalize, FromArray, FromGraph, cached, flat_keys
+from ...expr import ArrayExpr, Bundle, Finalize, cached, flat_keys, small_host_blocks
 from ...optimize import optimize
 from ...optimize.dag import DAG
 from ..compile import graph_of
@@ -20,7 +20,6 @@ from . import store as _store
 from .nodes import Loop, Placeholder
 from .program import execute
 
-_SMALL_ARGUMENT = 2**16  # bytes of host data an argument's block may hold to be made inside its readers' tasks
 RETRIES = 3  # times the scheduler re-runs a failed per-worker task (a peer lost mid-region fails them all)
 
 
@@ -53,6 +52,11 @@ class Plan:
         return _store.restored, (self.token, self.__dict__, Plan)
 
     def __dask_tokenize__(self) -> str:
+        return self.token
+
+    @property
+    def structure_text(self) -> str:
+        """What of a plan makes a call's tree what it is (``runtime.reuse``): its token."""
         return self.token
 
     def run_local(self, as_programs: bool, inputs: dict) -> dict:
@@ -153,15 +157,11 @@ class Region(ArrayExpr):
         return layer
 
     def _small_arguments(self) -> dict:
-        """The block tasks of arguments that are small host data (a 0-d rate, a salt), by key: made inside
-        the tasks reading them (on a cluster a task of their own is a scheduler round trip more)."""
-        small = {a.key(index): a._block_task(index) for a in self.args
-                 if isinstance(a, FromArray) and isinstance(a.operand("array"), np.ndarray)
-                 and a.operand("array").nbytes <= _SMALL_ARGUMENT for index in a.block_indices()}
-        for a in self.args:  # NumPy scalars in memory (an accelerated function's scalar arguments)
-            value = a.operand("layer").get(a.key(())) if isinstance(a, FromGraph) and a.ndim == 0 else None
-            if isinstance(value, np.generic):
-                small[a.key(())] = DataNode(a.key(()), value)
+        """The block tasks of arguments that are small host data (``small_host_blocks``: a 0-d rate, a salt), by
+        key: made inside the tasks reading them (on a cluster a task of their own is a scheduler round trip more)."""
+        small: dict = {}
+        for a in self.args:
+            small.update(small_host_blocks(a) or {})
         return small
 
     def _owned_blocks(self) -> Iterator[tuple[tuple, tuple[int, ...], tuple[int, ...]]]:
