@@ -199,9 +199,9 @@ def _holds(value: Any, keys: Any, names: set[str], inputs: dict[str, int], inlin
         return value in names or value in keys
     if type(value) is tuple and _hashable(value) and value in keys:
         return True
-    if isinstance(value, (tuple, list)):
+    if type(value) in (tuple, list):  # (plain containers, as ``_rebuilt`` rebuilds: not a program's NamedTuples)
         return any([_holds(v, keys, names, inputs, inlined) for v in value])  # (a list: every inlined block found)
-    if isinstance(value, dict):
+    if type(value) is dict:
         return any([_holds(v, keys, names, inputs, inlined) for v in value.values()])
     return hasattr(value, "with_names")
 
@@ -230,9 +230,9 @@ def _rebuilt(task: Task, key: Any, subs: dict, renamed: Callable[[str], str], in
             return subs[value] if value in subs else renamed(value) if value in names else value
         if type(value) is tuple:
             return subs[value] if _hashable(value) and value in subs else tuple(map(new, value))
-        if isinstance(value, list):
+        if type(value) is list:
             return list(map(new, value))
-        if isinstance(value, dict):
+        if type(value) is dict:
             return {k: new(v) for k, v in value.items()}
         with_names = getattr(value, "with_names", None)
         return value if with_names is None else with_names(renamed)
