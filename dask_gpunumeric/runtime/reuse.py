@@ -131,9 +131,10 @@ def with_schedule(shape: Structure, template: Template, schedule: list) -> None:
 
 def instantiate(template: Template, shape: Structure) -> tuple[dict, list, list | None, dict] | None:
     """The template's graph for the tree of ``shape``: its keys renamed (the tree's own nodes to their names
-    in this tree, the optimizer's to names salted with this tree's root), with the blocks of this tree's
-    inputs; its outputs, schedule (None when not yet made) and the key renaming. None when a task names a
-    key the renaming misses (that graph is not reused)."""
+    in this tree, the optimizer's to names salted with this tree's root; also where a task holds them as data),
+    with the blocks of this tree's inputs (also those a task makes inside itself); its outputs, schedule (None
+    when not yet made) and the key renaming. None when a task names a key the renaming misses, or an input made
+    inside tasks is no longer small host data (that graph is not reused)."""
     salt = shape.nodes[0]._name
     names = dict(zip(template.names, (n._name for n in shape.nodes)))
     # the template's own tree built again keeps the optimizer's names: a scheduler given its root's keys twice
