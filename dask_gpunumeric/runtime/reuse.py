@@ -215,25 +215,34 @@ def _hashable(value: tuple) -> bool:
     return True
 
 
+_PLAIN_LEAVES = frozenset([int, float, bool, type(None), bytes])
+
+
 def _rebuilt(task: Task, key: Any, subs: dict, renamed: Callable[[str], str], inline: dict, names: set[str]) -> Task:
     """A task of a template for a call (``instantiate``): its key, the keys it holds renamed (``subs``) and the
     template tree's node names (``names``, by ``renamed``), the blocks of inputs made inside it this call's
     (``inline``)."""
 
     def new(value: Any) -> Any:
-        if isinstance(value, TaskRef):
+        kind = type(value)
+        if kind is TaskRef:
             return TaskRef(subs.get(value.key, value.key))
+        if kind is tuple:
+            try:
+                return subs[value]
+            except (KeyError, TypeError):  # (not a key of the graph)
+                return tuple(map(new, value))
+        if kind is str:
+            return subs[value] if value in subs else renamed(value) if value in names else value
+        if kind in _PLAIN_LEAVES:
+            return value
         if isinstance(value, GraphNode):
             if value.key in inline:
                 return inline[value.key]
             return _rebuilt(value, value.key, subs, renamed, inline, names) if isinstance(value, Task) else value
-        if type(value) is str:
-            return subs[value] if value in subs else renamed(value) if value in names else value
-        if type(value) is tuple:
-            return subs[value] if _hashable(value) and value in subs else tuple(map(new, value))
-        if type(value) is list:
+        if kind is list:
             return list(map(new, value))
-        if type(value) is dict:
+        if kind is dict:
             return {k: new(v) for k, v in value.items()}
         with_names = getattr(value, "with_names", None)
         return value if with_names is None else with_names(renamed)

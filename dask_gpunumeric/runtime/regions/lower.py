@@ -4,7 +4,6 @@ of one rank on a cluster as one task per output block, the first to run computin
 reports leave together, ``reports``); and the summary ``gnp.explain`` shows of them."""
 from __future__ import annotations
 
-import dataclasses
 import operator
 import sys
 import threading
@@ -41,7 +40,8 @@ class RankSpec:
 
     def with_names(self, renamed: Callable[[str], str]) -> RankSpec:
         """This spec for another call of its plan (a graph made again from a kept one, ``runtime.reuse``)."""
-        return dataclasses.replace(self, region=renamed(self.region))
+        return RankSpec(self.program, renamed(self.region), self.plan, self.rank, self.size, self.timeout,
+                        self.transport, self.backend, self.addresses)
 
     def steps(self) -> Program:
         """The program, kept with the spec or on this worker."""
