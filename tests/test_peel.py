@@ -1,7 +1,8 @@
 """Loop peeling (``runtime.regions.peel``): a fori_loop's first iteration runs before it where an elementwise
 producer of its initial state (a salt added to an input) is folded into that iteration's first kernel, and its
 last iteration after it where its final state is only reduced (the reductions in that iteration's last kernel,
-the state never stored). The same values as NumPy's; where peeling removes no pass, the loop is left whole."""
+the state never stored), where stencil tile kernels run: CuPy blocks, emulated on the CPU. The same values as
+NumPy's; where peeling removes no pass, or on NumPy blocks, the loop is left whole."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,6 +16,19 @@ from conftest import BACKEND, assert_eq
 import dask_gpunumeric as gnp
 from dask_gpunumeric.api.explain import plan
 from test_stencil import counted_tile_kernels
+
+
+needs_emulator = pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy",
+                                    reason="needs g++; CPU runs only")
+
+
+@pytest.fixture
+def tiled(monkeypatch: Any) -> None:
+    """Stencil tile kernels: CuPy blocks, or on the CPU NumPy blocks through the emulated CUDA paths."""
+    if BACKEND == "numpy":
+        if _cuda_emulator.HOST_COMPILER is None:
+            pytest.skip("needs g++")
+        _cuda_emulator.emulated_cupy(monkeypatch)
 
 
 def step(state: tuple, xp: Any) -> tuple:
@@ -63,7 +77,7 @@ def lazy_plan(f: Any, *args: Any) -> tuple[dict, str]:
 
 
 @pytest.mark.parametrize("shape, chunks", [((24, 20), (24, 20)), ((48, 20), (24, 20))])
-def test_salt_and_checksum_fold_into_the_peeled_iterations(shape: tuple, chunks: tuple) -> None:
+def test_salt_and_checksum_fold_into_the_peeled_iterations(shape: tuple, chunks: tuple, tiled: None) -> None:
     """Gray-Scott's benchmark shape: 3 iterations of 2 steps; the first and the last run outside the loop as
     stencil groups of their own, the first reading the salt and the unsalted input (no pass adding it), the last
     storing nothing (its sums are its outputs); no other kernel outside the loop."""
@@ -82,7 +96,7 @@ def test_salt_and_checksum_fold_into_the_peeled_iterations(shape: tuple, chunks:
     assert all(o.endswith("-partial") for o in last["outputs"]) and len(last["outputs"]) == 2, text
 
 
-def test_stored_final_state_peels_only_the_first_iteration() -> None:
+def test_stored_final_state_peels_only_the_first_iteration(tiled: None) -> None:
     """Fields returned as they are: the last iteration stays in the loop; the first, with the salt folded in,
     gives NumPy's fields bit for bit on one NumPy block."""
     host_u, host_v = fields((20, 16))
@@ -97,7 +111,7 @@ def test_stored_final_state_peels_only_the_first_iteration() -> None:
     assert stencils[0]["inputs"] == 3, text
 
 
-@pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
+@needs_emulator
 def test_peeled_iterations_are_tile_kernels(monkeypatch: Any) -> None:
     """On CuPy blocks (emulated): every iteration, the peeled ones too, one tile kernel of its two sweeps, the
     first computing the salted field where it reads it, the last its sums in its last sweep."""
@@ -111,7 +125,7 @@ def test_peeled_iterations_are_tile_kernels(monkeypatch: Any) -> None:
     assert len(launched) == 4 and all(len(variant[0]) == 2 for variant in launched), launched
 
 
-def test_reduced_cg_solution_peels_the_last_iteration() -> None:
+def test_reduced_cg_solution_peels_the_last_iteration(tiled: None) -> None:
     """CG (rotated where tile kernels run) whose solution is only summed, ``sum(x * x)``: its last iteration
     after the loop, NumPy's value."""
     host = np.random.default_rng(0).standard_normal((24, 24)).astype(np.float32)
@@ -130,7 +144,7 @@ def test_reduced_cg_solution_peels_the_last_iteration() -> None:
     assert "fori_loop (4 iterations)" in text or "fori_loop (5 iterations)" in text, text
 
 
-def test_loops_that_peeling_would_not_shorten_stay_whole() -> None:
+def test_loops_that_peeling_would_not_shorten_stay_whole(tiled: None) -> None:
     """A state returned as it is, from arguments not computed, or a body reading its iteration number: no
     iteration peeled."""
     host = np.arange(12.0)
@@ -150,3 +164,16 @@ def test_loops_that_peeling_would_not_shorten_stay_whole() -> None:
     for f in (indexed, returned):
         _, text = lazy_plan(f, x)
         assert "fori_loop (4 iterations)" in text, text
+
+
+@pytest.mark.skipif(BACKEND != "numpy", reason="NumPy blocks")
+def test_numpy_blocks_peel_nothing() -> None:
+    """On NumPy blocks (no tile kernels) the loop is left whole: NumPy's values."""
+    host_u, host_v = fields((24, 20))
+    salt = np.float32(0.5)
+    u, v = (gnp.from_array(h).persist() for h in (host_u, host_v))
+    expected_u, expected_v = numpy_loop(salt, host_u, host_v, 6)
+    assert_eq(gnp.accelerate(summed)(gnp.asarray(salt), u, v),
+              np.float32(expected_u.sum(dtype=np.float64) + expected_v.sum(dtype=np.float64)), rtol=1e-5)
+    info, text = lazy_plan(summed, gnp.asarray(salt), u, v)
+    assert "fori_loop (3 iterations)" in text and outside(info)[0] == [], text

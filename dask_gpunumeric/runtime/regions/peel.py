@@ -3,14 +3,17 @@ state would otherwise be a pass over memory of its own (the kernel of the peeled
 it where it reads it: an input's salt), and its last iteration traced after it, where its final state is only
 reduced (the reductions join the peeled iteration's last kernel, and that state is never stored). The same
 operations per element in the same order: the same values. ``plan.Plan`` applies it to the traced outputs of a
-region before optimizing them."""
+region before optimizing them, to loops over blocks where stencil tile kernels run (on NumPy blocks the peeled
+iterations' interpreted sweeps cost more host time than the passes they save: docs/benchmarks.md)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from dask._expr import Expr
 
+from ... import config
 from ...expr import ArrayExpr, Bundle, Creation, Elemwise, FromArray, FromGraph, Gather, inputs
+from ...kernels.stencil import tiles_run_on
 from ...optimize.dag import DAG, rebuild_all
 from ...optimize.programs import is_fused_reduction
 from .nodes import Loop, LoopOutput, Placeholder
@@ -39,7 +42,7 @@ def _peel(loop: Loop, dag: DAG) -> tuple[dict[str, Expr], str] | None:
     where peeling removes no pass."""
     body = loop.body
     traced = getattr(body, "traced", None)  # (a plan unpickled on a scheduler has none: never peeled there)
-    if loop.kind != "fori" or traced is None or loop.count < 2:
+    if loop.kind != "fori" or traced is None or loop.count < 2 or not loop.state or not _tiled(loop.state[0].backend):
         return None
     n = loop.n_state
     states, index, invariants = body.inputs[:n], body.inputs[n], body.inputs[n + 1:]
@@ -61,6 +64,10 @@ def _peel(loop: Loop, dag: DAG) -> tuple[dict[str, Expr], str] | None:
     if back:
         final = _iteration(traced, states, final, fixed)
     return {o._name: final[o.operand("k")] for o in outputs}, rest._name
+
+
+def _tiled(backend: str) -> bool:
+    return bool(config.get("stencil-tiles")) and tiles_run_on(backend)
 
 
 def _iteration(traced: Sequence[ArrayExpr], states: Sequence[Expr], values: Sequence[Expr],
