@@ -177,3 +177,20 @@ def test_numpy_blocks_peel_nothing() -> None:
               np.float32(expected_u.sum(dtype=np.float64) + expected_v.sum(dtype=np.float64)), rtol=1e-5)
     info, text = lazy_plan(summed, gnp.asarray(salt), u, v)
     assert "fori_loop (3 iterations)" in text and outside(info)[0] == [], text
+
+
+def test_salted_input_computed_again_where_read() -> None:
+    """What folds the salt into a peeled first kernel, on the plain path too: a field of sources alone
+    (``u + c``) that only a stencil reads, at shifts and periodically, is computed again at each read instead
+    of stored by a sweep of its own: one stencil group, no other kernel, NumPy's values."""
+    host = np.random.default_rng(4).random((16, 12), dtype=np.float32)
+    u = gnp.from_array(host).persist()
+
+    def f(xp: Any, u: Any, c: Any) -> Any:
+        w = u + c
+        return xp.roll(w, 1, axis=0) + xp.roll(w, -1, axis=0) + xp.roll(w, 1, axis=1) - 3 * w
+
+    out = f(gnp, u, np.float32(0.5))
+    assert_eq(out, f(np, host, np.float32(0.5)), rtol=0 if BACKEND == "numpy" else 1e-6)
+    info = plan(out)
+    assert len(info["stencils"]) == 1 and info["stencils"][0]["kernels"] == 1 and info["groups"] == [], info
