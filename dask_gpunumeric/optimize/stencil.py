@@ -410,9 +410,12 @@ class _Pass:
         """Fields a reader of the same class may compute again where it reads them at a shift, instead of
         reading them stored by an earlier sweep (``gpunumeric.stencil-recompute``), with the fields they read:
         elementwise work of at most ``RECOMPUTED_OPS`` operations on sources and fields read in place, one of
-        them an array of the field's shape (whose reads past the ends tell where the field's are: ``build``)."""
-        if not self.settings["stencil-recompute"]:
-            return {}
+        them an array of the field's shape (whose reads past the ends tell where the field's are: ``build``).
+        With the setting off, only fields of sources alone that nothing outside the cluster reads, nor reads
+        past a padded end (the elementwise producer of a loop's first input, a salt added to it): computed
+        again, they are never stored, which saves the pass that would store them."""
+        everywhere = self.settings["stencil-recompute"]
+        padded = {t for reads in frontiers.values() for t, _, modes in reads if FILL in modes}
         out = {}
         for name in self.fields:
             node = self.nodes[name]
@@ -420,8 +423,11 @@ class _Pass:
             if (not isinstance(node, Elemwise) or self.field_class(name)[3] is not None
                     or any(any(e) or any(m) for _, e, m in reads) or len(self.inlined([name])) > RECOMPUTED_OPS):
                 continue
+            fields_read = {t for t, *_ in reads if t in self.fields}
+            if not everywhere and (fields_read or name in self.outside or name in padded):
+                continue
             if any(self.nodes[t].shape == node.shape and self.nodes[t].dtype.kind in "biuf" for t, *_ in reads):
-                out[name] = {t for t, *_ in reads if t in self.fields}
+                out[name] = fields_read
         return out
 
     def field_class(self, name: str) -> tuple:
@@ -485,7 +491,7 @@ class _Pass:
             pure = cls[3] is None
             lvl, after, candidates = 0, set(), set()
             for target, e, modes in frontiers[name]:
-                if pure and target in recomputable and classes[target] == cls and WRAP not in modes and (
+                if pure and target in recomputable and classes[target] == cls and (
                         any(e) or any(modes)):
                     candidates.add(target)
                 elif target in self.fields:
@@ -578,7 +584,7 @@ class _Pass:
         def computed_again(name: str, shift: tuple[int, ...], modes: tuple[int, ...], fill: Any) -> int:
             """Field ``name`` computed at ``shift`` from its sources (read with its reader's edges); past the
             ends (FILL), the reader's fill: where a source of its shape, read with fills 0 and 1, differs."""
-            fills = [FILL if m == FILL else 0 for m in modes]
+            fills = [m if m in (FILL, WRAP) else 0 for m in modes]
 
             def at(node_name: str) -> int:
                 node, reads, args = self.nodes[node_name], iter(self.reads[node_name]), []

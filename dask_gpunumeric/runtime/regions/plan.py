@@ -18,6 +18,7 @@ from . import build as _build
 from . import lower as _lower
 from . import store as _store
 from .nodes import Loop, Placeholder
+from .peel import peeled
 from .program import execute
 
 RETRIES = 3  # times the scheduler re-runs a failed per-worker task (a peer lost mid-region fails them all)
@@ -28,7 +29,8 @@ class Plan:
     placeholder keys, its outputs' metadata, and its per-worker programs for a number of workers."""
 
     def __init__(self, outputs: list[ArrayExpr], placeholders: list[Placeholder], structure: Any) -> None:
-        bundle = optimize(Bundle(*outputs))
+        self.traced = peeled(outputs)  # (what a loop of this body peels: kept on the client only)
+        bundle = optimize(Bundle(*self.traced))
         optimized = list(bundle.operands)
         self.optimized = optimized
         self.inputs = placeholders
@@ -49,7 +51,7 @@ class Plan:
         # for a scheduler holding it (``store``), a plan is its token: a call sends no programs again
         if _store.published(self.token):
             return _store.plan, (self.token,)
-        return _store.restored, (self.token, self.__dict__, Plan)
+        return _store.restored, (self.token, {k: v for k, v in self.__dict__.items() if k != "traced"}, Plan)
 
     def __dask_tokenize__(self) -> str:
         return self.token
