@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -277,9 +278,9 @@ class Programs:
             index[i] = m
         outputs = tuple(index[i] for i in stored)
         # (a reduction's array is its first operand, so the first of its inputs)
-        reduces = tuple((index[inputs[r][0]], *(order[r].operands[k] for k in _REDUCE_FIELDS)) for r in partials)
+        reduces = tuple((index[inputs[r][0]], *_reduce_fields(order[r].operands)) for r in partials)
         return (order[members[-1]].ndim, tuple(key), outputs, reduces), reads, scalars
 
 
-# a fused reduction's fields that its program's output reads (``build_program``)
-_REDUCE_FIELDS = tuple(Reduction._parameters.index(f) for f in ("kind", "axes", "dtype", "params"))
+# a fused reduction's fields that its program's output reads (``build_program``), from its operands
+_reduce_fields = operator.itemgetter(*(Reduction._parameters.index(f) for f in ("kind", "axes", "dtype", "params")))
