@@ -255,7 +255,8 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     outside = _used_outside(inputs, plans, kernel_of, reductions, finished_in)
     kernels: dict[int, _Kernel] = {}  # by the position of each node a kernel replaces
     programs = Programs(order, inputs, computes, signatures)
-    described: dict[int, Fused] = {}  # the first Fused node made per program, by its id (kernels share programs)
+    # per program, by its id (kernels share programs): the first Fused node made, and the words of its outputs' names
+    described: dict[int, tuple[Fused, str | None]] = {}
     record = recording()  # (asked once: reading the environment costs more than most steps of a kernel)
     for k, run in plans.items():
         kernel = _Kernel(order, programs, run, reductions.get(k, []), totals.get(k, []), epilogues.get(k, []),
@@ -267,7 +268,9 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
 
 
 _NO_CANDIDATES: list[int] = []  # (shared, never changed)
+_FIRST = (None, None)  # (``_Kernel.make``: no kernel of its program made before)
 _REDUCED = 0  # a Reduction's array: its first operand (``Reduction._parameters``), so first in ``DAG.inputs``
+_AXES = Reduction._parameters.index("axes")  # (a Reduction's operand by position: ``operand`` searches)
 
 
 def _used_outside(inputs: list[list[int]], plans: Mapping[int, list[int]], kernel_of: list[int | None],
@@ -293,7 +296,7 @@ def _finished_in_kernel(reduction: Reduction) -> bool:
     """Whether a fused reduction is a total: over every axis of a one-block array (of at least one axis)."""
     chunks = reduced(reduction).chunks  # (its blocks per axis: no property of a node made for it)
     return (len(chunks) > 0 and all(len(c) == 1 for c in chunks)
-            and set(reduction.operand("axes")) == set(range(len(chunks))))
+            and set(reduction.operands[_AXES]) == set(range(len(chunks))))
 
 
 def _epilogue(dag: DAG, totals: list[int], computes: list[str | None]) -> list[int]:
@@ -352,21 +355,26 @@ class _Kernel:
     replaces each of them used outside it (``outside``), made once its inputs are rebuilt (``dag.Made``)."""
 
     def __init__(self, order: list[Expr], programs: Programs, members: list[int], reductions: list[int],
-                 totals: list[int], epilogue: list[int], outside: set[int], described: dict[int, Fused]) -> None:
-        stored = [i for i in members if i in outside]
-        finished = [i for i in (*totals, *epilogue) if i in outside]
-        partials = [r for r in reductions if r not in totals]
-        self.program, self.inputs, self.scalars = programs.of(members, [*stored, *finished], partials, totals,
-                                                              epilogue)
-        self.stores = [order[i] for i in (*stored, *finished)]
+                 totals: list[int], epilogue: list[int], outside: set[int],
+                 described: dict[int, tuple[Fused, str | None]]) -> None:
+        computed, stored, partials = members, [i for i in members if i in outside], reductions
+        finished: list[int] = []
+        if totals:  # (a kernel of one block: its totals and their epilogue are computed too)
+            computed = members + totals + epilogue
+            finished = [i for i in totals + epilogue if i in outside]
+            stored += finished
+            partials = [r for r in reductions if r not in totals]
+        self.program, self.inputs, self.scalars = programs.of(members, stored, partials, totals, epilogue)
+        self.stores = [order[i] for i in stored]
         self.partials = [order[r] for r in partials]
         self.first = order[members[-1]]
         # the token of a group is that of its members (cheaper than tokenizing the program)
-        names = sorted([order[i]._name for i in (*members, *totals, *epilogue)])
-        text = "|".join([*names, "", *(order[r]._name for r in reductions)])
-        self.token = hashlib.sha1(text.encode()).hexdigest()[:32]
+        names = sorted([order[i]._name for i in computed])
+        names.append("")
+        names += [order[r]._name for r in reductions]
+        self.token = hashlib.sha1("|".join(names).encode()).hexdigest()[:32]
         self.finished = bool(finished)
-        self.replaces = [*stored, *finished, *partials]
+        self.replaces = stored + partials
         self.described = described
 
     def make(self, inputs: list[Expr]) -> list[Expr]:
@@ -376,17 +384,23 @@ class _Kernel:
         n_out = len(stores) + len(partials)
         # a kernel of one output has that output's blocks (a total's: 0-d), made from the elements' blocks
         chunks = stores[0].chunks if n_out == 1 and self.finished else first.chunks
-        like = self.described.get(id(self.program))
+        like, words = self.described.get(id(self.program), _FIRST)
         fused = Fused.of(self.program, chunks, first.backend, tuple(self.scalars), first.chunks, inputs, self.token,
                          like)
-        if like is None:
-            self.described[id(self.program)] = fused
         if n_out == 1:
+            if like is None:
+                self.described[id(self.program)] = (fused, None)
             return [fused if stores else Reduction.of_partials(fused, partials[0])]
-        outputs = [(n.chunks, n.dtype) for n in stores] + [(reduced(r).chunks, reduced(r).dtype) for r in partials]
+        # (the words of the outputs' names are their kernel's: the same for every kernel of a program)
         out: list[Expr] = []
-        words = None  # the words of the outputs' names (all the same: their kernel's)
-        for k, (chunks, dtype) in enumerate(outputs):
-            out.append(FusedOutput.of(fused, k, chunks, dtype, words))
-            words = out[-1]._funcname
-        return out[:len(stores)] + [Reduction.of_partials(o, red) for o, red in zip(out[len(stores):], partials)]
+        for k, node in enumerate(stores):
+            out.append(FusedOutput.of(fused, k, node.chunks, node.dtype, words))
+            words = words or out[-1]._funcname
+        for k, reduction in enumerate(partials, len(stores)):
+            x = reduced(reduction)
+            partial = FusedOutput.of(fused, k, x.chunks, x.dtype, words)
+            words = words or partial._funcname
+            out.append(Reduction.of_partials(partial, reduction))
+        if like is None:
+            self.described[id(self.program)] = (fused, words)
+        return out
