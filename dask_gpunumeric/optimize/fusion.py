@@ -354,6 +354,9 @@ class _Kernel:
     """The kernel of one group (its members, its totals and their epilogue: positions in ``order``), and what
     replaces each of them used outside it (``outside``), made once its inputs are rebuilt (``dag.Made``)."""
 
+    __slots__ = ("program", "inputs", "scalars", "stores", "partials", "first", "token", "finished", "replaces",
+                 "described")  # (one per kernel: no dict each)
+
     def __init__(self, order: list[Expr], programs: Programs, members: list[int], reductions: list[int],
                  totals: list[int], epilogue: list[int], outside: set[int],
                  described: dict[int, tuple[Fused, str | None]]) -> None:
