@@ -1,8 +1,8 @@
 """The fusion pass: groups of elementwise operations and random draws with the same block grid, plus the
 reductions that consume them, become one ``Fused`` expression (one kernel per block).
 
-A group grows by union-find over producer/consumer edges between fusable nodes with equal chunks and
-backend, refusing a merge that would make the group both feed and depend on an outside node (a cycle;
+Groups grow by merging along producer/consumer edges between fusable nodes with equal chunks and
+backend, refusing a merge that would make a group both feed and depend on an outside node (a cycle;
 ``_Grouping``). A group of more than ``kernel-size`` operations is cut into kernels run one after the other
 (``_cut``). Members used outside their kernel become its outputs, so every value is computed once.
 Reductions over a member get their per-block partial from the same kernel; their combine stays tree tasks.

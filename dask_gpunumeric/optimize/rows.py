@@ -4,7 +4,7 @@ along the rows, become one ``Fused`` row program per block (``codegen.rows``): s
 norm in one kernel. Where the reduced axes are split across blocks nothing changes here: the fusion pass
 fuses as before.
 
-Nodes join by union-find over producer/consumer edges (``fusion._Grouping``, which keeps the graph of groups
+Nodes join groups over producer/consumer edges (``fusion._Grouping``, which keeps the graph of groups
 acyclic) within one *space*: the block grid of the reduced arrays (per element) and the same grid with the
 reduced axes of length 1 (per row). A group is kept where a member reads a row reduction (a result broadcast
 back) or where it holds several row reductions; the other groups are left to the fusion pass.
