@@ -15,7 +15,7 @@ import hashlib
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
