@@ -31,10 +31,16 @@ class Fused(ArrayExpr):
         constructor's generic steps (the fusion pass makes one per kernel); ``like``: a Fused node of the same
         program, whose dtype and name's words it takes."""
         inst = object.__new__(cls)
-        inst.__dict__.update(_determ_token=token, operands=[program, chunks, backend, scalars, elements, *inputs],
-                             chunks=chunks, backend=backend, _leaves=_leaves_of(inputs))
+        values = inst.__dict__  # (set one by one: faster than update(**) here)
+        values["_determ_token"] = token
+        values["operands"] = [program, chunks, backend, scalars, elements, *inputs]
+        values["chunks"] = chunks
+        values["backend"] = backend
+        values["_leaves"] = _leaves_of(inputs)
         if like is not None:
-            inst.__dict__.update(dtype=like.dtype, _funcname=like._funcname, _name=f"{like._funcname}-{token}")
+            values["dtype"] = like.dtype
+            values["_funcname"] = words = like._funcname
+            values["_name"] = f"{words}-{token}"
             return inst
         inst.dtype, inst._name  # noqa: B018 - computed once here, as the constructor does
         return inst

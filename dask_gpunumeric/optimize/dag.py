@@ -205,20 +205,23 @@ def rebuild_made(dag: DAG, made: Mapping[int, Made]) -> Expr:
     replaces) swapped for its replacements, made once what they read is rebuilt, and every node above one
     rebuilt (``rebuild``'s, by position: on 100,000s of nodes, lookups by name miss the caches)."""
     order, inputs = dag.order, dag.inputs
-    memo: list[Expr | None] = [None] * len(order)
+    memo: list = [None] * len(order)  # per node, what it becomes (_WAITING: for what it reads)
     same_name: set[str] = set()  # (as in ``rebuild_all``)
     stack = [len(order) - 1]
     while stack:
         i = stack[-1]
-        if memo[i] is not None:
+        done = memo[i]
+        if done is not None and done is not _WAITING:
             stack.pop()
             continue
         maker = made.get(i)
         deps = inputs[i] if maker is None else maker.inputs
-        missing = [j for j in deps if memo[j] is None]
-        if missing:
-            stack += missing
-            continue
+        if done is None:  # (seen again, it finds what it reads made: the stack held it above)
+            missing = [j for j in deps if memo[j] is None]
+            if missing:
+                memo[i] = _WAITING
+                stack += missing
+                continue
         stack.pop()
         if maker is not None:
             for j, new in zip(maker.replaces, maker.make([memo[j] for j in deps])):
@@ -238,6 +241,9 @@ def rebuild_made(dag: DAG, made: Mapping[int, Made]) -> Expr:
         ops = [memo[next(at)] if isinstance(o, Expr) else o for o in node.operands]
         memo[i] = _on_operands(node, ops, renamed, same_name)
     return memo[-1]
+
+
+_WAITING = object()  # (``rebuild_made``: a node whose dependencies are being made)
 
 
 def _on_operands(node: Expr, ops: list, renamed: bool, same_name: set[str]) -> Expr:

@@ -1,8 +1,8 @@
 """The fusion pass: groups of elementwise operations and random draws with the same block grid, plus the
 reductions that consume them, become one ``Fused`` expression (one kernel per block).
 
-A group grows by union-find over producer/consumer edges between fusable nodes with equal chunks and
-backend, refusing a merge that would make the group both feed and depend on an outside node (a cycle;
+Groups grow by merging along producer/consumer edges between fusable nodes with equal chunks and
+backend, refusing a merge that would make a group both feed and depend on an outside node (a cycle;
 ``_Grouping``). A group of more than ``kernel-size`` operations is cut into kernels run one after the other
 (``_cut``). Members used outside their kernel become its outputs, so every value is computed once.
 Reductions over a member get their per-block partial from the same kernel; their combine stays tree tasks.
@@ -15,7 +15,7 @@ import hashlib
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from dask._expr import Expr
 
 from ..expr import ArrayExpr, Elemwise, Fused, FusedOutput, Reduction
 from ..kernels.fused import record_sources, recording
-from .dag import DAG, UnionFind, rebuild_made
+from .dag import DAG, rebuild_made
 from .programs import Programs, is_fused_reduction, reduced, signature_of
 
 
@@ -31,36 +31,46 @@ class _Grouping:
     """Greedy union of fusable nodes into groups, in topological order, keeping the graph of groups (and
     unfused nodes) acyclic in time linear in practice: each group has a potential that increases along
     every edge between groups, so a merge needs no search unless it must raise the potentials downstream
-    of one side; that search, bounded by the potentials, is also the exact cycle check."""
+    of one side; that search, bounded by the potentials, is also the exact cycle check. Nodes are the
+    positions ``0 .. size - 1`` of the DAG's order; a group is named by one of its members, and every node's
+    group is kept (``group_of``: a merge renames the smaller group's members, so finding a group is a list
+    lookup)."""
 
-    def __init__(self) -> None:
-        self.groups = UnionFind()
-        self.potential: dict[Hashable, int] = {}
-        self.exits: dict[Hashable, set[Hashable]] = {}  # per group: the processed nodes outside it that read it
+    def __init__(self, size: int) -> None:
+        self.group_of = list(range(size))  # per node, its group (a node not processed yet: its own)
+        self.members: dict[int, list[int]] = {}  # per group of processed nodes, its members
+        self.potential: dict[int, int] = {}
+        self.exits: dict[int, set[int]] = {}  # per group: the processed nodes outside it that read it
 
-    def add(self, name: Hashable, dependencies: list[Hashable], candidates: list[Hashable]) -> None:
+    def join(self, i: int, group: int) -> None:
+        """Put node ``i`` (being processed) in ``group``."""
+        self.group_of[i] = group
+        self.members[group].append(i)
+
+    def add(self, name: int, dependencies: list[int], candidates: list[int]) -> None:
         """Process node ``name`` (its ``dependencies`` processed already), merging it with as many of the
-        groups of ``candidates`` (its fusable dependencies with its blocks) as stay acyclic. Nodes are named
-        by any hashable key (the passes use their positions in the DAG's order)."""
-        find, potential, exits = self.groups.find, self.potential, self.exits
-        groups = [find(d) for d in dependencies]
+        groups of ``candidates`` (its fusable dependencies with its blocks) as stay acyclic."""
+        group_of, potential, exits = self.group_of, self.potential, self.exits
         if not candidates:  # a node of its own: above every group it reads
             exits[name] = set()
+            self.members[name] = [name]
             top = -1
-            for group in groups:
+            for d in dependencies:
+                group = group_of[d]
                 exits[group].add(name)
                 if potential[group] > top:
                     top = potential[group]
-            potential[find(name)] = top + 1
+            potential[name] = top + 1
             return
+        groups = [group_of[d] for d in dependencies]
         deps = set(groups)
         if len(deps) == 1:
             # it reads one group alone (a chain's next operation): joining it makes no path leave the group and
             # come back, and changes no potential
-            self.groups.join(name, groups[0])
+            self.join(name, groups[0])
             return
         # (its candidates are some of its dependencies, in the same order)
-        tried = deps if len(candidates) == len(dependencies) else {find(c) for c in candidates}
+        tried = deps if len(candidates) == len(dependencies) else {group_of[c] for c in candidates}
         if len(tried) > 1:
             # in decreasing potential: a path between two of them goes from a lower to a higher one, so it is
             # found when the lower one is tried (after the higher one joined or was refused)
@@ -69,69 +79,72 @@ class _Grouping:
             # it reads only groups it may join: it joins the first at once (read by nothing yet, it makes no
             # path leave that group and come back, and changes no potential), the others are merged with that
             first, *tried = tried
-            self.groups.join(name, first)
+            self.join(name, first)
             for d in tried:
                 exits[d].add(name)
         else:
             exits[name] = set()
-            potential[find(name)] = max([potential[d] + 1 for d in deps if d not in tried], default=0)
+            self.members[name] = [name]
+            potential[name] = max([potential[d] + 1 for d in deps if d not in tried], default=0)
             for d in deps:
                 exits[d].add(name)
         for group in tried:
-            if not self._merge(group, find(name)):
-                self._raise(find(name), potential[group] + 1)
+            if not self._merge(group, group_of[name]):
+                self._raise(group_of[name], potential[group] + 1)
 
-    def _merge(self, a: Hashable, b: Hashable) -> bool:
+    def _merge(self, a: int, b: int) -> bool:
         """Merge two groups unless that makes a cycle."""
-        potential, members, find = self.potential, self.groups.members, self.groups.find
+        potential, members, group_of = self.potential, self.members, self.group_of
         pa, pb = potential[a], potential[b]
         if pa != pb:  # the lower one raised to the other's potential, with what is downstream of it
             low, q = (a, pb) if pa < pb else (b, pa)
-            log: list[tuple[Hashable, int]] = []
-            if not self._shift(low, q - potential[low], {a, b}, log):
+            log: list[tuple[int, int]] = []
+            if not self._shift(low, q - potential[low], (a, b), log):
                 for group, value in reversed(log):
                     potential[group] = value
                 return False
         else:
             q = pa
-        # the union's representative is the larger group's (``UnionFind.union``)
+        # the union is named by the larger group
         small, big = (a, b) if len(members[a]) <= len(members[b]) else (b, a)
         exits = self.exits[big]
         if len(exits) < len(members[small]):  # big's exits in small: found from the fewer of the two
-            exits.difference_update([e for e in exits if find(e) == small])
+            exits.difference_update([e for e in exits if group_of[e] == small])
         else:
             exits.difference_update(members[small])
         outside_small = self.exits.pop(small)
         if outside_small:
-            exits.update([e for e in outside_small if find(e) not in (a, b)])
-        self.groups.parent[small] = big
-        members[big] += members.pop(small)
+            exits.update([e for e in outside_small if group_of[e] != a and group_of[e] != b])
+        moved = members.pop(small)
+        for i in moved:
+            group_of[i] = big
+        members[big] += moved
         potential[big] = q
         return True
 
-    def _raise(self, group: Hashable, q: int) -> None:
+    def _raise(self, group: int, q: int) -> None:
         """Raise a group's potential to ``q`` (and what is downstream, where needed)."""
         if q > self.potential[group]:
-            self._shift(group, q - self.potential[group], {group}, [])
+            self._shift(group, q - self.potential[group], (group,), [])
             self.potential[group] = q
 
-    def _shift(self, group: Hashable, delta: int, merging: set[Hashable], log: list[tuple[Hashable, int]]) -> bool:
+    def _shift(self, group: int, delta: int, merging: tuple[int, ...], log: list[tuple[int, int]]) -> bool:
         """Raise by ``delta`` the potential of every node or group downstream of ``group`` that would not stay
         above its producer's: False, changing nothing, where that reaches one of ``merging`` (a path that
         leaves the merged group and comes back)."""
         if delta <= 0:
             return True
-        find, potential = self.groups.find, self.potential
+        group_of, potential = self.group_of, self.potential
         limit = potential[group] + delta
-        stack = [g for g in {find(e) for e in self.exits[group]} - merging if potential[g] <= limit]
-        seen: set[Hashable] = set()
+        stack = [g for g in {group_of[e] for e in self.exits[group]} if g not in merging and potential[g] <= limit]
+        seen: set[int] = set()
         while stack:
             g = stack.pop()
             if g in seen:
                 continue
             seen.add(g)
             for e in self.exits[g]:
-                h = find(e)
+                h = group_of[e]
                 if h in merging:
                     return False
                 if h not in seen and potential[h] <= potential[g] + delta:
@@ -164,13 +177,13 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     # nodes by their position in the DAG's order (lists and dicts of ints: on 100,000s of nodes, lookups by
     # name miss the caches at every step)
     order, inputs = dag.order, dag.inputs
-    grouping = _Grouping()
+    grouping = _Grouping(len(order))
     # one walk: which nodes are fusable (dependencies first) with their ops' compute dtypes, their groups,
     # and the reductions to fold in
     computes: list[str | None] = [None] * len(order)  # per fusable node, its op's compute dtype
     signatures: list[int | None] = [None] * len(order)  # (``signature_of``)
     foldable: list[int] = []
-    add, find, join = grouping.add, grouping.groups.find, grouping.groups.join
+    add, join, group_of = grouping.add, grouping.join, grouping.group_of
     for i, node in enumerate(order):
         deps = inputs[i]
         compute, signature = signature_of(node)
@@ -183,7 +196,7 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
                     j = deps[0]
                     d = order[j]
                     if computes[j] is not None and (d.chunks is chunks or d.chunks == chunks) and d.backend == backend:
-                        join(i, find(j))  # it joins its group (``add``'s first case)
+                        join(i, group_of[j])  # it joins its group (``add``'s first case)
                         continue
                     add(i, deps, _NO_CANDIDATES)
                     continue
@@ -203,7 +216,7 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
         raise ValueError(f"gpunumeric.kernel-size must be a positive int, got {limit!r}")
     # the groups of fusable nodes (a node of its own is never merged), each in topological order, in the order of
     # their first members
-    grown = sorted([sorted(m) for g, m in grouping.groups.members.items() if computes[g] is not None])
+    grown = sorted([sorted(m) for g, m in grouping.members.items() if computes[g] is not None])
     members: dict[int, list[int]] = {}  # per kernel, its members (in topological order)
     kernel_of: list[int | None] = [None] * len(order)
     for group in grown:
@@ -242,7 +255,8 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     outside = _used_outside(inputs, plans, kernel_of, reductions, finished_in)
     kernels: dict[int, _Kernel] = {}  # by the position of each node a kernel replaces
     programs = Programs(order, inputs, computes, signatures)
-    described: dict[int, Fused] = {}  # the first Fused node made per program, by its id (kernels share programs)
+    # per program, by its id (kernels share programs): the first Fused node made, and the words of its outputs' names
+    described: dict[int, tuple[Fused, str | None]] = {}
     record = recording()  # (asked once: reading the environment costs more than most steps of a kernel)
     for k, run in plans.items():
         kernel = _Kernel(order, programs, run, reductions.get(k, []), totals.get(k, []), epilogues.get(k, []),
@@ -254,7 +268,9 @@ def fuse(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
 
 
 _NO_CANDIDATES: list[int] = []  # (shared, never changed)
+_FIRST = (None, None)  # (``_Kernel.make``: no kernel of its program made before)
 _REDUCED = 0  # a Reduction's array: its first operand (``Reduction._parameters``), so first in ``DAG.inputs``
+_AXES = Reduction._parameters.index("axes")  # (a Reduction's operand by position: ``operand`` searches)
 
 
 def _used_outside(inputs: list[list[int]], plans: Mapping[int, list[int]], kernel_of: list[int | None],
@@ -280,7 +296,7 @@ def _finished_in_kernel(reduction: Reduction) -> bool:
     """Whether a fused reduction is a total: over every axis of a one-block array (of at least one axis)."""
     chunks = reduced(reduction).chunks  # (its blocks per axis: no property of a node made for it)
     return (len(chunks) > 0 and all(len(c) == 1 for c in chunks)
-            and set(reduction.operand("axes")) == set(range(len(chunks))))
+            and set(reduction.operands[_AXES]) == set(range(len(chunks))))
 
 
 def _epilogue(dag: DAG, totals: list[int], computes: list[str | None]) -> list[int]:
@@ -338,22 +354,30 @@ class _Kernel:
     """The kernel of one group (its members, its totals and their epilogue: positions in ``order``), and what
     replaces each of them used outside it (``outside``), made once its inputs are rebuilt (``dag.Made``)."""
 
+    __slots__ = ("program", "inputs", "scalars", "stores", "partials", "first", "token", "finished", "replaces",
+                 "described")  # (one per kernel: no dict each)
+
     def __init__(self, order: list[Expr], programs: Programs, members: list[int], reductions: list[int],
-                 totals: list[int], epilogue: list[int], outside: set[int], described: dict[int, Fused]) -> None:
-        stored = [i for i in members if i in outside]
-        finished = [i for i in (*totals, *epilogue) if i in outside]
-        partials = [r for r in reductions if r not in totals]
-        self.program, self.inputs, self.scalars = programs.of(members, [*stored, *finished], partials, totals,
-                                                              epilogue)
-        self.stores = [order[i] for i in (*stored, *finished)]
+                 totals: list[int], epilogue: list[int], outside: set[int],
+                 described: dict[int, tuple[Fused, str | None]]) -> None:
+        computed, stored, partials = members, [i for i in members if i in outside], reductions
+        finished: list[int] = []
+        if totals:  # (a kernel of one block: its totals and their epilogue are computed too)
+            computed = members + totals + epilogue
+            finished = [i for i in totals + epilogue if i in outside]
+            stored += finished
+            partials = [r for r in reductions if r not in totals]
+        self.program, self.inputs, self.scalars = programs.of(members, stored, partials, totals, epilogue)
+        self.stores = [order[i] for i in stored]
         self.partials = [order[r] for r in partials]
         self.first = order[members[-1]]
         # the token of a group is that of its members (cheaper than tokenizing the program)
-        names = sorted([order[i]._name for i in (*members, *totals, *epilogue)])
-        text = "|".join([*names, "", *(order[r]._name for r in reductions)])
-        self.token = hashlib.sha1(text.encode()).hexdigest()[:32]
+        names = sorted([order[i]._name for i in computed])
+        names.append("")
+        names += [order[r]._name for r in reductions]
+        self.token = hashlib.sha1("|".join(names).encode()).hexdigest()[:32]
         self.finished = bool(finished)
-        self.replaces = [*stored, *finished, *partials]
+        self.replaces = stored + partials
         self.described = described
 
     def make(self, inputs: list[Expr]) -> list[Expr]:
@@ -363,17 +387,23 @@ class _Kernel:
         n_out = len(stores) + len(partials)
         # a kernel of one output has that output's blocks (a total's: 0-d), made from the elements' blocks
         chunks = stores[0].chunks if n_out == 1 and self.finished else first.chunks
-        like = self.described.get(id(self.program))
+        like, words = self.described.get(id(self.program), _FIRST)
         fused = Fused.of(self.program, chunks, first.backend, tuple(self.scalars), first.chunks, inputs, self.token,
                          like)
-        if like is None:
-            self.described[id(self.program)] = fused
         if n_out == 1:
+            if like is None:
+                self.described[id(self.program)] = (fused, None)
             return [fused if stores else Reduction.of_partials(fused, partials[0])]
-        outputs = [(n.chunks, n.dtype) for n in stores] + [(reduced(r).chunks, reduced(r).dtype) for r in partials]
+        # (the words of the outputs' names are their kernel's: the same for every kernel of a program)
         out: list[Expr] = []
-        words = None  # the words of the outputs' names (all the same: their kernel's)
-        for k, (chunks, dtype) in enumerate(outputs):
-            out.append(FusedOutput.of(fused, k, chunks, dtype, words))
-            words = out[-1]._funcname
-        return out[:len(stores)] + [Reduction.of_partials(o, red) for o, red in zip(out[len(stores):], partials)]
+        for k, node in enumerate(stores):
+            out.append(FusedOutput.of(fused, k, node.chunks, node.dtype, words))
+            words = words or out[-1]._funcname
+        for k, reduction in enumerate(partials, len(stores)):
+            x = reduced(reduction)
+            partial = FusedOutput.of(fused, k, x.chunks, x.dtype, words)
+            words = words or partial._funcname
+            out.append(Reduction.of_partials(partial, reduction))
+        if like is None:
+            self.described[id(self.program)] = (fused, words)
+        return out

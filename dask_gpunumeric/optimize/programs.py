@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ def reduced(node: Expr) -> Expr:
     return node.operands[_REDUCED]
 
 
-_REDUCED = Reduction._parameters.index("array")
+_REDUCED, _KIND, _AXES, _PREREDUCED = (Reduction._parameters.index(p) for p in ("array", "kind", "axes", "prereduced"))
 
 
 def operands_of(node: Expr) -> list[Any]:
@@ -90,13 +91,11 @@ _SCALAR = object()  # marks a scalar's type in those signatures (np.dtype("float
 def is_fused_reduction(node: Expr, kinds: frozenset[str] = FUSABLE) -> bool:
     """True for reductions whose per-block partial a kernel computing their operand can fold in; with ``kinds``
     ``ROW_FUSABLE``, for those a row program computes (``optimize.rows``)."""
-    return (
-        isinstance(node, Reduction)
-        and not node.operand("prereduced")
-        and node.operand("kind") in kinds
-        and dtype_supported(reduced(node).dtype)
-        and dtype_supported(node.dtype)
-    )
+    if not isinstance(node, Reduction):
+        return False
+    operands = node.operands  # (by position: ``operand(name)`` searches the parameters)
+    return (not operands[_PREREDUCED] and operands[_KIND] in kinds and dtype_supported(operands[_REDUCED].dtype)
+            and dtype_supported(node.dtype))
 
 
 class _RowOps:
@@ -256,10 +255,11 @@ class Programs:
         (its negative index)."""
         order, inputs, signatures = self.order, self.inputs, self.signatures
         key: list = []
-        index: dict[int, int] = {}  # the members' indices and the inputs' negative ones, by position
+        # the members' indices and the inputs' negative ones, by position (a member reads earlier members only)
+        index = dict(zip(members, range(len(members))))
         reads: list[int] = []  # the inputs' positions, in order
         scalars: list = []
-        for m, i in enumerate(members):
+        for i in members:
             signature = signatures[i]
             if signature is None:
                 return None
@@ -267,19 +267,18 @@ class Programs:
             deps = inputs[i]
             for j in deps:
                 k = index.get(j)
-                if k is None:  # (a member's index is set once it is read: members come in topological order)
+                if k is None:  # an input, numbered as first read
                     k = index[j] = -1 - len(reads)
                     reads.append(j)
                 key.append(k)
             operands = order[i].operands
             if len(operands) - _ARGS != len(deps):  # (scalars among them)
                 scalars += [a for a in operands[_ARGS:] if not isinstance(a, Expr)]
-            index[i] = m
         outputs = tuple(index[i] for i in stored)
         # (a reduction's array is its first operand, so the first of its inputs)
-        reduces = tuple((index[inputs[r][0]], *(order[r].operands[k] for k in _REDUCE_FIELDS)) for r in partials)
+        reduces = tuple((index[inputs[r][0]], *_reduce_fields(order[r].operands)) for r in partials)
         return (order[members[-1]].ndim, tuple(key), outputs, reduces), reads, scalars
 
 
-# a fused reduction's fields that its program's output reads (``build_program``)
-_REDUCE_FIELDS = tuple(Reduction._parameters.index(f) for f in ("kind", "axes", "dtype", "params"))
+# a fused reduction's fields that its program's output reads (``build_program``), from its operands
+_reduce_fields = operator.itemgetter(*(Reduction._parameters.index(f) for f in ("kind", "axes", "dtype", "params")))

@@ -4,7 +4,7 @@ along the rows, become one ``Fused`` row program per block (``codegen.rows``): s
 norm in one kernel. Where the reduced axes are split across blocks nothing changes here: the fusion pass
 fuses as before.
 
-Nodes join by union-find over producer/consumer edges (``fusion._Grouping``, which keeps the graph of groups
+Nodes join groups over producer/consumer edges (``fusion._Grouping``, which keeps the graph of groups
 acyclic) within one *space*: the block grid of the reduced arrays (per element) and the same grid with the
 reduced axes of length 1 (per row). A group is kept where a member reads a row reduction (a result broadcast
 back) or where it holds several row reductions; the other groups are left to the fusion pass.
@@ -87,7 +87,7 @@ def fuse_rows(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
         per_row[(_per_row(chunks, first), backend)].append((chunks, backend))
     space_of: dict[int, Space] = {}
     computes: dict[int, str] = {}
-    grouping = _Grouping()
+    grouping = _Grouping(len(order))
     for i, node in enumerate(order):
         deps = inputs[i]
         space = None
@@ -111,9 +111,9 @@ def fuse_rows(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
         # other axes than the rows)
         grouping.add(i, deps, [d for d in deps if space_of.get(d) == space and d not in flat])
     groups: dict[int, list[int]] = defaultdict(list)
-    find = grouping.groups.find
+    group_of = grouping.group_of
     for i in space_of:  # (in topological order)
-        groups[find(i)].append(i)
+        groups[group_of[i]].append(i)
     limit = settings["kernel-size"]
     replaced: dict[str, Expr] = {}
     for members in groups.values():

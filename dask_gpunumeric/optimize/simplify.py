@@ -14,8 +14,7 @@ from .dag import DAG, bypass
 _REAL_KINDS = "biuf"  # complex x * 1 is not x where a part is infinite (inf * 0 = nan in the product)
 
 
-def _is_scalar(value: Any) -> bool:
-    return isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating))
+_SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 
 
 def _identity_operand(node: Expr) -> ArrayExpr | None:
@@ -31,7 +30,7 @@ def _identity_operand(node: Expr) -> ArrayExpr | None:
     if op != "multiply" and op != "add" or kwargs:
         return None
     x, c = (a, b) if isinstance(a, ArrayExpr) else (b, a)
-    if not isinstance(x, ArrayExpr) or not _is_scalar(c) or c != (1 if op == "multiply" else 0):
+    if not isinstance(x, ArrayExpr) or not isinstance(c, _SCALARS) or c != (1 if op == "multiply" else 0):
         return None
     if (x.dtype != node.dtype or x.dtype.kind not in _REAL_KINDS or x.chunks != node.chunks
             or x.backend != node.backend):
@@ -79,7 +78,8 @@ def _negation_moved_out(node: Expr, effective: Callable[[Any], Any]) -> Expr | N
 
 
 _MOVES_NEGATION = frozenset({"absolute", "negative", "multiply", "true_divide"})
-_REWRITTEN = _MOVES_NEGATION | {"add"}  # the ops of the nodes either rewrite may apply to
+_IDENTITIES = frozenset({"multiply", "add"})  # the ops of ``_identity_operand``'s nodes
+_REWRITTEN = _MOVES_NEGATION | _IDENTITIES  # the ops of the nodes either rewrite may apply to
 
 
 def simplify(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
@@ -103,12 +103,12 @@ def simplify(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
         op = operands[0]
         if op == "negative" and not operands[2]:
             negations.add(node._name)
-        if op not in _REWRITTEN or node._name in roots:
+        if op not in _REWRITTEN:
             continue  # (most nodes: an op no rewrite applies to, checked first)
-        x = _identity_operand(node)
+        x = _identity_operand(node) if op in _IDENTITIES else None
         if x is None and negations and any(isinstance(a, Expr) and a._name in negations for a in operands[3:]):
             x = _negation_moved_out(node, effective)
-        if x is not None:
+        if x is not None and node._name not in roots:  # (a root's name read only where a rewrite applies)
             replaced[node._name] = x
             y = effective(x)
             if isinstance(y, Elemwise) and y.operands[0] == "negative" and not y.operands[2]:
