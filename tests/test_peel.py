@@ -191,6 +191,7 @@ def test_salted_input_computed_again_where_read() -> None:
         return xp.roll(w, 1, axis=0) + xp.roll(w, -1, axis=0) + xp.roll(w, 1, axis=1) - 3 * w
 
     out = f(gnp, u, np.float32(0.5))
-    assert_eq(out, f(np, host, np.float32(0.5)), rtol=0 if BACKEND == "numpy" else 1e-6)
+    # on CuPy blocks nvcc contracts `x - 3 * w` into one FMA (as in every stencil kernel): an ulp of the terms
+    assert_eq(out, f(np, host, np.float32(0.5)), **({"rtol": 0} if BACKEND == "numpy" else {"rtol": 1e-5, "atol": 1e-6}))
     info = plan(out)
     assert len(info["stencils"]) == 1 and info["stencils"][0]["kernels"] == 1 and info["groups"] == [], info
