@@ -3,11 +3,13 @@ back: every copy to the host (``get``, ``item``, ``bool``, ...) is recorded in `
 waits for the device. ``fake_device(monkeypatch)`` installs it: blocks of ``backend="cupy"`` Arrays are
 ``DeviceArray``s, CuPy's functions are NumPy's (results kept on the device), and cuSOLVER's getrf/getrs
 (``cupy_backends.cuda.libs.cusolver``) work in place on the buffers their pointers name, as on a GPU, their
-status written to the device (LAPACK's algorithm: partial pivoting, ``info = k`` at the first zero pivot)."""
+status written to the device (LAPACK's algorithm: partial pivoting, ``info = k`` at the first zero pivot). Our own
+kernels (the small solve's) run on the CPU through ``_cuda_emulator``."""
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import sys
 import types
 from typing import Any
@@ -130,7 +132,10 @@ def _cusolver() -> types.ModuleType:
 def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
     """Install the emulated device for this test: ``backend="cupy"`` available, ``cupy``, ``cupyx`` (its
     ``errstate``) and the cuSOLVER bindings above in ``sys.modules``. Returns ``reads``, emptied."""
+    from _cuda_emulator import EmulatedKernel
+
     from dask_gpunumeric import backend
+    from dask_gpunumeric.kernels import cuda as _cuda
 
     cupy = _module("cupy", np)
     cupy.ndarray = DeviceArray
@@ -150,5 +155,8 @@ def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
                          "cupy_backends.cuda.libs": libs, "cupy_backends.cuda.libs.cusolver": libs.cusolver}.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(backend, "gpu_available", lambda: True)
+    monkeypatch.setattr(_cuda, "compile_module", lambda source: types.SimpleNamespace(
+        get_function=functools.partial(EmulatedKernel, source, strided=True)))
+    monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads: 4)
     reads.clear()
     return reads

@@ -1,11 +1,16 @@
-"""LAPACK's routines on CuPy blocks through cuSOLVER, their status left on the device (``kernels.checks`` reads
-it when the result is delivered): CuPy's own functions read it at once when asked to raise, a synchronization
-in the middle of the call."""
+"""LAPACK's routines on CuPy blocks, their status left on the device (``kernels.checks`` reads it when the result
+is delivered): CuPy's own functions read it at once when asked to raise, a synchronization in the middle of the
+call. Small systems are solved by one thread block of our own (``codegen.linalg.small_solve_source``), larger
+ones through cuSOLVER."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
+
+from ..codegen.linalg import SOLVE_THREADS, small_solve_capacity, small_solve_source
+from . import cuda as _cuda
 
 _PREFIX = {"f": "s", "d": "d", "F": "c", "D": "z"}  # cuSOLVER's letter of each dtype
 
@@ -14,7 +19,10 @@ def gesv(a: Any, b: Any) -> tuple[Any, Any]:
     """The solution of ``a @ x = b`` (``a`` square and not empty, ``b`` a vector or a matrix, both of one float
     or complex dtype) by LU factorization with partial pivoting (cuSOLVER's getrf and getrs, as
     ``cupy.linalg.solve``), and the status on the device: two int32, getrf's ``info`` (positive where ``a``
-    is singular: a zero pivot) and getrs's, both zero where the solution is good."""
+    is singular: a zero pivot) and getrs's, both zero where the solution is good. A small real system
+    (``small_fits``) is solved in one launch of our kernel, in getf2's order, with the same status."""
+    if small_fits(a, b):
+        return _small_gesv(a, b)
     import cupy
     from cupy_backends.cuda.libs import cublas, cusolver
 
@@ -32,4 +40,37 @@ def gesv(a: Any, b: Any) -> tuple[Any, Any]:
     getattr(cusolver, f"{letter}getrs")(handle, cublas.CUBLAS_OP_N, n, x.shape[1] if x.ndim == 2 else 1,
                                        lu.data.ptr, n, pivots.data.ptr, x.data.ptr, n,
                                        status.data.ptr + status.itemsize)
+    return x, status
+
+
+def small_fits(a: Any, b: Any) -> bool:
+    """Whether the one-block kernel solves ``a @ x = b``: float32 or float64, ``a`` and ``b`` in shared memory."""
+    n, rhs = a.shape[0], 1 if b.ndim == 1 else b.shape[1]
+    return (a.dtype in (np.float32, np.float64) and b.dtype == a.dtype and n * (n + rhs) <= small_solve_capacity(a.dtype)
+            and all(s % a.itemsize == 0 for s in (*a.strides, *b.strides)))
+
+
+@functools.lru_cache(maxsize=None)
+def _small_source(dtype: np.dtype) -> tuple[str, str]:
+    return small_solve_source(dtype)
+
+
+def record_small_solve(dtype: np.dtype) -> None:
+    """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the small solve's source for ``dtype`` there (a solve on
+    NumPy blocks records what the GPU would compile)."""
+    if np.dtype(dtype) in (np.float32, np.float64):
+        _cuda.record_source(_small_source(np.dtype(dtype))[0])
+
+
+def _small_gesv(a: Any, b: Any) -> tuple[Any, Any]:
+    import cupy
+
+    function, _ = _cuda.compile_function(*_small_source(a.dtype), SOLVE_THREADS)
+    n, items = a.shape[0], a.itemsize
+    x = cupy.empty(b.shape, dtype=a.dtype)
+    status = cupy.empty(2, dtype=np.int32)
+    b_col = b.strides[1] // items if b.ndim == 2 else 0
+    function((1,), (SOLVE_THREADS,), (a, np.int64(a.strides[0] // items), np.int64(a.strides[1] // items), b,
+                                      np.int64(b.strides[0] // items), np.int64(b_col), np.int32(n),
+                                      np.int32(1 if b.ndim == 1 else b.shape[1]), x, status))
     return x, status

@@ -1,0 +1,252 @@
+"""Dense linear algebra kernels: the products of a tall-skinny matrix's transpose with itself and with other
+operands over its rows in one pass (``gram_source``), and a small system solved by one thread block
+(``small_solve_source``)."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .types import ctype
+
+TILE = 8  # the outputs a thread keeps in registers: TILE x TILE
+GRAM_THREADS = 256  # at most, per thread block
+SUM_ROWS = 8  # the sum kernel's threads per output element: blocks (32, SUM_ROWS)
+CHUNK_ROWS = 64  # rows of the operands a thread block copies to shared memory at a time, at most
+CHUNK_BYTES = 24 * 1024  # and bytes
+SOLVE_THREADS = 256
+SOLVE_BYTES = 40 * 1024  # the system and its right-hand sides in shared memory (static: under 48 KB)
+_SFMIN = {"float": "1.17549435e-38f", "double": "2.2250738585072014e-308"}  # LAPACK's dlamch('S')
+
+
+def _up(n: int) -> int:
+    return -(-n // TILE) * TILE
+
+
+class GramPlan(NamedTuple):
+    """The geometry of a gram kernel: ``x`` (rows of ``k``) and the operands ``widths`` (their columns) side by
+    side in shared memory as one matrix ``z`` of ``padded`` columns; ``tiles`` output tiles of ``TILE`` x ``TILE``
+    (those of ``x.T @ z`` at or above the diagonal), each kept by ``groups`` threads, every thread summing
+    ``rows`` of each ``chunk``."""
+
+    dtype: str
+    k: int
+    widths: tuple[int, ...]
+    padded: int
+    tiles: int
+    groups: int
+    rows: int
+
+    @property
+    def threads(self) -> int:
+        return self.tiles * self.groups
+
+    @property
+    def chunk(self) -> int:
+        return self.groups * self.rows
+
+    @property
+    def name(self) -> str:
+        widths = "_".join(map(str, self.widths))
+        return f"gnp_gram_{np.dtype(self.dtype).char}_k{self.k}" + (f"_w{widths}" if widths else "")
+
+
+def gram_plan(dtype: np.dtype, k: int, widths: tuple[int, ...]) -> GramPlan:
+    """The plan of ``x.T @ x`` and ``x.T @ v`` for each operand ``v`` of ``widths`` columns, ``x`` of ``k`` columns
+    (``1 <= k <= 128``, the widths at most 32 in all)."""
+    dtype = np.dtype(dtype)
+    tx, tz = _up(k) // TILE, (_up(k) + _up(sum(widths))) // TILE
+    tiles = sum(tz - i for i in range(tx))
+    groups = max(1, GRAM_THREADS // tiles)
+    padded = tz * TILE
+    fit = max(1, CHUNK_BYTES // (padded * dtype.itemsize) // groups)
+    rows = max(1, min(-(-CHUNK_ROWS // groups), fit))
+    return GramPlan(dtype.name, k, tuple(widths), padded, tiles, groups, rows)
+
+
+def gram_source(plan: GramPlan) -> str:
+    """Two kernels: ``<name>`` sums each thread block's range of rows into one partial of every tile (the groups
+    of a block added in a fixed order), ``<name>_sum`` adds the partials of the blocks in a fixed order and
+    writes ``x.T @ x`` (mirrored from its upper triangle) and each ``x.T @ v``.
+
+    ``<name>(x, ldx, v0, ldv0, ..., n, rows_per_block, partials)`` with a grid of ``blocks`` and ``plan.threads``
+    threads; ``<name>_sum(partials, blocks, gram, out0, ...)`` with blocks of (32, ``SUM_ROWS``) threads and a grid
+    of ``ceil(plan.tiles * 64 / 32)``. Rows are contiguous (``ld*`` elements apart)."""
+    t, k, name = ctype(plan.dtype), plan.k, plan.name
+    kp, tz, tiles, chunk = _up(k), plan.padded // TILE, plan.tiles, plan.chunk
+    span = chunk * plan.padded
+    passes = span // (TILE * TILE)  # tiles reduced through shared memory at a time
+    offsets = [kp + sum(plan.widths[:q]) for q in range(len(plan.widths))]
+    params = "".join(f"const {t}* __restrict__ v{q}, long long ldv{q}, " for q in range(len(plan.widths)))
+    loads = "".join(f"""
+        for (int e = tid; e < {chunk * m}; e += {plan.threads}) {{
+            const int r = e / {m}, c = e - r * {m};
+            const long long row = start + r;
+            z[r * {plan.padded} + {off} + c] = row < end ? v{q}[row * ldv{q} + c] : ({t})0;
+        }}""" for q, (m, off) in enumerate(zip(plan.widths, offsets)))
+    outs = "".join(f", {t}* __restrict__ out{q}" for q in range(len(plan.widths)))
+    scatter = "".join(f"""
+    {"else " if q else ""}if (c < {off - kp + m}) out{q}[i * {m} + c - {off - kp}] = v;"""
+                      for q, (m, off) in enumerate(zip(plan.widths, offsets)))
+    tile_of = f"""int ti = 0, rest = tile;
+    while (rest >= {tz} - ti) {{ rest -= {tz} - ti; ++ti; }}
+    const int tj = ti + rest;"""
+    return f"""#ifndef GNP_GRAM_{name.upper()}
+#define GNP_GRAM_{name.upper()}
+extern "C" __global__ void __launch_bounds__({plan.threads}) {name}(const {t}* __restrict__ x, long long ldx, {params}long long n, long long rows_per_block, {t}* __restrict__ partials)
+{{
+    __shared__ {t} z[{span}];
+    const int tid = threadIdx.x, group = tid / {tiles}, tile = tid - group * {tiles};
+    {tile_of}
+    {t} acc[{TILE}][{TILE}];
+    #pragma unroll
+    for (int a = 0; a < {TILE}; ++a)
+        #pragma unroll
+        for (int b = 0; b < {TILE}; ++b) acc[a][b] = 0;
+    for (int e = tid; e < {span}; e += {plan.threads}) z[e] = 0;  // the padding columns stay zero
+    const long long begin = (long long)blockIdx.x * rows_per_block;
+    const long long end = n < begin + rows_per_block ? n : begin + rows_per_block;
+    for (long long start = begin; start < end; start += {chunk}) {{
+        __syncthreads();  // the last chunk read (and the zeros written) by every thread
+        for (int e = tid; e < {chunk * k}; e += {plan.threads}) {{
+            const int r = e / {k}, c = e - r * {k};
+            const long long row = start + r;
+            z[r * {plan.padded} + c] = row < end ? x[row * ldx + c] : ({t})0;  // rows past the end add nothing
+        }}{loads}
+        __syncthreads();
+        for (int s = 0; s < {plan.rows}; ++s) {{
+            const {t}* zr = z + (group * {plan.rows} + s) * {plan.padded};
+            {t} a[{TILE}], b[{TILE}];
+            #pragma unroll
+            for (int p = 0; p < {TILE}; ++p) {{ a[p] = zr[ti * {TILE} + p]; b[p] = zr[tj * {TILE} + p]; }}
+            #pragma unroll
+            for (int p = 0; p < {TILE}; ++p)
+                #pragma unroll
+                for (int q = 0; q < {TILE}; ++q) acc[p][q] += a[p] * b[q];
+        }}
+    }}
+    // the groups' sums added in group order, {passes} tiles at a time in shared memory, then written out
+    {t}* partial = partials + (long long)blockIdx.x * {tiles * TILE * TILE};
+    for (int t0 = 0; t0 < {tiles}; t0 += {passes}) {{
+        for (int g = 0; g < {plan.groups}; ++g) {{
+            __syncthreads();  // the chunk's readers, the group before and the last pass's writers done
+            if (group == g && tile >= t0 && tile < t0 + {passes}) {{
+                {t}* red = z + (tile - t0) * {TILE * TILE};
+                #pragma unroll
+                for (int p = 0; p < {TILE}; ++p)
+                    #pragma unroll
+                    for (int q = 0; q < {TILE}; ++q) red[p * {TILE} + q] = g == 0 ? acc[p][q] : red[p * {TILE} + q] + acc[p][q];
+            }}
+        }}
+        __syncthreads();
+        const int count = ({tiles} - t0 < {passes} ? {tiles} - t0 : {passes}) * {TILE * TILE};
+        for (int e = tid; e < count; e += {plan.threads}) partial[t0 * {TILE * TILE} + e] = z[e];
+    }}
+}}
+
+extern "C" __global__ void __launch_bounds__({32 * SUM_ROWS}) {name}_sum(const {t}* __restrict__ partials, int blocks, {t}* __restrict__ gram{outs})
+{{
+    __shared__ {t} part[{SUM_ROWS}][33];
+    const int at = blockIdx.x * 32 + threadIdx.x;
+    {t} s = 0;
+    if (at < {tiles * TILE * TILE})
+        for (int b = threadIdx.y; b < blocks; b += {SUM_ROWS}) s += partials[(long long)b * {tiles * TILE * TILE} + at];
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y != 0 || at >= {tiles * TILE * TILE}) return;
+    {t} v = part[0][threadIdx.x];
+    for (int y = 1; y < {SUM_ROWS}; ++y) v += part[y][threadIdx.x];
+    const int tile = at / {TILE * TILE}, e = at - tile * {TILE * TILE};
+    {tile_of}
+    const int i = ti * {TILE} + e / {TILE}, col = tj * {TILE} + e % {TILE};
+    if (i >= {k}) return;
+    if (col < {kp}) {{  // x.T @ x: each element below the diagonal is its mirror's
+        if (col >= {k} || (ti == tj && i > col)) return;
+        gram[i * {k} + col] = v;
+        if (i != col) gram[col * {k} + i] = v;
+        return;
+    }}
+    const int c = col - {kp};{scatter}
+}}
+#endif
+"""
+
+
+def small_solve_capacity(dtype: np.dtype) -> int:
+    """Elements of the shared-memory buffer of the small solve: a system of ``n`` equations and ``r`` right-hand
+    sides fits where ``n * (n + r)`` is at most this."""
+    return SOLVE_BYTES // np.dtype(dtype).itemsize
+
+
+def small_solve_source(dtype: np.dtype) -> tuple[str, str]:
+    """A kernel solving ``a @ x = b`` (``a`` n x n, ``b`` n x r, any strides) in one thread block of
+    ``SOLVE_THREADS``: LU factorization with partial pivoting in shared memory in LAPACK getf2's order (the first
+    row of largest magnitude, the column scaled by the pivot's reciprocal where that is normal, the rank-1
+    update), ``b`` carried along as extra columns (getrs's forward substitution), then the back substitution.
+    ``status`` gets getrf's ``info`` (the first zero pivot, 1-based; 0 where ``a`` is regular) and a 0 for
+    getrs's. (source, name)"""
+    t = ctype(dtype)
+    name = f"gnp_small_solve_{np.dtype(dtype).char}"
+    fabs = "fabsf" if t == "float" else "fabs"
+    return f"""#ifndef GNP_SMALL_SOLVE_{name.upper()}
+#define GNP_SMALL_SOLVE_{name.upper()}
+extern "C" __global__ void __launch_bounds__({SOLVE_THREADS}) {name}(const {t}* __restrict__ a, long long a_row, long long a_col, const {t}* __restrict__ b, long long b_row, long long b_col, int n, int nrhs, {t}* __restrict__ x, int* __restrict__ status)
+{{
+    __shared__ {t} m[{small_solve_capacity(dtype)}];  // [a | b], row-major, rows of w
+    const int w = n + nrhs, tid = threadIdx.x, lane = tid & 31;
+    for (int e = tid; e < n * w; e += {SOLVE_THREADS}) {{
+        const int i = e / w, c = e - i * w;
+        m[e] = c < n ? a[i * a_row + c * a_col] : b[i * b_row + (c - n) * b_col];
+    }}
+    int info = 0;
+    __syncthreads();
+    for (int j = 0; j < n; ++j) {{
+        // the pivot, the first row of largest magnitude at or below j (found by every warp)
+        {t} best = -1;
+        int at = j;
+        for (int i = j + lane; i < n; i += 32) {{
+            const {t} v = {fabs}(m[i * w + j]);
+            if (v > best) {{ best = v; at = i; }}
+        }}
+        for (int s = 16; s > 0; s >>= 1) {{
+            const {t} other = __shfl_xor_sync(0xffffffffu, best, s);
+            const int other_at = __shfl_xor_sync(0xffffffffu, at, s);
+            if (other > best || (other == best && other_at < at)) {{ best = other; at = other_at; }}
+        }}
+        const {t} pivot = m[at * w + j], old = m[j * w + j];
+        __syncthreads();
+        if (pivot != 0) {{  // rows j and at swapped (column j by its rows' threads), column j scaled
+            if (at != j)
+                for (int c = tid; c < w; c += {SOLVE_THREADS})
+                    if (c != j) {{ const {t} v = m[j * w + c]; m[j * w + c] = m[at * w + c]; m[at * w + c] = v; }}
+            const {t} inverse = 1 / pivot;
+            const bool normal = {fabs}(pivot) >= {_SFMIN[t]};
+            for (int i = j + tid; i < n; i += {SOLVE_THREADS}) {{
+                if (i == j) {{ m[i * w + j] = pivot; continue; }}
+                const {t} v = i == at ? old : m[i * w + j];
+                m[i * w + j] = normal ? v * inverse : v / pivot;
+            }}
+        }} else if (info == 0) {{
+            info = j + 1;
+        }}
+        __syncthreads();
+        const int cols = w - j - 1;
+        for (int e = tid; e < (n - j - 1) * cols; e += {SOLVE_THREADS}) {{
+            const int i = j + 1 + e / cols, c = j + 1 + e % cols;
+            m[i * w + c] -= m[i * w + j] * m[j * w + c];
+        }}
+        __syncthreads();
+    }}
+    for (int j = n - 1; j >= 0; --j) {{  // U x = y, a column of U at a time (LAPACK's trsm)
+        for (int e = tid; e < (j + 1) * nrhs; e += {SOLVE_THREADS}) {{
+            const int i = e / nrhs, c = e - i * nrhs;
+            const {t} xj = m[j * w + n + c] / m[j * w + j];
+            if (i == j) x[j * nrhs + c] = xj;
+            else m[i * w + n + c] -= xj * m[i * w + j];
+        }}
+        __syncthreads();
+    }}
+    if (tid == 0) {{ status[0] = info; status[1] = 0; }}
+}}
+#endif
+""", name

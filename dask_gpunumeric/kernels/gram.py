@@ -1,0 +1,73 @@
+"""The products of a tall-skinny block's transpose over its rows, ``x.T @ x`` and ``x.T @ v`` for other operands
+``v`` of the same rows, in one pass over ``x`` on CuPy blocks (``codegen.linalg.gram_source``: two launches, the
+partials of each thread block summed in a fixed order); NumPy blocks keep the library's ``matmul``."""
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..backend import namespace
+from ..codegen.linalg import SUM_ROWS, TILE, GramPlan, gram_plan, gram_source
+from . import cuda as _cuda
+
+CUDA_BACKENDS = frozenset({"cupy"})  # (tests add "numpy" to run the kernels emulated on the CPU)
+MAX_COLUMNS = 128  # of x
+MAX_WIDTHS = 32  # the other operands' columns, in all
+ROWS_PER_COLUMN = 64  # x at least this many times taller than wide: below, cuBLAS's product is as good
+
+
+def fits(shape: tuple[int, ...], others: Sequence[tuple[int, ...]], dtype: np.dtype) -> bool:
+    """Whether the kernel computes the products of an ``x`` of ``shape`` with operands of shapes ``others`` (its
+    rows, vectors or matrices), all of ``dtype``."""
+    n, k = shape
+    widths = [1 if len(s) == 1 else s[1] for s in others]
+    return (dtype in (np.float32, np.float64) and 1 <= k <= MAX_COLUMNS and n >= ROWS_PER_COLUMN * k
+            and sum(widths) <= MAX_WIDTHS and all(widths))
+
+
+def products(backend: str, dtype: np.dtype, x: Any, *others: Any) -> tuple:
+    """``x.T @ x``, then ``x.T @ v`` for each operand ``v`` (a block function: ``x`` and the ``v`` of one block
+    each): the gram kernel where the backend runs CUDA and the rows are contiguous, else the library's products
+    (and with ``GNP_KERNEL_DUMP_DIR`` set, the kernel's source written for CI's nvcc check)."""
+    if fits(x.shape, [v.shape for v in others], dtype):
+        plan = gram_plan(dtype, x.shape[1], tuple(1 if v.ndim == 1 else v.shape[1] for v in others))
+        if backend in CUDA_BACKENDS and all(_rows_contiguous(a) for a in (x, *others)):
+            return _launch(plan, x, others)
+        _cuda.record_source(_source(plan))
+    xp = namespace(x, *others)
+    return tuple(xp.asarray(xp.matmul(x.T, v), dtype=dtype) for v in (x, *others))
+
+
+@functools.lru_cache(maxsize=64)
+def _source(plan: GramPlan) -> str:
+    return gram_source(plan)
+
+
+def _rows_contiguous(a: Any) -> bool:
+    items = a.itemsize
+    return all(s % items == 0 for s in a.strides) and (a.ndim == 1 or a.shape[1] == 1 or a.strides[1] == items)
+
+
+def _launch(plan: GramPlan, x: Any, others: Sequence[Any]) -> tuple:
+    import cupy
+
+    source = _source(plan)
+    partial, wave = _cuda.compile_function(source, plan.name, plan.threads)
+    total = _cuda.compile_module(source).get_function(plan.name + "_sum")
+    n, k = x.shape
+    blocks = max(1, min(wave, -(-n // plan.chunk)))
+    rows = -(-n // (blocks * plan.chunk)) * plan.chunk  # whole chunks but in the last block
+    blocks = -(-n // rows)
+    size = plan.tiles * TILE * TILE
+    partials = cupy.empty(blocks * size, dtype=x.dtype)
+    outputs = [cupy.empty((k, k), dtype=x.dtype)]
+    args: list[Any] = [x, np.int64(x.strides[0] // x.itemsize)]
+    for v in others:
+        outputs.append(cupy.empty((k, *v.shape[1:]), dtype=x.dtype))
+        args += [v, np.int64(v.strides[0] // v.itemsize)]
+    partial((blocks,), (plan.threads,), (*args, np.int64(n), np.int64(rows), partials))
+    total((-(-size // 32),), (32, SUM_ROWS), (partials, np.int32(blocks), *outputs))
+    return tuple(outputs)
