@@ -30,13 +30,14 @@ def fits(shape: tuple[int, ...], others: Sequence[tuple[int, ...]], dtype: np.dt
 
 def products(backend: str, dtype: np.dtype, x: Any, *others: Any) -> tuple:
     """``x.T @ x``, then ``x.T @ v`` for each operand ``v`` (a block function: ``x`` and the ``v`` of one block
-    each): the gram kernel where the backend runs CUDA and the rows are contiguous, else the library's products
-    (and with ``GNP_KERNEL_DUMP_DIR`` set, the kernel's source written for CI's nvcc check)."""
+    each): the gram kernel where the backend runs CUDA and the rows are contiguous, else the library's products.
+    With ``GNP_KERNEL_DUMP_DIR`` set, the kernel's source is written there wherever it fits (CI's nvcc check
+    compiles it: the emulated device of the tests compiles no CUDA)."""
     if fits(x.shape, [v.shape for v in others], dtype):
         plan = gram_plan(dtype, x.shape[1], tuple(1 if v.ndim == 1 else v.shape[1] for v in others))
+        _cuda.record_source(_source(plan))
         if backend in CUDA_BACKENDS and all(_rows_contiguous(a) for a in (x, *others)):
             return _launch(plan, x, others)
-        _cuda.record_source(_source(plan))
     xp = namespace(x, *others)
     return tuple(xp.asarray(xp.matmul(x.T, v), dtype=dtype) for v in (x, *others))
 
