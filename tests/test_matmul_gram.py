@@ -34,7 +34,7 @@ def launches(monkeypatch: pytest.MonkeyPatch) -> list:
     """The gram kernel's launches (the shapes of its operands: x's, then the others', sorted) and the small
     solve's (its systems')."""
     calls: list = []
-    gram_launch, solve_launch = _gram._launch, _lapack._small_gesv
+    gram_launch, solve_launch = _gram._launch, _lapack.small_gesv
 
     def gram(plan: Any, x: Any, others: Any) -> tuple:
         calls.append(("gram", x.shape, tuple(sorted(v.shape for v in others))))
@@ -45,7 +45,7 @@ def launches(monkeypatch: pytest.MonkeyPatch) -> list:
         return solve_launch(a, b)
 
     monkeypatch.setattr(_gram, "_launch", gram)
-    monkeypatch.setattr(_lapack, "_small_gesv", solve)
+    monkeypatch.setattr(_lapack, "small_gesv", solve)
     return calls
 
 

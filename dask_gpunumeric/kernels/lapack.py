@@ -21,8 +21,11 @@ def gesv(a: Any, b: Any) -> tuple[Any, Any]:
     ``cupy.linalg.solve``), and the status on the device: two int32, getrf's ``info`` (positive where ``a``
     is singular: a zero pivot) and getrs's, both zero where the solution is good. A small real system
     (``small_fits``) is solved in one launch of our kernel, in getf2's order, with the same status."""
-    if small_fits(a, b):
-        return _small_gesv(a, b)
+    return small_gesv(a, b) if small_fits(a, b) else cusolver_gesv(a, b)
+
+
+def cusolver_gesv(a: Any, b: Any) -> tuple[Any, Any]:
+    """``gesv`` through cuSOLVER's getrf and getrs, whatever the size."""
     import cupy
     from cupy_backends.cuda.libs import cublas, cusolver
 
@@ -62,7 +65,8 @@ def record_small_solve(dtype: np.dtype) -> None:
         _cuda.record_source(_small_source(np.dtype(dtype))[0])
 
 
-def _small_gesv(a: Any, b: Any) -> tuple[Any, Any]:
+def small_gesv(a: Any, b: Any) -> tuple[Any, Any]:
+    """``gesv`` by the one-block kernel (``small_fits`` must hold): one launch."""
     import cupy
 
     function, _ = _cuda.compile_function(*_small_source(a.dtype), SOLVE_THREADS)
