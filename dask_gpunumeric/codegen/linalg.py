@@ -11,7 +11,7 @@ from .types import ctype
 
 TILE = 8  # the outputs a thread keeps in registers: TILE x TILE
 GRAM_THREADS = 256  # at most, per thread block
-SUM_ROWS = 8  # the sum kernel's threads per output element: blocks (32, SUM_ROWS)
+SUM_ROWS = 32  # the sum kernel's threads per partial element: blocks of (32, SUM_ROWS)
 CHUNK_ROWS = 64  # rows of the operands a thread block copies to shared memory at a time, at most
 CHUNK_BYTES = 24 * 1024  # and bytes
 SOLVE_THREADS = 256
@@ -25,9 +25,10 @@ def _up(n: int) -> int:
 
 class GramPlan(NamedTuple):
     """The geometry of a gram kernel: ``x`` (rows of ``k``) and the operands ``widths`` (their columns) side by
-    side in shared memory as one matrix ``z`` of ``padded`` columns; ``tiles`` output tiles of ``TILE`` x ``TILE``
-    (those of ``x.T @ z`` at or above the diagonal), each kept by ``groups`` threads, every thread summing
-    ``rows`` of each ``chunk``."""
+    side in shared memory as one matrix ``z`` of ``padded`` columns, each ``TILE`` of them followed by a gap
+    (``stride``: the tiles that the threads of a warp read at once start in distinct banks); ``tiles`` output
+    tiles of ``TILE`` x ``TILE`` (those of ``x.T @ z`` at or above the diagonal), each kept by ``groups``
+    threads, every thread summing ``rows`` of each ``chunk``."""
 
     dtype: str
     k: int
@@ -46,6 +47,17 @@ class GramPlan(NamedTuple):
         return self.groups * self.rows
 
     @property
+    def stride(self) -> int:
+        """Elements from a tile's first column in shared memory to the next tile's: 16 bytes of gap (a tile of
+        float32 starts 12 words after the last, float64 20: eight tiles in a row fill the 32 banks)."""
+        return TILE + 16 // np.dtype(self.dtype).itemsize
+
+    @property
+    def row(self) -> int:
+        """Elements of one row of ``z`` in shared memory."""
+        return self.padded // TILE * self.stride
+
+    @property
     def name(self) -> str:
         widths = "_".join(map(str, self.widths))
         return f"gnp_gram_{np.dtype(self.dtype).char}_k{self.k}" + (f"_w{widths}" if widths else "")
@@ -58,10 +70,9 @@ def gram_plan(dtype: np.dtype, k: int, widths: tuple[int, ...]) -> GramPlan:
     tx, tz = _up(k) // TILE, (_up(k) + _up(sum(widths))) // TILE
     tiles = sum(tz - i for i in range(tx))
     groups = max(1, GRAM_THREADS // tiles)
-    padded = tz * TILE
-    fit = max(1, CHUNK_BYTES // (padded * dtype.itemsize) // groups)
-    rows = max(1, min(-(-CHUNK_ROWS // groups), fit))
-    return GramPlan(dtype.name, k, tuple(widths), padded, tiles, groups, rows)
+    row_bytes = tz * (TILE * dtype.itemsize + 16)
+    rows = max(1, min(-(-CHUNK_ROWS // groups), CHUNK_BYTES // row_bytes // groups))
+    return GramPlan(dtype.name, k, tuple(widths), tz * TILE, tiles, groups, rows)
 
 
 def gram_source(plan: GramPlan) -> str:
@@ -73,8 +84,10 @@ def gram_source(plan: GramPlan) -> str:
     threads; ``<name>_sum(partials, blocks, gram, out0, ...)`` with blocks of (32, ``SUM_ROWS``) threads and a grid
     of ``ceil(plan.tiles * 64 / 32)``. Rows are contiguous (``ld*`` elements apart)."""
     t, k, name = ctype(plan.dtype), plan.k, plan.name
-    kp, tz, tiles, chunk = _up(k), plan.padded // TILE, plan.tiles, plan.chunk
-    span = chunk * plan.padded
+    kp, tz, tiles, chunk, stride = _up(k), plan.padded // TILE, plan.tiles, plan.chunk, plan.stride
+    span = chunk * plan.row
+    lanes = 16 // np.dtype(plan.dtype).itemsize  # elements of a 16-byte load
+    vector = f"gnp_gram_v{np.dtype(plan.dtype).char}"
     passes = span // (TILE * TILE)  # tiles reduced through shared memory at a time
     offsets = [kp + sum(plan.widths[:q]) for q in range(len(plan.widths))]
     params = "".join(f"const {t}* __restrict__ v{q}, long long ldv{q}, " for q in range(len(plan.widths)))
@@ -82,7 +95,8 @@ def gram_source(plan: GramPlan) -> str:
         for (int e = tid; e < {chunk * m}; e += {plan.threads}) {{
             const int r = e / {m}, c = e - r * {m};
             const long long row = start + r;
-            z[r * {plan.padded} + {off} + c] = row < end ? v{q}[row * ldv{q} + c] : ({t})0;
+            const int at = {off} + c;
+            z[r * {plan.row} + at / {TILE} * {stride} + at % {TILE}] = row < end ? v{q}[row * ldv{q} + c] : ({t})0;
         }}""" for q, (m, off) in enumerate(zip(plan.widths, offsets)))
     outs = "".join(f", {t}* __restrict__ out{q}" for q in range(len(plan.widths)))
     scatter = "".join(f"""
@@ -91,11 +105,16 @@ def gram_source(plan: GramPlan) -> str:
     tile_of = f"""int ti = 0, rest = tile;
     while (rest >= {tz} - ti) {{ rest -= {tz} - ti; ++ti; }}
     const int tj = ti + rest;"""
-    return f"""#ifndef GNP_GRAM_{name.upper()}
+    return f"""#ifndef GNP_GRAM_VECTORS
+#define GNP_GRAM_VECTORS
+struct alignas(16) gnp_gram_vf {{ float v[4]; }};
+struct alignas(16) gnp_gram_vd {{ double v[2]; }};
+#endif
+#ifndef GNP_GRAM_{name.upper()}
 #define GNP_GRAM_{name.upper()}
 extern "C" __global__ void __launch_bounds__({plan.threads}) {name}(const {t}* __restrict__ x, long long ldx, {params}long long n, long long rows_per_block, {t}* __restrict__ partials)
 {{
-    __shared__ {t} z[{span}];
+    alignas(16) __shared__ {t} z[{span}];
     const int tid = threadIdx.x, group = tid / {tiles}, tile = tid - group * {tiles};
     {tile_of}
     {t} acc[{TILE}][{TILE}];
@@ -111,14 +130,20 @@ extern "C" __global__ void __launch_bounds__({plan.threads}) {name}(const {t}* _
         for (int e = tid; e < {chunk * k}; e += {plan.threads}) {{
             const int r = e / {k}, c = e - r * {k};
             const long long row = start + r;
-            z[r * {plan.padded} + c] = row < end ? x[row * ldx + c] : ({t})0;  // rows past the end add nothing
+            z[r * {plan.row} + c / {TILE} * {stride} + c % {TILE}] = row < end ? x[row * ldx + c] : ({t})0;  // rows past the end add nothing
         }}{loads}
         __syncthreads();
         for (int s = 0; s < {plan.rows}; ++s) {{
-            const {t}* zr = z + (group * {plan.rows} + s) * {plan.padded};
+            const {t}* zr = z + (group * {plan.rows} + s) * {plan.row};
+            const {vector}* va = reinterpret_cast<const {vector}*>(zr + ti * {stride});  // 16-byte loads
+            const {vector}* vb = reinterpret_cast<const {vector}*>(zr + tj * {stride});
             {t} a[{TILE}], b[{TILE}];
             #pragma unroll
-            for (int p = 0; p < {TILE}; ++p) {{ a[p] = zr[ti * {TILE} + p]; b[p] = zr[tj * {TILE} + p]; }}
+            for (int h = 0; h < {TILE // lanes}; ++h) {{
+                const {vector} ah = va[h], bh = vb[h];
+                #pragma unroll
+                for (int u = 0; u < {lanes}; ++u) {{ a[h * {lanes} + u] = ah.v[u]; b[h * {lanes} + u] = bh.v[u]; }}
+            }}
             #pragma unroll
             for (int p = 0; p < {TILE}; ++p)
                 #pragma unroll
@@ -230,20 +255,17 @@ extern "C" __global__ void __launch_bounds__({SOLVE_THREADS}) {name}(const {t}* 
             info = j + 1;
         }}
         __syncthreads();
-        const int cols = w - j - 1;
-        for (int e = tid; e < (n - j - 1) * cols; e += {SOLVE_THREADS}) {{
-            const int i = j + 1 + e / cols, c = j + 1 + e % cols;
-            m[i * w + c] -= m[i * w + j] * m[j * w + c];
-        }}
+        for (int i = j + 1 + (tid >> 5); i < n; i += {SOLVE_THREADS // 32})  // a row per warp, a column per lane
+            for (int c = j + 1 + lane; c < w; c += 32) m[i * w + c] -= m[i * w + j] * m[j * w + c];
         __syncthreads();
     }}
     for (int j = n - 1; j >= 0; --j) {{  // U x = y, a column of U at a time (LAPACK's trsm)
-        for (int e = tid; e < (j + 1) * nrhs; e += {SOLVE_THREADS}) {{
-            const int i = e / nrhs, c = e - i * nrhs;
-            const {t} xj = m[j * w + n + c] / m[j * w + j];
-            if (i == j) x[j * nrhs + c] = xj;
-            else m[i * w + n + c] -= xj * m[i * w + j];
-        }}
+        for (int i = tid; i <= j; i += {SOLVE_THREADS})
+            for (int c = n; c < w; ++c) {{
+                const {t} xj = m[j * w + c] / m[j * w + j];
+                if (i == j) x[j * nrhs + c - n] = xj;
+                else m[i * w + c] -= xj * m[i * w + j];
+            }}
         __syncthreads();
     }}
     if (tid == 0) {{ status[0] = info; status[1] = 0; }}
