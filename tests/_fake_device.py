@@ -129,11 +129,18 @@ def _cusolver() -> types.ModuleType:
     return cusolver
 
 
+def _compile_emulated(record: Any, source: str) -> Any:
+    """``kernels.cuda.compile_module`` on the emulated device: the source recorded as there (with
+    ``GNP_KERNEL_DUMP_DIR`` set, CI's nvcc check compiles it), its kernels compiled for the CPU."""
+    from _cuda_emulator import EmulatedKernel
+
+    record(source)
+    return types.SimpleNamespace(get_function=functools.partial(EmulatedKernel, source, strided=True))
+
+
 def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
     """Install the emulated device for this test: ``backend="cupy"`` available, ``cupy``, ``cupyx`` (its
     ``errstate``) and the cuSOLVER bindings above in ``sys.modules``. Returns ``reads``, emptied."""
-    from _cuda_emulator import EmulatedKernel
-
     from dask_gpunumeric import backend
     from dask_gpunumeric.kernels import cuda as _cuda
 
@@ -155,8 +162,7 @@ def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
                          "cupy_backends.cuda.libs": libs, "cupy_backends.cuda.libs.cusolver": libs.cusolver}.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(backend, "gpu_available", lambda: True)
-    monkeypatch.setattr(_cuda, "compile_module", lambda source: types.SimpleNamespace(
-        get_function=functools.partial(EmulatedKernel, source, strided=True)))
+    monkeypatch.setattr(_cuda, "compile_module", functools.partial(_compile_emulated, _cuda.record_source))
     monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads: 4)
     reads.clear()
     return reads

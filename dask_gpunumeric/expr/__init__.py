@@ -13,6 +13,6 @@ from .reduction import Reduction, Scan
 from .tokens import cached
 
 __all__ = ["ArrayExpr", "BlockReshape", "Broadcast", "Bundle", "Chunks", "Creation", "Elemwise", "Finalize",
-           "FromArray", "FromGraph", "Fused", "FusedOutput", "Gather", "GramProducts", "Index", "JointOutput", "MapBlocks", "MatMul",
-           "Materialized", "Outputs", "Overlap", "Reduction", "Scan", "SetItem", "Stencil", "Transpose", "cached",
-           "flat_keys", "inputs", "walk"]
+           "FromArray", "FromGraph", "Fused", "FusedOutput", "Gather", "GramProducts", "Index", "JointOutput",
+           "MapBlocks", "MatMul", "Materialized", "Outputs", "Overlap", "Reduction", "Scan", "SetItem", "Stencil",
+           "Transpose", "cached", "flat_keys", "inputs", "walk"]

@@ -13,7 +13,6 @@ from ..backend import namespace
 from ..codegen.linalg import SUM_ROWS, TILE, GramPlan, gram_plan, gram_source
 from . import cuda as _cuda
 
-CUDA_BACKENDS = frozenset({"cupy"})  # (tests add "numpy" to run the kernels emulated on the CPU)
 MAX_COLUMNS = 128  # of x
 MAX_WIDTHS = 32  # the other operands' columns, in all
 ROWS_PER_COLUMN = 64  # x at least this many times taller than wide: below, cuBLAS's product is as good
@@ -30,14 +29,10 @@ def fits(shape: tuple[int, ...], others: Sequence[tuple[int, ...]], dtype: np.dt
 
 def products(backend: str, dtype: np.dtype, x: Any, *others: Any) -> tuple:
     """``x.T @ x``, then ``x.T @ v`` for each operand ``v`` (a block function: ``x`` and the ``v`` of one block
-    each): the gram kernel where the backend runs CUDA and the rows are contiguous, else the library's products.
-    With ``GNP_KERNEL_DUMP_DIR`` set, the kernel's source is written there wherever it fits (CI's nvcc check
-    compiles it: the emulated device of the tests compiles no CUDA)."""
-    if fits(x.shape, [v.shape for v in others], dtype):
-        plan = gram_plan(dtype, x.shape[1], tuple(1 if v.ndim == 1 else v.shape[1] for v in others))
-        _cuda.record_source(_source(plan))
-        if backend in CUDA_BACKENDS and all(_rows_contiguous(a) for a in (x, *others)):
-            return _launch(plan, x, others)
+    each): the gram kernel on CuPy blocks where it fits and the rows are contiguous, else the library's products."""
+    if backend == "cupy" and fits(x.shape, [v.shape for v in others], dtype) and all(
+            _rows_contiguous(a) for a in (x, *others)):
+        return _launch(gram_plan(dtype, x.shape[1], tuple(1 if v.ndim == 1 else v.shape[1] for v in others)), x, others)
     xp = namespace(x, *others)
     return tuple(xp.asarray(xp.matmul(x.T, v), dtype=dtype) for v in (x, *others))
 

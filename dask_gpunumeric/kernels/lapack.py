@@ -49,20 +49,13 @@ def cusolver_gesv(a: Any, b: Any) -> tuple[Any, Any]:
 def small_fits(a: Any, b: Any) -> bool:
     """Whether the one-block kernel solves ``a @ x = b``: float32 or float64, ``a`` and ``b`` in shared memory."""
     n, rhs = a.shape[0], 1 if b.ndim == 1 else b.shape[1]
-    return (a.dtype in (np.float32, np.float64) and b.dtype == a.dtype and n * (n + rhs) <= small_solve_capacity(a.dtype)
-            and all(s % a.itemsize == 0 for s in (*a.strides, *b.strides)))
+    return (a.dtype in (np.float32, np.float64) and b.dtype == a.dtype
+            and n * (n + rhs) <= small_solve_capacity(a.dtype) and all(s % a.itemsize == 0 for s in (*a.strides, *b.strides)))
 
 
 @functools.lru_cache(maxsize=None)
 def _small_source(dtype: np.dtype) -> tuple[str, str]:
     return small_solve_source(dtype)
-
-
-def record_small_solve(dtype: np.dtype) -> None:
-    """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the small solve's source for ``dtype`` there (a solve on
-    NumPy blocks records what the GPU would compile)."""
-    if np.dtype(dtype) in (np.float32, np.float64):
-        _cuda.record_source(_small_source(np.dtype(dtype))[0])
 
 
 def small_gesv(a: Any, b: Any) -> tuple[Any, Any]:

@@ -12,11 +12,11 @@ from .dag import DAG, rebuild
 
 def _reads_transposed_block(node: Any) -> bool:
     """Whether ``node`` is ``x.T @ v`` with ``x`` a matrix and ``x``, ``v`` and the product of one block, one
-    dtype and a backend that runs the gram kernel."""
+    dtype and on CuPy blocks."""
     if type(node) is not MatMul or node.operand("transposed") != (True, False):
         return False
     x, v = node.a, node.b
-    return (x.ndim == 2 and node.backend in _gram.CUDA_BACKENDS and x.numblocks == (1, 1)
+    return (x.ndim == 2 and node.backend == "cupy" and x.numblocks == (1, 1)
             and all(n == 1 for n in v.numblocks) and x.dtype == v.dtype == node.dtype)
 
 
