@@ -10,10 +10,10 @@ from ..kernels import gram as _gram
 from .dag import DAG, rebuild
 
 
-def _reads_transposed_block(node: Any) -> bool:
+def _reads_transposed_block(node: MatMul) -> bool:
     """Whether ``node`` is ``x.T @ v`` with ``x`` a matrix and ``x``, ``v`` and the product of one block, one
     dtype and on CuPy blocks."""
-    if type(node) is not MatMul or node.operand("transposed") != (True, False):
+    if node.operand("transposed") != (True, False):
         return False
     x, v = node.a, node.b
     return (x.ndim == 2 and node.backend == "cupy" and x.numblocks == (1, 1)
@@ -25,7 +25,7 @@ def gram_products(root: ArrayExpr, settings: Mapping[str, Any]) -> ArrayExpr:
     products ``x.T @ v`` it can take along, replaced by the outputs of one ``GramProducts`` node."""
     by_operand: dict[str, list[MatMul]] = {}
     for node in DAG.of(root).order:
-        if _reads_transposed_block(node):
+        if type(node) is MatMul and _reads_transposed_block(node):  # (the type first: on every node)
             by_operand.setdefault(node.a._name, []).append(node)
     replaced: dict[str, ArrayExpr] = {}
     for name, products in by_operand.items():
