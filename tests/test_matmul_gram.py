@@ -116,12 +116,17 @@ def test_a_product_alone_or_of_another_dtype_keeps_the_library(device: str, laun
     assert launches == ([] if device == "numpy" else [("gram", (4000, 8), ())])
 
 
-def test_least_squares(device: str, launches: list) -> None:
-    """``solve(X.T @ X, X.T @ y)`` as users write it (the suite's least-squares benchmark, smaller): NumPy's
-    solution; on CuPy blocks one gram launch and one small solve."""
+def least_squares(X: gnp.Array, y: gnp.Array) -> gnp.Array:
+    return gnp.linalg.solve(X.T @ X, X.T @ y)
+
+
+@pytest.mark.parametrize("call", ["plain", "accelerated"])
+def test_least_squares(device: str, launches: list, call: str) -> None:
+    """``solve(X.T @ X, X.T @ y)`` as users write it (the suite's least-squares benchmark, smaller), plain and
+    under ``gnp.accelerate``: NumPy's solution; on CuPy blocks one gram launch and one small solve."""
     h, v = data((8192, 64), "float32", 9), data((8192,), "float32", 10)
     X, y = on(device, h, v)
-    got = gnp.fetch(gnp.linalg.solve(X.T @ X, X.T @ y))
+    got = gnp.fetch((gnp.accelerate(least_squares) if call == "accelerated" else least_squares)(X, y))
     wide = h.astype(np.float64)
     want = np.linalg.solve(wide.T @ wide, wide.T @ v)
     assert np.abs(to_host(got) - want).max() <= 1e-4 * np.abs(want).max()
