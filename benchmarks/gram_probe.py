@@ -43,7 +43,6 @@ def main(argv: list[str] | None = None) -> int:
     from cupyx.profiler import benchmark
 
     from dask_gpunumeric.codegen.linalg import gram_plan
-    from dask_gpunumeric.kernels import cuda as _cuda
     from dask_gpunumeric.kernels import gram as _gram
     from dask_gpunumeric.kernels import lapack as _lapack
 
@@ -78,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         "least squares, gram + small solve": (ours, solution_ref),
     }
     plan = gram_plan(dtype, k, (1,))
-    function, wave = _cuda.compile_function(_gram._source(plan), plan.name, plan.threads)
+    function, wave, _ = _gram._kernels(plan)
     print(f"X {n} x {k} {dtype}, gram plan: {plan.threads} threads, {plan.chunk} rows a chunk, "
           f"{function.num_regs} registers, {function.shared_size_bytes} B shared, a wave of {wave} blocks")
     print(f"{'case':<36} {'GPU ms':>8} {'max rel err':>12}")

@@ -143,6 +143,8 @@ def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
     ``errstate``) and the cuSOLVER bindings above in ``sys.modules``. Returns ``reads``, emptied."""
     from dask_gpunumeric import backend
     from dask_gpunumeric.kernels import cuda as _cuda
+    from dask_gpunumeric.kernels import gram as _gram
+    from dask_gpunumeric.kernels import lapack as _lapack
 
     cupy = _module("cupy", np)
     cupy.ndarray = DeviceArray
@@ -163,6 +165,8 @@ def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(backend, "gpu_available", lambda: True)
     monkeypatch.setattr(_cuda, "compile_module", functools.partial(_compile_emulated, _cuda.record_source))
+    for module, name in ((_gram, "_kernels"), (_lapack, "_small_kernel")):  # caches of the emulated kernels
+        monkeypatch.setattr(module, name, functools.lru_cache(maxsize=None)(getattr(module, name).__wrapped__))
     monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads: 4)
     reads.clear()
     return reads

@@ -38,8 +38,12 @@ def products(backend: str, dtype: np.dtype, x: Any, *others: Any) -> tuple:
 
 
 @functools.lru_cache(maxsize=64)
-def _source(plan: GramPlan) -> str:
-    return gram_source(plan)
+def _kernels(plan: GramPlan) -> tuple[Any, int, Any]:
+    """The compiled gram kernel of ``plan``, its full wave of thread blocks, and its sum kernel (on the worker's
+    device; the emulated device of the tests has its own cache)."""
+    source = gram_source(plan)
+    partial, wave = _cuda.compile_function(source, plan.name, plan.threads)
+    return partial, wave, _cuda.compile_module(source).get_function(plan.name + "_sum")
 
 
 def _rows_contiguous(a: Any) -> bool:
@@ -50,9 +54,7 @@ def _rows_contiguous(a: Any) -> bool:
 def _launch(plan: GramPlan, x: Any, others: Sequence[Any]) -> tuple:
     import cupy
 
-    source = _source(plan)
-    partial, wave = _cuda.compile_function(source, plan.name, plan.threads)
-    total = _cuda.compile_module(source).get_function(plan.name + "_sum")
+    partial, wave, total = _kernels(plan)
     n, k = x.shape
     blocks = max(1, min(wave, -(-n // plan.chunk)))
     rows = -(-n // (blocks * plan.chunk)) * plan.chunk  # whole chunks but in the last block

@@ -54,15 +54,17 @@ def small_fits(a: Any, b: Any) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _small_source(dtype: np.dtype) -> tuple[str, str]:
-    return small_solve_source(dtype)
+def _small_kernel(dtype: np.dtype) -> Any:
+    """The compiled small solve of ``dtype`` (on the worker's device; the emulated device of the tests has its
+    own cache)."""
+    return _cuda.compile_function(*small_solve_source(dtype), SOLVE_THREADS)[0]
 
 
 def small_gesv(a: Any, b: Any) -> tuple[Any, Any]:
     """``gesv`` by the one-block kernel (``small_fits`` must hold): one launch."""
     import cupy
 
-    function, _ = _cuda.compile_function(*_small_source(a.dtype), SOLVE_THREADS)
+    function = _small_kernel(a.dtype)
     n, items = a.shape[0], a.itemsize
     x = cupy.empty(b.shape, dtype=a.dtype)
     status = cupy.empty(2, dtype=np.int32)
