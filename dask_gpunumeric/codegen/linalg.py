@@ -12,8 +12,8 @@ from .types import ctype
 TILE = 8  # the outputs a thread keeps in registers: TILE x TILE
 GRAM_THREADS = 256  # at most, per thread block
 SUM_ROWS = 32  # the sum kernel's threads per partial element: blocks of (32, SUM_ROWS)
-CHUNK_ROWS = 64  # rows of the operands a thread block copies to shared memory at a time, at most
-CHUNK_BYTES = 24 * 1024  # and bytes
+CHUNK_ROWS = 128  # rows of the operands a thread block copies to shared memory at a time, at most
+CHUNK_BYTES = 44 * 1024  # and bytes (static shared memory: under 48 KB)
 SOLVE_THREADS = 256
 SOLVE_BYTES = 40 * 1024  # the system and its right-hand sides in shared memory (static: under 48 KB)
 _SFMIN = {"float": "1.17549435e-38f", "double": "2.2250738585072014e-308"}  # LAPACK's dlamch('S')
