@@ -71,7 +71,7 @@ def close(actual: Any, expected: np.ndarray, dtype: str) -> None:
 def test_products_in_one_pass(device: str, launches: list, k: int, dtype: str) -> None:
     """``X.T @ X``, ``X.T @ y`` and ``X.T @ Z`` of one block X (rows not a multiple of any chunk of the kernel)
     computed together equal NumPy's; on CuPy blocks the three come from one launch of the gram kernel (no
-    library product), ``X.T @ X`` mirrored (exactly symmetric)."""
+    library product), ``X.T @ X`` mirrored (exactly symmetric), the same bits when computed again."""
     n = _gram.ROWS_PER_COLUMN * k + 13
     h, v, w = data((n, k), dtype, 1), data((n,), dtype, 2), data((n, 2), dtype, 3)
     X, y, Z = on(device, h, v, w)
@@ -81,6 +81,8 @@ def test_products_in_one_pass(device: str, launches: list, k: int, dtype: str) -
         close(got, want, dtype)
     assert np.array_equal(to_host(gram), to_host(gram).T)
     assert launches == ([] if device == "numpy" else [("gram", (n, k), ((n,), (n, 2)))])
+    again = dask.compute(X.T @ X, X.T @ y, np.matmul(X.T, Z))  # the partials summed in a fixed order
+    assert all(np.array_equal(to_host(a), to_host(b)) for a, b in zip(again, (gram, moment, cross)))
 
 
 def test_plan_of_the_least_squares_pair(device: str) -> None:

@@ -3,6 +3,7 @@ operands over its rows in one pass (``gram_source``), and a small system solved 
 (``small_solve_source``)."""
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -63,9 +64,10 @@ class GramPlan(NamedTuple):
         return f"gnp_gram_{np.dtype(self.dtype).char}_k{self.k}" + (f"_w{widths}" if widths else "")
 
 
+@functools.lru_cache(maxsize=256)
 def gram_plan(dtype: np.dtype, k: int, widths: tuple[int, ...]) -> GramPlan:
     """The plan of ``x.T @ x`` and ``x.T @ v`` for each operand ``v`` of ``widths`` columns, ``x`` of ``k`` columns
-    (``1 <= k <= 128``, the widths at most 32 in all)."""
+    (``1 <= k <= 128``, the widths at most 32 in all); memoized (worked out on every launch)."""
     dtype = np.dtype(dtype)
     tx, tz = _up(k) // TILE, (_up(k) + _up(sum(widths))) // TILE
     tiles = sum(tz - i for i in range(tx))
