@@ -16,7 +16,9 @@ SUM_ROWS = 32  # the sum kernel's threads per partial element: blocks of (32, SU
 CHUNK_ROWS = 128  # rows of the operands a thread block copies to shared memory at a time, at most
 CHUNK_BYTES = 44 * 1024  # and bytes (static shared memory: under 48 KB)
 SOLVE_THREADS = 256
-SOLVE_BYTES = 40 * 1024  # the system and its right-hand sides in shared memory (static: under 48 KB)
+SOLVE_LARGEST = 128  # equations of a small system, at most
+SOLVE_BYTES = 160 * 1024  # its matrix and right-hand sides in dynamic shared memory, at most (opted in past 48 KB)
+DYNAMIC_SHARED = "extern __shared__ unsigned char gnp_dynamic_shared[];"  # the kernels' dynamic shared memory
 _SFMIN = {"float": "1.17549435e-38f", "double": "2.2250738585072014e-308"}  # LAPACK's dlamch('S')
 
 
@@ -199,19 +201,14 @@ extern "C" __global__ void __launch_bounds__({32 * SUM_ROWS}) {name}_sum(const {
 """
 
 
-def small_solve_capacity(dtype: np.dtype) -> int:
-    """Elements of the shared-memory buffer of the small solve: a system of ``n`` equations and ``r`` right-hand
-    sides fits where ``n * (n + r)`` is at most this."""
-    return SOLVE_BYTES // np.dtype(dtype).itemsize
-
-
 def small_solve_source(dtype: np.dtype) -> tuple[str, str]:
     """A kernel solving ``a @ x = b`` (``a`` n x n, ``b`` n x r, any strides) in one thread block of
     ``SOLVE_THREADS``: LU factorization with partial pivoting in shared memory in LAPACK getf2's order (the first
     row of largest magnitude, the column scaled by the pivot's reciprocal where that is normal, the rank-1
     update), ``b`` carried along as extra columns (getrs's forward substitution), then the back substitution.
     ``status`` gets getrf's ``info`` (the first zero pivot, 1-based; 0 where ``a`` is regular) and a 0 for
-    getrs's. (source, name)"""
+    getrs's. The system lies in ``n * (n + r)`` elements of dynamic shared memory (launch with as many bytes).
+    (source, name)"""
     t = ctype(dtype)
     name = f"gnp_small_solve_{np.dtype(dtype).char}"
     fabs = "fabsf" if t == "float" else "fabs"
@@ -219,7 +216,8 @@ def small_solve_source(dtype: np.dtype) -> tuple[str, str]:
 #define GNP_SMALL_SOLVE_{name.upper()}
 extern "C" __global__ void __launch_bounds__({SOLVE_THREADS}) {name}(const {t}* __restrict__ a, long long a_row, long long a_col, const {t}* __restrict__ b, long long b_row, long long b_col, int n, int nrhs, {t}* __restrict__ x, int* __restrict__ status)
 {{
-    __shared__ {t} m[{small_solve_capacity(dtype)}];  // [a | b], row-major, rows of w
+    {DYNAMIC_SHARED}
+    {t}* m = reinterpret_cast<{t}*>(gnp_dynamic_shared);  // [a | b], row-major, rows of w
     const int w = n + nrhs, tid = threadIdx.x, lane = tid & 31;
     for (int e = tid; e < n * w; e += {SOLVE_THREADS}) {{
         const int i = e / w, c = e - i * w;
