@@ -32,7 +32,8 @@ def products(backend: str, dtype: np.dtype, x: Any, *others: Any) -> tuple:
     each): the gram kernel on CuPy blocks where it fits and the rows are contiguous, else the library's products."""
     if backend == "cupy" and fits(x.shape, [v.shape for v in others], dtype) and all(
             _rows_contiguous(a) for a in (x, *others)):
-        return _launch(gram_plan(dtype, x.shape[1], tuple(1 if v.ndim == 1 else v.shape[1] for v in others)), x, others)
+        widths = tuple(1 if v.ndim == 1 else v.shape[1] for v in others)
+        return _launch(gram_plan(dtype, x.shape[1], widths), x, others)
     xp = namespace(x, *others)
     return tuple(xp.asarray(xp.matmul(x.T, v), dtype=dtype) for v in (x, *others))
 
@@ -47,6 +48,7 @@ def _kernels(plan: GramPlan) -> tuple[Any, int, Any]:
 
 
 def _rows_contiguous(a: Any) -> bool:
+    """Whether the kernel reads ``a``: the elements of a row next to each other, rows any whole number apart."""
     items = a.itemsize
     return all(s % items == 0 for s in a.strides) and (a.ndim == 1 or a.shape[1] == 1 or a.strides[1] == items)
 
