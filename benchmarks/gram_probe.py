@@ -1,6 +1,6 @@
 """Probe (GPU only): the gram kernel and the small solve against cuBLAS and cuSOLVER, device time of each.
 
-    python benchmarks/gram_probe.py [--shape 1048576,64] [--dtype float32] [--repeat 30]
+    python benchmarks/gram_probe.py [--shape 1048576,64] [--dtype float32] [--repeat 30] [--variants]
 
 Times with ``cupyx.profiler.benchmark`` (GPU ms, median of ``--repeat`` after 3 warm-up runs) on X of
 ``--shape`` and y, both on the device:
@@ -13,13 +13,18 @@ Times with ``cupyx.profiler.benchmark`` (GPU ms, median of ``--repeat`` after 3 
   solve.
 
 and prints each result's largest error relative to its largest entry, against NumPy in float64.
+
+``--variants`` times instead each compile-time configuration of ``GRAM_VARIANTS`` (the pair ``X.T @ X``,
+``X.T @ y``) and of ``SOLVE_VARIANTS`` in one run, next to cuBLAS and cuSOLVER: per call (as the benchmark
+above: an idle device waits for the host's launches) and back to back (``--batch`` calls between two events:
+the device's own time), with the kernel's registers, shared memory and wave; the fastest of each last.
 """
 from __future__ import annotations
 
 import argparse
 import pathlib
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -27,10 +32,109 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from dask_gpunumeric.codegen.linalg import GramConfig, SolveConfig  # noqa: E402
+
+#: The gram kernel's configurations ``--variants`` compares (the first is the kernel before double buffering).
+GRAM_VARIANTS = [
+    GramConfig(buffers=1, vectors=False),
+    GramConfig(buffers=1),
+    GramConfig(buffers=2, vectors=False),
+    GramConfig(),
+    GramConfig(chunk_rows=32),
+    GramConfig(chunk_bytes=30 * 1024),
+    GramConfig(threads=128),
+    GramConfig(threads=128, chunk_bytes=22 * 1024),
+    GramConfig(threads=512),
+    GramConfig(min_blocks=3),
+    GramConfig(buffers=1, threads=128, chunk_bytes=22 * 1024),
+]
+#: The small solve's.
+SOLVE_VARIANTS = [SolveConfig(threads=t, fixed=f) for f in (False, True) for t in (32, 64, 128, 256, 512)]
+
+
+def _label(config: tuple) -> str:
+    """A configuration's fields that are not the default's."""
+    return type(config).__name__ + "(" + ", ".join(
+        f"{f}={v}" for f, v, d in zip(config._fields, config, type(config)()) if v != d) + ")"
+
 
 def _error(value: Any, reference: np.ndarray) -> float:
     host = value.get() if hasattr(value, "get") else np.asarray(value)
     return float(np.abs(host - reference).max() / np.abs(reference).max())
+
+
+def _errors(result: Any, references: tuple) -> str:
+    """The errors of a result (a tuple of results) against their references."""
+    if not isinstance(result, tuple):
+        return f"{_error(result, references[0]):.1e}"
+    return " ".join(f"{_error(r, ref):.1e}" for r, ref in zip(result, references))
+
+
+def _times(run: Callable[[], Any], repeat: int, batch: int) -> tuple[float, float]:
+    """GPU ms of ``run``: the median per call (``cupyx.profiler.benchmark``), and a call's share of ``batch``
+    calls back to back (median of ``repeat`` batches)."""
+    import cupy
+    from cupyx.profiler import benchmark
+
+    per_call = float(np.median(benchmark(run, n_repeat=repeat, n_warmup=3).gpu_times[0])) * 1e3
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    shares = []
+    for _ in range(repeat):
+        start.record()
+        for _ in range(batch):
+            run()
+        stop.record()
+        stop.synchronize()
+        shares.append(cupy.cuda.get_elapsed_time(start, stop) / batch)
+    return per_call, float(np.median(shares))
+
+
+def variants(X: Any, y: Any, references: dict, repeat: int, batch: int) -> None:
+    """Times each configuration of ``GRAM_VARIANTS`` and ``SOLVE_VARIANTS`` (see the module's docstring)."""
+    import cupy
+
+    from dask_gpunumeric.codegen.linalg import gram_plan
+    from dask_gpunumeric.kernels import gram as _gram
+    from dask_gpunumeric.kernels import lapack as _lapack
+
+    n, k = X.shape
+    dtype = X.dtype
+    A, b = cupy.matmul(X.T, X), cupy.matmul(X.T, y)
+    pair_refs, solution_ref = (references["gram"], references["moment"]), references["solution"]
+    print(f"{'gram variant (X.T @ X, X.T @ y)':<64} {'call ms':>8} {'b2b ms':>8} {'errors':>16}  plan")
+    base = _times(lambda: (cupy.matmul(X.T, X), cupy.matmul(X.T, y)), repeat, batch)
+    print(f"{'cuBLAS, two matmuls':<64} {base[0]:8.3f} {base[1]:8.3f}")
+    best_gram = (float("inf"), None)
+    for config in GRAM_VARIANTS:
+        plan = gram_plan(dtype, k, (1,), _gram.configured(X, config))
+        function, wave, _ = _gram._kernels(plan)
+        pair = lambda plan=plan: _gram._launch(plan, X, (y,))  # noqa: E731
+        errors = _errors(pair(), pair_refs)
+        call, back = _times(pair, repeat, batch)
+        best_gram = min(best_gram, (call, config), key=lambda c: c[0])
+        print(f"{_label(config):<64} {call:8.3f} {back:8.3f} {errors:>16}  {plan.threads} threads, {plan.chunk} rows, "
+              f"{function.num_regs} regs, {function.shared_size_bytes} B, wave {wave}"
+              f"{'' if plan.vectors == config.vectors else ' (X unaligned: no vectors)'}")
+    print(f"{'solve variant':<64} {'call ms':>8} {'b2b ms':>8} {'error':>16}")
+    base_solve = _times(lambda: _lapack.cusolver_gesv(A, b)[0], repeat, batch)
+    print(f"{'cuSOLVER getrf + getrs':<64} {base_solve[0]:8.3f} {base_solve[1]:8.3f}")
+    empty = cupy.RawKernel('extern "C" __global__ void gnp_probe_empty() {}', "gnp_probe_empty")
+    floor = _times(lambda: empty((1,), (32,), ()), repeat, batch)
+    print(f"{'(an empty kernel launched: the floor)':<64} {floor[0]:8.3f} {floor[1]:8.3f}")
+    best_solve = (float("inf"), None)
+    for config in SOLVE_VARIANTS:
+        solve = lambda config=config: _lapack.small_gesv(A, b, config)[0]  # noqa: E731
+        errors = _errors(solve(), (solution_ref,))
+        call, back = _times(solve, repeat, batch)
+        best_solve = min(best_solve, (call, config), key=lambda c: c[0])
+        function = _lapack._small_kernel(dtype, config, (k, 1) if config.fixed else (0, 0))[0]
+        print(f"{_label(config):<64} {call:8.3f} {back:8.3f} {errors:>16}  {function.num_regs} regs")
+    eager = _times(lambda: cupy.linalg.solve(cupy.matmul(X.T, X), cupy.matmul(X.T, y)), repeat, batch)
+    print(f"{'least squares, eager CuPy':<64} {eager[0]:8.3f} {eager[1]:8.3f}")
+    print(f"fastest gram: {_label(best_gram[1])} {best_gram[0]:.3f} ms (cuBLAS {base[0]:.3f}): "
+          f"{'WINS' if best_gram[0] < base[0] else 'loses'}")
+    print(f"fastest solve: {_label(best_solve[1])} {best_solve[0]:.3f} ms (cuSOLVER {base_solve[0]:.3f}): "
+          f"{'WINS' if best_solve[0] < base_solve[0] else 'loses'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", default="1048576,64")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--batch", type=int, default=20)
+    parser.add_argument("--variants", action="store_true")
     args = parser.parse_args(argv)
     import cupy
     from cupyx.profiler import benchmark
@@ -55,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     wide = h.astype(np.float64)
     gram_ref, moment_ref = wide.T @ wide, wide.T @ v.astype(np.float64)
     solution_ref = np.linalg.solve(gram_ref, moment_ref)
+    print(f"X {n} x {k} {dtype}")
+    if args.variants:
+        variants(X, y, {"gram": gram_ref, "moment": moment_ref, "solution": solution_ref}, args.repeat, args.batch)
+        return 0
 
     def gram_pair() -> tuple:
         return _gram.products("cupy", dtype, X, y)
@@ -76,9 +186,9 @@ def main(argv: list[str] | None = None) -> int:
                                       solution_ref),
         "least squares, gram + small solve": (ours, solution_ref),
     }
-    plan = gram_plan(dtype, k, (1,))
+    plan = gram_plan(dtype, k, (1,), _gram.configured(X, _gram.CONFIG))
     function, wave, _ = _gram._kernels(plan)
-    print(f"X {n} x {k} {dtype}, gram plan: {plan.threads} threads, {plan.chunk} rows a chunk, "
+    print(f"gram plan: {plan.threads} threads, {plan.chunk} rows a chunk, "
           f"{function.num_regs} registers, {function.shared_size_bytes} B shared, a wave of {wave} blocks")
     print(f"{'case':<36} {'GPU ms':>8} {'max rel err':>12}")
     for name, (run, reference) in cases.items():

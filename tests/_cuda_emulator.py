@@ -46,7 +46,7 @@ static void gnp_fiber_main() { gnp_body(); gnp_done[gnp_running] = 1; }
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __restrict__
 #define __shared__ static
 inline void __syncthreads() { swapcontext(&gnp_fibers[gnp_running], &gnp_scheduler); }

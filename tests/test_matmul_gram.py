@@ -3,6 +3,8 @@ systems solved in one launch, against NumPy in float64: on NumPy blocks, on the 
 ``tests/_fake_device.py`` (CuPy blocks whose kernels run on the CPU) and, in the CuPy run, on the GPU."""
 from __future__ import annotations
 
+import pathlib
+import sys
 from collections import Counter
 from typing import Any
 
@@ -13,9 +15,13 @@ import pytest
 from dask.utils import key_split
 
 import dask_gpunumeric as gnp
+from dask_gpunumeric.codegen.linalg import GramConfig
 from dask_gpunumeric.kernels import gram as _gram
 from dask_gpunumeric.kernels import lapack as _lapack
 from conftest import BACKEND, to_host
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+from gram_probe import GRAM_VARIANTS, SOLVE_VARIANTS  # noqa: E402  (benchmarks/ is not a package)
 
 DEVICES = ["numpy", "emulated"] + (["gpu"] if BACKEND == "cupy" else [])
 LinAlgError = np.linalg.LinAlgError
@@ -133,6 +139,23 @@ def test_least_squares(device: str, launches: list, call: str) -> None:
     want = np.linalg.solve(wide.T @ wide, wide.T @ v)
     assert np.abs(to_host(got) - want).max() <= 1e-4 * np.abs(want).max()
     assert [c[0] for c in launches] == ([] if device == "numpy" else ["gram", "solve"])
+
+
+@pytest.mark.parametrize("config", GRAM_VARIANTS + SOLVE_VARIANTS, ids=str)
+def test_probe_variants(device: str, launches: list, monkeypatch: pytest.MonkeyPatch, config: Any) -> None:
+    """Least squares with each configuration of the gram kernel and of the small solve that
+    ``benchmarks/gram_probe.py --variants`` compares (the one the plan takes set in ``kernels``): NumPy's
+    solution, from one gram launch and one small solve on CuPy blocks."""
+    if device == "numpy":
+        pytest.skip("the kernels run on CuPy blocks")
+    module, name = (_gram, "CONFIG") if isinstance(config, GramConfig) else (_lapack, "SOLVE")
+    monkeypatch.setattr(module, name, config)
+    h, v = data((700, 8), "float32", 15), data((700,), "float32", 16)
+    X, y = on(device, h, v)
+    wide = h.astype(np.float64)
+    want = np.linalg.solve(wide.T @ wide, wide.T @ v)
+    assert np.abs(to_host(gnp.fetch(least_squares(X, y))) - want).max() <= 1e-4 * np.abs(want).max()
+    assert [c[0] for c in launches] == ["gram", "solve"]
 
 
 @pytest.mark.parametrize("n", [1, 3, 64, 100, 128, 129])

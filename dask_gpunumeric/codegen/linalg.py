@@ -11,19 +11,46 @@ import numpy as np
 from .types import ctype
 
 TILE = 8  # the outputs a thread keeps in registers: TILE x TILE
-GRAM_THREADS = 256  # at most, per thread block
 SUM_ROWS = 32  # the sum kernel's threads per partial element: blocks of (32, SUM_ROWS)
-CHUNK_ROWS = 128  # rows of the operands a thread block copies to shared memory at a time, at most
-CHUNK_BYTES = 44 * 1024  # and bytes (static shared memory: under 48 KB)
-SOLVE_THREADS = 256
 SOLVE_LARGEST = 128  # equations of a small system, at most
 SOLVE_BYTES = 160 * 1024  # its matrix and right-hand sides in dynamic shared memory, at most (opted in past 48 KB)
 DYNAMIC_SHARED = "extern __shared__ unsigned char gnp_dynamic_shared[];"  # the kernels' dynamic shared memory
 _SFMIN = {"float": "1.17549435e-38f", "double": "2.2250738585072014e-308"}  # LAPACK's dlamch('S')
 
 
+def _tag(config: tuple) -> str:
+    """What tells a configuration's kernels (a ``GramConfig``'s, a ``SolveConfig``'s) from the default's in their
+    names: '' for the default."""
+    return "".join(f"_{f[0]}{int(v)}" for f, v, d in zip(config._fields, config, type(config)()) if v != d)
+
+
 def _up(n: int) -> int:
     return -(-n // TILE) * TILE
+
+
+class GramConfig(NamedTuple):
+    """The compile-time choices of a gram kernel: ``threads`` per block at most, ``chunk_rows`` of the operands
+    copied to shared memory at a time at most, ``chunk_bytes`` of static shared memory for the chunks at most
+    (under 48 KB; all ``buffers`` together), ``buffers`` 2 to copy the next chunk (``cp.async`` on sm_80 and
+    later) while the threads sum the last, ``min_blocks`` resident per SM asked of the compiler (0: none), and
+    ``vectors``: ``x`` copied 16 bytes at a time where its columns allow it (the launch checks its alignment)."""
+
+    threads: int = 256
+    chunk_rows: int = 128
+    chunk_bytes: int = 44 * 1024
+    buffers: int = 2
+    min_blocks: int = 0
+    vectors: bool = True
+
+
+
+class SolveConfig(NamedTuple):
+    """The compile-time choices of the small solve: ``threads`` of its one block, and whether a kernel is
+    compiled for each size of system (``fixed``: its loops' bounds known) or one for all."""
+
+    threads: int = 256
+    fixed: bool = False
+
 
 
 class GramPlan(NamedTuple):
@@ -40,6 +67,7 @@ class GramPlan(NamedTuple):
     tiles: int
     groups: int
     rows: int
+    config: GramConfig = GramConfig()
 
     @property
     def threads(self) -> int:
@@ -56,6 +84,11 @@ class GramPlan(NamedTuple):
         return TILE + 16 // np.dtype(self.dtype).itemsize
 
     @property
+    def vectors(self) -> bool:
+        """Whether ``x`` is copied 16 bytes at a time (its rows and their starts must lie 16 bytes apart)."""
+        return self.config.vectors and self.k % (16 // np.dtype(self.dtype).itemsize) == 0
+
+    @property
     def row(self) -> int:
         """Elements of one row of ``z`` in shared memory."""
         return self.padded // TILE * self.stride
@@ -63,20 +96,22 @@ class GramPlan(NamedTuple):
     @property
     def name(self) -> str:
         widths = "_".join(map(str, self.widths))
-        return f"gnp_gram_{np.dtype(self.dtype).char}_k{self.k}" + (f"_w{widths}" if widths else "")
+        return (f"gnp_gram_{np.dtype(self.dtype).char}_k{self.k}" + (f"_w{widths}" if widths else "")
+                + _tag(self.config))
 
 
 @functools.lru_cache(maxsize=256)
-def gram_plan(dtype: np.dtype, k: int, widths: tuple[int, ...]) -> GramPlan:
+def gram_plan(dtype: np.dtype, k: int, widths: tuple[int, ...], config: GramConfig = GramConfig()) -> GramPlan:
     """The plan of ``x.T @ x`` and ``x.T @ v`` for each operand ``v`` of ``widths`` columns, ``x`` of ``k`` columns
-    (``1 <= k <= 128``, the widths at most 32 in all); memoized (worked out on every launch)."""
+    (``1 <= k <= 128``, the widths at most 32 in all), compiled as ``config`` says; memoized (worked out on every
+    launch)."""
     dtype = np.dtype(dtype)
     tx, tz = _up(k) // TILE, (_up(k) + _up(sum(widths))) // TILE
     tiles = sum(tz - i for i in range(tx))
-    groups = max(1, GRAM_THREADS // tiles)
+    groups = max(1, config.threads // tiles)
     row_bytes = tz * (TILE * dtype.itemsize + 16)
-    rows = max(1, min(-(-CHUNK_ROWS // groups), CHUNK_BYTES // row_bytes // groups))
-    return GramPlan(dtype.name, k, tuple(widths), tz * TILE, tiles, groups, rows)
+    rows = max(1, min(-(-config.chunk_rows // groups), config.chunk_bytes // config.buffers // row_bytes // groups))
+    return GramPlan(dtype.name, k, tuple(widths), tz * TILE, tiles, groups, rows, config)
 
 
 def gram_source(plan: GramPlan) -> str:
@@ -95,17 +130,45 @@ def gram_source(plan: GramPlan) -> str:
     passes = span // (TILE * TILE)  # tiles reduced through shared memory at a time
     offsets = [kp + sum(plan.widths[:q]) for q in range(len(plan.widths))]
     params = "".join(f"const {t}* __restrict__ v{q}, long long ldv{q}, " for q in range(len(plan.widths)))
-    loads = "".join(f"""
-        for (int e = tid; e < {chunk * m}; e += {plan.threads}) {{
-            const int r = e / {m}, c = e - r * {m};
-            const long long row = start + r;
+    step = lanes if plan.vectors else 1  # x's elements a copy takes
+    operands = [("x", "ldx", k, 0, step, vector if plan.vectors else t)] + [
+        (f"v{q}", f"ldv{q}", m, off, 1, t) for q, (m, off) in enumerate(zip(plan.widths, offsets))]
+
+    def loads(into: str, first: str) -> str:
+        """The copies of the chunk of rows from ``first`` into the shared memory at ``into`` (rows past the end
+        zero: they add nothing)."""
+        return "".join(f"""
+        for (int e = tid; e < {chunk * m // step}; e += {plan.threads}) {{
+            const int r = e / {m // step}, c = (e - r * {m // step}) * {step};
+            const long long row = {first} + r;
             const int at = {off} + c;
-            z[r * {plan.row} + at / {TILE} * {stride} + at % {TILE}] = row < end ? v{q}[row * ldv{q} + c] : ({t})0;
-        }}""" for q, (m, off) in enumerate(zip(plan.widths, offsets)))
+            {item}* to = reinterpret_cast<{item}*>({into} + r * {plan.row} + at / {TILE} * {stride} + at % {TILE});
+            if (row < end) gnp_gram_copy(to, reinterpret_cast<const {item}*>({v} + row * {ld} + c)); else *to = {item}{{}};
+        }}""" for v, ld, m, off, step, item in operands)
+
+    if plan.config.buffers == 1:
+        chunks = f"""for (long long start = begin; start < end; start += {chunk}) {{
+        __syncthreads();  // the last chunk read (and the zeros written) by every thread
+        {loads("z", "start")}
+        gnp_gram_wait(0);
+        __syncthreads();
+        const {t}* now = z;"""
+    else:  # the next chunk copied while the threads sum this one
+        chunks = f"""__syncthreads();  // the zeros written before the copies
+    {loads("z", "begin")}
+    for (long long start = begin; start < end; start += {chunk}) {{
+        const int current = (int)((start - begin) / {chunk}) & 1;
+        __syncthreads();  // the other buffer read by every thread (the chunk before)
+        if (start + {chunk} < end) {{{loads(f"z + (current ^ 1) * {span}", f"start + {chunk}")}
+        }}
+        gnp_gram_wait(1);  // this thread's copies of this chunk done
+        __syncthreads();  // and every thread's
+        const {t}* now = z + current * {span};"""
     outs = "".join(f", {t}* __restrict__ out{q}" for q in range(len(plan.widths)))
     scatter = "".join(f"""
     {"else " if q else ""}if (c < {off - kp + m}) out{q}[i * {m} + c - {off - kp}] = v;"""
                       for q, (m, off) in enumerate(zip(plan.widths, offsets)))
+    bounds = f"{plan.threads}, {plan.config.min_blocks}" if plan.config.min_blocks else f"{plan.threads}"
     tile_of = f"""int ti = 0, rest = tile;
     while (rest >= {tz} - ti) {{ rest -= {tz} - ti; ++ti; }}
     const int tj = ti + rest;"""
@@ -113,12 +176,30 @@ def gram_source(plan: GramPlan) -> str:
 #define GNP_GRAM_VECTORS
 struct alignas(16) gnp_gram_vf {{ float v[4]; }};
 struct alignas(16) gnp_gram_vd {{ double v[2]; }};
+// an element copied to shared memory: asynchronously (cp.async) on sm_80 and later
+template <typename T> __device__ __forceinline__ void gnp_gram_copy(T* to, const T* from)
+{{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\\n" :: "r"((unsigned)__cvta_generic_to_shared(to)), "l"(from), "n"(sizeof(T)));
+#else
+    *to = *from;
+#endif
+}}
+// this thread's copies committed as one group; the wait until at most ``pending`` groups are left
+__device__ __forceinline__ void gnp_gram_wait(int pending)
+{{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\\n" ::);
+    if (pending == 0) asm volatile("cp.async.wait_group 0;\\n" ::);
+    else asm volatile("cp.async.wait_group 1;\\n" ::);
+#endif
+}}
 #endif
 #ifndef GNP_GRAM_{name.upper()}
 #define GNP_GRAM_{name.upper()}
-extern "C" __global__ void __launch_bounds__({plan.threads}) {name}(const {t}* __restrict__ x, long long ldx, {params}long long n, long long rows_per_block, {t}* __restrict__ partials)
+extern "C" __global__ void __launch_bounds__({bounds}) {name}(const {t}* __restrict__ x, long long ldx, {params}long long n, long long rows_per_block, {t}* __restrict__ partials)
 {{
-    alignas(16) __shared__ {t} z[{span}];
+    alignas(16) __shared__ {t} z[{plan.config.buffers * span}];
     const int tid = threadIdx.x, group = tid / {tiles}, tile = tid - group * {tiles};
     {tile_of}
     {t} acc[{TILE}][{TILE}];
@@ -126,19 +207,12 @@ extern "C" __global__ void __launch_bounds__({plan.threads}) {name}(const {t}* _
     for (int a = 0; a < {TILE}; ++a)
         #pragma unroll
         for (int b = 0; b < {TILE}; ++b) acc[a][b] = 0;
-    for (int e = tid; e < {span}; e += {plan.threads}) z[e] = 0;  // the padding columns stay zero
+    for (int e = tid; e < {plan.config.buffers * span}; e += {plan.threads}) z[e] = 0;  // the padding columns stay zero
     const long long begin = (long long)blockIdx.x * rows_per_block;
     const long long end = n < begin + rows_per_block ? n : begin + rows_per_block;
-    for (long long start = begin; start < end; start += {chunk}) {{
-        __syncthreads();  // the last chunk read (and the zeros written) by every thread
-        for (int e = tid; e < {chunk * k}; e += {plan.threads}) {{
-            const int r = e / {k}, c = e - r * {k};
-            const long long row = start + r;
-            z[r * {plan.row} + c / {TILE} * {stride} + c % {TILE}] = row < end ? x[row * ldx + c] : ({t})0;  // rows past the end add nothing
-        }}{loads}
-        __syncthreads();
+    {chunks}
         for (int s = 0; s < {plan.rows}; ++s) {{
-            const {t}* zr = z + (group * {plan.rows} + s) * {plan.row};
+            const {t}* zr = now + (group * {plan.rows} + s) * {plan.row};
             const {vector}* va = reinterpret_cast<const {vector}*>(zr + ti * {stride});  // 16-byte loads
             const {vector}* vb = reinterpret_cast<const {vector}*>(zr + tj * {stride});
             {t} a[{TILE}], b[{TILE}];
@@ -201,25 +275,29 @@ extern "C" __global__ void __launch_bounds__({32 * SUM_ROWS}) {name}_sum(const {
 """
 
 
-def small_solve_source(dtype: np.dtype) -> tuple[str, str]:
+def small_solve_source(dtype: np.dtype, config: SolveConfig = SolveConfig(),
+                       size: tuple[int, int] = (0, 0)) -> tuple[str, str]:
     """A kernel solving ``a @ x = b`` (``a`` n x n, ``b`` n x r, any strides) in one thread block of
-    ``SOLVE_THREADS``: LU factorization with partial pivoting in shared memory in LAPACK getf2's order (the first
+    ``config.threads``: LU factorization with partial pivoting in shared memory in LAPACK getf2's order (the first
     row of largest magnitude, the column scaled by the pivot's reciprocal where that is normal, the rank-1
     update), ``b`` carried along as extra columns (getrs's forward substitution), then the back substitution.
     ``status`` gets getrf's ``info`` (the first zero pivot, 1-based; 0 where ``a`` is regular) and a 0 for
     getrs's. The system lies in ``n * (n + r)`` elements of dynamic shared memory (launch with as many bytes).
+    With ``config.fixed`` the kernel solves only systems of ``size`` (n, r), its loops' bounds known to the compiler.
     (source, name)"""
     t = ctype(dtype)
-    name = f"gnp_small_solve_{np.dtype(dtype).char}"
+    name = f"gnp_small_solve_{np.dtype(dtype).char}{_tag(config)}" + (f"_n{size[0]}_r{size[1]}" if config.fixed else "")
+    n, w = (str(size[0]), str(size[0] + size[1])) if config.fixed else ("rows", "rows + rhs")
+    threads = config.threads
     fabs = "fabsf" if t == "float" else "fabs"
     return f"""#ifndef GNP_SMALL_SOLVE_{name.upper()}
 #define GNP_SMALL_SOLVE_{name.upper()}
-extern "C" __global__ void __launch_bounds__({SOLVE_THREADS}) {name}(const {t}* __restrict__ a, long long a_row, long long a_col, const {t}* __restrict__ b, long long b_row, long long b_col, int n, int nrhs, {t}* __restrict__ x, int* __restrict__ status)
+extern "C" __global__ void __launch_bounds__({threads}) {name}(const {t}* __restrict__ a, long long a_row, long long a_col, const {t}* __restrict__ b, long long b_row, long long b_col, int rows, int rhs, {t}* __restrict__ x, int* __restrict__ status)
 {{
     {DYNAMIC_SHARED}
     {t}* m = reinterpret_cast<{t}*>(gnp_dynamic_shared);  // [a | b], row-major, rows of w
-    const int w = n + nrhs, tid = threadIdx.x, lane = tid & 31;
-    for (int e = tid; e < n * w; e += {SOLVE_THREADS}) {{
+    const int n = {n}, w = {w}, tid = threadIdx.x, lane = tid & 31;
+    for (int e = tid; e < n * w; e += {threads}) {{
         const int i = e / w, c = e - i * w;
         m[e] = c < n ? a[i * a_row + c * a_col] : b[i * b_row + (c - n) * b_col];
     }}
@@ -242,11 +320,11 @@ extern "C" __global__ void __launch_bounds__({SOLVE_THREADS}) {name}(const {t}* 
         __syncthreads();
         if (pivot != 0) {{  // rows j and at swapped (column j by its rows' threads), column j scaled
             if (at != j)
-                for (int c = tid; c < w; c += {SOLVE_THREADS})
+                for (int c = tid; c < w; c += {threads})
                     if (c != j) {{ const {t} v = m[j * w + c]; m[j * w + c] = m[at * w + c]; m[at * w + c] = v; }}
             const {t} inverse = 1 / pivot;
             const bool normal = {fabs}(pivot) >= {_SFMIN[t]};
-            for (int i = j + tid; i < n; i += {SOLVE_THREADS}) {{
+            for (int i = j + tid; i < n; i += {threads}) {{
                 if (i == j) {{ m[i * w + j] = pivot; continue; }}
                 const {t} v = i == at ? old : m[i * w + j];
                 m[i * w + j] = normal ? v * inverse : v / pivot;
@@ -255,15 +333,17 @@ extern "C" __global__ void __launch_bounds__({SOLVE_THREADS}) {name}(const {t}* 
             info = j + 1;
         }}
         __syncthreads();
-        for (int i = j + 1 + (tid >> 5); i < n; i += {SOLVE_THREADS // 32})  // a row per warp, a column per lane
-            for (int c = j + 1 + lane; c < w; c += 32) m[i * w + c] -= m[i * w + j] * m[j * w + c];
+        for (int i = j + 1 + (tid >> 5); i < n; i += {threads // 32}) {{  // a row per warp, a column per lane
+            const {t} l = m[i * w + j];
+            for (int c = j + 1 + lane; c < w; c += 32) m[i * w + c] -= l * m[j * w + c];
+        }}
         __syncthreads();
     }}
     for (int j = n - 1; j >= 0; --j) {{  // U x = y, a column of U at a time (LAPACK's trsm)
-        for (int i = tid; i <= j; i += {SOLVE_THREADS})
+        for (int i = tid; i <= j; i += {threads})
             for (int c = n; c < w; ++c) {{
                 const {t} xj = m[j * w + c] / m[j * w + j];
-                if (i == j) x[j * nrhs + c - n] = xj;
+                if (i == j) x[j * (w - n) + c - n] = xj;
                 else m[i * w + c] -= xj * m[i * w + j];
             }}
         __syncthreads();

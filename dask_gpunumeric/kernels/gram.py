@@ -10,12 +10,13 @@ from typing import Any
 import numpy as np
 
 from ..backend import namespace
-from ..codegen.linalg import SUM_ROWS, TILE, GramPlan, gram_plan, gram_source
+from ..codegen.linalg import SUM_ROWS, TILE, GramConfig, GramPlan, gram_plan, gram_source
 from . import cuda as _cuda
 
 MAX_COLUMNS = 128  # of x
 MAX_WIDTHS = 32  # the other operands' columns, in all
 ROWS_PER_COLUMN = 64  # x at least this many times taller than wide: below, cuBLAS's product is as good
+CONFIG = GramConfig()  # the kernel's compile-time choices (benchmarks/gram_probe.py --variants compares them)
 
 
 def fits(shape: tuple[int, ...], others: Sequence[tuple[int, ...]], dtype: np.dtype) -> bool:
@@ -33,7 +34,7 @@ def products(backend: str, dtype: np.dtype, x: Any, *others: Any) -> tuple:
     if backend == "cupy" and fits(x.shape, [v.shape for v in others], dtype) and all(
             _rows_contiguous(a) for a in (x, *others)):
         widths = tuple(1 if v.ndim == 1 else v.shape[1] for v in others)
-        return _launch(gram_plan(dtype, x.shape[1], widths), x, others)
+        return _launch(gram_plan(dtype, x.shape[1], widths, configured(x, CONFIG)), x, others)
     xp = namespace(x, *others)
     return tuple(xp.asarray(xp.matmul(x.T, v), dtype=dtype) for v in (x, *others))
 
@@ -45,6 +46,12 @@ def _kernels(plan: GramPlan) -> tuple[Any, int, Any]:
     source = gram_source(plan)
     partial, wave = _cuda.compile_function(source, plan.name, plan.threads)
     return partial, wave, _cuda.compile_module(source).get_function(plan.name + "_sum")
+
+
+def configured(x: Any, config: GramConfig) -> GramConfig:
+    """``config`` for the kernel reading ``x``: its 16-byte copies of ``x`` only where ``x`` and its rows start
+    16 bytes apart."""
+    return config if x.data.ptr % 16 == 0 and x.strides[0] % 16 == 0 else config._replace(vectors=False)
 
 
 def _rows_contiguous(a: Any) -> bool:
