@@ -49,7 +49,8 @@ GRAM_VARIANTS = [
     GramConfig(buffers=1, threads=128, chunk_bytes=22 * 1024),
 ]
 #: The small solve's.
-SOLVE_VARIANTS = [SolveConfig(threads=t, fixed=f) for f in (False, True) for t in (32, 64, 128, 256, 512)]
+SOLVE_VARIANTS = [SolveConfig(threads=t, fixed=f) for f in (False, True) for t in (32, 64, 128, 256, 512)] + [
+    SolveConfig(registers=True)]
 
 
 def _label(config: tuple) -> str:
@@ -127,7 +128,7 @@ def variants(X: Any, y: Any, references: dict, repeat: int, batch: int) -> None:
         errors = _errors(solve(), (solution_ref,))
         call, back = _times(solve, repeat, batch)
         best_solve = min(best_solve, (call, config), key=lambda c: c[0])
-        function = _lapack._small_kernel(dtype, config, (k, 1) if config.fixed else (0, 0))[0]
+        function = _lapack._small_kernel(dtype, config, config.kernel_size(k, 1))[0]
         print(f"{_label(config):<64} {call:8.3f} {back:8.3f} {errors:>16}  {function.num_regs} regs")
     eager = _times(lambda: cupy.linalg.solve(cupy.matmul(X.T, X), cupy.matmul(X.T, y)), repeat, batch)
     print(f"{'least squares, eager CuPy':<64} {eager[0]:8.3f} {eager[1]:8.3f}")

@@ -15,7 +15,7 @@ import pytest
 from dask.utils import key_split
 
 import dask_gpunumeric as gnp
-from dask_gpunumeric.codegen.linalg import GramConfig
+from dask_gpunumeric.codegen.linalg import GramConfig, SolveConfig
 from dask_gpunumeric.kernels import gram as _gram
 from dask_gpunumeric.kernels import lapack as _lapack
 from conftest import BACKEND, to_host
@@ -32,6 +32,14 @@ def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     """Where the blocks live: NumPy blocks, or CuPy blocks on the emulated device or on the GPU."""
     if request.param == "emulated":
         _fake_device.fake_device(monkeypatch)
+    return request.param
+
+
+@pytest.fixture(params=[SolveConfig(), SolveConfig(registers=True)], ids=["shared", "registers"])
+def solve_config(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> SolveConfig:
+    """The small solve's kernel: one for all systems in shared memory, or one per size of system with its rows
+    in registers (larger systems: in shared memory)."""
+    monkeypatch.setattr(_lapack, "SOLVE", request.param)
     return request.param
 
 
@@ -161,7 +169,7 @@ def test_probe_variants(device: str, launches: list, monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("n", [1, 3, 64, 100, 128, 129])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("rhs", [None, 3])
-def test_small_solve(device: str, launches: list, n: int, dtype: str, rhs: int | None) -> None:
+def test_small_solve(device: str, solve_config: SolveConfig, launches: list, n: int, dtype: str, rhs: int | None) -> None:
     """One system of ``n`` equations (a vector or 3 right-hand sides) equals NumPy's solution; on CuPy blocks in
     one launch up to 128 equations (cuSOLVER beyond)."""
     a = data((n, n), dtype, 11) + np.float32(n) * np.eye(n, dtype=dtype) * (n > 3)  # well conditioned
@@ -173,7 +181,7 @@ def test_small_solve(device: str, launches: list, n: int, dtype: str, rhs: int |
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_small_solve_pivots(device: str, dtype: str) -> None:
+def test_small_solve_pivots(device: str, solve_config: SolveConfig, dtype: str) -> None:
     """A system whose leading entries are zero needs row exchanges: a permutation's solution is exact."""
     a = np.eye(5, dtype=dtype)[[3, 0, 4, 1, 2]] * np.array([2, -4, 8, 0.5, 1], dtype=dtype)
     b = np.arange(1, 6, dtype=dtype)
@@ -182,7 +190,7 @@ def test_small_solve_pivots(device: str, dtype: str) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_small_singular_system(device: str, dtype: str) -> None:
+def test_small_singular_system(device: str, solve_config: SolveConfig, dtype: str) -> None:
     """A singular matrix (a zero column: an exact zero pivot) raises NumPy's LinAlgError when the result is
     delivered."""
     a = data((6, 6), dtype, 13)

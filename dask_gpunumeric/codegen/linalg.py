@@ -13,6 +13,7 @@ from .types import ctype
 TILE = 8  # the outputs a thread keeps in registers: TILE x TILE
 SUM_ROWS = 32  # the sum kernel's threads per partial element: blocks of (32, SUM_ROWS)
 SOLVE_LARGEST = 128  # equations of a small system, at most
+REGISTER_WIDTH = 72  # columns of a system whose rows a register solve keeps (a register each, float32)
 SOLVE_BYTES = 160 * 1024  # its matrix and right-hand sides in dynamic shared memory, at most (opted in past 48 KB)
 DYNAMIC_SHARED = "extern __shared__ unsigned char gnp_dynamic_shared[];"  # the kernels' dynamic shared memory
 _SFMIN = {"float": "1.17549435e-38f", "double": "2.2250738585072014e-308"}  # LAPACK's dlamch('S')
@@ -45,11 +46,23 @@ class GramConfig(NamedTuple):
 
 
 class SolveConfig(NamedTuple):
-    """The compile-time choices of the small solve: ``threads`` of its one block, and whether a kernel is
-    compiled for each size of system (``fixed``: its loops' bounds known) or one for all."""
+    """The compile-time choices of the small solve: ``threads`` of its one block, whether a kernel is compiled
+    for each size of system (``fixed``: its loops' bounds known) or one for all, and ``registers``: a kernel for
+    each size whose threads keep a row of the system each in registers (``register_solve_source``; systems of
+    ``n + r`` up to ``REGISTER_WIDTH`` columns, others as ``fixed``)."""
 
     threads: int = 256
     fixed: bool = False
+    registers: bool = False
+
+    def kernel_size(self, n: int, rhs: int) -> tuple[int, int]:
+        """The size of system the kernel solving one of ``n`` equations and ``rhs`` right-hand sides is compiled
+        for: (0, 0) where one kernel solves all."""
+        return (n, rhs) if self.fixed or self.registers else (0, 0)
+
+    def in_registers(self, n: int, rhs: int) -> bool:
+        """Whether that kernel keeps the rows in registers."""
+        return self.registers and 0 < n + rhs <= REGISTER_WIDTH
 
 
 
@@ -273,6 +286,104 @@ extern "C" __global__ void __launch_bounds__({32 * SUM_ROWS}) {name}_sum(const {
 }}
 #endif
 """
+
+
+def register_solve_source(dtype: np.dtype, size: tuple[int, int]) -> tuple[str, str]:
+    """``small_solve_source``'s kernel for systems of ``size`` (n, r) only, in one thread block of ``n`` threads
+    (rounded up to a warp): each thread keeps a row of ``[a | b]`` in registers and the row exchanges of the
+    pivoting exchange the rows' positions; the pivot's row goes through shared memory (two buffers: one
+    barrier a step). The same operations in the same order as the shared-memory kernel (getf2, then the back
+    substitution). Launched with no dynamic shared memory. (source, name)"""
+    t = ctype(dtype)
+    n, r = size
+    w, threads = n + r, -(-n // 32) * 32
+    warps = threads // 32
+    name = f"gnp_register_solve_{np.dtype(dtype).char}_n{n}_r{r}"
+    fabs = "fabsf" if t == "float" else "fabs"
+    return f"""#ifndef GNP_SMALL_SOLVE_{name.upper()}
+#define GNP_SMALL_SOLVE_{name.upper()}
+extern "C" __global__ void __launch_bounds__({threads}) {name}(const {t}* __restrict__ a, long long a_row, long long a_col, const {t}* __restrict__ b, long long b_row, long long b_col, int rows, int rhs, {t}* __restrict__ x, int* __restrict__ status)
+{{
+    __shared__ {t} pivot_row[2][{w}];
+    __shared__ {t} best_of[2][{warps}];
+    __shared__ int best_at[2][{warps}];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const bool mine = tid < {n};  // the threads past n hold no row
+    {t} row[{w}];
+    #pragma unroll
+    for (int c = 0; c < {w}; ++c)
+        row[c] = !mine ? ({t})0 : c < {n} ? a[tid * a_row + c * a_col] : b[tid * b_row + (c - {n}) * b_col];
+    int pos = tid, info = 0;  // pos: where this thread's row is after the exchanges so far
+    for (int j = 0; j < {n}; ++j) {{
+        const int buffer = j & 1;
+        {t} v = 0;  // this row's entry of column j
+        #pragma unroll
+        for (int c = 0; c < {n}; ++c) if (c == j) v = row[c];
+        // the pivot, the first row of largest magnitude at or below j
+        {t} best = mine && pos >= j ? {fabs}(v) : ({t})-1;
+        int at = mine && pos >= j ? pos : {n};
+        for (int s = 16; s > 0; s >>= 1) {{
+            const {t} other = __shfl_xor_sync(0xffffffffu, best, s);
+            const int other_at = __shfl_xor_sync(0xffffffffu, at, s);
+            if (other > best || (other == best && other_at < at)) {{ best = other; at = other_at; }}
+        }}
+        if (lane == 0) {{ best_of[buffer][warp] = best; best_at[buffer][warp] = at; }}
+        __syncthreads();
+        for (int u = 0; u < {warps}; ++u) {{
+            const {t} other = best_of[buffer][u];
+            const int other_at = best_at[buffer][u];
+            if (other > best || (other == best && other_at < at)) {{ best = other; at = other_at; }}
+        }}
+        if (mine && pos == at) {{
+            #pragma unroll
+            for (int c = 0; c < {w}; ++c) pivot_row[buffer][c] = row[c];
+        }}
+        __syncthreads();
+        const {t} pivot = pivot_row[buffer][j];
+        {t} l = v;
+        if (pivot != 0) {{  // rows j and at exchanged, column j scaled
+            if (pos == at) pos = j; else if (pos == j) pos = at;
+            const {t} inverse = 1 / pivot;
+            const bool normal = {fabs}(pivot) >= {_SFMIN[t]};
+            l = normal ? v * inverse : v / pivot;
+            if (mine && pos > j) {{
+                #pragma unroll
+                for (int c = 0; c < {n}; ++c) if (c == j) row[c] = l;
+            }}
+        }} else if (info == 0) {{
+            info = j + 1;
+        }}
+        if (mine && pos > j) {{  // the rank-1 update
+            #pragma unroll
+            for (int c = 1; c < {w}; ++c) if (c > j) row[c] -= l * pivot_row[buffer][c];
+        }}
+    }}
+    for (int j = {n - 1}; j >= 0; --j) {{  // U x = y, a column of U at a time (LAPACK's trsm)
+        const int buffer = j & 1;
+        if (mine && pos == j) {{
+            {t} d = 0;
+            #pragma unroll
+            for (int c = 0; c < {n}; ++c) if (c == j) d = row[c];
+            #pragma unroll
+            for (int c = {n}; c < {w}; ++c) {{
+                const {t} xj = row[c] / d;
+                pivot_row[buffer][c] = xj;
+                x[j * {r} + c - {n}] = xj;
+            }}
+        }}
+        __syncthreads();
+        if (mine && pos < j) {{
+            {t} u = 0;
+            #pragma unroll
+            for (int c = 0; c < {n}; ++c) if (c == j) u = row[c];
+            #pragma unroll
+            for (int c = {n}; c < {w}; ++c) row[c] -= pivot_row[buffer][c] * u;
+        }}
+    }}
+    if (tid == 0) {{ status[0] = info; status[1] = 0; }}
+}}
+#endif
+""", name
 
 
 def small_solve_source(dtype: np.dtype, config: SolveConfig = SolveConfig(),

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..codegen.linalg import SOLVE_BYTES, SOLVE_LARGEST, SolveConfig, small_solve_source
+from ..codegen.linalg import (SOLVE_BYTES, SOLVE_LARGEST, SolveConfig, register_solve_source,
+                              small_solve_source)
 from . import cuda as _cuda
 
 _PREFIX = {"f": "s", "d": "d", "F": "c", "D": "z"}  # cuSOLVER's letter of each dtype
@@ -52,7 +53,7 @@ def small_fits(a: Any, b: Any) -> bool:
     ``a`` and ``b`` in the shared memory the device gives the kernel."""
     n, rhs = a.shape[0], 1 if b.ndim == 1 else b.shape[1]
     return (a.dtype in (np.float32, np.float64) and b.dtype == a.dtype and n <= SOLVE_LARGEST
-            and n * (n + rhs) * a.itemsize <= _small_kernel(a.dtype, SOLVE, (0, 0))[1]
+            and n * (n + rhs) * a.itemsize <= _small_kernel(a.dtype, SolveConfig(SOLVE.threads), (0, 0))[1]
             and all(s % a.itemsize == 0 for s in (*a.strides, *b.strides)))
 
 
@@ -60,30 +61,36 @@ PORTABLE_SHARED = 48 * 1024  # the dynamic shared memory every device gives a ke
 
 
 @functools.lru_cache(maxsize=256)
-def _small_kernel(dtype: np.dtype, config: SolveConfig, size: tuple[int, int]) -> tuple[Any, int]:
-    """The compiled small solve of ``dtype`` (of systems of ``size`` where ``config.fixed``) and the dynamic shared
-    memory its launches may take: ``SOLVE_BYTES`` where the device allows it, else the portable 48 KB (on the
-    worker's device; the emulated device of the tests has its own cache)."""
+def _small_kernel(dtype: np.dtype, config: SolveConfig, size: tuple[int, int]) -> tuple[Any, int, int]:
+    """The compiled small solve of ``dtype`` (of systems of ``size`` where ``config.kernel_size`` says so), the
+    dynamic shared memory its launches may take (``SOLVE_BYTES`` where the device allows it, else the portable
+    48 KB) and its threads (on the worker's device; the emulated device of the tests has its own cache)."""
     import cupy
 
+    if config.in_registers(*size):
+        source, name = register_solve_source(dtype, size)
+        threads = -(-size[0] // 32) * 32
+        return _cuda.compile_function(source, name, threads)[0], 0, threads
     function = _cuda.compile_function(*small_solve_source(dtype, config, size), config.threads)[0]
     try:
         function.max_dynamic_shared_size_bytes = SOLVE_BYTES
     except cupy.cuda.driver.CUDADriverError:  # a device with less shared memory per block
-        return function, PORTABLE_SHARED
-    return function, SOLVE_BYTES
+        return function, PORTABLE_SHARED, config.threads
+    return function, SOLVE_BYTES, config.threads
 
 
-def small_gesv(a: Any, b: Any, config: SolveConfig = SOLVE) -> tuple[Any, Any]:
-    """``gesv`` by the one-block kernel compiled as ``config`` says (``small_fits`` must hold): one launch."""
+def small_gesv(a: Any, b: Any, config: SolveConfig | None = None) -> tuple[Any, Any]:
+    """``gesv`` by the one-block kernel compiled as ``config`` says (``SOLVE`` by default; ``small_fits`` must
+    hold): one launch."""
     import cupy
 
+    config = config or SOLVE
     n, items, rhs = a.shape[0], a.itemsize, 1 if b.ndim == 1 else b.shape[1]
-    function = _small_kernel(a.dtype, config, (n, rhs) if config.fixed else (0, 0))[0]
+    function, shared, threads = _small_kernel(a.dtype, config, config.kernel_size(n, rhs))
     x = cupy.empty(b.shape, dtype=a.dtype)
     status = cupy.empty(2, dtype=np.int32)
     b_col = b.strides[1] // items if b.ndim == 2 else 0
-    function((1,), (config.threads,), (a, np.int64(a.strides[0] // items), np.int64(a.strides[1] // items), b,
-                                      np.int64(b.strides[0] // items), np.int64(b_col), np.int32(n),
-                                      np.int32(rhs), x, status), shared_mem=n * (n + rhs) * items)
+    function((1,), (threads,), (a, np.int64(a.strides[0] // items), np.int64(a.strides[1] // items), b,
+                                np.int64(b.strides[0] // items), np.int64(b_col), np.int32(n), np.int32(rhs), x,
+                                status), shared_mem=n * (n + rhs) * items if shared else 0)
     return x, status
