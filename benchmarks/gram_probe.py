@@ -40,12 +40,14 @@ GRAM_VARIANTS = [
     GramConfig(buffers=1),
     GramConfig(buffers=2, vectors=False),
     GramConfig(),
-    GramConfig(chunk_rows=32),
     GramConfig(chunk_bytes=30 * 1024),
     GramConfig(threads=128),
     GramConfig(threads=128, chunk_bytes=22 * 1024),
     GramConfig(threads=512),
     GramConfig(min_blocks=3),
+    GramConfig(chunk_bytes=88 * 1024),
+    GramConfig(threads=512, chunk_bytes=88 * 1024),
+    GramConfig(threads=512, chunk_bytes=200 * 1024, chunk_rows=512),
     GramConfig(buffers=1, threads=128, chunk_bytes=22 * 1024),
 ]
 #: The small solve's.
@@ -114,7 +116,7 @@ def variants(X: Any, y: Any, references: dict, repeat: int, batch: int) -> None:
         call, back = _times(pair, repeat, batch)
         best_gram = min(best_gram, (call, config), key=lambda c: c[0])
         print(f"{_label(config):<64} {call:8.3f} {back:8.3f} {errors:>16}  {plan.threads} threads, {plan.chunk} rows, "
-              f"{function.num_regs} regs, {function.shared_size_bytes} B, wave {wave}"
+              f"{function.num_regs} regs, {plan.shared_bytes} B, wave {wave}"
               f"{'' if plan.vectors == config.vectors else ' (X unaligned: no vectors)'}")
     print(f"{'solve variant':<64} {'call ms':>8} {'b2b ms':>8} {'error':>16}")
     base_solve = _times(lambda: _lapack.cusolver_gesv(A, b)[0], repeat, batch)

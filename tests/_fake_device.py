@@ -167,6 +167,6 @@ def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
     monkeypatch.setattr(_cuda, "compile_module", functools.partial(_compile_emulated, _cuda.record_source))
     for module, name in ((_gram, "_kernels"), (_lapack, "_small_kernel")):  # caches of the emulated kernels
         monkeypatch.setattr(module, name, functools.lru_cache(maxsize=None)(getattr(module, name).__wrapped__))
-    monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads: 4)
+    monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads, dynamic_shared=0: 4)
     reads.clear()
     return reads

@@ -11,6 +11,7 @@ import numpy as np
 from .types import ctype
 
 TILE = 8  # the outputs a thread keeps in registers: TILE x TILE
+STATIC_SHARED = 48 * 1024  # bytes of static shared memory a kernel may have
 SUM_ROWS = 32  # the sum kernel's threads per partial element: blocks of (32, SUM_ROWS)
 SOLVE_LARGEST = 128  # equations of a small system, at most
 REGISTER_WIDTH = 72  # columns of a system whose rows a register solve keeps (a register each, float32)
@@ -31,8 +32,8 @@ def _up(n: int) -> int:
 
 class GramConfig(NamedTuple):
     """The compile-time choices of a gram kernel: ``threads`` per block at most, ``chunk_rows`` of the operands
-    copied to shared memory at a time at most, ``chunk_bytes`` of static shared memory for the chunks at most
-    (under 48 KB; all ``buffers`` together), ``buffers`` 2 to copy the next chunk (``cp.async`` on sm_80 and
+    copied to shared memory at a time at most, ``chunk_bytes`` of shared memory for the chunks at most (all
+    ``buffers`` together; dynamic shared memory past ``STATIC_SHARED``), ``buffers`` 2 to copy the next chunk (``cp.async`` on sm_80 and
     later) while the threads sum the last, ``min_blocks`` resident per SM asked of the compiler (0: none), and
     ``vectors``: ``x`` copied 16 bytes at a time where its columns allow it (the launch checks its alignment)."""
 
@@ -89,6 +90,17 @@ class GramPlan(NamedTuple):
     @property
     def chunk(self) -> int:
         return self.groups * self.rows
+
+    @property
+    def shared_bytes(self) -> int:
+        """The shared memory of the chunks."""
+        return self.config.buffers * self.chunk * self.row * np.dtype(self.dtype).itemsize
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the chunks lie in dynamic shared memory (launch with ``shared_bytes``): past the 48 KB of
+        static shared memory a kernel may have."""
+        return self.config.chunk_bytes > STATIC_SHARED
 
     @property
     def stride(self) -> int:
@@ -181,6 +193,8 @@ def gram_source(plan: GramPlan) -> str:
     scatter = "".join(f"""
     {"else " if q else ""}if (c < {off - kp + m}) out{q}[i * {m} + c - {off - kp}] = v;"""
                       for q, (m, off) in enumerate(zip(plan.widths, offsets)))
+    shared = (f"{DYNAMIC_SHARED}\n    {t}* z = reinterpret_cast<{t}*>(gnp_dynamic_shared);" if plan.dynamic
+              else f"alignas(16) __shared__ {t} z[{plan.config.buffers * span}];")
     bounds = f"{plan.threads}, {plan.config.min_blocks}" if plan.config.min_blocks else f"{plan.threads}"
     tile_of = f"""int ti = 0, rest = tile;
     while (rest >= {tz} - ti) {{ rest -= {tz} - ti; ++ti; }}
@@ -212,7 +226,7 @@ __device__ __forceinline__ void gnp_gram_wait(int pending)
 #define GNP_GRAM_{name.upper()}
 extern "C" __global__ void __launch_bounds__({bounds}) {name}(const {t}* __restrict__ x, long long ldx, {params}long long n, long long rows_per_block, {t}* __restrict__ partials)
 {{
-    alignas(16) __shared__ {t} z[{plan.config.buffers * span}];
+    {shared}
     const int tid = threadIdx.x, group = tid / {tiles}, tile = tid - group * {tiles};
     {tile_of}
     {t} acc[{TILE}][{TILE}];

@@ -45,6 +45,9 @@ def _kernels(plan: GramPlan) -> tuple[Any, int, Any]:
     device; the emulated device of the tests has its own cache)."""
     source = gram_source(plan)
     partial, wave = _cuda.compile_function(source, plan.name, plan.threads)
+    if plan.dynamic:
+        partial.max_dynamic_shared_size_bytes = plan.shared_bytes
+        wave = _cuda.wave_blocks(partial, plan.threads, plan.shared_bytes)
     return partial, wave, _cuda.compile_module(source).get_function(plan.name + "_sum")
 
 
@@ -75,6 +78,7 @@ def _launch(plan: GramPlan, x: Any, others: Sequence[Any]) -> tuple:
     for v in others:
         outputs.append(cupy.empty((k, *v.shape[1:]), dtype=x.dtype))
         args += [v, np.int64(v.strides[0] // v.itemsize)]
-    partial((blocks,), (plan.threads,), (*args, np.int64(n), np.int64(rows), partials))
+    partial((blocks,), (plan.threads,), (*args, np.int64(n), np.int64(rows), partials),
+            shared_mem=plan.shared_bytes if plan.dynamic else 0)
     total((-(-size // 32),), (32, SUM_ROWS), (partials, np.int32(blocks), *outputs))
     return tuple(outputs)
