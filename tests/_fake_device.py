@@ -143,6 +143,7 @@ def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
     ``errstate``) and the cuSOLVER bindings above in ``sys.modules``. Returns ``reads``, emptied."""
     from dask_gpunumeric import backend
     from dask_gpunumeric.kernels import cuda as _cuda
+    from dask_gpunumeric.kernels import faster as _faster
     from dask_gpunumeric.kernels import gram as _gram
     from dask_gpunumeric.kernels import lapack as _lapack
 
@@ -168,5 +169,7 @@ def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
     for module, name in ((_gram, "_kernels"), (_lapack, "_small_kernel")):  # caches of the emulated kernels
         monkeypatch.setattr(module, name, functools.lru_cache(maxsize=None)(getattr(module, name).__wrapped__))
     monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads, dynamic_shared=0: 4)
+    monkeypatch.setattr(_faster, "_ours_won", {})
+    monkeypatch.setattr(_faster, "ours_faster", lambda ours, library: True)  # no timer here: our kernels
     reads.clear()
     return reads

@@ -16,6 +16,7 @@ from dask.utils import key_split
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric.codegen.linalg import GramConfig, SolveConfig
+from dask_gpunumeric.kernels import faster as _faster
 from dask_gpunumeric.kernels import gram as _gram
 from dask_gpunumeric.kernels import lapack as _lapack
 from conftest import BACKEND, to_host
@@ -32,6 +33,9 @@ def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     """Where the blocks live: NumPy blocks, or CuPy blocks on the emulated device or on the GPU."""
     if request.param == "emulated":
         _fake_device.fake_device(monkeypatch)
+    elif request.param == "gpu":  # our kernels, faster than the library's routines or not
+        monkeypatch.setattr(_faster, "_ours_won", {})
+        monkeypatch.setattr(_faster, "ours_faster", lambda ours, library: True)
     return request.param
 
 
@@ -147,6 +151,27 @@ def test_least_squares(device: str, launches: list, call: str) -> None:
     want = np.linalg.solve(wide.T @ wide, wide.T @ v)
     assert np.abs(to_host(got) - want).max() <= 1e-4 * np.abs(want).max()
     assert [c[0] for c in launches] == ([] if device == "numpy" else ["gram", "solve"])
+
+
+@pytest.mark.parametrize("ours", ["slower", "measured"])
+def test_kernels_only_where_faster(device: str, launches: list, monkeypatch: pytest.MonkeyPatch, ours: str) -> None:
+    """The plan takes the gram kernel and the small solve only for the kinds of call where they were measured
+    faster than cuBLAS and cuSOLVER (once, on the first call: on the GPU, or said slower): NumPy's solution
+    either way, the same bits every time, and no launch of ours where they lose."""
+    if device == "numpy" or (ours == "measured" and device != "gpu"):
+        pytest.skip("measured on the GPU")
+    monkeypatch.setattr(_faster, "_ours_won", {})
+    if ours == "slower":
+        monkeypatch.setattr(_faster, "ours_faster", lambda ours, library: False)
+    h, v = data((8192, 64), "float32", 17), data((8192,), "float32", 18)
+    X, y = on(device, h, v)
+    got = [to_host(gnp.fetch(least_squares(X, y))) for _ in range(2)]
+    wide = h.astype(np.float64)
+    want = np.linalg.solve(wide.T @ wide, wide.T @ v)
+    assert np.abs(got[0] - want).max() <= 1e-4 * np.abs(want).max()
+    assert np.array_equal(got[0], got[1])
+    if ours == "slower":
+        assert launches == []
 
 
 @pytest.mark.parametrize("config", GRAM_VARIANTS + SOLVE_VARIANTS, ids=str)

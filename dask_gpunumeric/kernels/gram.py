@@ -12,6 +12,7 @@ import numpy as np
 from ..backend import namespace
 from ..codegen.linalg import SUM_ROWS, TILE, GramConfig, GramPlan, gram_plan, gram_source
 from . import cuda as _cuda
+from .faster import faster
 
 MAX_COLUMNS = 128  # of x
 MAX_WIDTHS = 32  # the other operands' columns, in all
@@ -30,13 +31,20 @@ def fits(shape: tuple[int, ...], others: Sequence[tuple[int, ...]], dtype: np.dt
 
 def products(backend: str, dtype: np.dtype, x: Any, *others: Any) -> tuple:
     """``x.T @ x``, then ``x.T @ v`` for each operand ``v`` (a block function: ``x`` and the ``v`` of one block
-    each): the gram kernel on CuPy blocks where it fits and the rows are contiguous, else the library's products."""
+    each): the gram kernel on CuPy blocks where it fits, the rows are contiguous and it was measured faster than the
+    library's products for such calls (``kernels.faster``), else the library's products."""
+    xp = namespace(x, *others)
+
+    def library() -> tuple:
+        return tuple(xp.asarray(xp.matmul(x.T, v), dtype=dtype) for v in (x, *others))
+
     if backend == "cupy" and fits(x.shape, [v.shape for v in others], dtype) and all(
             _rows_contiguous(a) for a in (x, *others)):
         widths = tuple(1 if v.ndim == 1 else v.shape[1] for v in others)
-        return _launch(gram_plan(dtype, x.shape[1], widths, configured(x, CONFIG)), x, others)
-    xp = namespace(x, *others)
-    return tuple(xp.asarray(xp.matmul(x.T, v), dtype=dtype) for v in (x, *others))
+        plan = gram_plan(dtype, x.shape[1], widths, configured(x, CONFIG))
+        key = ("gram", xp.cuda.Device().id, plan, x.shape[0].bit_length())  # rows within a factor of 2
+        return faster(key, lambda: _launch(plan, x, others), library)
+    return library()
 
 
 @functools.lru_cache(maxsize=64)
