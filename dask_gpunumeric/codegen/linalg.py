@@ -207,7 +207,9 @@ struct alignas(16) gnp_gram_vd {{ double v[2]; }};
 template <typename T> __device__ __forceinline__ void gnp_gram_copy(T* to, const T* from)
 {{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\\n" :: "r"((unsigned)__cvta_generic_to_shared(to)), "l"(from), "n"(sizeof(T)));
+    unsigned shared;  // the shared-memory address of ``to`` (in PTX: no header needed under NVRTC)
+    asm("{{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }}" : "=r"(shared) : "l"(to));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\\n" :: "r"(shared), "l"(from), "n"(sizeof(T)));
 #else
     *to = *from;
 #endif
@@ -217,8 +219,8 @@ __device__ __forceinline__ void gnp_gram_wait(int pending)
 {{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\\n" ::);
-    if (pending == 0) asm volatile("cp.async.wait_group 0;\\n" ::);
-    else asm volatile("cp.async.wait_group 1;\\n" ::);
+    if (pending == 0) asm volatile("cp.async.wait_group 0;\\n" ::: "memory");
+    else asm volatile("cp.async.wait_group 1;\\n" ::: "memory");
 #endif
 }}
 #endif
