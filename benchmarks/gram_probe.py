@@ -34,7 +34,8 @@ if str(ROOT) not in sys.path:
 
 from dask_gpunumeric.codegen.linalg import GramConfig, SolveConfig  # noqa: E402
 
-#: The gram kernel's configurations ``--variants`` compares (the first is the kernel before double buffering).
+#: The gram kernel's configurations ``--variants`` compares (the first is the kernel before double buffering, the
+#: default ``GramConfig()`` the plan's).
 GRAM_VARIANTS = [
     GramConfig(buffers=1, vectors=False),
     GramConfig(buffers=1),
@@ -50,9 +51,9 @@ GRAM_VARIANTS = [
     GramConfig(threads=512, chunk_bytes=200 * 1024, chunk_rows=512),
     GramConfig(buffers=1, threads=128, chunk_bytes=22 * 1024),
 ]
-#: The small solve's.
-SOLVE_VARIANTS = [SolveConfig(threads=t, fixed=f) for f in (False, True) for t in (32, 64, 128, 256, 512)] + [
-    SolveConfig(registers=True)]
+#: The small solve's (the first, the default, the plan's; ``registers=False``: the kernel before).
+SOLVE_VARIANTS = [SolveConfig()] + [SolveConfig(threads=t, fixed=f, registers=False)
+                                    for f in (False, True) for t in (32, 64, 128, 256, 512)]
 
 
 def _label(config: tuple) -> str:

@@ -54,7 +54,7 @@ class SolveConfig(NamedTuple):
 
     threads: int = 256
     fixed: bool = False
-    registers: bool = False
+    registers: bool = True
 
     def kernel_size(self, n: int, rhs: int) -> tuple[int, int]:
         """The size of system the kernel solving one of ``n`` equations and ``rhs`` right-hand sides is compiled
@@ -410,11 +410,13 @@ def small_solve_source(dtype: np.dtype, config: SolveConfig = SolveConfig(),
     update), ``b`` carried along as extra columns (getrs's forward substitution), then the back substitution.
     ``status`` gets getrf's ``info`` (the first zero pivot, 1-based; 0 where ``a`` is regular) and a 0 for
     getrs's. The system lies in ``n * (n + r)`` elements of dynamic shared memory (launch with as many bytes).
-    With ``config.fixed`` the kernel solves only systems of ``size`` (n, r), its loops' bounds known to the compiler.
+    Given a ``size`` (n, r) (``config.kernel_size``) the kernel solves only systems of that size, its loops' bounds
+    known to the compiler; (0, 0): any.
     (source, name)"""
     t = ctype(dtype)
-    name = f"gnp_small_solve_{np.dtype(dtype).char}{_tag(config)}" + (f"_n{size[0]}_r{size[1]}" if config.fixed else "")
-    n, w = (str(size[0]), str(size[0] + size[1])) if config.fixed else ("rows", "rows + rhs")
+    sized = size != (0, 0)
+    name = f"gnp_small_solve_{np.dtype(dtype).char}{_tag(config)}" + (f"_n{size[0]}_r{size[1]}" if sized else "")
+    n, w = (str(size[0]), str(size[0] + size[1])) if sized else ("rows", "rows + rhs")
     threads = config.threads
     fabs = "fabsf" if t == "float" else "fabs"
     return f"""#ifndef GNP_SMALL_SOLVE_{name.upper()}

@@ -60,7 +60,7 @@ def small_fits(a: Any, b: Any) -> bool:
     ``a`` and ``b`` in the shared memory the device gives the kernel."""
     n, rhs = a.shape[0], 1 if b.ndim == 1 else b.shape[1]
     return (a.dtype in (np.float32, np.float64) and b.dtype == a.dtype and n <= SOLVE_LARGEST
-            and n * (n + rhs) * a.itemsize <= _small_kernel(a.dtype, SolveConfig(SOLVE.threads), (0, 0))[1]
+            and n * (n + rhs) * a.itemsize <= _small_kernel(a.dtype, SOLVE, (0, 0))[1]
             and all(s % a.itemsize == 0 for s in (*a.strides, *b.strides)))
 
 
