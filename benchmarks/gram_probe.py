@@ -10,7 +10,7 @@ Times with ``cupyx.profiler.benchmark`` (GPU ms, median of ``--repeat`` after 3 
 - ``solve(A, b)`` of the system those make: cuSOLVER's getrf + getrs (``kernels.lapack.cusolver_gesv``) and the
   one-block kernel (``small_gesv``);
 - least squares, eager CuPy (``cupy.linalg.solve(X.T @ X, X.T @ y)``) against the gram kernel and the small
-  solve.
+  solve, and against the plan's choices (``kernels.faster``: each kernel where measured faster).
 
 and prints each result's largest error relative to its largest entry, against NumPy in float64.
 
@@ -170,30 +170,37 @@ def main(argv: list[str] | None = None) -> int:
         variants(X, y, {"gram": gram_ref, "moment": moment_ref, "solution": solution_ref}, args.repeat, args.batch)
         return 0
 
+    config = _gram.configured(X, _gram.CONFIG)
+    plan, plan_x = gram_plan(dtype, k, (1,), config), gram_plan(dtype, k, (), config)
+
     def gram_pair() -> tuple:
-        return _gram.products("cupy", dtype, X, y)
+        return _gram._launch(plan, X, (y,))
 
     def ours() -> Any:
         gram, moment = gram_pair()
         return _lapack.small_gesv(gram, moment)[0]
+
+    def chosen() -> Any:  # the plan's way: each kernel where it was measured faster
+        gram, moment = _gram.products("cupy", dtype, X, y)
+        return _lapack.gesv(gram, moment)[0]
 
     A, b = cupy.matmul(X.T, X), cupy.matmul(X.T, y)
     cases = {
         "X.T @ X, cuBLAS": (lambda: cupy.matmul(X.T, X), gram_ref),
         "X.T @ y, cuBLAS": (lambda: cupy.matmul(X.T, y), moment_ref),
         "both, cuBLAS": (lambda: (cupy.matmul(X.T, X), cupy.matmul(X.T, y)), None),
-        "X.T @ X, gram kernel": (lambda: _gram.products("cupy", dtype, X)[0], gram_ref),
+        "X.T @ X, gram kernel": (lambda: _gram._launch(plan_x, X, ())[0], gram_ref),
         "both, gram kernel": (gram_pair, None),
         "solve, cuSOLVER getrf+getrs": (lambda: _lapack.cusolver_gesv(A, b)[0], solution_ref),
         "solve, small kernel": (lambda: _lapack.small_gesv(A, b)[0], solution_ref),
         "least squares, eager CuPy": (lambda: cupy.linalg.solve(cupy.matmul(X.T, X), cupy.matmul(X.T, y)),
                                       solution_ref),
         "least squares, gram + small solve": (ours, solution_ref),
+        "least squares, the plan's choices": (chosen, solution_ref),
     }
-    plan = gram_plan(dtype, k, (1,), _gram.configured(X, _gram.CONFIG))
     function, wave, _ = _gram._kernels(plan)
     print(f"gram plan: {plan.threads} threads, {plan.chunk} rows a chunk, "
-          f"{function.num_regs} registers, {function.shared_size_bytes} B shared, a wave of {wave} blocks")
+          f"{function.num_regs} registers, {plan.shared_bytes} B shared, a wave of {wave} blocks")
     print(f"{'case':<36} {'GPU ms':>8} {'max rel err':>12}")
     for name, (run, reference) in cases.items():
         result = run()
