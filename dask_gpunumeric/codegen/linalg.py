@@ -175,18 +175,19 @@ def gram_source(plan: GramPlan) -> str:
         chunks = f"""for (long long start = begin; start < end; start += {chunk}) {{
         __syncthreads();  // the last chunk read (and the zeros written) by every thread
         {loads("z", "start")}
-        gnp_gram_wait(0);
+        gnp_gram_commit_wait(0);
         __syncthreads();
         const {t}* now = z;"""
     else:  # the next chunk copied while the threads sum this one
         chunks = f"""__syncthreads();  // the zeros written before the copies
     {loads("z", "begin")}
+    gnp_gram_commit_wait(2);  // the first chunk's copies a group of their own, not waited for
     for (long long start = begin; start < end; start += {chunk}) {{
         const int current = (int)((start - begin) / {chunk}) & 1;
         __syncthreads();  // the other buffer read by every thread (the chunk before)
         if (start + {chunk} < end) {{{loads(f"z + (current ^ 1) * {span}", f"start + {chunk}")}
         }}
-        gnp_gram_wait(1);  // this thread's copies of this chunk done
+        gnp_gram_commit_wait(1);  // this thread's copies of this chunk done (the next chunk's may be pending)
         __syncthreads();  // and every thread's
         const {t}* now = z + current * {span};"""
     outs = "".join(f", {t}* __restrict__ out{q}" for q in range(len(plan.widths)))
@@ -214,13 +215,14 @@ template <typename T> __device__ __forceinline__ void gnp_gram_copy(T* to, const
     *to = *from;
 #endif
 }}
-// this thread's copies committed as one group; the wait until at most ``pending`` groups are left
-__device__ __forceinline__ void gnp_gram_wait(int pending)
+// this thread's copies since the last commit committed as one group, then the wait until at most ``pending``
+// of its groups are left (0 or 1; more: no wait)
+__device__ __forceinline__ void gnp_gram_commit_wait(int pending)
 {{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\\n" ::);
+    asm volatile("cp.async.commit_group;\\n" ::: "memory");
     if (pending == 0) asm volatile("cp.async.wait_group 0;\\n" ::: "memory");
-    else asm volatile("cp.async.wait_group 1;\\n" ::: "memory");
+    else if (pending == 1) asm volatile("cp.async.wait_group 1;\\n" ::: "memory");
 #endif
 }}
 #endif
