@@ -46,6 +46,8 @@ GRAM_VARIANTS = [
     GramConfig(threads=128, chunk_bytes=22 * 1024),
     GramConfig(threads=512),
     GramConfig(min_blocks=3),
+    GramConfig(unroll=2),
+    GramConfig(chunk_bytes=88 * 1024, unroll=2),
     GramConfig(chunk_bytes=88 * 1024),
     GramConfig(threads=512, chunk_bytes=88 * 1024),
     GramConfig(threads=512, chunk_bytes=200 * 1024, chunk_rows=512),

@@ -23,7 +23,8 @@ _SFMIN = {"float": "1.17549435e-38f", "double": "2.2250738585072014e-308"}  # LA
 def _tag(config: tuple) -> str:
     """What tells a configuration's kernels (a ``GramConfig``'s, a ``SolveConfig``'s) from the default's in their
     names: '' for the default."""
-    return "".join(f"_{f[0]}{int(v)}" for f, v, d in zip(config._fields, config, type(config)()) if v != d)
+    return "".join(f"_{''.join(w[0] for w in f.split('_'))}{int(v)}"  # chunk_rows: cr, chunk_bytes: cb
+                   for f, v, d in zip(config._fields, config, type(config)()) if v != d)
 
 
 def _up(n: int) -> int:
@@ -35,7 +36,9 @@ class GramConfig(NamedTuple):
     copied to shared memory at a time at most, ``chunk_bytes`` of shared memory for the chunks at most (all
     ``buffers`` together; dynamic shared memory past ``STATIC_SHARED``), ``buffers`` 2 to copy the next chunk (``cp.async`` on sm_80 and
     later) while the threads sum the last, ``min_blocks`` resident per SM asked of the compiler (0: none), and
-    ``vectors``: ``x`` copied 16 bytes at a time where its columns allow it (the launch checks its alignment)."""
+    ``vectors``: ``x`` copied 16 bytes at a time where its columns allow it (the launch checks its alignment),
+    ``unroll``: rows of a chunk a thread's loop takes at a time (their shared-memory loads issued together; 0:
+    as the compiler sees fit)."""
 
     threads: int = 256
     chunk_rows: int = 128
@@ -43,6 +46,7 @@ class GramConfig(NamedTuple):
     buffers: int = 2
     min_blocks: int = 0
     vectors: bool = True
+    unroll: int = 0
 
 
 
@@ -242,6 +246,7 @@ extern "C" __global__ void __launch_bounds__({bounds}) {name}(const {t}* __restr
     const long long begin = (long long)blockIdx.x * rows_per_block;
     const long long end = n < begin + rows_per_block ? n : begin + rows_per_block;
     {chunks}
+        {f"#pragma unroll {plan.config.unroll}" if plan.config.unroll else "// (unrolled as the compiler sees fit)"}
         for (int s = 0; s < {plan.rows}; ++s) {{
             const {t}* zr = now + (group * {plan.rows} + s) * {plan.row};
             const {vector}* va = reinterpret_cast<const {vector}*>(zr + ti * {stride});  // 16-byte loads
