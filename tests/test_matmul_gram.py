@@ -39,7 +39,7 @@ def device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return request.param
 
 
-@pytest.fixture(params=[SolveConfig(registers=False), SolveConfig()], ids=["shared", "registers"])
+@pytest.fixture(params=[SolveConfig(), SolveConfig(registers=True)], ids=["shared", "registers"])
 def solve_config(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> SolveConfig:
     """The small solve's kernel: one for all systems in shared memory, or one per size of system with its rows
     in registers (larger systems: in shared memory)."""

@@ -40,10 +40,10 @@ class GramConfig(NamedTuple):
     ``unroll``: rows of a chunk a thread's loop takes at a time (their shared-memory loads issued together; 0:
     as the compiler sees fit)."""
 
-    threads: int = 256
+    threads: int = 128
     chunk_rows: int = 128
-    chunk_bytes: int = 44 * 1024
-    buffers: int = 2
+    chunk_bytes: int = 22 * 1024
+    buffers: int = 1
     min_blocks: int = 0
     vectors: bool = True
     unroll: int = 0
@@ -56,9 +56,9 @@ class SolveConfig(NamedTuple):
     each size whose threads keep a row of the system each in registers (``register_solve_source``; systems of
     ``n + r`` up to ``REGISTER_WIDTH`` columns, others as ``fixed``)."""
 
-    threads: int = 256
-    fixed: bool = False
-    registers: bool = True
+    threads: int = 512
+    fixed: bool = True
+    registers: bool = False
 
     def kernel_size(self, n: int, rhs: int) -> tuple[int, int]:
         """The size of system the kernel solving one of ``n`` equations and ``rhs`` right-hand sides is compiled
