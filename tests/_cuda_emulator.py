@@ -46,7 +46,7 @@ static void gnp_fiber_main() { gnp_body(); gnp_done[gnp_running] = 1; }
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __restrict__
 #define __shared__ static
 inline void __syncthreads() { swapcontext(&gnp_fibers[gnp_running], &gnp_scheduler); }
@@ -140,16 +140,22 @@ extern "C" void gnp_launch(unsigned int gx, unsigned int gy, unsigned int gz, un
 
 class EmulatedKernel:
     """A generated kernel compiled for the CPU; called as a CuPy kernel: ``kernel(grid, threads, args)`` (of
-    one to three dimensions each, the missing ones 1). Its array arguments have contiguous rows (the kernels
+    one to three dimensions each, the missing ones 1; ``shared_mem``, the bytes of dynamic shared memory, at most
+    256 KB). Its array arguments have contiguous rows (the kernels
     take the other strides), or any strides where ``strided`` (kernels taking every stride)."""
 
     def __init__(self, source: str, name: str, strided: bool = False) -> None:
+        from dask_gpunumeric.codegen.linalg import DYNAMIC_SHARED
+
+        # dynamic shared memory: a static buffer as large as a device's
+        source = source.replace(DYNAMIC_SHARED, "alignas(16) static unsigned char gnp_dynamic_shared[1 << 18];")
         self.params = _parameters(source, name)
         self.strided = strided
         unit = _PRELUDE + source + _driver(name, self.params, "__syncthreads" in source or "__shfl" in source)
         self.library = _compile(unit)
 
-    def __call__(self, grid: tuple[int, ...], threads: tuple[int, ...], args: tuple) -> None:
+    def __call__(self, grid: tuple[int, ...], threads: tuple[int, ...], args: tuple,
+                 shared_mem: int = 0) -> None:
         from dask_gpunumeric.codegen.types import NP_OF_CTYPE
 
         assert len(args) == len(self.params), (len(args), self.params)

@@ -3,11 +3,13 @@ back: every copy to the host (``get``, ``item``, ``bool``, ...) is recorded in `
 waits for the device. ``fake_device(monkeypatch)`` installs it: blocks of ``backend="cupy"`` Arrays are
 ``DeviceArray``s, CuPy's functions are NumPy's (results kept on the device), and cuSOLVER's getrf/getrs
 (``cupy_backends.cuda.libs.cusolver``) work in place on the buffers their pointers name, as on a GPU, their
-status written to the device (LAPACK's algorithm: partial pivoting, ``info = k`` at the first zero pivot)."""
+status written to the device (LAPACK's algorithm: partial pivoting, ``info = k`` at the first zero pivot). Our own
+kernels (the small solve's) run on the CPU through ``_cuda_emulator``."""
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import sys
 import types
 from typing import Any
@@ -127,10 +129,23 @@ def _cusolver() -> types.ModuleType:
     return cusolver
 
 
+def _compile_emulated(record: Any, source: str) -> Any:
+    """``kernels.cuda.compile_module`` on the emulated device: the source recorded as there (with
+    ``GNP_KERNEL_DUMP_DIR`` set, CI's nvcc check compiles it), its kernels compiled for the CPU."""
+    from _cuda_emulator import EmulatedKernel
+
+    record(source)
+    return types.SimpleNamespace(get_function=functools.partial(EmulatedKernel, source, strided=True))
+
+
 def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
     """Install the emulated device for this test: ``backend="cupy"`` available, ``cupy``, ``cupyx`` (its
     ``errstate``) and the cuSOLVER bindings above in ``sys.modules``. Returns ``reads``, emptied."""
     from dask_gpunumeric import backend
+    from dask_gpunumeric.kernels import cuda as _cuda
+    from dask_gpunumeric.kernels import faster as _faster
+    from dask_gpunumeric.kernels import gram as _gram
+    from dask_gpunumeric.kernels import lapack as _lapack
 
     cupy = _module("cupy", np)
     cupy.ndarray = DeviceArray
@@ -150,5 +165,11 @@ def fake_device(monkeypatch: Any) -> list[tuple[str, tuple[int, ...]]]:
                          "cupy_backends.cuda.libs": libs, "cupy_backends.cuda.libs.cusolver": libs.cusolver}.items():
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(backend, "gpu_available", lambda: True)
+    monkeypatch.setattr(_cuda, "compile_module", functools.partial(_compile_emulated, _cuda.record_source))
+    for module, name in ((_gram, "_kernels"), (_lapack, "_small_kernel")):  # caches of the emulated kernels
+        monkeypatch.setattr(module, name, functools.lru_cache(maxsize=None)(getattr(module, name).__wrapped__))
+    monkeypatch.setattr(_cuda, "wave_blocks", lambda function, threads, dynamic_shared=0: 4)
+    monkeypatch.setattr(_faster, "_ours_won", {})
+    monkeypatch.setattr(_faster, "ours_faster", lambda ours, library: True)  # no timer here: our kernels
     reads.clear()
     return reads

@@ -161,11 +161,12 @@ def _max_or_zero(x: Array, axis: Any, keepdims: bool = False) -> Array:
 
 def _solved(xp: Any, a: Any, b: Any, source: str) -> Any:
     """The solution of one system ``a @ x = b``. On CuPy blocks by ``gesv``: a singular ``a`` is told by
-    cuSOLVER's status, read when the result is delivered (``kernels.checks``), not here (NumPy raises at once)."""
+    getrf's status on the device, read when the result is delivered (``kernels.checks``), not here (NumPy raises
+    at once)."""
     if xp is np or not a.size:
         return xp.linalg.solve(a, b)
     x, status = gesv(a, b)
-    check_later(Check(status, LinAlgError, "Singular matrix", f"{source} (cuSOLVER's getrf)"))
+    check_later(Check(status, LinAlgError, "Singular matrix", f"{source} (getrf's status)"))
     return x
 
 

@@ -3,7 +3,7 @@ to one Dask task per output block (``base`` has the node all others derive from)
 from .base import (ArrayExpr, Bundle, Chunks, Finalize, Index, JointOutput, Materialized, Outputs, flat_keys, inputs,
                    walk)
 from .blockwise import MapBlocks
-from .contraction import MatMul
+from .contraction import GramProducts, MatMul
 from .data import Creation, FromArray, FromGraph, small_host_blocks
 from .elemwise import Elemwise
 from .fused import Fused, FusedOutput, Stencil
@@ -13,6 +13,6 @@ from .reduction import Reduction, Scan
 from .tokens import cached
 
 __all__ = ["ArrayExpr", "BlockReshape", "Broadcast", "Bundle", "Chunks", "Creation", "Elemwise", "Finalize",
-           "FromArray", "FromGraph", "Fused", "FusedOutput", "Gather", "Index", "JointOutput", "MapBlocks", "MatMul",
-           "Materialized", "Outputs", "Overlap", "Reduction", "Scan", "SetItem", "Stencil", "Transpose", "cached",
-           "flat_keys", "inputs", "small_host_blocks", "walk"]
+           "FromArray", "FromGraph", "Fused", "FusedOutput", "Gather", "GramProducts", "Index", "JointOutput",
+           "MapBlocks", "MatMul", "Materialized", "Outputs", "Overlap", "Reduction", "Scan", "SetItem", "Stencil",
+           "Transpose", "cached", "flat_keys", "inputs", "small_host_blocks", "walk"]

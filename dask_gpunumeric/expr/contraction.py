@@ -1,5 +1,5 @@
 """``MatMul``: the matrix product of matrices and vectors on block grids, ``MatMulTree`` where the summed axis
-has several pieces."""
+has several pieces; ``GramProducts``: the products of one tall-skinny block's transpose in one task."""
 from __future__ import annotations
 
 import bisect
@@ -10,6 +10,7 @@ import numpy as np
 from dask._task_spec import GraphNode, List, Task, TaskRef
 
 from ..kernels import blocks as _blocks
+from ..kernels import gram as _gram
 from .base import ArrayExpr, Chunks, Index
 from .tokens import cached
 
@@ -126,6 +127,29 @@ class MatMulTree(MatMul):
                     if len(group) > 1:
                         layer[key] = Task(key, _blocks.sum_blocks, List(*(TaskRef(k) for k in group)))
         return layer
+
+
+class GramProducts(ArrayExpr):
+    """``x.T @ x``, then ``x.T @ v`` for each further operand ``v`` (vectors or matrices over the rows of ``x``),
+    ``x`` and every ``v`` of one block, in one task: one pass over ``x`` on CuPy blocks
+    (``kernels.gram.products``). Its outputs are ``FusedOutput``s, in that order (the gram pass makes them)."""
+
+    _parameters = ["dtype", "x"]
+    _like = "x"
+
+    @cached
+    def _funcname(self) -> str:
+        return "matmul-gram"
+
+    @cached
+    def chunks(self) -> Chunks:
+        k = self.x.shape[1]
+        return ((k,), (k,))
+
+    def _block_task(self, index: Index) -> GraphNode:
+        operands = (self.x, *self.args)
+        return Task(self.key(index), _gram.products, self.backend, self.dtype,
+                    *(e.ref((0,) * e.ndim) for e in operands))
 
 
 def _inner_chunks(a: ArrayExpr, b: ArrayExpr, transposed: tuple[bool, bool]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -174,7 +174,7 @@ class Stencil(ArrayExpr):
 
 
 class FusedOutput(ArrayExpr):
-    """Output ``k`` of a multi-output ``Fused`` or ``Stencil`` node."""
+    """Output ``k`` of a multi-output ``Fused``, ``Stencil`` or ``GramProducts`` node."""
 
     _parameters = ["fused", "k", "chunks", "dtype"]
     _like = "fused"

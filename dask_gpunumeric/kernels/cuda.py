@@ -170,14 +170,15 @@ def resident_blocks(num_regs: int, shared_bytes: int, threads: int, device: Mapp
     return max(1, min(limits))
 
 
-def wave_blocks(function: Any, threads: int) -> int:
+def wave_blocks(function: Any, threads: int, dynamic_shared: int = 0) -> int:
     """Thread blocks of one full wave of a compiled kernel (a CuPy ``Function``) launched with ``threads``
-    threads per block on the current device: multiprocessors x resident blocks per multiprocessor. A
-    grid-stride kernel launched with at most this many blocks runs them all at once."""
+    threads per block (and ``dynamic_shared`` bytes of dynamic shared memory) on the current device:
+    multiprocessors x resident blocks per multiprocessor. A grid-stride kernel launched with at most this many
+    blocks runs them all at once."""
     import cupy
 
     device = _device_properties(cupy.cuda.Device().id)
-    per_sm = resident_blocks(function.num_regs, function.shared_size_bytes, threads, device)
+    per_sm = resident_blocks(function.num_regs, function.shared_size_bytes + dynamic_shared, threads, device)
     return device["multiProcessorCount"] * per_sm
 
 

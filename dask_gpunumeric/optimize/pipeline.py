@@ -12,6 +12,7 @@ from .. import config
 from ..expr import ArrayExpr, Fused
 from .dag import DAG, sharing
 from .fusion import fuse
+from .gram import gram_products
 from .rows import fuse_rows
 from .simplify import simplify
 from .stencil import stencils
@@ -28,6 +29,7 @@ class Pass(NamedTuple):
 
 PASSES: tuple[Pass, ...] = (
     Pass("simplify", simplify, ()),
+    Pass("gram", gram_products, ()),
     Pass("stencils", stencils, ("fusion", "stencil-sweeps", "stencil-tiles", "stencil-tile-sweeps",
                                 "stencil-recompute")),
     Pass("rows", fuse_rows, ("fusion", "kernel-size")),
