@@ -274,6 +274,11 @@ template <typename T> __device__ __forceinline__ T gnp_floor_divide(T a, T b) {
 }
 __device__ __forceinline__ unsigned int gnp_word(const gnp_u32x4 r, int j)
 { return j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w; }
+/* four consecutive elements, moved by one vector access (two for 8-byte types) where the array is aligned to
+   it: fewer load, store and address instructions than four scalar accesses */
+template <typename T> struct alignas(4 * sizeof(T) < 16 ? 4 * sizeof(T) : 16) gnp_pack4 { T v[4]; };
+template <typename T> __device__ __forceinline__ bool gnp_packable(const T* p)
+{ return ((unsigned long long)p & (alignof(gnp_pack4<T>) - 1)) == 0; }
 """ + "".join(u.helper for u in UFUNCS.values()) + """#endif  /* GNP_FUSED_HELPERS */
 """
 
@@ -482,26 +487,75 @@ class Variant(NamedTuple):
 
 
 def _element_code(program: tuple, variant: Variant, partial: dict[int, str],
-                  values: Mapping[int, str] | None = None) -> list[str]:
+                  values: Mapping[int, str] | None = None, store: str = "out{k}[t]") -> list[str]:
     """The statements computing one element ``t`` (global index ``gi``): every instruction but the
     epilogue's, then each fold's value folded into its accumulator (``partial[f]``, where given, instead
-    of ``acc<f>``) and each other output stored. ``values`` gives the value of some instructions instead
-    of their own code (registers already holding loads, ``_uniform_products``)."""
+    of ``acc<f>``) and each other output stored (into ``store`` of output ``k``). ``values`` gives the value of
+    some instructions instead of their own code (registers already holding loads, ``_uniform_products``)."""
     _, _, instrs, outputs = program
     after = epilogue_values(instrs)
     lines = [f"const {ctype(ins.dtype)} v{i} = {values[i]};" if values and i in values
              else instr_code(i, ins, instrs, variant.mode, variant.group, variant.singles)
              for i, ins in enumerate(instrs) if i not in after]
     lines += fold_statements(program, partial)
-    folded = final_outputs(program)
-    lines += [f"out{k}[t] = v{out.value};" for k, out in enumerate(outputs) if k not in folded and out.value not in after]
+    lines += [f"{store.format(k=k)} = v{outputs[k].value};" for k in stored_outputs(program)]
     return lines
+
+
+def stored_outputs(program: tuple) -> list[int]:
+    """The outputs of a program that a kernel stores element by element (not folds, not the epilogue's)."""
+    _, _, instrs, outputs = program
+    after, folded = epilogue_values(instrs), final_outputs(program)
+    return [k for k, out in enumerate(outputs) if k not in folded and out.value not in after]
 
 
 UNROLL = 4  # elements per thread per iteration of a flat kernel without Philox groups
 
 
 def _unrolled_loop(program: tuple, variant: Variant, values: Mapping[int, str]) -> list[str]:
+    """The flat loop, ``UNROLL`` elements per thread per iteration: consecutive ones (``_packed_loop``), or,
+    where the program folds elements into sums, a thread block's width apart as the folds have always
+    summed them (``_spread_loop``)."""
+    return (_spread_loop if program_folds(program) else _packed_loop)(program, variant, values)
+
+
+def _packed_loop(program: tuple, variant: Variant, values: Mapping[int, str]) -> list[str]:
+    """The flat loop over ``UNROLL`` consecutive elements per thread per iteration, each input and output moved
+    as one pack (``gnp_pack4``: one vector load or store, and one address, for the four elements) where every
+    array is aligned to its pack; elements past the last whole pack, and every element where an array is not
+    aligned (a view into a larger array), run one by one. An input of one element is read once, before the
+    loop."""
+    _, _, instrs, outputs = program
+    index, singles = variant.index, variant.singles
+    loads = [(i, ins.input, ctype(ins.dtype)) for i, ins in enumerate(instrs) if ins.tag == "load"]
+    stores = [(k, ctype(value_dtype(instrs[outputs[k].value]))) for k in stored_outputs(program)]
+    packable = [f"gnp_packable(in{k})" for _, k, _ in loads if k not in singles] + [f"gnp_packable(out{k})" for k, _ in stores]
+    lines = [f"    const {ct} ld{i} = in{k}[0];" for i, k, ct in loads if k in singles]
+    lines += [f"    const bool packed = {' && '.join(packable) or 'true'};",
+              f"    for ({index} base = (({index})blockIdx.x * blockDim.x + threadIdx.x) * {UNROLL}; base < n; "
+              f"base += nthreads * {UNROLL}) {{",
+              f"        if (packed && base + {UNROLL - 1} < n) {{"]
+    lines += [f"            const gnp_pack4<{ct}> ld{i} = *(const gnp_pack4<{ct}>*)(in{k} + base);"
+              for i, k, ct in loads if k not in singles]
+    lines += [f"            gnp_pack4<{ct}> st{k};" for k, ct in stores]
+    for u in range(UNROLL):
+        lines += ["            {", f"                const {index} t = base + {u};",
+                  "                const long long gi = goff + t;"]
+        held = {i: f"ld{i}" if k in singles else f"ld{i}.v[{u}]" for i, k, _ in loads}
+        lines += ["                " + line for line in _element_code(program, variant, {}, {**values, **held},
+                                                                      f"st{{k}}.v[{u}]")]
+        lines.append("            }")
+    lines += [f"            *(gnp_pack4<{ct}>*)(out{k} + base) = st{k};" for k, ct in stores]
+    lines += ["        } else {", "            #pragma unroll 1",
+              f"            for ({index} t = base; t < n && t < base + {UNROLL}; ++t) {{",
+              "                const long long gi = goff + t;"]
+    held = {i: f"ld{i}" for i, k, _ in loads if k in singles}
+    lines += ["                " + line for line in _element_code(program, variant, {}, {**values, **held})]
+    lines += ["            }", "        }", "    }"]
+    return lines
+
+
+def _spread_loop(program: tuple, variant: Variant, values: Mapping[int, str]) -> list[str]:
     """The flat loop, ``UNROLL`` elements per thread per iteration, a thread block's width apart (loads
     stay coalesced): where all of them are inside the block, every input load of all of them is issued
     before any arithmetic, so that a memory-bound kernel keeps several loads in flight per thread."""
