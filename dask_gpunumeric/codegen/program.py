@@ -242,6 +242,9 @@ __device__ __forceinline__ bool gnp_abs(bool x) { return x; }
 template <typename T> __device__ __forceinline__ T gnp_maximum(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a >= b ? a : b)); }
 template <typename T> __device__ __forceinline__ T gnp_minimum(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a <= b ? a : b)); }
 template <typename T> __device__ __forceinline__ T gnp_sign(T x) { return x != x ? x : (T)((x > (T)0) - (x < (T)0)); }
+/* the same values for floats, as selects of constants (no integer difference converted back) */
+__device__ __forceinline__ float gnp_sign(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == x ? 0.0f : x; }
+__device__ __forceinline__ double gnp_sign(double x) { return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : x == x ? 0.0 : x; }
 template <typename T> __device__ __forceinline__ T gnp_invert(T x) { return (T)~x; }
 __device__ __forceinline__ bool gnp_invert(bool x) { return !x; }
 __device__ __forceinline__ float gnp_logaddexp(float x, float y) {
