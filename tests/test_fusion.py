@@ -1237,6 +1237,32 @@ def test_emulated_launch_plans_follow_each_block_layout(monkeypatch: pytest.Monk
     assert any(prepared.rows for prepared, *_ in planned) and 0 < counts[0] == counts[1]
 
 
+
+@emulated
+@pytest.mark.parametrize("n", [1, 7, 8, 45])
+def test_emulated_packs_of_consecutive_elements(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Flat kernels move four consecutive elements of each array as one pack where every array is aligned to
+    its pack, and run elements one by one past the last whole pack or where an array is a view off its
+    alignment, run on the CPU: bool, 1-, 2-, 4- and 8-byte inputs and outputs, a one-element input, blocks of
+    every remainder, aligned copies and views starting one element in, all NumPy's values."""
+    _cuda_emulator.emulated_fused(monkeypatch)
+    rng = np.random.default_rng(n)
+    ints = rng.integers(-100, 100, n + 1)
+    sources = [ints.astype(np.int8), ints.astype(np.int16), rng.random(n + 1).astype(np.float32),
+               rng.random(n + 1), ints > 0]
+    scale = np.array([3], dtype=np.int16)
+
+    def compute(xp: Any, a: Any, b: Any, c: Any, d: Any, m: Any, s: Any) -> list[Any]:
+        return [xp.where(m, a * s + b, b - a), c * 2.0 + d, (c > 0.5) ^ m]
+
+    for offset in (0, 1):  # aligned copies, then views one element in
+        host = [x[offset:offset + n] if offset else x[:n].copy() for x in sources]
+        arrays = [gnp.asarray(x, chunks=n) for x in host]
+        got = gnp.fetch(compute(gnp, *arrays, gnp.asarray(scale)))
+        for g, expected in zip(got, compute(np, *host, scale)):
+            assert g.dtype == expected.dtype
+            np.testing.assert_array_equal(g, expected)
+
 def _done(value: Any) -> Any:
     """A future holding ``value`` already."""
     import concurrent.futures
