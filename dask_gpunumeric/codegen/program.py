@@ -467,10 +467,11 @@ def _packed_loop(program: tuple, variant: Variant, values: Mapping[int, str]) ->
     stores = [(k, ctype(value_dtype(instrs[outputs[k].value]))) for k in stored_outputs(program)]
     packable = [f"gnp_packable(in{k})" for _, k, _ in loads if k not in singles] + [f"gnp_packable(out{k})" for k, _ in stores]
     lines = [f"    const {ct} ld{i} = in{k}[0];" for i, k, ct in loads if k in singles]
-    lines += [f"    const bool packed = {' && '.join(packable) or 'true'};",
+    # (the packs of a thread start below ``whole``: one comparison per iteration)
+    lines += [f"    const {index} whole = {' && '.join(packable) or 'true'} ? n - {UNROLL - 1} : 0;",
               f"    for ({index} base = (({index})blockIdx.x * blockDim.x + threadIdx.x) * {UNROLL}; base < n; "
               f"base += nthreads * {UNROLL}) {{",
-              f"        if (packed && base + {UNROLL - 1} < n) {{"]
+              "        if (base < whole) {"]
     lines += [f"            const gnp_pack4<{ct}> ld{i} = *(const gnp_pack4<{ct}>*)(in{k} + base);"
               for i, k, ct in loads if k not in singles]
     lines += [f"            gnp_pack4<{ct}> st{k};" for k, ct in stores]
