@@ -989,7 +989,7 @@ def _kernel_global_indices(mode: str, geometry: list, ndim: int) -> np.ndarray:
     """The global flat index ``gi`` each element ``t`` of a block gets in a generated kernel (what random
     draws are keyed by), computed as the kernel source does from the launch geometry."""
     n, goff = int(geometry[0]), int(geometry[1])
-    if mode == "flat":
+    if mode in ("flat", "spread"):
         return goff + np.arange(n)
     shapes = [int(geometry[2 + 2 * d]) for d in range(ndim)]
     gstrides = [int(geometry[3 + 2 * d]) for d in range(ndim)]
@@ -1099,7 +1099,8 @@ def test_emulated_black_scholes(monkeypatch: pytest.MonkeyPatch) -> None:
     launched = counted_launches(monkeypatch)
     call, put = dask.persist(*black_scholes(gnp, S, K, T))
     assert sorted(shape for shape, _ in launched) == [(1001,), (4501,), (4501,)]
-    assert {(variant.mode, variant.group) for _, variant in launched} == {("flat", 1)}
+    # the first block starts aligned (packs of 4 elements), the others 4 bytes off (spread): both loops
+    assert {(variant.mode, variant.group) for _, variant in launched} == {("flat", 1), ("spread", 1)}
     for got in (dask.compute(call, put), (call.compute(), put.compute())):
         for value, numpy, plain in zip(got, expected, unfused):
             assert_eq(value, numpy, rtol=1e-4, atol=1e-4)
@@ -1241,10 +1242,10 @@ def test_emulated_launch_plans_follow_each_block_layout(monkeypatch: pytest.Monk
 @emulated
 @pytest.mark.parametrize("n", [1, 7, 8, 45])
 def test_emulated_packs_of_consecutive_elements(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Flat kernels move four consecutive elements of each array as one pack where every array is aligned to
-    its pack, and run elements one by one past the last whole pack or where an array is a view off its
-    alignment, run on the CPU: bool, 1-, 2-, 4- and 8-byte inputs and outputs, a one-element input, blocks of
-    every remainder, aligned copies and views starting one element in, all NumPy's values."""
+    """Flat kernels move four consecutive elements of each array as one pack, and run the elements past the last
+    whole pack one by one; blocks with an input off the packs' alignment (views one element into an array)
+    take the spread kernel instead, run on the CPU: bool, 1-, 2-, 4- and 8-byte inputs and outputs, a
+    one-element input, blocks of every remainder, aligned copies and views, all NumPy's values."""
     _cuda_emulator.emulated_fused(monkeypatch)
     rng = np.random.default_rng(n)
     ints = rng.integers(-100, 100, n + 1)

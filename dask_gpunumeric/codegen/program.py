@@ -278,7 +278,9 @@ def _extreme_identity(kind: str, dt: np.dtype) -> str:
 def kernel_source(program: tuple, mode: str, group: int, index: str = "long long",
                   singles: tuple[int, ...] = (), constants: tuple = ()) -> tuple[str, str]:
     """CUDA C++ source and kernel name of a program. ``mode`` is "flat" (every input is the block's shape
-    and contiguous, or a single element: the inputs ``singles``, read at 0) or "strided"; ``group``
+    and contiguous, or a single element: the inputs ``singles``, read at 0; their elements moved in packs of
+    consecutive ones where aligned), "spread" (flat, for blocks with an input that does not start at a
+    multiple of 16 bytes: each thread's elements a thread block's width apart) or "strided"; ``group``
     elements per iteration (1, 2 or 4) share one Philox block (only with flat mode and a block contiguous
     in the global array); ``index`` is the C type of positions in the block ("int" where they fit: 32-bit
     loop arithmetic, divisions by the block's shape included; global positions, which key random draws,
@@ -321,7 +323,7 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
     values = _uniform_products(program, group, constants) if constants and group > 1 else {}
     if group > 1:
         body += _grouped_loop(program, variant, values)
-    elif mode == "flat":
+    elif mode in ("flat", "spread"):
         body += _unrolled_loop(program, variant, values)
     else:
         indent = "        "
@@ -449,10 +451,11 @@ UNROLL = 4  # elements per thread per iteration of a flat kernel without Philox 
 
 
 def _unrolled_loop(program: tuple, variant: Variant, values: Mapping[int, str]) -> list[str]:
-    """The flat loop, ``UNROLL`` elements per thread per iteration: consecutive ones (``_packed_loop``), or,
-    where the program folds elements into sums, a thread block's width apart as the folds have always
-    summed them (``_spread_loop``)."""
-    return (_spread_loop if program_folds(program) else _packed_loop)(program, variant, values)
+    """The flat loop, ``UNROLL`` elements per thread per iteration: consecutive ones (``_packed_loop``), or a
+    thread block's width apart (``_spread_loop``) in mode "spread" (blocks with an input off the packs'
+    alignment) and where the program folds elements into sums (in the order they have always been summed)."""
+    spread = variant.mode == "spread" or program_folds(program)
+    return (_spread_loop if spread else _packed_loop)(program, variant, values)
 
 
 def _packed_loop(program: tuple, variant: Variant, values: Mapping[int, str]) -> list[str]:
