@@ -989,7 +989,7 @@ def _kernel_global_indices(mode: str, geometry: list, ndim: int) -> np.ndarray:
     """The global flat index ``gi`` each element ``t`` of a block gets in a generated kernel (what random
     draws are keyed by), computed as the kernel source does from the launch geometry."""
     n, goff = int(geometry[0]), int(geometry[1])
-    if mode == "flat":
+    if mode in ("flat", "spread"):
         return goff + np.arange(n)
     shapes = [int(geometry[2 + 2 * d]) for d in range(ndim)]
     gstrides = [int(geometry[3 + 2 * d]) for d in range(ndim)]
@@ -1099,7 +1099,8 @@ def test_emulated_black_scholes(monkeypatch: pytest.MonkeyPatch) -> None:
     launched = counted_launches(monkeypatch)
     call, put = dask.persist(*black_scholes(gnp, S, K, T))
     assert sorted(shape for shape, _ in launched) == [(1001,), (4501,), (4501,)]
-    assert {(variant.mode, variant.group) for _, variant in launched} == {("flat", 1)}
+    # the first block starts aligned (packs of 4 elements), the others 4 bytes off (spread): both loops
+    assert {(variant.mode, variant.group) for _, variant in launched} == {("flat", 1), ("spread", 1)}
     for got in (dask.compute(call, put), (call.compute(), put.compute())):
         for value, numpy, plain in zip(got, expected, unfused):
             assert_eq(value, numpy, rtol=1e-4, atol=1e-4)
@@ -1236,6 +1237,32 @@ def test_emulated_launch_plans_follow_each_block_layout(monkeypatch: pytest.Monk
             counts.append(len(planned))
     assert any(prepared.rows for prepared, *_ in planned) and 0 < counts[0] == counts[1]
 
+
+
+@emulated
+@pytest.mark.parametrize("n", [1, 7, 8, 45])
+def test_emulated_packs_of_consecutive_elements(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Flat kernels move four consecutive elements of each array as one pack, and run the elements past the last
+    whole pack one by one; blocks with an input off the packs' alignment (views one element into an array)
+    take the spread kernel instead, run on the CPU: bool, 1-, 2-, 4- and 8-byte inputs and outputs, a
+    one-element input, blocks of every remainder, aligned copies and views, all NumPy's values."""
+    _cuda_emulator.emulated_fused(monkeypatch)
+    rng = np.random.default_rng(n)
+    ints = rng.integers(-100, 100, n + 1)
+    sources = [ints.astype(np.int8), ints.astype(np.int16), rng.random(n + 1).astype(np.float32),
+               rng.random(n + 1), ints > 0]
+    scale = np.array([3], dtype=np.int16)
+
+    def compute(xp: Any, a: Any, b: Any, c: Any, d: Any, m: Any, s: Any) -> list[Any]:
+        return [xp.where(m, a * s + b, b - a), c * 2.0 + d, (c > 0.5) ^ m]
+
+    for offset in (0, 1):  # aligned copies, then views one element in
+        host = [x[offset:offset + n] if offset else x[:n].copy() for x in sources]
+        arrays = [gnp.asarray(x, chunks=n) for x in host]
+        got = gnp.fetch(compute(gnp, *arrays, gnp.asarray(scale)))
+        for g, expected in zip(got, compute(np, *host, scale)):
+            assert g.dtype == expected.dtype
+            np.testing.assert_array_equal(g, expected)
 
 def _done(value: Any) -> Any:
     """A future holding ``value`` already."""

@@ -26,7 +26,7 @@ class ProgramError(ValueError):
 def check_program(program: Any, mode: Any, group: Any, index: Any = "long long", singles: Any = ()) -> None:
     """Raise ``ProgramError`` unless ``program`` (see ``codegen.program``) holds only our names and integers in
     range, and ``mode``/``group``/``index``/``singles`` are launch variants we generate."""
-    _require(mode in ("flat", "strided", "rows"), f"launch mode {mode!r}")
+    _require(mode in ("flat", "spread", "strided", "rows"), f"launch mode {mode!r}")
     _require(_is_int(group) and group in ((32, 256) if mode == "rows" else (1, 2, 4)),
              f"Philox group (lanes per row in mode rows) {group!r}")
     _require(index in ("int", "long long"), f"index type {index!r}")

@@ -18,6 +18,7 @@ import numpy as np
 from ..ops.reductions import REDUCTIONS
 from ..ops.ufuncs import UFUNCS
 from .check import ProgramError, check_program
+from .helpers import HELPERS
 from .philox import PHILOX_DEVICE_SOURCE, words_per_element
 from .types import (NP_OF_CTYPE, Load, Op, Program, Random, Reduction, Scalar, Store, c_literal, ctype,
                     dtype_supported, scalar_supported, typed_program)
@@ -218,66 +219,6 @@ def _scalar_dtype_str(value: Any) -> str:
     return text
 
 
-HELPERS = r"""
-#ifndef GNP_FUSED_HELPERS
-#define GNP_FUSED_HELPERS
-/* a thread-block partial, read by the last block after the others' fences: from L2 (never a stale L1
-   line), as plain loads where CUDA has them (they pipeline; volatile ones do not) */
-template <typename T> __device__ __forceinline__ T gnp_partial(const T* p) { return *(const volatile T*)p; }
-__device__ __forceinline__ double gnp_partial(const double* p) { return __ldcg(p); }
-__device__ __forceinline__ float gnp_partial(const float* p) { return __ldcg(p); }
-__device__ __forceinline__ long long gnp_partial(const long long* p) { return __ldcg(p); }
-__device__ __forceinline__ unsigned long long gnp_partial(const unsigned long long* p) { return __ldcg(p); }
-__device__ __forceinline__ int gnp_partial(const int* p) { return __ldcg(p); }
-__device__ __forceinline__ unsigned int gnp_partial(const unsigned int* p) { return __ldcg(p); }
-template <typename T> __device__ __forceinline__ bool gnp_isnan(T x) { return x != x; }
-template <typename T> __device__ __forceinline__ bool gnp_isinf(T x) { return x == x && (x - x) != (x - x); }
-template <typename T> __device__ __forceinline__ bool gnp_isfinite(T x) { return (x - x) == (x - x); }
-__device__ __forceinline__ bool gnp_isinf(bool x) { return false; }
-__device__ __forceinline__ bool gnp_isfinite(bool x) { return true; }
-template <typename T> __device__ __forceinline__ T gnp_abs(T x) { return x < (T)0 ? (T)(-x) : x; }
-__device__ __forceinline__ float gnp_abs(float x) { return fabsf(x); }
-__device__ __forceinline__ double gnp_abs(double x) { return fabs(x); }
-__device__ __forceinline__ bool gnp_abs(bool x) { return x; }
-template <typename T> __device__ __forceinline__ T gnp_maximum(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a >= b ? a : b)); }
-template <typename T> __device__ __forceinline__ T gnp_minimum(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a <= b ? a : b)); }
-template <typename T> __device__ __forceinline__ T gnp_sign(T x) { return x != x ? x : (T)((x > (T)0) - (x < (T)0)); }
-template <typename T> __device__ __forceinline__ T gnp_invert(T x) { return (T)~x; }
-__device__ __forceinline__ bool gnp_invert(bool x) { return !x; }
-__device__ __forceinline__ float gnp_logaddexp(float x, float y) {
-    if (x == y) return x + 0.693147180559945309f;
-    const float d = x - y;
-    return d > 0.0f ? x + log1pf(expf(-d)) : (d <= 0.0f ? y + log1pf(expf(d)) : d);
-}
-__device__ __forceinline__ double gnp_logaddexp(double x, double y) {
-    if (x == y) return x + 0.693147180559945309;
-    const double d = x - y;
-    return d > 0.0 ? x + log1p(exp(-d)) : (d <= 0.0 ? y + log1p(exp(d)) : d);
-}
-/* NumPy's npy_divmod for floats */
-template <typename T> __device__ __forceinline__ T gnp_remainder(T a, T b) {
-    if (b == (T)0) return fmod(a, b);
-    T mod = fmod(a, b);
-    if (mod != (T)0) { if ((b < (T)0) != (mod < (T)0)) mod += b; }
-    else mod = copysign((T)0, b);
-    return mod;
-}
-template <typename T> __device__ __forceinline__ T gnp_floor_divide(T a, T b) {
-    if (b == (T)0) return a / b;
-    T mod = fmod(a, b);
-    T div = (a - mod) / b;
-    if (mod != (T)0) { if ((b < (T)0) != (mod < (T)0)) div -= (T)1; }
-    T floordiv;
-    if (div != (T)0) { floordiv = floor(div); if (div - floordiv > (T)0.5) floordiv += (T)1; }
-    else floordiv = copysign((T)0, a / b);
-    return floordiv;
-}
-__device__ __forceinline__ unsigned int gnp_word(const gnp_u32x4 r, int j)
-{ return j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w; }
-""" + "".join(u.helper for u in UFUNCS.values()) + """#endif  /* GNP_FUSED_HELPERS */
-"""
-
-
 def describe(program: tuple) -> str:
     """Op words of a program, for key names and explain(): e.g. "random-multiply-exp-sum"."""
     seen: list[str] = []
@@ -337,7 +278,9 @@ def _extreme_identity(kind: str, dt: np.dtype) -> str:
 def kernel_source(program: tuple, mode: str, group: int, index: str = "long long",
                   singles: tuple[int, ...] = (), constants: tuple = ()) -> tuple[str, str]:
     """CUDA C++ source and kernel name of a program. ``mode`` is "flat" (every input is the block's shape
-    and contiguous, or a single element: the inputs ``singles``, read at 0) or "strided"; ``group``
+    and contiguous, or a single element: the inputs ``singles``, read at 0; their elements moved in packs of
+    consecutive ones where aligned), "spread" (flat, for blocks with an input that does not start at a
+    multiple of 16 bytes: each thread's elements a thread block's width apart) or "strided"; ``group``
     elements per iteration (1, 2 or 4) share one Philox block (only with flat mode and a block contiguous
     in the global array); ``index`` is the C type of positions in the block ("int" where they fit: 32-bit
     loop arithmetic, divisions by the block's shape included; global positions, which key random draws,
@@ -380,7 +323,7 @@ def kernel_source(program: tuple, mode: str, group: int, index: str = "long long
     values = _uniform_products(program, group, constants) if constants and group > 1 else {}
     if group > 1:
         body += _grouped_loop(program, variant, values)
-    elif mode == "flat":
+    elif mode in ("flat", "spread"):
         body += _unrolled_loop(program, variant, values)
     else:
         indent = "        "
@@ -482,26 +425,77 @@ class Variant(NamedTuple):
 
 
 def _element_code(program: tuple, variant: Variant, partial: dict[int, str],
-                  values: Mapping[int, str] | None = None) -> list[str]:
+                  values: Mapping[int, str] | None = None, store: str = "out{k}[t]") -> list[str]:
     """The statements computing one element ``t`` (global index ``gi``): every instruction but the
     epilogue's, then each fold's value folded into its accumulator (``partial[f]``, where given, instead
-    of ``acc<f>``) and each other output stored. ``values`` gives the value of some instructions instead
-    of their own code (registers already holding loads, ``_uniform_products``)."""
+    of ``acc<f>``) and each other output stored (into ``store`` of output ``k``). ``values`` gives the value of
+    some instructions instead of their own code (registers already holding loads, ``_uniform_products``)."""
     _, _, instrs, outputs = program
     after = epilogue_values(instrs)
     lines = [f"const {ctype(ins.dtype)} v{i} = {values[i]};" if values and i in values
              else instr_code(i, ins, instrs, variant.mode, variant.group, variant.singles)
              for i, ins in enumerate(instrs) if i not in after]
     lines += fold_statements(program, partial)
-    folded = final_outputs(program)
-    lines += [f"out{k}[t] = v{out.value};" for k, out in enumerate(outputs) if k not in folded and out.value not in after]
+    lines += [f"{store.format(k=k)} = v{outputs[k].value};" for k in stored_outputs(program)]
     return lines
+
+
+def stored_outputs(program: tuple) -> list[int]:
+    """The outputs of a program that a kernel stores element by element (not folds, not the epilogue's)."""
+    _, _, instrs, outputs = program
+    after, folded = epilogue_values(instrs), final_outputs(program)
+    return [k for k, out in enumerate(outputs) if k not in folded and out.value not in after]
 
 
 UNROLL = 4  # elements per thread per iteration of a flat kernel without Philox groups
 
 
 def _unrolled_loop(program: tuple, variant: Variant, values: Mapping[int, str]) -> list[str]:
+    """The flat loop, ``UNROLL`` elements per thread per iteration: consecutive ones (``_packed_loop``), or a
+    thread block's width apart (``_spread_loop``) in mode "spread" (blocks with an input off the packs'
+    alignment) and where the program folds elements into sums (in the order they have always been summed)."""
+    spread = variant.mode == "spread" or program_folds(program)
+    return (_spread_loop if spread else _packed_loop)(program, variant, values)
+
+
+def _packed_loop(program: tuple, variant: Variant, values: Mapping[int, str]) -> list[str]:
+    """The flat loop over ``UNROLL`` consecutive elements per thread per iteration, each input and output moved
+    as one pack (``gnp_pack4``: one vector load or store, and one address, for the four elements) where every
+    array is aligned to its pack; elements past the last whole pack, and every element where an array is not
+    aligned (a view into a larger array), run one by one. An input of one element is read once, before the
+    loop."""
+    _, _, instrs, outputs = program
+    index, singles = variant.index, variant.singles
+    loads = [(i, ins.input, ctype(ins.dtype)) for i, ins in enumerate(instrs) if ins.tag == "load"]
+    stores = [(k, ctype(value_dtype(instrs[outputs[k].value]))) for k in stored_outputs(program)]
+    packable = [f"gnp_packable(in{k})" for _, k, _ in loads if k not in singles] + [f"gnp_packable(out{k})" for k, _ in stores]
+    lines = [f"    const {ct} ld{i} = in{k}[0];" for i, k, ct in loads if k in singles]
+    # (the packs of a thread start below ``whole``: one comparison per iteration)
+    lines += [f"    const {index} whole = {' && '.join(packable) or 'true'} ? n - {UNROLL - 1} : 0;",
+              f"    for ({index} base = (({index})blockIdx.x * blockDim.x + threadIdx.x) * {UNROLL}; base < n; "
+              f"base += nthreads * {UNROLL}) {{",
+              "        if (base < whole) {"]
+    lines += [f"            const gnp_pack4<{ct}> ld{i} = *(const gnp_pack4<{ct}>*)(in{k} + base);"
+              for i, k, ct in loads if k not in singles]
+    lines += [f"            gnp_pack4<{ct}> st{k};" for k, ct in stores]
+    for u in range(UNROLL):
+        lines += ["            {", f"                const {index} t = base + {u};",
+                  "                const long long gi = goff + t;"]
+        held = {i: f"ld{i}" if k in singles else f"ld{i}.v[{u}]" for i, k, _ in loads}
+        lines += ["                " + line for line in _element_code(program, variant, {}, {**values, **held},
+                                                                      f"st{{k}}.v[{u}]")]
+        lines.append("            }")
+    lines += [f"            *(gnp_pack4<{ct}>*)(out{k} + base) = st{k};" for k, ct in stores]
+    lines += ["        } else {", "            #pragma unroll 1",
+              f"            for ({index} t = base; t < n && t < base + {UNROLL}; ++t) {{",
+              "                const long long gi = goff + t;"]
+    held = {i: f"ld{i}" for i, k, _ in loads if k in singles}
+    lines += ["                " + line for line in _element_code(program, variant, {}, {**values, **held})]
+    lines += ["            }", "        }", "    }"]
+    return lines
+
+
+def _spread_loop(program: tuple, variant: Variant, values: Mapping[int, str]) -> list[str]:
     """The flat loop, ``UNROLL`` elements per thread per iteration, a thread block's width apart (loads
     stay coalesced): where all of them are inside the block, every input load of all of them is issued
     before any arithmetic, so that a memory-bound kernel keeps several loads in flight per thread."""

@@ -18,8 +18,9 @@ import numpy as np
 
 from ..ops.reductions import REDUCTIONS
 from .check import check_program
+from .helpers import HELPERS
 from .philox import PHILOX_DEVICE_SOURCE
-from .program import HELPERS, fold_identity, instr_code, reduction_folds, scalar_head, value_dtype
+from .program import fold_identity, instr_code, reduction_folds, scalar_head, value_dtype
 from .types import ctype, typed_program
 
 #: threads per row a kernel may give: a warp, or a whole thread block (``lanes_for``)

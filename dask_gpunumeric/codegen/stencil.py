@@ -15,6 +15,7 @@ import numpy as np
 
 from . import program as _program
 from .check import ProgramError, check_stencil_code, check_tiles
+from .helpers import HELPERS
 from .philox import PHILOX_DEVICE_SOURCE
 from .types import FILL, TILE_SHARED_BYTES, TILE_THREADS, TILES, WRAP, StencilCode, ctype, typed_program
 
@@ -163,7 +164,7 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
 
 def _kernel_text(name: str, threads: int, params: list[str], body: list[str]) -> str:
     """A generated kernel's whole source: the helpers, then the kernel."""
-    return (PHILOX_DEVICE_SOURCE + _program.HELPERS + _HELPERS
+    return (PHILOX_DEVICE_SOURCE + HELPERS + _HELPERS
             + f'\nextern "C" __global__ void __launch_bounds__({threads}) {name}(\n    ' + ",\n    ".join(params)
             + ")\n{\n" + "\n".join(body) + "\n}\n")
 

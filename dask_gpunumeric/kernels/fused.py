@@ -1,8 +1,9 @@
 """What a Fused task runs on one block: its program (``codegen.program``) interpreted on NumPy blocks (the
 reference: ``interpreter``), or its generated kernel launched on CuPy blocks.
 
-A program compiles once per worker whatever its scalar values (and once per launch variant: flat or strided,
-Philox group, 32-bit or 64-bit positions, which inputs are one element); values that come back get a kernel
+A program compiles once per worker whatever its scalar values (and once per launch variant: flat, spread (a flat block
+with an input off the alignment of the flat kernels' packs) or strided, Philox group, 32-bit or 64-bit positions,
+which inputs are one element); values that come back get a kernel
 specialized to them, compiled in the background (``_Kernel``). A launch is one full wave of thread blocks
 (``cuda.wave_blocks``).
 """
@@ -77,16 +78,33 @@ def _launch_geometry(program: tuple, inputs: Sequence[Any], offset: tuple[int, .
     index, to_index = ("int", np.int32) if size < INT_INDEX_LIMIT else ("long long", np.int64)
     flat = all((a.size == 1) or (a.shape == shape and a.flags.c_contiguous) for a in inputs)
     contiguous_in_global = shape[1:] == tuple(global_shape[1:])
-    philox = _prepared(program).philox
+    prepared = _prepared(program)
+    philox = prepared.philox
     if flat and (contiguous_in_global or not philox):
         # flat mode keys random draws by goff + t: only right when the block is contiguous in the global
         # array; otherwise the strided mode maps each element to its global index
         singles = frozenset(k for k, a in enumerate(inputs) if a.size == 1)
-        return _program.Variant("flat", philox or 1, index, singles), [to_index(size), np.int64(goff)]
+        spread = _spreads(prepared) and not all(_packable(a) for k, a in enumerate(inputs) if k not in singles)
+        return (_program.Variant("spread" if spread else "flat", philox or 1, index, singles),
+                [to_index(size), np.int64(goff)])
     geometry: list[Any] = [to_index(size), np.int64(goff)]
     for d in range(ndim):
         geometry += [to_index(shape[d]), np.int64(gstrides[d])]
     return _program.Variant("strided", 1, index, frozenset()), geometry + _element_strides(inputs, ndim)
+
+
+def _spreads(prepared: _Prepared) -> bool:
+    """Whether a flat kernel of the program moves packs of consecutive elements, and so has a spread variant for
+    blocks off their alignment (not where Philox groups or folds set its loop)."""
+    return prepared.philox <= 1 and not prepared.folds
+
+
+def _packable(a: Any) -> bool:
+    """Whether array ``a`` starts at a multiple of 16 bytes, the alignment of the packs of consecutive elements
+    that a flat kernel moves (a view into a larger array may not)."""
+    data = a.data
+    address = data.ptr if hasattr(data, "ptr") else a.ctypes.data  # CuPy's, or a NumPy array's (the emulator)
+    return address % 16 == 0
 
 
 def _element_strides(inputs: Sequence[Any], ndim: int) -> list[Any]:
@@ -124,9 +142,9 @@ _PLANS_KEPT = 256
 
 def _launch_plan(prepared: _Prepared, program: tuple, inputs: Sequence[Any], offset: tuple[int, ...],
                  shape: tuple[int, ...], global_shape: tuple[int, ...]) -> _Plan:
-    """The ``_Plan`` of a launch, remembered per program by block geometry and each input's dtype, shape and
-    strides."""
-    key = (offset, shape, global_shape, *[(a.dtype, a.shape, a.strides) for a in inputs])
+    """The ``_Plan`` of a launch, remembered per program by block geometry and each input's dtype, shape,
+    strides and alignment (``_packable``)."""
+    key = (offset, shape, global_shape, *[(a.dtype, a.shape, a.strides, _packable(a)) for a in inputs])
     plan = prepared.plans.get(key)
     if plan is None:
         if len(prepared.plans) >= _PLANS_KEPT:
@@ -147,7 +165,8 @@ def _new_plan(prepared: _Prepared, program: tuple, inputs: Sequence[Any], offset
     size = math.prod(shape)
     variant, geometry = _launch_geometry(program, inputs, offset, shape, global_shape)
     kernel = _kernel(program, variant)
-    per_thread = variant.group * _program.PHILOX_STEPS if variant.group > 1 else _program.UNROLL if variant.mode == "flat" else 1
+    per_thread = (variant.group * _program.PHILOX_STEPS if variant.group > 1
+                  else _program.UNROLL if variant.mode in ("flat", "spread") else 1)
     buffers, results = [], []
     for k, out in enumerate(outputs):
         if k in kernel.finals:
@@ -515,7 +534,8 @@ def record_sources(program: tuple, scalars: Sequence[Any], row_inputs: tuple[int
             _cuda.record_source(_rows.kernel_source(program, 256, "int", row_inputs, constants)[0])
         return
     singles = tuple(range(len(program.inputs)))
-    variants = [("flat", 1, ()), ("strided", 1, ()), ("flat", 1, singles)]
+    spread = [("spread", 1, ())] if _spreads(_prepared(program)) else []
+    variants = [("flat", 1, ()), ("strided", 1, ()), *spread, ("flat", 1, singles)]
     if _program.philox_group(program.instrs):
         variants.append(("flat", _program.philox_group(program.instrs), ()))
     for mode, group, single in variants:
