@@ -16,7 +16,8 @@ import numpy as np
 from . import program as _program
 from .check import ProgramError, check_stencil_code, check_tiles
 from .philox import PHILOX_DEVICE_SOURCE
-from .types import FILL, TILE_SHARED_BYTES, TILE_THREADS, TILES, WRAP, StencilCode, ctype, typed_program
+from .types import (FILL, SM_BLOCK_SHARED_BYTES, SM_SHARED_BYTES, SM_THREADS, TILE_SHARED_BYTES, TILE_THREADS, TILES,
+                    WRAP, StencilCode, ctype, typed_program)
 
 # grid dimension of each axis (the last axis along x: neighbouring threads read neighbouring elements)
 GRID_AXES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
@@ -161,10 +162,12 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
             + [f"    {store} = {at(*base)};" for store, base in zip(stores, bases)] + ["}"])
 
 
-def _kernel_text(name: str, threads: int, params: list[str], body: list[str]) -> str:
-    """A generated kernel's whole source: the helpers, then the kernel."""
+def _kernel_text(name: str, threads: int, params: list[str], body: list[str], blocks: int = 0) -> str:
+    """A generated kernel's whole source: the helpers, then the kernel (``blocks``: the thread blocks per
+    multiprocessor its registers must allow, 0: no such bound)."""
+    bounds = f"{threads}, {blocks}" if blocks else f"{threads}"
     return (PHILOX_DEVICE_SOURCE + _program.HELPERS + _HELPERS
-            + f'\nextern "C" __global__ void __launch_bounds__({threads}) {name}(\n    ' + ",\n    ".join(params)
+            + f'\nextern "C" __global__ void __launch_bounds__({bounds}) {name}(\n    ' + ",\n    ".join(params)
             + ")\n{\n" + "\n".join(body) + "\n}\n")
 
 
@@ -274,6 +277,13 @@ def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple]) -> int:
     return sum(sizes.values()) + sum(TILE_THREADS * np.dtype(fold.acc).itemsize for fold in folds)
 
 
+def tile_blocks(shared_bytes: int) -> int:
+    """How many thread blocks of a tile kernel declaring ``shared_bytes`` of shared memory an sm_90
+    multiprocessor holds (at most its threads' worth): the compiler keeps the kernel's registers within what
+    lets them all stay resident, so that registers never cut its occupancy below what shared memory does."""
+    return max(1, min(SM_THREADS // TILE_THREADS, SM_SHARED_BYTES // (shared_bytes + SM_BLOCK_SHARED_BYTES)))
+
+
 def _flat(extent: Sequence[int], start: Sequence[int], index: str) -> tuple[list[str], tuple[bool, ...]]:
     """The head of a tile kernel's loop over a stage's elements in flat order (``e``, the last axis fastest),
     placing element ``e`` at ``p`` (the stage starts at ``g + start``); no axis known to lie in the tile."""
@@ -305,7 +315,8 @@ def _walks(extent: Sequence[int], start: Sequence[int], tile: Sequence[int],
     return heads
 
 
-def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple = ()) -> tuple[str, str]:
+def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple = (),
+                bounded: bool = True) -> tuple[str, str]:
     """CUDA C++ source and kernel name of consecutive 2-d or 3-d sweeps in one launch (a *tile kernel*; two
     sweeps: a pair kernel): a thread block per tile (``TILES``) of the last sweep's box (``<last>lo``,
     ``<last>n``) computes each sweep in turn into shared memory, on the tile extended by how far the later sweeps read
@@ -320,10 +331,12 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     reader). The sweeps in ``stored`` also store their outputs (``out<j>``) on the tile itself (inside the
     last sweep's box). Where the last sweep has full reductions, the launch's thread blocks (a grid along x)
     walk the tiles, and the reductions end as ``kernel_source``'s: a partial per thread block, combined by
-    the last."""
+    the last. ``bounded``: the launch bounds ask for registers that let as many thread blocks stay resident as
+    the kernel's shared memory does (``tile_blocks``); False: the compiler's own choice."""
     check_tiles(codes, links, index, edges, stored)  # only our names and integers become source
     codes = tuple(typed(code) for code in codes)
-    if tile_shared_bytes(codes, links) > TILE_SHARED_BYTES:
+    shared_bytes = tile_shared_bytes(codes, links)
+    if shared_bytes > TILE_SHARED_BYTES:
         raise ProgramError(f"tiles of {len(codes)} sweeps need more than {TILE_SHARED_BYTES} B of shared memory")
     last, prefixes = len(codes) - 1, [f"{chr(ord('a') + j)}_" for j in range(len(codes))]
     slots = [{}] + [dict(shared) for shared in links]
@@ -445,4 +458,4 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     variant += (stored,) if stored else ()
     kind = "gnp_pair_" if len(codes) == 2 else "gnp_tiles_"
     name = kind + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
-    return _kernel_text(name, TILE_THREADS, params, body), name
+    return _kernel_text(name, TILE_THREADS, params, body, tile_blocks(shared_bytes) * bounded), name
