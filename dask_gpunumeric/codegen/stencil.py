@@ -17,7 +17,8 @@ from . import program as _program
 from .check import ProgramError, check_stencil_code, check_tiles
 from .helpers import HELPERS
 from .philox import PHILOX_DEVICE_SOURCE
-from .types import FILL, TILE_SHARED_BYTES, TILE_THREADS, TILES, WRAP, StencilCode, ctype, typed_program
+from .types import (FILL, SM_BLOCK_SHARED_BYTES, SM_SHARED_BYTES, SM_THREADS, TILE_SHARED_BYTES, TILE_THREADS, TILES,
+                    WRAP, StencilCode, ctype, typed_program)
 
 # grid dimension of each axis (the last axis along x: neighbouring threads read neighbouring elements)
 GRID_AXES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
@@ -162,10 +163,12 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
             + [f"    {store} = {at(*base)};" for store, base in zip(stores, bases)] + ["}"])
 
 
-def _kernel_text(name: str, threads: int, params: list[str], body: list[str]) -> str:
-    """A generated kernel's whole source: the helpers, then the kernel."""
+def _kernel_text(name: str, threads: int, params: list[str], body: list[str], blocks: int = 0) -> str:
+    """A generated kernel's whole source: the helpers, then the kernel (``blocks``: the thread blocks per
+    multiprocessor its registers must allow, 0: no such bound)."""
+    bounds = f"{threads}, {blocks}" if blocks else f"{threads}"
     return (PHILOX_DEVICE_SOURCE + HELPERS + _HELPERS
-            + f'\nextern "C" __global__ void __launch_bounds__({threads}) {name}(\n    ' + ",\n    ".join(params)
+            + f'\nextern "C" __global__ void __launch_bounds__({bounds}) {name}(\n    ' + ",\n    ".join(params)
             + ")\n{\n" + "\n".join(body) + "\n}\n")
 
 
@@ -275,20 +278,46 @@ def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple]) -> int:
     return sum(sizes.values()) + sum(TILE_THREADS * np.dtype(fold.acc).itemsize for fold in folds)
 
 
-_FLAT_INDEXING = 13  # instructions per element of the flat loop's indexing: a division, a remainder, addresses
-_WALK_INDEXING = 4  # the same when the threads walk rows: addresses stepping by a constant, the loop's test
+def tile_blocks(shared_bytes: int) -> int:
+    """How many thread blocks of a tile kernel declaring ``shared_bytes`` of shared memory an sm_90
+    multiprocessor holds (at most its threads' worth): the compiler keeps the kernel's registers within what
+    lets them all stay resident, so that registers never cut its occupancy below what shared memory does."""
+    return max(1, min(SM_THREADS // TILE_THREADS, SM_SHARED_BYTES // (shared_bytes + SM_BLOCK_SHARED_BYTES)))
 
 
-def _walks_rows(width: int, instructions: int) -> bool:
-    """Whether the threads of a 2-d tile kernel compute a stage ``width`` elements wide, whose elements take
-    about ``instructions`` each, walking rows (each thread one column, several rows a pass) rather than the flat
-    elements: cheaper indexing, but the threads past the last whole row of a pass idle, which costs more than
-    it saves where elements are long."""
-    busy = (TILE_THREADS // width) * width / TILE_THREADS
-    return instructions + _WALK_INDEXING < busy * (instructions + _FLAT_INDEXING)
+def _flat(extent: Sequence[int], start: Sequence[int], index: str) -> tuple[list[str], tuple[bool, ...]]:
+    """The head of a tile kernel's loop over a stage's elements in flat order (``e``, the last axis fastest),
+    placing element ``e`` at ``p`` (the stage starts at ``g + start``); no axis known to lie in the tile."""
+    ndim = len(extent)
+    lines = [f"for (int e = threadIdx.x; e < {int(np.prod(extent))}; e += {TILE_THREADS}) {{"]
+    for d in range(ndim):
+        inner = int(np.prod(extent[d + 1 :]))
+        at = f"e % {extent[d]}" if d == ndim - 1 else f"e / {inner}" if d == 0 else f"e / {inner} % {extent[d]}"
+        lines.append(f"    const {index} p{d} = g{d} + {start[d]} + {at};")
+    return lines, (False,) * ndim
 
 
-def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple = ()) -> tuple[str, str]:
+def _walks(extent: Sequence[int], start: Sequence[int], tile: Sequence[int],
+           index: str) -> list[tuple[list[str], tuple[bool, ...]] | tuple[list[str], None]]:
+    """The heads of a 2-d tile kernel's loops over a stage, each with the axes along which its positions lie
+    in the tile's span (None: never in the tile): the columns over the tile's (the body) walked by threads
+    that each keep one column, ``TILE_THREADS // tile[1]`` rows a pass (no division per element, addresses
+    stepping by a constant, each warp's row an aligned span of the tile's), then the halo's columns on both
+    sides of the body in flat order, so that no thread idles for want of a whole row."""
+    rows, width, side = TILE_THREADS // tile[1], tile[1], (extent[1] - tile[1]) // 2
+    heads: list = [([f"for (int r = (int)threadIdx.x / {width}; r < {extent[0]}; r += {rows}) {{",
+                     f"    const {index} p0 = g0 + {start[0]} + r;",
+                     f"    const {index} p1 = g1 + {start[1] + side} + (int)threadIdx.x % {width};"], (False, True))]
+    if side:
+        heads.append(([f"for (int e = threadIdx.x; e < {extent[0] * 2 * side}; e += {TILE_THREADS}) {{",
+                       f"    const int c = e % {2 * side};",
+                       f"    const {index} p0 = g0 + {start[0]} + e / {2 * side};",
+                       f"    const {index} p1 = g1 + {start[1]} + c + (c < {side} ? 0 : {width});"], None))
+    return heads
+
+
+def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple = (),
+                bounded: bool = True) -> tuple[str, str]:
     """CUDA C++ source and kernel name of consecutive 2-d or 3-d sweeps in one launch (a *tile kernel*; two
     sweeps: a pair kernel): a thread block per tile (``TILES``) of the last sweep's box (``<last>lo``,
     ``<last>n``) computes each sweep in turn into shared memory, on the tile extended by how far the later sweeps read
@@ -303,10 +332,12 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     reader). The sweeps in ``stored`` also store their outputs (``out<j>``) on the tile itself (inside the
     last sweep's box). Where the last sweep has full reductions, the launch's thread blocks (a grid along x)
     walk the tiles, and the reductions end as ``kernel_source``'s: a partial per thread block, combined by
-    the last."""
+    the last. ``bounded``: the launch bounds ask for registers that let as many thread blocks stay resident as
+    the kernel's shared memory does (``tile_blocks``); False: the compiler's own choice."""
     check_tiles(codes, links, index, edges, stored)  # only our names and integers become source
     codes = tuple(typed(code) for code in codes)
-    if tile_shared_bytes(codes, links) > TILE_SHARED_BYTES:
+    shared_bytes = tile_shared_bytes(codes, links)
+    if shared_bytes > TILE_SHARED_BYTES:
         raise ProgramError(f"tiles of {len(codes)} sweeps need more than {TILE_SHARED_BYTES} B of shared memory")
     last, prefixes = len(codes) - 1, [f"{chr(ord('a') + j)}_" for j in range(len(codes))]
     slots = [{}] + [dict(shared) for shared in links]
@@ -353,20 +384,9 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         inside) and, for a sweep in ``stored``, storing it on the tile itself; ``whole``: in a thread block
         whose extended tiles lie inside every box and region (no position skipped, none kept)."""
         code, prefix, extent, start = codes[k], prefixes[k], extents[k], starts(k)
-        if ndim == 2 and _walks_rows(extent[1], len(code.program.instrs)):
-            # each thread keeps one column and walks the rows, several rows a pass
-            rows, width = TILE_THREADS // extent[1], extent[1]
-            lines = [f"if (threadIdx.x < {rows * width}) for (int r = threadIdx.x / {width}; r < {extent[0]}; r += {rows}) {{",
-                     f"    const {index} p0 = g0 + {start[0]} + r;",
-                     f"    const {index} p1 = g1 + {start[1]} + (int)threadIdx.x % {width};"]
-        else:
-            lines = [f"for (int e = threadIdx.x; e < {int(np.prod(extent))}; e += {TILE_THREADS}) {{"]
-            for d in range(ndim):  # the position of element e of the extended tile, the last axis fastest
-                inner = int(np.prod(extent[d + 1 :]))
-                at = f"e % {extent[d]}" if d == ndim - 1 else f"e / {inner}" if d == 0 else f"e / {inner} % {extent[d]}"
-                lines.append(f"    const {index} p{d} = g{d} + {start[d]} + {at};")
+        heads = _walks(extent, start, tile, index) if ndim == 2 else [_flat(extent, start, index)]
         filled = [f"{stores[j]} = {name};" for j, name in fills[k].items()] if k < last else []
-        lines += [] if whole else [f"    if ({' || '.join(skip)}) {{ {' '.join([*filled, 'continue;'])} }}"]
+        lines = [] if whole else [f"    if ({' || '.join(skip)}) {{ {' '.join([*filled, 'continue;'])} }}"]
         lines += [f"    {line}" for line in _places(code, index, prefix, tuple(reads), stores is None)]
         element = functools.partial(_element, code._replace(restricted=()) if whole else code, local[k],
                                     prefix=prefix, shared=reads, stores=stores)
@@ -376,13 +396,24 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         else:
             lines += [f"    if ({' && '.join(fast)}) {{", *[f"        {line}" for line in element(False)],
                       "    } else {", *[f"        {line}" for line in element(True)], "    }"]
-        if k in stored:  # the sweep's values on the tile itself (inside the last box), from shared memory
-            own = " && ".join(f"p{d} >= g{d} + {halo[d]} && p{d} < g{d} + {halo[d] + tile[d]} && p{d} < {end[d]}"
-                              for d in range(ndim))
-            lines += [f"    if ({own}) {{"]
-            lines += [f"        {prefix}out{j}[{_position(f'{prefix}oo{j}', f'{prefix}ost{j}', ndim)}] = {store};"
-                      for j, store in enumerate(stores)] + ["    }"]
-        return lines + ["}"]
+        # not unrolled: the halo's columns (a pass or two) and the thread blocks at the box's ends (few), whose
+        # unrolled loops' registers would set the kernel's, and so its occupancy
+        return [line for head, inside in heads
+                for line in (*["#pragma unroll 1"] * (inside is None or not whole), *head, *lines,
+                             *own(k, stores, inside, whole), "}")]
+
+    def own(k: int, stores: list[str] | None, inside: tuple[bool, ...] | None, whole: bool) -> list[str]:
+        """For a sweep in ``stored``, its values stored on the tile itself (inside the last box) from shared
+        memory, by a loop whose positions lie in the tile's span along the ``inside`` axes (None: never)."""
+        if k not in stored or inside is None:
+            return []
+        span = [[] if inside[d] else [f"p{d} >= g{d} + {halo[d]}", f"p{d} < g{d} + {halo[d] + tile[d]}"]
+                for d in range(ndim)]
+        # a whole thread block's tile lies inside the last box: its ends need no check
+        test = " && ".join(c for d in range(ndim) for c in (*span[d], *[f"p{d} < {end[d]}"] * (not whole)))
+        put = [f"{prefixes[k]}out{j}[{_position(f'{prefixes[k]}oo{j}', f'{prefixes[k]}ost{j}', ndim)}] = {store};"
+               for j, store in enumerate(stores)]
+        return [f"    if ({test}) {{", *[f"        {line}" for line in put], "    }"] if test else [f"    {line}" for line in put]
 
     def phase(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None) -> list[str]:
         """Sweep ``k``'s loop: without checks in thread blocks inside everything (``gnp_whole``)."""
@@ -428,4 +459,4 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     variant += (stored,) if stored else ()
     kind = "gnp_pair_" if len(codes) == 2 else "gnp_tiles_"
     name = kind + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
-    return _kernel_text(name, TILE_THREADS, params, body), name
+    return _kernel_text(name, TILE_THREADS, params, body, tile_blocks(shared_bytes) * bounded), name

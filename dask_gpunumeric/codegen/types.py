@@ -75,6 +75,12 @@ TILE_SWEEPS = {1: 8, 2: 4, 3: 4}
 TILE_THREADS = 256
 TILE_HALO = 2  # the largest offset per axis at which a sweep of a tile kernel may read its predecessor's outputs
 TILE_SHARED_BYTES = 48 * 1024  # the static shared memory a thread block may declare
+# an sm_90 multiprocessor (H100, H200): its shared memory, the part of it the driver keeps per thread block, its
+# threads. A tile kernel asks the compiler for registers that let as many of its thread blocks stay resident as
+# its shared memory does (``tile_blocks``)
+SM_SHARED_BYTES = 228 * 1024
+SM_BLOCK_SHARED_BYTES = 1024
+SM_THREADS = 2048
 TILE_WORK = 1.25  # the most work a tile kernel may do on its extended tiles, per sweep, over the tile's
 
 

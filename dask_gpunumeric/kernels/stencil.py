@@ -632,8 +632,13 @@ def _kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int]:
 @functools.lru_cache(maxsize=256)
 def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple) -> tuple[Any, int]:
     """The compiled tile kernel of a run of sweeps' variant (``tile_source``), and how many of its thread blocks
-    the device keeps resident."""
-    return _cuda.compile_function(*_stencil_source.tile_source(codes, links, index, edges, stored), TILE_THREADS)
+    the device keeps resident: with the registers its shared memory's occupancy allows, unless that made the
+    compiler spill (local memory), then with the compiler's own choice."""
+    compiled = _cuda.compile_function(*_stencil_source.tile_source(codes, links, index, edges, stored), TILE_THREADS)
+    if not compiled[0].local_size_bytes:
+        return compiled
+    source = _stencil_source.tile_source(codes, links, index, edges, stored, bounded=False)
+    return _cuda.compile_function(*source, TILE_THREADS)
 
 
 @functools.lru_cache(maxsize=1024)
