@@ -81,12 +81,12 @@ def _launch(plan: GramPlan, x: Any, others: Sequence[Any]) -> tuple:
     blocks = -(-n // rows)
     size = plan.tiles * TILE * TILE
     partials = cupy.empty(blocks * size, dtype=x.dtype)
-    outputs = [cupy.empty((k, k), dtype=x.dtype)]
     args: list[Any] = [x, np.int64(x.strides[0] // x.itemsize)]
     for v in others:
-        outputs.append(cupy.empty((k, *v.shape[1:]), dtype=x.dtype))
         args += [v, np.int64(v.strides[0] // v.itemsize)]
     partial((blocks,), (plan.threads,), (*args, np.int64(n), np.int64(rows), partials),
             shared_mem=plan.shared_bytes if plan.dynamic else 0)
+    # the outputs allocated while the first kernel runs (the host's time before it is what a call waits for)
+    outputs = [cupy.empty((k, k), dtype=x.dtype), *(cupy.empty((k, *v.shape[1:]), dtype=x.dtype) for v in others)]
     total((-(-size // 32),), (32, SUM_ROWS), (partials, np.int32(blocks), *outputs))
     return tuple(outputs)
