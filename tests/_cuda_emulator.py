@@ -213,10 +213,13 @@ class _HostWorkspace:
     """``kernels.fused._Workspace`` in host memory: the partials as arrays (the emulated kernels take arrays)."""
 
     def __init__(self) -> None:
-        self.ticket = np.zeros(1, dtype=np.uint32)
+        from dask_gpunumeric.kernels import fused as _fused
 
-    def partials(self, blocks: int, dtypes: list[np.dtype]) -> list[np.ndarray]:
-        return [np.empty(blocks, dtype=dt) for dt in dtypes]
+        self.ticket = np.zeros(1, dtype=np.uint32)
+        self.outputs = _fused.SmallOutputs()
+
+    def fold_arguments(self, blocks: int, dtypes: list[np.dtype]) -> tuple:
+        return (*[np.empty(blocks, dtype=dt) for dt in dtypes], self.ticket)
 
 
 def emulated_cupy(monkeypatch: Any) -> None:
