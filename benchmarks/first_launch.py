@@ -57,6 +57,10 @@ class Stamped:
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._function, name, value)
 
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # (isinstance sees the kernel's class: ``kernels.cuda.takes_packed``)
+        return type(self._function)
+
 
 def stamp_launches(cpu: bool) -> None:
     """Every kernel compiled from now on stamped (``Stamped``); with ``cpu``, CuPy blocks on the emulated device,

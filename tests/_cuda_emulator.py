@@ -218,7 +218,7 @@ class _HostWorkspace:
         self.ticket = np.zeros(1, dtype=np.uint32)
         self.outputs = _fused.SmallOutputs()
 
-    def fold_arguments(self, blocks: int, dtypes: list[np.dtype]) -> tuple:
+    def fold_arguments(self, blocks: int, dtypes: list[np.dtype], packed: bool = False) -> tuple:
         return (*[np.empty(blocks, dtype=dt) for dt in dtypes], self.ticket)
 
 

@@ -162,7 +162,7 @@ def _new_plan(prepared: _Prepared, program: tuple, inputs: Sequence[Any], offset
             results.append(("reduce", len(buffers), out) if out.tag == "reduce" else ("array", len(buffers)))
             buffers.append((value_shape, _program.value_dtype(instrs[out.value])))
     plain = all(r == ("array", k) for k, r in enumerate(results))
-    return _Plan(casts, kernel, tuple(geometry), -(-size // (per_thread * _THREADS)),
+    return _Plan(casts, kernel, kernel.arguments(geometry), -(-size // (per_thread * _THREADS)),
                  _DRAW_WAVES if variant.group > 1 else 1, _marked(buffers), None if plain else tuple(results),
                  tuple(fold.acc for fold in prepared.folds))
 
@@ -219,7 +219,7 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
     workspace = _workspace()
     bufs = [workspace.outputs.take(value_shape, dtype) if one else cupy.empty(value_shape, dtype=dtype)
             for value_shape, dtype, one in plan.buffers]
-    folds = workspace.fold_arguments(blocks, plan.folds) if plan.folds else ()
+    folds = workspace.fold_arguments(blocks, plan.folds, plan.kernel.packs) if plan.folds else ()
     launch.function((blocks,), (_THREADS,), (*inputs, *bufs, *folds, *launch.args, *plan.geometry))
     return _results(plan, bufs)
 
@@ -260,7 +260,7 @@ def _row_plan(prepared: _Prepared, program: tuple, casts: tuple | None, inputs: 
     kernel = _kernel(program, variant)
     shapes = {"row": shape[:axes[0]] + (1,) * len(axes), "element": shape, "flat": shape[:axes[0]]}
     geometry = (to_index(nrows), to_index(n), *map(to_index, shape), *_element_strides(inputs, ndim))
-    return _Plan(casts, kernel, geometry, -(-nrows // (_THREADS // lanes)), 1,
+    return _Plan(casts, kernel, kernel.arguments(geometry), -(-nrows // (_THREADS // lanes)), 1,
                  _marked([(shapes[kind], dtype) for kind, dtype in kernel.row_outputs]), None, ())
 
 
@@ -346,14 +346,14 @@ class _Workspace:
         self._arguments: dict[tuple, tuple] = {}  # (blocks, partials' count) -> ``fold_arguments`` in this room
         self.outputs = SmallOutputs()
 
-    def fold_arguments(self, blocks: int, dtypes: Sequence[np.dtype]) -> tuple:
+    def fold_arguments(self, blocks: int, dtypes: Sequence[np.dtype], packed: bool = False) -> tuple:
         """The kernel arguments of the folds of a launch of ``blocks`` thread blocks accumulating in ``dtypes`` (of
         at most 8 bytes each): pointers to an array of ``blocks`` partials of each, then the ticket (``fold_params``);
-        the same objects launch after launch while the room stays."""
-        known = self._arguments.get((blocks, len(dtypes)))
-        return known if known is not None else self._new_arguments(blocks, len(dtypes))
+        the same objects launch after launch while the room stays (``packed``: as ``cuda.packed`` makes them)."""
+        known = self._arguments.get((blocks, len(dtypes), packed))
+        return known if known is not None else self._new_arguments(blocks, len(dtypes), packed)
 
-    def _new_arguments(self, blocks: int, count: int) -> tuple:
+    def _new_arguments(self, blocks: int, count: int, packed: bool) -> tuple:
         import cupy
 
         need = 8 * blocks * count
@@ -361,8 +361,9 @@ class _Workspace:
             self._room = cupy.empty(need, dtype=np.uint8)  # the old room is freed in stream order
             self._arguments.clear()
         base = self._room.data.ptr
-        made = self._arguments[(blocks, count)] = (*[np.uintp(base + 8 * blocks * j) for j in range(count)],
-                                                   self.ticket)
+        pointers = [np.uintp(base + 8 * blocks * j) for j in range(count)]
+        made = (*pointers, self.ticket) if not packed else _cuda.packed([*pointers, np.uintp(self.ticket.data.ptr)])
+        self._arguments[(blocks, count, packed)] = made  # (the room and the ticket live as long as this)
         return made
 
 
@@ -466,6 +467,7 @@ class _Kernel:
         self.finals = _program.final_outputs(program)
         self.row_outputs = _rows.row_outputs(program, variant.singles) if variant.mode == "rows" else ()
         self._generic = _cuda.compile_function(*self._source(()), _THREADS)
+        self.packs = _cuda.takes_packed(self._generic[0])  # (a CuPy kernel: its launches' constant arguments packed)
         self._values: dict[tuple, _ValueSet] = {}
         self._last: tuple[Any, _ValueSet | None] = (None, None)  # the scalars of the latest call and their values
         self._specialized = 0
@@ -509,8 +511,13 @@ class _Kernel:
                 self._specialized = 0
             instrs = self._program.instrs
             constants = tuple(scalar_args(instrs, scalars))
-            values = self._values[key] = _ValueSet(constants, _Launch(*self._generic, launch_args(instrs, constants)))
+            values = self._values[key] = _ValueSet(constants, _Launch(*self._generic,
+                                                                      self.arguments(launch_args(instrs, constants))))
         return values
+
+    def arguments(self, values: Sequence[Any]) -> tuple:
+        """Arguments of every launch of this kernel with these values (``cuda.packed`` for a CuPy kernel)."""
+        return _cuda.packed(values) if self.packs else tuple(values)
 
     @staticmethod
     def _finish_specialization(values: _ValueSet) -> None:
