@@ -232,7 +232,7 @@ def emulated_cupy(monkeypatch: Any) -> None:
 
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
     monkeypatch.setattr(_fused, "_workspace_for", functools.lru_cache(maxsize=None)(
-        lambda device, stream: _HostWorkspace()))
+        lambda device, stream, module: _HostWorkspace()))
 
     def kernel(code: tuple, index: str, edges: tuple) -> tuple[EmulatedKernel, int]:
         return EmulatedKernel(*_stencil_source.kernel_source(code, index, edges)), 4

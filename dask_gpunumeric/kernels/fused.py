@@ -368,15 +368,16 @@ class _Workspace:
 
 
 @functools.lru_cache(maxsize=None)
-def _workspace_for(device: int, stream: int) -> _Workspace:
+def _workspace_for(device: int, stream: int, module: Any) -> _Workspace:
     return _Workspace()
 
 
 def _workspace() -> _Workspace:
-    """The workspace of the current device and stream."""
+    """The workspace of the current device and stream (and of the ``cupy`` module in use: an emulated device's
+    arrays never meet a GPU's)."""
     import cupy
 
-    return _workspace_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
+    return _workspace_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr, cupy)
 
 
 def _scalar_arg(scalars: Sequence[Any], k: int, ctype: str, instrs: Sequence[tuple]) -> Any:
