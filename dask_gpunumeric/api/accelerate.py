@@ -18,7 +18,6 @@ from typing import Any
 import dask.callbacks
 import dask.local
 import dask.threaded
-from dask._task_spec import GraphNode, _is_dask_future
 
 from .. import config
 from ..expr import ArrayExpr, Bundle, FromArray, FromGraph
@@ -151,12 +150,7 @@ _GUARD_ERRORS = (_guards.PromotionError, _guards.FetchError, _guards.ScalarIndex
 
 def _in_memory(args: list[ArrayExpr]) -> bool:
     """Are these expressions blocks already in this process (persisted locally, or cut from an array)?"""
-    return all(
-        isinstance(a, FromArray)
-        or isinstance(a, FromGraph) and not any(isinstance(v, GraphNode) or _is_dask_future(v)
-                                                for v in a.operand("layer").values())
-        for a in args
-    )
+    return all(isinstance(a, FromArray) or isinstance(a, FromGraph) and a.in_memory for a in args)
 
 
 def _run_now(plan: Plan, args: list[ArrayExpr], lowering: str, transport: str, timeout: float) -> list[FromGraph]:
