@@ -117,6 +117,7 @@ class _Plan(NamedTuple):
     buffers: tuple  # (shape, dtype, one element?) of each output array the kernel writes, in argument order
     results: tuple | None  # how each output's result is made of the buffers (``_results``); None: the buffers
     folds: tuple  # the accumulator dtypes of the folds' partials (``fold_buffers``)
+    shared: bool  # whether a launch takes anything from its stream's ``_Workspace`` (folds, one-element outputs)
 
 
 #: Launch plans kept per program (one per block geometry and input layout).
@@ -162,9 +163,10 @@ def _new_plan(prepared: _Prepared, program: tuple, inputs: Sequence[Any], offset
             results.append(("reduce", len(buffers), out) if out.tag == "reduce" else ("array", len(buffers)))
             buffers.append((value_shape, _program.value_dtype(instrs[out.value])))
     plain = all(r == ("array", k) for k, r in enumerate(results))
+    marked = _marked(buffers)
     return _Plan(casts, kernel, kernel.arguments(geometry), -(-size // (per_thread * _THREADS)),
-                 _DRAW_WAVES if variant.group > 1 else 1, _marked(buffers), None if plain else tuple(results),
-                 tuple(fold.acc for fold in prepared.folds))
+                 _DRAW_WAVES if variant.group > 1 else 1, marked, None if plain else tuple(results),
+                 tuple(fold.acc for fold in prepared.folds), bool(prepared.folds) or any(m[2] for m in marked))
 
 
 def _marked(buffers: Sequence[tuple]) -> tuple:
@@ -216,10 +218,13 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
         inputs = _cast(inputs, plan.casts)
     launch = plan.kernel.launch(scalars, fold=not hosted)
     blocks = max(1, min(plan.need, launch.max_blocks * plan.waves))
-    workspace = _workspace()
-    bufs = [workspace.outputs.take(value_shape, dtype) if one else cupy.empty(value_shape, dtype=dtype)
-            for value_shape, dtype, one in plan.buffers]
-    folds = workspace.fold_arguments(blocks, plan.folds, plan.kernel.packs) if plan.folds else ()
+    if plan.shared:
+        workspace = _workspace()
+        bufs = [workspace.outputs.take(value_shape, dtype) if one else cupy.empty(value_shape, dtype=dtype)
+                for value_shape, dtype, one in plan.buffers]
+        folds = workspace.fold_arguments(blocks, plan.folds, plan.kernel.packs) if plan.folds else ()
+    else:
+        bufs, folds = [cupy.empty(value_shape, dtype=dtype) for value_shape, dtype, _ in plan.buffers], ()
     launch.function((blocks,), (_THREADS,), (*inputs, *bufs, *folds, *launch.args, *plan.geometry))
     return _results(plan, bufs)
 
@@ -260,8 +265,9 @@ def _row_plan(prepared: _Prepared, program: tuple, casts: tuple | None, inputs: 
     kernel = _kernel(program, variant)
     shapes = {"row": shape[:axes[0]] + (1,) * len(axes), "element": shape, "flat": shape[:axes[0]]}
     geometry = (to_index(nrows), to_index(n), *map(to_index, shape), *_element_strides(inputs, ndim))
-    return _Plan(casts, kernel, kernel.arguments(geometry), -(-nrows // (_THREADS // lanes)), 1,
-                 _marked([(shapes[kind], dtype) for kind, dtype in kernel.row_outputs]), None, ())
+    marked = _marked([(shapes[kind], dtype) for kind, dtype in kernel.row_outputs])
+    return _Plan(casts, kernel, kernel.arguments(geometry), -(-nrows // (_THREADS // lanes)), 1, marked, None, (),
+                 any(m[2] for m in marked))
 
 
 def final_buffers(program: tuple, k: int, size: int) -> tuple[dict[str, Any], list[Any]]:
