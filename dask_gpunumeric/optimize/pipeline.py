@@ -57,6 +57,9 @@ class _HashedTuple(tuple):
     def __hash__(self) -> int:
         return self._hash
 
+    def __reduce__(self) -> tuple:  # (a plain tuple elsewhere: another process hashes strings differently)
+        return tuple, (tuple(self),)
+
 
 _KEYS: dict[tuple, _HashedTuple] = {}  # the settings' values -> their ``settings_key``
 
