@@ -213,10 +213,13 @@ class _HostWorkspace:
     """``kernels.fused._Workspace`` in host memory: the partials as arrays (the emulated kernels take arrays)."""
 
     def __init__(self) -> None:
-        self.ticket = np.zeros(1, dtype=np.uint32)
+        from dask_gpunumeric.kernels import fused as _fused
 
-    def partials(self, blocks: int, dtypes: list[np.dtype]) -> list[np.ndarray]:
-        return [np.empty(blocks, dtype=dt) for dt in dtypes]
+        self.ticket = np.zeros(1, dtype=np.uint32)
+        self.outputs = _fused.SmallOutputs()
+
+    def fold_arguments(self, blocks: int, dtypes: list[np.dtype], packed: bool = False) -> tuple:
+        return (*[np.empty(blocks, dtype=dt) for dt in dtypes], self.ticket)
 
 
 def emulated_cupy(monkeypatch: Any) -> None:
@@ -229,7 +232,7 @@ def emulated_cupy(monkeypatch: Any) -> None:
 
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
     monkeypatch.setattr(_fused, "_workspace_for", functools.lru_cache(maxsize=None)(
-        lambda device, stream: _HostWorkspace()))
+        lambda device, stream, module: _HostWorkspace()))
 
     def kernel(code: tuple, index: str, edges: tuple) -> tuple[EmulatedKernel, int]:
         return EmulatedKernel(*_stencil_source.kernel_source(code, index, edges)), 4

@@ -218,6 +218,22 @@ def test_monte_carlo_breakdown_in_fresh_processes() -> None:
     assert all(t > 0 for t in times) and median == pytest.approx(sum(times) / 2, abs=1e-3), process.stdout
 
 
+def test_first_launch_times_each_call_in_fresh_processes_on_the_cpu() -> None:
+    """``first_launch.py --cpu --processes 2``: each call (CuPy blocks emulated, kernels that do nothing) timed in
+    two fresh processes, from the call to its first launch, to its return and to its end, and the medians of them;
+    a call launches after it starts and returns after its first launch."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, str(ROOT / "benchmarks" / "first_launch.py"), "--cpu", "--repeat", "3",
+               "--processes", "2"]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    for name in ("monte_carlo", "least_squares", "black_scholes"):
+        found = re.search(rf"^{name} +([0-9.]+) +([0-9.]+) +([0-9.]+) +median of 2 processes$", process.stdout, re.M)
+        assert found, process.stdout
+        first, back, end = map(float, found.groups())
+        assert 0 < first < back <= end, process.stdout
+
+
 def test_scalars_benchmark_runs_and_checks_on_the_cpu(tmp_path: pathlib.Path) -> None:
     """``benchmarks/scalars.py`` at a small size: every system's result checked against NumPy's."""
     report = _script_report(tmp_path, "scalars.py", "--shape", "1024", "--repeat", "3", "--warmup", "0")

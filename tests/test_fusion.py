@@ -1204,6 +1204,34 @@ def test_emulated_kernel_tells_signed_zero_scalars_apart(monkeypatch: pytest.Mon
         np.testing.assert_array_equal(np.signbit(got), np.signbit(np.exp(xn) * zero))
 
 
+@pytest.mark.skipif(BACKEND == "numpy" and _cuda_emulator.HOST_COMPILER is None, reason="needs g++ or a GPU")
+def test_one_element_results_kept_by_users_keep_their_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A total finished in its kernel is a one-element array that a later launch writes again once nothing holds
+    it (``kernels.fused.SmallOutputs``: on CuPy blocks, and NumPy blocks through the emulated kernels): totals
+    persisted, computed or viewed by the user keep their values while the same kernel runs again on other data,
+    each fetched total is NumPy's, and fetches one after another take one array between them."""
+    if BACKEND == "numpy":
+        _cuda_emulator.emulated_fused(monkeypatch)
+    taken: list[int] = []
+    take = _fused.SmallOutputs.take
+    monkeypatch.setattr(_fused.SmallOutputs, "take", lambda self, *a: taken.append(id(out := take(self, *a))) or out)
+    hosts = [np.linspace(-1.0, 1.0, 1000) * k for k in range(1, 5)]
+    expected = [np.sum(np.exp(h)) for h in hosts]
+
+    def total(h: np.ndarray) -> gnp.Array:
+        return gnp.sum(gnp.exp(gnp.asarray(h, chunks=h.size)))
+
+    persisted = total(hosts[0]).persist()
+    (computed,) = dask.compute(total(hosts[1]))
+    view = computed.reshape(1)
+    fetched = [gnp.fetch(total(h)) for h in hosts for _ in range(3)]
+    np.testing.assert_allclose(fetched, np.repeat(expected, 3), rtol=1e-12)
+    np.testing.assert_allclose(gnp.fetch(persisted), expected[0], rtol=1e-12)
+    np.testing.assert_allclose(to_host(view), [expected[1]], rtol=1e-12)
+    np.testing.assert_allclose(to_host(computed), expected[1], rtol=1e-12)
+    assert len(set(taken[2:])) == 1 and len(taken) == 14  # (the first two kept: the fetches' one array)
+
+
 @emulated
 def test_emulated_launch_plans_follow_each_block_layout(monkeypatch: pytest.MonkeyPatch) -> None:
     """Launches remembered per block geometry and input layout (``_fused._launch_plan``, as on a GPU), run on the

@@ -18,7 +18,6 @@ from typing import Any
 import dask.callbacks
 import dask.local
 import dask.threaded
-from dask._task_spec import GraphNode, _is_dask_future
 
 from .. import config
 from ..expr import ArrayExpr, Bundle, FromArray, FromGraph
@@ -90,15 +89,15 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
         traced = {i for i, _ in scalars}
         static = tuple((i, _TRACED, type(a)) if i in traced else (i, _static_key(a))
                        for i, a in named if not isinstance(a, Array))
-        signature = (tuple((i, a.shape, a.chunks, a.dtype.str, a.backend) for i, a in arrays), static,
-                     settings_key())
         try:
-            hash(signature)
+            hash(static)  # (the rest is hashable: the whole signature is hashed once, by the lookup)
         except TypeError:
             raise TypeError("gnp.accelerate: non-array arguments must be hashable (they select the plan)") from None
+        signature = (tuple((i, a.shape, a.chunks, a.dtype.str, a.backend) for i, a in arrays), static,
+                     settings_key())
         with lock:
             plan, guard_events = plans.get(signature, (None, ()))
-            inputs = scalar_inputs.get(signature)
+            inputs = scalar_inputs.get(signature) if scalar_inputs else None
         if plan is not None:  # the guards the trace met, checked again under this call's modes
             _guards.replay(guard_events)
             return plan, inputs
@@ -151,12 +150,7 @@ _GUARD_ERRORS = (_guards.PromotionError, _guards.FetchError, _guards.ScalarIndex
 
 def _in_memory(args: list[ArrayExpr]) -> bool:
     """Are these expressions blocks already in this process (persisted locally, or cut from an array)?"""
-    return all(
-        isinstance(a, FromArray)
-        or isinstance(a, FromGraph) and not any(isinstance(v, GraphNode) or _is_dask_future(v)
-                                                for v in a.operand("layer").values())
-        for a in args
-    )
+    return all(isinstance(a, FromArray) or isinstance(a, FromGraph) and a.in_memory for a in args)
 
 
 def _run_now(plan: Plan, args: list[ArrayExpr], lowering: str, transport: str, timeout: float) -> list[FromGraph]:
@@ -167,11 +161,12 @@ def _run_now(plan: Plan, args: list[ArrayExpr], lowering: str, transport: str, t
     Region's tasks on Dask's local schedulers."""
     as_programs = lowering == "programs" or plan.has_loops
     in_order = as_programs or any(o[3] == "cupy" for o in plan.outputs)
-    names = output_names(plan, call_token(plan, lowering, (), args), args)
     with Deferral() as deferral:  # device checks left by the tasks (a solve's status), carried by the outputs
         if in_order and not dask.callbacks.Callback.active:
             blocks = plan.run_local(as_programs, _argument_blocks(plan, args))
+            names = _output_names(plan, lowering, args)  # (worked out while the device runs the kernels)
         else:
+            names = _output_names(plan, lowering, args)
             region = Region(plan, (), lowering, timeout, transport, *args)
             graph = region._layer()
             for a in args:
@@ -189,13 +184,23 @@ def _run_now(plan: Plan, args: list[ArrayExpr], lowering: str, transport: str, t
             for (name, chunks, dtype, backend), new, indices in zip(plan.outputs, names, plan.block_indices)]
 
 
+def _output_names(plan: Plan, lowering: str, args: list[ArrayExpr]) -> list[str]:
+    """The names of a local call's outputs, as its Region's would be."""
+    return output_names(plan, call_token(plan, lowering, (), args), args)
+
+
 def _argument_blocks(plan: Plan, args: list[ArrayExpr]) -> dict:
     """The blocks of in-memory arguments by their placeholders' keys."""
     blocks = {}
-    for p, a in zip(plan.inputs, args):
-        layer = a.operand("layer") if isinstance(a, FromGraph) else None
-        for index in p.block_indices():
-            blocks[p.key(index)] = layer[a.key(index)] if layer is not None else a._block_task(index)({})
+    for p, indices, a in zip(plan.inputs, plan.input_indices, args):
+        held = p._name
+        if isinstance(a, FromGraph):
+            layer, name = a.operand("layer"), a._name
+            for index in indices:
+                blocks[(held, *index)] = layer[(name, *index)]
+        else:
+            for index in indices:
+                blocks[(held, *index)] = a._block_task(index)({})
     return blocks
 
 
@@ -263,16 +268,29 @@ def _holds_param(exprs: list[ArrayExpr]) -> bool:
     return False
 
 
+_REGION_SETTINGS = ("region-lowering", "region-transport", "region-timeout")
+_CHECKED_SETTINGS: dict[tuple, tuple[str, str, float]] = {}  # the settings' values -> ``_settings``' answer
+
+
 def _settings() -> tuple[str, str, float]:
-    """How regions are lowered, their transport and their timeout in seconds, checked."""
+    """How regions are lowered, their transport and their timeout in seconds, checked (once per set of values:
+    read on every call)."""
+    values = config.values(_REGION_SETTINGS)
+    try:
+        return _CHECKED_SETTINGS[values]
+    except (KeyError, TypeError):  # (TypeError: an unhashable value, refused below)
+        pass
     from dask.utils import parse_timedelta
 
-    lowering, transport = config.get("region-lowering"), config.get("region-transport")
+    lowering, transport, timeout = values
     if lowering not in ("programs", "tasks"):
         raise ValueError(f"gpunumeric.region-lowering must be 'programs' or 'tasks', got {lowering!r}")
     if transport not in ("auto", "comm", "nccl"):
         raise ValueError(f"gpunumeric.region-transport must be 'auto', 'comm' or 'nccl', got {transport!r}")
-    return lowering, transport, float(parse_timedelta(config.get("region-timeout")))
+    checked = lowering, transport, float(parse_timedelta(timeout))
+    if len(_CHECKED_SETTINGS) < 64 and isinstance(timeout, (str, int, float)):  # (a few sets of values met)
+        _CHECKED_SETTINGS[values] = checked
+    return checked
 
 
 def _region_of(plan: Plan, args: list[ArrayExpr], workers: tuple[str, ...], lowering: str, transport: str,

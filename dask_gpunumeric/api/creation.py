@@ -256,8 +256,41 @@ def from_dask_array(x: Any, *, backend: str | None = None) -> Array:
 def _creation(kind: str, shape: tuple[int, ...], dtype: np.dtype, chunks: Any, backend: str | None,
               params: tuple) -> Array:
     backend, dtype = _backend(backend), np.dtype(dtype)
-    chunks = normalize_chunks(chunks, shape, dtype, backend)
-    return Array(Creation.made([kind, chunks, dtype, backend, params], chunks, dtype, backend))
+    key = _made_key(kind, shape, dtype, chunks, backend, params)
+    try:
+        node = None if key is None else _MADE.get(key)
+    except TypeError:  # (a setting that is no key)
+        key = node = None
+    if node is None:
+        normalized = normalize_chunks(chunks, shape, dtype, backend)
+        node = Creation.made([kind, normalized, dtype, backend, params], normalized, dtype, backend)
+        if key is not None:
+            if len(_MADE) >= _MADE_SIZE:
+                _MADE.clear()
+            _MADE[key] = node
+    return Array(node)
+
+
+# created nodes by everything that makes them (user code makes the same draws and constants call after call)
+_MADE: dict[tuple, ArrayExpr] = {}
+_MADE_SIZE = 256
+_EXACT = frozenset({int, str, type(None)})  # types whose equal values write the same token text
+
+
+def _made_key(kind: str, shape: tuple[int, ...], dtype: np.dtype, chunks: Any, backend: str,
+              params: tuple) -> tuple | None:
+    """The key of a created node in ``_MADE``: its arguments, the block size asked for and the number of workers
+    ("auto" chunks split over a cluster's); None where equal arguments could make other nodes (floats: 0.0 and
+    -0.0; True and 1), so that only the same node is ever found."""
+    if not (_exact(params) and (type(chunks) in _EXACT or type(chunks) is tuple and _exact(chunks))):
+        return None
+    workers = len(active_workers()) if chunks == "auto" else 0
+    return kind, shape, dtype, chunks, backend, params, config.get("chunk-size"), workers
+
+
+def _exact(values: tuple) -> bool:
+    """Whether a tuple holds ints, strings, None and tuples of those alone."""
+    return all(type(v) in _EXACT or type(v) is tuple and _exact(v) for v in values)
 
 
 def full(shape: Shape, fill_value: Any, dtype: Any = None, order: str = "C", *, device: Any = None, like: Any = None,

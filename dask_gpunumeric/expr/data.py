@@ -36,6 +36,11 @@ class FromGraph(ArrayExpr):
     def _leaves(self) -> dict[str, ArrayExpr]:
         return {self._name: self}  # (made on each access: a node's dict holding the node would be a cycle)
 
+    @cached
+    def in_memory(self) -> bool:
+        """Whether its blocks are values in this process (no tasks, no Futures of a cluster's)."""
+        return not any(isinstance(v, GraphNode) or _is_dask_future(v) for v in self.operand("layer").values())
+
     def _layer(self) -> dict:
         # A block persisted on a cluster is a Future of its own key: left as it is, Dask's graph conversion
         # drops it (the scheduler already holds the block) instead of submitting it as a new task.

@@ -14,17 +14,20 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
     import cupy
 
 __all__ = ["compile_module", "compile_function", "compile_in_background", "wait_for_background_compiles", "record_source",
-           "nvcc_compile_check", "source_digest", "resident_blocks", "wave_blocks"]
+           "nvcc_compile_check", "source_digest", "resident_blocks", "wave_blocks", "takes_packed", "packed"]
 
 #: Compile options shared by NVRTC and the nvcc check.
 CXX_STD = "--std=c++17"
@@ -87,6 +90,22 @@ def compile_in_background(source: str, name: str, threads: int) -> concurrent.fu
             return compile_function(source, name, threads)
 
     return _background.submit(compile_on_device)
+
+
+def takes_packed(function: Any) -> bool:
+    """Whether ``function`` is a CuPy kernel (``cupy.cuda.function.Function``: not an emulated one), whose launches
+    take ``packed`` arguments."""
+    module = sys.modules.get("cupy.cuda.function")
+    return module is not None and isinstance(function, module.Function)
+
+
+def packed(values: Sequence[Any]) -> tuple:
+    """Kernel arguments that stay the same from launch to launch (NumPy scalars: numbers, structs of them, device
+    pointers as ``numpy.uintp``) converted once into what a CuPy launch converts each of them into on every call
+    (``cupy._core._scalar.CScalar``, which a launch passes on as it is); other values as they are."""
+    from cupy._core._scalar import CScalar
+
+    return tuple(CScalar(v) if isinstance(v, np.generic) else v for v in values)
 
 
 def wait_for_background_compiles() -> None:

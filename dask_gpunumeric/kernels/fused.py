@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -131,9 +132,10 @@ class _Plan(NamedTuple):
     geometry: tuple  # the geometry arguments (``_launch_geometry``)
     need: int  # thread blocks that give each thread work
     waves: int  # full waves of thread blocks launched at most
-    buffers: tuple  # (shape, dtype) of each output array the kernel writes, in argument order
+    buffers: tuple  # (shape, dtype, one element?) of each output array the kernel writes, in argument order
     results: tuple | None  # how each output's result is made of the buffers (``_results``); None: the buffers
     folds: tuple  # the accumulator dtypes of the folds' partials (``fold_buffers``)
+    shared: bool  # whether a launch takes anything from its stream's ``_Workspace`` (folds, one-element outputs)
 
 
 #: Launch plans kept per program (one per block geometry and input layout).
@@ -180,9 +182,15 @@ def _new_plan(prepared: _Prepared, program: tuple, inputs: Sequence[Any], offset
             results.append(("reduce", len(buffers), out) if out.tag == "reduce" else ("array", len(buffers)))
             buffers.append((value_shape, _program.value_dtype(instrs[out.value])))
     plain = all(r == ("array", k) for k, r in enumerate(results))
-    return _Plan(casts, kernel, tuple(geometry), -(-size // (per_thread * _THREADS)),
-                 _DRAW_WAVES if variant.group > 1 else 1, tuple(buffers), None if plain else tuple(results),
-                 tuple(fold.acc for fold in prepared.folds))
+    marked = _marked(buffers)
+    return _Plan(casts, kernel, kernel.arguments(geometry), -(-size // (per_thread * _THREADS)),
+                 _DRAW_WAVES if variant.group > 1 else 1, marked, None if plain else tuple(results),
+                 tuple(fold.acc for fold in prepared.folds), bool(prepared.folds) or any(m[2] for m in marked))
+
+
+def _marked(buffers: Sequence[tuple]) -> tuple:
+    """(shape, dtype) of output buffers with whether each is one element (``SmallOutputs`` reuses those)."""
+    return tuple((shape, dtype, math.prod(shape) == 1) for shape, dtype in buffers)
 
 
 def _cast(inputs: Sequence[Any], dtypes: Sequence[np.dtype]) -> list[Any]:
@@ -229,8 +237,13 @@ def run_cuda(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], sh
         inputs = _cast(inputs, plan.casts)
     launch = plan.kernel.launch(scalars, fold=not hosted)
     blocks = max(1, min(plan.need, launch.max_blocks * plan.waves))
-    bufs = [cupy.empty(value_shape, dtype=dtype) for value_shape, dtype in plan.buffers]
-    folds = _workspace_buffers(blocks, plan.folds) if plan.folds else []
+    if plan.shared:
+        workspace = _workspace()
+        bufs = [workspace.outputs.take(value_shape, dtype) if one else cupy.empty(value_shape, dtype=dtype)
+                for value_shape, dtype, one in plan.buffers]
+        folds = workspace.fold_arguments(blocks, plan.folds, plan.kernel.packs) if plan.folds else ()
+    else:
+        bufs, folds = [cupy.empty(value_shape, dtype=dtype) for value_shape, dtype, _ in plan.buffers], ()
     launch.function((blocks,), (_THREADS,), (*inputs, *bufs, *folds, *launch.args, *plan.geometry))
     return _results(plan, bufs)
 
@@ -271,8 +284,9 @@ def _row_plan(prepared: _Prepared, program: tuple, casts: tuple | None, inputs: 
     kernel = _kernel(program, variant)
     shapes = {"row": shape[:axes[0]] + (1,) * len(axes), "element": shape, "flat": shape[:axes[0]]}
     geometry = (to_index(nrows), to_index(n), *map(to_index, shape), *_element_strides(inputs, ndim))
-    return _Plan(casts, kernel, geometry, -(-nrows // (_THREADS // lanes)), 1,
-                 tuple((shapes[kind], dtype) for kind, dtype in kernel.row_outputs), None, ())
+    marked = _marked([(shapes[kind], dtype) for kind, dtype in kernel.row_outputs])
+    return _Plan(casts, kernel, kernel.arguments(geometry), -(-nrows // (_THREADS // lanes)), 1, marked, None, (),
+                 any(m[2] for m in marked))
 
 
 def final_buffers(program: tuple, k: int, size: int) -> tuple[dict[str, Any], list[Any]]:
@@ -297,13 +311,7 @@ def fold_buffers(program: tuple, blocks: int) -> list[Any]:
     """The kernel arguments of a launch of ``blocks`` thread blocks for its folds' partials and the ticket
     (``fold_params``), in the current stream's workspace."""
     folds = _prepared(program).folds
-    return _workspace_buffers(blocks, [fold.acc for fold in folds]) if folds else []
-
-
-def _workspace_buffers(blocks: int, dtypes: Sequence[np.dtype]) -> list[Any]:
-    """``fold_buffers`` for folds accumulating in ``dtypes``."""
-    workspace = _workspace()
-    return [*workspace.partials(blocks, dtypes), workspace.ticket]
+    return list(_workspace().fold_arguments(blocks, tuple(fold.acc for fold in folds))) if folds else []
 
 
 _THREADS = 256  # threads per block: the kernels' __launch_bounds__ and shared-memory trees assume it
@@ -312,40 +320,89 @@ _THREADS = 256  # threads per block: the kernels' __launch_bounds__ and shared-m
 _DRAW_WAVES = 2
 
 
+class SmallOutputs:
+    """The one-element output arrays of launches on one stream (a full reduction's total, its partial fields),
+    each given again to a later launch once nothing but this holds it: no allocation before such a launch. An
+    array is given again only when its reference counts (the array's, its memory pointer's and its memory's) are
+    those it had when only this held it, so never while a result, a view of it or its memory is alive; the
+    kernel that writes it again runs on this stream after every earlier use of it on this stream (as CuPy's
+    memory pool gives freed memory to later allocations of its stream)."""
+
+    def __init__(self) -> None:
+        self._held: dict[tuple, list] = {}  # (shape, dtype) -> [array, its reference counts held here alone]
+
+    def take(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        """A one-element array of ``shape`` and ``dtype`` that nothing else holds (the one of an earlier launch,
+        or a new one)."""
+        held = self._held.get((shape, dtype))
+        if held is not None:
+            array, alone = held
+            if _references(array) == alone:
+                return array
+        import cupy
+
+        array = cupy.empty(shape, dtype=dtype)
+        held = self._held[(shape, dtype)] = [array, None]
+        held[1] = _references(array)  # (counted as ``take`` counts them above: held here and by ``array``)
+        return array
+
+
+def _references(array: Any) -> tuple[int, int, int]:
+    """The reference counts of an array, of its memory pointer and of that pointer's memory (CuPy's ``data`` and
+    ``data.mem``; 0 where an array has no such attribute)."""
+    count = sys.getrefcount(array)
+    pointer = getattr(array, "data", None)
+    memory = getattr(pointer, "mem", None)
+    return (count, 0 if pointer is None else sys.getrefcount(pointer),
+            0 if memory is None else sys.getrefcount(memory))
+
+
 class _Workspace:
     """Device memory that the kernels launched on one stream share, one launch after another (a stream runs
     its launches in order): the zeroed counter with which full reductions find their last thread block
-    (each kernel resets it to zero when it finishes), and room for the thread blocks' partials."""
+    (each kernel resets it to zero when it finishes), room for the thread blocks' partials, and the one-element
+    outputs given again (``SmallOutputs``)."""
 
     def __init__(self) -> None:
         import cupy
 
         self.ticket = cupy.zeros(1, dtype=np.uint32)
         self._room = cupy.empty(0, dtype=np.uint8)
+        self._arguments: dict[tuple, tuple] = {}  # (blocks, partials' count) -> ``fold_arguments`` in this room
+        self.outputs = SmallOutputs()
 
-    def partials(self, blocks: int, dtypes: Sequence[np.dtype]) -> list[Any]:
-        """Pointers (kernel arguments) to an array of ``blocks`` partials of each of ``dtypes`` (of at most 8
-        bytes each)."""
+    def fold_arguments(self, blocks: int, dtypes: Sequence[np.dtype], packed: bool = False) -> tuple:
+        """The kernel arguments of the folds of a launch of ``blocks`` thread blocks accumulating in ``dtypes`` (of
+        at most 8 bytes each): pointers to an array of ``blocks`` partials of each, then the ticket (``fold_params``);
+        the same objects launch after launch while the room stays (``packed``: as ``cuda.packed`` makes them)."""
+        known = self._arguments.get((blocks, len(dtypes), packed))
+        return known if known is not None else self._new_arguments(blocks, len(dtypes), packed)
+
+    def _new_arguments(self, blocks: int, count: int, packed: bool) -> tuple:
         import cupy
 
-        count = len(dtypes)
         need = 8 * blocks * count
         if self._room.nbytes < need:
             self._room = cupy.empty(need, dtype=np.uint8)  # the old room is freed in stream order
+            self._arguments.clear()
         base = self._room.data.ptr
-        return [np.uintp(base + 8 * blocks * j) for j in range(count)]
+        pointers = [np.uintp(base + 8 * blocks * j) for j in range(count)]
+        made = (*pointers, self.ticket) if not packed else _cuda.packed([*pointers, np.uintp(self.ticket.data.ptr)])
+        self._arguments[(blocks, count, packed)] = made  # (the room and the ticket live as long as this)
+        return made
 
 
 @functools.lru_cache(maxsize=None)
-def _workspace_for(device: int, stream: int) -> _Workspace:
+def _workspace_for(device: int, stream: int, module: Any) -> _Workspace:
     return _Workspace()
 
 
 def _workspace() -> _Workspace:
-    """The workspace of the current device and stream."""
+    """The workspace of the current device and stream (and of the ``cupy`` module in use: an emulated device's
+    arrays never meet a GPU's)."""
     import cupy
 
-    return _workspace_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr)
+    return _workspace_for(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr, cupy)
 
 
 def _scalar_arg(scalars: Sequence[Any], k: int, ctype: str, instrs: Sequence[tuple]) -> Any:
@@ -436,6 +493,7 @@ class _Kernel:
         self.finals = _program.final_outputs(program)
         self.row_outputs = _rows.row_outputs(program, variant.singles) if variant.mode == "rows" else ()
         self._generic = _cuda.compile_function(*self._source(()), _THREADS)
+        self.packs = _cuda.takes_packed(self._generic[0])  # (a CuPy kernel: its launches' constant arguments packed)
         self._values: dict[tuple, _ValueSet] = {}
         self._last: tuple[Any, _ValueSet | None] = (None, None)  # the scalars of the latest call and their values
         self._specialized = 0
@@ -479,8 +537,13 @@ class _Kernel:
                 self._specialized = 0
             instrs = self._program.instrs
             constants = tuple(scalar_args(instrs, scalars))
-            values = self._values[key] = _ValueSet(constants, _Launch(*self._generic, launch_args(instrs, constants)))
+            values = self._values[key] = _ValueSet(constants, _Launch(*self._generic,
+                                                                      self.arguments(launch_args(instrs, constants))))
         return values
+
+    def arguments(self, values: Sequence[Any]) -> tuple:
+        """Arguments of every launch of this kernel with these values (``cuda.packed`` for a CuPy kernel)."""
+        return _cuda.packed(values) if self.packs else tuple(values)
 
     @staticmethod
     def _finish_specialization(values: _ValueSet) -> None:

@@ -49,10 +49,37 @@ def settings_read() -> tuple[str, ...]:
 _READ = settings_read()
 
 
+class _HashedTuple(tuple):
+    """A tuple that computes its hash once (a plain tuple computes it on every lookup of a key holding it)."""
+
+    _hash: int
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple:  # (a plain tuple elsewhere: another process hashes strings differently)
+        return tuple, (tuple(self),)
+
+
+_KEYS: dict[tuple, _HashedTuple] = {}  # the settings' values -> their ``settings_key``
+
+
 def settings_key() -> tuple:
-    """The current values of the settings the passes read: part of the key of every cache of optimized
-    graphs or plans."""
-    return tuple(zip(_READ, config.values(_READ)))  # (on every compute and accelerated call)
+    """The current values of the settings the passes read, as (name, value) pairs: part of the key of every cache
+    of optimized graphs or plans (read on every compute and accelerated call: the same object for the same
+    values, its hash computed once)."""
+    values = config.values(_READ)
+    try:
+        key = _KEYS.get(values)
+    except TypeError:  # a value that is no key (the caches refuse it as before)
+        return tuple(zip(_READ, values))
+    if key is None:
+        key = _HashedTuple(zip(_READ, values))
+        key._hash = tuple.__hash__(key)
+        if len(_KEYS) >= 64:
+            _KEYS.clear()
+        _KEYS[values] = key
+    return key
 
 
 def optimize(root: ArrayExpr) -> ArrayExpr:

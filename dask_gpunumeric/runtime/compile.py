@@ -307,10 +307,10 @@ _GRAPH_CACHE_SIZE = 64
 
 def _lookup(cache: collections.OrderedDict, key: tuple | None) -> Any:
     """A cache's value for ``key`` (None: absent, or not cacheable), marked as recently used."""
-    if key is None or key not in cache:
-        return None
-    cache.move_to_end(key)
-    return cache[key]
+    value = None if key is None else cache.get(key)
+    if value is not None:
+        cache.move_to_end(key)
+    return value
 
 
 def _remember(cache: collections.OrderedDict, key: tuple | None, value: Any) -> None:

@@ -46,6 +46,7 @@ class Plan:
         self.token = hashlib.sha1(repr(names).encode()).hexdigest()[:16]
         self._built: dict[int, Any] = {}
         self.block_indices = [list(out.block_indices()) for out in optimized]
+        self.input_indices = [list(p.block_indices()) for p in placeholders]  # (a local call's blocks by these)
 
     def __reduce__(self) -> tuple:
         # for a scheduler holding it (``store``), a plan is its token: a call sends no programs again

@@ -1,0 +1,190 @@
+"""From a call to its first kernel launch: the host time before the device starts, of calls whose kernels are
+short enough that it shows (issues #21 and #23).
+
+    python benchmarks/first_launch.py [--only monte_carlo,least_squares,black_scholes] [--repeat 30]
+                                      [--processes 10] [--cpu]
+
+The calls: the Monte-Carlo estimate as the suite makes it (``gnp.fetch(monte_carlo(2**30, 10.0))`` of the example:
+its nine nodes built each call), least squares accelerated (``solve(X.T @ X, X.T @ y)``, 2**20 x 64 float32, on
+persisted inputs) and Black-Scholes accelerated (2**27 options). Every compiled kernel is wrapped so that each
+launch notes the time (``Stamped``); each call is timed after a device synchronisation, and the medians of these
+are printed, in ms: from the call to its first kernel launch, from the call to its return (the host's part) and
+to the device's end (the call as the suite times it: its return, then a synchronisation). ``--processes N``
+runs the calls in N fresh processes (``--repeat`` calls each, after 2 warm-ups) and prints each process's
+medians and the median of them.
+
+With ``--cpu`` (no GPU needed) the blocks are CuPy blocks on the emulated device of ``tests/_fake_device.py``
+whose kernels do nothing (smaller inputs: least squares 4096 x 64, Black-Scholes 1,024 options), and the times
+are the thread's CPU time in us: only our Python (and the emulator's) is timed.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Callable
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+for path in (ROOT / "tests", ROOT / "examples", ROOT):
+    if str(path) not in sys.path:
+        sys.path.append(str(path))
+
+CALLS = ("monte_carlo", "least_squares", "black_scholes")
+_stamps: list[float] = []  # the clock at each kernel launch
+_clock: Callable[[], float] = time.perf_counter
+
+
+class Stamped:
+    """A compiled kernel (a CuPy ``Function``) whose every launch first notes the clock in ``_stamps``; its
+    attributes are the kernel's."""
+
+    def __init__(self, function: Any) -> None:
+        object.__setattr__(self, "_function", function)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        _stamps.append(_clock())
+        return self._function(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._function, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._function, name, value)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # (isinstance sees the kernel's class: ``kernels.cuda.takes_packed``)
+        return type(self._function)
+
+
+def stamp_launches(cpu: bool) -> None:
+    """Every kernel compiled from now on stamped (``Stamped``); with ``cpu``, CuPy blocks on the emulated device,
+    kernels that do nothing and the thread's CPU time as the clock."""
+    global _clock
+    import pytest
+
+    from dask_gpunumeric.kernels import cuda as _cuda
+
+    patch = pytest.MonkeyPatch()
+    if cpu:
+        import _fake_device
+
+        _fake_device.fake_device(patch)
+        _clock = time.thread_time
+        patch.setattr(_cuda, "compile_module", lambda source: types.SimpleNamespace(
+            get_function=lambda name: Stamped(lambda grid, block, args, shared_mem=0: None)))
+
+        def compile_now(source: str, name: str, threads: int) -> concurrent.futures.Future:
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            future.set_result(_cuda.compile_function(source, name, threads))
+            return future
+
+        patch.setattr(_cuda, "compile_in_background", compile_now)
+        return
+    compile_module = _cuda.compile_module
+
+    def stamped_module(source: str) -> Any:
+        module = compile_module(source)
+        return types.SimpleNamespace(get_function=lambda name: Stamped(module.get_function(name)))
+
+    patch.setattr(_cuda, "compile_module", stamped_module)
+
+
+def calls(cpu: bool) -> dict[str, Callable[[], Any]]:
+    """The timed calls by name."""
+    import dask
+
+    import black_scholes
+    import least_squares
+    import monte_carlo
+
+    import dask_gpunumeric as gnp
+
+    gnp.config.set(backend="cupy")
+    example = monte_carlo.load_example()
+    X, y = dask.persist(*(gnp.asarray(h) for h in least_squares.inputs((2**12 if cpu else 2**20, 64))))
+    fit = gnp.accelerate(lambda X, y: least_squares.least_squares(gnp, X, y))
+    S, K, T = dask.persist(*(gnp.asarray(h) for h in black_scholes.inputs(2**10 if cpu else 2**27)))
+    prices = gnp.accelerate(lambda S, K, T: black_scholes.price(gnp, S, K, T))
+    return {"monte_carlo": lambda: gnp.fetch(example.monte_carlo(2**30, 10.0)),
+            "least_squares": lambda: fit(X, y),
+            "black_scholes": lambda: prices(S, K, T)}
+
+
+def timed(call: Callable[[], Any], repeat: int, sync: Callable[[], None]) -> tuple[float, float, float]:
+    """Medians of (call to first launch, call to return, call to the device's end) over ``repeat`` calls."""
+    first, back, end = [], [], []
+    for _ in range(repeat):
+        sync()
+        del _stamps[:]
+        start = _clock()
+        call()
+        returned = _clock()
+        sync()
+        finished = _clock()
+        first.append((_stamps[0] if _stamps else float("nan")) - start)
+        back.append(returned - start)
+        end.append(finished - start)
+    return statistics.median(first), statistics.median(back), statistics.median(end)
+
+
+def run_here(names: list[str], repeat: int, warmup: int, cpu: bool) -> list[tuple[str, float, float, float]]:
+    """Each named call's medians (``timed``), in this process."""
+    stamp_launches(cpu)
+    import _harness as H
+
+    from dask_gpunumeric.kernels import cuda as _cuda
+
+    made = calls(cpu)
+    sync = (lambda: None) if cpu else H.sync
+    rows = []
+    for name in names:
+        for _ in range(warmup):
+            made[name]()
+        _cuda.wait_for_background_compiles()  # (kernels specialized to their scalar values)
+        for _ in range(warmup):
+            made[name]()
+        rows.append((name, *timed(made[name], repeat, sync)))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(CALLS))
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--processes", type=int, default=0, help="run in this many fresh processes")
+    parser.add_argument("--cpu", action="store_true", help="the emulated device, kernels that do nothing")
+    parser.add_argument("--scale", type=float, default=0.0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    names = args.only.split(",")
+    unit, scale = ("us", 1e6) if args.cpu else ("ms", 1e3)
+    header = f"{'call':14s} {'to 1st launch':>14s} {'to return':>10s} {'to end':>10s}  ({unit}, medians)"
+    if not args.processes:
+        print(header)
+        for name, *times in run_here(names, args.repeat, args.warmup, args.cpu):
+            print(f"{name:14s} " + " ".join(f"{t * scale:{w}.3f}" for t, w in zip(times, (14, 10, 10))), flush=True)
+        return 0
+    per_call: dict[str, list[list[float]]] = {name: [] for name in names}
+    command = [sys.executable, __file__, "--only", args.only, "--repeat", str(args.repeat),
+               "--warmup", str(args.warmup), *(["--cpu"] if args.cpu else [])]
+    for k in range(args.processes):
+        lines = subprocess.run(command, capture_output=True, text=True, check=True).stdout.splitlines()[1:]
+        for line in lines:
+            name, *times = line.split()
+            per_call[name].append([float(t) for t in times])
+        print(f"process {k + 1:2d}: " + "; ".join(line.strip() for line in lines), flush=True)
+    print(header)
+    for name, rows in per_call.items():
+        print(f"{name:14s} " + " ".join(f"{statistics.median(col):{w}.3f}" for col, w in zip(zip(*rows), (14, 10, 10)))
+              + f"   median of {len(rows)} processes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
