@@ -394,7 +394,7 @@ def _count_round_trips(client, calls, pool_trips: int | None = None, ordered: fr
     what it cost besides: the client compiles nothing (waiting on persisted results reads their blocks), the
     scheduler compiles the one tree it was sent once, optimizing ``optimized`` trees (0: the graph of a tree
     compiled before, or of one of the same structure on other inputs, is reused: a region's on new small
-    arguments too), in one trip through its offload thread: the graph came with its priorities, so that the
+    arguments too; None: any), in one trip through its offload thread: the graph came with its priorities, so that the
     scheduler ran no ``dask.order`` of its own in a second trip, but for the calls named in ``ordered``
     (``dask.compute``, and ``dask.persist`` on a plain ``distributed.Client``: Dask's generic path); and,
     where ``pool_trips`` is given, the workers' thread pools
@@ -421,7 +421,8 @@ def _count_round_trips(client, calls, pool_trips: int | None = None, ordered: fr
                 print(f"{name}: {sent} {graphs} compiled {compiles.here} here, {compiles.elsewhere} on the "
                       f"scheduler, optimized {compiles.optimized}, offloaded {offloaded}")
                 assert offloaded == ["_materialize_graph", *(["order"] if name in ordered else [])], name
-                assert (compiles.here, compiles.elsewhere, compiles.optimized) == (0, 1, optimized), name
+                assert (compiles.here, compiles.elsewhere) == (0, 1), name
+                assert optimized is None or compiles.optimized == optimized, name
                 assert sent.count("update-graph") == 1, (name, sent, graphs)
                 assert [op for op in sent if op.startswith("request ")] == ["request gather"] * gathers, (name, sent)
                 assert _round_trips(sent) == 1 + gathers
@@ -570,8 +571,8 @@ def test_gnp_client_sends_calls_with_their_priorities(one_worker):
 
     ref = data(48, (40, 8)).astype(np.float32)
     with _new_client_class()(one_worker.scheduler.address, set_as_default=False) as c:
-        with c.as_current():
-            calls = list(_workload_calls(49))
+        with c.as_current():  # (trees optimized: any, the calls' structures are those of another test's)
+            calls = [(name, call, gathers, levels, None) for name, call, gathers, levels, _ in _workload_calls(49)]
         _count_round_trips(c, calls, pool_trips=1)
         with c.as_current():
             x = gnp.asarray(ref).persist()

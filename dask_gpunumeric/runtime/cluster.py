@@ -35,7 +35,7 @@ def _new_client_class() -> type:
             if kwargs or not optimize_graph or not arrays or not all(map(is_array, arrays)):
                 return super().persist(collections, optimize_graph, **kwargs)
 
-            out = persist(self, arrays)
+            out = persist(self, arrays, tuple(active_workers()))
             return out if many else out[0]
 
         async def _ensure_connected(self, *args: Any, **kwargs: Any) -> None:

@@ -15,7 +15,7 @@ from ..backend import to_numpy
 from ..kernels.blocks import concatenate_grid
 from ..kernels.checks import Deferral, Delivery, verify, with_checks
 from .cluster import client_active
-from .compile import compiled
+from .compile import compiled, placement_workers
 from .faults import check_result_fits
 from .schedule import local_scheduler, run_in_order
 from .submit import get, is_array, submit
@@ -110,7 +110,7 @@ def _compute_on_cluster(x: Any) -> Any:
         from .pushed import fetch_pushed
 
         return concatenate_grid([fetch_pushed(client, x.expr.finalize_compute(), host=False)], x.numblocks)
-    return concatenate_grid(get(client, x.expr), x.numblocks)
+    return concatenate_grid(get(client, x.expr, placement_workers()), x.numblocks)
 
 
 def _synchronous_client(x: Any) -> Any:
@@ -129,7 +129,7 @@ def persist_now(x: Any) -> dict | None:
     to leave it to ``dask.persist``."""
     if not _local_scheduler(x):
         client = _synchronous_client(x)
-        return None if client is None else submit(client, [x.expr])
+        return None if client is None else submit(client, [x.expr], placement_workers())
     keys = flat_keys(x.expr)
     with Deferral() as deferral:
         values = _run_local(x, x.expr, keys)

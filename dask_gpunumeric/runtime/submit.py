@@ -18,7 +18,6 @@ import dask.order
 from dask._task_spec import GraphNode, convert_legacy_graph
 
 from ..expr import ArrayExpr, Bundle, Materialized, flat_keys
-from .compile import placement_workers
 
 FIFO_TIMEOUT = "60s"  # Client.persist's and Client.get's default
 
@@ -86,24 +85,24 @@ def is_array(x: Any) -> bool:
     return isinstance(getattr(x, "expr", None), ArrayExpr)
 
 
-def submit(client: Any, roots: Sequence[ArrayExpr]) -> dict:
-    """Send the graph of ``roots`` (optimized together) to ``client``'s scheduler as Dask's persist or compute of
-    them would, with the current ``dask.annotate`` annotations, in one update-graph with its priorities; the futures
-    of their blocks by key."""
+def submit(client: Any, roots: Sequence[ArrayExpr], workers: tuple[str, ...]) -> dict:
+    """Send the graph of ``roots`` (optimized together, blocks placed on ``workers``: ``placement_workers``) to
+    ``client``'s scheduler as Dask's persist or compute of them would, with the current ``dask.annotate``
+    annotations, in one update-graph with its priorities; the futures of their blocks by key."""
     from distributed.client import SpanMetadata
     from distributed.protocol import ToPickle
 
     root = roots[0] if len(roots) == 1 else Bundle.of(*roots)
-    node = Ordered.of(root, placement_workers())
+    node = Ordered.of(root, workers)
     keys = [key for r in roots for key in flat_keys(r)]
     return client._graph_to_futures(node, keys, SpanMetadata(collections=[{"type": "Array"}] * len(roots)),
                                     internal_priority=ToPickle(GraphOrder(node._name)), fifo_timeout=FIFO_TIMEOUT)
 
 
-def persist(client: Any, arrays: Sequence[Any]) -> list:
+def persist(client: Any, arrays: Sequence[Any], workers: tuple[str, ...]) -> list:
     """``client.persist(arrays)`` of gnp Arrays (no other arguments): the same Arrays of futures, sent by ``submit``."""
     exprs = [a.expr for a in arrays]
-    futures = submit(client, exprs)
+    futures = submit(client, exprs, workers)
     out = []
     for a, e in zip(arrays, exprs):
         rebuild, state = a.__dask_postpersist__()
@@ -111,10 +110,10 @@ def persist(client: Any, arrays: Sequence[Any]) -> list:
     return out
 
 
-def get(client: Any, root: ArrayExpr) -> list:
+def get(client: Any, root: ArrayExpr, workers: tuple[str, ...]) -> list:
     """The blocks of ``root`` computed on ``client``'s cluster and gathered here, in C order (``client.get`` of
     them, sent by ``submit``)."""
-    futures = submit(client, [root])
+    futures = submit(client, [root], workers)
     try:
         return client.gather([futures[k] for k in flat_keys(root)])
     finally:
