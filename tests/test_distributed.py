@@ -274,18 +274,26 @@ def _round_trips(sent: list[str]) -> int:
 
 class _Compiles:
     """Counts, while it is entered, the trees compiled (``runtime.compile.compile_tree``) in this thread (the
-    client's) and in others (the in-process scheduler's), the trees the optimizer ran on, and the graphs made
-    from a kept graph of the same structure (``runtime.reuse``)."""
+    client's) and in others (the in-process scheduler's), the trees the optimizer ran on, the graphs made
+    from a kept graph of the same structure (``runtime.reuse``), and the graphs ``dask.order`` ordered in other
+    threads (the scheduler's)."""
 
     def __enter__(self) -> _Compiles:
         import threading
+
+        import dask.order
 
         from dask_gpunumeric.runtime import compile as _compile
 
         self.module, self.here, self.elsewhere, self.optimized, self.reused = _compile, 0, 0, 0, 0
         self.compile_tree, self.optimize, self.from_template = (_compile.compile_tree, _compile.optimize,
                                                                 _compile._from_template)
+        self.order, self.ordered = dask.order.order, 0
         me = threading.get_ident()
+
+        def order(*args, **kwargs):
+            self.ordered += threading.get_ident() != me
+            return self.order(*args, **kwargs)
 
         def from_template(shape, local):
             made = self.from_template(shape, local)
@@ -304,11 +312,15 @@ class _Compiles:
             return self.optimize(root)
 
         _compile.compile_tree, _compile.optimize, _compile._from_template = compile_tree, optimize, from_template
+        dask.order.order = order
         return self
 
     def __exit__(self, *exc: object) -> None:
+        import dask.order
+
         self.module.compile_tree, self.module.optimize = self.compile_tree, self.optimize
         self.module._from_template = self.from_template
+        dask.order.order = self.order
 
 
 def _calls(xn: np.ndarray):
@@ -396,7 +408,8 @@ def _count_round_trips(client, calls, pool_trips: int | None = None, ordered: fr
     compiled before, or of one of the same structure on other inputs, is reused: a region's on new small
     arguments too; None: any), in one trip through its offload thread: the graph came with its priorities, so that the
     scheduler ran no ``dask.order`` of its own in a second trip, but for the calls named in ``ordered``
-    (``dask.compute``, and ``dask.persist`` on a plain ``distributed.Client``: Dask's generic path); and,
+    (``dask.compute``, and ``dask.persist`` on a plain ``distributed.Client``: Dask's generic path), and none at
+    all for a graph of one level; and,
     where ``pool_trips`` is given, the workers' thread pools
     were given that many functions in all (each a trip from a worker's event loop to a thread and back)."""
     client.run_on_scheduler(_start_counting)
@@ -421,6 +434,7 @@ def _count_round_trips(client, calls, pool_trips: int | None = None, ordered: fr
                 print(f"{name}: {sent} {graphs} compiled {compiles.here} here, {compiles.elsewhere} on the "
                       f"scheduler, optimized {compiles.optimized}, offloaded {offloaded}")
                 assert offloaded == ["_materialize_graph", *(["order"] if name in ordered else [])], name
+                assert levels != 1 or compiles.ordered == (name in ordered), name  # one level: nothing to order
                 assert (compiles.here, compiles.elsewhere) == (0, 1), name
                 assert optimized is None or compiles.optimized == optimized, name
                 assert sent.count("update-graph") == 1, (name, sent, graphs)

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import dask.order
-from dask._task_spec import GraphNode, convert_legacy_graph
+from dask._task_spec import GraphNode, TaskRef, convert_legacy_graph
 
 from ..expr import ArrayExpr, Bundle, Materialized, flat_keys
 
@@ -38,9 +38,11 @@ _ORDERS_KEPT = 64
 def _remember(name: str, graph: dict) -> None:
     """Keep the priorities of an ``Ordered`` node's graph for its update-graph (``GraphOrder``): each task's position
     in the graph where no task of it reads another (one level: no order to choose), else ``dask.order``'s."""
-    keys = graph.keys()
-    # (a persisted block's key may name its own future: the scheduler drops that entry, convert_legacy_graph)
-    one_level = all(isinstance(task, GraphNode) and task.dependencies & keys <= {key} for key, task in graph.items())
+    # a persisted block is its key's own future (in memory: the scheduler drops that entry, convert_legacy_graph)
+    held = {key for key, task in graph.items() if isinstance(task, TaskRef) and task.key == key}
+    computed = graph.keys() - held
+    one_level = all(isinstance(task, GraphNode) and not task.dependencies & computed
+                    for key, task in graph.items() if key not in held)
     _ORDERS[name] = ({key: i for i, key in enumerate(graph)} if one_level
                      else dask.order.order(convert_legacy_graph(graph)))
     while len(_ORDERS) > _ORDERS_KEPT:  # (several updates of one name share an entry: never popped while read)
