@@ -32,7 +32,7 @@ class Ordered(Materialized):
 
 
 _ORDERS: dict[str, dict] = {}  # (on the scheduler) an Ordered node's name -> its graph's priorities
-_ORDERS_KEPT = 64
+_ORDERS_KEPT = 16  # (read right after the making; a few updates may be made in between)
 
 
 def _remember(name: str, graph: dict) -> None:
