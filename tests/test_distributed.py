@@ -274,18 +274,26 @@ def _round_trips(sent: list[str]) -> int:
 
 class _Compiles:
     """Counts, while it is entered, the trees compiled (``runtime.compile.compile_tree``) in this thread (the
-    client's) and in others (the in-process scheduler's), the trees the optimizer ran on, and the graphs made
-    from a kept graph of the same structure (``runtime.reuse``)."""
+    client's) and in others (the in-process scheduler's), the trees the optimizer ran on, the graphs made
+    from a kept graph of the same structure (``runtime.reuse``), and the graphs ``dask.order`` ordered in other
+    threads (the scheduler's)."""
 
     def __enter__(self) -> _Compiles:
         import threading
+
+        import dask.order
 
         from dask_gpunumeric.runtime import compile as _compile
 
         self.module, self.here, self.elsewhere, self.optimized, self.reused = _compile, 0, 0, 0, 0
         self.compile_tree, self.optimize, self.from_template = (_compile.compile_tree, _compile.optimize,
                                                                 _compile._from_template)
+        self.order, self.ordered = dask.order.order, 0
         me = threading.get_ident()
+
+        def order(*args, **kwargs):
+            self.ordered += threading.get_ident() != me
+            return self.order(*args, **kwargs)
 
         def from_template(shape, local):
             made = self.from_template(shape, local)
@@ -304,11 +312,15 @@ class _Compiles:
             return self.optimize(root)
 
         _compile.compile_tree, _compile.optimize, _compile._from_template = compile_tree, optimize, from_template
+        dask.order.order = order
         return self
 
     def __exit__(self, *exc: object) -> None:
+        import dask.order
+
         self.module.compile_tree, self.module.optimize = self.compile_tree, self.optimize
         self.module._from_template = self.from_template
+        dask.order.order = self.order
 
 
 def _calls(xn: np.ndarray):
@@ -362,15 +374,46 @@ def _pool_trips(dask_worker) -> int:
     return trips
 
 
-def _count_round_trips(client, calls, pool_trips: int | None = None) -> None:
+def _count_offloads(dask_scheduler) -> None:
+    """On the (in-process) scheduler: record in ``dask_scheduler.gnp_offloaded`` the functions its update-graph
+    hands its offload thread (each a trip from its event loop to that thread and back)."""
+    import distributed.scheduler as module
+
+    offload = getattr(module.offload, "gnp_counted", module.offload)
+
+    def counted(func, *args, **kwargs):
+        dask_scheduler.gnp_offloaded.append(func.__name__)
+        return offload(func, *args, **kwargs)
+
+    counted.gnp_counted = offload
+    dask_scheduler.gnp_offloaded, module.offload = [], counted
+
+
+def _offloaded(dask_scheduler) -> list[str]:
+    out, dask_scheduler.gnp_offloaded = dask_scheduler.gnp_offloaded, []
+    return out
+
+
+def _stop_counting_offloads(dask_scheduler) -> None:
+    import distributed.scheduler as module
+
+    module.offload = getattr(module.offload, "gnp_counted", module.offload)
+
+
+def _count_round_trips(client, calls, pool_trips: int | None = None, ordered: frozenset[str] = frozenset()) -> None:
     """Run each call twice (the first traces, compiles, learns the workers) and check what the second asked
     of the scheduler: one graph, at most ``gathers`` replies, and ``levels`` levels of tasks (None: any); and
     what it cost besides: the client compiles nothing (waiting on persisted results reads their blocks), the
     scheduler compiles the one tree it was sent once, optimizing ``optimized`` trees (0: the graph of a tree
     compiled before, or of one of the same structure on other inputs, is reused: a region's on new small
-    arguments too); and, where ``pool_trips`` is given, the workers' thread pools
+    arguments too; None: any), in one trip through its offload thread: the graph came with its priorities, so that the
+    scheduler ran no ``dask.order`` of its own in a second trip, but for the calls named in ``ordered``
+    (``dask.compute``, and ``dask.persist`` on a plain ``distributed.Client``: Dask's generic path), and none at
+    all for a graph of one level; and,
+    where ``pool_trips`` is given, the workers' thread pools
     were given that many functions in all (each a trip from a worker's event loop to a thread and back)."""
     client.run_on_scheduler(_start_counting)
+    client.run_on_scheduler(_count_offloads)
     if pool_trips is not None:
         client.run(_count_pool_trips)
     refresh = client._periodic_callbacks["scheduler-info"]  # the client's own refresh, every 2 s, apart from calls
@@ -380,15 +423,20 @@ def _count_round_trips(client, calls, pool_trips: int | None = None) -> None:
             for name, call, gathers, levels, optimized in calls:
                 call()
                 client.run_on_scheduler(_submitted)
+                client.run_on_scheduler(_offloaded)
                 if pool_trips is not None:
                     client.run(_pool_trips)
                 with _Requests(client) as sent, _Compiles() as compiles:
                     call()
                 graphs = client.run_on_scheduler(_submitted)
+                offloaded = client.run_on_scheduler(_offloaded)
                 trips = sum(client.run(_pool_trips).values()) if pool_trips is not None else None
                 print(f"{name}: {sent} {graphs} compiled {compiles.here} here, {compiles.elsewhere} on the "
-                      f"scheduler, optimized {compiles.optimized}")
-                assert (compiles.here, compiles.elsewhere, compiles.optimized) == (0, 1, optimized), name
+                      f"scheduler, optimized {compiles.optimized}, offloaded {offloaded}")
+                assert offloaded == ["_materialize_graph", *(["order"] if name in ordered else [])], name
+                assert levels != 1 or compiles.ordered == (name in ordered), name  # one level: nothing to order
+                assert (compiles.here, compiles.elsewhere) == (0, 1), name
+                assert optimized is None or compiles.optimized == optimized, name
                 assert sent.count("update-graph") == 1, (name, sent, graphs)
                 assert [op for op in sent if op.startswith("request ")] == ["request gather"] * gathers, (name, sent)
                 assert _round_trips(sent) == 1 + gathers
@@ -397,6 +445,7 @@ def _count_round_trips(client, calls, pool_trips: int | None = None) -> None:
                 assert pool_trips is None or trips == pool_trips, (name, trips)
     finally:
         refresh.start()
+        client.run_on_scheduler(_stop_counting_offloads)
         client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.remove_plugin(_Submitted.name))
 
 
@@ -410,7 +459,8 @@ def test_one_round_trip_per_call(client):
     gathers the blocks and joins them itself. A small result of one block (``gnp.fetch``, ``.compute()``) asks for no reply
     at all: its value comes pushed, beside the word that its task is done. (A reduction over several blocks combines its partials in a
     task, a level more: those levels are printed.)"""
-    _count_round_trips(client, _calls(data(41, (80, 6))))
+    _count_round_trips(client, _calls(data(41, (80, 6))),
+                       ordered=frozenset({"accelerated call", "accelerated call, persisted"}))
 
 
 @pytest.fixture(scope="module")
@@ -523,7 +573,33 @@ def test_one_level_per_call_on_one_worker(one_worker):
     thread pool (Black-Scholes' second price, left by the first's task, is taken in the event loop)."""
     with one_worker.as_current():
         calls = list(_workload_calls(43))
-    _count_round_trips(one_worker, calls, pool_trips=1)
+    _count_round_trips(one_worker, calls, pool_trips=1, ordered=frozenset({"accelerated Black-Scholes, persisted"}))
+
+
+def test_gnp_client_sends_calls_with_their_priorities(one_worker):
+    """``gnp.cluster``'s Client persists gnp Arrays itself (``runtime.submit``): ``dask.persist``, ``.persist()``,
+    ``Client.persist`` and every workload's call is one graph sent with its tasks' priorities, so the scheduler
+    orders none (one trip through its offload thread per call, the graph's making); the persisted blocks are
+    futures the scheduler knows (who has them), their values NumPy's; other arguments take distributed's path."""
+    from dask_gpunumeric.runtime.cluster import _new_client_class
+
+    ref = data(48, (40, 8)).astype(np.float32)
+    with _new_client_class()(one_worker.scheduler.address, set_as_default=False) as c:
+        with c.as_current():  # (trees optimized: any, the calls' structures are those of another test's)
+            calls = [(name, call, gathers, levels, None) for name, call, gathers, levels, _ in _workload_calls(49)]
+        _count_round_trips(c, calls, pool_trips=1)
+        with c.as_current():
+            x = gnp.asarray(ref).persist()
+            y, total = dask.persist(gnp.exp(x) * 2, gnp.sum(x * x))
+            (z,) = c.persist([x - 1])
+            retried = c.persist(x + 1, retries=1)
+            distributed.wait([x, y, total, z, retried])
+            held = c.who_has(distributed.futures_of([y, total, z, retried]))
+            assert len(held) == 4 and all(held.values())
+            assert_eq(y, np.exp(ref) * 2, rtol=1e-6)
+            assert gnp.fetch(total) == pytest.approx(float(np.sum(ref * ref)), rel=1e-5)
+            assert_eq(z, ref - 1)
+            assert_eq(retried, ref + 1)
 
 
 def _count_program_runs() -> None:

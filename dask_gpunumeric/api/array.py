@@ -181,7 +181,7 @@ class Array(DaskMethodsMixin):
 
     def persist(self, **kwargs: Any) -> Array:
         """This Array with its blocks computed and held in memory, as ``dask.persist(self)[0]``; on the local
-        scheduler straight from the array's compiled graph."""
+        scheduler straight from the array's compiled graph, on a distributed client sent as one graph."""
         if not kwargs:
             blocks = persist_now(self)
             if blocks is not None:

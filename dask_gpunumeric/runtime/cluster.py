@@ -20,10 +20,23 @@ def _new_client_class() -> type:
     from .streams import unbatch_client
 
     class Client(distributed.Client):
-        """A ``distributed.Client`` that also closes the cluster ``gnp.cluster`` started for it, and sends to
-        its scheduler at once (``streams``)."""
+        """A ``distributed.Client`` that also closes the cluster ``gnp.cluster`` started for it, sends to its
+        scheduler at once (``streams``) and persists gnp Arrays in one update-graph with priorities (``submit``)."""
 
         _gnp_owned_cluster: Any = None
+
+        def persist(self, collections: Any, optimize_graph: bool = True, **kwargs: Any) -> Any:
+            """``distributed.Client.persist``; gnp Arrays alone, with no other arguments, sent as one graph with
+            its priorities (``submit``), without Dask's collection machinery."""
+            from .submit import is_array, persist
+
+            many = isinstance(collections, (list, tuple))
+            arrays = list(collections) if many else [collections]
+            if kwargs or not optimize_graph or not arrays or not all(map(is_array, arrays)):
+                return super().persist(collections, optimize_graph, **kwargs)
+
+            out = persist(self, arrays, tuple(active_workers()))
+            return out if many else out[0]
 
         async def _ensure_connected(self, *args: Any, **kwargs: Any) -> None:
             await super()._ensure_connected(*args, **kwargs)

@@ -15,20 +15,21 @@ from ..backend import to_numpy
 from ..kernels.blocks import concatenate_grid
 from ..kernels.checks import Deferral, Delivery, verify, with_checks
 from .cluster import client_active
-from .compile import compiled
+from .compile import compiled, placement_workers
 from .faults import check_result_fits
 from .schedule import local_scheduler, run_in_order
+from .submit import get, is_array, submit
 
 
 def fetch(x: Any) -> Any:
     """Compute and copy to the host, explicitly: a 0-d Array becomes a Python number, an n-d Array a NumPy
     array; a tuple or list of Arrays is computed together (shared work done once)."""
     if isinstance(x, (list, tuple)):
-        check_result_fits([a.expr for a in x if _is_array(a)], to_host=True, call="gnp.fetch")
+        check_result_fits([a.expr for a in x if is_array(a)], to_host=True, call="gnp.fetch")
         with Delivery():
             values = _compute_many_local(x) if _jointly_local(x) else dask.compute(*x)
             return type(x)(_host(v) for v in values)
-    if not _is_array(x):
+    if not is_array(x):
         return x
     check_result_fits([x.expr], to_host=True, call="gnp.fetch")
     if _local_scheduler(x):
@@ -40,10 +41,6 @@ def fetch(x: Any) -> Any:
     from .pushed import fetch_pushed
 
     return _host(fetch_pushed(client, x.expr.finalize_compute(), host=True))
-
-
-def _is_array(x: Any) -> bool:
-    return isinstance(getattr(x, "expr", None), ArrayExpr)  # a gnp Array (the api layer's), by its expression
 
 
 def _local_scheduler(x: Any) -> bool:
@@ -66,7 +63,7 @@ def _compute_local(x: Any) -> Any:
 def _jointly_local(xs: Sequence[Any]) -> bool:
     """True when ``xs`` are gnp Arrays (at least one) of one backend that run on the local scheduler: what
     ``_compute_many_local`` computes as ``dask.compute`` would (anything else is left to ``dask.compute``)."""
-    return (len(xs) > 0 and all(map(_is_array, xs)) and len({a.backend for a in xs}) == 1
+    return (len(xs) > 0 and all(map(is_array, xs)) and len({a.backend for a in xs}) == 1
             and _local_scheduler(xs[0]))
 
 
@@ -103,7 +100,7 @@ def compute_now(x: Any) -> Any:
 
 def _compute_on_cluster(x: Any) -> Any:
     """``x.compute()`` on a synchronous distributed client: one block pushed to this client when it is small
-    (``pushed``), several computed and gathered in one call (``Client.get``) and joined here, with no task
+    (``pushed``), several computed and gathered in one call (``submit.get``) and joined here, with no task
     joining them on a worker first (a task that waits for every block is one more scheduler-to-worker cycle);
     None on another scheduler."""
     client = _synchronous_client(x)
@@ -113,8 +110,7 @@ def _compute_on_cluster(x: Any) -> Any:
         from .pushed import fetch_pushed
 
         return concatenate_grid([fetch_pushed(client, x.expr.finalize_compute(), host=False)], x.numblocks)
-    blocks = client.get(x.expr.optimize(), flat_keys(x.expr))  # (lowered: placed on the cluster's workers)
-    return concatenate_grid(blocks, x.numblocks)
+    return concatenate_grid(get(client, x.expr, placement_workers()), x.numblocks)
 
 
 def _synchronous_client(x: Any) -> Any:
@@ -129,9 +125,11 @@ def _synchronous_client(x: Any) -> Any:
 
 def persist_now(x: Any) -> dict | None:
     """The blocks of ``x.persist()`` by key, straight from the compiled graph when ``x`` runs on the local
-    scheduler, or None to leave it to ``dask.persist``."""
+    scheduler (values), or sent to a synchronous distributed client as one graph (``submit``: futures), or None
+    to leave it to ``dask.persist``."""
     if not _local_scheduler(x):
-        return None
+        client = _synchronous_client(x)
+        return None if client is None else submit(client, [x.expr], placement_workers())
     keys = flat_keys(x.expr)
     with Deferral() as deferral:
         values = _run_local(x, x.expr, keys)
@@ -166,7 +164,7 @@ class CollectionScheduler:
 
     def persist(self, collections: Sequence[Any], optimize_graph: bool = True, **kwargs: Any) -> list:
         """The collections persisted, as ``dask.persist`` makes them (Arrays of one tree optimized together)."""
-        if kwargs or not optimize_graph or dask.callbacks.Callback.active or not all(map(_is_array, collections)):
+        if kwargs or not optimize_graph or dask.callbacks.Callback.active or not all(map(is_array, collections)):
             return list(dask.base.persist(*collections, scheduler=self.get, optimize_graph=optimize_graph,
                                           **kwargs))
         exprs = [c.expr for c in collections]

@@ -18,6 +18,8 @@ from distributed.protocol.pickle import dumps, loads
 
 from ..backend import to_numpy
 from ..expr import ArrayExpr, flat_keys
+from .compile import placement_workers
+from .submit import submit
 
 OP = "gnp-pushed"
 ANNOTATION = "gnp_push"
@@ -118,7 +120,7 @@ def fetch_pushed(client: Any, expr: ArrayExpr, host: bool) -> Any:
     future = None
     try:
         with dask.annotate(**{ANNOTATION: PushTo(client.id, key, host)}):
-            (future,) = client.get(expr.optimize(), [key], sync=False)
+            (future,) = submit(client, [expr], placement_workers()).values()
         future.add_done_callback(lambda _: slot[0].set())
         slot[0].wait()
         if slot[1] is not None:

@@ -1,0 +1,123 @@
+"""A call of gnp Arrays sent to a distributed scheduler as one graph with its tasks' priorities.
+
+``Client.persist``/``Client.get`` send an expression through Dask's collection machinery (``collections_to_expr``,
+the generic ``optimize``, tokenizing a sequence node) and without priorities, so that the scheduler orders the
+materialized graph with ``dask.order`` in a second trip through its offload thread. Our Arrays need neither: their
+lowered node is one ``Materialized`` tree, made here at once, and that node (``Ordered``) orders its graph where
+the scheduler makes it, in the offload thread it runs in anyway; the update-graph carries a priority mapping
+(``GraphOrder``) that reads that order, so the scheduler skips its own ordering and its trip. Futures, who has each
+block, the dashboard and recomputation are the scheduler's as for any graph (distributed's ``_graph_to_futures``,
+a private method: public ones send no priorities).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import dask.order
+from dask._task_spec import GraphNode, TaskRef, convert_legacy_graph
+
+from ..expr import ArrayExpr, Bundle, Materialized, flat_keys
+
+FIFO_TIMEOUT = "60s"  # Client.persist's and Client.get's default
+
+
+class Ordered(Materialized):
+    """A ``Materialized`` tree sent with ``GraphOrder``: making its graph (on the scheduler) also orders it."""
+
+    def _layer(self) -> dict:
+        graph = self._graph
+        _remember(self._name, graph)
+        return graph
+
+
+_ORDERS: dict[str, dict] = {}  # (on the scheduler) an Ordered node's name -> its graph's priorities
+_ORDERS_KEPT = 16  # (read right after the making; a few updates may be made in between)
+
+
+def _remember(name: str, graph: dict) -> None:
+    """Keep the priorities of an ``Ordered`` node's graph for its update-graph (``GraphOrder``): each task's position
+    in the graph where no task of it reads another (one level: no order to choose), else ``dask.order``'s."""
+    # a persisted block is its key's own future (in memory: the scheduler drops that entry, convert_legacy_graph)
+    held = {key for key, task in graph.items() if isinstance(task, TaskRef) and task.key == key}
+    computed = graph.keys() - held
+    one_level = all(isinstance(task, GraphNode) and not task.dependencies & computed
+                    for key, task in graph.items() if key not in held)
+    _ORDERS[name] = ({key: i for i, key in enumerate(graph)} if one_level
+                     else dask.order.order(convert_legacy_graph(graph)))
+    while len(_ORDERS) > _ORDERS_KEPT:  # (several updates of one name share an entry: never popped while read)
+        del _ORDERS[next(iter(_ORDERS))]
+
+
+class GraphOrder(Mapping):
+    """The ``internal_priority`` of an update-graph whose expression is an ``Ordered`` node: the priorities its
+    graph was given when the scheduler made it, read when the scheduler sets them; any key it does not know gets
+    0 (``Scheduler._set_priorities`` leaves a task without a priority where its key is not in the mapping)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._order: dict | None = None
+
+    def __reduce__(self) -> tuple:
+        return GraphOrder, (self.name,)
+
+    def _priorities(self) -> dict:
+        if self._order is None:
+            self._order = _ORDERS.get(self.name, {})
+        return self._order
+
+    def __getitem__(self, key: Any) -> int:
+        return self._priorities().get(key, 0)
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __iter__(self) -> Iterator:
+        return iter(self._priorities())
+
+    def __len__(self) -> int:
+        return len(self._priorities())
+
+    def __bool__(self) -> bool:  # (an update-graph without priorities is ordered by the scheduler)
+        return True
+
+
+def is_array(x: Any) -> bool:
+    """Whether ``x`` is a gnp Array (the api layer's), by its expression."""
+    return isinstance(getattr(x, "expr", None), ArrayExpr)
+
+
+def submit(client: Any, roots: Sequence[ArrayExpr], workers: tuple[str, ...]) -> dict:
+    """Send the graph of ``roots`` (optimized together, blocks placed on ``workers``: ``placement_workers``) to
+    ``client``'s scheduler as Dask's persist or compute of them would, with the current ``dask.annotate``
+    annotations, in one update-graph with its priorities; the futures of their blocks by key."""
+    from distributed.client import SpanMetadata
+    from distributed.protocol import ToPickle
+
+    root = roots[0] if len(roots) == 1 else Bundle.of(*roots)
+    node = Ordered.of(root, workers)
+    keys = [key for r in roots for key in flat_keys(r)]
+    return client._graph_to_futures(node, keys, SpanMetadata(collections=[{"type": "Array"}] * len(roots)),
+                                    internal_priority=ToPickle(GraphOrder(node._name)), fifo_timeout=FIFO_TIMEOUT)
+
+
+def persist(client: Any, arrays: Sequence[Any], workers: tuple[str, ...]) -> list:
+    """``client.persist(arrays)`` of gnp Arrays (no other arguments): the same Arrays of futures, sent by ``submit``."""
+    exprs = [a.expr for a in arrays]
+    futures = submit(client, exprs, workers)
+    out = []
+    for a, e in zip(arrays, exprs):
+        rebuild, state = a.__dask_postpersist__()
+        out.append(rebuild({k: futures[k] for k in flat_keys(e)}, *state))
+    return out
+
+
+def get(client: Any, root: ArrayExpr, workers: tuple[str, ...]) -> list:
+    """The blocks of ``root`` computed on ``client``'s cluster and gathered here, in C order (``client.get`` of
+    them, sent by ``submit``)."""
+    futures = submit(client, [root], workers)
+    try:
+        return client.gather([futures[k] for k in flat_keys(root)])
+    finally:
+        for future in futures.values():
+            future.release()  # (as Client.get does: the keys are not kept for another call)
