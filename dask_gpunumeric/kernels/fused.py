@@ -104,7 +104,7 @@ def _packable(a: Any) -> bool:
     """Whether array ``a`` starts at a multiple of 16 bytes, the alignment of the packs of consecutive elements
     that a flat kernel moves (a view into a larger array may not)."""
     data = a.data
-    address = data.ptr if hasattr(data, "ptr") else a.ctypes.data  # CuPy's, or a NumPy array's (the emulator)
+    address = data.ptr if hasattr(data, "ptr") else a.__array_interface__["data"][0]  # CuPy's; NumPy's (emulated)
     return address % 16 == 0
 
 
