@@ -205,3 +205,16 @@ def test_repeated_slices_and_updates_as_numpy(chunks):
         y[:-2, 1:-1] = value
         e[:-2, 1:-1] = expected
         assert_eq(y, e)
+
+
+def test_numbers_beside_a_loop_body():
+    """A tree holding a loop (whose body the structure sees only by its token) keeps its numbers by value:
+    each call, with numbers in the body and around the loop, gives NumPy's results."""
+    h = np.linspace(0.0, 1.0, 16)
+    x = gnp.asarray(h, chunks=8)
+    for c in (0.5, 0.25, 0.75):
+        got = gnp.fori_loop(3, lambda i, u: (u + gnp.roll(u, 1)) * c, x * c) + c
+        expected = h * c
+        for _ in range(3):
+            expected = (expected + np.roll(expected, 1)) * c
+        assert_eq(gnp.fetch(got), expected + c)
