@@ -351,6 +351,9 @@ def _calls(xn: np.ndarray):
     yield "fori_loop of one block", lambda: smooth(one).compute(), 0, 1, 1
     yield "while_loop", lambda: gnp.fetch(gnp.sum(gnp.while_loop(lambda s: gnp.sum(s) < 1e4, lambda s: s * 2, x))), \
         0, None, 1
+    scales = iter(range(1, 10**6))
+    yield "gnp.fetch, a new Python float", lambda: gnp.fetch(gnp.sum(gnp.exp(x) * (1.5 + 1e-3 * next(scales)))), \
+        0, None, 0
 
 
 def _count_pool_trips(dask_worker) -> None:
@@ -478,10 +481,10 @@ def _laplacian(u):
 
 def _workload_calls(seed: int):
     """The suite's workloads as users write them, small: (name, call, replies, levels, trees optimized again),
-    each one level of tasks on one worker, each call on new arguments: a new Python scalar in a plain expression
-    makes a tree of another structure, optimized again (small trees); an accelerated call's region on new small
-    arguments (a 0-d rate, a salt) or new arrays is a tree of the same structure, its graph made from the
-    first's. Each returns what the benchmark returns (its checks
+    each one level of tasks on one worker, each call on new arguments: a new Python float in a plain expression
+    (Monte-Carlo's range) or an accelerated call's region on new small arguments (a 0-d rate, a salt) or new arrays
+    is a tree of the same structure, its graph made from the first's; a new Python int in a plain expression makes
+    a tree of another structure, optimized again (small trees). Each returns what the benchmark returns (its checks
     are in benchmarks/)."""
     rng = np.random.default_rng(seed)
     u0, v0 = (gnp.asarray(rng.random((32, 32), dtype=np.float32)).persist() for _ in range(2))
@@ -550,10 +553,17 @@ def _workload_calls(seed: int):
     def salt() -> gnp.Array:
         return gnp.asarray(np.float32(1e-30 * next(calls)))
 
+    def plain_monte_carlo(x_max: float) -> gnp.Array:  # (the example's function, not accelerated)
+        omega = 2 * x_max
+        samples = omega * gnp.random.default_rng(42).random(4096, dtype=np.float32) - x_max
+        return (omega / 4096) * gnp.sum(gnp.exp(-samples**2))
+
     yield "compute", lambda: (gnp.exp(u0) + 1).compute(), 0, 1, 0
     yield "persist", lambda: distributed.wait((u0 * next(calls)).persist()), 0, 1, 1
     yield "gnp.fetch of a reduction", lambda: gnp.fetch(gnp.sum(u0 * next(calls))), 0, 1, 1
     yield "np.asarray", lambda: np.asarray(v0 * next(calls)), 0, 1, 1
+    yield "np.asarray, a new Python float", lambda: np.asarray(v0 * (1 + 1e-3 * next(calls))), 0, 1, 0
+    yield "plain Monte-Carlo", lambda: gnp.fetch(plain_monte_carlo(10.0 + 1e-7 * next(calls))), 0, 1, 0
     yield "accelerated Monte-Carlo", lambda: gnp.fetch(monte_carlo(gnp.asarray(np.float32(2 + 1e-5 * next(calls))))), 0, 1, 0
     yield "accelerated Black-Scholes, persisted", lambda: distributed.wait(dask.persist(
         *black_scholes(S, K, T, gnp.asarray(np.float32(0.02 + 1e-6 * next(calls)))))), 0, 1, 0
@@ -561,7 +571,7 @@ def _workload_calls(seed: int):
     yield "accelerated Gray-Scott (fori_loop)", lambda: gnp.fetch(gray_scott(salt(), u0, v0)), 0, 1, 0
     yield "accelerated CG (while_loop, reductions)", lambda: gnp.fetch(conjugate_gradients(salt(), u0)), 0, 1, 0
     yield "accelerated CG (fori_loop, rotated: a prologue and an epilogue)", rotated_cg, 0, 1, 0
-    yield "matmul, persisted", lambda: distributed.wait(((a * np.float32(1 + 1e-5 * next(calls))) @ b).persist()), 0, 1, 1
+    yield "matmul, persisted", lambda: distributed.wait(((a * np.float32(1 + 1e-5 * next(calls))) @ b).persist()), 0, 1, 0
 
 
 def test_one_level_per_call_on_one_worker(one_worker):
@@ -690,6 +700,34 @@ def test_new_small_arguments_reuse_the_scheduler_graph(cluster, request):
             assert_eq(y, np.exp(ref) * r + s)
             assert gnp.fetch(total) == pytest.approx(np.sum(ref * r) - s)
             assert gnp.fetch(priced(x, gnp.asarray(np.float64(r)), s)[1]) == pytest.approx(np.sum(ref * r) - s)
+
+
+@pytest.mark.parametrize("cluster", ["one_worker", "client"])
+def test_new_numbers_reuse_the_scheduler_graph_of_plain_code(cluster, request):
+    """Plain code (no ``accelerate``) called with new Python floats (a rate, a range): the scheduler makes each
+    call's graph from the first's (``runtime.reuse``), optimizing nothing, with this call's numbers in the tasks
+    holding them; each call gives NumPy's results, persisted and fetched, on one worker and on two."""
+    c = request.getfixturevalue(cluster)
+    ref = data(48, (64,))
+
+    def priced(x, r, s):
+        return gnp.exp(x * r) + s, gnp.sum(x * r) - s
+
+    values = [(1.5, 0.25), (2.5, -1.5), (0.5, 3.0), (1.5, 3.0)]
+    with c.as_current():
+        x = gnp.asarray(ref, chunks=16).persist()
+        distributed.wait(x)
+        results = []
+        for k, (r, s) in enumerate(values):
+            with _Compiles() as compiles:
+                results.append(dask.persist(*priced(x, r, s)))
+                distributed.wait(results[-1])
+            assert (compiles.here, compiles.elsewhere) == (0, 1), k
+            assert k == 0 or (compiles.reused, compiles.optimized) == (1, 0), k  # (the first: another test's too)
+        for (r, s), (y, total) in zip(values, results):
+            assert_eq(y, np.exp(ref * r) + s)
+            assert gnp.fetch(total) == pytest.approx(np.sum(ref * r) - s)
+            assert gnp.fetch(priced(x, r, s)[1]) == pytest.approx(np.sum(ref * r) - s)
 
 
 def _batches_of(log, op: str, keys: set) -> list[set]:

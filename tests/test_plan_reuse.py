@@ -60,14 +60,86 @@ def test_new_inputs_each_call_reuse_the_plan(optimized):
     assert len(optimized) == first  # later calls: plans of the first call's trees
 
 
-def test_another_scalar_chunking_or_dtype_is_another_plan(optimized):
+def test_another_chunking_dtype_or_kind_of_scalar_is_another_plan(optimized):
     h = np.arange(12.0)
-    for scale, chunks, dtype in [(2.0, 4, np.float64), (3.0, 4, np.float64), (2.0, 6, np.float64),
-                                 (2.0, 4, np.float32)]:
+    for scale, chunks, dtype, again in [(2.5, 4, np.float64, False), (3.5, 4, np.float64, True),
+                                        (2.5, 6, np.float64, False), (2.5, 4, np.float32, False),
+                                        (3, 4, np.float64, False), (2.5j, 4, np.float64, False),
+                                        (np.float32(2.5), 4, np.float32, False), (np.float32(3.5), 4, np.float32, True)]:
         before = len(optimized)
         x = gnp.asarray(h.astype(dtype) + 1, chunks=chunks)
-        assert_eq(gnp.fetch(gnp.sqrt(x) * scale), np.sqrt(h.astype(dtype) + 1) * dtype(scale))
-        assert len(optimized) == before + 1
+        assert_eq(gnp.fetch(gnp.sqrt(x) * scale), np.sqrt(h.astype(dtype) + 1) * scale)
+        assert len(optimized) == before + (not again)
+
+
+def rates(u, v):
+    """A pointwise predator-prey system (logistic prey, saturating predation), as ``benchmarks/rk4.py``."""
+    eaten = u * v / (1.0 + 0.5 * u)
+    return 1.1 * u * (1.0 - u / 2.0) - 0.4 * eaten, 0.3 * eaten - 0.4 * v
+
+
+def rk4_steps(u, v, dt, steps=3):
+    """Classical RK4 steps of size ``dt``, written as users write them (Python floats computed from ``dt``)."""
+    for _ in range(steps):
+        k1u, k1v = rates(u, v)
+        k2u, k2v = rates(u + 0.5 * dt * k1u, v + 0.5 * dt * k1v)
+        k3u, k3v = rates(u + 0.5 * dt * k2u, v + 0.5 * dt * k2v)
+        k4u, k4v = rates(u + dt * k3u, v + dt * k3v)
+        u = u + dt / 6.0 * (k1u + 2.0 * k2u + 2.0 * k3u + k4u)
+        v = v + dt / 6.0 * (k1v + 2.0 * k2v + 2.0 * k3v + k4v)
+    return u, v
+
+
+def test_new_numbers_each_call_reuse_the_plan(optimized):
+    """A function called with a new Python float each call (a time step): its trees differ only in numbers,
+    so from the second call on nothing is optimized, and each call gives NumPy's results through every entry
+    point (``assert_eq``: gnp.fetch, np.asarray, .compute(), dask.compute)."""
+    rng = np.random.default_rng(3)
+    hu, hv = (rng.uniform(0.5, 1.5, (12, 8)).astype(np.float32) for _ in range(2))
+    u, v = gnp.asarray(hu, chunks=(6, 4)), gnp.asarray(hv, chunks=(6, 4))
+    for call, dt in enumerate([0.05, 0.07, 0.011, 1e-3]):
+        eu, ev = rk4_steps(hu, hv, dt)
+        gu, gv = rk4_steps(u, v, dt)
+        assert_eq(gu, eu)
+        assert_eq(gnp.sum(gv * gu), np.sum(ev * eu))
+        np.testing.assert_allclose([to_host(r) for r in dask.compute(gu, gv)], [eu, ev], rtol=1e-5)
+        if call == 0:
+            first = len(optimized)
+    assert len(optimized) == first
+
+
+def test_numbers_whose_values_shape_the_plan_are_kept_by_value(optimized):
+    """A number whose value the plan depends on is part of its structure (another value, another plan), so each
+    call gives NumPy's results: an integer exponent (``x ** 2`` is ``square``), a roll's shift, the 0 and 1 of
+    ``x * 1`` and ``x + 0``; an integer out of an integer array's range gives NumPy's error."""
+    h = np.linspace(-2.0, 3.0, 20).reshape(4, 5)
+    x = gnp.asarray(h, chunks=(2, 5))
+    for p in (2, 3, 2.0, 3.0, 0.5):
+        assert_eq(gnp.fetch(gnp.abs(x) ** p + 0.25), np.abs(h) ** p + 0.25)
+    for shift in (1, 2, -3):
+        assert_eq(gnp.fetch(gnp.roll(x, shift, axis=1) * 1.5), np.roll(h, shift, axis=1) * 1.5)
+    for c in (1.0, 2.5, 0.0, 3.5, -0.0, 4.5, 1, 0, float("nan"), float("inf")):
+        assert_eq(gnp.fetch(gnp.exp(x * c) + c), np.exp(h * c) + c)
+        assert_eq(gnp.fetch(gnp.exp(-x) + c), np.exp(-h) + c)
+    small = gnp.asarray(np.arange(10, dtype=np.uint8), chunks=5)
+    for c in (3, 200):
+        assert_eq(gnp.fetch(small + c), np.arange(10, dtype=np.uint8) + c)
+    with pytest.raises(OverflowError) as expected:
+        np.arange(10, dtype=np.uint8) + 300
+    with pytest.raises(OverflowError, match=str(expected.value)):
+        gnp.fetch(small + 300)
+
+
+def test_equal_numbers_and_numbers_met_elsewhere(optimized):
+    """Trees whose numbers are equal in one call and not in the next, or whose number is also a constant's
+    value (the same Python object twice), give NumPy's results on every call."""
+    h = np.linspace(-1.0, 1.0, 12)
+    x = gnp.asarray(h, chunks=4)
+    for a, b in [(2.5, 2.5), (1.5, 3.5), (4.5, 4.5), (0.25, 0.75)]:
+        assert_eq(gnp.fetch(x * a + gnp.exp(x * b)), h * a + np.exp(h * b))
+    c = 2.5
+    for fill, scale in [(c, c), (2.5, 3.5), (2.5, 2.5)]:
+        assert_eq(gnp.fetch(gnp.full(12, fill, chunks=4) + x * scale), np.full(12, fill) + h * scale)
 
 
 def test_the_same_input_twice_is_not_two_inputs(optimized):
@@ -103,7 +175,7 @@ def test_the_cache_keeps_no_input_blocks_and_stays_bounded():
     gc.collect()
     assert block() is None  # the plan of cos(x) + 1 holds nothing of x
     for k in range(_reuse._TEMPLATES_SIZE + 5):
-        gnp.fetch(gnp.asarray(np.ones(4), chunks=2) + float(k))
+        gnp.fetch(gnp.asarray(np.ones(4), chunks=2) + k)  # (an int: part of the structure)
     assert len(_reuse._TEMPLATES) <= _reuse._TEMPLATES_SIZE
 
 
@@ -133,3 +205,16 @@ def test_repeated_slices_and_updates_as_numpy(chunks):
         y[:-2, 1:-1] = value
         e[:-2, 1:-1] = expected
         assert_eq(y, e)
+
+
+def test_numbers_beside_a_loop_body():
+    """A tree holding a loop (whose body the structure sees only by its token) keeps its numbers by value:
+    each call, with numbers in the body and around the loop, gives NumPy's results."""
+    h = np.linspace(0.0, 1.0, 16)
+    x = gnp.asarray(h, chunks=8)
+    for c in (0.5, 0.25, 0.75):
+        got = gnp.fori_loop(3, lambda i, u: (u + gnp.roll(u, 1)) * c, x * c) + c
+        expected = h * c
+        for _ in range(3):
+            expected = (expected + np.roll(expected, 1)) * c
+        assert_eq(gnp.fetch(got), expected + c)

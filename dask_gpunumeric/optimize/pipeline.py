@@ -8,6 +8,8 @@ import gc
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from .. import config
 from ..expr import ArrayExpr, Fused
 from .dag import DAG, sharing
@@ -80,6 +82,20 @@ def settings_key() -> tuple:
             _KEYS.clear()
         _KEYS[values] = key
     return key
+
+
+# the scalar operands of elementwise nodes that no pass reads but through ``by_type``'s exceptions: floating and
+# complex numbers, Python's (weak: their type alone decides dtypes, NEP 50) and NumPy's; programs take them as kernel
+# arguments. (A Python int's value decides its dtype and whether a kernel takes it: ``codegen.program.compute_dtype``.)
+_BY_TYPE = frozenset({float, complex, np.float16, np.float32, np.float64, np.longdouble, np.complex64, np.complex128,
+                      np.clongdouble})
+
+
+def by_type(value: object) -> bool:
+    """Whether an elementwise node's scalar operand ``value`` may take another value of its type without changing
+    the optimized graph but for that value (where a graph is reused by structure, ``runtime.reuse``, it takes the
+    new one): a float or complex number other than 0 and 1, the values ``simplify`` reads (``x * 1``, ``x + 0``)."""
+    return type(value) in _BY_TYPE and not (value == 0 or value == 1)
 
 
 def optimize(root: ArrayExpr) -> ArrayExpr:

@@ -116,7 +116,7 @@ def compile_tree(materialized: Materialized) -> CompiledGraph:
         made = CompiledGraph(_optimized_graph(materialized), [k for r in _roots(root) for k in flat_keys(r)])
         if shape is not None:
             template = _reuse.remember(shape, made.graph, made._outputs)
-            if not local:  # the layout too, made now from the optimized tree at hand
+            if template is not None and not local:  # the layout too, made now from the optimized tree at hand
                 _reuse.with_layout(shape, template, made.layout(lambda: materialized._optimized))
     # (a loop persisting each step would fill the cache with trees that never come back)
     if cacheable is None or (cacheable[1] and not _seen_before(cacheable[0])):

@@ -6,7 +6,13 @@ A tree's structure is its nodes in ``walk`` order, each with its type and its op
 position, plain values by their exact text, other objects by their ``structure_text``), its inputs (``FromGraph``,
 ``FromArray``) by chunks, dtype and backend alone. The cached graph leaves out the inputs' blocks (it keeps no data
 alive); a call adds those of its own inputs, also where a task makes them inside itself (an accelerated call's small
-arguments, ``small_host_blocks``: a new value is never an old one's)."""
+arguments, ``small_host_blocks``: a new value is never an old one's).
+
+The numbers of elementwise nodes that no pass reads (``pipeline.by_type``: a new dt, rate or range) count by type,
+with which of them are equal (equal numbers make equal nodes, which the optimizer merges), unless the tree holds
+objects of its own kind (a loop's body): the graph of a call takes its tree's values where the first tree's were
+(found by identity: a pass passes them on as they are), and is not kept where one was not found, or found inside
+something it would not be rebuilt through, or is also an operand counted by value."""
 from __future__ import annotations
 
 import collections
@@ -17,9 +23,10 @@ from typing import Any, NamedTuple
 from dask._expr import Expr
 from dask._task_spec import GraphNode, Task, TaskRef
 
-from ..expr import ArrayExpr, FromArray, FromGraph, JointOutput, Materialized, small_host_blocks
+from ..expr import ArrayExpr, Elemwise, FromArray, FromGraph, JointOutput, Materialized, small_host_blocks
 from ..expr.tokens import _TEXT, _plain_repr
-from .faults import label_tasks
+from ..optimize.pipeline import by_type
+from .faults import AwaitedTask, label_tasks
 
 __all__ = ["Structure", "Template", "lookup", "remember", "structure_of"]
 
@@ -27,11 +34,15 @@ _INPUTS = (FromGraph, FromArray)
 
 
 class Structure(NamedTuple):
-    """A tree's structure: its key (text hash), its nodes in ``walk`` order and the positions of its inputs."""
+    """A tree's structure: its key (text hash), its nodes in ``walk`` order and the positions of its inputs; the
+    numbers counted by type, each (node position, operand position, class of equal numbers), and each class's
+    value in this tree."""
 
     key: str
     nodes: list[ArrayExpr]
     inputs: list[int]
+    numbers: tuple[tuple[int, int, int], ...] = ()
+    values: tuple = ()
 
 
 class Template(NamedTuple):
@@ -45,26 +56,37 @@ class Template(NamedTuple):
     schedule: list | None  # the schedule of the graph with its inputs, once made
     layout: Any = None  # on a cluster: its ``compile.Layout`` (keys kept apart, owners, annotations)
     inlined: tuple[tuple[int, tuple], ...] = ()  # (input, block index) of the inputs' blocks made inside tasks
-    rebuilt: frozenset = frozenset()  # keys of the tasks holding keys or names as data, or inputs' blocks
+    rebuilt: frozenset = frozenset()  # keys of the tasks holding keys or names as data, inputs' blocks, or numbers
+    numbers: tuple[tuple[int, int], ...] = ()  # (id, class) of the numbers counted by type, as the graph holds them
 
 
-def _text(operand: Any, position: dict[str, int]) -> str | None:
+def _text(operand: Any, position: dict[str, int], opaque: list) -> str | None:
     if isinstance(operand, Expr):
         return f"@{position[operand._name]}"
     text = _TEXT.get(type(operand), _plain_repr)(operand)
     if text is None:  # an object that says what of it makes a plan (a traced function's: its token)
         structure = getattr(operand, "structure_text", None)
-        return None if structure is None else f"{type(operand).__qualname__}:{structure}"
+        if structure is None:
+            return None
+        opaque.append(operand)
+        return f"{type(operand).__qualname__}:{structure}"
     return text
 
 
-def structure_of(nodes: list[ArrayExpr], settings: tuple) -> Structure | None:
+_ARGS = len(Elemwise._parameters)  # an Elemwise node's first argument among its operands
+
+
+def structure_of(nodes: list[ArrayExpr], settings: tuple, by_types: bool = True) -> Structure | None:
     """The structure of a tree (its nodes in ``walk`` order, the root first; under the optimizer's
     ``settings``), or None when its plan may not be reused: an operand that is no plain value, a node that
     holds a tree of its own, inputs that are tasks (Futures of blocks persisted on a cluster are inputs as
-    any others: the template holds none of them)."""
+    any others: the template holds none of them). ``by_types``: numbers ``by_type`` count by type, unless the
+    tree holds objects of its own kind."""
     position = {node._name: i for i, node in enumerate(nodes)}
-    parts, inputs = [repr(settings)], []
+    parts, inputs, opaque = [repr(settings)], [], []
+    numbers: list[tuple[int, int, int]] = []
+    classes: dict[str, int] = {}  # a number's text -> its class (equal numbers, one class)
+    values: list = []
     for i, node in enumerate(nodes):
         if isinstance(node, _INPUTS):
             if isinstance(node, FromGraph) and any(isinstance(v, GraphNode) for v in node.operand("layer").values()):
@@ -74,20 +96,34 @@ def structure_of(nodes: list[ArrayExpr], settings: tuple) -> Structure | None:
             continue
         if isinstance(node, (Materialized, JointOutput)):
             return None
-        texts = [_text(o, position) for o in node.operands]
+        operands = node.operands
+        texts = [_text(o, position, opaque) for o in operands]
         if None in texts:
             return None
+        if by_types and type(node) is Elemwise:
+            for j in range(_ARGS, len(operands)):
+                if by_type(operands[j]):
+                    k = classes.get(texts[j])  # type: ignore[arg-type]
+                    if k is None:
+                        k = classes[texts[j]] = len(values)  # type: ignore[index]
+                        values.append(operands[j])
+                    numbers.append((i, j, k))
+                    texts[j] = f"{type(operands[j]).__qualname__}#{k}"
         parts.append(f"{type(node).__qualname__}({','.join(texts)})")  # type: ignore[arg-type]
-    return Structure(hashlib.sha1("\n".join(parts).encode()).hexdigest(), nodes, inputs)
+    if numbers and opaque:  # (a loop's body, a region's plan: what they do with a number is not seen here)
+        return structure_of(nodes, settings, by_types=False)
+    return Structure(hashlib.sha1("\n".join(parts).encode()).hexdigest(), nodes, inputs, tuple(numbers),
+                     tuple(values))
 
 
 _TEMPLATES: collections.OrderedDict[str, Template] = collections.OrderedDict()
 _TEMPLATES_SIZE = 64
 
 
-def remember(shape: Structure, graph: dict, outputs: list) -> Template:
+def remember(shape: Structure, graph: dict, outputs: list) -> Template | None:
     """Keep the graph of a tree of this structure (without its inputs' blocks), the least recently used
-    dropped beyond ``_TEMPLATES_SIZE``."""
+    dropped beyond ``_TEMPLATES_SIZE``; None where its numbers counted by type cannot be substituted
+    (``_numbers_in``): not kept."""
     input_names = {shape.nodes[i]._name: k for k, i in enumerate(shape.inputs)}
     blocks: list[list[tuple]] = [[] for _ in shape.inputs]
     kept = {}
@@ -101,12 +137,79 @@ def remember(shape: Structure, graph: dict, outputs: list) -> Template:
     inlined: set[tuple[int, tuple]] = set()
     rebuilt = frozenset(key for key, task in kept.items() if isinstance(task, Task)
                         and _holds([task.args, task.kwargs], graph.keys(), names, input_names, inlined))
+    numbers = _numbers_in(shape, kept)
+    if numbers is None:
+        return None
+    holding, found = numbers
     template = Template(tuple(n._name for n in shape.nodes), tuple(shape.inputs), tuple(map(tuple, blocks)), kept,
-                        outputs, None, None, tuple(sorted(inlined)), rebuilt)
+                        outputs, None, None, tuple(sorted(inlined)), rebuilt | holding, tuple(found.items()))
     _TEMPLATES[shape.key] = template
     while len(_TEMPLATES) > _TEMPLATES_SIZE:
         _TEMPLATES.popitem(last=False)
     return template
+
+
+class _Unsafe(Exception):
+    """A number counted by type where a graph made again would not take another (``_numbers_in``)."""
+
+
+def _numbers_in(shape: Structure, graph: dict) -> tuple[frozenset, dict[int, int]] | None:
+    """Where the graph of a tree holds its numbers counted by type: the keys of the tasks holding them, and the
+    id of each such object found with its class; None where a call's values could not all take their place: a
+    class not found (its value went into something else), one found inside what a rebuilt task keeps as it is
+    (a program, a non-plain node), or the object of one also an operand counted by value."""
+    if not shape.numbers:
+        return frozenset(), {}
+    ids = {id(shape.nodes[i].operands[j]): k for i, j, k in shape.numbers}
+    places = {(i, j) for i, j, _ in shape.numbers}
+    found: dict[int, int] = {}
+    holding = set()
+    try:
+        for i, node in enumerate(shape.nodes):
+            if not isinstance(node, _INPUTS):
+                for j, operand in enumerate(node.operands):
+                    if (i, j) not in places and not isinstance(operand, Expr) and _found(operand, ids, set(), True):
+                        return None
+        for key, task in graph.items():
+            if _found(task, ids, found, type(task) in _REBUILT_TASKS):
+                holding.add(key)
+    except _Unsafe:
+        return None
+    if len(set(found.values())) < len(shape.values):
+        return None
+    return frozenset(holding), found
+
+
+_REBUILT_TASKS = (Task, AwaitedTask)  # the tasks ``_rebuilt`` makes again as they were made (key, func, arguments)
+
+
+def _found(value: Any, ids: dict[int, int], found: Any, rebuilt: bool) -> bool:
+    """Whether ``value`` holds one of the objects ``ids`` (each added to ``found`` with its class); where it is not
+    ``rebuilt`` (where ``_rebuilt`` does not put another), such an object raises ``_Unsafe``."""
+    kind = type(value)
+    if kind in _CONTAINERS:
+        items = value.values() if kind is dict else value
+        return any([_found(v, ids, found, rebuilt) for v in items])  # (a list: every one found)
+    k = ids.get(id(value))
+    if k is not None:
+        if not rebuilt:
+            raise _Unsafe
+        if type(found) is dict:
+            found[id(value)] = k
+        else:
+            found.add(k)
+        return True
+    if isinstance(value, GraphNode):
+        if isinstance(value, Task):
+            inside = rebuilt and kind in _REBUILT_TASKS
+            return _found([value.args, value.kwargs], ids, found, inside)
+        return _found(getattr(value, "value", None), ids, found, False)
+    if isinstance(value, tuple):  # a NamedTuple (a program): kept as it is
+        return _found(list(value), ids, found, False)
+    return False
+
+
+_CONTAINERS = (tuple, list, dict)
 
 
 def lookup(shape: Structure) -> Template | None:
@@ -156,6 +259,7 @@ def instantiate(template: Template, shape: Structure) -> tuple[dict, list, list 
         name = template.names[i]
         subs.update({(name, *index): (names[name], *index) for index in blocks})
     inline, own_names = {}, set(template.names)
+    numbers = {i: shape.values[k] for i, k in template.numbers}  # the first tree's objects -> this tree's values
     for k, index in template.inlined:  # an input's blocks made inside the tasks reading them: this call's
         name, node = template.names[template.inputs[k]], shape.nodes[template.inputs[k]]
         made = small_host_blocks(node)
@@ -166,7 +270,7 @@ def instantiate(template: Template, shape: Structure) -> tuple[dict, list, list 
     for key, task in template.graph.items():
         new = subs[key]
         if key in template.rebuilt:
-            graph[new] = _rebuilt(task, new, subs, renamed, inline, own_names)
+            graph[new] = _rebuilt(task, new, subs, renamed, inline, own_names, numbers)
         else:
             graph[new] = task.substitute(subs, key=new) if isinstance(task, GraphNode) else task
     try:
@@ -218,13 +322,16 @@ def _hashable(value: tuple) -> bool:
 _PLAIN_LEAVES = frozenset([int, float, bool, type(None), bytes])
 
 
-def _rebuilt(task: Task, key: Any, subs: dict, renamed: Callable[[str], str], inline: dict, names: set[str]) -> Task:
+def _rebuilt(task: Task, key: Any, subs: dict, renamed: Callable[[str], str], inline: dict, names: set[str],
+             numbers: dict[int, Any]) -> Task:
     """A task of a template for a call (``instantiate``): its key, the keys it holds renamed (``subs``) and the
     template tree's node names (``names``, by ``renamed``), the blocks of inputs made inside it this call's
-    (``inline``)."""
+    (``inline``), and the numbers counted by type this call's (``numbers``: by the first tree's objects' ids)."""
 
     def new(value: Any) -> Any:
         kind = type(value)
+        if numbers and id(value) in numbers:
+            return numbers[id(value)]
         if kind is TaskRef:
             return TaskRef(subs.get(value.key, value.key))
         if kind is tuple:
@@ -239,7 +346,9 @@ def _rebuilt(task: Task, key: Any, subs: dict, renamed: Callable[[str], str], in
         if isinstance(value, GraphNode):
             if value.key in inline:
                 return inline[value.key]
-            return _rebuilt(value, value.key, subs, renamed, inline, names) if isinstance(value, Task) else value
+            if type(value) in _REBUILT_TASKS:
+                return _rebuilt(value, value.key, subs, renamed, inline, names, numbers)
+            return value.substitute(subs) if isinstance(value, Task) else value  # (a List, a Dict: its references)
         if kind is list:
             return list(map(new, value))
         if kind is dict:
