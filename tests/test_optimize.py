@@ -159,6 +159,23 @@ def test_negations_move_out_exactly(build: Any, ops: list[str]) -> None:
     assert (np.signbit(gnp.fetch(got))[signed] == np.signbit(expected)[signed]).all()
 
 
+@pytest.mark.parametrize("build", [
+    lambda x: x * 2.5 + (-x) * 2.5,  # the negation moved out meets ``x * 2.5``, placed after it in the order
+    lambda x: (-x) * 2.5 - x * 2.5,
+    lambda x: x * 3.0 - (-x) * (-3.0),
+])
+def test_negation_moved_out_onto_a_node_met_later(build: Any) -> None:
+    """A negation moved out of a product that becomes a node the tree holds further on (a common
+    subexpression) is computed after it: NumPy's values through every entry point."""
+    xn = np.linspace(-2.0, 2.0, 8)
+    expected = build(xn)
+    got = build(gnp.asarray(xn, chunks=4))
+    assert_eq(gnp.fetch(got), expected)
+    assert_eq(np.asarray(gnp.fetch(got)), expected)
+    assert_eq(got.compute(), expected)
+    assert_eq(dask.compute(got)[0], expected)
+
+
 def test_negations_kept_on_integers_and_where_promoted() -> None:
     """Integer negation wraps (``-x`` of the minimum is the minimum): left as written, as is a negation whose
     product promotes."""

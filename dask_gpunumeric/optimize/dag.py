@@ -281,6 +281,7 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
     new_order: list[Expr] = []
     new_inputs: list[list[int]] = []
     placed: dict[str, tuple[Expr, int]] = {}  # the new nodes placed, with their new position, by their name as made
+    now = 0  # the old position being replaced (the nodes before it are placed already)
 
     def place(x: Expr) -> tuple[Expr, int] | None:
         """``x``, a new node, placed in the order (with the new nodes below it first), on the rebuilt or
@@ -298,6 +299,8 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
             if isinstance(o, Expr):
                 j = position.get(o._name)
                 if j is not None:
+                    if j >= now:  # a node of root not placed yet (later in the order): walk anew
+                        return None
                     at.append(moved[j])
                     r = o if isinstance(o, Materialized) else new.get(o._name, o)
                 elif isinstance(o, Materialized):
@@ -333,6 +336,7 @@ def bypass(root: Expr, replaced: Mapping[str, Expr]) -> Expr:
                     new[name] = new.get(x._name, x)
                     moved[i] = moved[inputs[i][0]]
                 else:
+                    now = i
                     made = place(x)
                     if made is None:
                         return rebuild(root, replaced)
