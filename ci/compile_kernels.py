@@ -30,7 +30,7 @@ import sys
 import tempfile
 
 
-_KERNEL_NAME = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(')
+_KERNEL_NAME = re.compile(r'extern "C" __global__ void (?:__launch_bounds__\([\d, ]+\) )?(\w+)\(')
 
 
 def batches_of(paths: list[pathlib.Path], size: int) -> list[list[pathlib.Path]]:

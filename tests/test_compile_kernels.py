@@ -30,3 +30,14 @@ def test_batches_never_repeat_a_kernel_name(tmp_path: pathlib.Path) -> None:
         assert len(names) == len(set(names)), b
     assert module in batches[0] and repeats[0] not in batches[0] and repeats[1] not in batches[0]
     assert len(batches) == 3  # 8 sources of at most 3 a batch, the repeats placed after the module's batch
+
+
+def test_kernels_bounded_by_blocks_per_multiprocessor_are_named(tmp_path: pathlib.Path) -> None:
+    """A tile kernel compiled with and without its blocks-per-multiprocessor bound has one name and two texts:
+    the two sources go to different batches (one batch would define the name twice and fail)."""
+    bounded = tmp_path / "b.cu"
+    bounded.write_text('extern "C" __global__ void __launch_bounds__(256, 5) gnp_tiles_x(float* a)\n{ a[0] = 1; }')
+    plain = _source(tmp_path, "p.cu", "gnp_tiles_x")
+    assert compile_kernels._KERNEL_NAME.findall(bounded.read_text()) == ["gnp_tiles_x"]
+    batches = compile_kernels.batches_of([bounded, plain], 10)
+    assert sorted(map(len, batches)) == [1, 1]
