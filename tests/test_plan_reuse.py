@@ -4,6 +4,8 @@ stay distinct, the cache stays bounded and keeps no data alive. Counted by calls
 from __future__ import annotations
 
 import gc
+import pathlib
+import sys
 import weakref
 
 import dask
@@ -14,6 +16,9 @@ import dask_gpunumeric as gnp
 from conftest import assert_eq, to_host
 from dask_gpunumeric.optimize import pipeline as _optimizer
 from dask_gpunumeric.runtime import reuse as _reuse
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "benchmarks"))
+import rk4 as _rk4  # noqa: E402 - the benchmark's user code
 
 
 @pytest.fixture
@@ -72,22 +77,9 @@ def test_another_chunking_dtype_or_kind_of_scalar_is_another_plan(optimized):
         assert len(optimized) == before + (not again)
 
 
-def rates(u, v):
-    """A pointwise predator-prey system (logistic prey, saturating predation), as ``benchmarks/rk4.py``."""
-    eaten = u * v / (1.0 + 0.5 * u)
-    return 1.1 * u * (1.0 - u / 2.0) - 0.4 * eaten, 0.3 * eaten - 0.4 * v
-
-
 def rk4_steps(u, v, dt, steps=3):
-    """Classical RK4 steps of size ``dt``, written as users write them (Python floats computed from ``dt``)."""
-    for _ in range(steps):
-        k1u, k1v = rates(u, v)
-        k2u, k2v = rates(u + 0.5 * dt * k1u, v + 0.5 * dt * k1v)
-        k3u, k3v = rates(u + 0.5 * dt * k2u, v + 0.5 * dt * k2v)
-        k4u, k4v = rates(u + dt * k3u, v + dt * k3v)
-        u = u + dt / 6.0 * (k1u + 2.0 * k2u + 2.0 * k3u + k4u)
-        v = v + dt / 6.0 * (k1v + 2.0 * k2v + 2.0 * k3v + k4v)
-    return u, v
+    """``benchmarks/rk4.py``'s classical RK4 steps of size ``dt`` (Python floats computed from ``dt``)."""
+    return _rk4.rk4(None, u, v, steps=steps, dt=dt)
 
 
 def test_new_numbers_each_call_reuse_the_plan(optimized):
