@@ -17,7 +17,7 @@ from ..kernels.checks import Deferral, Delivery, verify, with_checks
 from .cluster import client_active
 from .compile import compiled, placement_workers
 from .faults import check_result_fits
-from .schedule import local_scheduler, run_in_order
+from .schedule import in_this_thread, local_scheduler, run_in_order
 from .submit import get, is_array, persist, submit
 
 
@@ -78,8 +78,7 @@ def _compute_many_local(xs: Sequence[Any]) -> list:
 
 def _run_local(x: Any, expr: ArrayExpr, keys: list) -> list:
     graph = compiled(expr)
-    in_order = len(graph.graph) <= _SMALL_GRAPH or x.backend == "cupy" or not graph.threads_gain()
-    if in_order and not dask.callbacks.Callback.active:
+    if in_this_thread(graph, sequential=x.backend == "cupy") and not dask.callbacks.Callback.active:
         # a handful of tasks, CuPy blocks (whose scheduler is one thread launching kernels) or work that threads
         # cannot shorten (``threads_gain``): run them in order, in this thread (with Dask callbacks, such as a
         # progress bar, active: on Dask's local scheduler, which calls them)
@@ -152,9 +151,6 @@ def persist_many_now(xs: Sequence[Any]) -> list | None:
         return persist_many_local(xs)
     client = _synchronous_client(xs[0])
     return None if client is None else persist(client, xs, placement_workers())
-
-
-_SMALL_GRAPH = 8
 
 
 class CollectionScheduler:
