@@ -4,8 +4,10 @@ unchanged by every system (``black_scholes_erf.py``, ``cg_setitem.py``, ``rk4.py
 A benchmark is a :class:`Workload`: the function, its host inputs for a shape, and the shapes to use with
 and without a GPU. The systems, side by side in one run:
 
-- ``gnp-auto``: the plain path, the function on persisted gnp arrays, then ``dask.compute`` of all its
-  outputs together (no decorator); ``gnp``: the same function under ``gnp.accelerate``;
+- ``gnp-auto``: the plain path, the function on persisted gnp arrays, then ``gnp.compute`` of all its
+  outputs together (no decorator): building the expressions, our optimizer's cached graph and the run, without
+  ``dask.compute``'s own per-call work (``compute_overhead.py`` shows that beside it); ``gnp``: the same function
+  under ``gnp.accelerate``;
 - ``numpy`` (without a GPU), ``cupy`` (eager, with one), ``jax-jit`` where JAX is installed (the
   workload's ``jax_compute`` where the code has no JAX form, e.g. setitem becomes ``.at[].set``).
 
@@ -93,7 +95,7 @@ def systems(w: Workload, host: tuple[np.ndarray, ...], options: dict) -> list[tu
         runs.append(("cupy", lambda: w.compute(cp, *device, **options)))
     arrays = dask.persist(*(gnp.asarray(h) for h in host))
     accelerated = gnp.accelerate(lambda *a: w.compute(gnp, *a, **options))
-    runs.append(("gnp-auto", lambda: dask.compute(*as_tuple(w.compute(gnp, *arrays, **options)))))
+    runs.append(("gnp-auto", lambda: gnp.compute(*as_tuple(w.compute(gnp, *arrays, **options)))))
     runs.append(("gnp", lambda: accelerated(*arrays)))
     modules = H.jax_modules()
     if modules is not None:

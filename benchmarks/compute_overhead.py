@@ -1,6 +1,7 @@
-"""Benchmark: the fixed cost of ``dask.compute`` on gnp Arrays, against ``compute()`` and ``gnp.fetch`` of the same
-outputs and against Dask's own floor (the same calls on trivial expression-backed collections: a one-key ``Expr``
-each, a scheduler that returns at once, so that all that is left is ``dask.compute``'s own work).
+"""Benchmark: the fixed cost of ``dask.compute`` and ``dask.persist`` on gnp Arrays, against ``compute()``,
+``gnp.compute``, ``gnp.fetch``, ``persist()`` and ``gnp.persist`` of the same outputs (side by side, per call) and
+against Dask's own floor (the same calls on trivial expression-backed collections: a one-key ``Expr`` each, a
+scheduler that returns at once, so that all that is left is ``dask.compute``'s own work).
 
     python benchmarks/compute_overhead.py [--rounds 5] [--batch 100] [--cold 30] [--json PATH]
 
@@ -132,16 +133,20 @@ def main(argv: list[str] | None = None) -> int:
     x = gnp.asarray(softmax.inputs((64, 32))[0]).persist()
     a, b = softmax.softmax_logsumexp(gnp, x)
     expected = gnp.fetch((a, b))
-    for got in (dask.compute(a, b), (dask.compute(a)[0], b.compute())):
+    for got in (dask.compute(a, b), (dask.compute(a)[0], b.compute()), gnp.compute(a, b),
+                gnp.compute(*gnp.persist(a, b)), dask.compute(*dask.persist(a, b))):
         assert all(np.array_equal(H.to_host(g), e) for g, e in zip(got, expected)), "differs from gnp.fetch"
     c, d = trivial_collections()
-    cases = [("dask.compute(a)", lambda: dask.compute(a)), ("dask.compute(a, b)", lambda: dask.compute(a, b)),
-             ("a.compute()", a.compute), ("gnp.fetch(a)", lambda: gnp.fetch(a)),
-             ("gnp.fetch((a, b))", lambda: gnp.fetch((a, b))), ("floor: dask.compute(c)", lambda: dask.compute(c)),
-             ("floor: dask.compute(c, d)", lambda: dask.compute(c, d))]
+    cases = [("a.compute()", a.compute), ("gnp.compute(a)", lambda: gnp.compute(a)),
+             ("dask.compute(a)", lambda: dask.compute(a)), ("gnp.compute(a, b)", lambda: gnp.compute(a, b)),
+             ("dask.compute(a, b)", lambda: dask.compute(a, b)), ("a.persist()", a.persist),
+             ("gnp.persist(a, b)", lambda: gnp.persist(a, b)), ("dask.persist(a, b)", lambda: dask.persist(a, b)),
+             ("gnp.fetch(a)", lambda: gnp.fetch(a)), ("gnp.fetch((a, b))", lambda: gnp.fetch((a, b))),
+             ("floor: dask.compute(c)", lambda: dask.compute(c)), ("floor: dask.compute(c, d)", lambda: dask.compute(c, d))]
     calls, cold = per_call(cases, args.rounds, args.batch), cold_call(cases, args.cold)
     ours, floor = per_call(steps((a, b)), args.rounds, args.batch), per_call(steps((c, d)), args.rounds, args.batch)
-    print(f"dask.compute's fixed cost, softmax 64x32 outputs built once, {H.device_name()} (µs of CPU time per call)")
+    print(f"dask.compute's and dask.persist's fixed cost, softmax 64x32 outputs built once, {H.device_name()} "
+          "(µs of CPU time per call)")
     print(H.format_table(["call", "us (min)", "cold us (median)"],
                          [[name, f"{t:.1f}", f"{cold[name]:.1f}"] for name, t in calls.items()]))
     print()

@@ -11,7 +11,8 @@ result stays there. Side by side:
 
 - ``gnp``: the sweeps in ``gnp.accelerate`` (one stencil group: one task running a kernel per sweep); its
   argument is in memory, so the call runs at once and returns device arrays, as JAX's ``jit`` does;
-  ``gnp-auto``: the same loop undecorated, lazy, then persisted (expressions built on every call);
+  ``gnp-auto``: the same loop undecorated, lazy, then ``gnp.persist`` (expressions built on every call; without
+  ``dask.persist``'s own per-call work);
   ``gnp-unfused``: fusion and the stencil pass off;
 - ``dask.array+cupy`` (or ``+numpy`` without a GPU): ``map_overlap`` once per sweep, the threaded scheduler;
   ``jax-jit`` where JAX is installed, ``cupynumeric`` where cuPyNumeric is;
@@ -113,11 +114,11 @@ def main(argv=None) -> int:
 
     def unfused():
         with gnp.config.set(fusion=False):
-            return dask.persist(relax(u, sweeps=sweeps))[0]
+            return gnp.persist(relax(u, sweeps=sweeps))[0]
 
     (x,) = dask.persist(da.from_array(grid, chunks=(n, n)), scheduler="threads")
     runs = [("gnp", lambda: accelerated(u, WEIGHT, sweeps)),
-            ("gnp-auto", lambda: dask.persist(relax(u, sweeps=sweeps))[0]), ("gnp-unfused", unfused),
+            ("gnp-auto", lambda: gnp.persist(relax(u, sweeps=sweeps))[0]), ("gnp-unfused", unfused),
             (H.dask_array_system(), lambda: dask.persist(dask_relax(x, sweeps=sweeps), scheduler="threads")[0])]
     modules = H.jax_modules()
     if modules is not None:

@@ -17,13 +17,13 @@
 - ``slice``: the first 10 elements of a 1,024-block array fetched (only the first block is built and run:
   <= 30 ms), against dask.array;
 - ``workloads``: the suite's workloads at tiny sizes on one block (Black-Scholes, heat, softmax, advection,
-  least squares, RK4), each called as the suite calls it plain (``dask.persist``/``dask.compute`` of the
-  undecorated function) and under ``accelerate``: what is left is host time (target: plain <= 1.3x
+  least squares, RK4), each called as the suite calls it plain (``gnp.persist``/``gnp.compute`` of the
+  undecorated function's outputs) and under ``accelerate``: what is left is host time (target: plain <= 1.3x
   accelerated). ``--only workloads`` runs these alone;
 - ``breakdown`` (``--only breakdown``): where each workload's plain call goes: building its expressions alone,
-  the suite's call (``dask.persist``/``dask.compute``) on outputs built once (a graph-cache hit: Dask's
-  collection machinery, our dispatch and the run), and ``gnp.fetch`` of those outputs (our dispatch and the run
-  without Dask's machinery); the plain call is about build + call, and call - fetch is Dask's part;
+  the suite's call (``gnp.persist``/``gnp.compute``) on outputs built once (a graph-cache hit: our dispatch and
+  the run, without Dask's collection machinery, which ``compute_overhead.py`` shows), and ``gnp.fetch`` of those
+  outputs (the same, copied to the host); the plain call is about build + call;
 - ``operations`` (``--only operations``): the host CPU time to build one operation as users write it
   (``a * 1.5``, ``a + b``, ``gnp.exp(a)``, ``gnp.where(c, a, b)``, a slice, a roll, row sums and maxima
   with ``keepdims``, ...; target: <= 2 us each on the CPU
@@ -72,7 +72,7 @@ class Workload(NamedTuple):
 
     name: str
     build: Callable[[], tuple]  # the undecorated function: its outputs' expressions, built
-    call: Callable[[tuple], Any]  # what the suite does with them (``dask.persist``/``dask.compute``)
+    call: Callable[[tuple], Any]  # what the suite does with them (``gnp.persist``/``gnp.compute``)
     accelerated: Callable[[], Any]  # the same function under ``accelerate``
 
 
@@ -93,11 +93,11 @@ def workloads(gnp) -> list[Workload]:
     S, K, T = dask.persist(*(gnp.from_array(h) for h in host))
     priced = gnp.accelerate(lambda S, K, T: black_scholes.price(gnp, S, K, T))
     out.append(Workload("black-scholes 2^10", lambda: black_scholes.price(gnp, S, K, T),
-                        lambda outputs: dask.persist(*outputs), lambda: priced(S, K, T)))
+                        lambda outputs: gnp.persist(*outputs), lambda: priced(S, K, T)))
     (u,) = dask.persist(gnp.random.default_rng(0).random((64, 64), dtype=np.float32))
     relaxed = gnp.accelerate(heat.relax)
     out.append(Workload("heat 64^2 x20", lambda: (heat.relax(u, sweeps=heat.SWEEPS),),
-                        lambda outputs: dask.persist(*outputs)[0], lambda: relaxed(u, heat.WEIGHT, heat.SWEEPS)))
+                        lambda outputs: gnp.persist(*outputs)[0], lambda: relaxed(u, heat.WEIGHT, heat.SWEEPS)))
     for w, shape in ((softmax.SOFTMAX, (64, 32)), (advection.ADVECTION, (256,)),
                      (least_squares.LEAST_SQUARES, (256, 8)), (rk4.RK4, (256,))):
         options = {} if w.steps is None else {"steps": w.steps}
@@ -105,7 +105,7 @@ def workloads(gnp) -> list[Workload]:
         accelerated = gnp.accelerate(lambda *a, w=w, options=options: w.compute(gnp, *a, **options))
         out.append(Workload(f"{w.name} {'x'.join(map(str, shape))}",
                             lambda w=w, arrays=arrays, options=options: _tuple(w.compute(gnp, *arrays, **options)),
-                            lambda outputs: dask.compute(*outputs),
+                            lambda outputs: gnp.compute(*outputs),
                             lambda accelerated=accelerated, arrays=arrays: accelerated(*arrays)))
     return out
 

@@ -45,6 +45,7 @@ from .api.interop import NAMESPACES as _NAMESPACES, FallbackWarning, register as
 from .api.interop import array_function as _array_function
 from .api.interop import array_ufunc as _array_ufunc
 from .api.interop import namespace_function as _namespace_function
+from .runtime.compute import compute, persist
 from .runtime.fetch import fetch
 from .api.sorting import *  # noqa: F403  (sort, argsort, searchsorted, nonzero, where, unique_*, ...)
 from .api.sorting import where

@@ -72,6 +72,8 @@ DELIVERIES: dict[str, Callable[[gnp.Array], Any]] = {
     ".compute()": lambda a: a.compute(),
     "dask.compute": lambda a: dask.compute(a)[0],
     "dask.compute of two": lambda a: dask.compute(a, a * 2)[0],
+    "gnp.compute of two": lambda a: gnp.compute(a, a * 2)[0],
+    "gnp.persist, then gnp.fetch": lambda a: gnp.fetch(gnp.persist(a, a + 1)[0]),
     "persist, then gnp.fetch": lambda a: gnp.fetch(a.persist()),
     "persist, then compute() of X @ beta": lambda a: a.persist().compute(),
     "dask.persist, then gnp.fetch": lambda a: gnp.fetch(dask.persist(a)[0]),

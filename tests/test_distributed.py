@@ -117,6 +117,21 @@ def test_dask_compute_with_client_shares_work(client):
     assert max(ran.values()) == 1 and any("cumsum" in str(key) for key in ran), ran  # and so did every task
 
 
+def test_gnp_compute_and_persist_with_client_give_dasks_results(client):
+    ref = data(6)
+    x = gnp.asarray(ref, chunks=(16, 16))
+    a, b, one = gnp.exp(x) + 1, gnp.sum(x, axis=1), gnp.asarray(ref[:8, :8]) * 2
+    for got, expected in ((gnp.compute(a, b, 7), dask.compute(a, b, 7)), (gnp.compute(one), dask.compute(one))):
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert type(g) is type(e)
+            np.testing.assert_array_equal(to_host(g), to_host(e))
+    pa, pb = gnp.persist(a, b)
+    distributed.wait([pa, pb])
+    assert_eq(pa, np.exp(ref) + 1)
+    assert_eq(pb, ref.sum(axis=1))
+
+
 def test_monte_carlo_same_on_cluster_and_locally(client):
     x = gnp.random.default_rng(42).random(10**6, dtype=gnp.float32)
     estimate = gnp.sum(gnp.exp(-x**2))
@@ -343,6 +358,8 @@ def _calls(xn: np.ndarray):
     yield "compute of a reduction", lambda: gnp.sum(gnp.exp(x) + 1).compute(), 0, None, 0
     yield "compute of a reduction of one block", lambda: gnp.sum(gnp.exp(one) + 1).compute(), 0, 1, 0
     yield "persist", lambda: distributed.wait((x * 2).persist()), 0, 1, 0
+    yield "gnp.compute of two", lambda: gnp.compute(gnp.exp(x) + 1, x * 3), 1, 1, 0
+    yield "gnp.persist of two", lambda: distributed.wait(gnp.persist(x * 2, gnp.exp(x))), 0, 1, 0
     yield "gnp.fetch", lambda: gnp.fetch(gnp.sum(x, axis=0)), 0, None, 0
     yield "np.asarray", lambda: np.asarray(x * 3), 1, 1, 0
     yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1, None, 0

@@ -21,7 +21,7 @@ from typing import Any
 
 import dask
 import numpy as np
-from dask._expr import Expr, _ExprSequence, _unpack_collections
+from dask._expr import Expr, HLGExpr, HLGFinalizeCompute, _ExprSequence, _unpack_collections
 from dask._task_spec import GraphNode, List, Task, TaskRef
 
 from ..kernels import blocks as _blocks
@@ -331,6 +331,8 @@ class ArrayExpr(Expr):
         ours = [op for op in parent.operands if isinstance(op, ArrayExpr)]
         if not ours or any(isinstance(op, (JointOutput, Materialized)) for op in ours):
             return None
+        if any(isinstance(op, (HLGExpr, HLGFinalizeCompute, dict)) for op in parent.operands):
+            return _among_graphs(parent, ours)
         workers = _runtime().placement_workers()
         if not workers and len(ours) == len(parent.operands):
             return Outputs.of(ours)
@@ -363,6 +365,26 @@ class ArrayExpr(Expr):
 
     def rewrite(self, kind: str, rewritten: dict) -> Expr:
         return self
+
+
+def _among_graphs(parent: _ExprSequence, ours: list[ArrayExpr]) -> _ExprSequence:
+    """``parent`` among graph-backed collections (dask.array's, delayed): Dask makes each expression there a graph
+    whose keys are its graph's leaves (a joint output's graph holds the other outputs too). Ours become graphs that
+    name their keys, all on one joint graph; each with an optimizer of its own that leaves the graph as it is (ours
+    ran): Dask groups operands of one optimizer together, out of their order."""
+    from dask.highlevelgraph import HighLevelGraph
+
+    joint = Materialized.of(ours[0] if len(ours) == 1 else Bundle.of(*ours), _runtime().placement_workers())
+    graph = HighLevelGraph.from_collections(joint._name, joint.__dask_graph__(), dependencies=())
+    return type(parent)(*(HLGExpr(graph, _AsIs(), op.__dask_keys__()) if isinstance(op, ArrayExpr) else op
+                          for op in parent.operands))
+
+
+class _AsIs:
+    """A graph optimizer that leaves the graph as it is (one object per operand: Dask groups by optimizer)."""
+
+    def __call__(self, dsk: Any, keys: Any) -> Any:
+        return dsk
 
 
 class Materialized(ArrayExpr):

@@ -17,8 +17,8 @@ from ..kernels.checks import Deferral, Delivery, verify, with_checks
 from .cluster import client_active
 from .compile import compiled, placement_workers
 from .faults import check_result_fits
-from .schedule import local_scheduler, run_in_order
-from .submit import get, is_array, submit
+from .schedule import in_this_thread, local_scheduler, run_in_order
+from .submit import get, is_array, persist, submit
 
 
 def fetch(x: Any) -> Any:
@@ -78,8 +78,7 @@ def _compute_many_local(xs: Sequence[Any]) -> list:
 
 def _run_local(x: Any, expr: ArrayExpr, keys: list) -> list:
     graph = compiled(expr)
-    in_order = len(graph.graph) <= _SMALL_GRAPH or x.backend == "cupy" or not graph.threads_gain()
-    if in_order and not dask.callbacks.Callback.active:
+    if in_this_thread(graph, sequential=x.backend == "cupy") and not dask.callbacks.Callback.active:
         # a handful of tasks, CuPy blocks (whose scheduler is one thread launching kernels) or work that threads
         # cannot shorten (``threads_gain``): run them in order, in this thread (with Dask callbacks, such as a
         # progress bar, active: on Dask's local scheduler, which calls them)
@@ -88,29 +87,37 @@ def _run_local(x: Any, expr: ArrayExpr, keys: list) -> list:
 
 
 def compute_now(x: Any) -> Any:
-    """``x.compute()``, straight from the compiled graph when ``x`` runs on the local scheduler (as
-    ``gnp.fetch`` does, the result left where it is), or its blocks joined here when it runs on a distributed
-    client (``_compute_on_cluster``), or None to leave it to ``dask.compute``."""
-    if not _local_scheduler(x):
-        return _compute_on_cluster(x)
-    check_result_fits([x.expr], to_host=False, call="compute()")
+    """``x.compute()`` as ``compute_many_now`` computes it, or None to leave it to ``dask.compute``."""
+    values = compute_many_now([x], call="compute()")
+    return None if values is None else values[0]
+
+
+def compute_many_now(xs: Sequence[Any], call: str) -> list | None:
+    """``dask.compute(*xs)`` of Arrays of one backend (at least one), straight from their jointly compiled graph when
+    they run on the local scheduler (as ``gnp.fetch`` does, the results left where they are), or their blocks joined
+    here when they run on a distributed client (``_compute_on_cluster``), or None to leave it to ``dask.compute``.
+    ``call`` names what the user called, for the message when the results cannot fit."""
+    if not _local_scheduler(xs[0]):
+        return _compute_on_cluster(xs)
+    check_result_fits([x.expr for x in xs], to_host=False, call=call)
     with Delivery():
-        return concatenate_grid([_compute_local(x)], (1,) * x.ndim)
+        return _compute_many_local(xs)
 
 
-def _compute_on_cluster(x: Any) -> Any:
-    """``x.compute()`` on a synchronous distributed client: one block pushed to this client when it is small
-    (``pushed``), several computed and gathered in one call (``submit.get``) and joined here, with no task
+def _compute_on_cluster(xs: Sequence[Any]) -> list | None:
+    """``dask.compute(*xs)`` on a synchronous distributed client: one block pushed to this client when it is small
+    (``pushed``), several computed together and gathered in one call (``submit.get``) and joined here, with no task
     joining them on a worker first (a task that waits for every block is one more scheduler-to-worker cycle);
     None on another scheduler."""
-    client = _synchronous_client(x)
+    client = _synchronous_client(xs[0])
     if client is None:
         return None
-    if x.npartitions == 1:
+    if len(xs) == 1 and xs[0].npartitions == 1:
         from .pushed import fetch_pushed
 
-        return concatenate_grid([fetch_pushed(client, x.expr.finalize_compute(), host=False)], x.numblocks)
-    return concatenate_grid(get(client, x.expr, placement_workers()), x.numblocks)
+        return [fetch_pushed(client, xs[0].expr.finalize_compute(), host=False)]
+    blocks = iter(get(client, [x.expr for x in xs], placement_workers()))
+    return [concatenate_grid([next(blocks) for _ in range(x.npartitions)], x.numblocks) for x in xs]
 
 
 def _synchronous_client(x: Any) -> Any:
@@ -136,7 +143,14 @@ def persist_now(x: Any) -> dict | None:
     return with_checks(dict(zip(keys, values)), deferral.checks)
 
 
-_SMALL_GRAPH = 8
+def persist_many_now(xs: Sequence[Any]) -> list | None:
+    """``dask.persist(*xs)`` of Arrays of one backend (at least one): on the local scheduler ``persist_many_local``,
+    on a synchronous distributed client sent as one graph (``submit.persist``), else None to leave it to
+    ``dask.persist``."""
+    if _local_scheduler(xs[0]):
+        return persist_many_local(xs)
+    client = _synchronous_client(xs[0])
+    return None if client is None else persist(client, xs, placement_workers())
 
 
 class CollectionScheduler:
@@ -167,20 +181,26 @@ class CollectionScheduler:
         if kwargs or not optimize_graph or dask.callbacks.Callback.active or not all(map(is_array, collections)):
             return list(dask.base.persist(*collections, scheduler=self.get, optimize_graph=optimize_graph,
                                           **kwargs))
-        exprs = [c.expr for c in collections]
-        per_array = [flat_keys(e) for e in exprs]
-        keys = [k for ks in per_array for k in ks]
-        with Deferral() as deferral:
-            values = dict(zip(keys, _run_local(collections[0], exprs[0] if len(exprs) == 1 else Bundle.of(*exprs),
-                                               keys)))
-        checks = deferral.checks
-        if len(collections) > 1:  # which array a check belongs to is not known: read them now
-            verify(checks)
-        out = []
-        for c, ks in zip(collections, per_array):
-            rebuild, state = c.__dask_postpersist__()
-            out.append(rebuild(with_checks({k: values[k] for k in ks}, checks), *state))
-        return out
+        return persist_many_local(collections)
+
+
+def persist_many_local(arrays: Sequence[Any]) -> list:
+    """``dask.persist(*arrays)`` of Arrays of one backend on the local scheduler without the collection machinery of
+    ``dask.persist``: their trees optimized together (one compiled graph, cached; shared work done once), run straight
+    on the scheduler, each Array rebuilt on its blocks (carrying the device checks its tasks left unread)."""
+    exprs = [a.expr for a in arrays]
+    per_array = [flat_keys(e) for e in exprs]
+    keys = [k for ks in per_array for k in ks]
+    with Deferral() as deferral:
+        values = dict(zip(keys, _run_local(arrays[0], exprs[0] if len(exprs) == 1 else Bundle.of(*exprs), keys)))
+    checks = deferral.checks
+    if len(arrays) > 1:  # which array a check belongs to is not known: read them now
+        verify(checks)
+    out = []
+    for a, ks in zip(arrays, per_array):
+        rebuild, state = a.__dask_postpersist__()
+        out.append(rebuild(with_checks({k: values[k] for k in ks}, checks), *state))
+    return out
 
 
 _COLLECTION_SCHEDULERS = {backend: CollectionScheduler(local_scheduler(backend)) for backend in ("cupy", "numpy")}

@@ -141,19 +141,28 @@ _THREADED_BYTES = 2**20
 
 def _small_in_order(get: Callable[..., Any], sequential: bool) -> Callable[..., Any]:
     """``get``, but the tree of one ``compute()``/``persist()`` runs in this thread with ``run_in_order`` and its
-    compiled graph's cached schedule (without Dask's ordering and bookkeeping on each call) where that is what
-    ``get`` would do (``sequential``: one thread anyway) or threads could not shorten the run (``threads_gain``:
-    small blocks, or one block per array); any other graph small in all on Dask's synchronous scheduler."""
+    compiled graph's cached schedule (without Dask's ordering and bookkeeping on each call) where ``in_this_thread``
+    says so, as ``gnp.fetch`` runs it; any other graph small in all on Dask's synchronous scheduler."""
 
     def get_small_in_order(dsk: Any, keys: Any, **kwargs: Any) -> Any:
         compiled = _one_tree_graph(dsk)
         if compiled is not None and not kwargs and not dask.callbacks.Callback.active:
-            if (sequential or not compiled.threads_gain()) and compiled.graph.keys() >= set(keys):
+            if in_this_thread(compiled, sequential) and compiled.graph.keys() >= set(keys):
                 return run_in_order(compiled.graph, compiled.schedule(), keys)
         graph = dsk if isinstance(dsk, Mapping) else dsk.__dask_graph__()
         return (dask.local.get_sync if small_graph(graph) else get)(graph, keys, **kwargs)
 
     return get_small_in_order
+
+
+_SMALL_GRAPH = 8  # tasks: a graph of no more runs in this thread (handing its tasks to threads costs more)
+
+
+def in_this_thread(compiled: Any, sequential: bool) -> bool:
+    """Whether a compiled graph (``compile.CompiledGraph``) runs in order in this thread (``run_in_order``): where
+    its scheduler is one thread anyway (``sequential``: CuPy blocks, whose kernels run asynchronously on the
+    device), it has a handful of tasks, or threads could not shorten its run (``threads_gain``)."""
+    return sequential or len(compiled.graph) <= _SMALL_GRAPH or not compiled.threads_gain()
 
 
 def _one_tree_graph(dsk: Any) -> Any:

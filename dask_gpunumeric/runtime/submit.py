@@ -112,12 +112,12 @@ def persist(client: Any, arrays: Sequence[Any], workers: tuple[str, ...]) -> lis
     return out
 
 
-def get(client: Any, root: ArrayExpr, workers: tuple[str, ...]) -> list:
-    """The blocks of ``root`` computed on ``client``'s cluster and gathered here, in C order (``client.get`` of
-    them, sent by ``submit``)."""
-    futures = submit(client, [root], workers)
+def get(client: Any, roots: Sequence[ArrayExpr], workers: tuple[str, ...]) -> list:
+    """The blocks of ``roots`` (optimized together) computed on ``client``'s cluster and gathered here, root by
+    root in C order (``client.get`` of them, sent by ``submit``)."""
+    futures = submit(client, roots, workers)
     try:
-        return client.gather([futures[k] for k in flat_keys(root)])
+        return client.gather([futures[k] for root in roots for k in flat_keys(root)])
     finally:
         for future in futures.values():
             future.release()  # (as Client.get does: the keys are not kept for another call)
