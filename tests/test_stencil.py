@@ -569,7 +569,7 @@ def test_repeated_calls_through_the_generated_kernels(monkeypatch: Any) -> None:
 
 def wrapped(variant: tuple) -> bool:
     """Whether a tile kernel's linked reads wrap (its sweeps but the last computed past their boxes)."""
-    codes, links, _, edges, _ = variant
+    codes, links, _, edges, *_ = variant
     return any(WRAP in edges[j + 1][slot] for j, shared in enumerate(links) for slot, _ in shared)
 
 
