@@ -455,7 +455,7 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                          for d in range(ndim)],
                 f"    for ({index} gnp_tile = blockIdx.x; gnp_tile < {' * '.join(counts)}; gnp_tile += gridDim.x) {{",
                 *[f"    {line}" for line in body], "        __syncthreads();  // before the next tile's stores", "    }"]
-        body += _program.finish(codes[last].program, ("threadIdx.x", f"{threads}", "blockIdx.x", "gridDim.x"))
+        body += _program.finish(codes[last].program, ("threadIdx.x", f"{threads}", "blockIdx.x", "gridDim.x"), threads)
     else:
         body = head + body
     params = [p for k, code in enumerate(codes)
