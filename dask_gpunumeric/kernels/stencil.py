@@ -19,7 +19,7 @@ import numpy as np
 from ..codegen import stencil as _stencil_source
 from ..codegen import stencil_plan as _stencil_plan
 from ..codegen.stencil_plan import Box
-from ..codegen.types import FILL, NP_OF_CTYPE, WRAP, Store, SweepConfig, TileConfig, ctype
+from ..codegen.types import FILL, NP_OF_CTYPE, TILE_SHARED_BYTES, WRAP, Store, SweepConfig, TileConfig, ctype
 from . import blocks as _blocks
 from . import cuda as _cuda
 from . import fused as _fused
@@ -584,9 +584,10 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
         into[j], k = dests[k : k + len(sweeps[j].code.out_dtypes)], k + len(sweeps[j].code.out_dtypes)
     # by the launch's identity (the lru_cache's key hashes every sweep's program on each launch), and the
     # compiling function's (tests put an emulator in its place)
-    config = TILE_CONFIG
+    codes = tuple(sweep.code for sweep in sweeps)
+    config = _remembered((tile, TILE_CONFIG), (), lambda: _fitting(codes, links, TILE_CONFIG))
     kernel, resident = _remembered((tile, _tile_kernel, config), (), lambda: _tile_kernel(
-        tuple(sweep.code for sweep in sweeps), links, index, variant, stored, config))
+        codes, links, index, variant, stored, config))
     tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], config.tile(len(boxes[-1])))]
     grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
     if len(program.outputs) > n_last:  # full reductions: a wave of blocks walking the tiles (``WAVES``)
@@ -607,6 +608,13 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
                  if FILL in variant[j][s]]
     kernel(grid, (config.threads, 1, 1), tuple(args))
     return partials
+
+
+def _fitting(codes: tuple, links: tuple, config: TileConfig) -> TileConfig:
+    """``config`` where a tile kernel of these sweeps fits its shared memory on its tiles, else the default (the
+    plan chose its runs for the default's tiles: Gray-Scott's four sweeps on 32 x 128 would not fit)."""
+    fits = _stencil_source.tile_shared_bytes(codes, links, config) <= TILE_SHARED_BYTES
+    return config if fits else TileConfig()
 
 
 def record_sources(plan: tuple) -> None:
