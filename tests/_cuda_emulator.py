@@ -234,8 +234,8 @@ def emulated_cupy(monkeypatch: Any) -> None:
     monkeypatch.setattr(_fused, "_workspace_for", functools.lru_cache(maxsize=None)(
         lambda device, stream, module: _HostWorkspace()))
 
-    def kernel(code: tuple, index: str, edges: tuple) -> tuple[EmulatedKernel, int]:
-        return EmulatedKernel(*_stencil_source.kernel_source(code, index, edges)), 4
+    def kernel(code: tuple, index: str, edges: tuple, *config: Any) -> tuple[EmulatedKernel, int]:
+        return EmulatedKernel(*_stencil_source.kernel_source(code, index, edges, *config)), 4
 
     monkeypatch.setattr(_stencil_kernels, "_kernel", kernel)
     monkeypatch.setattr(_stencil_kernels, "_tile_kernel", lambda *variant: (EmulatedKernel(

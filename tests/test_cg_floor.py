@@ -98,7 +98,7 @@ needs_emulator = pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACK
 def is_pair_with_sum(variant: tuple) -> bool:
     """Whether a tile kernel's variant is the rotated pair's form: an elementwise sweep whose outputs are also
     stored, read past the array's ends as a constant by a sweep with a full reduction."""
-    codes, links, _, edges, stored = variant
+    codes, links, _, edges, stored, _ = variant
     (shared,) = links
     return (len(codes) == 2 and stored == (0,) and not any(any(offset) for _, offset in codes[0].loads)
             and len(codes[1].program.outputs) > len(codes[1].out_dtypes)

@@ -82,12 +82,16 @@ def check_stencil_code(code: Any, index: Any, edges: Any = None) -> None:
         for modes in edges), f"edges {edges!r}")
 
 
-def check_tiles(codes: Any, links: Any, index: Any, edges: Any, stored: Any = ()) -> None:
+def check_tiles(codes: Any, links: Any, index: Any, edges: Any, stored: Any = (), config: Any = None) -> None:
     """Raise ``ProgramError`` unless consecutive 1-d, 2-d or 3-d sweeps' codes and edges pass ``check_stencil_code``, none
     has random draws and none but the last full reductions, each sweep but the first has in ``links``
     distinct slots linked to outputs of the previous sweep (``(slot, output)``), read at offsets of at most
     ``TILE_HALO`` per axis, the sweeps but the last have the same output dtypes, and ``stored`` lists some of
-    the sweeps but the last, in order (``codegen.stencil.tile_source``)."""
+    the sweeps but the last, in order, and ``config`` (a ``TileConfig``, None: the default) has thread blocks of
+    whole warps, each row of a 2-d tile a multiple of a warp that divides them (``codegen.stencil.tile_source``)."""
+    _require(config is None or isinstance(config, tuple) and len(config) == 3 and all(_is_int(v) and v > 0 for v in config)
+             and config[2] % 32 == 0 and config[2] <= 1024 and config[1] % 32 == 0 and config[2] % config[1] == 0,
+             f"tile configuration {config!r}")
     _require(isinstance(codes, tuple) and isinstance(edges, tuple) and isinstance(links, tuple)
              and len(codes) >= 2 and len(edges) == len(codes) and len(links) == len(codes) - 1, "tile sweeps")
     for j, (code, modes) in enumerate(zip(codes, edges)):

@@ -606,17 +606,17 @@ def fold_statements(program: tuple, partial: dict[int, str] | None = None) -> li
     return lines
 
 
-def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS) -> list[str]:
+def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS, size: int = 256) -> list[str]:
     """Thread-block partials of the folds, then the last thread block's final combine, its one-element
     outputs and the epilogue. ``ids`` name the linear thread and block numbers of the launch
-    (``LINEAR_IDS``: a one-dimensional one), of 256 threads per block."""
+    (``LINEAR_IDS``: a one-dimensional one), of at most ``size`` threads per block."""
     folds = program_folds(program)
     if not folds:
         return []
     thread, threads, block, blocks = ids
     lines: list[str] = []
     for f, fold in enumerate(folds):
-        lines += [f"    __shared__ {ctype(fold.acc)} sh{f}[256];", f"    sh{f}[{thread}] = acc{f};"]
+        lines += [f"    __shared__ {ctype(fold.acc)} sh{f}[{size}];", f"    sh{f}[{thread}] = acc{f};"]
     lines += _block_tree(folds, thread, threads)
     lines.append("    __shared__ bool last;")
     lines.append(f"    if ({thread} == 0) {{")

@@ -17,8 +17,8 @@ from . import program as _program
 from .check import ProgramError, check_stencil_code, check_tiles
 from .helpers import HELPERS
 from .philox import PHILOX_DEVICE_SOURCE
-from .types import (FILL, SM_BLOCK_SHARED_BYTES, SM_SHARED_BYTES, SM_THREADS, TILE_SHARED_BYTES, TILE_THREADS, TILES,
-                    WRAP, StencilCode, ctype, typed_program)
+from .types import (FILL, SM_BLOCK_SHARED_BYTES, SM_SHARED_BYTES, SM_THREADS, TILE_SHARED_BYTES, TILES, WRAP,
+                    StencilCode, SweepConfig, TileConfig, ctype, typed_program)
 
 # grid dimension of each axis (the last axis along x: neighbouring threads read neighbouring elements)
 GRID_AXES = {1: ("x",), 2: ("y", "x"), 3: ("z", "y", "x")}
@@ -46,10 +46,12 @@ def typed(code: tuple) -> StencilCode:
     return StencilCode(typed_program(code[0]), *code[1:])
 
 
-def rows(code: tuple) -> int:
-    """Positions each thread computes along axis ndim - 2 (1-d: along x): 4, or 2 where more than one buffer
-    is read at shifted positions (each keeps rows + 2 rows of values live, and more rows then cost registers
-    instead of saving reads: docs/benchmarks.md)."""
+def rows(code: tuple, config: SweepConfig = SweepConfig()) -> int:
+    """Positions each thread computes along axis ndim - 2 (1-d: along x): ``config.rows`` where set, else 4, or
+    2 where more than one buffer is read at shifted positions (each keeps rows + 2 rows of values live, and
+    more rows then cost registers instead of saving reads: docs/benchmarks.md)."""
+    if config.rows:
+        return config.rows
     shifted = {slot for slot, offset in code.loads if any(offset)}
     return 2 if len(shifted) > 1 else 4
 
@@ -172,7 +174,8 @@ def _kernel_text(name: str, threads: int, params: list[str], body: list[str], bl
             + ")\n{\n" + "\n".join(body) + "\n}\n")
 
 
-def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -> tuple[str, str]:
+def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
+                  config: SweepConfig = SweepConfig()) -> tuple[str, str]:
     """CUDA C++ source and kernel name of one sweep's code: each thread computes the elements of the box at
     ``p = lo + i`` (grid-stride loops per axis, ``rows(code)`` positions per thread along axis ``ndim - 2``; 1-d:
     along the only axis, a thread block apart), reading buffer ``s`` at ``(p - o_s + offset) . stride_s`` and
@@ -180,11 +183,13 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
     element). ``index`` is the C type of positions and offsets: "int" where they fit, else "long long".
     ``edges`` (per buffer slot and axis, ``_edges``; None: none) are the reads past a buffer's ends: with
     WRAP the position is moved by the buffer's extent ``ext<s>_<d>`` (a select, no halo); with FILL a read
-    outside ``[0, ext<s>_<d>)`` (the array's extent) gives the slot's fill value ``f<s>`` and loads nothing."""
+    outside ``[0, ext<s>_<d>)`` (the array's extent) gives the slot's fill value ``f<s>`` and loads nothing.
+    ``config``: positions per thread and launch bounds (kernels of another than the default have names of
+    their own)."""
     check_stencil_code(code, index, edges)  # only our names and integers become source
     code = typed(code)
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
-    ndim, per_thread = program.ndim, rows(code)
+    ndim, per_thread = program.ndim, rows(code, config)
     edges = no_edges(code) if edges is None else edges
     reductions = len(program.outputs) > len(out_dtypes)
     params = _sweep_params(code, index, edges)
@@ -231,8 +236,9 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None) -
                  "    const unsigned int gnp_block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);"]
         body += _program.finish(program, ("gnp_thread", "(blockDim.x * blockDim.y * blockDim.z)",
                                           "gnp_block", "(gridDim.x * gridDim.y * gridDim.z)"))
-    name = "gnp_stencil_" + hashlib.sha256(repr((code, index, edges)).encode()).hexdigest()[:16]
-    return _kernel_text(name, int(np.prod(THREADS[ndim])), params, body), name
+    variant = (code, index, edges) + ((config,) if config != SweepConfig() else ())
+    name = "gnp_stencil_" + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
+    return _kernel_text(name, int(np.prod(THREADS[ndim])), params, body, config.min_blocks), name
 
 
 def _interior(loads: tuple, bases: tuple, edges: tuple, unrolled: int, first: str, last: str,
@@ -264,32 +270,32 @@ def tile_halos(codes: Sequence[tuple], links: Sequence[tuple]) -> list[tuple[int
     return halos
 
 
-def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple]) -> int:
-    """Shared memory of a tile kernel: the outputs of each sweep but the last on its extended tile, in two
-    alternating sets of buffers (sweep ``j`` writes set ``j % 2`` while it reads the other), and the thread
-    block's partials of the last sweep's full reductions."""
+def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple], config: TileConfig = TileConfig()) -> int:
+    """Shared memory of a tile kernel of shape ``config``: the outputs of each sweep but the last on its
+    extended tile, in two alternating sets of buffers (sweep ``j`` writes set ``j % 2`` while it reads the
+    other), and the thread block's partials of the last sweep's full reductions."""
     halos = tile_halos(codes, links)
     sizes: dict[tuple[int, int], int] = {}
     for j, code in enumerate(codes[:-1]):
-        area = int(np.prod([t + 2 * h for t, h in zip(TILES[code.program.ndim], halos[j])]))
+        area = int(np.prod([t + 2 * h for t, h in zip(config.tile(code.program.ndim), halos[j])]))
         for i, dt in enumerate(code.out_dtypes):
             sizes[j % 2, i] = max(sizes.get((j % 2, i), 0), area * np.dtype(dt).itemsize)
     folds = _program.program_folds(typed_program(codes[-1].program))
-    return sum(sizes.values()) + sum(TILE_THREADS * np.dtype(fold.acc).itemsize for fold in folds)
+    return sum(sizes.values()) + sum(config.threads * np.dtype(fold.acc).itemsize for fold in folds)
 
 
-def tile_blocks(shared_bytes: int) -> int:
-    """How many thread blocks of a tile kernel declaring ``shared_bytes`` of shared memory an sm_90
+def tile_blocks(shared_bytes: int, threads: int) -> int:
+    """How many thread blocks of ``threads`` of a tile kernel declaring ``shared_bytes`` of shared memory an sm_90
     multiprocessor holds (at most its threads' worth): the compiler keeps the kernel's registers within what
     lets them all stay resident, so that registers never cut its occupancy below what shared memory does."""
-    return max(1, min(SM_THREADS // TILE_THREADS, SM_SHARED_BYTES // (shared_bytes + SM_BLOCK_SHARED_BYTES)))
+    return max(1, min(SM_THREADS // threads, SM_SHARED_BYTES // (shared_bytes + SM_BLOCK_SHARED_BYTES)))
 
 
-def _flat(extent: Sequence[int], start: Sequence[int], index: str) -> tuple[list[str], tuple[bool, ...]]:
+def _flat(extent: Sequence[int], start: Sequence[int], index: str, threads: int) -> tuple[list[str], tuple[bool, ...]]:
     """The head of a tile kernel's loop over a stage's elements in flat order (``e``, the last axis fastest),
     placing element ``e`` at ``p`` (the stage starts at ``g + start``); no axis known to lie in the tile."""
     ndim = len(extent)
-    lines = [f"for (int e = threadIdx.x; e < {int(np.prod(extent))}; e += {TILE_THREADS}) {{"]
+    lines = [f"for (int e = threadIdx.x; e < {int(np.prod(extent))}; e += {threads}) {{"]
     for d in range(ndim):
         inner = int(np.prod(extent[d + 1 :]))
         at = f"e % {extent[d]}" if d == ndim - 1 else f"e / {inner}" if d == 0 else f"e / {inner} % {extent[d]}"
@@ -297,19 +303,19 @@ def _flat(extent: Sequence[int], start: Sequence[int], index: str) -> tuple[list
     return lines, (False,) * ndim
 
 
-def _walks(extent: Sequence[int], start: Sequence[int], tile: Sequence[int],
-           index: str) -> list[tuple[list[str], tuple[bool, ...]] | tuple[list[str], None]]:
+def _walks(extent: Sequence[int], start: Sequence[int], tile: Sequence[int], index: str,
+           threads: int) -> list[tuple[list[str], tuple[bool, ...]] | tuple[list[str], None]]:
     """The heads of a 2-d tile kernel's loops over a stage, each with the axes along which its positions lie
     in the tile's span (None: never in the tile): the columns over the tile's (the body) walked by threads
-    that each keep one column, ``TILE_THREADS // tile[1]`` rows a pass (no division per element, addresses
+    that each keep one column, ``threads // tile[1]`` rows a pass (no division per element, addresses
     stepping by a constant, each warp's row an aligned span of the tile's), then the halo's columns on both
     sides of the body in flat order, so that no thread idles for want of a whole row."""
-    rows, width, side = TILE_THREADS // tile[1], tile[1], (extent[1] - tile[1]) // 2
+    rows, width, side = threads // tile[1], tile[1], (extent[1] - tile[1]) // 2
     heads: list = [([f"for (int r = (int)threadIdx.x / {width}; r < {extent[0]}; r += {rows}) {{",
                      f"    const {index} p0 = g0 + {start[0]} + r;",
                      f"    const {index} p1 = g1 + {start[1] + side} + (int)threadIdx.x % {width};"], (False, True))]
     if side:
-        heads.append(([f"for (int e = threadIdx.x; e < {extent[0] * 2 * side}; e += {TILE_THREADS}) {{",
+        heads.append(([f"for (int e = threadIdx.x; e < {extent[0] * 2 * side}; e += {threads}) {{",
                        f"    const int c = e % {2 * side};",
                        f"    const {index} p0 = g0 + {start[0]} + e / {2 * side};",
                        f"    const {index} p1 = g1 + {start[1]} + c + (c < {side} ? 0 : {width});"], None))
@@ -317,9 +323,9 @@ def _walks(extent: Sequence[int], start: Sequence[int], tile: Sequence[int],
 
 
 def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple = (),
-                bounded: bool = True) -> tuple[str, str]:
+                config: TileConfig = TileConfig(), bounded: bool = True) -> tuple[str, str]:
     """CUDA C++ source and kernel name of consecutive 2-d or 3-d sweeps in one launch (a *tile kernel*; two
-    sweeps: a pair kernel): a thread block per tile (``TILES``) of the last sweep's box (``<last>lo``,
+    sweeps: a pair kernel): a thread block per tile (``config``'s) of the last sweep's box (``<last>lo``,
     ``<last>n``) computes each sweep in turn into shared memory, on the tile extended by how far the later sweeps read
     (``tile_halos``), then the last sweep on the tile, each reading its predecessor's outputs (its ``links``
     slots: ``(slot, output of the previous sweep)``) from shared memory and its other slots from global
@@ -333,10 +339,11 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     last sweep's box). Where the last sweep has full reductions, the launch's thread blocks (a grid along x)
     walk the tiles, and the reductions end as ``kernel_source``'s: a partial per thread block, combined by
     the last. ``bounded``: the launch bounds ask for registers that let as many thread blocks stay resident as
-    the kernel's shared memory does (``tile_blocks``); False: the compiler's own choice."""
-    check_tiles(codes, links, index, edges, stored)  # only our names and integers become source
+    the kernel's shared memory does (``tile_blocks``); False: the compiler's own choice. Kernels of
+    another ``config`` than the default have names of their own."""
+    check_tiles(codes, links, index, edges, stored, config)  # only our names and integers become source
     codes = tuple(typed(code) for code in codes)
-    shared_bytes = tile_shared_bytes(codes, links)
+    shared_bytes = tile_shared_bytes(codes, links, config)
     if shared_bytes > TILE_SHARED_BYTES:
         raise ProgramError(f"tiles of {len(codes)} sweeps need more than {TILE_SHARED_BYTES} B of shared memory")
     last, prefixes = len(codes) - 1, [f"{chr(ord('a') + j)}_" for j in range(len(codes))]
@@ -352,7 +359,7 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     fills = [{j: f"{prefixes[k + 1]}f{slot}" for slot, j in slots[k + 1].items() if FILL in edges[k + 1][slot]}
              for k in range(last)]
     ndim = codes[0].program.ndim
-    tile = TILES[ndim]
+    tile, threads = config.tile(ndim), config.threads
     extents = [tuple(t + 2 * e for t, e in zip(tile, h)) for h in halos]  # the extended tiles
     reduced = len(codes[last].program.outputs) > len(codes[last].out_dtypes)
     head = _program.accumulators(codes[last].program)
@@ -384,7 +391,7 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         inside) and, for a sweep in ``stored``, storing it on the tile itself; ``whole``: in a thread block
         whose extended tiles lie inside every box and region (no position skipped, none kept)."""
         code, prefix, extent, start = codes[k], prefixes[k], extents[k], starts(k)
-        heads = _walks(extent, start, tile, index) if ndim == 2 else [_flat(extent, start, index)]
+        heads = _walks(extent, start, tile, index, threads) if ndim == 2 else [_flat(extent, start, index, threads)]
         filled = [f"{stores[j]} = {name};" for j, name in fills[k].items()] if k < last else []
         lines = [] if whole else [f"    if ({' || '.join(skip)}) {{ {' '.join([*filled, 'continue;'])} }}"]
         lines += [f"    {line}" for line in _places(code, index, prefix, tuple(reads), stores is None)]
@@ -448,7 +455,7 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                          for d in range(ndim)],
                 f"    for ({index} gnp_tile = blockIdx.x; gnp_tile < {' * '.join(counts)}; gnp_tile += gridDim.x) {{",
                 *[f"    {line}" for line in body], "        __syncthreads();  // before the next tile's stores", "    }"]
-        body += _program.finish(codes[last].program, ("threadIdx.x", f"{TILE_THREADS}", "blockIdx.x", "gridDim.x"))
+        body += _program.finish(codes[last].program, ("threadIdx.x", f"{threads}", "blockIdx.x", "gridDim.x"), threads)
     else:
         body = head + body
     params = [p for k, code in enumerate(codes)
@@ -457,6 +464,7 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                           if FILL in edges[k][s]]]]
     variant = ((codes[0], codes[1], links[0], index, *edges) if len(codes) == 2 else (codes, links, index, edges))
     variant += (stored,) if stored else ()
+    variant += (config,) if config != TileConfig() else ()
     kind = "gnp_pair_" if len(codes) == 2 else "gnp_tiles_"
     name = kind + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
-    return _kernel_text(name, TILE_THREADS, params, body, tile_blocks(shared_bytes) * bounded), name
+    return _kernel_text(name, threads, params, body, tile_blocks(shared_bytes, threads) * bounded), name

@@ -84,6 +84,31 @@ SM_THREADS = 2048
 TILE_WORK = 1.25  # the most work a tile kernel may do on its extended tiles, per sweep, over the tile's
 
 
+class TileConfig(NamedTuple):
+    """The compile-time shape of a tile kernel (``codegen.stencil.tile_source``): its thread block's ``threads``
+    and, for 2-d sweeps, its tile of ``rows`` x ``columns`` outputs (1-d and 3-d: ``TILES``'). Each thread keeps
+    a column and walks ``threads // columns`` rows apart, ``rows * columns // threads`` outputs per sweep
+    (``benchmarks/stencil_probe.py --variants`` compares configurations)."""
+
+    rows: int = TILES[2][0]
+    columns: int = TILES[2][1]
+    threads: int = TILE_THREADS
+
+    def tile(self, ndim: int) -> tuple[int, ...]:
+        """The outputs of a thread block per axis for sweeps of ``ndim`` axes."""
+        return (self.rows, self.columns) if ndim == 2 else TILES[ndim]
+
+
+class SweepConfig(NamedTuple):
+    """The compile-time choices of a one-sweep stencil kernel (``codegen.stencil.kernel_source``): ``rows``
+    positions per thread (0: ``codegen.stencil.rows``' choice) and ``min_blocks`` thread blocks per
+    multiprocessor its registers must allow (0: the compiler's own choice; ``benchmarks/stencil_probe.py
+    --variants`` compares configurations)."""
+
+    rows: int = 0
+    min_blocks: int = 0
+
+
 class Load(NamedTuple):
     """Value: external input ``input`` (broadcast to the block)."""
 

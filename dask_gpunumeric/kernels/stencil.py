@@ -19,7 +19,7 @@ import numpy as np
 from ..codegen import stencil as _stencil_source
 from ..codegen import stencil_plan as _stencil_plan
 from ..codegen.stencil_plan import Box
-from ..codegen.types import FILL, NP_OF_CTYPE, TILE_THREADS, TILES, WRAP, Store, ctype
+from ..codegen.types import FILL, NP_OF_CTYPE, TILE_SHARED_BYTES, WRAP, Store, SweepConfig, TileConfig, ctype
 from . import blocks as _blocks
 from . import cuda as _cuda
 from . import fused as _fused
@@ -505,6 +505,10 @@ WAVES = 8
 
 
 _TILED_BACKENDS = frozenset({"cupy"})  # where tile kernels run (the CPU kernel emulator adds "numpy")
+# the tile kernels' shape and the one-sweep kernels' choices, read at each launch (benchmarks/stencil_probe.py
+# --variants puts others in their place)
+TILE_CONFIG = TileConfig()
+SWEEP_CONFIG = SweepConfig()
 
 
 def tiles_run_on(backend: str) -> bool:
@@ -580,9 +584,11 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
         into[j], k = dests[k : k + len(sweeps[j].code.out_dtypes)], k + len(sweeps[j].code.out_dtypes)
     # by the launch's identity (the lru_cache's key hashes every sweep's program on each launch), and the
     # compiling function's (tests put an emulator in its place)
-    kernel, resident = _remembered((tile, _tile_kernel), (), lambda: _tile_kernel(
-        tuple(sweep.code for sweep in sweeps), links, index, variant, stored))
-    tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], TILES[len(boxes[-1])])]
+    codes = tuple(sweep.code for sweep in sweeps)
+    config = _remembered((tile, TILE_CONFIG), (), lambda: _fitting(codes, links, TILE_CONFIG))
+    kernel, resident = _remembered((tile, _tile_kernel, config), (), lambda: _tile_kernel(
+        codes, links, index, variant, stored, config))
+    tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], config.tile(len(boxes[-1])))]
     grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
     if len(program.outputs) > n_last:  # full reductions: a wave of blocks walking the tiles (``WAVES``)
         grid = (min(math.prod(tiles), resident * WAVES), 1, 1)
@@ -600,8 +606,15 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
         args += [to_index(v) for bounds in target for v in bounds] if j == count - 1 and partials else []
         args += [NP_OF_CTYPE[ctype(sweep.code.buffers[s])].type(sweep.edges[s][1]) for s in linked[j]
                  if FILL in variant[j][s]]
-    kernel(grid, (TILE_THREADS, 1, 1), tuple(args))
+    kernel(grid, (config.threads, 1, 1), tuple(args))
     return partials
+
+
+def _fitting(codes: tuple, links: tuple, config: TileConfig) -> TileConfig:
+    """``config`` where a tile kernel of these sweeps fits its shared memory on its tiles, else the default (the
+    plan chose its runs for the default's tiles: Gray-Scott's four sweeps on 32 x 128 would not fit)."""
+    fits = _stencil_source.tile_shared_bytes(codes, links, config) <= TILE_SHARED_BYTES
+    return config if fits else TileConfig()
 
 
 def record_sources(plan: tuple) -> None:
@@ -623,22 +636,24 @@ _INDEX_TYPES = {"int": np.int32, "long long": np.int64}
 
 
 @functools.lru_cache(maxsize=256)
-def _kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int]:
+def _kernel(code: tuple, index: str, edges: tuple, config: SweepConfig = SweepConfig()) -> tuple[Any, int]:
     """The compiled kernel of a sweep's variant, and how many of its thread blocks the device keeps resident."""
-    return _cuda.compile_function(*_stencil_source.kernel_source(code, index, edges),
+    return _cuda.compile_function(*_stencil_source.kernel_source(code, index, edges, config),
                                   int(np.prod(_stencil_source.THREADS[code.program.ndim])))
 
 
 @functools.lru_cache(maxsize=256)
-def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple) -> tuple[Any, int]:
+def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple,
+                 config: TileConfig = TileConfig()) -> tuple[Any, int]:
     """The compiled tile kernel of a run of sweeps' variant (``tile_source``), and how many of its thread blocks
     the device keeps resident: with the registers its shared memory's occupancy allows, unless that made the
     compiler spill (local memory), then with the compiler's own choice."""
-    compiled = _cuda.compile_function(*_stencil_source.tile_source(codes, links, index, edges, stored), TILE_THREADS)
+    compiled = _cuda.compile_function(*_stencil_source.tile_source(codes, links, index, edges, stored, config),
+                                      config.threads)
     if not compiled[0].local_size_bytes:
         return compiled
-    source = _stencil_source.tile_source(codes, links, index, edges, stored, bounded=False)
-    return _cuda.compile_function(*source, TILE_THREADS)
+    source = _stencil_source.tile_source(codes, links, index, edges, stored, config, bounded=False)
+    return _cuda.compile_function(*source, config.threads)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -745,9 +760,11 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
     program, out_dtypes = code.program, code.out_dtypes
     arrays, scalar_args, values = _sweep_args(code, inputs, geometry, scalars, dests)
     to_index = _INDEX_TYPES[index]
-    kernel, resident = _remembered((launch, _kernel), (), lambda: _kernel(code, index, active))
+    config = SWEEP_CONFIG
+    kernel, resident = _remembered((launch, _kernel, config), (), lambda: _kernel(code, index, active, config))
     reductions = range(len(out_dtypes), len(program.outputs))
-    grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code), resident * WAVES if reductions else None)
+    grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code, config),
+                                  resident * WAVES if reductions else None)
     partials, buffers = {}, []
     for k in reductions:
         partials[k], finals = _fused.final_buffers(program, k, math.prod([hi - lo for lo, hi in target]))

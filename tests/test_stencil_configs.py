@@ -1,0 +1,68 @@
+"""The stencil kernels' compile-time configurations (``TileConfig``: a tile kernel's tile and threads;
+``SweepConfig``: a one-sweep kernel's rows per thread and launch bounds), set where ``benchmarks/stencil_probe.py
+--variants`` sets them: each gives the default's results bit for bit (emulated CG and Gray-Scott), in kernels
+of names of their own (tile kernels whose shared memory the configuration's tiles would overflow, such as
+Gray-Scott's four sweeps on 32 x 128, keep the default's), and a configuration a tile kernel cannot have is
+refused."""
+from __future__ import annotations
+
+from typing import Any
+
+import _cuda_emulator
+import numpy as np
+import pytest
+from conftest import BACKEND
+from test_cg_floor import cg_loop, rhs
+from test_stencil import counted_tile_kernels, gray_scott
+
+import dask_gpunumeric as gnp
+from dask_gpunumeric.codegen.check import ProgramError
+from dask_gpunumeric.codegen.stencil import tile_source
+from dask_gpunumeric.codegen.types import SweepConfig, TileConfig
+from dask_gpunumeric.kernels import stencil as _stencil_kernels
+
+pytestmark = pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy",
+                                reason="needs g++; CPU runs only")
+
+CONFIGS = [(TileConfig(), SweepConfig()), (TileConfig(rows=32, columns=128), SweepConfig(rows=2, min_blocks=6)),
+           (TileConfig(rows=16, columns=128, threads=128), SweepConfig(rows=1, min_blocks=8)),
+           (TileConfig(rows=64, columns=64, threads=512), SweepConfig())]
+
+
+def run_both(monkeypatch: Any, tile: TileConfig, sweep: SweepConfig) -> tuple[list[bytes], list[tuple]]:
+    """CG (4 iterations, 70 x 133: partial tiles) and Gray-Scott (4 steps in one tile kernel, 41 x 70) under
+    a configuration, emulated: the bytes of their results, and the tile kernels launched."""
+    launched = counted_tile_kernels(monkeypatch)
+    monkeypatch.setattr(_stencil_kernels, "TILE_CONFIG", tile)
+    monkeypatch.setattr(_stencil_kernels, "SWEEP_CONFIG", sweep)
+    b = gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist()
+    results = [np.asarray(a) for a in gnp.fetch(gnp.accelerate(cg_loop)(b, 4))]
+    un, vn = np.random.default_rng(12).random((2, 41, 70), dtype=np.float32)
+    u, v = gnp.from_array(un), gnp.from_array(vn)
+    for _ in range(4):
+        u, v = gray_scott(gnp, u, v)
+    results += gnp.fetch((u, v))
+    return [r.tobytes() for r in results], list(launched)
+
+
+@pytest.mark.parametrize("tile, sweep", CONFIGS[1:])
+def test_configurations_give_the_defaults_bits(tile: TileConfig, sweep: SweepConfig, monkeypatch: Any) -> None:
+    default, _ = run_both(monkeypatch, *CONFIGS[0])
+    ours, launched = run_both(monkeypatch, tile, sweep)
+    assert ours == default
+    fits = tile.rows * tile.columns <= 2048  # (Gray-Scott's four sweeps on larger tiles pass 48 KiB of shared memory)
+    assert {variant[-1] for variant in launched} == ({tile} if fits else {tile, TileConfig()})
+
+
+def test_tile_configurations_checked() -> None:
+    """Thread blocks of whole warps, each a whole number of the tile's rows of whole warps."""
+    b = gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist()
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        launched = counted_tile_kernels(monkeypatch)
+        gnp.fetch(gnp.accelerate(cg_loop)(b, 3))
+    codes, links, index, edges, stored, _ = launched[0]
+    assert "__launch_bounds__(512, 4)" in tile_source(codes, links, index, edges, stored, TileConfig(threads=512))[0]
+    for bad in (TileConfig(threads=100), TileConfig(columns=48), TileConfig(columns=128, threads=64),
+                TileConfig(columns=64, threads=96)):
+        with pytest.raises(ProgramError, match="tile configuration"):
+            tile_source(codes, links, index, edges, stored, bad)
