@@ -12,7 +12,6 @@ from dask._expr import Expr
 
 from ..expr import ArrayExpr, Bundle, Elemwise, Gather
 from .dag import DAG, rebuild_all
-from .programs import computed_in_readers
 
 
 class Rotation(NamedTuple):
@@ -51,8 +50,7 @@ def rotation_of(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], fixed
 
 def _leaf_values(update: ArrayExpr, state: ArrayExpr, position: dict[str, int], k: int) -> list[ArrayExpr] | None:
     """The 0-d values an elementwise ``update`` reads, where its other leaves are ``state`` or other outputs;
-    else None. A 0-d value its kernel computes from 0-d operands (``computed_in_readers``: CG's beta = rr_new / rr)
-    is not carried but its operands are, so that it costs no launch of its own."""
+    else None."""
     values: dict[str, ArrayExpr] = {}
     stack, seen = [update], set()
     while stack:
@@ -62,7 +60,7 @@ def _leaf_values(update: ArrayExpr, state: ArrayExpr, position: dict[str, int], 
         seen.add(node._name)
         if node is not update and (node._name == state._name or position.get(node._name, k) != k):
             continue
-        if not node.ndim and not computed_in_readers(node):
+        if not node.ndim:
             values[node._name] = node
         elif isinstance(node, Elemwise):
             stack.extend(a for a in node.args if isinstance(a, ArrayExpr))
@@ -78,16 +76,10 @@ def rotated_body(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], rota
     (placeholders of the 0-d values, from the previous iteration); ``outputs`` are the body's with element
     ``k`` read as ``head`` and its output ``head`` itself, then the values for the next iteration."""
     k, update, values = rotation
-    carry = {v._name: c for v, c in zip(values, carried)}
-    # an output whose state element is itself carried (CG's rr_new, whose state rr beta's carried rr_old is):
-    # replaced in a second pass, or the rebuild would follow its state on to the carried value
-    late = [j for j, s in enumerate(states) if j != k and s._name in carry]
-    replaced: dict[str, Expr] = {o._name: s for j, (o, s) in enumerate(zip(outputs, states)) if j != k and j not in late}
-    replaced.update(carry)
+    replaced: dict[str, Expr] = {o._name: s for j, (o, s) in enumerate(zip(outputs, states)) if j != k}
+    replaced.update({v._name: c for v, c in zip(values, carried)})
     replaced[states[k]._name] = previous
-    head, *rebuilt = rebuild_all([update, *[outputs[j] for j in late]], replaced)
-    if late:
-        (head,) = rebuild_all([head], {r._name: states[j] for r, j in zip(rebuilt, late)})
+    (head,) = rebuild_all([update], replaced)
     new = rebuild_all([*outputs, *values], {states[k]._name: head})
     return head, [head if j == k else o for j, o in enumerate(new[: len(outputs)])] + new[len(outputs):]
 
