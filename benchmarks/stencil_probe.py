@@ -34,6 +34,7 @@ import cg  # noqa: E402
 import gray_scott  # noqa: E402
 
 from dask_gpunumeric.codegen.types import SweepConfig, TileConfig  # noqa: E402
+from dask_gpunumeric.kernels import stencil as _stencil_kernels  # noqa: E402
 
 #: (tile kernels' shape, one-sweep kernels' choices) compared by ``--variants``, the default first. CG's update
 #: kernel (64 registers, 50% occupancy by default): bounded to 6 or 8 thread blocks per multiprocessor (40, 32
@@ -41,10 +42,10 @@ from dask_gpunumeric.codegen.types import SweepConfig, TileConfig  # noqa: E402
 #: 34 x 66 / 2048 = 1.10 by default) and outputs per thread (rows * columns / threads): within 2% of the default
 #: for CG but 64 x 128 (docs/benchmarks.md, s15-cg), kept for Gray-Scott's tile kernels.
 VARIANTS: list[tuple[TileConfig, SweepConfig]] = [
+    (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG),
     (TileConfig(), SweepConfig()),
     (TileConfig(), SweepConfig(min_blocks=6)),
     (TileConfig(), SweepConfig(rows=2)),
-    (TileConfig(), SweepConfig(rows=2, min_blocks=6)),
     (TileConfig(), SweepConfig(rows=1, min_blocks=8)),
     (TileConfig(), SweepConfig(rows=1)),
     (TileConfig(rows=16, columns=128), SweepConfig()),
@@ -56,8 +57,9 @@ SYSTEMS = {"cg": cg.CG, "gray_scott": gray_scott.GRAY_SCOTT}
 
 def label(tile: TileConfig, sweep: SweepConfig) -> str:
     """The fields of a variant that are not the default's."""
-    words = [f"{type(config).__name__[:-6].lower()} {f}={v}" for config in (tile, sweep)
-             for f, v, d in zip(config._fields, config, type(config)()) if v != d]
+    defaults = ((tile, _stencil_kernels.TILE_CONFIG), (sweep, _stencil_kernels.SWEEP_CONFIG))
+    words = [f"{type(config).__name__[:-6].lower()} {f}={v}" for config, default in defaults
+             for f, v, d in zip(config._fields, config, default) if v != d]
     return ", ".join(words) or "default"
 
 
@@ -102,7 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", default=",".join(SYSTEMS))
     args = parser.parse_args(argv)
-    from dask_gpunumeric.kernels import stencil as _stencil_kernels
 
     compiled = Compiled()
     variants = VARIANTS if args.variants else VARIANTS[:1]

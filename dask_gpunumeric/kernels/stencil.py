@@ -506,9 +506,9 @@ WAVES = 8
 
 _TILED_BACKENDS = frozenset({"cupy"})  # where tile kernels run (the CPU kernel emulator adds "numpy")
 # the tile kernels' shape and the one-sweep kernels' choices, read at each launch (benchmarks/stencil_probe.py
-# --variants puts others in their place)
+# --variants puts others in their place; this sweep choice measured fastest for CG and Gray-Scott, docs/benchmarks.md)
 TILE_CONFIG = TileConfig()
-SWEEP_CONFIG = SweepConfig()
+SWEEP_CONFIG = SweepConfig(rows=2, min_blocks=6)
 
 
 def tiles_run_on(backend: str) -> bool:
