@@ -612,6 +612,61 @@ def test_gnp_client_sends_calls_with_their_priorities(one_worker):
             assert_eq(retried, ref + 1)
 
 
+def _computed_calls(c, ref: np.ndarray):
+    """What users compute with ``gnp.cluster``'s Client besides ``.compute()``/``gnp.fetch`` of one Array, on one
+    worker: (name, call, replies, levels, trees optimized again: any), each call checked against NumPy. Small
+    results of one block come pushed; several blocks are gathered in one request and joined on the client."""
+    one = gnp.asarray(ref).persist()
+    blocks = gnp.asarray(ref, chunks=(ref.shape[0] // 4, ref.shape[1])).persist()  # four blocks on the worker
+    distributed.wait([one, blocks])
+    calls = iter(range(1, 10**6))
+
+    @gnp.accelerate
+    def two(x, r):
+        return gnp.exp(x) * r, gnp.sum(x * r)
+
+    def accelerated_computed() -> None:
+        r = 1 + next(calls)
+        scaled, total = dask.compute(*two(one, gnp.asarray(np.float32(r))))
+        assert_eq(scaled, np.exp(ref) * np.float32(r), rtol=1e-6)
+        assert float(total) == pytest.approx(float(np.sum(ref * np.float32(r))), rel=1e-5)
+
+    def several_blocks_computed() -> None:
+        k = next(calls)
+        doubled, shifted = dask.compute(blocks * k, blocks + k)
+        np.testing.assert_array_equal(to_host(doubled), ref * k)
+        np.testing.assert_array_equal(to_host(shifted), ref + k)
+
+    def client_computed() -> None:
+        k = next(calls)
+        assert float(to_host(c.compute(gnp.sum(one * k)).result())) == pytest.approx(float(np.sum(ref * k)), rel=1e-5)
+
+    def fetched_together() -> None:
+        k = next(calls)
+        total, shifted = gnp.fetch((gnp.sum(one * k), one + k))
+        assert total == pytest.approx(float(np.sum(ref * k)), rel=1e-5)
+        np.testing.assert_array_equal(shifted, ref + k)
+
+    yield "dask.compute of an accelerated call", accelerated_computed, 0, 1, None
+    yield "dask.compute of several blocks", several_blocks_computed, 1, 1, None
+    yield "Client.compute", client_computed, 1, 1, None
+    yield "gnp.fetch of a tuple", fetched_together, 0, 1, None
+
+
+def test_gnp_client_computes_in_one_round_trip(one_worker):
+    """``dask.compute``, ``Client.compute`` and ``gnp.fetch`` of several Arrays on ``gnp.cluster``'s Client are one
+    graph sent with its priorities (one trip through the scheduler's offload thread, no ordering), one level of
+    tasks, and no reply asked for where every result is small and of one block (pushed); a result of several
+    blocks is gathered in one request (``Client.compute``'s Future, as any, in one). Their values are NumPy's."""
+    from dask_gpunumeric.runtime.cluster import _new_client_class
+
+    ref = data(50, (40, 8)).astype(np.float32)
+    with _new_client_class()(one_worker.scheduler.address, set_as_default=False) as c:
+        with c.as_current():
+            calls = list(_computed_calls(c, ref))
+        _count_round_trips(c, calls)
+
+
 def _count_program_runs() -> None:
     """On a worker: count the runs of a region's programs (``lower.run_rank``) in ``lower.program_runs``."""
     from dask_gpunumeric.runtime.regions import lower

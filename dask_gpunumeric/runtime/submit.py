@@ -17,7 +17,7 @@ from typing import Any
 import dask.order
 from dask._task_spec import GraphNode, TaskRef, convert_legacy_graph
 
-from ..expr import ArrayExpr, Bundle, Materialized, flat_keys
+from ..expr import ArrayExpr, Bundle, Finalize, JointOutput, Materialized, flat_keys
 
 FIFO_TIMEOUT = "60s"  # Client.persist's and Client.get's default
 
@@ -87,6 +87,25 @@ def is_array(x: Any) -> bool:
     return isinstance(getattr(x, "expr", None), ArrayExpr)
 
 
+def computed_roots(expr: Any) -> list[ArrayExpr] | None:
+    """The Arrays whose values ``dask.compute`` of gnp Arrays alone asks of a distributed client (its optimized
+    sequence: each a ``Materialized`` root or a ``JointOutput`` of their joint one, finalized), unfinalized; None
+    for any other expression."""
+    operands = getattr(expr, "operands", None)
+    if type(expr).__name__ != "_ExprSequence" or not operands:
+        return None
+    roots = []
+    for op in operands:
+        if isinstance(op, JointOutput):
+            root = op._root
+        elif isinstance(op, Materialized):
+            root = op.root
+        else:
+            return None
+        roots.append(root.array if isinstance(root, Finalize) else root)
+    return roots
+
+
 def submit(client: Any, roots: Sequence[ArrayExpr], workers: tuple[str, ...]) -> dict:
     """Send the graph of ``roots`` (optimized together, blocks placed on ``workers``: ``placement_workers``) to
     ``client``'s scheduler as Dask's persist or compute of them would, with the current ``dask.annotate``
@@ -111,13 +130,3 @@ def persist(client: Any, arrays: Sequence[Any], workers: tuple[str, ...]) -> lis
         out.append(rebuild({k: futures[k] for k in flat_keys(e)}, *state))
     return out
 
-
-def get(client: Any, root: ArrayExpr, workers: tuple[str, ...]) -> list:
-    """The blocks of ``root`` computed on ``client``'s cluster and gathered here, in C order (``client.get`` of
-    them, sent by ``submit``)."""
-    futures = submit(client, [root], workers)
-    try:
-        return client.gather([futures[k] for k in flat_keys(root)])
-    finally:
-        for future in futures.values():
-            future.release()  # (as Client.get does: the keys are not kept for another call)
