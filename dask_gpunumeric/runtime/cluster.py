@@ -21,7 +21,8 @@ def _new_client_class() -> type:
 
     class Client(distributed.Client):
         """A ``distributed.Client`` that also closes the cluster ``gnp.cluster`` started for it, sends to its
-        scheduler at once (``streams``) and persists gnp Arrays in one update-graph with priorities (``submit``)."""
+        scheduler at once (``streams``) and persists and computes gnp Arrays (``persist``, ``compute``, and ``get``
+        for ``dask.compute``) in one update-graph with priorities (``submit``)."""
 
         _gnp_owned_cluster: Any = None
 

@@ -1,11 +1,13 @@
 """Small results pushed to the client that fetches them, in the messages that say their tasks are done.
 
-``gnp.fetch`` (or ``compute()``) of a small result on a cluster would wait for the scheduler's word that its task
-finished, then ask the scheduler to gather it, which asks the worker: a second round trip. Here the fetched key's task carries
-an annotation naming the client; when it finishes, a worker plugin sends the value (on the host, pickled) in
-the worker's stream to the scheduler, in the batch that reports the task done, and a scheduler plugin
-forwards it in the client's stream, beside the report that the key is in memory. The client gathers (as
-before) only what was not pushed: a larger result, a key that was in memory already, an error.
+``gnp.fetch`` (or ``compute()``, or ``dask.compute`` on ``gnp.cluster``'s Client) of a small result on a cluster
+would wait for the scheduler's word that its task finished, then ask the scheduler to gather it, which asks the
+worker: a second round trip. Here each fetched key of one block has its task carry an annotation naming the client;
+when it finishes, a worker plugin sends the value (on the host, pickled) in the worker's stream to the scheduler,
+in the batch that reports the task done, and a scheduler plugin forwards it in the client's stream, beside the
+report that the key is in memory. The client gathers (in one request) only what was not pushed: the blocks of
+a result of several, a larger result, a key that was in memory already, an error; and joins each result's
+blocks itself.
 """
 from __future__ import annotations
 
