@@ -22,7 +22,7 @@ from distributed.protocol.pickle import dumps, loads
 from ..backend import to_numpy
 from ..kernels.blocks import concatenate_grid
 from ..expr import ArrayExpr, flat_keys
-from .submit import submit
+from .submit import combined_here, submit
 
 OP = "gnp-pushed"
 ANNOTATION = "gnp_push"
@@ -113,30 +113,36 @@ def _arrivals_of(client: Any) -> _Arrivals:
 def fetch_pushed(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[str, ...]) -> list[list]:
     """The blocks (in C order) of each of ``exprs``, computed together in one graph on ``client``'s cluster (blocks
     placed on ``workers``), on the host (``host``) or of their backend: a result of one block pushed by its task
-    when it is small, the other blocks gathered in one request while those arrive."""
+    when it is small, or combined here from the pushed partials that several workers computed
+    (``submit.combined_here``), the other blocks gathered in one request while those arrive."""
     import dask
 
     per_expr = [flat_keys(e) for e in exprs]
-    pushed = frozenset(keys[0] for keys in per_expr if len(keys) == 1)
+    combined = {keys[0]: task for e, keys in zip(exprs, per_expr) if (task := combined_here(e, workers)) is not None}
+    asked = [k for keys in per_expr for k in keys if k not in combined]
+    asked += [d for task in combined.values() for d in task.dependencies if d not in asked]
+    gathered = [k for keys in per_expr if len(keys) > 1 for k in keys]
+    pushed = frozenset(asked) - set(gathered)
     arrivals = _arrivals_of(client)
     slots = {key: [threading.Event(), None] for key in pushed}
     with arrivals.lock:
         arrivals.waiting.update(slots)
     futures: dict = {}
     try:
-        with dask.annotate(**{ANNOTATION: PushTo(client.id, pushed, host)}):
-            futures = submit(client, exprs, workers)
+        with dask.annotate(**{ANNOTATION: PushTo(client.id, pushed, host and not combined)}):
+            futures = submit(client, exprs, workers, asked)
         for key, slot in slots.items():
             futures[key].add_done_callback(lambda _, event=slot[0]: event.set())
-        gathered = [k for keys in per_expr if len(keys) > 1 for k in keys]
         values = dict(zip(gathered, client.gather([futures[k] for k in gathered]))) if gathered else {}
         for slot in slots.values():
             slot[0].wait()
         rest = [k for k, slot in slots.items() if slot[1] is None]  # large, in memory already, or failed
         if rest:
-            values.update(zip(rest, (to_numpy(v) if host else v for v in client.gather([futures[k] for k in rest]))))
+            values.update(zip(rest, client.gather([futures[k] for k in rest])))
         values.update((k, slot[1][0]) for k, slot in slots.items() if slot[1] is not None)
-        return [[values[k] for k in keys] for keys in per_expr]
+        for key, task in combined.items():  # (with the worker's own function, on the partials as it gets them)
+            values[key] = task({d: values[d] for d in task.dependencies})
+        return [[to_numpy(values[k]) if host else values[k] for k in keys] for keys in per_expr]
     finally:
         with arrivals.lock:
             for key, slot in slots.items():
