@@ -118,7 +118,10 @@ def fetch_pushed(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: t
     import dask
 
     per_expr = [flat_keys(e) for e in exprs]
-    combined = {keys[0]: task for e, keys in zip(exprs, per_expr) if (task := combined_here(e, workers)) is not None}
+    # (compiled here as the scheduler compiles it: with the same settings where it runs in this process)
+    shares_settings = getattr(getattr(client, "cluster", None), "scheduler", None) is not None
+    combined = {keys[0]: task for e, keys in zip(exprs, per_expr) if shares_settings
+                and (task := combined_here(e, workers)) is not None}
     asked = [k for keys in per_expr for k in keys if k not in combined]
     asked += [d for task in combined.values() for d in task.dependencies if d not in asked]
     gathered = [k for keys in per_expr if len(keys) > 1 for k in keys]
