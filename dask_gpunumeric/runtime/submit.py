@@ -47,8 +47,10 @@ def combined_here(root: ArrayExpr, workers: tuple[str, ...]) -> Task | None:
     ``workers`` (a reduction's partials), for the client to run on them, pushed to it: one level of tasks less;
     None where the work needs more levels, runs no plain function (a region's) or one worker does it all. The
     graph is the one the scheduler makes of the call (``Ordered``; compiled here, cached)."""
+    if len(workers) < 2:
+        return None
     keys, leaves = flat_keys(root), root._leaves
-    if len(workers) < 2 or len(keys) != 1 or leaves and all(set(x.numblocks) <= {1} for x in leaves.values()):
+    if len(keys) != 1 or leaves and all(set(x.numblocks) <= {1} for x in leaves.values()):
         return None  # (inputs of one block each: nothing computed on several workers; no compile here)
     graph = Ordered.of(root, workers)._graph
     task, held = graph.get(keys[0]), held_keys(graph)
