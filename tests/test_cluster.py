@@ -310,8 +310,10 @@ def _block_index(key: tuple, ndim: int) -> tuple | None:
     return None
 
 
-def _check_owner_computes(records: list[dict], workers: list[str], numblocks: tuple[int, ...]) -> dict:
-    """Every per-block task ran on its owner without receiving data; the per-block tasks by key prefix."""
+def _check_owner_computes(records: list[dict], workers: list[str], numblocks: tuple[int, ...],
+                          combined_here: bool = False) -> dict:
+    """Every per-block task ran on its owner without receiving data, and a task of no block combined them, but
+    where they were ``combined_here`` (by the client: one level of tasks); the per-block tasks by key prefix."""
     per_block: dict[str, int] = {}
     combine = 0
     for rec in records:
@@ -326,7 +328,7 @@ def _check_owner_computes(records: list[dict], workers: list[str], numblocks: tu
         assert not transfers, (key, transfers)
         prefix = dask.utils.key_split(key)
         per_block[prefix] = per_block.get(prefix, 0) + 1
-    assert combine >= 1
+    assert (combine == 0) if combined_here else (combine >= 1)
     return per_block
 
 
@@ -365,8 +367,9 @@ def test_owner_computes_on_persisted_blocks(cluster_client, workers):
     with distributed.get_task_stream(client=cluster_client) as ts:
         result = gnp.max(gnp.sin(p) * p).compute()
     np.testing.assert_allclose(to_host(result), (np.sin(ref * 3 + 1) * (ref * 3 + 1)).max(), rtol=1e-12)
-    per_block = _check_owner_computes(ts.data, workers, p.numblocks)
-    # the fused kernels give the first stage of the max (one block: finished in its kernel, a task of no block)
+    # the fused kernels give the first stage of the max, which the client finishes from their pushed partials
+    # (one block: finished in its kernel, a task of no block)
+    per_block = _check_owner_computes(ts.data, workers, p.numblocks, combined_here=n > 1)
     assert per_block == ({"fused-sin-multiply-max": n} if n > 1 else {}), per_block
     assert not set(keys) & {rec["key"] for rec in ts.data}  # the persisted blocks were not recomputed
     # a persisted elementwise result stays on the owners too

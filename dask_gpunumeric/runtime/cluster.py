@@ -21,7 +21,8 @@ def _new_client_class() -> type:
 
     class Client(distributed.Client):
         """A ``distributed.Client`` that also closes the cluster ``gnp.cluster`` started for it, sends to its
-        scheduler at once (``streams``) and persists gnp Arrays in one update-graph with priorities (``submit``)."""
+        scheduler at once (``streams``) and persists and computes gnp Arrays (``persist``, ``compute``, and ``get``
+        for ``dask.compute``) in one update-graph with priorities (``submit``)."""
 
         _gnp_owned_cluster: Any = None
 
@@ -36,6 +37,34 @@ def _new_client_class() -> type:
                 return super().persist(collections, optimize_graph, **kwargs)
 
             out = persist(self, arrays, tuple(active_workers()))
+            return out if many else out[0]
+
+        def get(self, dsk: Any, keys: Any, **kwargs: Any) -> Any:
+            """``distributed.Client.get``; what ``dask.compute`` of gnp Arrays alone hands it (``computed_roots``)
+            computed as one graph with its priorities, small results pushed, the others' blocks gathered in one
+            request and joined here (``pushed.fetch_joined``); anything else distributed's way."""
+            from .submit import computed_roots
+
+            roots = None if kwargs or self.asynchronous else computed_roots(dsk)
+            if roots is None:
+                return super().get(dsk, keys, **kwargs)
+            from .pushed import fetch_joined
+
+            return fetch_joined(self, roots, False, tuple(active_workers()))
+
+        def compute(self, collections: Any, *args: Any, **kwargs: Any) -> Any:
+            """``distributed.Client.compute``; gnp Arrays alone, with no other arguments, sent as one graph with
+            its priorities (``submit``): a Future of each one's value (one-block Arrays: of their block's task)."""
+            from ..expr import flat_keys
+            from .submit import is_array, submit
+
+            many = isinstance(collections, (list, tuple))
+            arrays = list(collections) if many else [collections]
+            if args or kwargs or self.asynchronous or not arrays or not all(map(is_array, arrays)):
+                return super().compute(collections, *args, **kwargs)
+            exprs = [a.expr.finalize_compute() for a in arrays]
+            futures = submit(self, exprs, tuple(active_workers()))
+            out = [futures[key] for e in exprs for key in flat_keys(e)]  # (one key each)
             return out if many else out[0]
 
         async def _ensure_connected(self, *args: Any, **kwargs: Any) -> None:

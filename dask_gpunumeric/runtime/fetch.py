@@ -18,7 +18,7 @@ from .cluster import client_active
 from .compile import compiled, placement_workers
 from .faults import check_result_fits
 from .schedule import in_this_thread, local_scheduler, run_in_order
-from .submit import get, is_array, persist, submit
+from .submit import is_array, persist, submit
 
 
 def fetch(x: Any) -> Any:
@@ -26,6 +26,11 @@ def fetch(x: Any) -> Any:
     array; a tuple or list of Arrays is computed together (shared work done once)."""
     if isinstance(x, (list, tuple)):
         check_result_fits([a.expr for a in x if is_array(a)], to_host=True, call="gnp.fetch")
+        client = _synchronous_client(x[0]) if x and all(map(is_array, x)) and not _jointly_local(x) else None
+        if client is not None:  # one graph, small results pushed, the others gathered in one request
+            from .pushed import fetch_joined
+
+            return type(x)(map(_host, fetch_joined(client, [a.expr for a in x], True, placement_workers())))
         with Delivery():
             values = _compute_many_local(x) if _jointly_local(x) else dask.compute(*x)
             return type(x)(_host(v) for v in values)
@@ -35,12 +40,12 @@ def fetch(x: Any) -> Any:
     if _local_scheduler(x):
         with Delivery():  # device checks read after the copy to the host, which waits for the device anyway
             return _host(_compute_local(x))
-    client = _synchronous_client(x) if x.npartitions == 1 else None
+    client = _synchronous_client(x)
     if client is None:
         return _host(x.compute())
-    from .pushed import fetch_pushed
+    from .pushed import fetch_joined
 
-    return _host(fetch_pushed(client, x.expr.finalize_compute(), host=True))
+    return _host(fetch_joined(client, [x.expr], True, placement_workers())[0])
 
 
 def _local_scheduler(x: Any) -> bool:
@@ -105,19 +110,15 @@ def compute_many_now(xs: Sequence[Any], call: str) -> list | None:
 
 
 def _compute_on_cluster(xs: Sequence[Any]) -> list | None:
-    """``dask.compute(*xs)`` on a synchronous distributed client: one block pushed to this client when it is small
-    (``pushed``), several computed together and gathered in one call (``submit.get``) and joined here, with no task
-    joining them on a worker first (a task that waits for every block is one more scheduler-to-worker cycle);
-    None on another scheduler."""
+    """``dask.compute(*xs)`` on a synchronous distributed client: one graph, small one-block results pushed to this
+    client, the other blocks gathered in one request and joined here (``pushed.fetch_joined``); None on another
+    scheduler."""
     client = _synchronous_client(xs[0])
     if client is None:
         return None
-    if len(xs) == 1 and xs[0].npartitions == 1:
-        from .pushed import fetch_pushed
+    from .pushed import fetch_joined
 
-        return [fetch_pushed(client, xs[0].expr.finalize_compute(), host=False)]
-    blocks = iter(get(client, [x.expr for x in xs], placement_workers()))
-    return [concatenate_grid([next(blocks) for _ in range(x.npartitions)], x.numblocks) for x in xs]
+    return fetch_joined(client, [x.expr for x in xs], False, placement_workers())
 
 
 def _synchronous_client(x: Any) -> Any:

@@ -1,15 +1,18 @@
 """Small results pushed to the client that fetches them, in the messages that say their tasks are done.
 
-``gnp.fetch`` (or ``compute()``) of a small result on a cluster would wait for the scheduler's word that its task
-finished, then ask the scheduler to gather it, which asks the worker: a second round trip. Here the fetched key's task carries
-an annotation naming the client; when it finishes, a worker plugin sends the value (on the host, pickled) in
-the worker's stream to the scheduler, in the batch that reports the task done, and a scheduler plugin
-forwards it in the client's stream, beside the report that the key is in memory. The client gathers (as
-before) only what was not pushed: a larger result, a key that was in memory already, an error.
+``gnp.fetch`` (or ``compute()``, or ``dask.compute`` on ``gnp.cluster``'s Client) of a small result on a cluster
+would wait for the scheduler's word that its task finished, then ask the scheduler to gather it, which asks the
+worker: a second round trip. Here each fetched key of one block has its task carry an annotation naming the client;
+when it finishes, a worker plugin sends the value (on the host, pickled) in the worker's stream to the scheduler,
+in the batch that reports the task done, and a scheduler plugin forwards it in the client's stream, beside the
+report that the key is in memory. The client gathers (in one request) only what was not pushed: the blocks of
+a result of several, a larger result, a key that was in memory already, an error; and joins each result's
+blocks itself.
 """
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from distributed import WorkerPlugin
@@ -17,9 +20,9 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.protocol.pickle import dumps, loads
 
 from ..backend import to_numpy
+from ..kernels.blocks import concatenate_grid
 from ..expr import ArrayExpr, flat_keys
-from .compile import placement_workers
-from .submit import submit
+from .submit import combined_here, submit
 
 OP = "gnp-pushed"
 ANNOTATION = "gnp_push"
@@ -27,14 +30,14 @@ PUSHED_BYTES = 2**16  # results up to this size on the host are pushed (through 
 
 
 class PushTo:
-    """The annotation of a fetch's tasks: on the fetched key, the client's id and whether the value goes to the
-    host (``gnp.fetch``) or stays of its backend (``compute()``); None on the others."""
+    """The annotation of a fetch's tasks: on each fetched key of one block, the client's id and whether the value
+    goes to the host (``gnp.fetch``) or stays of its backend (``compute()``); None on the others."""
 
-    def __init__(self, client: str, key: Any, host: bool) -> None:
-        self.client, self.key, self.host = client, key, host
+    def __init__(self, client: str, keys: frozenset, host: bool) -> None:
+        self.client, self.keys, self.host = client, keys, host
 
     def __call__(self, key: Any) -> tuple[str, bool] | None:
-        return (self.client, self.host) if key == self.key else None
+        return (self.client, self.host) if key in self.keys else None
 
 
 class PushingWorker(WorkerPlugin):
@@ -107,28 +110,53 @@ def _arrivals_of(client: Any) -> _Arrivals:
     return found
 
 
-def fetch_pushed(client: Any, expr: ArrayExpr, host: bool) -> Any:
-    """The value of a one-block expression computed on ``client``'s cluster, on the host (``host``) or of its
-    backend: pushed by its task when it is small, else gathered."""
+def fetch_pushed(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[str, ...]) -> list[list]:
+    """The blocks (in C order) of each of ``exprs``, computed together in one graph on ``client``'s cluster (blocks
+    placed on ``workers``), on the host (``host``) or of their backend: a result of one block pushed by its task
+    when it is small, or combined here from the pushed partials that several workers computed
+    (``submit.combined_here``), the other blocks gathered in one request while those arrive."""
     import dask
 
-    (key,) = flat_keys(expr)
+    per_expr = [flat_keys(e) for e in exprs]
+    # (compiled here as the scheduler compiles it: with the same settings where it runs in this process)
+    shares_settings = getattr(getattr(client, "cluster", None), "scheduler", None) is not None
+    combined = {keys[0]: task for e, keys in zip(exprs, per_expr) if shares_settings
+                and (task := combined_here(e, workers)) is not None}
+    asked = [k for keys in per_expr for k in keys if k not in combined]
+    asked += [d for task in combined.values() for d in task.dependencies if d not in asked]
+    gathered = [k for keys in per_expr if len(keys) > 1 for k in keys]
+    pushed = frozenset(asked) - set(gathered)
     arrivals = _arrivals_of(client)
-    slot = [threading.Event(), None]
+    slots = {key: [threading.Event(), None] for key in pushed}
     with arrivals.lock:
-        arrivals.waiting[key] = slot
-    future = None
+        arrivals.waiting.update(slots)
+    futures: dict = {}
     try:
-        with dask.annotate(**{ANNOTATION: PushTo(client.id, key, host)}):
-            (future,) = submit(client, [expr], placement_workers()).values()
-        future.add_done_callback(lambda _: slot[0].set())
-        slot[0].wait()
-        if slot[1] is not None:
-            return slot[1][0]
-        return to_numpy(future.result()) if host else future.result()
+        with dask.annotate(**{ANNOTATION: PushTo(client.id, pushed, host and not combined)}):
+            futures = submit(client, exprs, workers, asked)
+        for key, slot in slots.items():
+            futures[key].add_done_callback(lambda _, event=slot[0]: event.set())
+        values = dict(zip(gathered, client.gather([futures[k] for k in gathered]))) if gathered else {}
+        for slot in slots.values():
+            slot[0].wait()
+        rest = [k for k, slot in slots.items() if slot[1] is None]  # large, in memory already, or failed
+        if rest:
+            values.update(zip(rest, client.gather([futures[k] for k in rest])))
+        values.update((k, slot[1][0]) for k, slot in slots.items() if slot[1] is not None)
+        for key, task in combined.items():  # (with the worker's own function, on the partials as it gets them)
+            values[key] = task({d: values[d] for d in task.dependencies})
+        return [[to_numpy(values[k]) if host else values[k] for k in keys] for keys in per_expr]
     finally:
         with arrivals.lock:
-            if arrivals.waiting.get(key) is slot:
-                del arrivals.waiting[key]
-        if future is not None:
-            future.release()  # (as ``Client.get`` does: the key is not kept for another call)
+            for key, slot in slots.items():
+                if arrivals.waiting.get(key) is slot:
+                    del arrivals.waiting[key]
+        for future in futures.values():
+            future.release()  # (as ``Client.get`` does: the keys are not kept for another call)
+
+
+def fetch_joined(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[str, ...]) -> list:
+    """The value of each of ``exprs`` (``fetch_pushed``), its blocks joined here: no task joining them on a worker
+    first (a task that waits for every block is one more scheduler-to-worker cycle)."""
+    blocks = fetch_pushed(client, exprs, host, workers)
+    return [concatenate_grid(b, e.numblocks) for b, e in zip(blocks, exprs)]

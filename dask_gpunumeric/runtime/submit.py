@@ -11,13 +11,14 @@ a private method: public ones send no priorities).
 """
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import dask.order
-from dask._task_spec import GraphNode, TaskRef, convert_legacy_graph
+from dask._task_spec import GraphNode, Task, TaskRef, convert_legacy_graph
 
-from ..expr import ArrayExpr, Bundle, Materialized, flat_keys
+from ..expr import ArrayExpr, Bundle, Finalize, JointOutput, Materialized, flat_keys
 
 FIFO_TIMEOUT = "60s"  # Client.persist's and Client.get's default
 
@@ -35,11 +36,35 @@ _ORDERS: dict[str, dict] = {}  # (on the scheduler) an Ordered node's name -> it
 _ORDERS_KEPT = 16  # (read right after the making; a few updates may be made in between)
 
 
+def held_keys(graph: dict) -> set:
+    """The keys of a cluster graph that are persisted blocks: each its key's own future (in memory: the scheduler
+    drops that entry, ``convert_legacy_graph``)."""
+    return {key for key, task in graph.items() if isinstance(task, TaskRef) and task.key == key}
+
+
+def combined_here(root: ArrayExpr, workers: tuple[str, ...]) -> Task | None:
+    """The task of ``root``'s one block where it combines the blocks of a level of tasks computed on several
+    ``workers`` (a reduction's partials), for the client to run on them, pushed to it: one level of tasks less;
+    None where the work needs more levels, runs no plain function (a region's) or one worker does it all. The
+    graph is the one the scheduler makes of the call (``Ordered``; compiled here, cached)."""
+    if len(workers) < 2:
+        return None
+    keys, leaves = flat_keys(root), root._leaves
+    if len(keys) != 1 or leaves and all(set(x.numblocks) <= {1} for x in leaves.values()):
+        return None  # (inputs of one block each: nothing computed on several workers; no compile here)
+    graph = Ordered.of(root, workers)._graph
+    task, held = graph.get(keys[0]), held_keys(graph)
+    if (type(task) is not Task or inspect.iscoroutinefunction(task.func) or len(task.dependencies) < 2
+            or task.dependencies & held):
+        return None
+    level = [graph.get(k) for k in task.dependencies]
+    return task if all(type(t) is Task and t.dependencies <= held for t in level) else None
+
+
 def _remember(name: str, graph: dict) -> None:
     """Keep the priorities of an ``Ordered`` node's graph for its update-graph (``GraphOrder``): each task's position
     in the graph where no task of it reads another (one level: no order to choose), else ``dask.order``'s."""
-    # a persisted block is its key's own future (in memory: the scheduler drops that entry, convert_legacy_graph)
-    held = {key for key, task in graph.items() if isinstance(task, TaskRef) and task.key == key}
+    held = held_keys(graph)
     computed = graph.keys() - held
     one_level = all(isinstance(task, GraphNode) and not task.dependencies & computed
                     for key, task in graph.items() if key not in held)
@@ -87,16 +112,36 @@ def is_array(x: Any) -> bool:
     return isinstance(getattr(x, "expr", None), ArrayExpr)
 
 
-def submit(client: Any, roots: Sequence[ArrayExpr], workers: tuple[str, ...]) -> dict:
+def computed_roots(expr: Any) -> list[ArrayExpr] | None:
+    """The Arrays whose values ``dask.compute`` of gnp Arrays alone asks of a distributed client (its optimized
+    sequence: each a ``Materialized`` root or a ``JointOutput`` of their joint one, finalized), unfinalized; None
+    for any other expression."""
+    operands = getattr(expr, "operands", None)
+    if type(expr).__name__ != "_ExprSequence" or not operands:
+        return None
+    roots = []
+    for op in operands:
+        if isinstance(op, JointOutput):
+            root = op._root
+        elif isinstance(op, Materialized):
+            root = op.root
+        else:
+            return None
+        roots.append(root.array if isinstance(root, Finalize) else root)
+    return roots
+
+
+def submit(client: Any, roots: Sequence[ArrayExpr], workers: tuple[str, ...], keys: Sequence | None = None) -> dict:
     """Send the graph of ``roots`` (optimized together, blocks placed on ``workers``: ``placement_workers``) to
     ``client``'s scheduler as Dask's persist or compute of them would, with the current ``dask.annotate``
-    annotations, in one update-graph with its priorities; the futures of their blocks by key."""
+    annotations, in one update-graph with its priorities; the futures of their blocks (or of the graph's ``keys``,
+    the tasks the scheduler then runs) by key."""
     from distributed.client import SpanMetadata
     from distributed.protocol import ToPickle
 
     root = roots[0] if len(roots) == 1 else Bundle.of(*roots)
     node = Ordered.of(root, workers)
-    keys = [key for r in roots for key in flat_keys(r)]
+    keys = [key for r in roots for key in flat_keys(r)] if keys is None else list(keys)
     return client._graph_to_futures(node, keys, SpanMetadata(collections=[{"type": "Array"}] * len(roots)),
                                     internal_priority=ToPickle(GraphOrder(node._name)), fifo_timeout=FIFO_TIMEOUT)
 
@@ -111,13 +156,3 @@ def persist(client: Any, arrays: Sequence[Any], workers: tuple[str, ...]) -> lis
         out.append(rebuild({k: futures[k] for k in flat_keys(e)}, *state))
     return out
 
-
-def get(client: Any, roots: Sequence[ArrayExpr], workers: tuple[str, ...]) -> list:
-    """The blocks of ``roots`` (optimized together) computed on ``client``'s cluster and gathered here, root by
-    root in C order (``client.get`` of them, sent by ``submit``)."""
-    futures = submit(client, roots, workers)
-    try:
-        return client.gather([futures[k] for root in roots for k in flat_keys(root)])
-    finally:
-        for future in futures.values():
-            future.release()  # (as Client.get does: the keys are not kept for another call)
