@@ -3,7 +3,10 @@ translation unit, which is valid only when no kernel name is defined twice in a 
 from __future__ import annotations
 
 import pathlib
+import shutil
 import sys
+
+import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "ci"))
 import compile_kernels  # noqa: E402 - ci/ holds the script
@@ -41,3 +44,16 @@ def test_kernels_bounded_by_blocks_per_multiprocessor_are_named(tmp_path: pathli
     assert compile_kernels._KERNEL_NAME.findall(bounded.read_text()) == ["gnp_tiles_x"]
     batches = compile_kernels.batches_of([bounded, plain], 10)
     assert sorted(map(len, batches)) == [1, 1]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_a_batch_reports_only_the_sources_that_do_not_compile(tmp_path: pathlib.Path) -> None:
+    """A source with an error is named with nvcc's message, the batch's other sources are not; unused variables
+    (which generated kernels have by design) are no failure and not reported."""
+    unused = tmp_path / "u.cu"
+    unused.write_text('extern "C" __global__ void gnp_fused_u(float* a)\n{ const int unread = 3; a[0] = 1; }')
+    wrong = tmp_path / "w.cu"
+    wrong.write_text('extern "C" __global__ void gnp_fused_w(float* a)\n{ const int unread = 3; a[0] = undeclared; }')
+    failed = compile_kernels.compile_batch([unused, wrong], "sm_90", [], False)
+    assert [path for path, _ in failed] == [wrong]
+    assert "undeclared" in failed[0][1] and "never referenced" not in failed[0][1], failed[0][1]
