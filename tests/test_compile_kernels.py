@@ -57,3 +57,15 @@ def test_a_batch_reports_only_the_sources_that_do_not_compile(tmp_path: pathlib.
     failed = compile_kernels.compile_batch([unused, wrong], "sm_90", [], False)
     assert [path for path, _ in failed] == [wrong]
     assert "undeclared" in failed[0][1] and "never referenced" not in failed[0][1], failed[0][1]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_sources_through_ptxas_fail_over_the_shared_memory_limit(tmp_path: pathlib.Path) -> None:
+    """A tile kernel's shared memory over the static limit (48 KiB) passes the front end and fails in ptxas, which
+    the tile kernels go through (PTX alone does not check it)."""
+    tiles = tmp_path / "t.cu"
+    tiles.write_text('extern "C" __global__ void gnp_tiles_big(float* a)\n'
+                     '{ __shared__ float t[16384]; t[threadIdx.x] = a[threadIdx.x]; __syncthreads(); a[0] = t[1]; }')
+    assert compile_kernels.nvcc([tiles], "sm_90", [], False)[0]
+    ok, out = compile_kernels.nvcc([tiles], "sm_90", [], True)
+    assert not ok and "shared" in out, out
