@@ -157,6 +157,5 @@ def _uses_cluster_fixture(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests on clusters first, in their modules' order: pytest-xdist's work stealing takes tests from the
     end of a process's queue, so a module's cluster then starts once, in one process, instead of again wherever
-    stolen tests of its module land (and the session's ``client`` in one process, not in each). Then the tests
-    marked slow: started early, none of them is left running alone on one core at the end of the run."""
-    items.sort(key=lambda item: (not _uses_cluster_fixture(item), item.get_closest_marker("slow") is None))
+    stolen tests of its module land (and the session's ``client`` in one process, not in each)."""
+    items.sort(key=lambda item: not _uses_cluster_fixture(item))
