@@ -3,7 +3,10 @@ translation unit, which is valid only when no kernel name is defined twice in a 
 from __future__ import annotations
 
 import pathlib
+import shutil
 import sys
+
+import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "ci"))
 import compile_kernels  # noqa: E402 - ci/ holds the script
@@ -41,3 +44,28 @@ def test_kernels_bounded_by_blocks_per_multiprocessor_are_named(tmp_path: pathli
     assert compile_kernels._KERNEL_NAME.findall(bounded.read_text()) == ["gnp_tiles_x"]
     batches = compile_kernels.batches_of([bounded, plain], 10)
     assert sorted(map(len, batches)) == [1, 1]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_a_batch_reports_only_the_sources_that_do_not_compile(tmp_path: pathlib.Path) -> None:
+    """A source with an error is named with nvcc's message, the batch's other sources are not; unused variables
+    (which generated kernels have by design) are no failure and not reported."""
+    unused = tmp_path / "u.cu"
+    unused.write_text('extern "C" __global__ void gnp_fused_u(float* a)\n{ const int unread = 3; a[0] = 1; }')
+    wrong = tmp_path / "w.cu"
+    wrong.write_text('extern "C" __global__ void gnp_fused_w(float* a)\n{ const int unread = 3; a[0] = undeclared; }')
+    failed = compile_kernels.compile_batch([unused, wrong], "sm_90", [], False)
+    assert [path for path, _ in failed] == [wrong]
+    assert "undeclared" in failed[0][1] and "never referenced" not in failed[0][1], failed[0][1]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+def test_sources_through_ptxas_fail_over_the_shared_memory_limit(tmp_path: pathlib.Path) -> None:
+    """A tile kernel's shared memory over the static limit (48 KiB) passes the front end and fails in ptxas, which
+    the tile kernels go through (PTX alone does not check it)."""
+    tiles = tmp_path / "t.cu"
+    tiles.write_text('extern "C" __global__ void gnp_tiles_big(float* a)\n'
+                     '{ __shared__ float t[16384]; t[threadIdx.x] = a[threadIdx.x]; __syncthreads(); a[0] = t[1]; }')
+    assert compile_kernels.nvcc([tiles], "sm_90", [], False)[0]
+    ok, out = compile_kernels.nvcc([tiles], "sm_90", [], True)
+    assert not ok and "shared" in out, out
