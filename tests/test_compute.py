@@ -133,6 +133,20 @@ def test_persist_of_lists_and_other_collections_is_dasks(inputs):
     assert gnp.persist() == dask.persist() == ()
 
 
+def test_dask_persist_of_arrays_sharing_work_among_other_collections(inputs):
+    """``dask.persist`` of Arrays that share a fused kernel beside a dask.array: each Array's values NumPy's and
+    ``dask.compute``'s (Dask made each of ours a graph apart, whose tasks shared names: a KeyError)."""
+    host, x = inputs
+    a, b, total = softmax(gnp, x)
+    d = da.from_array(host, chunks=16)
+    pa, pb, pd, pt = dask.persist(a, b, d, total)
+    assert isinstance(pa, gnp.Array) and isinstance(pd, da.Array)
+    _same(dask.compute(pa, pb, pt), dask.compute(a, b, total))
+    for got, expected in zip((pa, pb, pt), softmax(np, host)):
+        np.testing.assert_allclose(np.asarray(gnp.fetch(got)), expected, rtol=1e-12)
+    np.testing.assert_array_equal(pd.compute(), host)
+
+
 @pytest.mark.parametrize("call", [gnp.compute, gnp.persist])
 def test_bad_input_gives_numpys_error(call):
     """An error of the user's data raises what NumPy raises, before any result comes back."""

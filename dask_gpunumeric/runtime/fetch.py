@@ -179,10 +179,17 @@ class CollectionScheduler:
 
     def persist(self, collections: Sequence[Any], optimize_graph: bool = True, **kwargs: Any) -> list:
         """The collections persisted, as ``dask.persist`` makes them (Arrays of one tree optimized together)."""
-        if kwargs or not optimize_graph or dask.callbacks.Callback.active or not all(map(is_array, collections)):
+        ours = [c for c in collections if is_array(c)]
+        if kwargs or not optimize_graph or dask.callbacks.Callback.active or len({a.backend for a in ours}) != 1:
             return list(dask.base.persist(*collections, scheduler=self.get, optimize_graph=optimize_graph,
                                           **kwargs))
-        return persist_many_local(collections)
+        if len(ours) == len(collections):
+            return persist_many_local(collections)
+        # among other collections: ours persisted together here and the others by Dask, which would make each of
+        # ours a graph apart (Arrays sharing a fused kernel name its tasks alike, one graph's overwriting another's)
+        mine = iter(persist_many_local(ours))
+        theirs = iter(dask.base.persist(*(c for c in collections if not is_array(c)), scheduler=self.get))
+        return [next(mine) if is_array(c) else next(theirs) for c in collections]
 
 
 def persist_many_local(arrays: Sequence[Any]) -> list:
