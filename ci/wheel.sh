@@ -14,8 +14,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 constraints="${GNP_CONSTRAINTS:-ci/constraints-newest.txt}"
 # run against the other end of the admitted dask range: not slow, not browser, 5 Hypothesis examples, and
 # xarray's operations on a local scheduler only (the main run does them on a cluster too)
-dask_facing_tests=(test_collection.py test_dask_tools.py test_distributed.py test_cluster.py test_xarray.py
-                   test_optimize.py)
+dask_facing_tests=(test_collection.py test_dask_tools.py test_distributed.py test_cluster.py test_cluster_owner.py
+                   test_xarray.py test_optimize.py)
 work="$(mktemp -d "${TMPDIR:-/tmp}/gnp-wheel.XXXXXX")"
 # shellcheck disable=SC2064  # expand now: the folder to remove
 trap "rm -rf '$work'" EXIT
