@@ -26,11 +26,9 @@ def fetch(x: Any) -> Any:
     array; a tuple or list of Arrays is computed together (shared work done once)."""
     if isinstance(x, (list, tuple)):
         check_result_fits([a.expr for a in x if is_array(a)], to_host=True, call="gnp.fetch")
-        client = _synchronous_client(x[0]) if x and all(map(is_array, x)) and not _jointly_local(x) else None
-        if client is not None:  # one graph, small results pushed, the others gathered in one request
-            from .pushed import fetch_joined
-
-            return type(x)(map(_host, fetch_joined(client, [a.expr for a in x], True, placement_workers())))
+        joined = _compute_on_cluster(x, host=True) if x and all(map(is_array, x)) and not _jointly_local(x) else None
+        if joined is not None:
+            return type(x)(map(_host, joined))
         with Delivery():
             values = _compute_many_local(x) if _jointly_local(x) else dask.compute(*x)
             return type(x)(_host(v) for v in values)
@@ -40,12 +38,8 @@ def fetch(x: Any) -> Any:
     if _local_scheduler(x):
         with Delivery():  # device checks read after the copy to the host, which waits for the device anyway
             return _host(_compute_local(x))
-    client = _synchronous_client(x)
-    if client is None:
-        return _host(x.compute())
-    from .pushed import fetch_joined
-
-    return _host(fetch_joined(client, [x.expr], True, placement_workers())[0])
+    joined = _compute_on_cluster([x], host=True)
+    return _host(x.compute() if joined is None else joined[0])
 
 
 def _local_scheduler(x: Any) -> bool:
@@ -103,22 +97,22 @@ def compute_many_now(xs: Sequence[Any], call: str) -> list | None:
     here when they run on a distributed client (``_compute_on_cluster``), or None to leave it to ``dask.compute``.
     ``call`` names what the user called, for the message when the results cannot fit."""
     if not _local_scheduler(xs[0]):
-        return _compute_on_cluster(xs)
+        return _compute_on_cluster(xs, host=False)
     check_result_fits([x.expr for x in xs], to_host=False, call=call)
     with Delivery():
         return _compute_many_local(xs)
 
 
-def _compute_on_cluster(xs: Sequence[Any]) -> list | None:
-    """``dask.compute(*xs)`` on a synchronous distributed client: one graph, small one-block results pushed to this
-    client, the other blocks gathered in one request and joined here (``pushed.fetch_joined``); None on another
-    scheduler."""
+def _compute_on_cluster(xs: Sequence[Any], host: bool) -> list | None:
+    """``dask.compute(*xs)`` on a synchronous distributed client (on the host for ``gnp.fetch``: ``host``): one
+    graph, small one-block results pushed to this client, the other blocks gathered in one request and joined here
+    (``pushed.fetch_joined``); None on another scheduler."""
     client = _synchronous_client(xs[0])
     if client is None:
         return None
     from .pushed import fetch_joined
 
-    return fetch_joined(client, [x.expr for x in xs], False, placement_workers())
+    return fetch_joined(client, [x.expr for x in xs], host, placement_workers())
 
 
 def _synchronous_client(x: Any) -> Any:
