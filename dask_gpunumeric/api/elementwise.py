@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..expr import ArrayExpr, Chunks, Elemwise
-from ..expr.elemwise import broadcast_chunks
+from ..expr.elemwise import broadcast_chunks, token_head
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
 from . import special_values as _special_values
@@ -144,9 +144,10 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
         plan = _short_plan(op, tuple(key[2:]), skip)
     if plan is None:
         return None
-    func, out_dtype, keep, extra = plan
+    func, out_dtype, keep, extra, known = plan
     result = _new_array(Array)  # Array(node) without its check: the node is ours
-    result._expr = Elemwise.of_aligned(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks)
+    result._expr = Elemwise.of_aligned(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks,
+                                       known)
     return result
 
 
@@ -177,11 +178,11 @@ _ALIGNED: dict[tuple, Chunks | None] = {}
 
 _UNKNOWN = object()
 # (op, skip, *operand dtypes or (type, value)) -> plan: (block function, result dtype, and where the full path
-# rewrites the operation, the operands kept and those added)
-_SHORT_PLANS: dict[tuple, tuple[str, np.dtype, slice | None, tuple] | None] = {}
+# rewrites the operation, the operands kept and those added; the node's ``token_head``)
+_SHORT_PLANS: dict[tuple, tuple[str, np.dtype, slice | None, tuple, tuple[str, str]] | None] = {}
 
 
-def _short_plan(op: str, key: tuple, skip: int) -> tuple[str, np.dtype, slice | None, tuple] | None:
+def _short_plan(op: str, key: tuple, skip: int) -> tuple[str, np.dtype, slice | None, tuple, tuple[str, str]] | None:
     """The block function and result dtype of ``op`` on operands of these dtypes (arrays) and (type, value)
     (Python numbers) on the short path, with the full path's rewrite (``_rewritten``), or None where the full
     path must build it; kept for the next call."""
@@ -193,7 +194,7 @@ def _short_plan(op: str, key: tuple, skip: int) -> tuple[str, np.dtype, slice | 
         func, kept, extra = _rewritten(func, operands, out_dtype, lambda o: isinstance(o, np.dtype))
         keep = None if kept == len(operands) and not extra else \
             slice(0, kept) if kept > 0 else slice(len(operands) + kept, None)
-        plan = (func, out_dtype, keep, tuple(extra))
+        plan = (func, out_dtype, keep, tuple(extra), token_head(func, out_dtype))
     if len(_SHORT_PLANS) >= _SHORT_PLANS_SIZE:  # (a loop over changing scalars must not grow it without end)
         _SHORT_PLANS.clear()
     _SHORT_PLANS[(op, skip, *key)] = plan

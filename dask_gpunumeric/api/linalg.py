@@ -103,6 +103,16 @@ _COMPUTE = {(32, False): np.float32, (64, False): np.float64, (32, True): np.com
 def _compute_dtype(*dtypes: np.dtype) -> np.dtype:
     """NumPy's linalg dtype for these operands: single or double precision, complex if any operand is;
     non-floating operands count as double; float16 and long double raise TypeError."""
+    known = _COMPUTED.get(dtypes)
+    if known is None:
+        known = _COMPUTED[dtypes] = _linalg_dtype(dtypes)  # (a few dtypes: never large)
+    return known
+
+
+_COMPUTED: dict[tuple[np.dtype, ...], np.dtype] = {}
+
+
+def _linalg_dtype(dtypes: tuple[np.dtype, ...]) -> np.dtype:
     bits, is_complex = 32, False
     for d in dtypes:
         if d.kind in "fc":
@@ -133,8 +143,15 @@ def _matrices(x: ArrayLike, *, square: bool = False, cast: bool = True) -> Array
 
 def _pair_dtype(name: str, a: np.dtype, b: np.dtype) -> np.dtype:
     """The common linalg dtype of two operands (with the promotion guard for their plain promotion)."""
-    _guards.check_promotion(name, [a, b], np.result_type(a, b))
+    if (a, b) not in _NOT_WIDENED:
+        common = np.result_type(a, b)
+        _guards.check_promotion(name, [a, b], common)
+        if not _guards.widened([a, b], common):  # (no guard to ask on the next call)
+            _NOT_WIDENED.add((a, b))
     return _compute_dtype(a, b)
+
+
+_NOT_WIDENED: set[tuple[np.dtype, np.dtype]] = set()  # pairs whose promotion widens neither
 
 
 def _pair(name: str, a: Array, b: Array) -> tuple[Array, Array]:

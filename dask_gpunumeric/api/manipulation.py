@@ -129,7 +129,13 @@ def permute_dims(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
 def transpose(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
     """Axes reversed, or reordered by ``axes`` (as ``numpy.transpose``)."""
     a = as_array(a)
-    return permute_dims(a, tuple(reversed(range(a.ndim))) if axes is None else axes)
+    if axes is None:  # (``x.T``: one tuple per number of axes, whose token text is kept by identity)
+        reversed_axes = _REVERSED_AXES.get(a.ndim) or _REVERSED_AXES.setdefault(a.ndim, tuple(range(a.ndim))[::-1])
+        return Array(Transpose.of(a.expr, reversed_axes)) if a.ndim > 1 else a
+    return permute_dims(a, axes)
+
+
+_REVERSED_AXES: dict[int, tuple[int, ...]] = {}
 
 
 def matrix_transpose(x: ArrayLike, /) -> Array:

@@ -21,6 +21,7 @@ from ..backend import namespace
 from .blockwise import map_blocks
 from .creation import arange, as_array, as_operand, from_array
 from .elementwise import elementwise
+from .elementwise import where as _elementwise_where
 from .manipulation import (
     expand_dims, normalize_axis, ravel, rechunk_expr, reshape, stack,
 )
@@ -256,7 +257,7 @@ def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None 
         return nonzero(condition)
     if x is None or y is None:
         raise ValueError("either both or neither of x and y should be given")
-    return elementwise("where", condition, x, y, skip_promotion=1)
+    return _elementwise_where(condition, x, y)
 
 
 # --- unique -------------------------------------------------------------------------------------------

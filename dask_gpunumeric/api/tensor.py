@@ -38,9 +38,18 @@ _LETTERS = string.ascii_letters
 
 def _common_dtype(name: str, arrays: Sequence[Array]) -> np.dtype:
     """The result dtype of a product of the arrays, with the promotion guard."""
-    dtype = np.result_type(*[a.dtype for a in arrays])
-    _guards.check_promotion(name, [a.dtype for a in arrays], dtype)
+    dtypes = tuple(a.dtype for a in arrays)
+    dtype = _NOT_WIDENED.get(dtypes)
+    if dtype is None:
+        dtype = np.result_type(*dtypes)
+        _guards.check_promotion(name, list(dtypes), dtype)
+        if not _guards.widened(list(dtypes), dtype):  # (no guard to ask on the next call)
+            _NOT_WIDENED[dtypes] = dtype
     return dtype
+
+
+# operand dtypes -> their product's dtype, where it widens none of them (a few dtypes: never large)
+_NOT_WIDENED: dict[tuple[np.dtype, ...], np.dtype] = {}
 
 
 # --- stacks of matrices -------------------------------------------------------------------------------
@@ -71,8 +80,8 @@ def _oriented(x: Array) -> tuple[ArrayExpr, bool]:
     """The array a matrix or vector operand reads, and whether it reads it transposed: the product of ``x.T``
     reads ``x`` itself, its block tasks taking transposed views (no transpose task, no copy)."""
     e = x.expr
-    if isinstance(e, Transpose) and tuple(e.axes) == (1, 0):
-        return e.array, True
+    if type(e) is Transpose and tuple(e.operands[1]) == (1, 0):  # (operands: array, axes)
+        return e.operands[0], True
     return e, False
 
 
@@ -80,7 +89,11 @@ def _blocked_matmul(a: Array, b: Array, dtype: np.dtype) -> Array:
     """The product of matrices or vectors (a 1-d ``a`` a row, a 1-d ``b`` a column, removed from the result)
     block by block on their grids (``MatMul``)."""
     (ea, ta), (eb, tb) = _oriented(a), _oriented(b)
-    return Array(MatMul.of(ea, eb, dtype, (ta, tb), config.get("split-every")))
+    return Array(MatMul.of(ea, eb, dtype, _FLAGS[ta, tb], config.get("split-every")))
+
+
+# the transposition flags, one tuple each (the token texts of tuples are kept by identity)
+_FLAGS = {(ta, tb): (ta, tb) for ta in (False, True) for tb in (False, True)}
 
 
 def _check_core(a: Array, b: Array) -> None:
@@ -127,7 +140,9 @@ def matmul(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, **kwargs: Any) -> A
     (first) or column (second) vector, removed from the result; matrices are multiplied block by block on
     their grids, stacks of matrices (batch axes broadcast) block by block with the matrix axes whole (lazy).
     ``out`` and the keywords of NumPy's gufunc (``casting``, ``dtype``, ...) as ``numpy.matmul``'s."""
-    a, b = _gufunc_keywords("matmul", [as_array(x1), as_array(x2)], kwargs)
+    a, b = as_array(x1), as_array(x2)
+    if kwargs:
+        a, b = _gufunc_keywords("matmul", [a, b], kwargs)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions (scalars are not allowed; use *)")
     if a.ndim <= 2 and b.ndim <= 2:
@@ -136,7 +151,7 @@ def matmul(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, **kwargs: Any) -> A
         product = matmul_stacks(expand_dims(a, 0) if a.ndim == 1 else a, expand_dims(b, 1) if b.ndim == 1 else b)
         drop = tuple(d for d, vector in ((product.ndim - 2, a.ndim == 1), (product.ndim - 1, b.ndim == 1)) if vector)
         product = squeeze(product, drop) if drop else product
-    return store_where("matmul", product, out, kwargs.get("casting", "same_kind"))
+    return product if out is None else store_where("matmul", product, out, kwargs.get("casting", "same_kind"))
 
 
 # --- pairwise contraction -----------------------------------------------------------------------------

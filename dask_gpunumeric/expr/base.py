@@ -74,11 +74,14 @@ class ArrayExpr(Expr):
             return None
         token = text_token(f"{cls.__qualname__}|list({','.join(parts)})")
         inst = object.__new__(cls)
-        inst.__dict__.update(_determ_token=token, operands=operands, chunks=chunks, dtype=dtype, backend=backend,
-                             _leaves=_leaves_of(operands))
-        if funcname is None:
-            funcname = inst._funcname
-        inst.__dict__["_name"] = f"{funcname}-{token}"
+        values = inst.__dict__  # (set one by one: faster than update(**) here)
+        values["_determ_token"] = token
+        values["operands"] = operands
+        values["chunks"] = chunks
+        values["dtype"] = dtype
+        values["backend"] = backend
+        values["_leaves"] = _leaves_of(operands)
+        values["_name"] = f"{inst._funcname if funcname is None else funcname}-{token}"
         return inst
 
     @classmethod

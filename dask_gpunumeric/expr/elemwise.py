@@ -23,14 +23,13 @@ class Elemwise(ArrayExpr):
     _parameters = ["op", "dtype", "kwargs"]
 
     @classmethod
-    def of_aligned(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks) -> Elemwise:
+    def of_aligned(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks,
+                   known: tuple[str, str] | None = None) -> Elemwise:
         """``Elemwise(op, dtype, {}, *args)`` for the common case, on every operation users write: ``args``
         are plain scalars and expressions aligned on the result's chunks ``chunks`` (broadcasting); its token
-        text written here as ``__dask_tokenize__`` writes it, in one pass over ``args``."""
-        known = _HEADS.get((op, dtype))
-        if known is None:
-            known = _HEADS[(op, dtype)] = f"{cls.__qualname__}|list({operand_texts((op, dtype, {}))},", _funcname(op)
-        head, funcname = known
+        text written here as ``__dask_tokenize__`` writes it, in one pass over ``args``. ``known``: ``token_head(op,
+        dtype)``, where the caller keeps it."""
+        head, funcname = known or token_head(op, dtype)
         texts = []
         backend = "numpy"
         leaves: Any = _UNSET
@@ -102,8 +101,15 @@ def broadcast_chunks(operand_chunks: list[Chunks]) -> Chunks:
     return tuple(out)
 
 
-# per (op, dtype): the start of an ``of_aligned`` node's token text (its type and operands (op, dtype, {})), and
-# the node's ``_funcname``
+def token_head(op: str, dtype: np.dtype) -> tuple[str, str]:
+    """The start of the token text of an ``Elemwise.of_aligned`` node of ``op`` and ``dtype`` (its type and operands
+    (op, dtype, {})), and the node's ``_funcname``."""
+    known = _HEADS.get((op, dtype))
+    if known is None:
+        known = _HEADS[(op, dtype)] = f"Elemwise|list({operand_texts((op, dtype, {}))},", _funcname(op)
+    return known
+
+
 _HEADS: dict[tuple[str, np.dtype], tuple[str, str]] = {}
 _UNSET = object()
 

@@ -95,7 +95,7 @@ def keep_text(value: tuple) -> None:
 def _dict_text(value: dict) -> str | None:
     if not value:
         return "dict()"
-    parts = [(_plain_repr(k), _plain_repr(v)) for k, v in value.items()]
+    parts = [(_TEXT.get(type(k), _plain_repr)(k), _TEXT.get(type(v), _plain_repr)(v)) for k, v in value.items()]
     return None if any(None in p for p in parts) else "dict(" + ",".join(f"{k}={v}" for k, v in parts) + ")"
 
 
