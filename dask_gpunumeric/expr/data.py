@@ -44,13 +44,19 @@ class FromGraph(ArrayExpr):
     def _layer(self) -> dict:
         # A block persisted on a cluster is a Future of its own key: left as it is, Dask's graph conversion
         # drops it (the scheduler already holds the block) instead of submitting it as a new task.
+        known = self.__dict__.get("_plain_layer")
+        if known is not None:
+            return dict(known)
         layer = self.operand("layer")
         checks = unread_checks(layer)
         if checks:  # blocks whose run left device checks unread: a task hands them to the run reading them
             held = DataNode(None, checks)
             return {k: v if isinstance(v, GraphNode) or _is_dask_future(v) else
                     Task(k, checked_block, DataNode(None, v), held) for k, v in layer.items()}
-        return {k: v if isinstance(v, GraphNode) or _is_dask_future(v) else DataNode(k, v) for k, v in layer.items()}
+        plain = {k: v if isinstance(v, GraphNode) or _is_dask_future(v) else DataNode(k, v) for k, v in layer.items()}
+        # (kept for the next call of a tree on these blocks: checks once read stay read, and none are added)
+        self.__dict__["_plain_layer"] = plain
+        return dict(plain)
 
 
 class FromArray(ArrayExpr):

@@ -11,7 +11,7 @@ import dask.callbacks
 import dask.local
 import dask.threaded
 import numpy as np
-from dask._task_spec import Alias, DataNode, GraphNode, Task
+from dask._task_spec import Alias, DataNode, GraphNode, Task, TaskRef
 from dask.order import order
 
 from ..expr import Materialized, Outputs
@@ -118,7 +118,19 @@ def run_in_order(graph: dict, schedule: list[tuple[Any, tuple]], keys: list, inp
     read that it has no tasks for."""
     cache: dict = dict(inputs or {})
     for key, done in schedule:
-        cache[key] = graph[key](cache)
+        node = graph[key]
+        kind = type(node)
+        # (the common nodes called here without Dask's generic steps, which check every dependency and evaluate
+        # each argument through a closure: the schedule computed every dependency before)
+        if kind is Task and not node.kwargs:
+            cache[key] = node.func(*[cache[a.key] if type(a) is TaskRef else a(cache) if isinstance(a, GraphNode)
+                                     else a for a in node.args])
+        elif kind is Alias:
+            cache[key] = cache[node.target]
+        elif kind is DataNode:
+            cache[key] = node.value
+        else:
+            cache[key] = node(cache)
         for dep in done:
             cache.pop(dep, None)  # a block used under two names (f(x, x)) is released once
     return [cache[k] for k in keys]
