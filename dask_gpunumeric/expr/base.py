@@ -26,7 +26,7 @@ from dask._task_spec import GraphNode, List, Task, TaskRef
 
 from ..kernels import blocks as _blocks
 from ..backend import empty_meta
-from .tokens import _OWN_OPERANDS, _TEXT, _plain_repr, cached, text_token
+from .tokens import _OWN_OPERANDS, _TEXT, TOKENS, _plain_repr, cached, kept_token, text_token
 
 Chunks = tuple[tuple[int, ...], ...]
 Index = tuple[int, ...]
@@ -92,7 +92,8 @@ class ArrayExpr(Expr):
         ``source_texts`` wrote them for a node of the same plain operands; its backend and inputs are
         ``source``'s (slices, rolls and reductions that users write in loops)."""
         before, after, funcname = texts
-        token = text_token(f"{before}{source._name}{after}")
+        parts = (before, source._name, after, None)  # (None: no ``Elemwise.of_aligned`` parts, all strings)
+        token = TOKENS.get(parts) or kept_token(parts, f"{before}{parts[1]}{after}")
         inst = object.__new__(cls)
         values = inst.__dict__  # (set one by one: faster than update(**) here)
         values["_determ_token"] = token

@@ -10,7 +10,7 @@ from dask._task_spec import GraphNode, Task
 
 from ..kernels import blocks as _blocks
 from .base import _NO_LEAVES, ArrayExpr, Chunks, Index, joined_leaves, operand_texts
-from .tokens import _TEXT, FLOAT_TEXT, TOKENS, _plain_repr, cached, float_text, text_token
+from .tokens import _TEXT, FLOAT_TEXT, TOKENS, _plain_repr, cached, float_text, kept_token
 
 
 class Elemwise(ArrayExpr):
@@ -30,7 +30,7 @@ class Elemwise(ArrayExpr):
         text written here as ``__dask_tokenize__`` writes it, in one pass over ``args``. ``known``: ``token_head(op,
         dtype)``, where the caller keeps it."""
         head, funcname = known or token_head(op, dtype)
-        texts = []
+        texts = [head]
         backend = "numpy"
         leaves: Any = _UNSET
         for a in args:
@@ -49,8 +49,8 @@ class Elemwise(ArrayExpr):
                     return cls(op, dtype, {}, *args)
                 texts.append(text)
         # (the node made here, as ``with_metadata`` makes it: a call less on every operation)
-        text = f"{head}{','.join(texts)})"
-        token = TOKENS.get(text) or text_token(text)
+        parts = tuple(texts)
+        token = TOKENS.get(parts) or kept_token(parts, f"{head}{','.join(texts[1:])})")
         inst = object.__new__(cls)
         values = inst.__dict__  # (set one by one: faster than update(**) here)
         values["_determ_token"] = token

@@ -118,7 +118,7 @@ def _function_text(func: types.FunctionType) -> str | None:
 # tokens by their node's token text: user code builds the same nodes call after call (the same names), and
 # hashing a short text costs several times a lookup of it; long texts (the chunks of thousands of blocks) are
 # not kept, so that the cache stays small
-TOKENS: dict[str, str] = {}
+TOKENS: dict[str | tuple, str] = {}
 _TOKENS_SIZE = 4096
 _KEPT_TEXT_LENGTH = 1024
 
@@ -134,6 +134,17 @@ def text_token(text: str) -> str:
         if len(TOKENS) >= _TOKENS_SIZE:
             TOKENS.clear()
         TOKENS[text] = token
+    return token
+
+
+def kept_token(parts: tuple[str | None, ...], text: str) -> str:
+    """The token of ``text`` (``text_token``), which is written from the strings of ``parts``, kept in ``TOKENS``
+    under ``parts`` too (where the text is short) for the next node built alike: a tuple of strings made before
+    hashes faster than their text joined anew (their hashes are kept), on every operation users write. (A tuple
+    is never equal to a text; each kind of node writes its text from parts of its own shape.)"""
+    token = text_token(text)
+    if len(text) <= _KEPT_TEXT_LENGTH:
+        TOKENS[parts] = token
     return token
 
 
