@@ -448,6 +448,9 @@ class Materialized(ArrayExpr):
 
 def flat_keys(expr: ArrayExpr) -> list:
     """The block keys of an expression, flat, in C order."""
+    if type(expr).__dask_keys__ is ArrayExpr.__dask_keys__:  # (its blocks' keys: no nested lists made first)
+        name = expr._name
+        return [(name, *index) for index in itertools.product(*map(range, expr.numblocks))]
     keys = expr.__dask_keys__()
     out: list = []
     stack = [keys]
