@@ -72,7 +72,8 @@ class ArrayExpr(Expr):
         parts = [_TEXT.get(type(o), _plain_repr)(o) for o in operands]  # as __dask_tokenize__ makes them
         if None in parts:
             return None
-        token = text_token(f"{cls.__qualname__}|list({','.join(parts)})")
+        key = (cls.__qualname__, *parts)  # (its first part no ``of_aligned`` head, which goes on to "|list(")
+        token = TOKENS.get(key) or kept_token(key, f"{cls.__qualname__}|list({','.join(parts)})")
         inst = object.__new__(cls)
         values = inst.__dict__  # (set one by one: faster than update(**) here)
         values["_determ_token"] = token
