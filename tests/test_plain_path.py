@@ -431,7 +431,7 @@ def user_expressions():
               gnp.where(u > v, u, -0.0), grid * u + 1.0, u.astype(np.float64) * u, x,
               gnp.random.default_rng(7).random(12, dtype=np.float32, chunks=5) * u,
               gnp.full((3, 12), 2.5, dtype=np.float32, chunks=(2, 5)) - grid, gnp.arange(12, chunks=5) + n]
-    for _ in range(2):  # planned, then found (slices, rolls and reductions keep their plans and token texts)
+    for _ in range(2):  # planned, then found (slices, rolls, reductions and products keep their plans and token texts)
         others += [u[1:-1], n[1:-1], grid[:, 1:-1], gnp.roll(u, 1), gnp.roll(n, 1), gnp.roll(u, -13),
                    gnp.roll(grid, 2, axis=1), gnp.roll(grid, 1, axis=-2), gnp.roll(u, 0),
                    gnp.sum(grid, axis=1, keepdims=True), gnp.max(grid, axis=1, keepdims=True),
@@ -439,7 +439,8 @@ def user_expressions():
                    gnp.sum(u, dtype=np.float64), gnp.min(n, axis=0), gnp.mean(grid, axis=1), gnp.mean(n),
                    gnp.std(u), gnp.var(u, ddof=1), gnp.var(u, ddof=True), gnp.var(u, ddof=1.0),
                    gnp.std(grid, axis=1, ddof=-0.0), gnp.std(grid, axis=1, ddof=0.0),
-                   gnp.any(u > v, axis=0, keepdims=True)]
+                   gnp.any(u > v, axis=0, keepdims=True), grid.T, grid.T @ grid, grid @ grid.T,
+                   gnp.linalg.solve(grid @ grid.T + 3.0, grid[:, 1])]
     return {**zeros, **{str(k): a for k, a in enumerate([*step, price, *others])}}
 
 
