@@ -43,7 +43,7 @@ class cached:  # noqa: N801 - used like functools.cached_property
         return value
 
 
-_INT = frozenset({int})
+_INT = frozenset({int, bool})  # (a bool's repr is never an int's: True, not 1)
 
 # texts of tuples of ints (and of tuples of those: chunks) by identity, each kept with its tuple (so that the
 # id is not reused): the chunks of new nodes are mostly the same objects (normalize_chunks' cache, a parent's
@@ -57,7 +57,7 @@ def _sequence_text(value: tuple | list) -> str | None:
         known = _INT_TUPLE_TEXT.get(id(value))
         if known is not None and known[0] is value:
             return known[1]
-        if _INT.issuperset(map(type, value)):  # shapes, an axis's chunks: the common case
+        if _INT.issuperset(map(type, value)):  # shapes, an axis's chunks, flags: the common case
             text = f"tuple{value!r}"
             _keep(value, text)
             return text
