@@ -21,12 +21,14 @@ from typing import Any
 import numpy as np
 
 from .. import config
-from ..expr import ArrayExpr, Bundle, inputs
+from ..expr import ArrayExpr, Bundle, FromArray, FromGraph, inputs
 from ..kernels.stencil import tiles_run_on
+from ..optimize import settings_key
+from ..optimize.dag import DAG, rebuild_all
 from ..optimize.rotation import Rotation, rotated_body, rotation_of, substituted
 from ..runtime.regions.nodes import Loop, LoopOutput, Placeholder
-from ..runtime.regions.plan import Plan
-from .accelerate import _flatten, _unflatten, accelerate, tracing
+from ..runtime.regions.plan import plan_of
+from .accelerate import _flatten, _unflatten, call_plan, traced, tracing
 from .array import Array
 
 
@@ -83,14 +85,26 @@ def _loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, 
           count: int | None) -> Any:
     arrays, structure = _state_arrays(kind, state)
     if not tracing():  # a region of its own
-        return _unflatten(list(_standalone(kind, body, cond, count, structure, *arrays)), structure)
+        return _unflatten(_standalone(kind, body, cond, count, structure, *arrays), structure)
     return _unflatten(_traced_loop(kind, body, cond, count, arrays, structure), structure)
 
 
-@accelerate
 def _standalone(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
-                structure: Any, *arrays: Array) -> tuple[Array, ...]:
-    return tuple(_traced_loop(kind, body, cond, count, list(arrays), structure))
+                structure: Any, *arrays: Array) -> list[Array]:
+    """A loop outside ``accelerate``: a region of its own, traced on every call (the body is often a function
+    made anew each time), its plan made once for the same traced expressions (``plan_of``). The data the traced
+    loop reads (the state, arrays the body captured) are the region's arguments, placeholders in its plan, which
+    so holds no data and serves later calls on other data of the same shapes."""
+    signature = (kind, count, tuple((a.chunks, a.dtype.str, a.backend) for a in arrays), settings_key())
+    token = hashlib.sha1(repr(signature).encode()).hexdigest()[:16]
+    states = [Placeholder(j, f"{token}-standalone", a.chunks, a.dtype, a.backend) for j, a in enumerate(arrays)]
+    with traced():
+        outputs = [o.expr for o in _traced_loop(kind, body, cond, count, [Array(p) for p in states], structure)]
+    captured = [n for n in DAG(Bundle(*outputs)).order if isinstance(n, (FromArray, FromGraph))]
+    held = [Placeholder(m, f"{token}-captured", n.chunks, n.dtype, n.backend) for m, n in enumerate(captured)]
+    outputs = rebuild_all(outputs, {n._name: p for n, p in zip(captured, held)})
+    plan = plan_of(outputs, [*states, *held], None)
+    return [Array(o) for o in call_plan(plan, [*(a.expr for a in arrays), *(n for n in captured)], [])]
 
 
 def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
@@ -137,7 +151,7 @@ def _loop_outputs(kind: str, outputs: list[ArrayExpr], placeholders: list[Placeh
                   flag: list[ArrayExpr], count: int | None, signature: str, n_state: int) -> list[Array]:
     """The final state of a loop of ``outputs`` over ``placeholders`` (the state's first) from ``initial``."""
     outputs, invariants = _hoist_invariants(outputs, placeholders, signature)
-    plan = Plan(outputs, [*placeholders, *(ph for ph, _ in invariants)], None)
+    plan = plan_of(outputs, [*placeholders, *(ph for ph, _ in invariants)], None)
     loop = Loop(plan, count, len(initial), kind, *initial, *flag, *(e for _, e in invariants))
     return [Array(LoopOutput(loop, j)) for j in range(n_state)]
 
@@ -216,8 +230,6 @@ def _hoist_invariants(outputs: list[ArrayExpr], placeholders: list[Placeholder],
                       ) -> tuple[list[ArrayExpr], list[tuple[Placeholder, ArrayExpr]]]:
     """The body's outputs with every largest subexpression that depends on no placeholder (the loop
     invariants) replaced by a placeholder of its own, and those (placeholder, invariant) pairs."""
-    from ..optimize.dag import DAG, rebuild_all
-
     dag = DAG(Bundle(*outputs))
     varying = {p._name for p in placeholders}
     for node in dag.order:
