@@ -17,6 +17,7 @@ import pytest
 
 import dask_gpunumeric as gnp
 from conftest import BACKEND, assert_eq, to_host
+from dask_gpunumeric.api import loops as _loops
 from dask_gpunumeric.optimize import pipeline as _optimizer
 from dask_gpunumeric.runtime.regions import plan as _plan
 
@@ -115,3 +116,53 @@ def test_python_loop_cg_as_accelerated() -> None:
     with gnp.allowfetch():
         assert_same(np.asarray(plain), gnp.fetch(accelerated))
     assert_same(dask.compute(plain)[0], gnp.compute(accelerated)[0])
+
+
+SCALE = 0.5  # read by a loop body below, changed between its calls
+
+
+def test_a_body_traced_again_when_what_it_reads_changes(monkeypatch: Any) -> None:
+    """Calls whose bodies are made anew but read the same values reuse the first call's trace; a body reading a
+    module global changed since, a value closed over that differs, or a mutable container (whose contents may
+    have changed) is traced again: each call gives NumPy's results."""
+    global SCALE
+    traced: list[str] = []
+    trace = _loops._traced_loop
+    monkeypatch.setattr(_loops, "_traced_loop", lambda kind, *args: traced.append(kind) or trace(kind, *args))
+    hx = np.arange(12.0)
+    x = gnp.asarray(hx, chunks=4).persist()
+
+    def scaled(shift: float) -> Any:
+        return lambda i, u: u * SCALE + shift
+
+    def expected(scale: float, shift: float) -> np.ndarray:
+        return functools.reduce(lambda u, _: u * scale + shift, range(3), hx)
+
+    try:
+        for scale, shift, traces in [(0.5, 1.0, 1), (0.5, 1.0, 0), (0.25, 1.0, 1), (0.25, 2.0, 1), (0.25, 2.0, 0)]:
+            SCALE = scale
+            traced.clear()
+            assert_eq(gnp.fori_loop(3, scaled(shift), x), expected(scale, shift), rtol=1e-12)
+            assert len(traced) == traces
+    finally:
+        SCALE = 0.5
+    settings = {"shift": 1.0}
+    for shift in (1.0, 1.0, 3.0):
+        settings["shift"] = shift  # the same dict, its contents changed
+        traced.clear()
+        assert_eq(gnp.fori_loop(3, lambda i, u: u * SCALE + settings["shift"], x), expected(SCALE, shift), rtol=1e-12)
+        assert len(traced) == 1
+
+
+def test_guards_checked_again_on_every_call() -> None:
+    """A body whose trace met a guard (float32 promoted by a NumPy float64) on a call that allowed it: a later call
+    of the same body under ``guards="error"`` raises NumPy's promotion error as the trace would."""
+    x = gnp.asarray(np.arange(8, dtype=np.float32)).persist()
+
+    def body(i: Any, u: Any) -> Any:
+        return (u * np.float64(0.5)).astype(np.float32)
+
+    with gnp.allowpromotion():
+        assert_eq(gnp.fori_loop(2, lambda i, u: body(i, u), x), np.arange(8, dtype=np.float32) * 0.25)
+    with gnp.config.set(guards="error"), pytest.raises(gnp.PromotionError):
+        gnp.fori_loop(2, lambda i, u: body(i, u), x)

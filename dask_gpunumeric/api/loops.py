@@ -15,6 +15,7 @@ Outside ``gnp.accelerate`` a loop is a region of its own.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,9 @@ from ..optimize.dag import DAG, rebuild_all
 from ..optimize.rotation import Rotation, rotated_body, rotation_of, substituted
 from ..runtime.regions.nodes import Loop, LoopOutput, Placeholder
 from ..runtime.regions.plan import plan_of
+from . import guards as _guards
 from .accelerate import _flatten, _unflatten, call_plan, traced, tracing
+from .function_keys import function_key
 from .array import Array
 
 
@@ -91,20 +94,43 @@ def _loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, 
 
 def _standalone(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
                 structure: Any, *arrays: Array) -> list[Array]:
-    """A loop outside ``accelerate``: a region of its own, traced on every call (the body is often a function
-    made anew each time), its plan made once for the same traced expressions (``plan_of``). The data the traced
-    loop reads (the state, arrays the body captured) are the region's arguments, placeholders in its plan, which
-    so holds no data and serves later calls on other data of the same shapes."""
+    """A loop outside ``accelerate``: a region of its own. The data the traced loop reads (the state, arrays the body
+    captured) are the region's arguments, placeholders in its plan, which so holds no data and serves later calls on
+    other data of the same shapes. Its plan is made once for the same traced expressions (``plan_of``: a body made
+    anew on every call, as a lambda is, traces to the same ones), and the trace itself is skipped where the body (and
+    condition) are functions of the same key (``function_key``) as a call's before, which captured no data (the
+    guards that trace met checked again)."""
     signature = (kind, count, tuple((a.chunks, a.dtype.str, a.backend) for a in arrays), settings_key())
+    key = _functions_key(body, cond)
+    known = None if key is None else _TRACES.get((signature, structure, key))
+    if known is not None:
+        _TRACES.move_to_end((signature, structure, key))
+        plan, guard_events = known
+        _guards.replay(guard_events)
+        return [Array(o) for o in call_plan(plan, [a.expr for a in arrays], [])]
     token = hashlib.sha1(repr(signature).encode()).hexdigest()[:16]
     states = [Placeholder(j, f"{token}-standalone", a.chunks, a.dtype, a.backend) for j, a in enumerate(arrays)]
-    with traced():
+    with _guards.recorded() as guard_events, traced():
         outputs = [o.expr for o in _traced_loop(kind, body, cond, count, [Array(p) for p in states], structure)]
     captured = [n for n in DAG(Bundle(*outputs)).order if isinstance(n, (FromArray, FromGraph))]
     held = [Placeholder(m, f"{token}-captured", n.chunks, n.dtype, n.backend) for m, n in enumerate(captured)]
     outputs = rebuild_all(outputs, {n._name: p for n, p in zip(captured, held)})
     plan = plan_of(outputs, [*states, *held], None)
-    return [Array(o) for o in call_plan(plan, [*(a.expr for a in arrays), *(n for n in captured)], [])]
+    if key is not None and not captured:
+        _TRACES[signature, structure, key] = plan, guard_events
+        if len(_TRACES) > _TRACES_SIZE:
+            _TRACES.popitem(last=False)
+    return [Array(o) for o in call_plan(plan, [*(a.expr for a in arrays), *captured], [])]
+
+
+_TRACES: OrderedDict[tuple, tuple[Any, list]] = OrderedDict()  # loops outside accelerate: plans by function keys
+_TRACES_SIZE = 128
+
+
+def _functions_key(body: Callable[..., Any], cond: Callable[..., Any] | None) -> Any:
+    """The key of a loop's body and condition (``function_key``), or None where either has none."""
+    keys = (function_key(body), None if cond is None else function_key(cond))
+    return None if keys[0] is None or cond is not None and keys[1] is None else keys
 
 
 def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
