@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import pathlib
 import sys
+import types
 from typing import Any
 
 import dask
@@ -37,6 +38,15 @@ def optimized(monkeypatch: Any) -> list[str]:
     monkeypatch.setattr(_optimizer, "optimize", counted)
     monkeypatch.setattr(_plan, "optimize", counted)
     return names
+
+
+@pytest.fixture
+def traces(monkeypatch: Any) -> list[str]:
+    """The loops traced (outside ``accelerate``: each call that did not skip its trace), by kind."""
+    traced: list[str] = []
+    trace = _loops._traced_loop
+    monkeypatch.setattr(_loops, "_traced_loop", lambda kind, *args: traced.append(kind) or trace(kind, *args))
+    return traced
 
 
 def assert_same(plain: Any, accelerated: Any) -> None:
@@ -84,9 +94,10 @@ def test_captured_arrays_are_arguments(optimized: list[str]) -> None:
 
 
 @pytest.mark.parametrize("iteration", [cg.CG, gray_scott.GRAY_SCOTT], ids=["cg", "gray_scott"])
-def test_plain_loop_as_accelerated(iteration: _iterative.Iteration) -> None:
+def test_plain_loop_as_accelerated(iteration: _iterative.Iteration, traces: list[str]) -> None:
     """The suite's CG and Gray-Scott (their ``fori_loop``, unrolled as the suite unrolls it) undecorated and under
-    ``accelerate``: the same checksum, NumPy's (its Python loop), through gnp.fetch, gnp.compute and dask.compute."""
+    ``accelerate``: the same checksum, NumPy's (its Python loop), through gnp.fetch, gnp.compute and dask.compute;
+    the plain calls' bodies, made anew each call, traced once."""
     host = iteration.inputs(32, 32)
     arrays = list(dask.persist(*(gnp.asarray(h) for h in host)))
     steps = 9
@@ -99,9 +110,11 @@ def test_plain_loop_as_accelerated(iteration: _iterative.Iteration) -> None:
     accelerated = gnp.fetch(gnp.accelerate(run)(salt, *arrays))
     expected = _iterative.loop_runner(iteration, steps, np, list(host))(0)
     np.testing.assert_allclose(accelerated, expected, rtol=1e-5)
+    traces.clear()
     for value in (gnp.fetch(run(salt, *arrays)), gnp.compute(run(salt, *arrays))[0],
                   dask.compute(run(salt, *arrays))[0]):
         assert_same(value, accelerated)
+    assert traces == ["fori"]
 
 
 def test_python_loop_cg_as_accelerated() -> None:
@@ -121,14 +134,12 @@ def test_python_loop_cg_as_accelerated() -> None:
 SCALE = 0.5  # read by a loop body below, changed between its calls
 
 
-def test_a_body_traced_again_when_what_it_reads_changes(monkeypatch: Any) -> None:
+def test_a_body_traced_again_when_what_it_reads_changes(traces: list[str]) -> None:
     """Calls whose bodies are made anew but read the same values reuse the first call's trace; a body reading a
-    module global changed since, a value closed over that differs, or a mutable container (whose contents may
-    have changed) is traced again: each call gives NumPy's results."""
+    module global changed since, a value closed over that differs, a mutable container or a module of the user's
+    (whose contents may have changed) is traced again: each call gives NumPy's results."""
     global SCALE
-    traced: list[str] = []
-    trace = _loops._traced_loop
-    monkeypatch.setattr(_loops, "_traced_loop", lambda kind, *args: traced.append(kind) or trace(kind, *args))
+    traced = traces
     hx = np.arange(12.0)
     x = gnp.asarray(hx, chunks=4).persist()
 
@@ -151,6 +162,12 @@ def test_a_body_traced_again_when_what_it_reads_changes(monkeypatch: Any) -> Non
         settings["shift"] = shift  # the same dict, its contents changed
         traced.clear()
         assert_eq(gnp.fori_loop(3, lambda i, u: u * SCALE + settings["shift"], x), expected(SCALE, shift), rtol=1e-12)
+        assert len(traced) == 1
+    params = types.ModuleType("params")
+    for shift in (1.0, 1.0, 3.0):
+        params.shift = shift  # the same module, an attribute set again
+        traced.clear()
+        assert_eq(gnp.fori_loop(3, lambda i, u: u * SCALE + params.shift, x), expected(SCALE, shift), rtol=1e-12)
         assert len(traced) == 1
 
 

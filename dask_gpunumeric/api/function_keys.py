@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 _VALUES = frozenset({int, float, complex, bool, str, bytes, type(None), np.dtype})
-_BY_IDENTITY = (types.ModuleType, types.BuiltinFunctionType, type, np.ufunc)
+_LIBRARIES = frozenset({"builtins", "math", "cmath", "operator", "numpy", "cupy", "dask_gpunumeric"})
+"""Packages whose modules, classes and functions are taken as they are (by identity): library code, not user
+state. A user's module or class is not (its attributes may be set between calls)."""
 _MAX_DEPTH = 12  # functions reaching functions: beyond this, keyless
 
 
@@ -36,7 +38,7 @@ def _key(value: Any, seen: dict[int, int], depth: int) -> Hashable:
         return kind, value
     if kind is tuple or kind is frozenset:
         return kind, tuple(_key(v, seen, depth) for v in value)
-    if isinstance(value, _BY_IDENTITY):
+    if _library(value):
         return "object", id(value), value  # (kept in the key: the id is not reused while the key lives)
     if depth > _MAX_DEPTH:
         raise _Keyless
@@ -50,6 +52,29 @@ def _key(value: Any, seen: dict[int, int], depth: int) -> Hashable:
     if dataclasses.is_dataclass(kind) and kind.__dataclass_params__.frozen:
         return kind, tuple(_key(getattr(value, f.name), seen, depth + 1) for f in dataclasses.fields(value))
     raise _Keyless
+
+
+def _library(value: Any) -> bool:
+    """Whether ``value`` is a module, class, ufunc or function (no closure) of a library (``_LIBRARIES``), or a
+    builtin function bound to none of a user's objects."""
+    if isinstance(value, types.ModuleType):
+        return value.__name__.partition(".")[0] in _LIBRARIES
+    if isinstance(value, types.BuiltinFunctionType):
+        owner = value.__self__
+        return owner is None or isinstance(owner, types.ModuleType) and _library(owner)
+    if isinstance(value, types.FunctionType) and value.__closure__:
+        return False  # (a closure made by a library, such as an unrolled loop's steps: by what it closes over)
+    if isinstance(value, (type, np.ufunc, types.FunctionType)) or _dispatcher(value):
+        return (getattr(value, "__module__", None) or "").partition(".")[0] in _LIBRARIES
+    return False
+
+
+def _dispatcher(value: Any) -> bool:
+    """A library's function wrapped in an object of its own (NumPy's ``np.sum``, a ``_ArrayFunctionDispatcher``):
+    callable, its class the library's, and no array."""
+    kind = type(value)
+    return (kind.__module__.partition(".")[0] in _LIBRARIES - {"builtins"} and callable(value)
+            and not hasattr(value, "__array__") and not issubclass(kind, np.ndarray))
 
 
 def _function_key(func: types.FunctionType, seen: dict[int, int], depth: int) -> Hashable:
