@@ -15,6 +15,7 @@ Outside ``gnp.accelerate`` a loop is a region of its own.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -102,9 +103,11 @@ def _standalone(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | 
     guards that trace met checked again)."""
     signature = (kind, count, tuple((a.chunks, a.dtype.str, a.backend) for a in arrays), settings_key())
     key = _functions_key(body, cond)
-    known = None if key is None else _TRACES.get((signature, structure, key))
+    with _TRACES_LOCK:
+        known = None if key is None else _TRACES.get((signature, structure, key))
+        if known is not None:
+            _TRACES.move_to_end((signature, structure, key))
     if known is not None:
-        _TRACES.move_to_end((signature, structure, key))
         plan, guard_events = known
         _guards.replay(guard_events)
         return [Array(o) for o in call_plan(plan, [a.expr for a in arrays], [])]
@@ -117,20 +120,28 @@ def _standalone(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | 
     outputs = rebuild_all(outputs, {n._name: p for n, p in zip(captured, held)})
     plan = plan_of(outputs, [*states, *held], None)
     if key is not None and not captured:
-        _TRACES[signature, structure, key] = plan, guard_events
-        if len(_TRACES) > _TRACES_SIZE:
-            _TRACES.popitem(last=False)
+        with _TRACES_LOCK:
+            _TRACES[signature, structure, key] = plan, guard_events
+            if len(_TRACES) > _TRACES_SIZE:
+                _TRACES.popitem(last=False)
     return [Array(o) for o in call_plan(plan, [*(a.expr for a in arrays), *captured], [])]
 
 
 _TRACES: OrderedDict[tuple, tuple[Any, list]] = OrderedDict()  # loops outside accelerate: plans by function keys
 _TRACES_SIZE = 128
+_TRACES_LOCK = threading.Lock()
 
 
 def _functions_key(body: Callable[..., Any], cond: Callable[..., Any] | None) -> Any:
     """The key of a loop's body and condition (``function_key``), or None where either has none."""
     keys = (function_key(body), None if cond is None else function_key(cond))
-    return None if keys[0] is None or cond is not None and keys[1] is None else keys
+    if keys[0] is None or cond is not None and keys[1] is None:
+        return None
+    try:
+        hash(keys)
+    except TypeError:  # (a value of a kind keys take that is no key: a NumPy scalar of a structured dtype)
+        return None
+    return keys
 
 
 def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,

@@ -3,6 +3,7 @@ per-worker programs), and its calls as expression nodes: a ``Region`` and its ``
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -85,6 +86,7 @@ class Plan:
 
 _PLANS: OrderedDict[tuple, Plan] = OrderedDict()  # plans by what they are made of (``plan_of``)
 _PLANS_SIZE = 128
+_PLANS_LOCK = threading.Lock()
 
 
 def plan_of(outputs: list[ArrayExpr], placeholders: list[Placeholder], structure: Any) -> Plan:
@@ -93,15 +95,17 @@ def plan_of(outputs: list[ArrayExpr], placeholders: list[Placeholder], structure
     traced again on every call, from a function made anew each time, is optimized once). Plans that hold data
     (persisted blocks, arrays over 1 MiB) are not kept, so that no plan keeps memory alive."""
     key = (tuple(o._name for o in outputs), tuple(p._name for p in placeholders), structure, settings_key())
-    plan = _PLANS.get(key)
-    if plan is not None:
-        _PLANS.move_to_end(key)
-        return plan
+    with _PLANS_LOCK:
+        plan = _PLANS.get(key)
+        if plan is not None:
+            _PLANS.move_to_end(key)
+            return plan
     plan = Plan(outputs, placeholders, structure)
     if not holds_data(outputs):
-        _PLANS[key] = plan
-        if len(_PLANS) > _PLANS_SIZE:
-            _PLANS.popitem(last=False)
+        with _PLANS_LOCK:
+            _PLANS[key] = plan
+            if len(_PLANS) > _PLANS_SIZE:
+                _PLANS.popitem(last=False)
     return plan
 
 
