@@ -7,6 +7,8 @@ the final state, each a function of the namespace ``xp``. The systems run it as
 
 - ``gnp``: one accelerated call, the steps a ``gnp.fori_loop`` (one task on one GPU; on a cluster one task
   per GPU, the GPUs exchanging halos and reduction partials directly);
+- ``gnp-auto``: the same code undecorated (the plain path): lazy, the ``fori_loop`` a region of its own, then
+  ``gnp.compute`` of the checksum;
 - ``jax-jit``: ``jax.jit`` with ``lax.fori_loop`` (``jax-sharding``: the arrays sharded by rows), unrolled
   as gnp's (``Iteration.unroll``);
 - ``cupynumeric`` and ``numpy``: a Python loop.
@@ -65,6 +67,15 @@ def gnp_runner(it: Iteration, steps: int, arrays: list) -> Callable[[int], float
     return lambda i: gnp.fetch(accelerated(gnp.asarray(_salt(i)), *arrays))
 
 
+def gnp_plain_runner(it: Iteration, steps: int, arrays: list) -> Callable[[int], float]:
+    """``run(i)``: the checksum of call ``i`` under gnp's plain path: ``gnp_runner``'s code undecorated, then
+    ``gnp.compute``."""
+    import dask_gpunumeric as gnp
+
+    loop = functools.partial(gnp.fori_loop, unroll=it.unroll)
+    return lambda i: float(gnp.compute(_run(it, gnp, loop, gnp.asarray(_salt(i)), tuple(arrays), steps))[0])
+
+
 def jax_runner(it: Iteration, steps: int, arrays: list) -> Callable[[int], float]:
     import jax
     import jax.numpy as jnp
@@ -117,7 +128,7 @@ def main(it: Iteration, description: str, argv: list[str] | None = None) -> int:
 
     host = it.inputs(args.n, args.n)
     arrays = list(dask.persist(*(gnp.asarray(h) for h in host)))
-    runs = [("gnp", gnp_runner(it, args.steps, arrays))]
+    runs = [("gnp", gnp_runner(it, args.steps, arrays)), ("gnp-auto", gnp_plain_runner(it, args.steps, arrays))]
     modules = H.jax_modules()
     if modules is not None:
         runs.append(("jax-jit", jax_runner(it, args.steps, [modules[0].device_put(h) for h in host])))

@@ -6,7 +6,10 @@ Side by side, in one run, each computing (20/n) * sum(exp(-(20*u - 10)**2)) for 
 samples u (an estimate of sqrt(pi)):
 
 - ``gnp``: this library, ``gnp.fetch(monte_carlo(n, 10.0))`` from the example (the baseline of the
-  ratios), and ``gnp-unfused``: the same with the fusion pass turned off (``gpunumeric.fusion``);
+  ratios): the plain path, as the example is written (no decorator); ``gnp-accelerated``: the same function
+  under ``gnp.accelerate`` (what the plain path is measured against: the other benchmarks' ``gnp`` row, whose
+  plain path is their ``gnp-auto``); ``gnp-unfused``: the plain path with the fusion pass turned off
+  (``gpunumeric.fusion``);
 - ``jax-jit`` where JAX is installed (on its default device), ``cupynumeric`` where cuPyNumeric is;
 - with a GPU: ``cupy`` (eager CuPy) and ``dask.array+cupy`` (dask.array over CuPy blocks, the
   threaded scheduler);
@@ -177,6 +180,8 @@ def main(argv=None) -> int:
         example = load_example()
         backend = gnp.config.backend()
         gnp_run = lambda: gnp.fetch(example.monte_carlo(n, X_MAX))  # noqa: E731
+        accelerated = gnp.accelerate(example.monte_carlo)
+        gnp_accelerated_run = lambda: gnp.fetch(accelerated(n, X_MAX))  # noqa: E731
 
         def gnp_unfused_run():
             with gnp.config.set(fusion=False):
@@ -187,12 +192,12 @@ def main(argv=None) -> int:
         def gnp_run():
             raise import_error
 
-        gnp_unfused_run = gnp_run
+        gnp_unfused_run = gnp_accelerated_run = gnp_run
 
     print(f"Monte-Carlo sqrt(pi) benchmark: n = {n} float32, gnp backend {backend}, "
           f"{H.device_name()}", flush=True)
 
-    runs = [("gnp", gnp_run), ("gnp-unfused", gnp_unfused_run)]
+    runs = [("gnp", gnp_run), ("gnp-accelerated", gnp_accelerated_run), ("gnp-unfused", gnp_unfused_run)]
     jax_run = jax_jit(n, X_MAX)
     if jax_run is not None:
         runs.append(("jax-jit", jax_run))

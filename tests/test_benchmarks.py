@@ -63,11 +63,21 @@ def test_suite_runs_on_the_cpu(tmp_path: pathlib.Path) -> None:
                                              ("heat", ["--sweeps", "5"])])
 @pytest.mark.slow
 def test_iterative_benchmark_runs_and_checks_on_the_cpu(benchmark: str, size: list[str], tmp_path: pathlib.Path) -> None:
-    """The iterative benchmarks at a small size: every system's result checked against NumPy's."""
+    """The iterative benchmarks at a small size: every system's result (gnp's plain path too) checked against
+    NumPy's."""
     report = _script_report(tmp_path, f"{benchmark}.py", "--n", "64", *size, "--repeat", "1", "--warmup", "0")
     rows = {row["name"]: row for row in report["results"]}
-    assert report["passed"] and {"gnp", "numpy"} <= set(rows)
+    assert report["passed"] and {"gnp", "gnp-auto", "numpy"} <= set(rows)
     assert all(row["ok"] for name, row in rows.items() if name != "numpy"), report["results"]
+
+
+def test_monte_carlo_benchmark_runs_and_checks_on_the_cpu(tmp_path: pathlib.Path) -> None:
+    """The Monte-Carlo benchmark at a small size: the example's plain call, the same accelerated, and the
+    baselines, each estimate checked against sqrt(pi)."""
+    report = _script_report(tmp_path, "monte_carlo.py", "--n", "65536", "--repeat", "1", "--warmup", "0")
+    rows = {row["name"]: row for row in report["results"]}
+    assert report["passed"] and {"gnp", "gnp-accelerated", "gnp-unfused", "numpy"} <= set(rows)
+    assert all(row["ok"] for row in rows.values()), report["results"]
 
 
 USER_CODE_TINY = {

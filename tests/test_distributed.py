@@ -341,7 +341,8 @@ class _Compiles:
 def _calls(xn: np.ndarray):
     """(name, call, replies it asks for, levels of tasks or None where the work needs several, trees the
     optimizer runs on again when the call is repeated: none, an accelerated call's second on the same inputs
-    made from the first's graph too; a loop outside ``accelerate``, one)."""
+    made from the first's graph too, and a loop outside ``accelerate``, whose body is a function made anew on
+    every call, from the plan of the first)."""
     x = gnp.asarray(xn).persist()
     one = gnp.asarray(xn, chunks=xn.shape).persist()  # one block: a region of one rank
     distributed.wait([x, one])
@@ -364,10 +365,10 @@ def _calls(xn: np.ndarray):
     yield "np.asarray", lambda: np.asarray(x * 3), 1, 1, 0
     yield "accelerated call", lambda: dask.compute(*accelerated(x)), 1, None, 0
     yield "accelerated call, persisted", lambda: distributed.wait(dask.persist(*accelerated(x))), 0, 2, 0
-    yield "fori_loop", lambda: smooth(x).compute(), 1, None, 1
-    yield "fori_loop of one block", lambda: smooth(one).compute(), 0, 1, 1
+    yield "fori_loop", lambda: smooth(x).compute(), 1, None, 0
+    yield "fori_loop of one block", lambda: smooth(one).compute(), 0, 1, 0
     yield "while_loop", lambda: gnp.fetch(gnp.sum(gnp.while_loop(lambda s: gnp.sum(s) < 1e4, lambda s: s * 2, x))), \
-        0, None, 1
+        0, None, 0
     scales = iter(range(1, 10**6))
     yield "gnp.fetch, a new Python float", lambda: gnp.fetch(gnp.sum(gnp.exp(x) * (1.5 + 1e-3 * next(scales)))), \
         0, 1, 0

@@ -8,11 +8,12 @@ With its array arguments in memory and no cluster, a call dispatches at once and
 What each of these means for users: docs/fusion.md."""
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dask.callbacks
@@ -128,20 +129,35 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
         if extra is None:  # values this plan does not take: a plan of their own
             plan, _ = plan_for(named, arrays, [], args, kwargs)
             extra = []
-        args = [a.expr for _, a in arrays]
-        local = _in_memory(args)  # (the scalars' arguments are)
-        args += extra
-        lowering, transport, timeout = _settings()
-        workers = tuple(_cluster.active_workers())
-        if not workers and config.get("dispatch") == "auto" and local:
-            outputs = _run_now(plan, args, lowering, transport, timeout)
-        else:
-            region = _region_of(plan, args, workers, lowering, transport, timeout)
-            outputs = [RegionOutput(region, k) for k in range(len(plan.outputs))]
+        outputs = call_plan(plan, [a.expr for _, a in arrays], extra)
         return _unflatten([Array(o) for o in outputs], plan.structure)
 
     wrapper.plans = plans  # type: ignore[attr-defined]
     return wrapper
+
+
+def call_plan(plan: Plan, args: list[ArrayExpr], extra: list[ArrayExpr]) -> list[ArrayExpr]:
+    """The outputs of one call of ``plan`` on the expressions of its array arguments and of its scalar inputs
+    (``extra``), in its placeholders' order: run now, in this thread, where the arrays are in memory and no cluster
+    is active (``dispatch`` "auto"), else the outputs of a Region."""
+    local = _in_memory(args)  # (the scalars' arguments are)
+    args = [*args, *extra]
+    lowering, transport, timeout = _settings()
+    workers = tuple(_cluster.active_workers())
+    if not workers and config.get("dispatch") == "auto" and local:
+        return _run_now(plan, args, lowering, transport, timeout)
+    region = _region_of(plan, args, workers, lowering, transport, timeout)
+    return [RegionOutput(region, k) for k in range(len(plan.outputs))]
+
+
+@contextlib.contextmanager
+def traced() -> Iterator[None]:
+    """A function traced in this context (``tracing()``): operations build a plan's expressions."""
+    token = _TRACING.set(True)
+    try:
+        yield
+    finally:
+        _TRACING.reset(token)
 
 
 _TRACED = "traced"  # a scalar argument's entry in a signature: by type
@@ -228,15 +244,13 @@ def _trace(func: Callable[..., Any], args: tuple, kwargs: dict, arrays: list[tup
             traced_kwargs[i] = value
         else:
             traced_args[i] = value
-    token = _TRACING.set(True)
     try:
-        outputs, structure = _flatten(func(*traced_args, **traced_kwargs))
+        with traced():
+            outputs, structure = _flatten(func(*traced_args, **traced_kwargs))
     except Exception as error:
         if trace is None or isinstance(error, _GUARD_ERRORS) and not trace.needed:
             raise  # (a guard's error depends on types alone: the same by value)
         return _needed(scalars, trace.needed)
-    finally:
-        _TRACING.reset(token)
     exprs = [o.expr for o in outputs]
     if trace is None:
         return Plan(exprs, placeholders, structure), None

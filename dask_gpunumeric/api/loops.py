@@ -15,18 +15,24 @@ Outside ``gnp.accelerate`` a loop is a region of its own.
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .. import config
-from ..expr import ArrayExpr, Bundle, inputs
+from ..expr import ArrayExpr, Bundle, FromArray, FromGraph, inputs
 from ..kernels.stencil import tiles_run_on
+from ..optimize import settings_key
+from ..optimize.dag import DAG, rebuild_all
 from ..optimize.rotation import Rotation, rotated_body, rotation_of, substituted
 from ..runtime.regions.nodes import Loop, LoopOutput, Placeholder
-from ..runtime.regions.plan import Plan
-from .accelerate import _flatten, _unflatten, accelerate, tracing
+from ..runtime.regions.plan import plan_of
+from . import guards as _guards
+from .accelerate import _flatten, _unflatten, call_plan, traced, tracing
+from .function_keys import function_key
 from .array import Array
 
 
@@ -83,14 +89,59 @@ def _loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, 
           count: int | None) -> Any:
     arrays, structure = _state_arrays(kind, state)
     if not tracing():  # a region of its own
-        return _unflatten(list(_standalone(kind, body, cond, count, structure, *arrays)), structure)
+        return _unflatten(_standalone(kind, body, cond, count, structure, *arrays), structure)
     return _unflatten(_traced_loop(kind, body, cond, count, arrays, structure), structure)
 
 
-@accelerate
 def _standalone(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
-                structure: Any, *arrays: Array) -> tuple[Array, ...]:
-    return tuple(_traced_loop(kind, body, cond, count, list(arrays), structure))
+                structure: Any, *arrays: Array) -> list[Array]:
+    """A loop outside ``accelerate``: a region of its own. The data the traced loop reads (the state, arrays the body
+    captured) are the region's arguments, placeholders in its plan, which so holds no data and serves later calls on
+    other data of the same shapes. Its plan is made once for the same traced expressions (``plan_of``: a body made
+    anew on every call, as a lambda is, traces to the same ones), and the trace itself is skipped where the body (and
+    condition) are functions of the same key (``function_key``) as a call's before, which captured no data (the
+    guards that trace met checked again)."""
+    signature = (kind, count, tuple((a.chunks, a.dtype.str, a.backend) for a in arrays), settings_key())
+    key = _functions_key(body, cond)
+    with _TRACES_LOCK:
+        known = None if key is None else _TRACES.get((signature, structure, key))
+        if known is not None:
+            _TRACES.move_to_end((signature, structure, key))
+    if known is not None:
+        plan, guard_events = known
+        _guards.replay(guard_events)
+        return [Array(o) for o in call_plan(plan, [a.expr for a in arrays], [])]
+    token = hashlib.sha1(repr(signature).encode()).hexdigest()[:16]
+    states = [Placeholder(j, f"{token}-standalone", a.chunks, a.dtype, a.backend) for j, a in enumerate(arrays)]
+    with _guards.recorded() as guard_events, traced():
+        outputs = [o.expr for o in _traced_loop(kind, body, cond, count, [Array(p) for p in states], structure)]
+    captured = [n for n in DAG(Bundle(*outputs)).order if isinstance(n, (FromArray, FromGraph))]
+    held = [Placeholder(m, f"{token}-captured", n.chunks, n.dtype, n.backend) for m, n in enumerate(captured)]
+    outputs = rebuild_all(outputs, {n._name: p for n, p in zip(captured, held)})
+    plan = plan_of(outputs, [*states, *held], None)
+    if key is not None and not captured:
+        with _TRACES_LOCK:
+            _TRACES[signature, structure, key] = plan, guard_events
+            if len(_TRACES) > _TRACES_SIZE:
+                _TRACES.popitem(last=False)
+    return [Array(o) for o in call_plan(plan, [*(a.expr for a in arrays), *captured], [])]
+
+
+_TRACES: OrderedDict[tuple, tuple[Any, list]] = OrderedDict()  # loops outside accelerate: plans by function keys
+_TRACES_SIZE = 128
+_TRACES_LOCK = threading.Lock()
+
+
+def _functions_key(body: Callable[..., Any], cond: Callable[..., Any] | None) -> Any:
+    """The key of a loop's body and condition (``function_key``), or None where either has none."""
+    keys = (function_key(body), None if cond is None else function_key(cond))
+    if keys[0] is None or cond is not None and keys[1] is None:
+        return None
+    try:
+        hash(keys)
+    except TypeError:  # (a value of a kind keys take that is no key: a NumPy scalar of a structured dtype)
+        return None
+    return keys
 
 
 def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
@@ -137,7 +188,7 @@ def _loop_outputs(kind: str, outputs: list[ArrayExpr], placeholders: list[Placeh
                   flag: list[ArrayExpr], count: int | None, signature: str, n_state: int) -> list[Array]:
     """The final state of a loop of ``outputs`` over ``placeholders`` (the state's first) from ``initial``."""
     outputs, invariants = _hoist_invariants(outputs, placeholders, signature)
-    plan = Plan(outputs, [*placeholders, *(ph for ph, _ in invariants)], None)
+    plan = plan_of(outputs, [*placeholders, *(ph for ph, _ in invariants)], None)
     loop = Loop(plan, count, len(initial), kind, *initial, *flag, *(e for _, e in invariants))
     return [Array(LoopOutput(loop, j)) for j in range(n_state)]
 
@@ -216,8 +267,6 @@ def _hoist_invariants(outputs: list[ArrayExpr], placeholders: list[Placeholder],
                       ) -> tuple[list[ArrayExpr], list[tuple[Placeholder, ArrayExpr]]]:
     """The body's outputs with every largest subexpression that depends on no placeholder (the loop
     invariants) replaced by a placeholder of its own, and those (placeholder, invariant) pairs."""
-    from ..optimize.dag import DAG, rebuild_all
-
     dag = DAG(Bundle(*outputs))
     varying = {p._name for p in placeholders}
     for node in dag.order:

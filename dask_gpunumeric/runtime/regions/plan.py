@@ -3,14 +3,16 @@ per-worker programs), and its calls as expression nodes: a ``Region`` and its ``
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 from dask._task_spec import Alias, DataNode, GraphNode, Task
 
-from ...expr import ArrayExpr, Bundle, Finalize, cached, flat_keys, small_host_blocks
-from ...optimize import optimize
+from ...expr import ArrayExpr, Bundle, Finalize, FromArray, FromGraph, cached, flat_keys, small_host_blocks
+from ...optimize import optimize, settings_key
 from ...optimize.dag import DAG
 from ..compile import graph_of
 from ..schedule import run_in_order, schedule_of
@@ -80,6 +82,43 @@ class Plan:
             layout = _build.layout_for(self.optimized, n_workers)
             self._built[n_workers] = _build.build(self.optimized, self.inputs, layout)
         return self._built[n_workers]
+
+
+_PLANS: OrderedDict[tuple, Plan] = OrderedDict()  # plans by what they are made of (``plan_of``)
+_PLANS_SIZE = 128
+_PLANS_LOCK = threading.Lock()
+
+
+def plan_of(outputs: list[ArrayExpr], placeholders: list[Placeholder], structure: Any) -> Plan:
+    """``Plan(outputs, placeholders, structure)``, the same plan again for the same traced expressions under the
+    same optimizer settings: nodes are named by what they are, so equal names are equal expressions (a loop body
+    traced again on every call, from a function made anew each time, is optimized once). Plans that hold data
+    (persisted blocks, arrays over 1 MiB) are not kept, so that no plan keeps memory alive."""
+    key = (tuple(o._name for o in outputs), tuple(p._name for p in placeholders), structure, settings_key())
+    with _PLANS_LOCK:
+        plan = _PLANS.get(key)
+        if plan is not None:
+            _PLANS.move_to_end(key)
+            return plan
+    plan = Plan(outputs, placeholders, structure)
+    if not holds_data(outputs):
+        with _PLANS_LOCK:
+            _PLANS[key] = plan
+            if len(_PLANS) > _PLANS_SIZE:
+                _PLANS.popitem(last=False)
+    return plan
+
+
+_KEPT_DATA_LIMIT = 2**20
+
+
+def holds_data(outputs: list[ArrayExpr]) -> bool:
+    """Whether these expressions read persisted blocks, device arrays or host arrays of more than 1 MiB."""
+    def data(array: Any) -> bool:
+        return not isinstance(array, np.ndarray) or array.nbytes > _KEPT_DATA_LIMIT
+
+    return any(isinstance(n, FromGraph) or isinstance(n, FromArray) and data(n.operand("array"))
+               for n in DAG(Bundle(*outputs)).order)
 
 
 def _rename(name: str, salt: str) -> str:
