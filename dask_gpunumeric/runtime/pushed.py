@@ -158,5 +158,10 @@ def fetch_pushed(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: t
 def fetch_joined(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[str, ...]) -> list:
     """The value of each of ``exprs`` (``fetch_pushed``), its blocks joined here: no task joining them on a worker
     first (a task that waits for every block is one more scheduler-to-worker cycle)."""
+    from .direct import fetched
+
+    made = fetched(client, exprs, host)  # (the outputs of an accelerated call, made directly)
+    if made is not None:
+        return made
     blocks = fetch_pushed(client, exprs, host, workers)
     return [concatenate_grid(b, e.numblocks) for b, e in zip(blocks, exprs)]

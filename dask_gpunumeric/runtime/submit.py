@@ -139,6 +139,12 @@ def submit(client: Any, roots: Sequence[ArrayExpr], workers: tuple[str, ...], ke
     from distributed.client import SpanMetadata
     from distributed.protocol import ToPickle
 
+    if keys is None:  # (a persist, ``Client.compute``: the outputs of an accelerated call may be made directly)
+        from .direct import persisted
+
+        made = persisted(client, roots)
+        if made is not None:
+            return made
     root = roots[0] if len(roots) == 1 else Bundle.of(*roots)
     node = Ordered.of(root, workers)
     keys = [key for r in roots for key in flat_keys(r)] if keys is None else list(keys)
