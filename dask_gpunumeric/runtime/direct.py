@@ -285,6 +285,9 @@ def _registrar_class() -> type:
             if worker not in s.workers:  # (gone meanwhile: the client falls back on the worker's silence)
                 return
             s.update_data(who_has={k: [worker] for k in nbytes}, nbytes=nbytes, client=client)
+            spans = s.extensions.get("spans")
+            if spans is not None:  # (a worker computing one again reports its metrics by its group's span)
+                spans.observe_tasks([s.tasks[k] for k in nbytes], code=(), span_metadata={})
             for key, spec in loads(specs).items():
                 ts = s.tasks[key]
                 ts.run_spec = spec
