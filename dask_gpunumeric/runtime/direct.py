@@ -188,7 +188,9 @@ def fetched(client: Any, exprs: Sequence[ArrayExpr], host: bool) -> list | None:
     answers = _send(client, requests, False, host)
     if answers is None or any(a["status"] != "ok" for a in answers):
         return None
-    values = {k: v for a in answers for k, v in a["values"].items()}
+    from distributed.protocol.pickle import loads
+
+    values = {k: v for a in answers for k, v in loads(a["values"]).items()}
     return [concatenate_grid([values[k] for k in flat_keys(a)], a.numblocks) for a in arrays]
 
 
@@ -241,8 +243,8 @@ def _executor_class() -> type:
                 made = await run_in_executor_with_context(worker.executors["default"], run_program, program, blocks)
             except Exception as error:  # noqa: BLE001 - the scheduler's path raises it for the client
                 return {"status": "error", "error": repr(error)}
-            if not keep:
-                return {"status": "ok", "values": {k: to_numpy(made[t]) if host else made[t] for t, k in outputs}}
+            if not keep:  # (pickled here as a pushed value is: CuPy blocks through the host)
+                return {"status": "ok", "values": dumps({k: to_numpy(made[t]) if host else made[t] for t, k in outputs})}
             data = {k: made[t] for t, k in outputs}
             worker.update_data(data, stimulus_id=f"gnp-direct-{plan}-{rank}")
             refs = [TaskRef(v) if is_key else v for is_key, v in inputs]
