@@ -1,6 +1,6 @@
-"""Accelerated calls on ``gnp.cluster``'s Client run by the workers directly (``runtime/direct.py``), on a cluster of
-two worker processes that ``gnp.cluster`` started: values bit for bit those of the scheduler's path (and NumPy's)
-through every user entry point, outputs known to the scheduler (who has them, their bytes, the client's desire,
+"""Accelerated calls (and fetches of one level of plain tasks) on ``gnp.cluster``'s Client run by the workers
+directly (``runtime/direct.py``), on a cluster of two worker processes that ``gnp.cluster`` started: values bit for
+bit those of the scheduler's path (and NumPy's) through every user entry point, outputs known to the scheduler (who has them, their bytes, the client's desire,
 their lineage: recomputed after their worker dies), and the calls that go the scheduler's way instead."""
 from __future__ import annotations
 
@@ -127,6 +127,36 @@ def test_direct_calls_send_the_scheduler_nothing(cluster_client):
         with dask.config.set(OFF):
             sent, _ = _sent(cluster_client, call)
         assert sent.count("update-graph") == 1, (call.__name__, sent)
+
+
+def test_plain_fetches_of_one_level_run_directly(cluster_client):
+    """A fetch of a plain expression of one level of tasks (each reading persisted blocks on its worker, or nothing:
+    Monte-Carlo's draws) sends the scheduler nothing, its workers one request each, and gives the scheduler's
+    path's bits; one of two levels (a sum of blocks on both workers) goes through the scheduler."""
+    ref = _data((40, 6), 4)
+    x, = _held(gnp.asarray(ref))
+    shifts = iter(range(1, 10**6))
+
+    def monte_carlo(x_max):
+        samples = 2 * x_max * gnp.random.default_rng(42).random(4096, chunks=4096) - x_max
+        return (2 * x_max / 4096) * gnp.sum(gnp.exp(-samples ** 2))
+
+    calls = {"Monte-Carlo": lambda k: gnp.fetch(monte_carlo(10.0 + k)),
+             "blocks on both workers": lambda k: gnp.fetch(gnp.exp(-x) + k),
+             "dask.compute": lambda k: dask.compute(x * k, x - k)}
+    for name, call in calls.items():
+        k = next(shifts)
+        sent, got = _sent(cluster_client, lambda: call(k))
+        assert [op for op in sent if op == "update-graph" or op.startswith("request ")] == [], (name, sent)
+        with dask.config.set(OFF):
+            expected = call(k)
+        for a, b in zip(got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple)
+                        else (expected,), strict=True):
+            np.testing.assert_array_equal(to_host(a), to_host(b), err_msg=name)
+    np.testing.assert_allclose(gnp.fetch(gnp.exp(-x) + 1), np.exp(-ref) + 1, rtol=1e-15)
+    sent, total = _sent(cluster_client, lambda: gnp.fetch(gnp.sum(x)))  # (partials on each worker, then a combine)
+    assert sent.count("update-graph") == 1, sent
+    assert total == pytest.approx(np.sum(ref), rel=1e-14)
 
 
 def _known(dask_scheduler, key) -> tuple:

@@ -15,6 +15,10 @@ output keys the client chose (the Region's own). The worker runs its program as 
   has them, their memory on the dashboard, spilling and releasing are the scheduler's as for any key;
 * fetched (``gnp.fetch``, ``dask.compute``, ``np.asarray``): the values come back in the answer, nothing is kept.
 
+A fetch of a plain expression whose graph (the one the scheduler would make, compiled here from the same cache) is
+one level of tasks, each reading only persisted blocks on the worker its placement names (or nothing: Monte-Carlo's
+draws), runs the same way: each worker is sent its tasks (``gnp_direct_tasks``) and answers their values.
+
 Anything else goes the scheduler's way, with the same results and exceptions: a call whose blocks are not all
 held where the placement says (the worker says so before running anything), that needs peers, that fails on the
 worker (the scheduler's path then raises the error as it always did), or whose worker is gone.
@@ -23,19 +27,22 @@ worker (the scheduler's path then raises the error as it always did), or whose w
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
 import dask
+from dask._task_spec import Task
 
 from ..backend import to_numpy
-from ..expr import ArrayExpr, Finalize, FromGraph, flat_keys
+from ..expr import ArrayExpr, Bundle, Finalize, Materialized, flat_keys
 from .regions import store as _store
-from .regions.plan import Region, RegionOutput, _renamer
-from .regions.program import Collective, Exchange, Program, Repeat, execute
+from .regions.program import Program, execute
+from .schedule import held_keys
 
 SETTING = "gpunumeric.cluster.direct-calls"
 _CALL = "gnp_direct_call"  # a worker's handler: run a rank's program
+_TASKS = "gnp_direct_tasks"  # a worker's handler: run tasks of a plain call, their values answered
 _MADE = "gnp_direct_made"  # the scheduler's handler: a worker holds outputs of a direct call
 _KEEP = "gnp_direct_plan"  # the scheduler's handler: keep a plan (``store.restored``), which workers then ask for
 
@@ -52,87 +59,40 @@ def enabled(client: Any) -> bool:
 # --- on the client --------------------------------------------------------------------------------------
 
 
-def _region(exprs: Sequence[ArrayExpr], unwrap: bool) -> Region | None:
-    """The Region whose outputs ``exprs`` all are (``Finalize`` of one looked through where ``unwrap``), else None."""
+def _region(exprs: Sequence[ArrayExpr], unwrap: bool) -> Any:
+    """The call (a ``Region``) whose outputs ``exprs`` all are (``Finalize`` of one looked through where ``unwrap``),
+    else None."""
     region = None
     for e in exprs:
         if unwrap and isinstance(e, Finalize):
             e = e.operand("array")
-        if not isinstance(e, RegionOutput):
-            return None
-        r = e.operand("region")
-        if region is not None and r._name != region._name:
+        r = getattr(e, "region_call", None)  # (a ``RegionOutput``'s)
+        if r is None or region is not None and r._name != region._name:
             return None
         region = r
     return region
 
 
-def _needs_peers(program: Program) -> bool:
-    return any(isinstance(s, (Exchange, Collective)) or isinstance(s, Repeat) and _needs_peers(s.body)
-               for s in program.steps)
-
-
-def _requests(region: Region, wanted: set) -> list[tuple[str, dict]] | None:
-    """Per rank: its worker's address and its request's arguments, or None where the call cannot run directly
-    (not lowered as programs, a rank that talks to its peers, an input block that is neither small host data
-    nor a block this client persisted, an argument returned as it is)."""
-    from distributed import Future
-
-    if not region.as_programs or not region.workers:
-        return None
-    plan, workers = region.plan, region.workers
-    built = plan.built(len(workers))
-    if built.layout.size > 1 and any(map(_needs_peers, built.programs)):
-        return None
-    input_key, output_key = _renamer(region._arguments()), region._rename_key
-    inline = region._small_arguments()
-    held = {}
-    for a in region.args:
-        if isinstance(a, FromGraph):
-            held.update((k, v) for k, v in a.operand("layer").items() if isinstance(v, Future) and v.key == k)
-    requests = []
-    for rank, program in enumerate(built.programs):
-        inputs = []
-        for k in program.inputs:
-            actual = input_key(k)
-            if actual in inline:
-                inputs.append((False, inline[actual]({})))
-            elif actual in held:
-                inputs.append((True, actual))
-            else:
-                return None
-        names = {output_key(t): t for t, (r,) in built.placement.items() if r == rank}
-        if any(is_key and key in names for is_key, key in inputs):
-            return None
-        outputs = [(t, k) for k, t in names.items() if k in wanted]
-        if outputs:
-            requests.append((workers[built.layout.workers[rank]],
-                             {"plan": f"{plan.token}-{len(workers)}", "rank": rank, "inputs": inputs,
-                              "outputs": outputs, "timeout": region.timeout}))
-    covered = {k for _, r in requests for _, k in r["outputs"]}
-    return requests if covered == wanted else None
-
-
 def _prepare(client: Any, plan: Any) -> None:
-    """Give the cluster the plugins (once per cluster), and the scheduler ``plan`` unless it holds it (once per
-    plan): workers ask it for their programs."""
+    """Give the cluster the plugins (once per cluster), and the scheduler ``plan`` (if any) unless it holds it (once
+    per plan): workers ask it for their programs."""
     where = (id(client), client.scheduler.address)  # the address too: a new client may reuse an old id
     if where not in _ready:
         client.register_plugin(_registrar_class()())
         client.register_plugin(_executor_class()())
         _ready.add(where)
-    if not _store.published(plan.token):
+    if plan is not None and not _store.published(plan.token):
         from distributed.protocol.pickle import dumps
 
         client.sync(getattr(client.scheduler, _KEEP), plan=dumps(plan))
         _store.note_published(client, plan.token)
 
 
-def _send(client: Any, requests: list[tuple[str, dict]], keep: bool, host: bool) -> list[dict] | None:
-    """The workers' answers to ``requests``, sent together; None where one could not be reached."""
+def _send(client: Any, requests: list[tuple[str, dict]], handler: str, common: dict) -> list[dict] | None:
+    """The workers' answers to ``requests`` (to their ``handler``, each with the ``common`` arguments too), sent
+    together; None where one could not be reached."""
     async def send() -> list[Any]:
-        calls = [getattr(client.rpc(address), _CALL)(**request, keep=keep, host=host, client=client.id)
-                 for address, request in requests]
+        calls = [getattr(client.rpc(address), handler)(**request, **common) for address, request in requests]
         return await asyncio.gather(*calls, return_exceptions=True)
 
     answers = client.sync(send)
@@ -160,36 +120,67 @@ def persisted(client: Any, roots: Sequence[ArrayExpr]) -> dict | None:
     wanted = {k for r in roots for k in flat_keys(r)}
     if all(client.futures.get(k) is not None and client.futures[k].status == "finished" for k in wanted):
         return {k: Future(k, client) for k in wanted}  # (held already: the scheduler would not compute it again)
-    requests = _requests(region, wanted)
+    requests = region.direct_requests(wanted)
     if requests is None:
         return None
     _prepare(client, region.plan)
-    answers = _send(client, requests, True, False)
+    answers = _send(client, requests, _CALL, {"keep": True, "host": False, "client": client.id})
     if answers is None or any(a["status"] != "ok" for a in answers):
         _release(client, answers or ())
         return None
     return {k: Future(k, client, state="memory") for a in answers for k in a["nbytes"]}
 
 
-def fetched(client: Any, exprs: Sequence[ArrayExpr], host: bool) -> list | None:
-    """The value of each of ``exprs`` (outputs of one accelerated call, or ``Finalize`` of them), computed directly
-    by the workers and brought back in their answers (on the host for ``host``), its blocks joined here; None to
-    leave the call to the scheduler."""
-    from ..kernels.blocks import concatenate_grid
+def _task_requests(exprs: Sequence[ArrayExpr], workers: tuple[str, ...]) -> list[tuple[str, dict]] | None:
+    """Per worker: its address and the tasks of ``exprs``' blocks it runs (pickled), where the call is one level of
+    plain tasks each reading only persisted blocks (or nothing: Monte-Carlo's draws), each placed on a worker; else
+    None. The graph is the one the scheduler would make of the call (compiled here, cached)."""
+    from distributed.protocol.pickle import dumps
 
-    region = _region(exprs, unwrap=True)
-    if region is None or not enabled(client):
+
+    if not workers:
         return None
-    arrays = [e.operand("array") if isinstance(e, Finalize) else e for e in exprs]
-    requests = _requests(region, {k for a in arrays for k in flat_keys(a)})
-    if requests is None:
+    node = Materialized.of(exprs[0] if len(exprs) == 1 else Bundle.of(*exprs), workers)
+    graph, wanted = node._graph, {k for e in exprs for k in flat_keys(e)}
+    held = held_keys(graph)
+    placement = node._placement
+    if graph.keys() - held != wanted or set(placement) - {"workers", "allow_other_workers"}:
         return None
-    _prepare(client, region.plan)
-    answers = _send(client, requests, False, host)
-    if answers is None or any(a["status"] != "ok" for a in answers):
-        return None
+    where, per_worker = placement.get("workers", {}), {}
+    for key in wanted:
+        task = graph[key]
+        if type(task) is not Task or inspect.iscoroutinefunction(task.func) or not task.dependencies <= held:
+            return None
+        address = where.get(key) or (workers if len(workers) == 1 else None)
+        if not address:
+            return None
+        per_worker.setdefault(address[0], {})[key] = task
+    return [(address, {"tasks": dumps(tasks)}) for address, tasks in per_worker.items()]
+
+
+def fetched(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[str, ...]) -> list | None:
+    """The value of each of ``exprs`` computed directly by the workers and brought back in their answers (on the host
+    for ``host``), its blocks joined here: outputs of one accelerated call (or ``Finalize`` of them), or a plain call
+    of one level of tasks (``_task_requests``) on ``workers``; None to leave the call to the scheduler."""
     from distributed.protocol.pickle import loads
 
+    from ..kernels.blocks import concatenate_grid
+
+    if not enabled(client):
+        return None
+    region = _region(exprs, unwrap=True)
+    arrays = [e.operand("array") if isinstance(e, Finalize) else e for e in exprs]
+    if region is None:
+        requests, handler = _task_requests(arrays, workers), _TASKS
+    else:
+        requests, handler = region.direct_requests({k for a in arrays for k in flat_keys(a)}), _CALL
+    if requests is None:
+        return None
+    _prepare(client, None if region is None else region.plan)
+    common = {"host": host} if region is None else {"host": host, "keep": False, "client": client.id}
+    answers = _send(client, requests, handler, common)
+    if answers is None or any(a["status"] != "ok" for a in answers):
+        return None
     values = {k: v for a in answers for k, v in loads(a["values"]).items()}
     return [concatenate_grid([values[k] for k in flat_keys(a)], a.numblocks) for a in arrays]
 
@@ -205,6 +196,11 @@ def run_program(program: Program, inputs: Sequence[Any]) -> dict:
     return {k: env[k] for k in program.outputs}
 
 
+def run_tasks(graph: dict, blocks: dict) -> dict:
+    """The values of the tasks of ``graph`` (one level: each reads only ``blocks``), by key."""
+    return {key: task({k: blocks[k] for k in task.dependencies}) for key, task in graph.items()}
+
+
 def recompute(plan: str, rank: int, template: Any, timeout: float, *inputs: Any) -> Any:
     """Task function of an output block a direct call made (its run_spec on the scheduler): the block computed
     again from its inputs (rank ``rank``'s program of ``plan``, "<token>-<workers>"), after its worker died."""
@@ -217,9 +213,9 @@ def _executor_class() -> type:
     made = globals().get("_Executor")
     if made is not None:
         return made
-    from dask._task_spec import Task, TaskRef
+    from dask._task_spec import TaskRef
     from distributed import WorkerPlugin
-    from distributed.protocol.pickle import dumps
+    from distributed.protocol.pickle import dumps, loads
     from distributed.utils import run_in_executor_with_context
 
     class _Executor(WorkerPlugin):
@@ -231,6 +227,19 @@ def _executor_class() -> type:
         def setup(self, worker: Any) -> None:
             self.worker = worker
             worker.handlers[_CALL] = self.call
+            worker.handlers[_TASKS] = self.tasks
+
+        async def tasks(self, tasks: bytes, host: bool) -> dict:
+            worker, graph = self.worker, loads(tasks)
+            inputs = {k for task in graph.values() for k in task.dependencies}
+            if any(k not in worker.data for k in inputs):
+                return {"status": "missing"}
+            blocks = {k: worker.data[k] for k in inputs}
+            try:
+                made = await run_in_executor_with_context(worker.executors["default"], run_tasks, graph, blocks)
+            except Exception as error:  # noqa: BLE001 - the scheduler's path raises it for the client
+                return {"status": "error", "error": repr(error)}
+            return {"status": "ok", "values": dumps({k: to_numpy(v) if host else v for k, v in made.items()})}
 
         async def call(self, plan: str, rank: int, inputs: list, outputs: list, timeout: float, keep: bool,
                        host: bool, client: str) -> dict:

@@ -160,7 +160,7 @@ def fetch_joined(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: t
     first (a task that waits for every block is one more scheduler-to-worker cycle)."""
     from .direct import fetched
 
-    made = fetched(client, exprs, host)  # (the outputs of an accelerated call, made directly)
+    made = fetched(client, exprs, host, workers)  # (made directly by the workers: an accelerated call, one level)
     if made is not None:
         return made
     blocks = fetch_pushed(client, exprs, host, workers)

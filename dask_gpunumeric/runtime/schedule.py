@@ -11,7 +11,7 @@ import dask.callbacks
 import dask.local
 import dask.threaded
 import numpy as np
-from dask._task_spec import Alias, DataNode, GraphNode, Task
+from dask._task_spec import Alias, DataNode, GraphNode, Task, TaskRef
 from dask.order import order
 
 from ..expr import Materialized, Outputs
@@ -243,3 +243,9 @@ def local_scheduler(backend: str) -> Callable[..., Any]:
     one thread launching CuPy kernels in order (they run asynchronously on the device's stream), threads for
     NumPy blocks; small graphs in this thread (``_small_in_order``)."""
     return _LOCAL_SCHEDULERS[backend]
+
+
+def held_keys(graph: dict) -> set:
+    """The keys of a cluster graph that are persisted blocks: each its key's own future (in memory: the scheduler
+    drops that entry, ``convert_legacy_graph``)."""
+    return {key for key, task in graph.items() if isinstance(task, TaskRef) and task.key == key}

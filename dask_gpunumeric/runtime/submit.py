@@ -16,9 +16,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import dask.order
-from dask._task_spec import GraphNode, Task, TaskRef, convert_legacy_graph
+from dask._task_spec import GraphNode, Task, convert_legacy_graph
 
 from ..expr import ArrayExpr, Bundle, Finalize, JointOutput, Materialized, flat_keys
+from .schedule import held_keys
 
 FIFO_TIMEOUT = "60s"  # Client.persist's and Client.get's default
 
@@ -34,12 +35,6 @@ class Ordered(Materialized):
 
 _ORDERS: dict[str, dict] = {}  # (on the scheduler) an Ordered node's name -> its graph's priorities
 _ORDERS_KEPT = 16  # (read right after the making; a few updates may be made in between)
-
-
-def held_keys(graph: dict) -> set:
-    """The keys of a cluster graph that are persisted blocks: each its key's own future (in memory: the scheduler
-    drops that entry, ``convert_legacy_graph``)."""
-    return {key for key, task in graph.items() if isinstance(task, TaskRef) and task.key == key}
 
 
 def combined_here(root: ArrayExpr, workers: tuple[str, ...]) -> Task | None:
