@@ -131,8 +131,9 @@ def test_direct_calls_send_the_scheduler_nothing(cluster_client):
 
 def test_plain_fetches_of_one_level_run_directly(cluster_client):
     """A fetch of a plain expression of one level of tasks (each reading persisted blocks on its worker, or nothing:
-    Monte-Carlo's draws) sends the scheduler nothing, its workers one request each, and gives the scheduler's
-    path's bits; one of two levels (a sum of blocks on both workers) goes through the scheduler."""
+    Monte-Carlo's draws; a sum's partials on both workers, combined here) sends the scheduler nothing and gives the
+    scheduler's path's bits; tasks reading a block held on another worker (a shift across blocks) go through the
+    scheduler."""
     ref = _data((40, 6), 4)
     x, = _held(gnp.asarray(ref))
     shifts = iter(range(1, 10**6))
@@ -143,7 +144,9 @@ def test_plain_fetches_of_one_level_run_directly(cluster_client):
 
     calls = {"Monte-Carlo": lambda k: gnp.fetch(monte_carlo(10.0 + k)),
              "blocks on both workers": lambda k: gnp.fetch(gnp.exp(-x) + k),
-             "dask.compute": lambda k: dask.compute(x * k, x - k)}
+             "dask.compute": lambda k: dask.compute(x * k, x - k),
+             "sum over both workers": lambda k: gnp.fetch(gnp.sum(x * k)),
+             "reductions .compute()": lambda k: (gnp.sum(x - k).compute(), gnp.max(x * k).compute())}
     for name, call in calls.items():
         k = next(shifts)
         sent, got = _sent(cluster_client, lambda: call(k))
@@ -154,9 +157,10 @@ def test_plain_fetches_of_one_level_run_directly(cluster_client):
                         else (expected,), strict=True):
             np.testing.assert_array_equal(to_host(a), to_host(b), err_msg=name)
     np.testing.assert_allclose(gnp.fetch(gnp.exp(-x) + 1), np.exp(-ref) + 1, rtol=1e-15)
-    sent, total = _sent(cluster_client, lambda: gnp.fetch(gnp.sum(x)))  # (partials on each worker, then a combine)
+    assert gnp.fetch(gnp.sum(x)) == pytest.approx(np.sum(ref), rel=1e-14)
+    sent, shifted = _sent(cluster_client, lambda: gnp.fetch(gnp.roll(x, 3, axis=0) - x))
     assert sent.count("update-graph") == 1, sent
-    assert total == pytest.approx(np.sum(ref), rel=1e-14)
+    np.testing.assert_array_equal(shifted, np.roll(ref, 3, axis=0) - ref)
 
 
 def _known(dask_scheduler, key) -> tuple:

@@ -131,20 +131,23 @@ def persisted(client: Any, roots: Sequence[ArrayExpr]) -> dict | None:
     return {k: Future(k, client, state="memory") for a in answers for k in a["nbytes"]}
 
 
-def _task_requests(exprs: Sequence[ArrayExpr], workers: tuple[str, ...]) -> list[tuple[str, dict]] | None:
-    """Per worker: its address and the tasks of ``exprs``' blocks it runs (pickled), where the call is one level of
-    plain tasks each reading only persisted blocks (or nothing: Monte-Carlo's draws), each placed on a worker; else
-    None. The graph is the one the scheduler would make of the call (compiled here, cached)."""
+def _task_requests(exprs: Sequence[ArrayExpr], workers: tuple[str, ...], combined: dict
+                   ) -> list[tuple[str, dict]] | None:
+    """Per worker: its address and the tasks it runs (pickled) for ``exprs``' blocks, where the call is one level of
+    plain tasks each reading only persisted blocks (or nothing: Monte-Carlo's draws), each placed on a worker, but
+    for the results in ``combined`` (tasks by key) that the client combines from partials of that level; else None.
+    The graph is the one the scheduler would make of the call (compiled here, cached)."""
     from distributed.protocol.pickle import dumps
-
 
     if not workers:
         return None
     node = Materialized.of(exprs[0] if len(exprs) == 1 else Bundle.of(*exprs), workers)
-    graph, wanted = node._graph, {k for e in exprs for k in flat_keys(e)}
+    graph = node._graph
+    wanted = {k for e in exprs for k in flat_keys(e) if k not in combined}
+    wanted.update(d for task in combined.values() for d in task.dependencies)
     held = held_keys(graph)
     placement = node._placement
-    if graph.keys() - held != wanted or set(placement) - {"workers", "allow_other_workers"}:
+    if graph.keys() - held - combined.keys() != wanted or set(placement) - {"workers", "allow_other_workers"}:
         return None
     where, per_worker = placement.get("workers", {}), {}
     for key in wanted:
@@ -158,31 +161,38 @@ def _task_requests(exprs: Sequence[ArrayExpr], workers: tuple[str, ...]) -> list
     return [(address, {"tasks": dumps(tasks)}) for address, tasks in per_worker.items()]
 
 
-def fetched(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[str, ...]) -> list | None:
+def fetched(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[str, ...], combined: dict
+            ) -> list | None:
     """The value of each of ``exprs`` computed directly by the workers and brought back in their answers (on the host
     for ``host``), its blocks joined here: outputs of one accelerated call (or ``Finalize`` of them), or a plain call
-    of one level of tasks (``_task_requests``) on ``workers``; None to leave the call to the scheduler."""
+    of one level of tasks on ``workers`` (``_task_requests``; the results in ``combined``, tasks by key, combined
+    here from their partials, as ``pushed.combined_on_client`` has them); None to leave the call to the
+    scheduler."""
     from distributed.protocol.pickle import loads
 
     from ..kernels.blocks import concatenate_grid
 
-    if not enabled(client):
-        return None
     region = _region(exprs, unwrap=True)
     arrays = [e.operand("array") if isinstance(e, Finalize) else e for e in exprs]
+    here = host and bool(combined)  # (partials combined with the backend's own functions, as the workers would)
     if region is None:
-        requests, handler = _task_requests(arrays, workers), _TASKS
+        requests, handler = _task_requests(arrays, workers, combined), _TASKS
     else:
         requests, handler = region.direct_requests({k for a in arrays for k in flat_keys(a)}), _CALL
     if requests is None:
         return None
     _prepare(client, None if region is None else region.plan)
-    common = {"host": host} if region is None else {"host": host, "keep": False, "client": client.id}
+    common = {"host": host and not here}
+    if region is not None:
+        common.update(keep=False, client=client.id)
     answers = _send(client, requests, handler, common)
     if answers is None or any(a["status"] != "ok" for a in answers):
         return None
     values = {k: v for a in answers for k, v in loads(a["values"]).items()}
-    return [concatenate_grid([values[k] for k in flat_keys(a)], a.numblocks) for a in arrays]
+    for key, task in combined.items():  # (with the worker's own function, as ``pushed.fetch_pushed`` does)
+        values[key] = task({d: values[d] for d in task.dependencies})
+    return [concatenate_grid([to_numpy(values[k]) if here else values[k] for k in flat_keys(a)], a.numblocks)
+            for a in arrays]
 
 
 # --- on a worker and on the scheduler -------------------------------------------------------------------
