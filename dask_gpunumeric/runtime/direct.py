@@ -206,6 +206,17 @@ def run_program(program: Program, inputs: Sequence[Any]) -> dict:
     return {k: env[k] for k in program.outputs}
 
 
+def _in_worker(worker: Any, function: Any, *args: Any) -> Any:
+    """``function(*args)`` as in a task of ``worker`` (``distributed.get_worker`` finds it there)."""
+    from distributed.worker import _worker_cvar
+
+    token = _worker_cvar.set(worker)
+    try:
+        return function(*args)
+    finally:
+        _worker_cvar.reset(token)
+
+
 def run_tasks(graph: dict, blocks: dict) -> dict:
     """The values of the tasks of ``graph`` (one level: each reads only ``blocks``), by key."""
     return {key: task({k: blocks[k] for k in task.dependencies}) for key, task in graph.items()}
@@ -246,7 +257,8 @@ def _executor_class() -> type:
                 return {"status": "missing"}
             blocks = {k: worker.data[k] for k in inputs}
             try:
-                made = await run_in_executor_with_context(worker.executors["default"], run_tasks, graph, blocks)
+                made = await run_in_executor_with_context(worker.executors["default"], _in_worker, worker, run_tasks,
+                                                          graph, blocks)
             except Exception as error:  # noqa: BLE001 - the scheduler's path raises it for the client
                 return {"status": "error", "error": repr(error)}
             return {"status": "ok", "values": dumps({k: to_numpy(v) if host else v for k, v in made.items()})}
@@ -259,7 +271,8 @@ def _executor_class() -> type:
             blocks = [worker.data[v] if is_key else v for is_key, v in inputs]
             try:
                 program = await _store.program_for(worker, plan, rank)
-                made = await run_in_executor_with_context(worker.executors["default"], run_program, program, blocks)
+                made = await run_in_executor_with_context(worker.executors["default"], _in_worker, worker,
+                                                          run_program, program, blocks)
             except Exception as error:  # noqa: BLE001 - the scheduler's path raises it for the client
                 return {"status": "error", "error": repr(error)}
             if not keep:  # (pickled here as a pushed value is: CuPy blocks through the host)
