@@ -129,6 +129,18 @@ def test_direct_calls_send_the_scheduler_nothing(cluster_client):
         assert sent.count("update-graph") == 1, (call.__name__, sent)
 
 
+def test_the_same_call_persisted_again_as_its_outputs_are_released(cluster_client):
+    """The same call (the same output keys) persisted again and again while the last one's outputs are released:
+    each time its values (an output still on its way out is the scheduler's to order: that call goes its way)."""
+    ref = _data((40, 6), 5)
+    x, = _held(gnp.asarray(ref))
+    rate = gnp.asarray(np.float64(2.0))
+    for _ in range(20):
+        out = _priced(x, rate)[0].persist()
+        np.testing.assert_array_equal(gnp.fetch(out), np.exp(-ref * ref) * 2.0 + 1)
+        del out
+
+
 def test_plain_fetches_of_one_level_run_directly(cluster_client):
     """A fetch of a plain expression of one level of tasks (each reading persisted blocks on its worker, or nothing:
     Monte-Carlo's draws; a sum's partials on both workers, combined here) sends the scheduler nothing and gives the

@@ -268,6 +268,10 @@ def _executor_class() -> type:
             worker = self.worker
             if any(is_key and key not in worker.data for is_key, key in inputs):
                 return {"status": "missing"}
+            if keep and any(key in worker.state.tasks for _, key in outputs):
+                # an output of the same call held here, or on its way out (its release crossing this call): the
+                # scheduler's path orders the two
+                return {"status": "held"}
             blocks = [worker.data[v] if is_key else v for is_key, v in inputs]
             try:
                 program = await _store.program_for(worker, plan, rank)
