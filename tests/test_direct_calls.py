@@ -50,6 +50,11 @@ def _relaxed(u, w):
 
 
 @gnp.accelerate
+def _halved(u):
+    return gnp.while_loop(lambda v: gnp.max(v) > 0.01, lambda v: v * 0.5, u)
+
+
+@gnp.accelerate
 def _inverted(a):
     return gnp.linalg.inv(a)
 
@@ -82,7 +87,7 @@ def test_direct_calls_give_the_scheduler_paths_bits(cluster_client):
     assert x.npartitions == 2
     rate = gnp.asarray(np.float64(1.5))
     calls = {"two ranks": lambda: _priced(x, rate), "one rank with a sum": lambda: _summed(one, rate),
-             "loop": lambda: (_relaxed(u, 0.25),)}
+             "loop": lambda: (_relaxed(u, 0.25),), "while loop": lambda: (_halved(u),)}
     with dask.config.set(OFF):
         scheduled = {name: gnp.fetch(call()) for name, call in calls.items()}
     with gnp.allowfetch():
@@ -106,6 +111,10 @@ def test_direct_calls_give_the_scheduler_paths_bits(cluster_client):
     for _ in range(5):
         v = v + 0.25 * (np.roll(v, 1, axis=0) + np.roll(v, -1, axis=0) - 2 * v)
     np.testing.assert_allclose(scheduled["loop"][0], v, rtol=1e-13)
+    halved = grid
+    while halved.max() > 0.01:
+        halved = halved * 0.5
+    np.testing.assert_array_equal(scheduled["while loop"][0], halved)
 
 
 def test_direct_calls_send_the_scheduler_nothing(cluster_client):
@@ -228,6 +237,8 @@ def test_calls_the_workers_cannot_run_alone_go_through_the_scheduler(cluster_cli
         gnp.fetch(_inverted(singular))
     with pytest.raises(np.linalg.LinAlgError), dask.config.set(OFF):
         gnp.fetch(_inverted(singular))
+    with pytest.raises(np.linalg.LinAlgError):  # (persisted: the error met when the result is read, as always)
+        gnp.fetch(_held(_inverted(singular))[0])
 
 
 def test_direct_output_recomputed_after_its_worker_dies(cluster_client):
