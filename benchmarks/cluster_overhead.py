@@ -18,8 +18,9 @@ The overhead of a workload is (cluster time - local time) / rt: how many of Dask
 costs on top of its work (the goal: at most one, the call's own; 1.2 on a noisy 2-core CPU machine), of
 the medians; the same of the fastest runs is printed beside it (on a loaded machine the medians drift), and
 the same overhead in ``client.run`` latencies (a request to the workers and back, no scheduler cycle): what an
-accelerated call that the workers run directly (``runtime/direct.py``: Black-Scholes, heat, Gray-Scott and CG
-here) is measured against, about one. The
+call that the workers run directly (``runtime/direct.py``: the accelerated Black-Scholes, heat, Gray-Scott and CG,
+and Monte-Carlo's fetch of one level of tasks, here) is measured against. ``--no-direct`` sends every call through
+the scheduler. The
 workers run with this process's memory allocator settings (``SAME_MALLOC``). ``--rounds`` alternates
 cluster and local measurements, for a machine whose load drifts.
 Times end with a device synchronisation (every worker's on the cluster, its idle cost taken off); each
