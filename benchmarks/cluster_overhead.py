@@ -2,8 +2,8 @@
 Dask's own round trip measured in the same run.
 
     python benchmarks/cluster_overhead.py [--workers K] [--repeat 7] [--warmup 2] [--scale S] [--rounds R]
-                                          [--cpu-calls N] [--task-calls N] [--rmm-async] [--only W,...]
-                                          [--json PATH]
+                                          [--cpu-calls N] [--task-calls N] [--rmm-async] [--no-direct]
+                                          [--only W,...] [--json PATH]
 
 For each workload of ``weak_scaling.WORKLOADS`` (the suite's benchmarks with a size per worker; the
 small-array latency benchmark has none), its "gnp" system (``weak_scaling(k, scale)``, K workers' worth of
@@ -16,7 +16,11 @@ median of ``client.submit(int, 1, pure=False).result()``, and the median of ``cl
 
 The overhead of a workload is (cluster time - local time) / rt: how many of Dask's own round trips a call
 costs on top of its work (the goal: at most one, the call's own; 1.2 on a noisy 2-core CPU machine), of
-the medians; the same of the fastest runs is printed beside it (on a loaded machine the medians drift). The
+the medians; the same of the fastest runs is printed beside it (on a loaded machine the medians drift), and
+the same overhead in ``client.run`` latencies (a request to the workers and back, no scheduler cycle): what an
+call that the workers run directly (``runtime/direct.py``: the accelerated Black-Scholes, heat, Gray-Scott and CG,
+and Monte-Carlo's fetch of one level of tasks, here) is measured against. ``--no-direct`` sends every call through
+the scheduler. The
 workers run with this process's memory allocator settings (``SAME_MALLOC``). ``--rounds`` alternates
 cluster and local measurements, for a machine whose load drifts.
 Times end with a device synchronisation (every worker's on the cluster, its idle cost taken off); each
@@ -223,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rmm-async", action="store_true",
                         help="GPU workers allocate CuPy blocks through RMM's asynchronous pool (dask-cuda's "
                              "rmm_async), not CuPy's pool (gnp.cluster's default): what that allocator costs a call")
+    parser.add_argument("--no-direct", action="store_true",
+                        help="accelerated calls through the scheduler (gpunumeric.cluster.direct-calls off), not run "
+                             "by the workers directly: what the direct path saves")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     names = tuple(args.only.split(",")) if args.only else W.WORKLOADS
@@ -246,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):  # each round: the cluster first (it starts before this process uses a GPU)
         rmm_async = {"rmm_async": True, "rmm_allocator_external_lib_list": ["cupy"]}
         allocator = rmm_async if args.rmm_async and not cpu_only else {}
-        with dask.config.set(SAME_MALLOC), gnp.cluster(n_workers=k, dashboard_address=":0", **allocator) as client:
+        direct = {"gpunumeric.cluster.direct-calls": not args.no_direct}
+        with dask.config.set({**SAME_MALLOC, **direct}), gnp.cluster(n_workers=k, dashboard_address=":0", **allocator) as client:
             client.wait_for_workers(k)
             floors.append(dask_floor_ms(client))
             sync_s = W.idle_sync_seconds(client)
@@ -287,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         detail = "-" if over is None else f"{over:.2f} rt"
         verdict = "" if over is None else "ok" if over <= target else f"over {target:g} rt"
         fastest = "-" if over is None else f"{(min(c['times_s']) - min(l['times_s'])) * 1e3 / fastest_rt_ms:.2f} rt"
-        lines.append([H.title(name), cell(l), cell(c), detail, verdict, fastest])
+        runs_over = "-" if over is None else f"{over * rt_ms / run_ms:.2f}"
+        lines.append([H.title(name), cell(l), cell(c), detail, verdict, fastest, runs_over])
         for row in (l, c):
             result = H.Result(f"{name} {row['system']}", times_s=list(row["times_s"]), ok=row["ok"],
                               detail=row["detail"] if row is l else f"{row['detail']}; overhead {detail}".strip("; "),
@@ -300,9 +309,10 @@ def main(argv: list[str] | None = None) -> int:
           + (f" (sizes / {args.scale})" if args.scale != 1 else "")
           + f", {args.rounds} round(s): rt {rt_ms:.2f} ms (each time: {', '.join(f'{rt:.1f}' for rt, _, _ in floors)}), "
           f"client.run {run_ms:.2f} ms, target <= {target:g} rt; fastest rt {fastest_rt_ms:.2f} ms")
-    print(H.format_table(["workload", "local ms", "cluster ms", "(cluster - local) / rt", "", "of the fastest runs"],
-                         lines, align="lrrrlr"))
-    params = {"workers": k, "scale": args.scale, "rmm_async": args.rmm_async, "repeat": args.repeat,
+    print(H.format_table(["workload", "local ms", "cluster ms", "(cluster - local) / rt", "", "of the fastest runs",
+                          "/ client.run"], lines, align="lrrrlrr"))
+    params = {"workers": k, "scale": args.scale, "rmm_async": args.rmm_async, "direct_calls": not args.no_direct,
+              "repeat": args.repeat,
               "warmup": args.warmup,
               "rounds": args.rounds, "rt_ms": round(rt_ms, 3), "client_run_ms": round(run_ms, 3),
               "fastest_rt_ms": round(fastest_rt_ms, 3),

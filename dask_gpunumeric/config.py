@@ -38,6 +38,9 @@ DEFAULTS: dict[str, Any] = {
     # "auto": an accelerated function whose array arguments are in memory runs when called (its kernels
     # queued on the device at once); "lazy": its outputs stay lazy until computed
     "dispatch": "auto",
+    # on gnp.cluster's Client, an accelerated call whose blocks are held on known workers runs on them directly,
+    # the scheduler out of its path (runtime/direct.py); False: every call through the scheduler
+    "cluster": {"direct-calls": True},
 }
 
 dask.config.update_defaults({"gpunumeric": DEFAULTS})

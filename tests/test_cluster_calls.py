@@ -1,5 +1,6 @@
 """Each way users compute gnp Arrays on a cluster, counted: ``dask.compute``, ``Client.compute`` and ``gnp.fetch``
-of several Arrays on ``gnp.cluster``'s Client in one round trip, and a one-block result of work on two workers (a
+of several Arrays on ``gnp.cluster``'s Client in one round trip, accelerated calls there in none (run by the workers
+directly), and a one-block result of work on two workers (a
 reduction's partials) combined by the client in one level of tasks, bit for bit the local call's."""
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from conftest import assert_eq, to_host
 
 distributed = pytest.importorskip("distributed")
 
-from test_distributed import _count_round_trips, data, one_worker  # noqa: E402,F401 - one_worker: a fixture
+from test_distributed import _count_round_trips, _Requests, data, one_worker  # noqa: E402,F401 - one_worker: a fixture
+
+DIRECT_OFF = {"gpunumeric.cluster.direct-calls": False}  # (accelerated calls through the scheduler, as counted here)
 
 
 def _computed_calls(c, ref: np.ndarray):
@@ -64,10 +67,78 @@ def test_gnp_client_computes_in_one_round_trip(one_worker):
     from dask_gpunumeric.runtime.cluster import _new_client_class
 
     ref = data(50, (40, 8)).astype(np.float32)
-    with _new_client_class()(one_worker.scheduler.address, set_as_default=False) as c:
+    with _new_client_class()(one_worker.scheduler.address, set_as_default=False) as c, dask.config.set(DIRECT_OFF):
         with c.as_current():
             calls = list(_computed_calls(c, ref))
         _count_round_trips(c, calls)
+
+
+def _direct_calls_handled(dask_worker) -> int:
+    """(On a worker) the direct calls its handler answered so far (counted from the first call of this function)."""
+    handler = dask_worker.handlers["gnp_direct_call"]
+    if not hasattr(dask_worker, "_gnp_direct_count"):
+        dask_worker._gnp_direct_count = [0]
+
+        async def counted(*args, **kwargs):
+            dask_worker._gnp_direct_count[0] += 1
+            return await handler(*args, **kwargs)
+
+        dask_worker.handlers["gnp_direct_call"] = counted
+    return dask_worker._gnp_direct_count[0]
+
+
+def test_accelerated_calls_on_the_gnp_client_skip_the_scheduler(one_worker):
+    """On ``gnp.cluster``'s Client an accelerated call on blocks it persisted, persisted or fetched (the suite's
+    Black-Scholes, heat and iterative workloads' shapes of call), sends its worker one request and the scheduler
+    nothing: no graph, no request (the worker tells the scheduler of the outputs it keeps); its values are NumPy's.
+    The calls of ``test_gnp_client_computes_in_one_round_trip`` that are not accelerated still send one graph."""
+    from dask_gpunumeric.runtime.cluster import _new_client_class
+
+    ref = data(52, (40, 8))
+    calls = iter(range(2, 10**6))
+
+    @gnp.accelerate
+    def priced(x, r):
+        return gnp.exp(-x) * r, gnp.sqrt(x) * r
+
+    @gnp.accelerate
+    def relaxed(salt, u):
+        return gnp.sum(gnp.fori_loop(3, lambda _, v: v + salt * (gnp.roll(v, 1, axis=0) - v), u))
+
+    with _new_client_class()(one_worker.scheduler.address, set_as_default=False) as c, c.as_current():
+        x = gnp.asarray(ref).persist()
+        distributed.wait(x)
+
+        def persisted():
+            r = np.float64(next(calls))
+            a, b = dask.persist(*priced(x, gnp.asarray(r)))
+            distributed.wait([a, b])
+
+            def check() -> None:
+                assert_eq(a, np.exp(-ref) * r, rtol=1e-15)
+                assert_eq(b, np.sqrt(ref) * r, rtol=1e-15)
+            return check
+
+        def fetched():
+            salt = np.float64(1.0 / next(calls))
+            got = gnp.fetch(relaxed(gnp.asarray(salt), x))
+
+            def check() -> None:
+                v = ref
+                for _ in range(3):
+                    v = v + salt * (np.roll(v, 1, axis=0) - v)
+                assert got == pytest.approx(np.sum(v), rel=1e-13)
+            return check
+
+        for call in (persisted, fetched):
+            call()()  # (traced; the plan handed to the scheduler, the worker asks for its program)
+            before = sum(c.run(_direct_calls_handled).values())
+            with _Requests(c) as sent:
+                check = call()
+            asked = [op for op in sent if op == "update-graph" or op.startswith("request ")]
+            assert asked == [], (call.__name__, sent)
+            assert sum(c.run(_direct_calls_handled).values()) - before == 1, call.__name__
+            check()
 
 
 def test_reductions_over_two_workers_combined_by_the_client(client):

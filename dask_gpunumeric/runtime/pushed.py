@@ -110,18 +110,25 @@ def _arrivals_of(client: Any) -> _Arrivals:
     return found
 
 
-def fetch_pushed(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[str, ...]) -> list[list]:
+def combined_on_client(client: Any, exprs: Sequence[ArrayExpr], workers: tuple[str, ...]) -> dict:
+    """The tasks, by key, of the one-block results among ``exprs`` that this client combines from partials that
+    several workers computed (``submit.combined_here``)."""
+    # (compiled here as the scheduler compiles it: with the same settings where it runs in this process)
+    if getattr(getattr(client, "cluster", None), "scheduler", None) is None:
+        return {}
+    return {flat_keys(e)[0]: task for e in exprs if (task := combined_here(e, workers)) is not None}
+
+
+def fetch_pushed(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[str, ...],
+                 combined: dict | None = None) -> list[list]:
     """The blocks (in C order) of each of ``exprs``, computed together in one graph on ``client``'s cluster (blocks
     placed on ``workers``), on the host (``host``) or of their backend: a result of one block pushed by its task
     when it is small, or combined here from the pushed partials that several workers computed
-    (``submit.combined_here``), the other blocks gathered in one request while those arrive."""
+    (``combined_on_client``, unless given), the other blocks gathered in one request while those arrive."""
     import dask
 
     per_expr = [flat_keys(e) for e in exprs]
-    # (compiled here as the scheduler compiles it: with the same settings where it runs in this process)
-    shares_settings = getattr(getattr(client, "cluster", None), "scheduler", None) is not None
-    combined = {keys[0]: task for e, keys in zip(exprs, per_expr) if shares_settings
-                and (task := combined_here(e, workers)) is not None}
+    combined = combined_on_client(client, exprs, workers) if combined is None else combined
     asked = [k for keys in per_expr for k in keys if k not in combined]
     asked += [d for task in combined.values() for d in task.dependencies if d not in asked]
     gathered = [k for keys in per_expr if len(keys) > 1 for k in keys]
@@ -158,5 +165,11 @@ def fetch_pushed(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: t
 def fetch_joined(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[str, ...]) -> list:
     """The value of each of ``exprs`` (``fetch_pushed``), its blocks joined here: no task joining them on a worker
     first (a task that waits for every block is one more scheduler-to-worker cycle)."""
-    blocks = fetch_pushed(client, exprs, host, workers)
+    from .direct import enabled, fetched
+
+    combined = combined_on_client(client, exprs, workers)
+    made = fetched(client, exprs, host, workers, combined) if enabled(client) else None  # (by the workers directly)
+    if made is not None:
+        return made
+    blocks = fetch_pushed(client, exprs, host, workers, combined)
     return [concatenate_grid(b, e.numblocks) for b, e in zip(blocks, exprs)]

@@ -255,3 +255,9 @@ def local_scheduler(backend: str) -> Callable[..., Any]:
     one thread launching CuPy kernels in order (they run asynchronously on the device's stream), threads for
     NumPy blocks; small graphs in this thread (``_small_in_order``)."""
     return _LOCAL_SCHEDULERS[backend]
+
+
+def held_keys(graph: dict) -> set:
+    """The keys of a cluster graph that are persisted blocks: each its key's own future (in memory: the scheduler
+    drops that entry, ``convert_legacy_graph``)."""
+    return {key for key, task in graph.items() if isinstance(task, TaskRef) and task.key == key}

@@ -16,9 +16,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import dask.order
-from dask._task_spec import GraphNode, Task, TaskRef, convert_legacy_graph
+from dask._task_spec import GraphNode, Task, convert_legacy_graph
 
 from ..expr import ArrayExpr, Bundle, Finalize, JointOutput, Materialized, flat_keys
+from .schedule import held_keys
 
 FIFO_TIMEOUT = "60s"  # Client.persist's and Client.get's default
 
@@ -34,12 +35,6 @@ class Ordered(Materialized):
 
 _ORDERS: dict[str, dict] = {}  # (on the scheduler) an Ordered node's name -> its graph's priorities
 _ORDERS_KEPT = 16  # (read right after the making; a few updates may be made in between)
-
-
-def held_keys(graph: dict) -> set:
-    """The keys of a cluster graph that are persisted blocks: each its key's own future (in memory: the scheduler
-    drops that entry, ``convert_legacy_graph``)."""
-    return {key for key, task in graph.items() if isinstance(task, TaskRef) and task.key == key}
 
 
 def combined_here(root: ArrayExpr, workers: tuple[str, ...]) -> Task | None:
@@ -139,6 +134,12 @@ def submit(client: Any, roots: Sequence[ArrayExpr], workers: tuple[str, ...], ke
     from distributed.client import SpanMetadata
     from distributed.protocol import ToPickle
 
+    if keys is None:  # (a persist, ``Client.compute``: the outputs of an accelerated call may be made directly)
+        from .direct import persisted
+
+        made = persisted(client, roots)
+        if made is not None:
+            return made
     root = roots[0] if len(roots) == 1 else Bundle.of(*roots)
     node = Ordered.of(root, workers)
     keys = [key for r in roots for key in flat_keys(r)] if keys is None else list(keys)

@@ -21,7 +21,7 @@ from . import lower as _lower
 from . import store as _store
 from .nodes import Loop, Placeholder
 from .peel import peeled
-from .program import execute
+from .program import execute, talks_to_peers
 
 RETRIES = 3  # times the scheduler re-runs a failed per-worker task (a peer lost mid-region fails them all)
 
@@ -221,6 +221,46 @@ class Region(ArrayExpr):
         return {"retries": dict.fromkeys(_lower.rank_keys(self._name, self.plan.built(len(self.workers))),
                                          RETRIES)}
 
+    def direct_requests(self, wanted: set) -> list[tuple[str, dict]] | None:
+        """The requests that run this call on its workers directly (``runtime.direct``) and leave its output blocks
+        ``wanted``: per rank, its worker's address and the request's arguments (its program by the plan's token, its
+        input blocks' keys or small values, its output blocks' plan keys and keys); None where the call cannot run
+        so: not lowered as programs, a rank that talks to its peers, an input block that is neither small host data
+        nor a block this client persisted, an argument returned as it is."""
+        from distributed import Future
+
+        if not self.as_programs or not self.workers:
+            return None
+        plan, workers = self.operand("plan"), self.workers
+        built = plan.built(len(workers))
+        if built.layout.size > 1 and any(map(talks_to_peers, built.programs)):
+            return None
+        input_key, output_key = _renamer(self._arguments()), self._rename_key
+        inline = self._small_arguments()
+        held = {k for a in self.args if isinstance(a, FromGraph)
+                for k, v in a.operand("layer").items() if isinstance(v, Future) and v.key == k}
+        requests = []
+        for rank, program in enumerate(built.programs):
+            inputs = []
+            for k in program.inputs:
+                actual = input_key(k)
+                if actual in inline:
+                    inputs.append((False, inline[actual]({})))
+                elif actual in held:
+                    inputs.append((True, actual))
+                else:
+                    return None
+            names = {output_key(t): t for t, (r,) in built.placement.items() if r == rank}
+            if any(is_key and key in names for is_key, key in inputs):
+                return None
+            outputs = [(t, k) for k, t in names.items() if k in wanted]
+            if outputs:
+                requests.append((workers[built.layout.workers[rank]],
+                                 {"plan": f"{plan.token}-{len(workers)}", "rank": rank, "inputs": inputs,
+                                  "outputs": outputs, "timeout": self.timeout}))
+        covered = {k for _, r in requests for _, k in r["outputs"]}
+        return requests if covered == wanted else None
+
     def schedule(self) -> list[tuple[Any, tuple]]:
         """The plan's schedule (``runtime.schedule.run_in_order``) with this call's keys (lowered as tasks)."""
         key = self._rename_key
@@ -279,6 +319,11 @@ class RegionOutput(ArrayExpr):
 
     def finalize_compute(self) -> ArrayExpr:
         return self if all(n == 1 for n in self.numblocks) else Finalize(self)
+
+    @property
+    def region_call(self) -> Region:
+        """The call this is an output of (which ``runtime.direct`` may run on the workers directly)."""
+        return self.operand("region")
 
 
 def _argument_names(plan: Plan, args: list[ArrayExpr]) -> dict[str, str]:

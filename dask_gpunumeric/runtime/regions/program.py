@@ -144,6 +144,12 @@ class Transport:
             env[reduction.combine.key] = reduction.combine(env)
 
 
+def talks_to_peers(program: Program) -> bool:
+    """Whether a program exchanges values with other ranks (in its loops too)."""
+    return any(isinstance(s, (Exchange, Collective)) or isinstance(s, Repeat) and talks_to_peers(s.body)
+               for s in program.steps)
+
+
 def execute(program: Program, env: dict[Key, Any], transport: Transport | None) -> None:
     """Run a program on the values in ``env`` (its inputs), leaving its outputs there."""
     for step in program.steps:

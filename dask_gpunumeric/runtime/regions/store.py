@@ -92,6 +92,13 @@ def published(token: str) -> bool:
     return held is not None and token in held
 
 
+def note_published(client: Any, token: str) -> None:
+    """Note that ``client``'s scheduler holds the plan ``token`` (handed to it in a request of its own)."""
+    held = _held.get(_destination(client))
+    if held is not None:
+        _remember(held, token, None, _KNOWN_KEPT)
+
+
 # --- on the scheduler -----------------------------------------------------------------------------------
 
 
@@ -176,6 +183,21 @@ def program_of(plan_key: str, rank: int) -> Any:
 
 
 # --- on a worker ----------------------------------------------------------------------------------------
+
+
+async def program_for(worker: Any, plan_key: str, rank: int) -> Any:
+    """``program`` from ``worker``'s event loop (a handler's): kept here, or asked of the scheduler once."""
+    with _lock:
+        found = _programs.get((plan_key, rank))
+    if found is None:
+        if holds(plan_key):
+            found = program_of(plan_key, rank)
+        else:
+            from distributed.protocol.pickle import loads
+
+            found = loads(await worker.scheduler.gnp_plan_program(plan=plan_key, rank=rank))
+        _remember(_programs, (plan_key, rank), found, _PROGRAMS_KEPT)
+    return found
 
 
 def program(plan_key: str, rank: int, timeout: float) -> Any:

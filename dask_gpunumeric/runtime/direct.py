@@ -1,0 +1,350 @@
+"""Accelerated calls on ``gnp.cluster``'s Client run by the workers directly, the scheduler out of the call's path.
+
+A call's ``Region`` on a cluster is a graph the scheduler runs: one round trip through it (``rt``). Here, where every
+block the call reads is held on a known worker (blocks the client persisted: a ``Future`` of their own key, on the
+worker its placement names) or is small host data sent with the call, and no rank of its programs talks to a peer,
+the client sends one request to each rank's worker, in parallel (``call``): the plan by its token (a worker asks
+the scheduler for its program once, ``store.program``), the keys of its input blocks, the small values, and the
+output keys the client chose (the Region's own). The worker runs its program as the Region's task would
+(``execute``, the same program on the same blocks: the same bits), and then:
+
+* kept (a persist, ``Client.compute``): it puts the outputs in its memory (``Worker.update_data``, as a scatter
+  does), and before answering tells the scheduler, in one request, that it holds them: their sizes, the client's
+  desire, and the task that would compute each again from its inputs (run_spec and dependencies: recomputed from
+  lineage when the worker dies). The client then holds a finished ``Future`` of each, as after a persist: who
+  has them, their memory on the dashboard, spilling and releasing are the scheduler's as for any key;
+* fetched (``gnp.fetch``, ``dask.compute``, ``np.asarray``): the values come back in the answer, nothing is kept.
+
+A fetch of a plain expression whose graph (the one the scheduler would make, compiled here from the same cache) is
+one level of tasks, each reading only persisted blocks on the worker its placement names (or nothing: Monte-Carlo's
+draws), runs the same way: each worker is sent its tasks (``gnp_direct_tasks``) and answers their values.
+
+Anything else goes the scheduler's way, with the same results and exceptions: a call whose blocks are not all
+held where the placement says (the worker says so before running anything), that needs peers, that fails on the
+worker (the scheduler's path then raises the error as it always did), or whose worker is gone.
+``gpunumeric.cluster.direct-calls`` (default True) turns the path off.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import dask
+from dask._task_spec import Task
+
+from ..backend import to_numpy
+from ..expr import ArrayExpr, Bundle, Finalize, Materialized, flat_keys
+from .regions import store as _store
+from .regions.program import Program, execute
+from .schedule import held_keys
+
+SETTING = "gpunumeric.cluster.direct-calls"
+_CALL = "gnp_direct_call"  # a worker's handler: run a rank's program
+_TASKS = "gnp_direct_tasks"  # a worker's handler: run tasks of a plain call, their values answered
+_MADE = "gnp_direct_made"  # the scheduler's handler: a worker holds outputs of a direct call
+_KEEP = "gnp_direct_plan"  # the scheduler's handler: keep a plan (``store.restored``), which workers then ask for
+
+_ready: set[tuple[int, str]] = set()  # (client, scheduler) whose cluster has the plugins
+
+
+def enabled(client: Any) -> bool:
+    """Whether calls on ``client`` may run directly: ``gnp.cluster``'s synchronous Client, the setting on."""
+    return (dask.config.get(SETTING, True) is not False and not client.asynchronous
+            and hasattr(type(client), "_gnp_owned_cluster")
+            and not dask.config.get("annotations", None))  # (a graph's annotations: the scheduler's path)
+
+
+# --- on the client --------------------------------------------------------------------------------------
+
+
+def _region(exprs: Sequence[ArrayExpr], unwrap: bool) -> Any:
+    """The call (a ``Region``) whose outputs ``exprs`` all are (``Finalize`` of one looked through where ``unwrap``),
+    else None."""
+    region = None
+    for e in exprs:
+        if unwrap and isinstance(e, Finalize):
+            e = e.operand("array")
+        r = getattr(e, "region_call", None)  # (a ``RegionOutput``'s)
+        if r is None or region is not None and r._name != region._name:
+            return None
+        region = r
+    return region
+
+
+def _prepare(client: Any, plan: Any) -> None:
+    """Give the cluster the plugins (once per cluster), and the scheduler ``plan`` (if any) unless it holds it (once
+    per plan): workers ask it for their programs."""
+    where = (id(client), client.scheduler.address)  # the address too: a new client may reuse an old id
+    if where not in _ready:
+        client.register_plugin(_registrar_class()())
+        client.register_plugin(_executor_class()())
+        _ready.add(where)
+    if plan is not None and not _store.published(plan.token):
+        from distributed.protocol.pickle import dumps
+
+        client.sync(getattr(client.scheduler, _KEEP), plan=dumps(plan))
+        _store.note_published(client, plan.token)
+
+
+def _send(client: Any, requests: list[tuple[str, dict]], handler: str, common: dict) -> list[dict] | None:
+    """The workers' answers to ``requests`` (to their ``handler``, each with the ``common`` arguments too), sent
+    together; None where one could not be reached."""
+    async def send() -> list[Any]:
+        calls = [getattr(client.rpc(address), handler)(**request, **common) for address, request in requests]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    answers = client.sync(send)
+    return None if any(isinstance(a, BaseException) for a in answers) else answers
+
+
+def _release(client: Any, answers: Sequence[Any]) -> None:
+    """Give up the outputs that workers kept for a call falling back to the scheduler's path."""
+    from distributed import Future
+
+    for answer in answers:
+        if isinstance(answer, dict) and answer.get("status") == "ok":
+            for key in answer["nbytes"]:
+                Future(key, client, state="memory").release()
+
+
+def persisted(client: Any, roots: Sequence[ArrayExpr]) -> dict | None:
+    """The Futures, by key, of the blocks of ``roots`` (outputs of one accelerated call) computed directly by the
+    workers and kept there, known to the scheduler; None to leave the call to the scheduler."""
+    from distributed import Future
+
+    region = _region(roots, unwrap=False)
+    if region is None or not enabled(client):
+        return None
+    wanted = {k for r in roots for k in flat_keys(r)}
+    if all(client.futures.get(k) is not None and client.futures[k].status == "finished" for k in wanted):
+        return {k: Future(k, client) for k in wanted}  # (held already: the scheduler would not compute it again)
+    requests = region.direct_requests(wanted)
+    if requests is None:
+        return None
+    _prepare(client, region.plan)
+    answers = _send(client, requests, _CALL, {"keep": True, "host": False, "client": client.id})
+    if answers is None or any(a["status"] != "ok" for a in answers):
+        _release(client, answers or ())
+        return None
+    return {k: Future(k, client, state="memory") for a in answers for k in a["nbytes"]}
+
+
+def _task_requests(exprs: Sequence[ArrayExpr], workers: tuple[str, ...], combined: dict
+                   ) -> list[tuple[str, dict]] | None:
+    """Per worker: its address and the tasks it runs (pickled) for ``exprs``' blocks, where the call is one level of
+    plain tasks each reading only persisted blocks (or nothing: Monte-Carlo's draws), each placed on a worker, but
+    for the results in ``combined`` (tasks by key) that the client combines from partials of that level; else None.
+    The graph is the one the scheduler would make of the call (compiled here, cached)."""
+    from distributed.protocol.pickle import dumps
+
+    if not workers:
+        return None
+    node = Materialized.of(exprs[0] if len(exprs) == 1 else Bundle.of(*exprs), workers)
+    graph = node._graph
+    wanted = {k for e in exprs for k in flat_keys(e) if k not in combined}
+    wanted.update(d for task in combined.values() for d in task.dependencies)
+    held = held_keys(graph)
+    placement = node._placement
+    if graph.keys() - held - combined.keys() != wanted or set(placement) - {"workers", "allow_other_workers"}:
+        return None
+    where, per_worker = placement.get("workers", {}), {}
+    for key in wanted:
+        task = graph[key]
+        if type(task) is not Task or inspect.iscoroutinefunction(task.func) or not task.dependencies <= held:
+            return None
+        address = where.get(key) or (workers if len(workers) == 1 else None)
+        if not address:
+            return None
+        per_worker.setdefault(address[0], {})[key] = task
+    return [(address, {"tasks": dumps(tasks)}) for address, tasks in per_worker.items()]
+
+
+def fetched(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[str, ...], combined: dict
+            ) -> list | None:
+    """The value of each of ``exprs`` computed directly by the workers and brought back in their answers (on the host
+    for ``host``), its blocks joined here: outputs of one accelerated call (or ``Finalize`` of them), or a plain call
+    of one level of tasks on ``workers`` (``_task_requests``; the results in ``combined``, tasks by key, combined
+    here from their partials, as ``pushed.combined_on_client`` has them); None to leave the call to the
+    scheduler."""
+    from distributed.protocol.pickle import loads
+
+    from ..kernels.blocks import concatenate_grid
+
+    region = _region(exprs, unwrap=True)
+    arrays = [e.operand("array") if isinstance(e, Finalize) else e for e in exprs]
+    here = host and bool(combined)  # (partials combined with the backend's own functions, as the workers would)
+    if region is None:
+        requests, handler = _task_requests(arrays, workers, combined), _TASKS
+    else:
+        requests, handler = region.direct_requests({k for a in arrays for k in flat_keys(a)}), _CALL
+    if requests is None:
+        return None
+    _prepare(client, None if region is None else region.plan)
+    common = {"host": host and not here}
+    if region is not None:
+        common.update(keep=False, client=client.id)
+    answers = _send(client, requests, handler, common)
+    if answers is None or any(a["status"] != "ok" for a in answers):
+        return None
+    values = {k: v for a in answers for k, v in loads(a["values"]).items()}
+    for key, task in combined.items():  # (with the worker's own function, as ``pushed.fetch_pushed`` does)
+        values[key] = task({d: values[d] for d in task.dependencies})
+    return [concatenate_grid([to_numpy(values[k]) if here else values[k] for k in flat_keys(a)], a.numblocks)
+            for a in arrays]
+
+
+# --- on a worker and on the scheduler -------------------------------------------------------------------
+
+
+def run_program(program: Program, inputs: Sequence[Any]) -> dict:
+    """A rank's program run on its input blocks (a rank that talks to no peer), as the Region's task runs it: its
+    outputs by the plan's keys."""
+    env = dict(zip(program.inputs, inputs))
+    execute(program, env, None)
+    return {k: env[k] for k in program.outputs}
+
+
+def _in_worker(worker: Any, function: Any, *args: Any) -> Any:
+    """``function(*args)`` as in a task of ``worker`` (``distributed.get_worker`` finds it there)."""
+    from distributed.worker import _worker_cvar
+
+    token = _worker_cvar.set(worker)
+    try:
+        return function(*args)
+    finally:
+        _worker_cvar.reset(token)
+
+
+def run_tasks(graph: dict, blocks: dict) -> dict:
+    """The values of the tasks of ``graph`` (one level: each reads only ``blocks``), by key."""
+    return {key: task({k: blocks[k] for k in task.dependencies}) for key, task in graph.items()}
+
+
+def recompute(plan: str, rank: int, template: Any, timeout: float, *inputs: Any) -> Any:
+    """Task function of an output block a direct call made (its run_spec on the scheduler): the block computed
+    again from its inputs (rank ``rank``'s program of ``plan``, "<token>-<workers>"), after its worker died."""
+    return run_program(_store.program(plan, rank, timeout), inputs)[template]
+
+
+def _executor_class() -> type:
+    """The worker plugin running direct calls (``gnp_direct_call``), made on first use (distributed is optional)
+    and kept as this module's attribute, so that it pickles by reference."""
+    made = globals().get("_Executor")
+    if made is not None:
+        return made
+    from dask._task_spec import TaskRef
+    from distributed import WorkerPlugin
+    from distributed.protocol.pickle import dumps, loads
+    from distributed.utils import run_in_executor_with_context
+
+    class _Executor(WorkerPlugin):
+        """On a worker: runs a rank's program of a direct call on blocks held here."""
+
+        name = "gnp-direct-calls"
+        idempotent = True
+
+        def setup(self, worker: Any) -> None:
+            self.worker = worker
+            worker.handlers[_CALL] = self.call
+            worker.handlers[_TASKS] = self.tasks
+
+        async def tasks(self, tasks: bytes, host: bool) -> dict:
+            worker, graph = self.worker, loads(tasks)
+            inputs = {k for task in graph.values() for k in task.dependencies}
+            if any(k not in worker.data for k in inputs):
+                return {"status": "missing"}
+            blocks = {k: worker.data[k] for k in inputs}
+            try:
+                made = await run_in_executor_with_context(worker.executors["default"], _in_worker, worker, run_tasks,
+                                                          graph, blocks)
+            except Exception as error:  # noqa: BLE001 - the scheduler's path raises it for the client
+                return {"status": "error", "error": repr(error)}
+            return {"status": "ok", "values": dumps({k: to_numpy(v) if host else v for k, v in made.items()})}
+
+        async def call(self, plan: str, rank: int, inputs: list, outputs: list, timeout: float, keep: bool,
+                       host: bool, client: str) -> dict:
+            worker = self.worker
+            if any(is_key and key not in worker.data for is_key, key in inputs):
+                return {"status": "missing"}
+            if keep and any(key in worker.state.tasks for _, key in outputs):
+                # an output of the same call held here, or on its way out (its release crossing this call): the
+                # scheduler's path orders the two
+                return {"status": "held"}
+            blocks = [worker.data[v] if is_key else v for is_key, v in inputs]
+            try:
+                program = await _store.program_for(worker, plan, rank)
+                made = await run_in_executor_with_context(worker.executors["default"], _in_worker, worker,
+                                                          run_program, program, blocks)
+            except Exception as error:  # noqa: BLE001 - the scheduler's path raises it for the client
+                return {"status": "error", "error": repr(error)}
+            if not keep:  # (pickled here as a pushed value is: CuPy blocks through the host)
+                return {"status": "ok", "values": dumps({k: to_numpy(made[t]) if host else made[t] for t, k in outputs})}
+            data = {k: made[t] for t, k in outputs}
+            worker.update_data(data, stimulus_id=f"gnp-direct-{plan}-{rank}")
+            refs = [TaskRef(v) if is_key else v for is_key, v in inputs]
+            specs = {k: Task(k, recompute, plan, rank, t, timeout, *refs) for t, k in outputs}
+            nbytes = {k: worker.state.tasks[k].nbytes for k in data}
+            await getattr(worker.scheduler, _MADE)(worker=worker.address, nbytes=nbytes, specs=dumps(specs),
+                                                   dependencies=[v for is_key, v in inputs if is_key], client=client)
+            return {"status": "ok", "nbytes": nbytes}
+
+    _Executor.__qualname__ = "_Executor"
+    globals()["_Executor"] = _Executor
+    return _Executor
+
+
+def _registrar_class() -> type:
+    """The scheduler plugin learning of the outputs of direct calls (``gnp_direct_made``) and keeping the plans
+    they run (``gnp_direct_plan``), made on first use and kept as this module's attribute (``_executor_class``)."""
+    made = globals().get("_Registrar")
+    if made is not None:
+        return made
+    from distributed.diagnostics.plugin import SchedulerPlugin
+    from distributed.protocol.pickle import loads
+
+    class _Registrar(SchedulerPlugin):
+        """On the scheduler: keys a worker made in a direct call, known as if a task of a graph had made them."""
+
+        name = "gnp-direct-calls"
+        idempotent = True
+
+        async def start(self, scheduler: Any) -> None:
+            self.scheduler = scheduler
+            scheduler.handlers[_MADE] = self.made
+            scheduler.handlers[_KEEP] = self.keep
+
+        def keep(self, plan: bytes) -> None:
+            loads(plan)  # (unpickling a plan keeps it here: ``store.restored``)
+
+        def made(self, worker: str, nbytes: dict, specs: bytes, dependencies: list, client: str) -> None:
+            s = self.scheduler
+            if worker not in s.workers:  # (gone meanwhile: the client falls back on the worker's silence)
+                return
+            s.update_data(who_has={k: [worker] for k in nbytes}, nbytes=nbytes, client=client)
+            spans = s.extensions.get("spans")
+            if spans is not None:  # (a worker computing one again reports its metrics by its group's span)
+                spans.observe_tasks([s.tasks[k] for k in nbytes], code=(), span_metadata={})
+            for key, spec in loads(specs).items():
+                ts = s.tasks[key]
+                ts.run_spec = spec
+                if ts.priority is None:  # (a graph's task has one; recomputing sorts by it)
+                    ts.priority = (0, s.generation, 0)
+                for dep in dependencies:
+                    dts = s.tasks.get(dep)
+                    if dts is not None and dts not in ts.dependencies:
+                        ts.add_dependency(dts)
+
+    _Registrar.__qualname__ = "_Registrar"
+    globals()["_Registrar"] = _Registrar
+    return _Registrar
+
+
+def __getattr__(name: str) -> Any:
+    # (unpickling a plugin on the scheduler or a worker looks its class up here)
+    if name == "_Executor":
+        return _executor_class()
+    if name == "_Registrar":
+        return _registrar_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
