@@ -23,7 +23,14 @@ NP_OF_CTYPE = {v: np.dtype(k) for k, v in CTYPES.items()}
 
 def ctype(dt: str | np.dtype) -> str:
     """The C++ type of a dtype (or its ``.str``)."""
-    return CTYPES[np.dtype(dt).name]
+    try:
+        return _CTYPE_OF[dt]
+    except (KeyError, TypeError):  # (another spelling: a dtype's ``.name`` is slow, so it is read only here)
+        return CTYPES[np.dtype(dt).name]
+
+
+# the native dtypes and their ``.str``: code generation asks for millions of C types per CI run
+_CTYPE_OF: dict[Any, str] = {key: v for k, v in CTYPES.items() for key in (np.dtype(k), np.dtype(k).str)}
 
 
 def dtype_supported(dtype: np.dtype) -> bool:

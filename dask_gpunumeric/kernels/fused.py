@@ -584,16 +584,23 @@ def recording() -> bool:
 def record_sources(program: tuple, scalars: Sequence[Any], row_inputs: tuple[int, ...] = ()) -> None:
     """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write every kernel variant of a program there (and the one
     specialized to these scalar values), so that nvcc compiles what the test suite generated even on
-    machines without a GPU. A row program's variants have its inputs ``row_inputs`` one value per row."""
+    machines without a GPU. A row program's variants have its inputs ``row_inputs`` one value per row.
+    A program met again (a loop's repeated body, the next entry point of a test) was written already:
+    generating its sources again would cost more than the rest of fusion."""
 
     if not recording():
         return
+    constants = tuple(scalar_args(program.instrs, scalars))
+    key = (os.environ["GNP_KERNEL_DUMP_DIR"], program, row_inputs)
+    specialized = (*key, _value_key(constants)) if constants else None
+    variants_new, specialized_new = key not in _recorded, specialized not in _recorded
+    _recorded.update((key, specialized))
     if _rows.row_axes(program.instrs):
-        for lanes in _rows.ROW_LANES:
-            for index in ("int", "long long"):
-                _cuda.record_source(_rows.kernel_source(program, lanes, index, row_inputs)[0])
-        constants = tuple(scalar_args(program.instrs, scalars))
-        if constants:
+        if variants_new:
+            for lanes in _rows.ROW_LANES:
+                for index in ("int", "long long"):
+                    _cuda.record_source(_rows.kernel_source(program, lanes, index, row_inputs)[0])
+        if constants and specialized_new:
             _cuda.record_source(_rows.kernel_source(program, 256, "int", row_inputs, constants)[0])
         return
     singles = tuple(range(len(program.inputs)))
@@ -601,12 +608,15 @@ def record_sources(program: tuple, scalars: Sequence[Any], row_inputs: tuple[int
     variants = [("flat", 1, ()), ("strided", 1, ()), *spread, ("flat", 1, singles)]
     if _program.philox_group(program.instrs):
         variants.append(("flat", _program.philox_group(program.instrs), ()))
-    for mode, group, single in variants:
-        for index in ("int", "long long"):
-            _cuda.record_source(_program.kernel_source(program, mode, group, index, single)[0])
-    constants = tuple(scalar_args(program.instrs, scalars))
-    if constants:
+    if variants_new:
+        for mode, group, single in variants:
+            for index in ("int", "long long"):
+                _cuda.record_source(_program.kernel_source(program, mode, group, index, single)[0])
+    if constants and specialized_new:
         _cuda.record_source(_program.kernel_source(program, *variants[-1][:2], "int", (), constants)[0])
+
+
+_recorded: set[tuple | None] = set()  # (dump folder, program, row inputs[, constants' key]) record_sources wrote
 
 
 def run(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], shape: tuple[int, ...],

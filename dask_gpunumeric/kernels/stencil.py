@@ -619,9 +619,12 @@ def _fitting(codes: tuple, links: tuple, config: TileConfig) -> TileConfig:
 
 def record_sources(plan: tuple) -> None:
     """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the kernels of a group there (both index types, without
-    edges and with every edge a read may have), so that nvcc compiles them even on machines without a GPU."""
-    if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
+    edges and with every edge a read may have), so that nvcc compiles them even on machines without a GPU.
+    A group met again (the next entry point of a test) was written already."""
+    dump_dir = os.environ.get("GNP_KERNEL_DUMP_DIR")
+    if not dump_dir or (dump_dir, plan) in _recorded:
         return
+    _recorded.add((dump_dir, plan))
     for code, _, _, edges in plan.sweeps:
         for index in _INDEX_TYPES:
             for active in (None, tuple(modes for modes, _, _ in edges)):
@@ -632,6 +635,7 @@ def record_sources(plan: tuple) -> None:
                 _cuda.record_source(_stencil_source.tile_source(*_stencil_plan.tile_variant(plan, run, index, with_edges))[0])
 
 
+_recorded: set[tuple] = set()  # (dump folder, stencil plan) whose kernels record_sources wrote
 _INDEX_TYPES = {"int": np.int32, "long long": np.int64}
 
 
