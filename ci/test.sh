@@ -10,7 +10,7 @@
 #             compilation (about 3 minutes on 2 cores)
 #
 # GNP_TEST_WORKERS: pytest-xdist processes (default "auto": one per core; 0 runs in this process).
-# GNP_HYPOTHESIS_EXAMPLES: examples per property test (default 40; 5 with --quick).
+# GNP_HYPOTHESIS_EXAMPLES: examples per property test (default 25; 5 with --quick).
 # GNP_KERNEL_DUMP_DIR: where the library writes the generated kernels (*.cu); a fresh temporary
 # folder, removed afterwards unless a kernel failed to compile, unless you set it yourself.
 # GNP_NVCC_FLAGS: extra nvcc flags (default none).

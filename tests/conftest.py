@@ -17,7 +17,7 @@ import dask_gpunumeric as gnp
 BACKEND = gnp.config.backend()
 
 settings.register_profile(
-    "default", max_examples=int(os.environ.get("GNP_HYPOTHESIS_EXAMPLES", "40")), deadline=None,
+    "default", max_examples=int(os.environ.get("GNP_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("default")
