@@ -20,7 +20,7 @@ import pathlib
 import statistics
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = pathlib.Path(__file__).resolve().parent
 if str(ROOT.parent) not in sys.path:
@@ -33,44 +33,63 @@ import _iterative  # noqa: E402
 import cg  # noqa: E402
 import gray_scott  # noqa: E402
 
+from dask_gpunumeric import config as gnp_config  # noqa: E402
 from dask_gpunumeric.codegen.types import SweepConfig, TileConfig  # noqa: E402
 from dask_gpunumeric.kernels import stencil as _stencil_kernels  # noqa: E402
 
-#: (tile kernels' shape, one-sweep kernels' choices) compared by ``--variants``, the default first. CG's update
-#: kernel (64 registers, 50% occupancy by default): bounded to 6 or 8 thread blocks per multiprocessor (40, 32
-#: registers), fewer rows per thread; then the pair kernel's tile (rows x columns, its halo's share of the reads:
-#: 34 x 66 / 2048 = 1.10 by default) and outputs per thread (rows * columns / threads): within 2% of the default
-#: for CG but 64 x 128 (docs/benchmarks.md, s15-cg), kept for Gray-Scott's tile kernels.
-VARIANTS: list[tuple[TileConfig, SweepConfig]] = [
-    (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG),
-    (TileConfig(), SweepConfig()),
-    (TileConfig(), SweepConfig(min_blocks=6)),
-    (TileConfig(), SweepConfig(rows=2)),
-    (TileConfig(), SweepConfig(rows=1, min_blocks=8)),
-    (TileConfig(), SweepConfig(rows=1)),
-    (TileConfig(rows=16, columns=128), SweepConfig()),
-    (TileConfig(rows=32, columns=128), SweepConfig()),
-    (TileConfig(threads=512), SweepConfig()),
+class Variant(NamedTuple):
+    """A configuration ``--variants`` compares: the tile kernels' shape, the one-sweep kernels' choices (``shifted``:
+    those of one-sweep kernels reading more than one buffer at shifted positions, None: ``sweep``) and settings of
+    ``gnp.config`` the plan reads (name, value pairs; a plan is traced per settings)."""
+
+    tile: TileConfig
+    sweep: SweepConfig
+    settings: tuple[tuple[str, Any], ...] = ()
+    shifted: SweepConfig | None = None
+
+
+_DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
+_RECOMPUTED = (("stencil-recompute", True),)
+#: compared by ``--variants``, the default first. CG's update kernel (40 registers, 75% occupancy by default)
+#: with one row a thread; CG's pair as a flat kernel (``p`` computed again at each of the stencil's 5 points from
+#: ``r`` and the old ``p``: no shared memory) under four choices of its own; Gray-Scott's tile kernels of 2
+#: sweeps instead of 4 (less halo work, twice the launches and traffic), and tiles of 16 or 24 rows (shared
+#: memory for more thread blocks a multiprocessor) or 128 columns.
+VARIANTS: list[Variant] = [
+    Variant(*_DEFAULT),
+    Variant(_DEFAULT[0], SweepConfig(rows=1, min_blocks=6)),
+    Variant(*_DEFAULT, _RECOMPUTED),
+    Variant(*_DEFAULT, _RECOMPUTED, SweepConfig(rows=1, min_blocks=8)),
+    Variant(*_DEFAULT, _RECOMPUTED, SweepConfig(rows=1, min_blocks=6)),
+    Variant(*_DEFAULT, _RECOMPUTED, SweepConfig(rows=2)),
+    Variant(*_DEFAULT, (("stencil-tile-sweeps", 2),)),
+    Variant(TileConfig(rows=16, columns=64), _DEFAULT[1]),
+    Variant(TileConfig(rows=24, columns=64), _DEFAULT[1]),
+    Variant(TileConfig(rows=16, columns=128), _DEFAULT[1]),
 ]
 SYSTEMS = {"cg": cg.CG, "gray_scott": gray_scott.GRAY_SCOTT}
 
 
-def label(tile: TileConfig, sweep: SweepConfig) -> str:
+def label(variant: Variant) -> str:
     """The fields of a variant that are not the default's."""
-    defaults = ((tile, _stencil_kernels.TILE_CONFIG), (sweep, _stencil_kernels.SWEEP_CONFIG))
+    defaults = ((variant.tile, VARIANTS[0].tile), (variant.sweep, VARIANTS[0].sweep))
     words = [f"{type(config).__name__[:-6].lower()} {f}={v}" for config, default in defaults
              for f, v, d in zip(config._fields, config, default) if v != d]
+    words += [f"{name}={value}" for name, value in variant.settings]
+    words += [f"shifted {f}={v}" for f, v in zip(SweepConfig._fields, variant.shifted or ())]
     return ", ".join(words) or "default"
 
 
 class Compiled:
     """The stencil kernels compiled while it listens (``kernels.cuda.compile_function`` wrapped): name,
-    registers, local memory bytes."""
+    registers, local memory bytes; with ``timed``, each launched between two CUDA events while ``launches`` is
+    a list (``--gaps``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, timed: bool = False) -> None:
         from dask_gpunumeric.kernels import cuda as _cuda
 
         self.seen: list[str] = []
+        self.launches: list[tuple[str, Any, Any]] | None = None
         compile_function = _cuda.compile_function
 
         def listened(source: str, name: str, threads: int) -> tuple[Any, int]:
@@ -78,6 +97,7 @@ class Compiled:
             if name.startswith(("gnp_pair_", "gnp_tiles_", "gnp_stencil_")):
                 regs, local = getattr(function, "num_regs", "?"), getattr(function, "local_size_bytes", "?")
                 self.seen.append(f"{name[:13]} {threads}t {regs}r {local}B")
+                function = _Timed(function, name, self) if timed else function
             return function, resident
 
         _cuda.compile_function = listened
@@ -87,27 +107,108 @@ class Compiled:
         return "; ".join(seen)
 
 
-def _runner(it: _iterative.Iteration, n: int) -> Callable[[int], float]:
+class _Timed:
+    """A compiled stencil kernel whose launches, while its listener's ``launches`` is a list, are each put
+    between two CUDA events recorded on the current stream."""
+
+    def __init__(self, function: Any, name: str, listener: Compiled) -> None:
+        self.function, self.name, self.listener = function, name, listener
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.function, attribute)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import cupy
+
+        if self.listener.launches is None:
+            return self.function(*args, **kwargs)
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        result = self.function(*args, **kwargs)
+        end.record()
+        self.listener.launches.append((self.name, start, end))
+        return result
+
+
+def _inputs(it: _iterative.Iteration, n: int) -> list:
     import dask
 
     import dask_gpunumeric as gnp
 
-    arrays = list(dask.persist(*(gnp.asarray(h) for h in it.inputs(n, n))))
-    return _iterative.gnp_runner(it, it.steps, arrays)
+    return list(dask.persist(*(gnp.asarray(h) for h in it.inputs(n, n))))
+
+
+def gaps(name: str, run: Callable[[int], float], compiled: Compiled, calls: int = 3) -> None:
+    """Whether the device idles between a call's stencil launches: per call (its kernels compiled already),
+    the span from the first stencil kernel's start to the last's end against the sum of their durations (the
+    rest: the other launches, e.g. CG's one-thread divisions, and the gaps between kernels); the median
+    duration of each kernel."""
+    import cupy
+
+    for i in range(calls):
+        compiled.launches = []
+        run(10_000 + i)  # (its fetch synchronises the device)
+        launches, compiled.launches = compiled.launches, None
+        if not launches:
+            print(f"gaps {name}: no stencil kernel timed")
+            return
+        durations: dict[str, list[float]] = {}
+        for kernel, start, end in launches:
+            durations.setdefault(kernel, []).append(cupy.cuda.get_elapsed_time(start, end))
+        span = cupy.cuda.get_elapsed_time(launches[0][1], launches[-1][2])
+        busy = sum(sum(d) for d in durations.values())
+        each = ", ".join(f"{k[:20]} x{len(d)} {1e3 * statistics.median(d):.1f} us" for k, d in durations.items())
+        print(f"gaps {name}: {len(launches)} stencil launches, span {span:.3f} ms, kernels {busy:.3f} ms, "
+              f"rest {span - busy:.3f} ms ({1e3 * (span - busy) / len(launches):.2f} us a launch); {each}", flush=True)
+
+
+def graph_replay(name: str, it: _iterative.Iteration, n: int, repeat: int) -> None:
+    """One accelerated call captured into a CUDA graph (stream capture) and replayed ``repeat`` times: the
+    median ms of a replay (launch to synchronisation) against the median of the call itself, both in this
+    process, and the replay's checksum bits: what launching a loop's kernels from a graph would save."""
+    import cupy
+
+    import dask_gpunumeric as gnp
+
+    accelerated, arrays = _iterative.gnp_accelerated(it, it.steps), _inputs(it, n)
+    salt = gnp.asarray(cupy.asarray(_iterative._salt(1)))
+    call = H.measure(f"{name} call", lambda: gnp.fetch(accelerated(salt, *arrays)), repeat=repeat, warmup=3,
+                     verbose=False)
+    H.sync()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    try:
+        with stream:
+            stream.begin_capture()
+            try:
+                out = accelerated(salt, *arrays)
+            finally:
+                graph = stream.end_capture()
+        replay = H.measure(f"{name} graph", lambda: graph.launch(stream), repeat=repeat, warmup=3, verbose=False,
+                           synchronize=stream.synchronize)
+        value = float(gnp.fetch(out)).hex()
+    except Exception as exc:  # (a host synchronisation or copy inside the call cannot be captured)
+        print(f"graph {name}: not captured: {H.describe_error(exc)}"[:300], flush=True)
+        return
+    ms = [1e3 * statistics.median(r.times_s) if r.times_s else float("nan") for r in (call, replay)]
+    print(f"graph {name}: call {ms[0]:.3f} ms, graph replay {ms[1]:.3f} ms ({ms[1] / ms[0]:.3f}x), checksum "
+          f"{float(call.value).hex() if call.value is not None else '?'} / replay {value}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", action="store_true")
+    parser.add_argument("--gaps", action="store_true", help="time each stencil launch of a call between events")
+    parser.add_argument("--graph", action="store_true", help="replay a call captured as a CUDA graph")
     parser.add_argument("--n", type=int, default=8192 if H.cupy_gpu() is not None else 128)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", default=",".join(SYSTEMS))
     args = parser.parse_args(argv)
 
-    compiled = Compiled()
+    compiled = Compiled(timed=args.gaps)
     variants = VARIANTS if args.variants else VARIANTS[:1]
-    systems = {name: _runner(SYSTEMS[name], args.n) for name in args.only.split(",")}
+    systems = {name: _iterative.gnp_runner(SYSTEMS[name], SYSTEMS[name].steps, _inputs(SYSTEMS[name], args.n))
+               for name in args.only.split(",")}
     print(f"stencil probe: {args.n} x {args.n} float32, {H.device_name()}, {len(variants)} variant(s), "
           f"{args.rounds} round(s) of {args.repeat} timed calls", flush=True)
     times: dict[tuple[int, str], list[float]] = {}
@@ -115,27 +216,37 @@ def main(argv: list[str] | None = None) -> int:
     kernels: dict[int, list[str]] = {}
     calls = itertools.count()
     for _ in range(args.rounds):
-        for v, (tile, sweep) in enumerate(variants):
-            _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = tile, sweep
-            for name, run in systems.items():
-                result = H.measure(f"{name} {label(tile, sweep)}", lambda run=run: run(next(calls)),
-                                   repeat=args.repeat, warmup=2, verbose=False)
-                if result.error:
-                    sums[v, name] = f"ERROR {result.error}"[:60]
-                    continue
-                times.setdefault((v, name), []).extend(result.times_s)
-                sums[v, name] = float(result.value).hex()
+        for v, variant in enumerate(variants):
+            _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = variant.tile, variant.sweep
+            _stencil_kernels.SHIFTED_SWEEP_CONFIG = variant.shifted
+            with gnp_config.set(**dict(variant.settings)):
+                for name, run in systems.items():
+                    result = H.measure(f"{name} {label(variant)}", lambda run=run: run(next(calls)),
+                                       repeat=args.repeat, warmup=2, verbose=False)
+                    if result.error:
+                        sums[v, name] = f"ERROR {result.error}"[:60]
+                        continue
+                    times.setdefault((v, name), []).extend(result.times_s)
+                    sums[v, name] = float(result.value).hex()
             if compiled.seen:
                 kernels.setdefault(v, []).append(compiled.take())
-    _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = VARIANTS[0]
+    _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = VARIANTS[0].tile, VARIANTS[0].sweep
+    _stencil_kernels.SHIFTED_SWEEP_CONFIG = VARIANTS[0].shifted
     print(f"{'variant':<40} {'system':<11} {'median ms':>9} {'x default':>9}  {'checksum':<24} kernels compiled")
-    for v, (tile, sweep) in enumerate(variants):
+    for v, variant in enumerate(variants):
         for name in systems:
             ms = 1e3 * statistics.median(times[v, name]) if (v, name) in times else float("nan")
             base = 1e3 * statistics.median(times[0, name]) if (0, name) in times else float("nan")
             same = "" if sums.get((v, name)) == sums.get((0, name)) else " DIFFERS"
-            print(f"{label(tile, sweep):<40} {name:<11} {ms:9.3f} {ms / base:9.3f}  {sums.get((v, name), '') + same:<24} "
-                  f"{'; '.join(kernels.get(v, [])) if name == next(iter(systems)) else ''}")
+            print(f"{label(variant):<40} {name:<11} {ms:9.3f} {ms / base:9.3f}  {sums.get((v, name), '') + same:<24} "
+                  f"{'; '.join(kernels.get(v, [])) if name == next(iter(systems)) else ''}", flush=True)
+    if (args.gaps or args.graph) and H.cupy_gpu() is None:
+        print("--gaps and --graph need a GPU")
+        return 0
+    for name, run in systems.items() if args.gaps else ():
+        gaps(name, run, compiled)
+    for name in systems if args.graph else ():
+        graph_replay(name, SYSTEMS[name], args.n, args.repeat)
     return 0
 
 

@@ -52,8 +52,12 @@ def rows(code: tuple, config: SweepConfig = SweepConfig()) -> int:
     more rows then cost registers instead of saving reads: docs/benchmarks.md)."""
     if config.rows:
         return config.rows
-    shifted = {slot for slot, offset in code.loads if any(offset)}
-    return 2 if len(shifted) > 1 else 4
+    return 2 if shifted_buffers(code) > 1 else 4
+
+
+def shifted_buffers(code: tuple) -> int:
+    """How many buffers a sweep reads at shifted positions."""
+    return len({slot for slot, offset in code.loads if any(offset)})
 
 
 def no_edges(code: tuple) -> tuple:

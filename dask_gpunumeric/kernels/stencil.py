@@ -509,6 +509,9 @@ _TILED_BACKENDS = frozenset({"cupy"})  # where tile kernels run (the CPU kernel 
 # --variants puts others in their place; this sweep choice measured fastest for CG and Gray-Scott, docs/benchmarks.md)
 TILE_CONFIG = TileConfig()
 SWEEP_CONFIG = SweepConfig(rows=2, min_blocks=6)
+# where not None, the choices of one-sweep kernels reading more than one buffer at shifted positions (such as CG's
+# p update and p.Ap stencil as one flat kernel, with ``stencil-recompute``), which keep more values live
+SHIFTED_SWEEP_CONFIG: SweepConfig | None = None
 
 
 def tiles_run_on(backend: str) -> bool:
@@ -642,6 +645,14 @@ def _kernel(code: tuple, index: str, edges: tuple, config: SweepConfig = SweepCo
                                   int(np.prod(_stencil_source.THREADS[code.program.ndim])))
 
 
+def _configured_kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int, SweepConfig]:
+    """``_kernel`` under the sweep's configuration (``SWEEP_CONFIG``, or ``SHIFTED_SWEEP_CONFIG`` where it applies),
+    and that configuration."""
+    shifted = SHIFTED_SWEEP_CONFIG is not None and _stencil_source.shifted_buffers(code) > 1
+    config = SHIFTED_SWEEP_CONFIG if shifted else SWEEP_CONFIG
+    return (*_kernel(code, index, edges, config), config)
+
+
 @functools.lru_cache(maxsize=256)
 def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple, stored: tuple,
                  config: TileConfig = TileConfig()) -> tuple[Any, int]:
@@ -760,8 +771,8 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
     program, out_dtypes = code.program, code.out_dtypes
     arrays, scalar_args, values = _sweep_args(code, inputs, geometry, scalars, dests)
     to_index = _INDEX_TYPES[index]
-    config = SWEEP_CONFIG
-    kernel, resident = _remembered((launch, _kernel, config), (), lambda: _kernel(code, index, active, config))
+    kernel, resident, config = _remembered((launch, _kernel, SWEEP_CONFIG, SHIFTED_SWEEP_CONFIG), (),
+                                           lambda: _configured_kernel(code, index, active))
     reductions = range(len(out_dtypes), len(program.outputs))
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code, config),
                                   resident * WAVES if reductions else None)
