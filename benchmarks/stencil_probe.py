@@ -19,6 +19,7 @@ import itertools
 import pathlib
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -89,7 +90,7 @@ class Compiled:
         from dask_gpunumeric.kernels import cuda as _cuda
 
         self.seen: list[str] = []
-        self.launches: list[tuple[str, Any, Any]] | None = None
+        self.launches: list[tuple[str, Any, Any, float]] | None = None
         compile_function = _cuda.compile_function
 
         def listened(source: str, name: str, threads: int) -> tuple[Any, int]:
@@ -123,10 +124,11 @@ class _Timed:
         if self.listener.launches is None:
             return self.function(*args, **kwargs)
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        launched = time.perf_counter()
         start.record()
         result = self.function(*args, **kwargs)
         end.record()
-        self.listener.launches.append((self.name, start, end))
+        self.listener.launches.append((self.name, start, end, launched))
         return result
 
 
@@ -139,27 +141,32 @@ def _inputs(it: _iterative.Iteration, n: int) -> list:
 
 
 def gaps(name: str, run: Callable[[int], float], compiled: Compiled, calls: int = 3) -> None:
-    """Whether the device idles between a call's stencil launches: per call (its kernels compiled already),
-    the span from the first stencil kernel's start to the last's end against the sum of their durations (the
-    rest: the other launches, e.g. CG's one-thread divisions, and the gaps between kernels); the median
-    duration of each kernel."""
+    """Whether the device idles in a call: per call (its kernels compiled already), its wall time; on the host,
+    when the first and the last stencil kernel were launched; on the device, the span from the first stencil
+    kernel's start to the last's end against the sum of their durations (the rest: the other launches, e.g.
+    CG's one-thread divisions, and the gaps between kernels); the median duration of each kernel."""
     import cupy
 
     for i in range(calls):
         compiled.launches = []
+        H.sync()
+        began = time.perf_counter()
         run(10_000 + i)  # (its fetch synchronises the device)
+        wall = time.perf_counter() - began
         launches, compiled.launches = compiled.launches, None
         if not launches:
             print(f"gaps {name}: no stencil kernel timed")
             return
         durations: dict[str, list[float]] = {}
-        for kernel, start, end in launches:
+        for kernel, start, end, _ in launches:
             durations.setdefault(kernel, []).append(cupy.cuda.get_elapsed_time(start, end))
         span = cupy.cuda.get_elapsed_time(launches[0][1], launches[-1][2])
         busy = sum(sum(d) for d in durations.values())
         each = ", ".join(f"{k[:20]} x{len(d)} {1e3 * statistics.median(d):.1f} us" for k, d in durations.items())
-        print(f"gaps {name}: {len(launches)} stencil launches, span {span:.3f} ms, kernels {busy:.3f} ms, "
-              f"rest {span - busy:.3f} ms ({1e3 * (span - busy) / len(launches):.2f} us a launch); {each}", flush=True)
+        print(f"gaps {name}: call {1e3 * wall:.3f} ms, stencil kernels launched from {1e3 * (launches[0][3] - began):.3f} "
+              f"to {1e3 * (launches[-1][3] - began):.3f} ms; {len(launches)} of them span {span:.3f} ms on the device, "
+              f"busy {busy:.3f} ms, rest {span - busy:.3f} ms ({1e3 * (span - busy) / len(launches):.2f} us a launch); "
+              f"{each}", flush=True)
 
 
 def graph_replay(name: str, it: _iterative.Iteration, n: int, repeat: int) -> None:
