@@ -52,15 +52,20 @@ class Variant(NamedTuple):
 _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
 _RECOMPUTED = (("stencil-recompute", True),)
 #: compared by ``--variants``, the default first. CG's update kernel (40 registers, 75% occupancy by default)
-#: with one row a thread; CG's pair as a flat kernel (``p`` computed again at each of the stencil's 5 points from
+#: with one row a thread, or thread blocks 64 or 128 columns wide (32 by default: the neighbours' columns each
+#: block row reads cost 6 sectors of 32 bytes per 4); CG's pair as a flat kernel (``p`` computed again at each of the stencil's 5 points from
 #: ``r`` and the old ``p``: no shared memory) under four choices of its own; Gray-Scott's tile kernels of 2
 #: sweeps instead of 4 (less halo work, twice the launches and traffic), and tiles of 16 or 24 rows (shared
 #: memory for more thread blocks a multiprocessor) or 128 columns.
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
     Variant(_DEFAULT[0], SweepConfig(rows=1, min_blocks=6)),
+    Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=6, columns=64)),
+    Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=6, columns=128)),
+    Variant(_DEFAULT[0], SweepConfig(rows=4, min_blocks=6, columns=64)),
     Variant(*_DEFAULT, _RECOMPUTED),
     Variant(*_DEFAULT, _RECOMPUTED, SweepConfig(rows=1, min_blocks=8)),
+    Variant(*_DEFAULT, _RECOMPUTED, SweepConfig(rows=1, min_blocks=8, columns=64)),
     Variant(*_DEFAULT, _RECOMPUTED, SweepConfig(rows=1, min_blocks=6)),
     Variant(*_DEFAULT, _RECOMPUTED, SweepConfig(rows=2)),
     Variant(*_DEFAULT, (("stencil-tile-sweeps", 2),)),
@@ -77,7 +82,7 @@ def label(variant: Variant) -> str:
     words = [f"{type(config).__name__[:-6].lower()} {f}={v}" for config, default in defaults
              for f, v, d in zip(config._fields, config, default) if v != d]
     words += [f"{name}={value}" for name, value in variant.settings]
-    words += [f"shifted {f}={v}" for f, v in zip(SweepConfig._fields, variant.shifted or ())]
+    words += [f"shifted {f}={v}" for f, v in zip(SweepConfig._fields, variant.shifted or ()) if v]
     return ", ".join(words) or "default"
 
 
