@@ -56,7 +56,9 @@ _RECOMPUTED = (("stencil-recompute", True),)
 #: block row reads cost 6 sectors of 32 bytes per 4); CG's pair as a flat kernel (``p`` computed again at each of the stencil's 5 points from
 #: ``r`` and the old ``p``: no shared memory) under four choices of its own; Gray-Scott's tile kernels of 2
 #: sweeps instead of 4 (less halo work, twice the launches and traffic), and tiles of 16 or 24 rows (shared
-#: memory for more thread blocks a multiprocessor) or 128 columns.
+#: memory for more thread blocks a multiprocessor) or 128 columns; tiles of 128 or 256 columns for CG's pair
+#: alone (Gray-Scott's four sweeps would not fit: default tiles), whose halo columns cost 2 sectors of 32 bytes
+#: per row against 8 for 64 columns of a field.
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
     Variant(_DEFAULT[0], SweepConfig(rows=1, min_blocks=6)),
@@ -72,6 +74,8 @@ VARIANTS: list[Variant] = [
     Variant(TileConfig(rows=16, columns=64), _DEFAULT[1]),
     Variant(TileConfig(rows=24, columns=64), _DEFAULT[1]),
     Variant(TileConfig(rows=16, columns=128), _DEFAULT[1]),
+    Variant(TileConfig(rows=32, columns=128), _DEFAULT[1]),
+    Variant(TileConfig(rows=16, columns=256), _DEFAULT[1]),
 ]
 SYSTEMS = {"cg": cg.CG, "gray_scott": gray_scott.GRAY_SCOTT}
 
