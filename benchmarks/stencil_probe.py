@@ -1,20 +1,25 @@
 """Probe (GPU): the stencil kernels' compile-time configurations, timed through the benchmarks' own accelerated
 calls (on the CPU it runs on NumPy blocks, where no generated kernel runs: a smoke test).
 
-    python benchmarks/stencil_probe.py [--variants] [--n 8192] [--repeat 10] [--rounds 2] [--only cg,gray_scott]
+    python benchmarks/stencil_probe.py [--variants] [--gaps] [--graph] [--n 8192] [--repeat 10] [--rounds 2]
+                                       [--only cg,gray_scott,heat]
 
-Times CG (``benchmarks/cg.py``: 30 iterations, a pair tile kernel and a one-sweep stencil kernel per iteration)
-and Gray-Scott (``benchmarks/gray_scott.py``: 20 steps, tile kernels) as those benchmarks do (``_harness.measure``:
-the median wall time of a call, the device synchronised, after a warm-up) under the default configuration
-(``kernels.stencil.TILE_CONFIG``, ``SWEEP_CONFIG``); with ``--variants`` under each configuration of
-``VARIANTS`` in turn, ``--rounds`` times round all of them (the medians over the rounds: a drift of the clocks
-falls on every variant alike). Prints per variant and system the median ms, its ratio to the default's, the
-checksum (``float.hex``: equal bits to the default's, or marked ``DIFFERS``) and the kernels the variant
-compiled (registers, local memory bytes: spills).
+Times CG (``benchmarks/cg.py``: 30 iterations, a pair tile kernel and a one-sweep stencil kernel per iteration),
+Gray-Scott (``benchmarks/gray_scott.py``: 20 steps, tile kernels) and heat (``benchmarks/heat.py`` on a 2n x 2n
+grid: 20 sweeps, tile kernels) as those benchmarks do (``_harness.measure``: the median wall time of a call, the
+device synchronised, after a warm-up) under the default configuration (``kernels.stencil.TILE_CONFIG``,
+``SWEEP_CONFIG``, ``SHIFTED_SWEEP_CONFIG``); with ``--variants`` under each configuration of ``VARIANTS`` in turn,
+``--rounds`` times round all of them (the medians over the rounds: a drift of the clocks falls on every variant
+alike). Prints per variant and system the median ms, its ratio to the default's, the checksum (CG's and
+Gray-Scott's ``float.hex``, a hash of heat's grid: equal bits to the default's, or marked ``DIFFERS``) and the
+kernels the variant compiled (registers, local memory bytes: spills). ``--gaps``: per system, where a call's time
+goes between the host's launches and the device's kernels; ``--graph``: a call replayed as a CUDA graph.
 """
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import itertools
 import pathlib
 import statistics
@@ -33,6 +38,8 @@ import _harness as H  # noqa: E402
 import _iterative  # noqa: E402
 import cg  # noqa: E402
 import gray_scott  # noqa: E402
+import heat  # noqa: E402
+import numpy as np  # noqa: E402
 
 from dask_gpunumeric import config as gnp_config  # noqa: E402
 from dask_gpunumeric.codegen.types import SweepConfig, TileConfig  # noqa: E402
@@ -77,7 +84,43 @@ VARIANTS: list[Variant] = [
     Variant(TileConfig(rows=32, columns=128), _DEFAULT[1]),
     Variant(TileConfig(rows=16, columns=256), _DEFAULT[1]),
 ]
-SYSTEMS = {"cg": cg.CG, "gray_scott": gray_scott.GRAY_SCOTT}
+
+
+class System(NamedTuple):
+    """A timed accelerated call, as its benchmark times it: call ``i`` is ``finish(call(*arguments(i)))``;
+    ``checksum`` of that: text equal for equal bits."""
+
+    call: Callable[..., Any]
+    arguments: Callable[[int], tuple]
+    finish: Callable[[Any], Any]
+    checksum: Callable[[Any], str]
+
+
+def _iteration(it: _iterative.Iteration, n: int) -> System:
+    """``benchmarks/_iterative``'s gnp call of ``it`` on an n x n grid: its checksum fetched."""
+    import dask
+
+    import dask_gpunumeric as gnp
+
+    arrays = list(dask.persist(*(gnp.asarray(h) for h in it.inputs(n, n))))
+    return System(_iterative.gnp_accelerated(it, it.steps), lambda i: (gnp.asarray(_iterative._salt(i)), *arrays),
+                  gnp.fetch, lambda value: float(value).hex())
+
+
+def _heat(n: int) -> System:
+    """``benchmarks/heat.py``'s gnp call on a 2n x 2n grid (its suite size: 16384^2): the grid left on the device."""
+    import dask
+
+    import dask_gpunumeric as gnp
+
+    (u,) = dask.persist(gnp.random.default_rng(0).random((2 * n, 2 * n), dtype=np.float32, chunks=(2 * n, 2 * n)))
+    return System(gnp.accelerate(heat.relax), lambda i: (u, heat.WEIGHT, heat.SWEEPS), lambda value: value,
+                  lambda value: hashlib.sha256(np.ascontiguousarray(gnp.fetch(value)).tobytes()).hexdigest()[:16])
+
+
+SYSTEMS: dict[str, Callable[[int], System]] = {"cg": functools.partial(_iteration, cg.CG),
+                                               "gray_scott": functools.partial(_iteration, gray_scott.GRAY_SCOTT),
+                                               "heat": _heat}
 
 
 def label(variant: Variant) -> str:
@@ -141,15 +184,14 @@ class _Timed:
         return result
 
 
-def _inputs(it: _iterative.Iteration, n: int) -> list:
-    import dask
+def _value(result: H.Result, system: System, i: int, args: tuple | None = None) -> Any:
+    """The value of a timed call (``H.measure`` keeps numbers only): else call ``i`` (or on ``args``) again."""
+    if result.value is not None:
+        return result.value
+    return system.finish(system.call(*(system.arguments(i) if args is None else args)))
 
-    import dask_gpunumeric as gnp
 
-    return list(dask.persist(*(gnp.asarray(h) for h in it.inputs(n, n))))
-
-
-def gaps(name: str, run: Callable[[int], float], compiled: Compiled, calls: int = 3) -> None:
+def gaps(name: str, system: System, compiled: Compiled, calls: int = 3) -> None:
     """Whether the device idles in a call: per call (its kernels compiled already), its wall time; on the host,
     when the first and the last stencil kernel were launched; on the device, the span from the first stencil
     kernel's start to the last's end against the sum of their durations (the rest: the other launches, e.g.
@@ -160,7 +202,8 @@ def gaps(name: str, run: Callable[[int], float], compiled: Compiled, calls: int 
         compiled.launches = []
         H.sync()
         began = time.perf_counter()
-        run(10_000 + i)  # (its fetch synchronises the device)
+        system.finish(system.call(*system.arguments(10_000 + i)))
+        H.sync()
         wall = time.perf_counter() - began
         launches, compiled.launches = compiled.launches, None
         if not launches:
@@ -178,36 +221,36 @@ def gaps(name: str, run: Callable[[int], float], compiled: Compiled, calls: int 
               f"{each}", flush=True)
 
 
-def graph_replay(name: str, it: _iterative.Iteration, n: int, repeat: int) -> None:
-    """One accelerated call captured into a CUDA graph (stream capture) and replayed ``repeat`` times: the
-    median ms of a replay (launch to synchronisation) against the median of the call itself, both in this
-    process, and the replay's checksum bits: what launching a loop's kernels from a graph would save."""
+def graph_replay(name: str, system: System, repeat: int) -> None:
+    """One call captured into a CUDA graph (stream capture; its 0-d arguments put on the device first: a copy from
+    the host cannot be captured) and replayed ``repeat`` times: the median ms of a replay (launch to
+    synchronisation) against the median of the call itself, both in this process, and both checksums: what
+    launching a call's kernels from a graph would save."""
     import cupy
 
     import dask_gpunumeric as gnp
 
-    accelerated, arrays = _iterative.gnp_accelerated(it, it.steps), _inputs(it, n)
-    salt = gnp.asarray(cupy.asarray(_iterative._salt(1)))
-    call = H.measure(f"{name} call", lambda: gnp.fetch(accelerated(salt, *arrays)), repeat=repeat, warmup=3,
-                     verbose=False)
+    args = tuple(gnp.asarray(cupy.asarray(gnp.fetch(a), dtype=a.dtype)) if isinstance(a, gnp.Array) and a.ndim == 0 else a
+                 for a in system.arguments(1))
+    call = H.measure(f"{name} call", lambda: system.finish(system.call(*args)), repeat=repeat, warmup=3, verbose=False)
     H.sync()
     stream = cupy.cuda.Stream(non_blocking=True)
     try:
         with stream:
             stream.begin_capture()
             try:
-                out = accelerated(salt, *arrays)
+                out = system.call(*args)
             finally:
                 graph = stream.end_capture()
         replay = H.measure(f"{name} graph", lambda: graph.launch(stream), repeat=repeat, warmup=3, verbose=False,
                            synchronize=stream.synchronize)
-        value = float(gnp.fetch(out)).hex()
+        replayed = system.checksum(system.finish(out))
     except Exception as exc:  # (a host synchronisation or copy inside the call cannot be captured)
         print(f"graph {name}: not captured: {H.describe_error(exc)}"[:300], flush=True)
         return
     ms = [1e3 * statistics.median(r.times_s) if r.times_s else float("nan") for r in (call, replay)]
     print(f"graph {name}: call {ms[0]:.3f} ms, graph replay {ms[1]:.3f} ms ({ms[1] / ms[0]:.3f}x), checksum "
-          f"{float(call.value).hex() if call.value is not None else '?'} / replay {value}", flush=True)
+          f"{system.checksum(_value(call, system, 1, args))} / replay {replayed}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,8 +266,7 @@ def main(argv: list[str] | None = None) -> int:
 
     compiled = Compiled(timed=args.gaps)
     variants = VARIANTS if args.variants else VARIANTS[:1]
-    systems = {name: _iterative.gnp_runner(SYSTEMS[name], SYSTEMS[name].steps, _inputs(SYSTEMS[name], args.n))
-               for name in args.only.split(",")}
+    systems = {name: SYSTEMS[name](args.n) for name in args.only.split(",")}
     print(f"stencil probe: {args.n} x {args.n} float32, {H.device_name()}, {len(variants)} variant(s), "
           f"{args.rounds} round(s) of {args.repeat} timed calls", flush=True)
     times: dict[tuple[int, str], list[float]] = {}
@@ -236,14 +278,15 @@ def main(argv: list[str] | None = None) -> int:
             _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = variant.tile, variant.sweep
             _stencil_kernels.SHIFTED_SWEEP_CONFIG = variant.shifted
             with gnp_config.set(**dict(variant.settings)):
-                for name, run in systems.items():
-                    result = H.measure(f"{name} {label(variant)}", lambda run=run: run(next(calls)),
+                for name, system in systems.items():
+                    result = H.measure(f"{name} {label(variant)}",
+                                       lambda s=system: s.finish(s.call(*s.arguments(next(calls)))),
                                        repeat=args.repeat, warmup=2, verbose=False)
                     if result.error:
                         sums[v, name] = f"ERROR {result.error}"[:60]
                         continue
                     times.setdefault((v, name), []).extend(result.times_s)
-                    sums[v, name] = float(result.value).hex()
+                    sums[v, name] = system.checksum(_value(result, system, next(calls)))
             if compiled.seen:
                 kernels.setdefault(v, []).append(compiled.take())
     _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = VARIANTS[0].tile, VARIANTS[0].sweep
@@ -259,10 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     if (args.gaps or args.graph) and H.cupy_gpu() is None:
         print("--gaps and --graph need a GPU")
         return 0
-    for name, run in systems.items() if args.gaps else ():
-        gaps(name, run, compiled)
-    for name in systems if args.graph else ():
-        graph_replay(name, SYSTEMS[name], args.n, args.repeat)
+    for name, system in systems.items() if args.gaps else ():
+        gaps(name, system, compiled)
+    for name, system in systems.items() if args.graph else ():
+        graph_replay(name, system, args.repeat)
     return 0
 
 
