@@ -8,7 +8,7 @@ Times CG (``benchmarks/cg.py``: 30 iterations, a pair tile kernel and a one-swee
 Gray-Scott (``benchmarks/gray_scott.py``: 20 steps, tile kernels) and heat (``benchmarks/heat.py`` on a 2n x 2n
 grid: 20 sweeps, tile kernels) as those benchmarks do (``_harness.measure``: the median wall time of a call, the
 device synchronised, after a warm-up) under the default configuration (``kernels.stencil.TILE_CONFIG``,
-``SWEEP_CONFIG``, ``SHIFTED_SWEEP_CONFIG``); with ``--variants`` under each configuration of ``VARIANTS`` in turn,
+``SWEEP_CONFIG``, ``SHIFTED_SWEEP_CONFIG``, ``PAIR_TILE_CONFIG``); with ``--variants`` under each configuration of ``VARIANTS`` in turn,
 ``--rounds`` times round all of them (the medians over the rounds: a drift of the clocks falls on every variant
 alike). Prints per variant and system the median ms, its ratio to the default's, the checksum (CG's and
 Gray-Scott's ``float.hex``, a hash of heat's grid: equal bits to the default's, or marked ``DIFFERS``) and the
@@ -46,43 +46,35 @@ from dask_gpunumeric.codegen.types import SweepConfig, TileConfig  # noqa: E402
 from dask_gpunumeric.kernels import stencil as _stencil_kernels  # noqa: E402
 
 class Variant(NamedTuple):
-    """A configuration ``--variants`` compares: the tile kernels' shape, the one-sweep kernels' choices (``shifted``:
-    those of one-sweep kernels reading more than one buffer at shifted positions, None: ``sweep``) and settings of
-    ``gnp.config`` the plan reads (name, value pairs; a plan is traced per settings)."""
+    """A configuration ``--variants`` compares: the tile kernels' shape (``pair``: of those of two sweeps, None:
+    ``tile``), the one-sweep kernels' choices (``shifted``: of those reading more than one buffer at shifted
+    positions, None: ``sweep``) and settings of ``gnp.config`` the plan reads (name, value pairs; a plan is traced
+    per settings)."""
 
     tile: TileConfig
     sweep: SweepConfig
     settings: tuple[tuple[str, Any], ...] = ()
-    shifted: SweepConfig | None = None
+    shifted: SweepConfig | None = _stencil_kernels.SHIFTED_SWEEP_CONFIG
+    pair: TileConfig | None = _stencil_kernels.PAIR_TILE_CONFIG
 
 
 _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
-_RECOMPUTED = (("stencil-recompute", True),)
-#: compared by ``--variants``, the default first. CG's update kernel (40 registers, 75% occupancy by default)
-#: with one row a thread, or thread blocks 64 or 128 columns wide (32 by default: the neighbours' columns each
-#: block row reads cost 6 sectors of 32 bytes per 4); CG's pair as a flat kernel (``p`` computed again at each of the stencil's 5 points from
-#: ``r`` and the old ``p``: no shared memory) under four choices of its own; Gray-Scott's tile kernels of 2
-#: sweeps instead of 4 (less halo work, twice the launches and traffic), and tiles of 16 or 24 rows (shared
-#: memory for more thread blocks a multiprocessor) or 128 columns; tiles of 128 or 256 columns for CG's pair
-#: alone (Gray-Scott's four sweeps would not fit: default tiles), whose halo columns cost 2 sectors of 32 bytes
-#: per row against 8 for 64 columns of a field.
+#: compared by ``--variants``, the default first. CG's pair kernel on the tiles of ``TILE_CONFIG`` (32 x 64), or
+#: 16 x 128, 16 x 256 (its halo columns cost 2 sectors of 32 bytes per row of a field against 8 for 64 columns);
+#: CG's update kernel (40 registers, 75% occupancy by default) in thread blocks 64 or 128 columns wide (32 by
+#: default: the neighbours' columns each block row reads cost 6 sectors per 4); CG's pair as a flat kernel (``p``
+#: computed again at each of the stencil's 5 points from ``r`` and the old ``p``: no shared memory); every tile
+#: kernel on 16 x 128 tiles.
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
-    Variant(_DEFAULT[0], SweepConfig(rows=1, min_blocks=6)),
+    Variant(*_DEFAULT, pair=None),
+    Variant(*_DEFAULT, pair=TileConfig(rows=16, columns=128)),
+    Variant(*_DEFAULT, pair=TileConfig(rows=16, columns=256)),
     Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=6, columns=64)),
     Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=6, columns=128)),
     Variant(_DEFAULT[0], SweepConfig(rows=4, min_blocks=6, columns=64)),
-    Variant(*_DEFAULT, _RECOMPUTED),
-    Variant(*_DEFAULT, _RECOMPUTED, SweepConfig(rows=1, min_blocks=8)),
-    Variant(*_DEFAULT, _RECOMPUTED, SweepConfig(rows=1, min_blocks=8, columns=64)),
-    Variant(*_DEFAULT, _RECOMPUTED, SweepConfig(rows=1, min_blocks=6)),
-    Variant(*_DEFAULT, _RECOMPUTED, SweepConfig(rows=2)),
-    Variant(*_DEFAULT, (("stencil-tile-sweeps", 2),)),
-    Variant(TileConfig(rows=16, columns=64), _DEFAULT[1]),
-    Variant(TileConfig(rows=24, columns=64), _DEFAULT[1]),
-    Variant(TileConfig(rows=16, columns=128), _DEFAULT[1]),
-    Variant(TileConfig(rows=32, columns=128), _DEFAULT[1]),
-    Variant(TileConfig(rows=16, columns=256), _DEFAULT[1]),
+    Variant(*_DEFAULT, (("stencil-recompute", True),), SweepConfig(rows=1, min_blocks=8)),
+    Variant(TileConfig(rows=16, columns=128), _DEFAULT[1], pair=None),
 ]
 
 
@@ -130,6 +122,8 @@ def label(variant: Variant) -> str:
              for f, v, d in zip(config._fields, config, default) if v != d]
     words += [f"{name}={value}" for name, value in variant.settings]
     words += [f"shifted {f}={v}" for f, v in zip(SweepConfig._fields, variant.shifted or ()) if v]
+    if variant.pair != VARIANTS[0].pair:
+        words.append(f"pair {variant.pair.rows}x{variant.pair.columns}" if variant.pair else "pair as tile")
     return ", ".join(words) or "default"
 
 
@@ -276,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.rounds):
         for v, variant in enumerate(variants):
             _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = variant.tile, variant.sweep
-            _stencil_kernels.SHIFTED_SWEEP_CONFIG = variant.shifted
+            _stencil_kernels.SHIFTED_SWEEP_CONFIG, _stencil_kernels.PAIR_TILE_CONFIG = variant.shifted, variant.pair
             with gnp_config.set(**dict(variant.settings)):
                 for name, system in systems.items():
                     result = H.measure(f"{name} {label(variant)}",
@@ -290,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             if compiled.seen:
                 kernels.setdefault(v, []).append(compiled.take())
     _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = VARIANTS[0].tile, VARIANTS[0].sweep
-    _stencil_kernels.SHIFTED_SWEEP_CONFIG = VARIANTS[0].shifted
+    _stencil_kernels.SHIFTED_SWEEP_CONFIG, _stencil_kernels.PAIR_TILE_CONFIG = VARIANTS[0].shifted, VARIANTS[0].pair
     print(f"{'variant':<40} {'system':<11} {'median ms':>9} {'x default':>9}  {'checksum':<24} kernels compiled")
     for v, variant in enumerate(variants):
         for name in systems:

@@ -24,18 +24,22 @@ from dask_gpunumeric.kernels import stencil as _stencil_kernels
 pytestmark = pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy",
                                 reason="needs g++; CPU runs only")
 
+PAIR = _stencil_kernels.PAIR_TILE_CONFIG  # (the default's: tests set others)
 CONFIGS = [(TileConfig(), SweepConfig()), (TileConfig(rows=32, columns=128), SweepConfig(rows=2, min_blocks=6)),
            (TileConfig(rows=16, columns=128, threads=128), SweepConfig(rows=1, min_blocks=8)),
            (TileConfig(rows=64, columns=64, threads=512), SweepConfig()),
            (TileConfig(), SweepConfig(rows=2, min_blocks=6, columns=128))]
 
 
-def run_both(monkeypatch: Any, tile: TileConfig, sweep: SweepConfig) -> tuple[list[bytes], list[tuple]]:
-    """CG (4 iterations, 70 x 133: partial tiles) and Gray-Scott (4 steps in one tile kernel, 41 x 70) under
-    a configuration, emulated: the bytes of their results, and the tile kernels launched."""
+def run_both(monkeypatch: Any, tile: TileConfig, sweep: SweepConfig,
+             pair: TileConfig | None = None) -> tuple[list[bytes], list[tuple]]:
+    """CG (4 iterations, 70 x 133: partial tiles; its pair kernel) and Gray-Scott (4 steps in one tile kernel,
+    41 x 70) under a configuration (``pair``: of tile kernels of two sweeps, None: ``tile``), emulated: the bytes of
+    their results, and the tile kernels launched."""
     launched = counted_tile_kernels(monkeypatch)
     monkeypatch.setattr(_stencil_kernels, "TILE_CONFIG", tile)
     monkeypatch.setattr(_stencil_kernels, "SWEEP_CONFIG", sweep)
+    monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", pair)
     b = gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist()
     results = [np.asarray(a) for a in gnp.fetch(gnp.accelerate(cg_loop)(b, 4))]
     un, vn = np.random.default_rng(12).random((2, 41, 70), dtype=np.float32)
@@ -92,3 +96,12 @@ def test_sweeps_reading_several_buffers_at_shifts_configured_apart(monkeypatch: 
     code = next(code for code, config in compiled if config == shifted)
     with pytest.raises(ProgramError, match="sweep configuration"):
         kernel_source(code, "int", None, SweepConfig(columns=96))
+
+
+def test_pair_tile_configuration(monkeypatch: Any) -> None:
+    """The default's own shape for tile kernels of two sweeps (CG's pair), the default's bits: pairs launched with
+    it, longer runs (Gray-Scott's) with ``TILE_CONFIG``."""
+    default, _ = run_both(monkeypatch, *CONFIGS[0])
+    ours, launched = run_both(monkeypatch, *CONFIGS[0], PAIR)
+    assert ours == default
+    assert {(len(variant[0]), variant[-1]) for variant in launched} == {(2, PAIR), (4, CONFIGS[0][0])}

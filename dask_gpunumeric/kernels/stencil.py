@@ -509,6 +509,9 @@ _TILED_BACKENDS = frozenset({"cupy"})  # where tile kernels run (the CPU kernel 
 # --variants puts others in their place; this sweep choice measured fastest for CG and Gray-Scott, docs/benchmarks.md)
 TILE_CONFIG = TileConfig()
 SWEEP_CONFIG = SweepConfig(rows=2, min_blocks=6)
+# where not None, the shape of tile kernels of two sweeps (pairs: one intermediate field, whose wider tiles cost no
+# occupancy and fewer halo columns' sectors; CG measured faster so, longer runs such as Gray-Scott's not: docs/benchmarks.md)
+PAIR_TILE_CONFIG: TileConfig | None = TileConfig(rows=32, columns=128)
 # where not None, the choices of one-sweep kernels reading more than one buffer at shifted positions (such as CG's
 # p update and p.Ap stencil as one flat kernel, with ``stencil-recompute``), which keep more values live
 SHIFTED_SWEEP_CONFIG: SweepConfig | None = None
@@ -588,7 +591,7 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
     # by the launch's identity (the lru_cache's key hashes every sweep's program on each launch), and the
     # compiling function's (tests put an emulator in its place)
     codes = tuple(sweep.code for sweep in sweeps)
-    config = _remembered((tile, TILE_CONFIG), (), lambda: _fitting(codes, links, TILE_CONFIG))
+    config = _remembered((tile, TILE_CONFIG, PAIR_TILE_CONFIG), (), lambda: _fitting(codes, links))
     kernel, resident = _remembered((tile, _tile_kernel, config), (), lambda: _tile_kernel(
         codes, links, index, variant, stored, config))
     tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], config.tile(len(boxes[-1])))]
@@ -613,26 +616,30 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
     return partials
 
 
-def _fitting(codes: tuple, links: tuple, config: TileConfig) -> TileConfig:
-    """``config`` where a tile kernel of these sweeps fits its shared memory on its tiles, else the default (the
-    plan chose its runs for the default's tiles: Gray-Scott's four sweeps on 32 x 128 would not fit)."""
+def _fitting(codes: tuple, links: tuple) -> TileConfig:
+    """The configuration of a tile kernel of these sweeps (``PAIR_TILE_CONFIG`` for two where set, else
+    ``TILE_CONFIG``) where it fits its shared memory on its tiles, else the default (the plan chose its runs for the
+    default's tiles: Gray-Scott's four sweeps on 32 x 128 would not fit)."""
+    config = PAIR_TILE_CONFIG if len(codes) == 2 and PAIR_TILE_CONFIG is not None else TILE_CONFIG
     fits = _stencil_source.tile_shared_bytes(codes, links, config) <= TILE_SHARED_BYTES
     return config if fits else TileConfig()
 
 
 def record_sources(plan: tuple) -> None:
     """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the kernels of a group there (both index types, without
-    edges and with every edge a read may have), so that nvcc compiles them even on machines without a GPU."""
+    edges and with every edge a read may have; under the configurations they launch with), so that nvcc compiles
+    them even on machines without a GPU."""
     if not os.environ.get("GNP_KERNEL_DUMP_DIR"):
         return
     for code, _, _, edges in plan.sweeps:
         for index in _INDEX_TYPES:
             for active in (None, tuple(modes for modes, _, _ in edges)):
-                _cuda.record_source(_stencil_source.kernel_source(code, index, active)[0])
+                _cuda.record_source(_stencil_source.kernel_source(code, index, active, _sweep_config(code))[0])
     for run in plan.tiles:
         for index in _INDEX_TYPES:
             for with_edges in (False, True):
-                _cuda.record_source(_stencil_source.tile_source(*_stencil_plan.tile_variant(plan, run, index, with_edges))[0])
+                variant = _stencil_plan.tile_variant(plan, run, index, with_edges)
+                _cuda.record_source(_stencil_source.tile_source(*variant, _fitting(*variant[:2]))[0])
 
 
 _INDEX_TYPES = {"int": np.int32, "long long": np.int64}
@@ -645,11 +652,16 @@ def _kernel(code: tuple, index: str, edges: tuple, config: SweepConfig = SweepCo
                                   int(np.prod(_stencil_source.THREADS[code.program.ndim])))
 
 
-def _configured_kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int, SweepConfig]:
-    """``_kernel`` under the sweep's configuration (``SWEEP_CONFIG``, or ``SHIFTED_SWEEP_CONFIG`` where it applies),
-    and that configuration."""
+def _sweep_config(code: tuple) -> SweepConfig:
+    """A sweep's configuration: ``SHIFTED_SWEEP_CONFIG`` where set and it reads several buffers at shifts, else
+    ``SWEEP_CONFIG``."""
     shifted = SHIFTED_SWEEP_CONFIG is not None and _stencil_source.shifted_buffers(code) > 1
-    config = SHIFTED_SWEEP_CONFIG if shifted else SWEEP_CONFIG
+    return SHIFTED_SWEEP_CONFIG if shifted else SWEEP_CONFIG
+
+
+def _configured_kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int, SweepConfig]:
+    """``_kernel`` under the sweep's configuration (``_sweep_config``), and that configuration."""
+    config = _sweep_config(code)
     return (*_kernel(code, index, edges, config), config)
 
 
