@@ -582,7 +582,7 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
     last sweep (by output number) over ``target``."""
     ((start, count), boxes, links, variant, _), (geometries, index) = tile
     sweeps = plan.sweeps[start : start + count]
-    stored = _stencil_plan.stored_sweeps(plan, (start, count))
+    stored = _remembered((plan,), ("stored", start, count), lambda: _stencil_plan.stored_sweeps(plan, (start, count)))
     to_index = _INDEX_TYPES[index]
     program, n_last = sweeps[-1].code.program, len(sweeps[-1].code.out_dtypes)
     into, k = {count - 1: dests[:n_last]}, n_last
