@@ -142,8 +142,12 @@ def _remembered(owners: tuple, key: tuple, make: Callable[[], Any]) -> Any:
     than the lookup saves; each entry holds them, so their ids stay theirs) and ``key``."""
     full = (*map(id, owners), *key)
     entry = _SCHEDULES.get(full)
-    if entry is not None and all(a is b for a, b in zip(entry[0], owners)):
-        return entry[1]
+    if entry is not None:
+        for held, owner in zip(entry[0], owners):  # (a loop: no generator on every launch)
+            if held is not owner:
+                break
+        else:
+            return entry[1]
     value = make()
     with _SCHEDULES_LOCK:
         while len(_SCHEDULES) >= _SCHEDULES_LIMIT:
@@ -603,17 +607,34 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
         partials[out], finals = _fused.final_buffers(program, out, math.prod([hi - lo for lo, hi in target]))
         reduction_args += finals
     reduction_args += _fused.fold_buffers(program, math.prod(grid))
-    linked = [()] + [sorted(slot for slot, _ in shared) for shared in links]
+    swept = [_sweep_args(sweep.code, inputs[j], geometry, scalars[start + j], into.get(j, []))
+             for j, (sweep, geometry) in enumerate(zip(sweeps, geometries))]
+    layouts = tuple(layout for _, _, layout in swept)
+    # each sweep's index values, fills and edge fills as kernel arguments: made once per launch and buffer layout
+    tails = _remembered((tile,), ("tails", layouts, target, bool(partials)),
+                        lambda: _tile_tails(plan, tile, layouts, target, bool(partials)))
     args = []
-    for j, (sweep, geometry) in enumerate(zip(sweeps, geometries)):
-        arrays, scalar_args, values = _sweep_args(sweep.code, inputs[j], geometry, scalars[start + j], into.get(j, []))
-        args += [*arrays, *(reduction_args if j == count - 1 else []), *scalar_args, *map(to_index, values),
-                 *geometry.fills]
-        args += [to_index(v) for bounds in target for v in bounds] if j == count - 1 and partials else []
-        args += [NP_OF_CTYPE[ctype(sweep.code.buffers[s])].type(sweep.edges[s][1]) for s in linked[j]
-                 if FILL in variant[j][s]]
+    for j, ((arrays, scalar_args, _), tail) in enumerate(zip(swept, tails)):
+        args += [*arrays, *(reduction_args if j == count - 1 else []), *scalar_args, *tail]
     kernel(grid, (config.threads, 1, 1), tuple(args))
     return partials
+
+
+def _tile_tails(plan: tuple, tile: tuple, layouts: tuple, target: Box, reduced: bool) -> list[list[Any]]:
+    """Per sweep of a tile kernel (``_run_tile``'s ``tile``), its kernel arguments after its arrays and scalars
+    for buffers of these layouts (``_sweep_args``): index values, fills, the target's bounds (the last sweep's,
+    where ``reduced``) and the fills of its linked reads."""
+    ((start, count), _, links, variant, _), (geometries, index) = tile
+    to_index = _INDEX_TYPES[index]
+    linked = [()] + [sorted(slot for slot, _ in shared) for shared in links]
+    tails = []
+    for j, (sweep, geometry, layout) in enumerate(zip(plan.sweeps[start : start + count], geometries, layouts)):
+        tail = [*map(to_index, _index_values(geometry, layout)), *geometry.fills]
+        tail += [to_index(v) for bounds in target for v in bounds] if j == count - 1 and reduced else []
+        tail += [NP_OF_CTYPE[ctype(sweep.code.buffers[s])].type(sweep.edges[s][1]) for s in linked[j]
+                 if FILL in variant[j][s]]
+        tails.append(tail)
+    return tails
 
 
 def _fitting(codes: tuple, links: tuple) -> TileConfig:
@@ -738,10 +759,10 @@ def _launch_geometry(code: tuple, inputs: list, edges: tuple, active: tuple, reg
 
 
 def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple,
-                dests: list) -> tuple[list, list, list[int]]:
-    """A sweep's launch arguments in ``_sweep_params``' order, but those of full reductions and its fills
-    (``geometry.fills``): its arrays, inputs then outputs; its scalars; its index values: box, geometry
-    (origins and strides), region, extents."""
+                dests: list) -> tuple[list, list, tuple]:
+    """A sweep's launch arguments in ``_sweep_params``' order, but those of full reductions, its index values and
+    its fills: its arrays, inputs then outputs; its scalars; and the layout of its placed arrays and outputs (per
+    array, its strides but the last, and its item size), which its index values take (``_index_values``)."""
     import cupy
 
     ndim = len(geometry.head) // 2
@@ -750,17 +771,23 @@ def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple,
         buffer = inputs[s]
         if buffer is None:  # read only inside a region this box misses
             array = cupy.empty((1,) * ndim, dtype=code.buffers[s])
-        else:
-            array = cupy.asarray(buffer[0])  # a 0-d value may be a host scalar
+        else:  # (a 0-d value may be a host scalar; CuPy's asarray of its own array costs a call into CuPy)
+            array = buffer[0] if isinstance(buffer[0], cupy.ndarray) else cupy.asarray(buffer[0])
             if has_place and array.strides[-1] != array.itemsize:  # the kernels read rows with stride 1
                 array = cupy.ascontiguousarray(array)
         arrays.append(array)
         if has_place:
             placed.append(array)
     outs = [out for out, _ in dests]
-    places = [v for array, origin in zip(placed + outs, geometry.origins)
-              for v in (*origin, *(stride // array.itemsize for stride in array.strides[:-1]))]
-    return arrays + outs, _scalar_args(code, scalars), [*geometry.head, *places, *geometry.tail]
+    return arrays + outs, _scalar_args(code, scalars), tuple((a.strides[:-1], a.itemsize) for a in placed + outs)
+
+
+def _index_values(geometry: _Geometry, layout: tuple) -> list[int]:
+    """A sweep's index values for arrays of this layout (``_sweep_args``): box, geometry (origins and strides in
+    elements), region, extents."""
+    places = [v for (strides, itemsize), origin in zip(layout, geometry.origins)
+              for v in (*origin, *(stride // itemsize for stride in strides))]
+    return [*geometry.head, *places, *geometry.tail]
 
 
 def _scalar_args(code: tuple, scalars: tuple) -> list[Any]:
@@ -781,7 +808,7 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
     over ``target``."""
     active, geometry, index = launch
     program, out_dtypes = code.program, code.out_dtypes
-    arrays, scalar_args, values = _sweep_args(code, inputs, geometry, scalars, dests)
+    arrays, scalar_args, layout = _sweep_args(code, inputs, geometry, scalars, dests)
     to_index = _INDEX_TYPES[index]
     kernel, resident, config = _remembered((launch, _kernel, SWEEP_CONFIG, SHIFTED_SWEEP_CONFIG), (),
                                            lambda: _configured_kernel(code, index, active))
@@ -793,7 +820,9 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
         partials[k], finals = _fused.final_buffers(program, k, math.prod([hi - lo for lo, hi in target]))
         buffers += finals
     buffers += _fused.fold_buffers(program, math.prod(grid))
-    args = arrays + buffers + scalar_args + [to_index(v) for v in values] + list(geometry.fills)
-    args += [to_index(v) for bounds in target for v in bounds] if reductions else []
-    kernel(grid, threads, tuple(args))
+    # its index values, fills and the target's bounds as kernel arguments: made once per launch and buffer layout
+    tail = _remembered((launch,), ("tail", layout, target), lambda: [
+        *map(to_index, _index_values(geometry, layout)), *geometry.fills,
+        *([to_index(v) for bounds in target for v in bounds] if reductions else [])])
+    kernel(grid, threads, (*arrays, *buffers, *scalar_args, *tail))
     return partials
