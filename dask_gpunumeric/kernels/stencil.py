@@ -587,7 +587,6 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
     ((start, count), boxes, links, variant, _), (geometries, index) = tile
     sweeps = plan.sweeps[start : start + count]
     stored = _remembered((plan,), ("stored", start, count), lambda: _stencil_plan.stored_sweeps(plan, (start, count)))
-    to_index = _INDEX_TYPES[index]
     program, n_last = sweeps[-1].code.program, len(sweeps[-1].code.out_dtypes)
     into, k = {count - 1: dests[:n_last]}, n_last
     for j in stored:
