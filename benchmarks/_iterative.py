@@ -58,12 +58,19 @@ def _run(it: Iteration, xp: Any, loop: Callable[..., Any], salt: Any, arrays: tu
     return it.checksum(loop(steps, lambda i, s: it.step(s, xp), it.initial(arrays, xp)), xp)
 
 
+def gnp_accelerated(it: Iteration, steps: int) -> Callable[..., Any]:
+    """gnp's accelerated call ``f(salt, *arrays)``: the checksum, a lazy 0-d Array."""
+    import dask_gpunumeric as gnp
+
+    loop = functools.partial(gnp.fori_loop, unroll=it.unroll)
+    return gnp.accelerate(lambda salt, *a: _run(it, gnp, loop, salt, a, steps))
+
+
 def gnp_runner(it: Iteration, steps: int, arrays: list) -> Callable[[int], float]:
     """``run(i)``: the checksum of call ``i`` under gnp (a Python float)."""
     import dask_gpunumeric as gnp
 
-    loop = functools.partial(gnp.fori_loop, unroll=it.unroll)
-    accelerated = gnp.accelerate(lambda salt, *a: _run(it, gnp, loop, salt, a, steps))
+    accelerated = gnp_accelerated(it, steps)
     return lambda i: gnp.fetch(accelerated(gnp.asarray(_salt(i)), *arrays))
 
 

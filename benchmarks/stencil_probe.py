@@ -1,26 +1,32 @@
 """Probe (GPU): the stencil kernels' compile-time configurations, timed through the benchmarks' own accelerated
 calls (on the CPU it runs on NumPy blocks, where no generated kernel runs: a smoke test).
 
-    python benchmarks/stencil_probe.py [--variants] [--n 8192] [--repeat 10] [--rounds 2] [--only cg,gray_scott]
+    python benchmarks/stencil_probe.py [--variants] [--gaps] [--graph] [--n 8192] [--repeat 10] [--rounds 2]
+                                       [--only cg,gray_scott,heat]
 
-Times CG (``benchmarks/cg.py``: 30 iterations, a pair tile kernel and a one-sweep stencil kernel per iteration)
-and Gray-Scott (``benchmarks/gray_scott.py``: 20 steps, tile kernels) as those benchmarks do (``_harness.measure``:
-the median wall time of a call, the device synchronised, after a warm-up) under the default configuration
-(``kernels.stencil.TILE_CONFIG``, ``SWEEP_CONFIG``); with ``--variants`` under each configuration of
-``VARIANTS`` in turn, ``--rounds`` times round all of them (the medians over the rounds: a drift of the clocks
-falls on every variant alike). Prints per variant and system the median ms, its ratio to the default's, the
-checksum (``float.hex``: equal bits to the default's, or marked ``DIFFERS``) and the kernels the variant
-compiled (registers, local memory bytes: spills).
+Times CG (``benchmarks/cg.py``: 30 iterations, a pair tile kernel and a one-sweep stencil kernel per iteration),
+Gray-Scott (``benchmarks/gray_scott.py``: 20 steps, tile kernels) and heat (``benchmarks/heat.py`` on a 2n x 2n
+grid: 20 sweeps, tile kernels) as those benchmarks do (``_harness.measure``: the median wall time of a call, the
+device synchronised, after a warm-up) under the default configuration (``kernels.stencil.TILE_CONFIG``,
+``SWEEP_CONFIG``, ``SHIFTED_SWEEP_CONFIG``, ``PAIR_TILE_CONFIG``); with ``--variants`` under each configuration of ``VARIANTS`` in turn,
+``--rounds`` times round all of them (the medians over the rounds: a drift of the clocks falls on every variant
+alike). Prints per variant and system the median ms, its ratio to the default's, the checksum (CG's and
+Gray-Scott's ``float.hex``, a hash of heat's grid: equal bits to the default's, or marked ``DIFFERS``) and the
+kernels the variant compiled (registers, local memory bytes: spills). ``--gaps``: per system, where a call's time
+goes between the host's launches and the device's kernels; ``--graph``: a call replayed as a CUDA graph.
 """
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import itertools
 import pathlib
 import statistics
 import sys
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = pathlib.Path(__file__).resolve().parent
 if str(ROOT.parent) not in sys.path:
@@ -32,45 +38,105 @@ import _harness as H  # noqa: E402
 import _iterative  # noqa: E402
 import cg  # noqa: E402
 import gray_scott  # noqa: E402
+import heat  # noqa: E402
+import numpy as np  # noqa: E402
 
+from dask_gpunumeric import config as gnp_config  # noqa: E402
 from dask_gpunumeric.codegen.types import SweepConfig, TileConfig  # noqa: E402
 from dask_gpunumeric.kernels import stencil as _stencil_kernels  # noqa: E402
 
-#: (tile kernels' shape, one-sweep kernels' choices) compared by ``--variants``, the default first. CG's update
-#: kernel (64 registers, 50% occupancy by default): bounded to 6 or 8 thread blocks per multiprocessor (40, 32
-#: registers), fewer rows per thread; then the pair kernel's tile (rows x columns, its halo's share of the reads:
-#: 34 x 66 / 2048 = 1.10 by default) and outputs per thread (rows * columns / threads): within 2% of the default
-#: for CG but 64 x 128 (docs/benchmarks.md, s15-cg), kept for Gray-Scott's tile kernels.
-VARIANTS: list[tuple[TileConfig, SweepConfig]] = [
-    (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG),
-    (TileConfig(), SweepConfig()),
-    (TileConfig(), SweepConfig(min_blocks=6)),
-    (TileConfig(), SweepConfig(rows=2)),
-    (TileConfig(), SweepConfig(rows=1, min_blocks=8)),
-    (TileConfig(), SweepConfig(rows=1)),
-    (TileConfig(rows=16, columns=128), SweepConfig()),
-    (TileConfig(rows=32, columns=128), SweepConfig()),
-    (TileConfig(threads=512), SweepConfig()),
+class Variant(NamedTuple):
+    """A configuration ``--variants`` compares: the tile kernels' shape (``pair``: of those of two sweeps, None:
+    ``tile``), the one-sweep kernels' choices (``shifted``: of those reading more than one buffer at shifted
+    positions, None: ``sweep``) and settings of ``gnp.config`` the plan reads (name, value pairs; a plan is traced
+    per settings)."""
+
+    tile: TileConfig
+    sweep: SweepConfig
+    settings: tuple[tuple[str, Any], ...] = ()
+    shifted: SweepConfig | None = _stencil_kernels.SHIFTED_SWEEP_CONFIG
+    pair: TileConfig | None = _stencil_kernels.PAIR_TILE_CONFIG
+
+
+_DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
+#: compared by ``--variants``, the default first. CG's pair kernel on the tiles of ``TILE_CONFIG`` (32 x 64), or
+#: 16 x 128, 16 x 256 (its halo columns cost 2 sectors of 32 bytes per row of a field against 8 for 64 columns);
+#: CG's update kernel (40 registers, 75% occupancy by default) in thread blocks 64 or 128 columns wide (32 by
+#: default: the neighbours' columns each block row reads cost 6 sectors per 4); CG's pair as a flat kernel (``p``
+#: computed again at each of the stencil's 5 points from ``r`` and the old ``p``: no shared memory); every tile
+#: kernel on 16 x 128 tiles.
+VARIANTS: list[Variant] = [
+    Variant(*_DEFAULT),
+    Variant(*_DEFAULT, pair=None),
+    Variant(*_DEFAULT, pair=TileConfig(rows=16, columns=128)),
+    Variant(*_DEFAULT, pair=TileConfig(rows=16, columns=256)),
+    Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=6, columns=64)),
+    Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=6, columns=128)),
+    Variant(_DEFAULT[0], SweepConfig(rows=4, min_blocks=6, columns=64)),
+    Variant(*_DEFAULT, (("stencil-recompute", True),), SweepConfig(rows=1, min_blocks=8)),
+    Variant(TileConfig(rows=16, columns=128), _DEFAULT[1], pair=None),
 ]
-SYSTEMS = {"cg": cg.CG, "gray_scott": gray_scott.GRAY_SCOTT}
 
 
-def label(tile: TileConfig, sweep: SweepConfig) -> str:
+class System(NamedTuple):
+    """A timed accelerated call, as its benchmark times it: call ``i`` is ``finish(call(*arguments(i)))``;
+    ``checksum`` of that: text equal for equal bits."""
+
+    call: Callable[..., Any]
+    arguments: Callable[[int], tuple]
+    finish: Callable[[Any], Any]
+    checksum: Callable[[Any], str]
+
+
+def _iteration(it: _iterative.Iteration, n: int) -> System:
+    """``benchmarks/_iterative``'s gnp call of ``it`` on an n x n grid: its checksum fetched."""
+    import dask
+
+    import dask_gpunumeric as gnp
+
+    arrays = list(dask.persist(*(gnp.asarray(h) for h in it.inputs(n, n))))
+    return System(_iterative.gnp_accelerated(it, it.steps), lambda i: (gnp.asarray(_iterative._salt(i)), *arrays),
+                  gnp.fetch, lambda value: float(value).hex())
+
+
+def _heat(n: int) -> System:
+    """``benchmarks/heat.py``'s gnp call on a 2n x 2n grid (its suite size: 16384^2): the grid left on the device."""
+    import dask
+
+    import dask_gpunumeric as gnp
+
+    (u,) = dask.persist(gnp.random.default_rng(0).random((2 * n, 2 * n), dtype=np.float32, chunks=(2 * n, 2 * n)))
+    return System(gnp.accelerate(heat.relax), lambda i: (u, heat.WEIGHT, heat.SWEEPS), lambda value: value,
+                  lambda value: hashlib.sha256(np.ascontiguousarray(gnp.fetch(value)).tobytes()).hexdigest()[:16])
+
+
+SYSTEMS: dict[str, Callable[[int], System]] = {"cg": functools.partial(_iteration, cg.CG),
+                                               "gray_scott": functools.partial(_iteration, gray_scott.GRAY_SCOTT),
+                                               "heat": _heat}
+
+
+def label(variant: Variant) -> str:
     """The fields of a variant that are not the default's."""
-    defaults = ((tile, _stencil_kernels.TILE_CONFIG), (sweep, _stencil_kernels.SWEEP_CONFIG))
+    defaults = ((variant.tile, VARIANTS[0].tile), (variant.sweep, VARIANTS[0].sweep))
     words = [f"{type(config).__name__[:-6].lower()} {f}={v}" for config, default in defaults
              for f, v, d in zip(config._fields, config, default) if v != d]
+    words += [f"{name}={value}" for name, value in variant.settings]
+    words += [f"shifted {f}={v}" for f, v in zip(SweepConfig._fields, variant.shifted or ()) if v]
+    if variant.pair != VARIANTS[0].pair:
+        words.append(f"pair {variant.pair.rows}x{variant.pair.columns}" if variant.pair else "pair as tile")
     return ", ".join(words) or "default"
 
 
 class Compiled:
     """The stencil kernels compiled while it listens (``kernels.cuda.compile_function`` wrapped): name,
-    registers, local memory bytes."""
+    registers, local memory bytes; with ``timed``, each launched between two CUDA events while ``launches`` is
+    a list (``--gaps``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, timed: bool = False) -> None:
         from dask_gpunumeric.kernels import cuda as _cuda
 
         self.seen: list[str] = []
+        self.launches: list[tuple[str, Any, Any, float]] | None = None
         compile_function = _cuda.compile_function
 
         def listened(source: str, name: str, threads: int) -> tuple[Any, int]:
@@ -78,6 +144,7 @@ class Compiled:
             if name.startswith(("gnp_pair_", "gnp_tiles_", "gnp_stencil_")):
                 regs, local = getattr(function, "num_regs", "?"), getattr(function, "local_size_bytes", "?")
                 self.seen.append(f"{name[:13]} {threads}t {regs}r {local}B")
+                function = _Timed(function, name, self) if timed else function
             return function, resident
 
         _cuda.compile_function = listened
@@ -87,27 +154,113 @@ class Compiled:
         return "; ".join(seen)
 
 
-def _runner(it: _iterative.Iteration, n: int) -> Callable[[int], float]:
-    import dask
+class _Timed:
+    """A compiled stencil kernel whose launches, while its listener's ``launches`` is a list, are each put
+    between two CUDA events recorded on the current stream."""
+
+    def __init__(self, function: Any, name: str, listener: Compiled) -> None:
+        self.function, self.name, self.listener = function, name, listener
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.function, attribute)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import cupy
+
+        if self.listener.launches is None:
+            return self.function(*args, **kwargs)
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        launched = time.perf_counter()
+        start.record()
+        result = self.function(*args, **kwargs)
+        end.record()
+        self.listener.launches.append((self.name, start, end, launched))
+        return result
+
+
+def _value(result: H.Result, system: System, i: int, args: tuple | None = None) -> Any:
+    """The value of a timed call (``H.measure`` keeps numbers only): else call ``i`` (or on ``args``) again."""
+    if result.value is not None:
+        return result.value
+    return system.finish(system.call(*(system.arguments(i) if args is None else args)))
+
+
+def gaps(name: str, system: System, compiled: Compiled, calls: int = 3) -> None:
+    """Whether the device idles in a call: per call (its kernels compiled already), its wall time; on the host,
+    when the first and the last stencil kernel were launched; on the device, the span from the first stencil
+    kernel's start to the last's end against the sum of their durations (the rest: the other launches, e.g.
+    CG's one-thread divisions, and the gaps between kernels); the median duration of each kernel."""
+    import cupy
+
+    for i in range(calls):
+        compiled.launches = []
+        H.sync()
+        began = time.perf_counter()
+        system.finish(system.call(*system.arguments(10_000 + i)))
+        H.sync()
+        wall = time.perf_counter() - began
+        launches, compiled.launches = compiled.launches, None
+        if not launches:
+            print(f"gaps {name}: no stencil kernel timed")
+            return
+        durations: dict[str, list[float]] = {}
+        for kernel, start, end, _ in launches:
+            durations.setdefault(kernel, []).append(cupy.cuda.get_elapsed_time(start, end))
+        span = cupy.cuda.get_elapsed_time(launches[0][1], launches[-1][2])
+        busy = sum(sum(d) for d in durations.values())
+        each = ", ".join(f"{k[:20]} x{len(d)} {1e3 * statistics.median(d):.1f} us" for k, d in durations.items())
+        print(f"gaps {name}: call {1e3 * wall:.3f} ms, stencil kernels launched from {1e3 * (launches[0][3] - began):.3f} "
+              f"to {1e3 * (launches[-1][3] - began):.3f} ms; {len(launches)} of them span {span:.3f} ms on the device, "
+              f"busy {busy:.3f} ms, rest {span - busy:.3f} ms ({1e3 * (span - busy) / len(launches):.2f} us a launch); "
+              f"{each}", flush=True)
+
+
+def graph_replay(name: str, system: System, repeat: int) -> None:
+    """One call captured into a CUDA graph (stream capture; its 0-d arguments put on the device first: a copy from
+    the host cannot be captured) and replayed ``repeat`` times: the median ms of a replay (launch to
+    synchronisation) against the median of the call itself, both in this process, and both checksums: what
+    launching a call's kernels from a graph would save."""
+    import cupy
 
     import dask_gpunumeric as gnp
 
-    arrays = list(dask.persist(*(gnp.asarray(h) for h in it.inputs(n, n))))
-    return _iterative.gnp_runner(it, it.steps, arrays)
+    args = tuple(gnp.asarray(cupy.asarray(gnp.fetch(a), dtype=a.dtype)) if isinstance(a, gnp.Array) and a.ndim == 0 else a
+                 for a in system.arguments(1))
+    call = H.measure(f"{name} call", lambda: system.finish(system.call(*args)), repeat=repeat, warmup=3, verbose=False)
+    H.sync()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    try:
+        with stream:
+            stream.begin_capture()
+            try:
+                out = system.call(*args)
+            finally:
+                graph = stream.end_capture()
+        replay = H.measure(f"{name} graph", lambda: graph.launch(stream), repeat=repeat, warmup=3, verbose=False,
+                           synchronize=stream.synchronize)
+        replayed = system.checksum(system.finish(out))
+    except Exception as exc:  # (a host synchronisation or copy inside the call cannot be captured)
+        print(f"graph {name}: not captured: {H.describe_error(exc)}"[:300], flush=True)
+        return
+    ms = [1e3 * statistics.median(r.times_s) if r.times_s else float("nan") for r in (call, replay)]
+    print(f"graph {name}: call {ms[0]:.3f} ms, graph replay {ms[1]:.3f} ms ({ms[1] / ms[0]:.3f}x), checksum "
+          f"{system.checksum(_value(call, system, 1, args))} / replay {replayed}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", action="store_true")
+    parser.add_argument("--gaps", action="store_true", help="time each stencil launch of a call between events")
+    parser.add_argument("--graph", action="store_true", help="replay a call captured as a CUDA graph")
     parser.add_argument("--n", type=int, default=8192 if H.cupy_gpu() is not None else 128)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", default=",".join(SYSTEMS))
     args = parser.parse_args(argv)
 
-    compiled = Compiled()
+    compiled = Compiled(timed=args.gaps)
     variants = VARIANTS if args.variants else VARIANTS[:1]
-    systems = {name: _runner(SYSTEMS[name], args.n) for name in args.only.split(",")}
+    systems = {name: SYSTEMS[name](args.n) for name in args.only.split(",")}
     print(f"stencil probe: {args.n} x {args.n} float32, {H.device_name()}, {len(variants)} variant(s), "
           f"{args.rounds} round(s) of {args.repeat} timed calls", flush=True)
     times: dict[tuple[int, str], list[float]] = {}
@@ -115,27 +268,38 @@ def main(argv: list[str] | None = None) -> int:
     kernels: dict[int, list[str]] = {}
     calls = itertools.count()
     for _ in range(args.rounds):
-        for v, (tile, sweep) in enumerate(variants):
-            _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = tile, sweep
-            for name, run in systems.items():
-                result = H.measure(f"{name} {label(tile, sweep)}", lambda run=run: run(next(calls)),
-                                   repeat=args.repeat, warmup=2, verbose=False)
-                if result.error:
-                    sums[v, name] = f"ERROR {result.error}"[:60]
-                    continue
-                times.setdefault((v, name), []).extend(result.times_s)
-                sums[v, name] = float(result.value).hex()
+        for v, variant in enumerate(variants):
+            _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = variant.tile, variant.sweep
+            _stencil_kernels.SHIFTED_SWEEP_CONFIG, _stencil_kernels.PAIR_TILE_CONFIG = variant.shifted, variant.pair
+            with gnp_config.set(**dict(variant.settings)):
+                for name, system in systems.items():
+                    result = H.measure(f"{name} {label(variant)}",
+                                       lambda s=system: s.finish(s.call(*s.arguments(next(calls)))),
+                                       repeat=args.repeat, warmup=2, verbose=False)
+                    if result.error:
+                        sums[v, name] = f"ERROR {result.error}"[:60]
+                        continue
+                    times.setdefault((v, name), []).extend(result.times_s)
+                    sums[v, name] = system.checksum(_value(result, system, next(calls)))
             if compiled.seen:
                 kernels.setdefault(v, []).append(compiled.take())
-    _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = VARIANTS[0]
+    _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = VARIANTS[0].tile, VARIANTS[0].sweep
+    _stencil_kernels.SHIFTED_SWEEP_CONFIG, _stencil_kernels.PAIR_TILE_CONFIG = VARIANTS[0].shifted, VARIANTS[0].pair
     print(f"{'variant':<40} {'system':<11} {'median ms':>9} {'x default':>9}  {'checksum':<24} kernels compiled")
-    for v, (tile, sweep) in enumerate(variants):
+    for v, variant in enumerate(variants):
         for name in systems:
             ms = 1e3 * statistics.median(times[v, name]) if (v, name) in times else float("nan")
             base = 1e3 * statistics.median(times[0, name]) if (0, name) in times else float("nan")
             same = "" if sums.get((v, name)) == sums.get((0, name)) else " DIFFERS"
-            print(f"{label(tile, sweep):<40} {name:<11} {ms:9.3f} {ms / base:9.3f}  {sums.get((v, name), '') + same:<24} "
-                  f"{'; '.join(kernels.get(v, [])) if name == next(iter(systems)) else ''}")
+            print(f"{label(variant):<40} {name:<11} {ms:9.3f} {ms / base:9.3f}  {sums.get((v, name), '') + same:<24} "
+                  f"{'; '.join(kernels.get(v, [])) if name == next(iter(systems)) else ''}", flush=True)
+    if (args.gaps or args.graph) and H.cupy_gpu() is None:
+        print("--gaps and --graph need a GPU")
+        return 0
+    for name, system in systems.items() if args.gaps else ():
+        gaps(name, system, compiled)
+    for name, system in systems.items() if args.graph else ():
+        graph_replay(name, system, args.repeat)
     return 0
 
 

@@ -778,12 +778,13 @@ def test_tiles_planned_where_eligible() -> None:
 
 def test_pair_sources_recorded(tmp_path: Any, monkeypatch: Any) -> None:
     """With ``GNP_KERNEL_DUMP_DIR`` set, planning a group writes its pair kernels (both index types, with and
-    without edges) for CI's nvcc run."""
+    without edges; on the tiles pairs launch with) for CI's nvcc run."""
     monkeypatch.setenv("GNP_KERNEL_DUMP_DIR", str(tmp_path))
     u = sweeps(heat_periodic, gnp, gnp.from_array(np.zeros((7, 9), dtype=np.float32)), 2)
     (group,) = plan(u)["stencils"]
     written = {f.read_text() for f in tmp_path.glob("*.cu")}
-    assert {_stencil_source.tile_source(*_stencil_plan.tile_variant(group["plan"], (0, 2), index, with_edges))[0]
+    assert {_stencil_source.tile_source(*_stencil_plan.tile_variant(group["plan"], (0, 2), index, with_edges),
+                                        _stencil_kernels.PAIR_TILE_CONFIG)[0]
             for index in ("int", "long long") for with_edges in (False, True)} <= written
 
 

@@ -1,6 +1,6 @@
 """The stencil kernels' compile-time configurations (``TileConfig``: a tile kernel's tile and threads;
-``SweepConfig``: a one-sweep kernel's rows per thread and launch bounds), set where ``benchmarks/stencil_probe.py
---variants`` sets them: each gives the default's results bit for bit (emulated CG and Gray-Scott), in kernels
+``SweepConfig``: a one-sweep kernel's rows per thread, launch bounds and thread block width, and its own for kernels
+reading several buffers at shifts), set where ``benchmarks/stencil_probe.py --variants`` sets them: each gives the default's results bit for bit (emulated CG and Gray-Scott), in kernels
 of names of their own (tile kernels whose shared memory the configuration's tiles would overflow, such as
 Gray-Scott's four sweeps on 32 x 128, keep the default's), and a configuration a tile kernel cannot have is
 refused."""
@@ -17,24 +17,29 @@ from test_stencil import counted_tile_kernels, gray_scott
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric.codegen.check import ProgramError
-from dask_gpunumeric.codegen.stencil import tile_source
+from dask_gpunumeric.codegen.stencil import kernel_source, tile_source
 from dask_gpunumeric.codegen.types import SweepConfig, TileConfig
 from dask_gpunumeric.kernels import stencil as _stencil_kernels
 
 pytestmark = pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy",
                                 reason="needs g++; CPU runs only")
 
+PAIR = _stencil_kernels.PAIR_TILE_CONFIG  # (the default's: tests set others)
 CONFIGS = [(TileConfig(), SweepConfig()), (TileConfig(rows=32, columns=128), SweepConfig(rows=2, min_blocks=6)),
            (TileConfig(rows=16, columns=128, threads=128), SweepConfig(rows=1, min_blocks=8)),
-           (TileConfig(rows=64, columns=64, threads=512), SweepConfig())]
+           (TileConfig(rows=64, columns=64, threads=512), SweepConfig()),
+           (TileConfig(), SweepConfig(rows=2, min_blocks=6, columns=128))]
 
 
-def run_both(monkeypatch: Any, tile: TileConfig, sweep: SweepConfig) -> tuple[list[bytes], list[tuple]]:
-    """CG (4 iterations, 70 x 133: partial tiles) and Gray-Scott (4 steps in one tile kernel, 41 x 70) under
-    a configuration, emulated: the bytes of their results, and the tile kernels launched."""
+def run_both(monkeypatch: Any, tile: TileConfig, sweep: SweepConfig,
+             pair: TileConfig | None = None) -> tuple[list[bytes], list[tuple]]:
+    """CG (4 iterations, 70 x 133: partial tiles; its pair kernel) and Gray-Scott (4 steps in one tile kernel,
+    41 x 70) under a configuration (``pair``: of tile kernels of two sweeps, None: ``tile``), emulated: the bytes of
+    their results, and the tile kernels launched."""
     launched = counted_tile_kernels(monkeypatch)
     monkeypatch.setattr(_stencil_kernels, "TILE_CONFIG", tile)
     monkeypatch.setattr(_stencil_kernels, "SWEEP_CONFIG", sweep)
+    monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", pair)
     b = gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist()
     results = [np.asarray(a) for a in gnp.fetch(gnp.accelerate(cg_loop)(b, 4))]
     un, vn = np.random.default_rng(12).random((2, 41, 70), dtype=np.float32)
@@ -66,3 +71,37 @@ def test_tile_configurations_checked() -> None:
                 TileConfig(columns=64, threads=96)):
         with pytest.raises(ProgramError, match="tile configuration"):
             tile_source(codes, links, index, edges, stored, bad)
+
+
+def test_sweeps_reading_several_buffers_at_shifts_configured_apart(monkeypatch: Any) -> None:
+    """CG with ``stencil-recompute`` (its ``p`` update and ``p.Ap`` stencil one flat kernel, reading ``r`` and ``p``
+    at shifts) under ``SHIFTED_SWEEP_CONFIG``: the default's bits, that kernel under the shifted configuration and
+    the others under ``SWEEP_CONFIG``; a thread block width that does not divide the block is refused."""
+    default, _ = run_both(monkeypatch, *CONFIGS[0])
+    shifted = SweepConfig(rows=1, min_blocks=8, columns=64)
+    monkeypatch.setattr(_stencil_kernels, "SHIFTED_SWEEP_CONFIG", shifted)
+    compiled, emulated = [], _stencil_kernels._kernel
+
+    def kernel(code: tuple, index: str, edges: tuple, config: SweepConfig = SweepConfig()) -> Any:
+        compiled.append((code, config))
+        return emulated(code, index, edges, config)
+
+    monkeypatch.setattr(_stencil_kernels, "_kernel", kernel)
+    b = gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist()
+    with gnp.config.set(**{"stencil-recompute": True}):
+        results = [np.asarray(a).tobytes() for a in gnp.fetch(gnp.accelerate(cg_loop)(b, 4))]
+    assert results == default[:len(results)]
+    configs = {config for _, config in compiled}
+    assert shifted in configs and _stencil_kernels.SWEEP_CONFIG in configs
+    code = next(code for code, config in compiled if config == shifted)
+    with pytest.raises(ProgramError, match="sweep configuration"):
+        kernel_source(code, "int", None, SweepConfig(columns=96))
+
+
+def test_pair_tile_configuration(monkeypatch: Any) -> None:
+    """The default's own shape for tile kernels of two sweeps (CG's pair), the default's bits: pairs launched with
+    it, longer runs (Gray-Scott's) with ``TILE_CONFIG``."""
+    default, _ = run_both(monkeypatch, *CONFIGS[0])
+    ours, launched = run_both(monkeypatch, *CONFIGS[0], PAIR)
+    assert ours == default
+    assert {(len(variant[0]), variant[-1]) for variant in launched} == {(2, PAIR), (4, CONFIGS[0][0])}

@@ -216,7 +216,7 @@ def _argument_blocks(plan: Plan, args: list[ArrayExpr]) -> dict:
                 blocks[(held, *index)] = layer[(name, *index)]
         else:
             for index in indices:
-                blocks[(held, *index)] = a._block_task(index)({})
+                blocks[(held, *index)] = a.block(index)
     return blocks
 
 

@@ -52,8 +52,23 @@ def rows(code: tuple, config: SweepConfig = SweepConfig()) -> int:
     more rows then cost registers instead of saving reads: docs/benchmarks.md)."""
     if config.rows:
         return config.rows
-    shifted = {slot for slot, offset in code.loads if any(offset)}
-    return 2 if len(shifted) > 1 else 4
+    return 2 if shifted_buffers(code) > 1 else 4
+
+
+def threads(ndim: int, config: SweepConfig = SweepConfig()) -> tuple[int, int, int]:
+    """The thread block of a one-sweep kernel of ``ndim`` axes: ``THREADS``', or in 2-d ``config.columns`` threads
+    along the last axis where set (as many in all)."""
+    if ndim != 2 or not config.columns:
+        return THREADS[ndim]
+    total = int(np.prod(THREADS[2]))
+    if config.columns % 32 or total % config.columns:
+        raise ProgramError(f"sweep configuration {config!r}: columns a multiple of 32 dividing {total}")
+    return config.columns, total // config.columns, 1
+
+
+def shifted_buffers(code: tuple) -> int:
+    """How many buffers a sweep reads at shifted positions."""
+    return len({slot for slot, offset in code.loads if any(offset)})
 
 
 def no_edges(code: tuple) -> tuple:
@@ -190,6 +205,7 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     code = typed(code)
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
     ndim, per_thread = program.ndim, rows(code, config)
+    threads(ndim, config)  # (checked)
     edges = no_edges(code) if edges is None else edges
     reductions = len(program.outputs) > len(out_dtypes)
     params = _sweep_params(code, index, edges)

@@ -108,12 +108,15 @@ class TileConfig(NamedTuple):
 
 class SweepConfig(NamedTuple):
     """The compile-time choices of a one-sweep stencil kernel (``codegen.stencil.kernel_source``): ``rows``
-    positions per thread (0: ``codegen.stencil.rows``' choice) and ``min_blocks`` thread blocks per
-    multiprocessor its registers must allow (0: the compiler's own choice; ``benchmarks/stencil_probe.py
-    --variants`` compares configurations)."""
+    positions per thread (0: ``codegen.stencil.rows``' choice), ``min_blocks`` thread blocks per
+    multiprocessor its registers must allow (0: the compiler's own choice) and, for 2-d sweeps, ``columns``
+    threads of a thread block along the last axis (0: ``codegen.stencil.THREADS``'; wider blocks read fewer
+    neighbours' columns per row, as many threads in all: ``benchmarks/stencil_probe.py --variants`` compares
+    configurations)."""
 
     rows: int = 0
     min_blocks: int = 0
+    columns: int = 0
 
 
 class Load(NamedTuple):

@@ -76,9 +76,15 @@ class FromArray(ArrayExpr):
         return {self._name: self}
 
     def _block_task(self, index: Index) -> GraphNode:
+        return Task(self.key(index), _blocks.as_block, DataNode(None, self._piece(index)), self.dtype, self.backend)
+
+    def block(self, index: Index) -> object:
+        """Block ``index`` itself, made now (what its task gives)."""
+        return _blocks.as_block(self._piece(index), self.dtype, self.backend)
+
+    def _piece(self, index: Index) -> object:
         slices = tuple(slice(o, o + s) for o, s in zip(self.block_offset(index), self.block_shape(index)))
-        piece = self.operand("array")[slices]
-        return Task(self.key(index), _blocks.as_block, DataNode(None, piece), self.dtype, self.backend)
+        return self.operand("array")[slices]
 
 
 SMALL_HOST_BYTES = 2**16  # host data an input's blocks may hold to be made inside the tasks reading them

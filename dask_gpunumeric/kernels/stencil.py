@@ -142,8 +142,12 @@ def _remembered(owners: tuple, key: tuple, make: Callable[[], Any]) -> Any:
     than the lookup saves; each entry holds them, so their ids stay theirs) and ``key``."""
     full = (*map(id, owners), *key)
     entry = _SCHEDULES.get(full)
-    if entry is not None and all(a is b for a, b in zip(entry[0], owners)):
-        return entry[1]
+    if entry is not None:
+        for held, owner in zip(entry[0], owners):  # (a loop: no generator on every launch)
+            if held is not owner:
+                break
+        else:
+            return entry[1]
     value = make()
     with _SCHEDULES_LOCK:
         while len(_SCHEDULES) >= _SCHEDULES_LIMIT:
@@ -509,6 +513,12 @@ _TILED_BACKENDS = frozenset({"cupy"})  # where tile kernels run (the CPU kernel 
 # --variants puts others in their place; this sweep choice measured fastest for CG and Gray-Scott, docs/benchmarks.md)
 TILE_CONFIG = TileConfig()
 SWEEP_CONFIG = SweepConfig(rows=2, min_blocks=6)
+# where not None, the shape of tile kernels of two sweeps (pairs: one intermediate field, whose wider tiles cost no
+# occupancy and fewer halo columns' sectors; CG measured faster so, longer runs such as Gray-Scott's not: docs/benchmarks.md)
+PAIR_TILE_CONFIG: TileConfig | None = TileConfig(rows=32, columns=128)
+# where not None, the choices of one-sweep kernels reading more than one buffer at shifted positions (such as CG's
+# p update and p.Ap stencil as one flat kernel, with ``stencil-recompute``), which keep more values live
+SHIFTED_SWEEP_CONFIG: SweepConfig | None = None
 
 
 def tiles_run_on(backend: str) -> bool:
@@ -576,8 +586,7 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
     last sweep (by output number) over ``target``."""
     ((start, count), boxes, links, variant, _), (geometries, index) = tile
     sweeps = plan.sweeps[start : start + count]
-    stored = _stencil_plan.stored_sweeps(plan, (start, count))
-    to_index = _INDEX_TYPES[index]
+    stored = _remembered((plan,), ("stored", start, count), lambda: _stencil_plan.stored_sweeps(plan, (start, count)))
     program, n_last = sweeps[-1].code.program, len(sweeps[-1].code.out_dtypes)
     into, k = {count - 1: dests[:n_last]}, n_last
     for j in stored:
@@ -585,7 +594,7 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
     # by the launch's identity (the lru_cache's key hashes every sweep's program on each launch), and the
     # compiling function's (tests put an emulator in its place)
     codes = tuple(sweep.code for sweep in sweeps)
-    config = _remembered((tile, TILE_CONFIG), (), lambda: _fitting(codes, links, TILE_CONFIG))
+    config = _remembered((tile, TILE_CONFIG, PAIR_TILE_CONFIG), (), lambda: _fitting(codes, links))
     kernel, resident = _remembered((tile, _tile_kernel, config), (), lambda: _tile_kernel(
         codes, links, index, variant, stored, config))
     tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], config.tile(len(boxes[-1])))]
@@ -597,45 +606,67 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
         partials[out], finals = _fused.final_buffers(program, out, math.prod([hi - lo for lo, hi in target]))
         reduction_args += finals
     reduction_args += _fused.fold_buffers(program, math.prod(grid))
-    linked = [()] + [sorted(slot for slot, _ in shared) for shared in links]
+    swept = [_sweep_args(sweep.code, inputs[j], geometry, scalars[start + j], into.get(j, []))
+             for j, (sweep, geometry) in enumerate(zip(sweeps, geometries))]
+    layouts = tuple(layout for _, _, layout in swept)
+    # each sweep's index values, fills and edge fills as kernel arguments: made once per launch and buffer layout
+    tails = _remembered((tile,), ("tails", layouts, target, bool(partials)),
+                        lambda: _tile_tails(plan, tile, layouts, target, bool(partials)))
     args = []
-    for j, (sweep, geometry) in enumerate(zip(sweeps, geometries)):
-        arrays, scalar_args, values = _sweep_args(sweep.code, inputs[j], geometry, scalars[start + j], into.get(j, []))
-        args += [*arrays, *(reduction_args if j == count - 1 else []), *scalar_args, *map(to_index, values),
-                 *geometry.fills]
-        args += [to_index(v) for bounds in target for v in bounds] if j == count - 1 and partials else []
-        args += [NP_OF_CTYPE[ctype(sweep.code.buffers[s])].type(sweep.edges[s][1]) for s in linked[j]
-                 if FILL in variant[j][s]]
+    for j, ((arrays, scalar_args, _), tail) in enumerate(zip(swept, tails)):
+        args += [*arrays, *(reduction_args if j == count - 1 else []), *scalar_args, *tail]
     kernel(grid, (config.threads, 1, 1), tuple(args))
     return partials
 
 
-def _fitting(codes: tuple, links: tuple, config: TileConfig) -> TileConfig:
-    """``config`` where a tile kernel of these sweeps fits its shared memory on its tiles, else the default (the
-    plan chose its runs for the default's tiles: Gray-Scott's four sweeps on 32 x 128 would not fit)."""
+def _tile_tails(plan: tuple, tile: tuple, layouts: tuple, target: Box, reduced: bool) -> list[list[Any]]:
+    """Per sweep of a tile kernel (``_run_tile``'s ``tile``), its kernel arguments after its arrays and scalars
+    for buffers of these layouts (``_sweep_args``): index values, fills, the target's bounds (the last sweep's,
+    where ``reduced``) and the fills of its linked reads."""
+    ((start, count), _, links, variant, _), (geometries, index) = tile
+    to_index = _INDEX_TYPES[index]
+    linked = [()] + [sorted(slot for slot, _ in shared) for shared in links]
+    tails = []
+    for j, (sweep, geometry, layout) in enumerate(zip(plan.sweeps[start : start + count], geometries, layouts)):
+        tail = [*map(to_index, _index_values(geometry, layout)), *geometry.fills]
+        tail += [to_index(v) for bounds in target for v in bounds] if j == count - 1 and reduced else []
+        tail += [NP_OF_CTYPE[ctype(sweep.code.buffers[s])].type(sweep.edges[s][1]) for s in linked[j]
+                 if FILL in variant[j][s]]
+        tails.append(tail)
+    return tails
+
+
+def _fitting(codes: tuple, links: tuple) -> TileConfig:
+    """The configuration of a tile kernel of these sweeps (``PAIR_TILE_CONFIG`` for two where set, else
+    ``TILE_CONFIG``) where it fits its shared memory on its tiles, else the default (the plan chose its runs for the
+    default's tiles: Gray-Scott's four sweeps on 32 x 128 would not fit)."""
+    config = PAIR_TILE_CONFIG if len(codes) == 2 and PAIR_TILE_CONFIG is not None else TILE_CONFIG
     fits = _stencil_source.tile_shared_bytes(codes, links, config) <= TILE_SHARED_BYTES
     return config if fits else TileConfig()
 
 
 def record_sources(plan: tuple) -> None:
     """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the kernels of a group there (both index types, without
-    edges and with every edge a read may have), so that nvcc compiles them even on machines without a GPU.
-    A group met again (the next entry point of a test) was written already."""
+    edges and with every edge a read may have; under the configurations they launch with), so that nvcc compiles
+    them even on machines without a GPU. A group met again under the same configurations (the next entry point of
+    a test) was written already."""
     dump_dir = os.environ.get("GNP_KERNEL_DUMP_DIR")
-    if not dump_dir or (dump_dir, plan) in _recorded:
+    key = (dump_dir, plan, TILE_CONFIG, PAIR_TILE_CONFIG, SWEEP_CONFIG, SHIFTED_SWEEP_CONFIG)
+    if not dump_dir or key in _recorded:
         return
-    _recorded.add((dump_dir, plan))
+    _recorded.add(key)
     for code, _, _, edges in plan.sweeps:
         for index in _INDEX_TYPES:
             for active in (None, tuple(modes for modes, _, _ in edges)):
-                _cuda.record_source(_stencil_source.kernel_source(code, index, active)[0])
+                _cuda.record_source(_stencil_source.kernel_source(code, index, active, _sweep_config(code))[0])
     for run in plan.tiles:
         for index in _INDEX_TYPES:
             for with_edges in (False, True):
-                _cuda.record_source(_stencil_source.tile_source(*_stencil_plan.tile_variant(plan, run, index, with_edges))[0])
+                variant = _stencil_plan.tile_variant(plan, run, index, with_edges)
+                _cuda.record_source(_stencil_source.tile_source(*variant, _fitting(*variant[:2]))[0])
 
 
-_recorded: set[tuple] = set()  # (dump folder, stencil plan) whose kernels record_sources wrote
+_recorded: set[tuple] = set()  # (dump folder, stencil plan, configurations) whose kernels record_sources wrote
 _INDEX_TYPES = {"int": np.int32, "long long": np.int64}
 
 
@@ -644,6 +675,19 @@ def _kernel(code: tuple, index: str, edges: tuple, config: SweepConfig = SweepCo
     """The compiled kernel of a sweep's variant, and how many of its thread blocks the device keeps resident."""
     return _cuda.compile_function(*_stencil_source.kernel_source(code, index, edges, config),
                                   int(np.prod(_stencil_source.THREADS[code.program.ndim])))
+
+
+def _sweep_config(code: tuple) -> SweepConfig:
+    """A sweep's configuration: ``SHIFTED_SWEEP_CONFIG`` where set and it reads several buffers at shifts, else
+    ``SWEEP_CONFIG``."""
+    shifted = SHIFTED_SWEEP_CONFIG is not None and _stencil_source.shifted_buffers(code) > 1
+    return SHIFTED_SWEEP_CONFIG if shifted else SWEEP_CONFIG
+
+
+def _configured_kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int, SweepConfig]:
+    """``_kernel`` under the sweep's configuration (``_sweep_config``), and that configuration."""
+    config = _sweep_config(code)
+    return (*_kernel(code, index, edges, config), config)
 
 
 @functools.lru_cache(maxsize=256)
@@ -661,13 +705,13 @@ def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple, stored: t
 
 
 @functools.lru_cache(maxsize=1024)
-def _launch_shape(extent: tuple[int, ...], per_thread: int, limit: int | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """(grid, threads) of a launch over a box of ``extent``: each thread computes ``per_thread`` positions
-    along axis ``ndim - 2`` (1-d: the only axis); at most ``limit`` thread blocks where given (a kernel with
-    full reductions: its last block combines one partial per block), fewer along x first (each thread block
-    then walks along rows, in its own band of them)."""
+def _launch_shape(extent: tuple[int, ...], per_thread: int, limit: int | None,
+                  threads: tuple[int, int, int]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(grid, threads) of a launch of thread blocks of ``threads`` over a box of ``extent``: each thread computes
+    ``per_thread`` positions along axis ``ndim - 2`` (1-d: the only axis); at most ``limit`` thread blocks where
+    given (a kernel with full reductions: its last block combines one partial per block), fewer along x first
+    (each thread block then walks along rows, in its own band of them)."""
     ndim = len(extent)
-    threads = _stencil_source.THREADS[ndim]
     per_dim = dict(zip(_stencil_source.GRID_AXES[ndim], extent))
     unrolled = _stencil_source.GRID_AXES[ndim][max(ndim - 2, 0)]
     grid = [max(1, min(-(-per_dim.get(dim, 1) // (t * (per_thread if dim == unrolled else 1))), _stencil_source.GRID_LIMITS[dim]))
@@ -719,10 +763,10 @@ def _launch_geometry(code: tuple, inputs: list, edges: tuple, active: tuple, reg
 
 
 def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple,
-                dests: list) -> tuple[list, list, list[int]]:
-    """A sweep's launch arguments in ``_sweep_params``' order, but those of full reductions and its fills
-    (``geometry.fills``): its arrays, inputs then outputs; its scalars; its index values: box, geometry
-    (origins and strides), region, extents."""
+                dests: list) -> tuple[list, list, tuple]:
+    """A sweep's launch arguments in ``_sweep_params``' order, but those of full reductions, its index values and
+    its fills: its arrays, inputs then outputs; its scalars; and the layout of its placed arrays and outputs (per
+    array, its strides but the last, and its item size), which its index values take (``_index_values``)."""
     import cupy
 
     ndim = len(geometry.head) // 2
@@ -731,17 +775,23 @@ def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple,
         buffer = inputs[s]
         if buffer is None:  # read only inside a region this box misses
             array = cupy.empty((1,) * ndim, dtype=code.buffers[s])
-        else:
-            array = cupy.asarray(buffer[0])  # a 0-d value may be a host scalar
+        else:  # (a 0-d value may be a host scalar; CuPy's asarray of its own array costs a call into CuPy)
+            array = buffer[0] if isinstance(buffer[0], cupy.ndarray) else cupy.asarray(buffer[0])
             if has_place and array.strides[-1] != array.itemsize:  # the kernels read rows with stride 1
                 array = cupy.ascontiguousarray(array)
         arrays.append(array)
         if has_place:
             placed.append(array)
     outs = [out for out, _ in dests]
-    places = [v for array, origin in zip(placed + outs, geometry.origins)
-              for v in (*origin, *(stride // array.itemsize for stride in array.strides[:-1]))]
-    return arrays + outs, _scalar_args(code, scalars), [*geometry.head, *places, *geometry.tail]
+    return arrays + outs, _scalar_args(code, scalars), tuple((a.strides[:-1], a.itemsize) for a in placed + outs)
+
+
+def _index_values(geometry: _Geometry, layout: tuple) -> list[int]:
+    """A sweep's index values for arrays of this layout (``_sweep_args``): box, geometry (origins and strides in
+    elements), region, extents."""
+    places = [v for (strides, itemsize), origin in zip(layout, geometry.origins)
+              for v in (*origin, *(stride // itemsize for stride in strides))]
+    return [*geometry.head, *places, *geometry.tail]
 
 
 def _scalar_args(code: tuple, scalars: tuple) -> list[Any]:
@@ -762,19 +812,21 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
     over ``target``."""
     active, geometry, index = launch
     program, out_dtypes = code.program, code.out_dtypes
-    arrays, scalar_args, values = _sweep_args(code, inputs, geometry, scalars, dests)
+    arrays, scalar_args, layout = _sweep_args(code, inputs, geometry, scalars, dests)
     to_index = _INDEX_TYPES[index]
-    config = SWEEP_CONFIG
-    kernel, resident = _remembered((launch, _kernel, config), (), lambda: _kernel(code, index, active, config))
+    kernel, resident, config = _remembered((launch, _kernel, SWEEP_CONFIG, SHIFTED_SWEEP_CONFIG), (),
+                                           lambda: _configured_kernel(code, index, active))
     reductions = range(len(out_dtypes), len(program.outputs))
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code, config),
-                                  resident * WAVES if reductions else None)
+                                  resident * WAVES if reductions else None, _stencil_source.threads(len(box), config))
     partials, buffers = {}, []
     for k in reductions:
         partials[k], finals = _fused.final_buffers(program, k, math.prod([hi - lo for lo, hi in target]))
         buffers += finals
     buffers += _fused.fold_buffers(program, math.prod(grid))
-    args = arrays + buffers + scalar_args + [to_index(v) for v in values] + list(geometry.fills)
-    args += [to_index(v) for bounds in target for v in bounds] if reductions else []
-    kernel(grid, threads, tuple(args))
+    # its index values, fills and the target's bounds as kernel arguments: made once per launch and buffer layout
+    tail = _remembered((launch,), ("tail", layout, target), lambda: [
+        *map(to_index, _index_values(geometry, layout)), *geometry.fills,
+        *([to_index(v) for bounds in target for v in bounds] if reductions else [])])
+    kernel(grid, threads, (*arrays, *buffers, *scalar_args, *tail))
     return partials
