@@ -67,7 +67,8 @@ def test_a_new_loop_body_each_call_is_optimized_once(optimized: list[str]) -> No
         b = gnp.asarray(hb).persist()
         x = gnp.fori_loop(6, lambda i, s: cg.step(s, gnp), cg.initial((b,), gnp))[0]
         expected = functools.reduce(lambda s, _: cg.step(s, np), range(6), cg.initial((hb,), np))[0]
-        assert_eq(x, expected, rtol=1e-4)
+        # (atol: CG's entries near 0 are differences of float32 terms of order 1, rounded otherwise on a GPU)
+        assert_eq(x, expected, rtol=1e-4, atol=1e-6)
         if call == 0:
             first = len(optimized)
     assert len(optimized) == first
