@@ -22,7 +22,8 @@ draws), runs the same way: each worker is sent its tasks (``gnp_direct_tasks``) 
 Anything else goes the scheduler's way, with the same results and exceptions: a call whose blocks are not all
 held where the placement says (the worker says so before running anything), that needs peers, that fails on the
 worker (the scheduler's path then raises the error as it always did), or whose worker is gone.
-``gpunumeric.cluster.direct-calls`` (default True) turns the path off.
+``gpunumeric.cluster.direct-calls`` (default True) turns the path off. Imported only for calls on a cluster (as
+``pushed`` is), where distributed is installed: its plugins are classes of this module, pickled by reference.
 """
 from __future__ import annotations
 
@@ -32,10 +33,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import dask
-from dask._task_spec import Task
+from dask._task_spec import Task, TaskRef
+from distributed import Future, WorkerPlugin
+from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.protocol.pickle import dumps, loads
+from distributed.utils import run_in_executor_with_context
+from distributed.worker import _worker_cvar
 
 from ..backend import to_numpy
 from ..expr import ArrayExpr, Bundle, Finalize, Materialized, flat_keys
+from ..kernels.blocks import concatenate_grid
 from .regions import store as _store
 from .regions.program import Program, execute
 from .schedule import held_keys
@@ -78,12 +85,10 @@ def _prepare(client: Any, plan: Any) -> None:
     per plan): workers ask it for their programs."""
     where = (id(client), client.scheduler.address)  # the address too: a new client may reuse an old id
     if where not in _ready:
-        client.register_plugin(_registrar_class()())
-        client.register_plugin(_executor_class()())
+        client.register_plugin(_Registrar())
+        client.register_plugin(_Executor())
         _ready.add(where)
     if plan is not None and not _store.published(plan.token):
-        from distributed.protocol.pickle import dumps
-
         client.sync(getattr(client.scheduler, _KEEP), plan=dumps(plan))
         _store.note_published(client, plan.token)
 
@@ -101,8 +106,6 @@ def _send(client: Any, requests: list[tuple[str, dict]], handler: str, common: d
 
 def _release(client: Any, answers: Sequence[Any]) -> None:
     """Give up the outputs that workers kept for a call falling back to the scheduler's path."""
-    from distributed import Future
-
     for answer in answers:
         if isinstance(answer, dict) and answer.get("status") == "ok":
             for key in answer["nbytes"]:
@@ -112,8 +115,6 @@ def _release(client: Any, answers: Sequence[Any]) -> None:
 def persisted(client: Any, roots: Sequence[ArrayExpr]) -> dict | None:
     """The Futures, by key, of the blocks of ``roots`` (outputs of one accelerated call) computed directly by the
     workers and kept there, known to the scheduler; None to leave the call to the scheduler."""
-    from distributed import Future
-
     region = _region(roots, unwrap=False)
     if region is None or not enabled(client):
         return None
@@ -137,8 +138,6 @@ def _task_requests(exprs: Sequence[ArrayExpr], workers: tuple[str, ...], combine
     plain tasks each reading only persisted blocks (or nothing: Monte-Carlo's draws), each placed on a worker, but
     for the results in ``combined`` (tasks by key) that the client combines from partials of that level; else None.
     The graph is the one the scheduler would make of the call (compiled here, cached)."""
-    from distributed.protocol.pickle import dumps
-
     if not workers:
         return None
     node = Materialized.of(exprs[0] if len(exprs) == 1 else Bundle.of(*exprs), workers)
@@ -168,10 +167,6 @@ def fetched(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[
     of one level of tasks on ``workers`` (``_task_requests``; the results in ``combined``, tasks by key, combined
     here from their partials, as ``pushed.combined_on_client`` has them); None to leave the call to the
     scheduler."""
-    from distributed.protocol.pickle import loads
-
-    from ..kernels.blocks import concatenate_grid
-
     region = _region(exprs, unwrap=True)
     arrays = [e.operand("array") if isinstance(e, Finalize) else e for e in exprs]
     here = host and bool(combined)  # (partials combined with the backend's own functions, as the workers would)
@@ -208,8 +203,6 @@ def run_program(program: Program, inputs: Sequence[Any]) -> dict:
 
 def _in_worker(worker: Any, function: Any, *args: Any) -> Any:
     """``function(*args)`` as in a task of ``worker`` (``distributed.get_worker`` finds it there)."""
-    from distributed.worker import _worker_cvar
-
     token = _worker_cvar.set(worker)
     try:
         return function(*args)
@@ -228,123 +221,88 @@ def recompute(plan: str, rank: int, template: Any, timeout: float, *inputs: Any)
     return run_program(_store.program(plan, rank, timeout), inputs)[template]
 
 
-def _executor_class() -> type:
-    """The worker plugin running direct calls (``gnp_direct_call``), made on first use (distributed is optional)
-    and kept as this module's attribute, so that it pickles by reference."""
-    made = globals().get("_Executor")
-    if made is not None:
-        return made
-    from dask._task_spec import TaskRef
-    from distributed import WorkerPlugin
-    from distributed.protocol.pickle import dumps, loads
-    from distributed.utils import run_in_executor_with_context
+class _Executor(WorkerPlugin):
+    """On a worker: runs a rank's program of a direct call on blocks held here."""
 
-    class _Executor(WorkerPlugin):
-        """On a worker: runs a rank's program of a direct call on blocks held here."""
+    name = "gnp-direct-calls"
+    idempotent = True
 
-        name = "gnp-direct-calls"
-        idempotent = True
+    def setup(self, worker: Any) -> None:
+        self.worker = worker
+        worker.handlers[_CALL] = self.call
+        worker.handlers[_TASKS] = self.tasks
 
-        def setup(self, worker: Any) -> None:
-            self.worker = worker
-            worker.handlers[_CALL] = self.call
-            worker.handlers[_TASKS] = self.tasks
+    async def tasks(self, tasks: bytes, host: bool) -> dict:
+        worker, graph = self.worker, loads(tasks)
+        inputs = {k for task in graph.values() for k in task.dependencies}
+        if any(k not in worker.data for k in inputs):
+            return {"status": "missing"}
+        blocks = {k: worker.data[k] for k in inputs}
+        try:
+            made = await run_in_executor_with_context(worker.executors["default"], _in_worker, worker, run_tasks,
+                                                      graph, blocks)
+        except Exception as error:  # noqa: BLE001 - the scheduler's path raises it for the client
+            return {"status": "error", "error": repr(error)}
+        return {"status": "ok", "values": dumps({k: to_numpy(v) if host else v for k, v in made.items()})}
 
-        async def tasks(self, tasks: bytes, host: bool) -> dict:
-            worker, graph = self.worker, loads(tasks)
-            inputs = {k for task in graph.values() for k in task.dependencies}
-            if any(k not in worker.data for k in inputs):
-                return {"status": "missing"}
-            blocks = {k: worker.data[k] for k in inputs}
-            try:
-                made = await run_in_executor_with_context(worker.executors["default"], _in_worker, worker, run_tasks,
-                                                          graph, blocks)
-            except Exception as error:  # noqa: BLE001 - the scheduler's path raises it for the client
-                return {"status": "error", "error": repr(error)}
-            return {"status": "ok", "values": dumps({k: to_numpy(v) if host else v for k, v in made.items()})}
-
-        async def call(self, plan: str, rank: int, inputs: list, outputs: list, timeout: float, keep: bool,
-                       host: bool, client: str) -> dict:
-            worker = self.worker
-            if any(is_key and key not in worker.data for is_key, key in inputs):
-                return {"status": "missing"}
-            if keep and any(key in worker.state.tasks for _, key in outputs):
-                # an output of the same call held here, or on its way out (its release crossing this call): the
-                # scheduler's path orders the two
-                return {"status": "held"}
-            blocks = [worker.data[v] if is_key else v for is_key, v in inputs]
-            try:
-                program = await _store.program_for(worker, plan, rank)
-                made = await run_in_executor_with_context(worker.executors["default"], _in_worker, worker,
-                                                          run_program, program, blocks)
-            except Exception as error:  # noqa: BLE001 - the scheduler's path raises it for the client
-                return {"status": "error", "error": repr(error)}
-            if not keep:  # (pickled here as a pushed value is: CuPy blocks through the host)
-                return {"status": "ok", "values": dumps({k: to_numpy(made[t]) if host else made[t] for t, k in outputs})}
-            data = {k: made[t] for t, k in outputs}
-            worker.update_data(data, stimulus_id=f"gnp-direct-{plan}-{rank}")
-            refs = [TaskRef(v) if is_key else v for is_key, v in inputs]
-            specs = {k: Task(k, recompute, plan, rank, t, timeout, *refs) for t, k in outputs}
-            nbytes = {k: worker.state.tasks[k].nbytes for k in data}
-            await getattr(worker.scheduler, _MADE)(worker=worker.address, nbytes=nbytes, specs=dumps(specs),
-                                                   dependencies=[v for is_key, v in inputs if is_key], client=client)
-            return {"status": "ok", "nbytes": nbytes}
-
-    _Executor.__qualname__ = "_Executor"
-    globals()["_Executor"] = _Executor
-    return _Executor
+    async def call(self, plan: str, rank: int, inputs: list, outputs: list, timeout: float, keep: bool,
+                   host: bool, client: str) -> dict:
+        worker = self.worker
+        if any(is_key and key not in worker.data for is_key, key in inputs):
+            return {"status": "missing"}
+        if keep and any(key in worker.state.tasks for _, key in outputs):
+            # an output of the same call held here, or on its way out (its release crossing this call): the
+            # scheduler's path orders the two
+            return {"status": "held"}
+        blocks = [worker.data[v] if is_key else v for is_key, v in inputs]
+        try:
+            program = await _store.program_for(worker, plan, rank)
+            made = await run_in_executor_with_context(worker.executors["default"], _in_worker, worker,
+                                                      run_program, program, blocks)
+        except Exception as error:  # noqa: BLE001 - the scheduler's path raises it for the client
+            return {"status": "error", "error": repr(error)}
+        if not keep:  # (pickled here as a pushed value is: CuPy blocks through the host)
+            return {"status": "ok", "values": dumps({k: to_numpy(made[t]) if host else made[t] for t, k in outputs})}
+        data = {k: made[t] for t, k in outputs}
+        worker.update_data(data, stimulus_id=f"gnp-direct-{plan}-{rank}")
+        refs = [TaskRef(v) if is_key else v for is_key, v in inputs]
+        specs = {k: Task(k, recompute, plan, rank, t, timeout, *refs) for t, k in outputs}
+        nbytes = {k: worker.state.tasks[k].nbytes for k in data}
+        await getattr(worker.scheduler, _MADE)(worker=worker.address, nbytes=nbytes, specs=dumps(specs),
+                                               dependencies=[v for is_key, v in inputs if is_key], client=client)
+        return {"status": "ok", "nbytes": nbytes}
 
 
-def _registrar_class() -> type:
-    """The scheduler plugin learning of the outputs of direct calls (``gnp_direct_made``) and keeping the plans
-    they run (``gnp_direct_plan``), made on first use and kept as this module's attribute (``_executor_class``)."""
-    made = globals().get("_Registrar")
-    if made is not None:
-        return made
-    from distributed.diagnostics.plugin import SchedulerPlugin
-    from distributed.protocol.pickle import loads
+class _Registrar(SchedulerPlugin):
+    """On the scheduler: keys a worker made in a direct call, known as if a task of a graph had made them."""
 
-    class _Registrar(SchedulerPlugin):
-        """On the scheduler: keys a worker made in a direct call, known as if a task of a graph had made them."""
+    name = "gnp-direct-calls"
+    idempotent = True
 
-        name = "gnp-direct-calls"
-        idempotent = True
+    async def start(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+        scheduler.handlers[_MADE] = self.made
+        scheduler.handlers[_KEEP] = self.keep
 
-        async def start(self, scheduler: Any) -> None:
-            self.scheduler = scheduler
-            scheduler.handlers[_MADE] = self.made
-            scheduler.handlers[_KEEP] = self.keep
+    def keep(self, plan: bytes) -> None:
+        loads(plan)  # (unpickling a plan keeps it here: ``store.restored``)
 
-        def keep(self, plan: bytes) -> None:
-            loads(plan)  # (unpickling a plan keeps it here: ``store.restored``)
-
-        def made(self, worker: str, nbytes: dict, specs: bytes, dependencies: list, client: str) -> None:
-            s = self.scheduler
-            if worker not in s.workers:  # (gone meanwhile: the client falls back on the worker's silence)
-                return
-            s.update_data(who_has={k: [worker] for k in nbytes}, nbytes=nbytes, client=client)
-            spans = s.extensions.get("spans")
-            if spans is not None:  # (a worker computing one again reports its metrics by its group's span)
-                spans.observe_tasks([s.tasks[k] for k in nbytes], code=(), span_metadata={})
-            for key, spec in loads(specs).items():
-                ts = s.tasks[key]
-                ts.run_spec = spec
-                if ts.priority is None:  # (a graph's task has one; recomputing sorts by it)
-                    ts.priority = (0, s.generation, 0)
-                for dep in dependencies:
-                    dts = s.tasks.get(dep)
-                    if dts is not None and dts not in ts.dependencies:
-                        ts.add_dependency(dts)
-
-    _Registrar.__qualname__ = "_Registrar"
-    globals()["_Registrar"] = _Registrar
-    return _Registrar
+    def made(self, worker: str, nbytes: dict, specs: bytes, dependencies: list, client: str) -> None:
+        s = self.scheduler
+        if worker not in s.workers:  # (gone meanwhile: the client falls back on the worker's silence)
+            return
+        s.update_data(who_has={k: [worker] for k in nbytes}, nbytes=nbytes, client=client)
+        spans = s.extensions.get("spans")
+        if spans is not None:  # (a worker computing one again reports its metrics by its group's span)
+            spans.observe_tasks([s.tasks[k] for k in nbytes], code=(), span_metadata={})
+        for key, spec in loads(specs).items():
+            ts = s.tasks[key]
+            ts.run_spec = spec
+            if ts.priority is None:  # (a graph's task has one; recomputing sorts by it)
+                ts.priority = (0, s.generation, 0)
+            for dep in dependencies:
+                dts = s.tasks.get(dep)
+                if dts is not None and dts not in ts.dependencies:
+                    ts.add_dependency(dts)
 
 
-def __getattr__(name: str) -> Any:
-    # (unpickling a plugin on the scheduler or a worker looks its class up here)
-    if name == "_Executor":
-        return _executor_class()
-    if name == "_Registrar":
-        return _registrar_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
