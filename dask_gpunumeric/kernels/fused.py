@@ -593,14 +593,16 @@ def record_sources(program: tuple, scalars: Sequence[Any], row_inputs: tuple[int
     constants = tuple(scalar_args(program.instrs, scalars))
     key = (os.environ["GNP_KERNEL_DUMP_DIR"], program, row_inputs)
     specialized = (*key, _value_key(constants)) if constants else None
-    variants_new, specialized_new = key not in _recorded, specialized not in _recorded
+    variants_new, specialized_new = key not in _recorded, bool(constants) and specialized not in _recorded
+    if not variants_new and not specialized_new:
+        return
     _recorded.update((key, specialized))
     if _rows.row_axes(program.instrs):
         if variants_new:
             for lanes in _rows.ROW_LANES:
                 for index in ("int", "long long"):
                     _cuda.record_source(_rows.kernel_source(program, lanes, index, row_inputs)[0])
-        if constants and specialized_new:
+        if specialized_new:
             _cuda.record_source(_rows.kernel_source(program, 256, "int", row_inputs, constants)[0])
         return
     singles = tuple(range(len(program.inputs)))
@@ -612,7 +614,7 @@ def record_sources(program: tuple, scalars: Sequence[Any], row_inputs: tuple[int
         for mode, group, single in variants:
             for index in ("int", "long long"):
                 _cuda.record_source(_program.kernel_source(program, mode, group, index, single)[0])
-    if constants and specialized_new:
+    if specialized_new:
         _cuda.record_source(_program.kernel_source(program, *variants[-1][:2], "int", (), constants)[0])
 
 
