@@ -9,10 +9,12 @@ output keys the client chose (the Region's own). The worker runs its program as 
 (``execute``, the same program on the same blocks: the same bits), and then:
 
 * kept (a persist, ``Client.compute``): it puts the outputs in its memory (``Worker.update_data``, as a scatter
-  does), and before answering tells the scheduler, in one request, that it holds them: their sizes, the client's
-  desire, and the task that would compute each again from its inputs (run_spec and dependencies: recomputed from
-  lineage when the worker dies). The client then holds a finished ``Future`` of each, as after a persist: who
-  has them, their memory on the dashboard, spilling and releasing are the scheduler's as for any key;
+  does) and answers their sizes. The client then tells the scheduler, in a message on its own stream (no reply
+  waited for), that the worker holds them: their sizes, the client's desire, and the task that would compute each
+  again from its inputs (run_spec and dependencies: recomputed from lineage when the worker dies). Whatever the
+  client sends the scheduler later about them (their release, a graph reading them) follows on that stream, so the
+  scheduler knows them first. The client holds a finished ``Future`` of each, as after a persist: who has them,
+  their memory on the dashboard, spilling and releasing are the scheduler's as for any key;
 * fetched (``gnp.fetch``, ``dask.compute``, ``np.asarray``): the values come back in the answer, nothing is kept.
 
 A fetch of a plain expression whose graph (the one the scheduler would make, compiled here from the same cache) is
@@ -50,7 +52,7 @@ from .schedule import held_keys
 SETTING = "gpunumeric.cluster.direct-calls"
 _CALL = "gnp_direct_call"  # a worker's handler: run a rank's program
 _TASKS = "gnp_direct_tasks"  # a worker's handler: run tasks of a plain call, their values answered
-_MADE = "gnp_direct_made"  # the scheduler's handler: a worker holds outputs of a direct call
+_MADE = "gnp_direct_made"  # the scheduler's stream handler: a worker holds outputs of a direct call
 _KEEP = "gnp_direct_plan"  # the scheduler's handler: keep a plan (``store.restored``), which workers then ask for
 
 _ready: set[tuple[int, str]] = set()  # (client, scheduler) whose cluster has the plugins
@@ -93,23 +95,33 @@ def _prepare(client: Any, plan: Any) -> None:
         _store.note_published(client, plan.token)
 
 
-def _send(client: Any, requests: list[tuple[str, dict]], handler: str, common: dict) -> list[dict] | None:
+def _send(client: Any, requests: list[tuple[str, dict]], handler: str, common: dict, partial: bool = False
+          ) -> list | None:
     """The workers' answers to ``requests`` (to their ``handler``, each with the ``common`` arguments too), sent
-    together; None where one could not be reached."""
+    together; None where one could not be reached (or, for ``partial``, that answer the exception)."""
     async def send() -> list[Any]:
         calls = [getattr(client.rpc(address), handler)(**request, **common) for address, request in requests]
         return await asyncio.gather(*calls, return_exceptions=True)
 
     answers = client.sync(send)
-    return None if any(isinstance(a, BaseException) for a in answers) else answers
+    return answers if partial or not any(isinstance(a, BaseException) for a in answers) else None
 
 
-def _release(client: Any, answers: Sequence[Any]) -> None:
-    """Give up the outputs that workers kept for a call falling back to the scheduler's path."""
-    for answer in answers:
-        if isinstance(answer, dict) and answer.get("status") == "ok":
-            for key in answer["nbytes"]:
-                Future(key, client, state="memory").release()
+def _register(client: Any, requests: Sequence[tuple[str, dict]], answers: Sequence[Any]) -> list:
+    """Tell the scheduler, on ``client``'s stream, of the outputs that workers kept for ``requests`` (those that
+    answered ok): who holds them, their sizes, the task computing each again from its inputs; their keys."""
+    keys = []
+    for (address, request), answer in zip(requests, answers):
+        if not (isinstance(answer, dict) and answer.get("status") == "ok"):
+            continue
+        inputs = request["inputs"]
+        refs = [TaskRef(v) if is_key else v for is_key, v in inputs]
+        specs = {k: Task(k, recompute, request["plan"], request["rank"], t, request["timeout"], *refs)
+                 for t, k in request["outputs"]}
+        client._send_to_scheduler({"op": _MADE, "worker": address, "nbytes": answer["nbytes"], "specs": dumps(specs),
+                                   "dependencies": [v for is_key, v in inputs if is_key]})
+        keys.extend(answer["nbytes"])
+    return keys
 
 
 def persisted(client: Any, roots: Sequence[ArrayExpr]) -> dict | None:
@@ -125,11 +137,13 @@ def persisted(client: Any, roots: Sequence[ArrayExpr]) -> dict | None:
     if requests is None:
         return None
     _prepare(client, region.plan)
-    answers = _send(client, requests, _CALL, {"keep": True, "host": False, "client": client.id})
-    if answers is None or any(a["status"] != "ok" for a in answers):
-        _release(client, answers or ())
+    answers = _send(client, requests, _CALL, {"keep": True, "host": False}, partial=True)
+    futures = {k: Future(k, client, state="memory") for k in _register(client, requests, answers)}
+    if len(futures) != len(wanted):  # (a rank's worker did not run it: the scheduler's path, the rest given up)
+        for future in futures.values():
+            future.release()
         return None
-    return {k: Future(k, client, state="memory") for a in answers for k in a["nbytes"]}
+    return futures
 
 
 def _task_requests(exprs: Sequence[ArrayExpr], workers: tuple[str, ...], combined: dict
@@ -179,7 +193,7 @@ def fetched(client: Any, exprs: Sequence[ArrayExpr], host: bool, workers: tuple[
     _prepare(client, None if region is None else region.plan)
     common = {"host": host and not here}
     if region is not None:
-        common.update(keep=False, client=client.id)
+        common.update(keep=False)
     answers = _send(client, requests, handler, common)
     if answers is None or any(a["status"] != "ok" for a in answers):
         return None
@@ -246,7 +260,7 @@ class _Executor(WorkerPlugin):
         return {"status": "ok", "values": dumps({k: to_numpy(v) if host else v for k, v in made.items()})}
 
     async def call(self, plan: str, rank: int, inputs: list, outputs: list, timeout: float, keep: bool,
-                   host: bool, client: str) -> dict:
+                   host: bool) -> dict:
         worker = self.worker
         if any(is_key and key not in worker.data for is_key, key in inputs):
             return {"status": "missing"}
@@ -265,37 +279,38 @@ class _Executor(WorkerPlugin):
             return {"status": "ok", "values": dumps({k: to_numpy(made[t]) if host else made[t] for t, k in outputs})}
         data = {k: made[t] for t, k in outputs}
         worker.update_data(data, stimulus_id=f"gnp-direct-{plan}-{rank}")
-        refs = [TaskRef(v) if is_key else v for is_key, v in inputs]
-        specs = {k: Task(k, recompute, plan, rank, t, timeout, *refs) for t, k in outputs}
-        nbytes = {k: worker.state.tasks[k].nbytes for k in data}
-        await getattr(worker.scheduler, _MADE)(worker=worker.address, nbytes=nbytes, specs=dumps(specs),
-                                               dependencies=[v for is_key, v in inputs if is_key], client=client)
-        return {"status": "ok", "nbytes": nbytes}
+        return {"status": "ok", "nbytes": {k: worker.state.tasks[k].nbytes for k in data}}
 
 
 class _Registrar(SchedulerPlugin):
-    """On the scheduler: keys a worker made in a direct call, known as if a task of a graph had made them."""
+    """On the scheduler: keys a worker made in a direct call (its client's message), known as if a task of a graph had
+    made them."""
 
     name = "gnp-direct-calls"
     idempotent = True
 
     async def start(self, scheduler: Any) -> None:
         self.scheduler = scheduler
-        scheduler.handlers[_MADE] = self.made
+        scheduler.stream_handlers[_MADE] = self.made
         scheduler.handlers[_KEEP] = self.keep
 
     def keep(self, plan: bytes) -> None:
         loads(plan)  # (unpickling a plan keeps it here: ``store.restored``)
 
     def made(self, worker: str, nbytes: dict, specs: bytes, dependencies: list, client: str) -> None:
-        s = self.scheduler
-        if worker not in s.workers:  # (gone meanwhile: the client falls back on the worker's silence)
-            return
-        s.update_data(who_has={k: [worker] for k in nbytes}, nbytes=nbytes, client=client)
+        s, specs = self.scheduler, loads(specs)
+        alive = worker in s.workers
+        if alive:  # (new keys: nobody to tell yet)
+            s.update_data(who_has={k: [worker] for k in nbytes}, nbytes=nbytes)
+        else:  # (it died after answering: its outputs are computed again from their inputs, below)
+            for key in specs:
+                if key not in s.tasks:
+                    s.new_task(key, None, "released")
         spans = s.extensions.get("spans")
         if spans is not None:  # (a worker computing one again reports its metrics by its group's span)
-            spans.observe_tasks([s.tasks[k] for k in nbytes], code=(), span_metadata={})
-        for key, spec in loads(specs).items():
+            spans.observe_tasks([s.tasks[k] for k in specs], code=(), span_metadata={})
+        wanted_by = s.clients.get(client)
+        for key, spec in specs.items():
             ts = s.tasks[key]
             ts.run_spec = spec
             if ts.priority is None:  # (a graph's task has one; recomputing sorts by it)
@@ -304,5 +319,14 @@ class _Registrar(SchedulerPlugin):
                 dts = s.tasks.get(dep)
                 if dts is not None and dts not in ts.dependencies:
                     ts.add_dependency(dts)
-
-
+            if wanted_by is not None:  # the client's desire, as ``client_desires_keys`` records it, without the
+                # report of each key it sends the client back: the client made its Futures finished already
+                if ts.who_wants is None:
+                    ts.who_wants = set()
+                ts.who_wants.add(wanted_by)
+                wanted_by.wants_what.add(ts)
+        stimulus = f"gnp-direct-{worker}"
+        if wanted_by is None:  # (the client left meanwhile: nobody wants them)
+            s.transitions({k: "released" for k in specs if s.tasks[k].state == "memory"}, stimulus_id=stimulus)
+        elif not alive:
+            s.transitions({k: "waiting" for k in specs if s.tasks[k].state == "released"}, stimulus_id=stimulus)
