@@ -87,11 +87,28 @@ def _direct_calls_handled(dask_worker) -> int:
     return dask_worker._gnp_direct_count[0]
 
 
+def _requests_of_worker(dask_worker) -> int:
+    """(On a worker) the requests it sent the scheduler so far but its heartbeats (counted from the first call of
+    this function)."""
+    if not hasattr(dask_worker, "_gnp_requests"):
+        dask_worker._gnp_requests, scheduler = [0], dask_worker.scheduler
+
+        class Counted:
+            def __getattr__(self, name: str):
+                if name != "heartbeat_worker" and not name.startswith("_"):
+                    dask_worker._gnp_requests[0] += 1
+                return getattr(scheduler, name)
+
+        dask_worker.scheduler = Counted()
+    return dask_worker._gnp_requests[0]
+
+
 def test_accelerated_calls_on_the_gnp_client_skip_the_scheduler(one_worker):
     """On ``gnp.cluster``'s Client an accelerated call on blocks it persisted, persisted or fetched (the suite's
     Black-Scholes, heat and iterative workloads' shapes of call), sends its worker one request and the scheduler
-    nothing: no graph, no request (the worker tells the scheduler of the outputs it keeps); its values are NumPy's.
-    The calls of ``test_gnp_client_computes_in_one_round_trip`` that are not accelerated still send one graph."""
+    no graph and no request; the worker asks the scheduler nothing either. A persisted call's outputs are told to the
+    scheduler in one message on the client's stream, none for a fetched one. Its values are NumPy's. The calls of
+    ``test_gnp_client_computes_in_one_round_trip`` that are not accelerated still send one graph."""
     from dask_gpunumeric.runtime.cluster import _new_client_class
 
     ref = data(52, (40, 8))
@@ -130,14 +147,17 @@ def test_accelerated_calls_on_the_gnp_client_skip_the_scheduler(one_worker):
                 assert got == pytest.approx(np.sum(v), rel=1e-13)
             return check
 
-        for call in (persisted, fetched):
+        for call, told in ((persisted, 1), (fetched, 0)):
             call()()  # (traced; the plan handed to the scheduler, the worker asks for its program)
             before = sum(c.run(_direct_calls_handled).values())
+            asked_by_worker = sum(c.run(_requests_of_worker).values())
             with _Requests(c) as sent:
                 check = call()
             asked = [op for op in sent if op == "update-graph" or op.startswith("request ")]
             assert asked == [], (call.__name__, sent)
+            assert sent.count("gnp_direct_made") == told, (call.__name__, sent)
             assert sum(c.run(_direct_calls_handled).values()) - before == 1, call.__name__
+            assert sum(c.run(_requests_of_worker).values()) == asked_by_worker, call.__name__
             check()
 
 

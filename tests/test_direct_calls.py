@@ -118,8 +118,9 @@ def test_direct_calls_give_the_scheduler_paths_bits(cluster_client):
 
 
 def test_direct_calls_send_the_scheduler_nothing(cluster_client):
-    """A direct call, persisted or fetched, sends the scheduler no graph and asks it nothing (its workers tell it
-    of kept outputs); with ``gpunumeric.cluster.direct-calls`` off, the same call is one graph."""
+    """A direct call, persisted or fetched, sends the scheduler no graph and asks it nothing (a persisted call's
+    outputs told in one message per worker on the client's stream); with ``gpunumeric.cluster.direct-calls`` off, the
+    same call is one graph."""
     ref = _data((40, 6))
     x, one = _held(gnp.asarray(ref), gnp.asarray(ref, chunks=ref.shape))
     rates = iter(range(2, 10**6))
@@ -130,9 +131,10 @@ def test_direct_calls_send_the_scheduler_nothing(cluster_client):
     def fetched():
         return gnp.fetch(_summed(one, gnp.asarray(np.float64(next(rates))))[1])
 
-    for call in (persisted, fetched):
+    for call, told in ((persisted, 2), (fetched, 0)):  # (persisted: two ranks, one worker each)
         sent, _ = _sent(cluster_client, call)
         assert [op for op in sent if op == "update-graph" or op.startswith("request ")] == [], (call.__name__, sent)
+        assert sent.count("gnp_direct_made") == told, (call.__name__, sent)
         with dask.config.set(OFF):
             sent, _ = _sent(cluster_client, call)
         assert sent.count("update-graph") == 1, (call.__name__, sent)
@@ -264,4 +266,32 @@ def test_direct_output_recomputed_after_its_worker_dies(cluster_client):
         time.sleep(0.05)
     np.testing.assert_array_equal(to_host(out.compute()), before)
     np.testing.assert_allclose(before, np.exp(-ref * ref) * 2 + 1, rtol=1e-14)
+    _wait_for_workers(cluster_client, 2, timeout=60)
+
+
+def test_direct_output_recomputed_when_its_worker_dies_before_the_scheduler_hears_of_it(cluster_client):
+    # runs last: it kills a worker of the module's cluster (its nanny starts a new one)
+    """A worker that dies after answering a persisted direct call, before the client's message telling the scheduler
+    of its outputs arrives: the scheduler computes them from their lineage, with the call's values."""
+    workers = _wait_for_workers(cluster_client, 2)
+    ref = _data((40, 6), 6)
+    x, = _held(gnp.asarray(ref))
+    victim, send = workers[-1], cluster_client._send_to_scheduler
+
+    def dying_first(msg: dict) -> None:
+        if msg.get("op") == "gnp_direct_made" and msg["worker"] == victim:
+            with contextlib.suppress(OSError):  # the worker dies before it answers
+                cluster_client.run(os._exit, 1, workers=[victim])
+            deadline = time.monotonic() + 30
+            while victim in cluster_client.scheduler_info(n_workers=-1)["workers"]:
+                assert time.monotonic() < deadline, "the scheduler never heard that the worker died"
+                time.sleep(0.05)
+        send(msg)
+
+    cluster_client._send_to_scheduler = dying_first
+    try:
+        out, _ = _held(*_priced(x, gnp.asarray(np.float64(4.0))))
+    finally:
+        del cluster_client._send_to_scheduler
+    np.testing.assert_allclose(to_host(out.compute()), np.exp(-ref * ref) * 4 + 1, rtol=1e-14)
     _wait_for_workers(cluster_client, 2, timeout=60)
