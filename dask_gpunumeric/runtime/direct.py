@@ -107,16 +107,17 @@ def _send(client: Any, requests: list[tuple[str, dict]], handler: str, common: d
     return answers if partial or not any(isinstance(a, BaseException) for a in answers) else None
 
 
-def _register(client: Any, requests: Sequence[tuple[str, dict]], answers: Sequence[Any]) -> list:
+def _register(client: Any, requests: Sequence[tuple[str, dict]], answers: Sequence[Any], timeout: float) -> list:
     """Tell the scheduler, on ``client``'s stream, of the outputs that workers kept for ``requests`` (those that
-    answered ok): who holds them, their sizes, the task computing each again from its inputs; their keys."""
+    answered ok): who holds them, their sizes, the task computing each again from its inputs (asking the scheduler
+    for its program within ``timeout``, the call's region timeout); their keys."""
     keys = []
     for (address, request), answer in zip(requests, answers):
         if not (isinstance(answer, dict) and answer.get("status") == "ok"):
             continue
         inputs = request["inputs"]
         refs = [TaskRef(v) if is_key else v for is_key, v in inputs]
-        specs = {k: Task(k, recompute, request["plan"], request["rank"], t, request["timeout"], *refs)
+        specs = {k: Task(k, recompute, request["plan"], request["rank"], t, timeout, *refs)
                  for t, k in request["outputs"]}
         client._send_to_scheduler({"op": _MADE, "worker": address, "nbytes": answer["nbytes"], "specs": dumps(specs),
                                    "dependencies": [v for is_key, v in inputs if is_key]})
@@ -138,7 +139,7 @@ def persisted(client: Any, roots: Sequence[ArrayExpr]) -> dict | None:
         return None
     _prepare(client, region.plan)
     answers = _send(client, requests, _CALL, {"keep": True, "host": False}, partial=True)
-    futures = {k: Future(k, client, state="memory") for k in _register(client, requests, answers)}
+    futures = {k: Future(k, client, state="memory") for k in _register(client, requests, answers, region.timeout)}
     if len(futures) != len(wanted):  # (a rank's worker did not run it: the scheduler's path, the rest given up)
         for future in futures.values():
             future.release()
@@ -259,8 +260,7 @@ class _Executor(WorkerPlugin):
             return {"status": "error", "error": repr(error)}
         return {"status": "ok", "values": dumps({k: to_numpy(v) if host else v for k, v in made.items()})}
 
-    async def call(self, plan: str, rank: int, inputs: list, outputs: list, timeout: float, keep: bool,
-                   host: bool) -> dict:
+    async def call(self, plan: str, rank: int, inputs: list, outputs: list, keep: bool, host: bool) -> dict:
         worker = self.worker
         if any(is_key and key not in worker.data for is_key, key in inputs):
             return {"status": "missing"}
@@ -327,6 +327,6 @@ class _Registrar(SchedulerPlugin):
                 wanted_by.wants_what.add(ts)
         stimulus = f"gnp-direct-{worker}"
         if wanted_by is None:  # (the client left meanwhile: nobody wants them)
-            s.transitions({k: "released" for k in specs if s.tasks[k].state == "memory"}, stimulus_id=stimulus)
+            s.transitions({k: "forgotten" for k in specs}, stimulus_id=stimulus)
         elif not alive:
             s.transitions({k: "waiting" for k in specs if s.tasks[k].state == "released"}, stimulus_id=stimulus)

@@ -257,7 +257,7 @@ class Region(ArrayExpr):
             if outputs:
                 requests.append((workers[built.layout.workers[rank]],
                                  {"plan": f"{plan.token}-{len(workers)}", "rank": rank, "inputs": inputs,
-                                  "outputs": outputs, "timeout": self.timeout}))
+                                  "outputs": outputs}))
         covered = {k for _, r in requests for _, k in r["outputs"]}
         return requests if covered == wanted else None
 
