@@ -595,8 +595,8 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
     # compiling function's (tests put an emulator in its place)
     codes = tuple(sweep.code for sweep in sweeps)
     config = _remembered((tile, TILE_CONFIG, PAIR_TILE_CONFIG), (), lambda: _fitting(codes, links))
-    kernel, resident = _remembered((tile, _tile_kernel, config), (), lambda: _tile_kernel(
-        codes, links, index, variant, stored, config))
+    kernel, resident, packs = _remembered((tile, _tile_kernel, config), (), lambda: _packing(_tile_kernel(
+        codes, links, index, variant, stored, config)))
     tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], config.tile(len(boxes[-1])))]
     grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
     if len(program.outputs) > n_last:  # full reductions: a wave of blocks walking the tiles (``WAVES``)
@@ -606,12 +606,13 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
         partials[out], finals = _fused.final_buffers(program, out, math.prod([hi - lo for lo, hi in target]))
         reduction_args += finals
     reduction_args += _fused.fold_buffers(program, math.prod(grid))
-    swept = [_sweep_args(sweep.code, inputs[j], geometry, scalars[start + j], into.get(j, []))
+    swept = [_sweep_args(sweep.code, inputs[j], geometry, scalars[start + j], into.get(j, []), packs)
              for j, (sweep, geometry) in enumerate(zip(sweeps, geometries))]
     layouts = tuple(layout for _, _, layout in swept)
     # each sweep's index values, fills and edge fills as kernel arguments: made once per launch and buffer layout
-    tails = _remembered((tile,), ("tails", layouts, target, bool(partials)),
-                        lambda: _tile_tails(plan, tile, layouts, target, bool(partials)))
+    tails = _remembered((tile,), ("tails", layouts, target, bool(partials), packs),
+                        lambda: [_launch_args(tail, packs) for tail in _tile_tails(plan, tile, layouts, target,
+                                                                                    bool(partials))])
     args = []
     for j, ((arrays, scalar_args, _), tail) in enumerate(zip(swept, tails)):
         args += [*arrays, *(reduction_args if j == count - 1 else []), *scalar_args, *tail]
@@ -684,10 +685,12 @@ def _sweep_config(code: tuple) -> SweepConfig:
     return SHIFTED_SWEEP_CONFIG if shifted else SWEEP_CONFIG
 
 
-def _configured_kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int, SweepConfig]:
-    """``_kernel`` under the sweep's configuration (``_sweep_config``), and that configuration."""
+def _configured_kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int, SweepConfig, bool]:
+    """``_kernel`` under the sweep's configuration (``_sweep_config``), that configuration, and whether its
+    launches take packed arguments (``_packing``)."""
     config = _sweep_config(code)
-    return (*_kernel(code, index, edges, config), config)
+    kernel, resident, packs = _packing(_kernel(code, index, edges, config))
+    return kernel, resident, config, packs
 
 
 @functools.lru_cache(maxsize=256)
@@ -762,11 +765,12 @@ def _launch_geometry(code: tuple, inputs: list, edges: tuple, active: tuple, reg
                      tuple(fills), tuple(checked))
 
 
-def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple,
-                dests: list) -> tuple[list, list, tuple]:
+def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple, dests: list,
+                packs: bool) -> tuple[list, Sequence[Any], tuple]:
     """A sweep's launch arguments in ``_sweep_params``' order, but those of full reductions, its index values and
-    its fills: its arrays, inputs then outputs; its scalars; and the layout of its placed arrays and outputs (per
-    array, its strides but the last, and its item size), which its index values take (``_index_values``)."""
+    its fills: its arrays, inputs then outputs; its scalars (``packs``: as ``_launch_args`` makes them); and the
+    layout of its placed arrays and outputs (per array, its strides but the last, and its item size), which its
+    index values take (``_index_values``)."""
     import cupy
 
     ndim = len(geometry.head) // 2
@@ -783,7 +787,8 @@ def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple,
         if has_place:
             placed.append(array)
     outs = [out for out, _ in dests]
-    return arrays + outs, _scalar_args(code, scalars), tuple((a.strides[:-1], a.itemsize) for a in placed + outs)
+    return (arrays + outs, _scalar_args(code, scalars, packs),
+            tuple((a.strides[:-1], a.itemsize) for a in placed + outs))
 
 
 def _index_values(geometry: _Geometry, layout: tuple) -> list[int]:
@@ -794,10 +799,25 @@ def _index_values(geometry: _Geometry, layout: tuple) -> list[int]:
     return [*geometry.head, *places, *geometry.tail]
 
 
-def _scalar_args(code: tuple, scalars: tuple) -> list[Any]:
-    """``kernels.fused.scalar_args`` of a sweep for these values, remembered for the objects themselves (a plan
-    run again, in a loop or a later call, passes the same ones; working them out walks the program per slot)."""
-    return _remembered((code, scalars), ("scalars",), lambda: _fused.scalar_args(code.program.instrs, scalars))
+def _scalar_args(code: tuple, scalars: tuple, packs: bool) -> Sequence[Any]:
+    """``kernels.fused.scalar_args`` of a sweep for these values (``packs``: as ``_launch_args`` makes them),
+    remembered for the objects themselves (a plan run again, in a loop or a later call, passes the same ones;
+    working them out walks the program per slot)."""
+    return _remembered((code, scalars), ("scalars", packs),
+                       lambda: _launch_args(_fused.scalar_args(code.program.instrs, scalars), packs))
+
+
+def _packing(compiled: tuple[Any, int]) -> tuple[Any, int, bool]:
+    """A compiled kernel and its resident blocks (``_kernel``, ``_tile_kernel``), and whether its launches take
+    packed arguments (``cuda.takes_packed``: a CuPy kernel, not an emulated one)."""
+    return (*compiled, _cuda.takes_packed(compiled[0]))
+
+
+def _launch_args(values: Sequence[Any], packs: bool) -> Sequence[Any]:
+    """Launch arguments that stay the same from launch to launch (scalars, index values, fills), converted once
+    into what a CuPy launch converts each NumPy scalar into on every call where ``packs`` (``cuda.packed``): a
+    tile kernel of several sweeps takes about 90 of them."""
+    return _cuda.packed(values) if packs else values
 
 
 def _index_type(numbers: Sequence[int]) -> str:
@@ -812,10 +832,10 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
     over ``target``."""
     active, geometry, index = launch
     program, out_dtypes = code.program, code.out_dtypes
-    arrays, scalar_args, layout = _sweep_args(code, inputs, geometry, scalars, dests)
     to_index = _INDEX_TYPES[index]
-    kernel, resident, config = _remembered((launch, _kernel, SWEEP_CONFIG, SHIFTED_SWEEP_CONFIG), (),
-                                           lambda: _configured_kernel(code, index, active))
+    kernel, resident, config, packs = _remembered((launch, _kernel, SWEEP_CONFIG, SHIFTED_SWEEP_CONFIG), (),
+                                                  lambda: _configured_kernel(code, index, active))
+    arrays, scalar_args, layout = _sweep_args(code, inputs, geometry, scalars, dests, packs)
     reductions = range(len(out_dtypes), len(program.outputs))
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code, config),
                                   resident * WAVES if reductions else None, _stencil_source.threads(len(box), config))
@@ -825,8 +845,8 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
         buffers += finals
     buffers += _fused.fold_buffers(program, math.prod(grid))
     # its index values, fills and the target's bounds as kernel arguments: made once per launch and buffer layout
-    tail = _remembered((launch,), ("tail", layout, target), lambda: [
+    tail = _remembered((launch,), ("tail", layout, target, packs), lambda: _launch_args([
         *map(to_index, _index_values(geometry, layout)), *geometry.fills,
-        *([to_index(v) for bounds in target for v in bounds] if reductions else [])])
+        *([to_index(v) for bounds in target for v in bounds] if reductions else [])], packs))
     kernel(grid, threads, (*arrays, *buffers, *scalar_args, *tail))
     return partials
