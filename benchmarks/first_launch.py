@@ -239,11 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = args.only.split(",")
     unit, scale = ("us", 1e6) if args.cpu else ("ms", 1e3)
-    header = f"{'call':14s} {'to 1st launch':>14s} {'to return':>10s} {'to end':>10s}  ({unit}, medians)"
+    header = f"{'call':20s} {'to 1st launch':>14s} {'to return':>10s} {'to end':>10s}  ({unit}, medians)"
     if not args.processes:
         print(header)
         for name, *times in run_here(names, args.repeat, args.warmup, args.cpu, args.profile):
-            print(f"{name:14s} " + " ".join(f"{t * scale:{w}.3f}" for t, w in zip(times, (14, 10, 10))), flush=True)
+            print(f"{name:20s} " + " ".join(f"{t * scale:{w}.3f}" for t, w in zip(times, (14, 10, 10))), flush=True)
         return 0
     per_call: dict[str, list[list[float]]] = {name: [] for name in names}
     command = [sys.executable, __file__, "--only", args.only, "--repeat", str(args.repeat),
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"process {k + 1:2d}: " + "; ".join(line.strip() for line in lines), flush=True)
     print(header)
     for name, rows in per_call.items():
-        print(f"{name:14s} " + " ".join(f"{statistics.median(col):{w}.3f}" for col, w in zip(zip(*rows), (14, 10, 10)))
+        print(f"{name:20s} " + " ".join(f"{statistics.median(col):{w}.3f}" for col, w in zip(zip(*rows), (14, 10, 10)))
               + f"   median of {len(rows)} processes")
     return 0
 
