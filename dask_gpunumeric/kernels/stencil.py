@@ -584,23 +584,12 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
     (per sweep, per slot an array and its origin, or None), over the last's box into ``dests`` (its outputs,
     then those of the sweeps before it that store theirs). Returns the partial of each full reduction of the
     last sweep (by output number) over ``target``."""
-    ((start, count), boxes, links, variant, _), (geometries, index) = tile
-    sweeps = plan.sweeps[start : start + count]
-    stored = _remembered((plan,), ("stored", start, count), lambda: _stencil_plan.stored_sweeps(plan, (start, count)))
-    program, n_last = sweeps[-1].code.program, len(sweeps[-1].code.out_dtypes)
-    into, k = {count - 1: dests[:n_last]}, n_last
-    for j in stored:
-        into[j], k = dests[k : k + len(sweeps[j].code.out_dtypes)], k + len(sweeps[j].code.out_dtypes)
-    # by the launch's identity (the lru_cache's key hashes every sweep's program on each launch), and the
-    # compiling function's (tests put an emulator in its place)
-    codes = tuple(sweep.code for sweep in sweeps)
-    config = _remembered((tile, TILE_CONFIG, PAIR_TILE_CONFIG), (), lambda: _fitting(codes, links))
-    kernel, resident, packs = _remembered((tile, _tile_kernel, config), (), lambda: _packing(_tile_kernel(
-        codes, links, index, variant, stored, config)))
-    tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], config.tile(len(boxes[-1])))]
-    grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
-    if len(program.outputs) > n_last:  # full reductions: a wave of blocks walking the tiles (``WAVES``)
-        grid = (min(math.prod(tiles), resident * WAVES), 1, 1)
+    (start, count), geometries = tile[0][0], tile[1][0]
+    launch = _remembered((plan, tile, TILE_CONFIG, PAIR_TILE_CONFIG, _tile_kernel), ("launch",),
+                         lambda: _tile_launch(plan, tile))
+    sweeps, packs, grid, n_last = launch.sweeps, launch.packs, launch.grid, launch.n_last
+    program = sweeps[-1].code.program
+    into = {j: dests[lo:hi] for j, (lo, hi) in launch.into}
     partials, reduction_args = {}, []
     for out in range(n_last, len(program.outputs)):
         partials[out], finals = _fused.final_buffers(program, out, math.prod([hi - lo for lo, hi in target]))
@@ -616,8 +605,45 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
     args = []
     for j, ((arrays, scalar_args, _), tail) in enumerate(zip(swept, tails)):
         args += [*arrays, *(reduction_args if j == count - 1 else []), *scalar_args, *tail]
-    kernel(grid, (config.threads, 1, 1), tuple(args))
+    launch.kernel(grid, (launch.threads, 1, 1), tuple(args))
     return partials
+
+
+class _TileLaunch(NamedTuple):
+    """What a tile kernel's launches take from its plan and part alone (``_tile_launch``): its sweeps, the compiled
+    kernel and whether its launches take packed arguments (``_packing``), threads per block and grid, the last
+    sweep's outputs, and per sweep that stores its fields, where they lie among the launch's outputs (``into``:
+    sweep number and a range of them, the last sweep's first)."""
+
+    sweeps: tuple
+    kernel: Any
+    packs: bool
+    threads: int
+    grid: tuple[int, int, int]
+    n_last: int
+    into: tuple[tuple[int, tuple[int, int]], ...]
+
+
+def _tile_launch(plan: tuple, tile: tuple) -> _TileLaunch:
+    """``_TileLaunch`` of a run of sweeps in one tile kernel (``_run_tile``'s ``tile``), worked out once per plan and
+    part: the kernel by the launch's identity (the lru_cache's key hashes every sweep's program), compiled by the
+    compiling function of the moment (tests put an emulator in its place)."""
+    ((start, count), boxes, links, variant, _), (_, index) = tile
+    sweeps = plan.sweeps[start : start + count]
+    stored = _stencil_plan.stored_sweeps(plan, (start, count))
+    codes = tuple(sweep.code for sweep in sweeps)
+    config = _fitting(codes, links)
+    kernel, resident, packs = _packing(_tile_kernel(codes, links, index, variant, stored, config))
+    program, n_last = sweeps[-1].code.program, len(sweeps[-1].code.out_dtypes)
+    tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], config.tile(len(boxes[-1])))]
+    grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
+    if len(program.outputs) > n_last:  # full reductions: a wave of blocks walking the tiles (``WAVES``)
+        grid = (min(math.prod(tiles), resident * WAVES), 1, 1)
+    into, k = [(count - 1, (0, n_last))], n_last
+    for j in stored:
+        into.append((j, (k, k + len(sweeps[j].code.out_dtypes))))
+        k += len(sweeps[j].code.out_dtypes)
+    return _TileLaunch(sweeps, kernel, packs, config.threads, grid, n_last, tuple(into))
 
 
 def _tile_tails(plan: tuple, tile: tuple, layouts: tuple, target: Box, reduced: bool) -> list[list[Any]]:
