@@ -172,11 +172,15 @@ def from_array(x: Any, chunks: Any = "auto", *, dtype: Any = None, backend: str 
     # in the machine's byte order (big-endian data is converted block by block): CuPy knows no other, and
     # NumPy's operations would return native blocks from non-native ones
     dtype = (np.dtype(dtype) if dtype is not None else x.dtype).newbyteorder("=")
-    token = _data_token(x) if backend_of(x) != "cupy" else uuid.uuid4().hex
-    if not x.ndim and isinstance(chunks, str) and chunks == "auto":
+    on_host = backend_of(x) != "cupy"
+    if not x.ndim and on_host and isinstance(chunks, str) and chunks == "auto":
         # a scalar (an accelerated call's salt or rate, made again on every call): one block, named by its data,
-        # dtype and backend alone (no chunks to normalize, no Dask tokenize: half the host time of such a call
-        # before its first kernel launch, docs/benchmarks.md)
+        # dtype and backend alone (no chunks to normalize, no Dask tokenize, no generic node constructor: most of
+        # the host time of such a call before its first kernel launch, docs/benchmarks.md)
+        data = f"{x.dtype.str}|{dtype.str}|{backend}|".encode() + x.tobytes()
+        return Array(FromArray.of_scalar(x, dtype, backend, hashlib.sha1(data).hexdigest()))
+    token = _data_token(x) if on_host else uuid.uuid4().hex
+    if not x.ndim and isinstance(chunks, str) and chunks == "auto":  # (a 0-d CuPy array: named by a new token)
         return Array(FromArray(x, (), dtype, backend, hashlib.sha1(f"{token}{dtype.str}{backend}".encode()).hexdigest()))
     chunks = normalize_chunks(chunks, x.shape, dtype, backend)
     return Array(FromArray(x, chunks, dtype, backend, tokenize(token, chunks, str(dtype), backend)))

@@ -64,6 +64,15 @@ class FromArray(ArrayExpr):
 
     _parameters = ["array", "chunks", "dtype", "backend", "token"]
 
+    @classmethod
+    def of_scalar(cls, array: np.ndarray, dtype: np.dtype, backend: str, token: str) -> FromArray:
+        """``FromArray(array, (), dtype, backend, token)`` of a 0-d host array (``dtype`` a NumPy dtype), made
+        without the constructor's generic steps (an accelerated call's salt or rate, made on every call)."""
+        inst = object.__new__(cls)
+        inst.__dict__.update(operands=[array, (), dtype, backend, token], _determ_token=token, _name=f"array-{token}",
+                             chunks=(), dtype=dtype, backend=backend)
+        return inst
+
     @cached
     def _funcname(self) -> str:
         return "array"
@@ -83,6 +92,8 @@ class FromArray(ArrayExpr):
         return _blocks.as_block(self._piece(index), self.dtype, self.backend)
 
     def _piece(self, index: Index) -> object:
+        if not index:  # a 0-d array's one block (an accelerated call's salt, on every call)
+            return self.operand("array")[()]
         slices = tuple(slice(o, o + s) for o, s in zip(self.block_offset(index), self.block_shape(index)))
         return self.operand("array")[slices]
 

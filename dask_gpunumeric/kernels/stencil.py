@@ -584,39 +584,66 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
     (per sweep, per slot an array and its origin, or None), over the last's box into ``dests`` (its outputs,
     then those of the sweeps before it that store theirs). Returns the partial of each full reduction of the
     last sweep (by output number) over ``target``."""
-    ((start, count), boxes, links, variant, _), (geometries, index) = tile
-    sweeps = plan.sweeps[start : start + count]
-    stored = _remembered((plan,), ("stored", start, count), lambda: _stencil_plan.stored_sweeps(plan, (start, count)))
-    program, n_last = sweeps[-1].code.program, len(sweeps[-1].code.out_dtypes)
-    into, k = {count - 1: dests[:n_last]}, n_last
-    for j in stored:
-        into[j], k = dests[k : k + len(sweeps[j].code.out_dtypes)], k + len(sweeps[j].code.out_dtypes)
-    # by the launch's identity (the lru_cache's key hashes every sweep's program on each launch), and the
-    # compiling function's (tests put an emulator in its place)
-    codes = tuple(sweep.code for sweep in sweeps)
-    config = _remembered((tile, TILE_CONFIG, PAIR_TILE_CONFIG), (), lambda: _fitting(codes, links))
-    kernel, resident = _remembered((tile, _tile_kernel, config), (), lambda: _tile_kernel(
-        codes, links, index, variant, stored, config))
-    tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], config.tile(len(boxes[-1])))]
-    grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
-    if len(program.outputs) > n_last:  # full reductions: a wave of blocks walking the tiles (``WAVES``)
-        grid = (min(math.prod(tiles), resident * WAVES), 1, 1)
+    (start, count), geometries = tile[0][0], tile[1][0]
+    launch = _remembered((plan, tile, TILE_CONFIG, PAIR_TILE_CONFIG, _tile_kernel), ("launch",),
+                         lambda: _tile_launch(plan, tile))
+    sweeps, packs, grid, n_last = launch.sweeps, launch.packs, launch.grid, launch.n_last
+    program = sweeps[-1].code.program
+    into = {j: dests[lo:hi] for j, (lo, hi) in launch.into}
     partials, reduction_args = {}, []
     for out in range(n_last, len(program.outputs)):
         partials[out], finals = _fused.final_buffers(program, out, math.prod([hi - lo for lo, hi in target]))
         reduction_args += finals
     reduction_args += _fused.fold_buffers(program, math.prod(grid))
-    swept = [_sweep_args(sweep.code, inputs[j], geometry, scalars[start + j], into.get(j, []))
+    swept = [_sweep_args(sweep.code, inputs[j], geometry, scalars[start + j], into.get(j, []), packs)
              for j, (sweep, geometry) in enumerate(zip(sweeps, geometries))]
     layouts = tuple(layout for _, _, layout in swept)
     # each sweep's index values, fills and edge fills as kernel arguments: made once per launch and buffer layout
-    tails = _remembered((tile,), ("tails", layouts, target, bool(partials)),
-                        lambda: _tile_tails(plan, tile, layouts, target, bool(partials)))
+    tails = _remembered((tile,), ("tails", layouts, target, bool(partials), packs),
+                        lambda: [_launch_args(tail, packs) for tail in _tile_tails(plan, tile, layouts, target,
+                                                                                    bool(partials))])
     args = []
     for j, ((arrays, scalar_args, _), tail) in enumerate(zip(swept, tails)):
         args += [*arrays, *(reduction_args if j == count - 1 else []), *scalar_args, *tail]
-    kernel(grid, (config.threads, 1, 1), tuple(args))
+    launch.kernel(grid, (launch.threads, 1, 1), tuple(args))
     return partials
+
+
+class _TileLaunch(NamedTuple):
+    """What a tile kernel's launches take from its plan and part alone (``_tile_launch``): its sweeps, the compiled
+    kernel and whether its launches take packed arguments (``_packing``), threads per block and grid, the last
+    sweep's outputs, and per sweep that stores its fields, where they lie among the launch's outputs (``into``:
+    sweep number and a range of them, the last sweep's first)."""
+
+    sweeps: tuple
+    kernel: Any
+    packs: bool
+    threads: int
+    grid: tuple[int, int, int]
+    n_last: int
+    into: tuple[tuple[int, tuple[int, int]], ...]
+
+
+def _tile_launch(plan: tuple, tile: tuple) -> _TileLaunch:
+    """``_TileLaunch`` of a run of sweeps in one tile kernel (``_run_tile``'s ``tile``), worked out once per plan and
+    part: the kernel by the launch's identity (the lru_cache's key hashes every sweep's program), compiled by the
+    compiling function of the moment (tests put an emulator in its place)."""
+    ((start, count), boxes, links, variant, _), (_, index) = tile
+    sweeps = plan.sweeps[start : start + count]
+    stored = _stencil_plan.stored_sweeps(plan, (start, count))
+    codes = tuple(sweep.code for sweep in sweeps)
+    config = _fitting(codes, links)
+    kernel, resident, packs = _packing(_tile_kernel(codes, links, index, variant, stored, config))
+    program, n_last = sweeps[-1].code.program, len(sweeps[-1].code.out_dtypes)
+    tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], config.tile(len(boxes[-1])))]
+    grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
+    if len(program.outputs) > n_last:  # full reductions: a wave of blocks walking the tiles (``WAVES``)
+        grid = (min(math.prod(tiles), resident * WAVES), 1, 1)
+    into, k = [(count - 1, (0, n_last))], n_last
+    for j in stored:
+        into.append((j, (k, k + len(sweeps[j].code.out_dtypes))))
+        k += len(sweeps[j].code.out_dtypes)
+    return _TileLaunch(sweeps, kernel, packs, config.threads, grid, n_last, tuple(into))
 
 
 def _tile_tails(plan: tuple, tile: tuple, layouts: tuple, target: Box, reduced: bool) -> list[list[Any]]:
@@ -684,10 +711,12 @@ def _sweep_config(code: tuple) -> SweepConfig:
     return SHIFTED_SWEEP_CONFIG if shifted else SWEEP_CONFIG
 
 
-def _configured_kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int, SweepConfig]:
-    """``_kernel`` under the sweep's configuration (``_sweep_config``), and that configuration."""
+def _configured_kernel(code: tuple, index: str, edges: tuple) -> tuple[Any, int, SweepConfig, bool]:
+    """``_kernel`` under the sweep's configuration (``_sweep_config``), that configuration, and whether its
+    launches take packed arguments (``_packing``)."""
     config = _sweep_config(code)
-    return (*_kernel(code, index, edges, config), config)
+    kernel, resident, packs = _packing(_kernel(code, index, edges, config))
+    return kernel, resident, config, packs
 
 
 @functools.lru_cache(maxsize=256)
@@ -762,11 +791,12 @@ def _launch_geometry(code: tuple, inputs: list, edges: tuple, active: tuple, reg
                      tuple(fills), tuple(checked))
 
 
-def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple,
-                dests: list) -> tuple[list, list, tuple]:
+def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple, dests: list,
+                packs: bool) -> tuple[list, Sequence[Any], tuple]:
     """A sweep's launch arguments in ``_sweep_params``' order, but those of full reductions, its index values and
-    its fills: its arrays, inputs then outputs; its scalars; and the layout of its placed arrays and outputs (per
-    array, its strides but the last, and its item size), which its index values take (``_index_values``)."""
+    its fills: its arrays, inputs then outputs; its scalars (``packs``: as ``_launch_args`` makes them); and the
+    layout of its placed arrays and outputs (per array, its strides but the last, and its item size), which its
+    index values take (``_index_values``)."""
     import cupy
 
     ndim = len(geometry.head) // 2
@@ -783,7 +813,8 @@ def _sweep_args(code: tuple, inputs: list, geometry: _Geometry, scalars: tuple,
         if has_place:
             placed.append(array)
     outs = [out for out, _ in dests]
-    return arrays + outs, _scalar_args(code, scalars), tuple((a.strides[:-1], a.itemsize) for a in placed + outs)
+    return (arrays + outs, _scalar_args(code, scalars, packs),
+            tuple((a.strides[:-1], a.itemsize) for a in placed + outs))
 
 
 def _index_values(geometry: _Geometry, layout: tuple) -> list[int]:
@@ -794,10 +825,25 @@ def _index_values(geometry: _Geometry, layout: tuple) -> list[int]:
     return [*geometry.head, *places, *geometry.tail]
 
 
-def _scalar_args(code: tuple, scalars: tuple) -> list[Any]:
-    """``kernels.fused.scalar_args`` of a sweep for these values, remembered for the objects themselves (a plan
-    run again, in a loop or a later call, passes the same ones; working them out walks the program per slot)."""
-    return _remembered((code, scalars), ("scalars",), lambda: _fused.scalar_args(code.program.instrs, scalars))
+def _scalar_args(code: tuple, scalars: tuple, packs: bool) -> Sequence[Any]:
+    """``kernels.fused.scalar_args`` of a sweep for these values (``packs``: as ``_launch_args`` makes them),
+    remembered for the objects themselves (a plan run again, in a loop or a later call, passes the same ones;
+    working them out walks the program per slot)."""
+    return _remembered((code, scalars), ("scalars", packs),
+                       lambda: _launch_args(_fused.scalar_args(code.program.instrs, scalars), packs))
+
+
+def _packing(compiled: tuple[Any, int]) -> tuple[Any, int, bool]:
+    """A compiled kernel and its resident blocks (``_kernel``, ``_tile_kernel``), and whether its launches take
+    packed arguments (``cuda.takes_packed``: a CuPy kernel, not an emulated one)."""
+    return (*compiled, _cuda.takes_packed(compiled[0]))
+
+
+def _launch_args(values: Sequence[Any], packs: bool) -> Sequence[Any]:
+    """Launch arguments that stay the same from launch to launch (scalars, index values, fills), converted once
+    into what a CuPy launch converts each NumPy scalar into on every call where ``packs`` (``cuda.packed``): a
+    tile kernel of several sweeps takes about 90 of them."""
+    return _cuda.packed(values) if packs else values
 
 
 def _index_type(numbers: Sequence[int]) -> str:
@@ -812,10 +858,10 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
     over ``target``."""
     active, geometry, index = launch
     program, out_dtypes = code.program, code.out_dtypes
-    arrays, scalar_args, layout = _sweep_args(code, inputs, geometry, scalars, dests)
     to_index = _INDEX_TYPES[index]
-    kernel, resident, config = _remembered((launch, _kernel, SWEEP_CONFIG, SHIFTED_SWEEP_CONFIG), (),
-                                           lambda: _configured_kernel(code, index, active))
+    kernel, resident, config, packs = _remembered((launch, _kernel, SWEEP_CONFIG, SHIFTED_SWEEP_CONFIG), (),
+                                                  lambda: _configured_kernel(code, index, active))
+    arrays, scalar_args, layout = _sweep_args(code, inputs, geometry, scalars, dests, packs)
     reductions = range(len(out_dtypes), len(program.outputs))
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code, config),
                                   resident * WAVES if reductions else None, _stencil_source.threads(len(box), config))
@@ -825,8 +871,8 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
         buffers += finals
     buffers += _fused.fold_buffers(program, math.prod(grid))
     # its index values, fills and the target's bounds as kernel arguments: made once per launch and buffer layout
-    tail = _remembered((launch,), ("tail", layout, target), lambda: [
+    tail = _remembered((launch,), ("tail", layout, target, packs), lambda: _launch_args([
         *map(to_index, _index_values(geometry, layout)), *geometry.fills,
-        *([to_index(v) for bounds in target for v in bounds] if reductions else [])])
+        *([to_index(v) for bounds in target for v in bounds] if reductions else [])], packs))
     kernel(grid, threads, (*arrays, *buffers, *scalar_args, *tail))
     return partials
