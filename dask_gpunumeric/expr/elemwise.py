@@ -13,6 +13,9 @@ from .base import _NO_LEAVES, ArrayExpr, Chunks, Index, joined_leaves, operand_t
 from .tokens import _TEXT, FLOAT_TEXT, TOKENS, _plain_repr, cached, float_text, kept_token
 
 
+_UNSET = object()
+
+
 class Elemwise(ArrayExpr):
     """A NumPy-style elementwise function of N inputs (arrays and scalars), broadcasting on aligned chunks.
 
@@ -48,18 +51,33 @@ class Elemwise(ArrayExpr):
                 if text is None or isinstance(a, Expr):  # no plain value, or an expression not ours
                     return cls(op, dtype, {}, *args)
                 texts.append(text)
-        # (the node made here, as ``with_metadata`` makes it: a call less on every operation)
         parts = tuple(texts)
         token = TOKENS.get(parts) or kept_token(parts, f"{head}{','.join(texts[1:])})")
+        return cls.named(op, dtype, args, chunks, (token, f"{funcname}-{token}", backend),
+                         _NO_LEAVES if leaves is _UNSET else leaves)
+
+    @classmethod
+    def named(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks, named: tuple[str, str, str],
+              leaves: Any = _UNSET) -> Elemwise:
+        """``of_aligned``'s node where its (token, name, backend) are known (``named``: those of a node made before
+        of the same operation and operands, the same names and numbers), and its operands' inputs ``leaves`` where
+        they are (else joined here)."""
+        if leaves is _UNSET:
+            for a in args:
+                if isinstance(a, ArrayExpr):
+                    more = a._leaves
+                    leaves = more if leaves is _UNSET else joined_leaves(leaves, more) if more is not leaves \
+                        else leaves
+            if leaves is _UNSET:
+                leaves = _NO_LEAVES
+        # (the node made here, as ``with_metadata`` makes it: a call less on every operation)
         inst = object.__new__(cls)
         values = inst.__dict__  # (set one by one: faster than update(**) here)
-        values["_determ_token"] = token
+        values["_determ_token"], values["_name"], values["backend"] = named
         values["operands"] = [op, dtype, {}, *args]
         values["chunks"] = chunks
         values["dtype"] = dtype
-        values["backend"] = backend
-        values["_leaves"] = _NO_LEAVES if leaves is _UNSET else leaves
-        values["_name"] = f"{funcname}-{token}"
+        values["_leaves"] = leaves
         return inst
 
     @cached
@@ -111,7 +129,6 @@ def token_head(op: str, dtype: np.dtype) -> tuple[str, str]:
 
 
 _HEADS: dict[tuple[str, np.dtype], tuple[str, str]] = {}
-_UNSET = object()
 
 
 @functools.lru_cache(maxsize=None)
