@@ -119,15 +119,18 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
     promotion guard's, a special value's correction, a warning, alignment: the full path's cases).
 
     Plain code builds the same nodes call after call: a node's name, dtype and chunks are found by its
-    operation and its operands' names and numbers (``_NODES``), where they were worked out before."""
+    operation and its operands' names and numbers (``_NODES``), where they were worked out before. Nothing is
+    kept for nodes on a fresh operand (one never built before: a time-stepping loop's next step)."""
     operands: list[Any] = []
     key: list[Any] = [op, skip]  # then each operand's name, or (type, value) of a number
     for a in args:
         kind = type(a)
         if kind is Array:
             a = a._expr
+            if a._fresh:
+                return _new_node(op, args, skip)
             key.append(a._name)
-        elif kind is int or kind is bool:
+        elif kind is int:
             key.append((kind, a))
         elif kind is float or kind in NUMPY_NUMBERS:
             if not a or a != a:  # a zero or a NaN: equal values of other bits (other nodes)
@@ -155,15 +158,18 @@ def _new_node(op: str, args: tuple, skip: int, key: tuple | None = None) -> Arra
     chunks = None
     broadcast = False
     for a in args:
-        if type(a) is Array:
+        kind = type(a)
+        if kind is Array:
             a = a._expr
             dtypes.append(a.dtype)
             if chunks is None:
                 chunks = a.chunks
             elif a.chunks is not chunks and a.chunks != chunks:
                 broadcast = True
+        elif kind is float or kind is int or kind in NUMPY_NUMBERS:
+            dtypes.append((kind, a))
         else:
-            dtypes.append((type(a), a))
+            return None
         operands.append(a)
     if broadcast:
         chunks = _aligned_chunks(op, [a.chunks for a in operands if isinstance(a, ArrayExpr)])

@@ -52,9 +52,15 @@ class Elemwise(ArrayExpr):
                     return cls(op, dtype, {}, *args)
                 texts.append(text)
         parts = tuple(texts)
-        token = TOKENS.get(parts) or kept_token(parts, f"{head}{','.join(texts[1:])})")
-        return cls.named(op, dtype, args, chunks, (token, f"{funcname}-{token}", backend),
+        token = TOKENS.get(parts)
+        fresh = token is None
+        if fresh:
+            token = kept_token(parts, f"{head}{','.join(texts[1:])})")
+        node = cls.named(op, dtype, args, chunks, (token, f"{funcname}-{token}", backend),
                          _NO_LEAVES if leaves is _UNSET else leaves)
+        if fresh:
+            node.__dict__["_fresh"] = True
+        return node
 
     @classmethod
     def named(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks, named: tuple[str, str, str],
