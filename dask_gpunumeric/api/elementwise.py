@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..expr import ArrayExpr, Chunks, Elemwise
+from ..expr import ArrayExpr, Chunks, Elemwise, joined_leaves
 from ..expr.elemwise import broadcast_chunks, token_head
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
@@ -122,7 +122,8 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
     operation and its operands' names and numbers (``_NODES``), where they were worked out before. Nothing is
     kept for nodes on a fresh operand (one never built before: a time-stepping loop's next step)."""
     operands: list[Any] = []
-    key: list[Any] = [op, skip]  # then each operand's name, or (type, value) of a number
+    key: list[Any] = [op, skip]  # then each operand's name, or the type and the value of a number
+    leaves: Any = _UNKNOWN  # (the array operands' inputs, joined)
     for a in args:
         kind = type(a)
         if kind is Array:
@@ -130,23 +131,26 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
             if a._fresh:
                 return _new_node(op, args, skip)
             key.append(a._name)
+            more = a._leaves
+            leaves = more if leaves is _UNKNOWN or more is leaves else joined_leaves(leaves, more)
         elif kind is int:
-            key.append((kind, a))
+            key += (kind, a)
         elif kind is float or kind in NUMPY_NUMBERS:
             if not a or a != a:  # a zero or a NaN: equal values of other bits (other nodes)
                 return _new_node(op, args, skip)
-            key.append((kind, a))
+            key += (kind, a)
         else:
             return None
         operands.append(a)
     known = _NODES.get(tuple(key), _UNKNOWN)
     if known is _UNKNOWN:
         return _new_node(op, args, skip, tuple(key))
-    if known is None:
+    if known is None or leaves is _UNKNOWN:  # (no array operand: the full path's)
         return None
     func, out_dtype, keep, extra, chunks, named = known
     result = _new_array(Array)  # Array(node) without its check: the node is ours
-    result._expr = Elemwise.named(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks, named)
+    result._expr = Elemwise.named(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks, named,
+                                  leaves)
     return result
 
 
