@@ -13,9 +13,6 @@ from .base import _NO_LEAVES, ArrayExpr, Chunks, Index, joined_leaves, operand_t
 from .tokens import _TEXT, FLOAT_TEXT, TOKENS, _plain_repr, cached, float_text, kept_token
 
 
-_UNSET = object()
-
-
 class Elemwise(ArrayExpr):
     """A NumPy-style elementwise function of N inputs (arrays and scalars), broadcasting on aligned chunks.
 
@@ -64,18 +61,9 @@ class Elemwise(ArrayExpr):
 
     @classmethod
     def named(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks, named: tuple[str, str, str],
-              leaves: Any = _UNSET) -> Elemwise:
+              leaves: dict[str, ArrayExpr] | None) -> Elemwise:
         """``of_aligned``'s node where its (token, name, backend) are known (``named``: those of a node made before
-        of the same operation and operands, the same names and numbers), and its operands' inputs ``leaves`` where
-        they are (else joined here)."""
-        if leaves is _UNSET:
-            for a in args:
-                if isinstance(a, ArrayExpr):
-                    more = a._leaves
-                    leaves = more if leaves is _UNSET else joined_leaves(leaves, more) if more is not leaves \
-                        else leaves
-            if leaves is _UNSET:
-                leaves = _NO_LEAVES
+        of the same operation and operands, the same names and numbers), its operands' inputs ``leaves`` joined."""
         # (the node made here, as ``with_metadata`` makes it: a call less on every operation)
         inst = object.__new__(cls)
         values = inst.__dict__  # (set one by one: faster than update(**) here)
@@ -135,6 +123,7 @@ def token_head(op: str, dtype: np.dtype) -> tuple[str, str]:
 
 
 _HEADS: dict[tuple[str, np.dtype], tuple[str, str]] = {}
+_UNSET = object()
 
 
 @functools.lru_cache(maxsize=None)
