@@ -862,3 +862,26 @@ def test_short_build_path_makes_the_general_node(name: str, operands: tuple) -> 
             (node._name, node.chunks, node.dtype, node.backend)
     assert result.dtype == expected.dtype
     assert_eq(result, expected)
+
+
+def test_nodes_built_again_are_their_constructors_with_every_operand_and_guard():
+    """Operations built again on the same Arrays and numbers (plain code called again) give the nodes their
+    constructors give, NumPy's bits (a zero's sign, NaN), and for other numbers, dtypes and chunks nodes of their
+    own; a widening operation raises the promotion guard's error on every call."""
+    import dask
+
+    host = np.array([1.5, -2.0, 0.0, 3.25, -0.0, 7.0], dtype=np.float32)
+    numbers = (1.5, -0.0, 0.0, np.float32(-0.0), np.float32(0.0), float("nan"), 2, True, 1.5, -0.0, 0.0)
+    for dtype, chunks in ((np.float32, 3), (np.float64, 3), (np.float32, 2)):
+        h = host.astype(dtype)
+        (x,) = dask.persist(gnp.asarray(h, chunks=chunks))
+        for _ in range(2):
+            for c in numbers:
+                for built, want in ((x * c, h * c), (c - x, c - h), (gnp.where(x > c, x, c), np.where(h > c, h, c))):
+                    assert built.expr._name == type(built.expr)(*built.expr.operands)._name
+                    got = gnp.fetch(built)
+                    assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (dtype, chunks, c)
+        with gnp.config.set(guards="error"):
+            for _ in range(2):
+                with pytest.raises(TypeError):
+                    x.astype(np.float32) * np.float64(1.5)

@@ -520,3 +520,38 @@ def test_long_token_texts_are_not_kept():
     assert all(len(text) <= tokens._KEPT_TEXT_LENGTH for text in tokens.TOKENS)
     assert x.expr._name == type(x.expr)(*x.expr.operands)._name
     np.testing.assert_array_equal(gnp.fetch(x[:5]), np.full(5, 2.0))
+
+
+_blocks_made: list[int] = []
+
+
+def _counted(block):
+    _blocks_made.append(1)
+    return block * 2.0
+
+
+@pytest.mark.parametrize("entry", ["gnp.compute", "gnp.persist", "compute", "persist", "fetch", "dask.compute"])
+def test_outputs_of_the_same_names_on_persisted_or_lazy_inputs_get_their_own_graphs(entry):
+    """Outputs rebuilt on a persisted input and on the lazy expression it was persisted from have the same names:
+    each call, alternating, runs its own graph (the persisted blocks are not made again, the lazy input is); other
+    dtypes, shapes and scalars get theirs too; NumPy's values through every entry point."""
+    runs = {"gnp.compute": lambda a, b: gnp.compute(a, b), "gnp.persist": lambda a, b: gnp.fetch(gnp.persist(a, b)),
+            "compute": lambda a, b: (a.compute(),), "persist": lambda a, b: (gnp.fetch(a.persist()),),
+            "fetch": lambda a, b: gnp.fetch((a, b)), "dask.compute": lambda a, b: dask.compute(a, b)}
+    run = runs[entry]
+    for shape, dtype, scale in (((16, 8), np.float64, 1.5), ((16, 8), np.float32, 1.5), ((12, 6), np.float64, 1.5),
+                                ((16, 8), np.float64, 2.5)):
+        host = np.random.default_rng(3).random(shape).astype(dtype)
+        lazy = gnp.map_blocks(_counted, gnp.asarray(host, chunks=(8, 8)))
+        persisted = lazy.persist()
+        m = (host * 2.0).max(axis=1, keepdims=True)
+        expected = (np.exp(host * 2.0 - m) * scale, (m + scale)[:, 0])
+        for x, made in ((persisted, 0), (lazy, 2), (persisted, 0), (persisted, 0), (lazy, 2), (lazy, 2)):
+            m_ = gnp.max(x, axis=1, keepdims=True)
+            outputs = (gnp.exp(x - m_) * scale, (m_ + scale)[:, 0])
+            _blocks_made.clear()
+            got = run(*outputs)
+            assert len(_blocks_made) == made, (shape, dtype, scale)
+            for g, want in zip(got, expected):
+                assert to_host(g).dtype == want.dtype
+                np.testing.assert_allclose(to_host(g), want, rtol=1e-6 if dtype == np.float32 else 1e-12)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..expr import ArrayExpr, Chunks, Elemwise
+from ..expr import ArrayExpr, Chunks, Elemwise, joined_leaves
 from ..expr.elemwise import broadcast_chunks, token_head
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
@@ -116,39 +116,93 @@ _VALUE_DEPENDENT = frozenset({"floor_divide", "remainder", "fmod", *_special_val
 def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
     """The node of the common case, Arrays of the same chunks and Python or NumPy numbers, that the full path
     below would build (``skip``: its ``skip_promotion``), on its shortest route; None for anything else (the
-    promotion guard's, a special value's correction, a warning, alignment: the full path's cases)."""
+    promotion guard's, a special value's correction, a warning, alignment: the full path's cases).
+
+    Plain code builds the same nodes call after call: a node's name, dtype and chunks are found by its
+    operation and its operands' names and numbers (``_NODES``), where they were worked out before. Nothing is
+    kept for nodes on a fresh operand (one never built before: a time-stepping loop's next step)."""
     operands: list[Any] = []
-    key: list[Any] = [op, skip]  # then as ``_dtypes`` makes it
+    key: list[Any] = [op, skip]  # then each operand's name, or the type and the value of a number
+    leaves: Any = _UNKNOWN  # (the array operands' inputs, joined)
+    for a in args:
+        kind = type(a)
+        if kind is Array:
+            a = a._expr
+            if a._fresh:
+                return _new_node(op, args, skip)
+            key.append(a._name)
+            more = a._leaves
+            leaves = more if leaves is _UNKNOWN or more is leaves else joined_leaves(leaves, more)
+        elif kind is int:
+            key += (kind, a)
+        elif kind is float or kind in NUMPY_NUMBERS:
+            if not a or a != a:  # a zero or a NaN: equal values of other bits (other nodes)
+                return _new_node(op, args, skip)
+            key += (kind, a)
+        else:
+            return None
+        operands.append(a)
+    known = _NODES.get(tuple(key), _UNKNOWN)
+    if known is _UNKNOWN:
+        return _new_node(op, args, skip, tuple(key))
+    if known is None or leaves is _UNKNOWN:  # (no array operand: the full path's)
+        return None
+    func, out_dtype, keep, extra, chunks, named = known
+    result = _new_array(Array)  # Array(node) without its check: the node is ours
+    result._expr = Elemwise.named(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks, named,
+                                  leaves)
+    return result
+
+
+def _new_node(op: str, args: tuple, skip: int, key: tuple | None = None) -> Array | None:
+    """``_short_path``'s node made from its operands (a plan of its operation on their dtypes, ``_short_plan``);
+    what it found kept under ``key`` (not None) for the next node of the same operation and operands."""
+    operands: list[Any] = []
+    dtypes: list[Any] = [op, skip]  # then as ``_dtypes`` makes it
     chunks = None
     broadcast = False
     for a in args:
         kind = type(a)
         if kind is Array:
             a = a._expr
-            key.append(a.dtype)
+            dtypes.append(a.dtype)
             if chunks is None:
                 chunks = a.chunks
             elif a.chunks is not chunks and a.chunks != chunks:
                 broadcast = True
         elif kind is float or kind is int or kind in NUMPY_NUMBERS:
-            key.append((kind, a))
+            dtypes.append((kind, a))
         else:
             return None
         operands.append(a)
     if broadcast:
         chunks = _aligned_chunks(op, [a.chunks for a in operands if isinstance(a, ArrayExpr)])
-    if chunks is None:
-        return None
-    plan = _SHORT_PLANS.get(tuple(key), _UNKNOWN)
+    plan = None if chunks is None else _SHORT_PLANS.get(tuple(dtypes), _UNKNOWN)
     if plan is _UNKNOWN:
-        plan = _short_plan(op, tuple(key[2:]), skip)
+        plan = _short_plan(op, tuple(dtypes[2:]), skip)
     if plan is None:
+        if key is not None:
+            _keep_node(key, None)
         return None
-    func, out_dtype, keep, extra, known = plan
-    result = _new_array(Array)  # Array(node) without its check: the node is ours
-    result._expr = Elemwise.of_aligned(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks,
-                                       known)
+    func, out_dtype, keep, extra, head = plan
+    node = Elemwise.of_aligned(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks, head)
+    if key is not None:
+        _keep_node(key, (func, out_dtype, keep, extra, chunks, (node._determ_token, node._name, node.backend)))
+    result = _new_array(Array)
+    result._expr = node
     return result
+
+
+def _keep_node(key: tuple, known: tuple | None) -> None:
+    if len(_NODES) >= _NODES_SIZE:  # (a loop building new names on every step must not grow it without end)
+        _NODES.clear()
+    _NODES[key] = known
+
+
+# (op, skip, *operand names or (type, value) of numbers) -> the node's (block function, dtype, the operands kept and
+# those added by the full path's rewrite, chunks, and (token, name, backend)), or None where the full path builds it
+_NODES: dict[tuple, tuple | None] = {}
+_NODES_SIZE = 4096
 
 
 _new_array = object.__new__

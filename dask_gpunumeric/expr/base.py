@@ -44,6 +44,10 @@ def _runtime() -> ModuleType:
 class ArrayExpr(Expr):
     """Base of all array expressions: shape, chunks, dtype and backend, and one task per block."""
 
+    # True on an elementwise node whose token text was never met before (a time-stepping loop's new nodes, a
+    # first call's): its builders keep nothing for the nodes made on it (``api.elementwise._short_path``)
+    _fresh = False
+
     def __new__(cls, *args: Any, _determ_token: str | None = None, **kwargs: Any) -> ArrayExpr:
         # dask's Expr.__new__, without its per-operand search for collections to unpack (an import and
         # an attribute lookup each): our operands are expressions and plain values, and this runs on

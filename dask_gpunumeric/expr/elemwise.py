@@ -48,18 +48,30 @@ class Elemwise(ArrayExpr):
                 if text is None or isinstance(a, Expr):  # no plain value, or an expression not ours
                     return cls(op, dtype, {}, *args)
                 texts.append(text)
-        # (the node made here, as ``with_metadata`` makes it: a call less on every operation)
         parts = tuple(texts)
-        token = TOKENS.get(parts) or kept_token(parts, f"{head}{','.join(texts[1:])})")
+        token = TOKENS.get(parts)
+        fresh = token is None
+        if fresh:
+            token = kept_token(parts, f"{head}{','.join(texts[1:])})")
+        node = cls.named(op, dtype, args, chunks, (token, f"{funcname}-{token}", backend),
+                         _NO_LEAVES if leaves is _UNSET else leaves)
+        if fresh:
+            node.__dict__["_fresh"] = True
+        return node
+
+    @classmethod
+    def named(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks, named: tuple[str, str, str],
+              leaves: dict[str, ArrayExpr] | None) -> Elemwise:
+        """``of_aligned``'s node where its (token, name, backend) are known (``named``: those of a node made before
+        of the same operation and operands, the same names and numbers), its operands' inputs ``leaves`` joined."""
+        # (the node made here, as ``with_metadata`` makes it: a call less on every operation)
         inst = object.__new__(cls)
         values = inst.__dict__  # (set one by one: faster than update(**) here)
-        values["_determ_token"] = token
+        values["_determ_token"], values["_name"], values["backend"] = named
         values["operands"] = [op, dtype, {}, *args]
         values["chunks"] = chunks
         values["dtype"] = dtype
-        values["backend"] = backend
-        values["_leaves"] = _NO_LEAVES if leaves is _UNSET else leaves
-        values["_name"] = f"{funcname}-{token}"
+        values["_leaves"] = leaves
         return inst
 
     @cached

@@ -154,6 +154,10 @@ def assemble(
     drop: tuple[int, ...],
 ) -> Any:
     """Cut each block by its local index, join the pieces on ``grid``, reorder and drop axes."""
+    if len(blocks) == 1:
+        view = _one_view(local_indices[0], perms, drop)
+        if view is not None:  # a basic slice of one block (``x[:, 0]``): one view, not a view of a view
+            return blocks[0][view]
     pieces = [_local_index(b, ix) for b, ix in zip(blocks, local_indices)]
     out = concatenate_nested(pieces, grid)
     xp = namespace(out)
@@ -163,6 +167,21 @@ def assemble(
     if drop:
         out = out[tuple(0 if d in drop else slice(None) for d in range(out.ndim))]
     return out
+
+
+def _one_view(local: tuple[Any, ...], perms: tuple[Any, ...], drop: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """The one basic index that ``assemble`` of a single piece amounts to, where it cuts the piece with slices of
+    step 1 (a dropped axis's being one element long) and reorders nothing; else None."""
+    view = []
+    for axis, ix in enumerate(local):
+        if type(ix) is not slice or ix.step not in (None, 1) or perms[axis] is not None:
+            return None
+        if axis in drop:
+            if ix.start is None or ix.stop != ix.start + 1 or ix.start < 0:
+                return None
+            ix = ix.start
+        view.append(ix)
+    return tuple(view)
 
 
 def cut(block: Any, local: tuple[slice, ...]) -> Any:

@@ -12,14 +12,14 @@ import numpy as np
 from dask._expr import Expr
 from dask._task_spec import Alias, GraphNode
 
-from ..expr import ArrayExpr, Bundle, Finalize, FromArray, FromGraph, Materialized, flat_keys, walk
+from ..expr import ArrayExpr, Bundle, Finalize, FromArray, FromGraph, Materialized, flat_keys, joined_leaves, walk
 from ..optimize import pipeline as _pipeline
 from .cluster import active_workers, owner
 from . import reuse as _reuse
 from .faults import check_result_fits, label_tasks
 from .schedule import fuse_chains, schedule_of, threads_gain
 
-__all__ = ["CompiledGraph", "Layout", "cluster_graph", "compile_tree", "compiled", "graph_of", "optimize",
+__all__ = ["CompiledGraph", "Layout", "cluster_graph", "compile_tree", "compiled", "compiled_outputs", "graph_of", "optimize",
            "placement", "placement_workers"]
 
 
@@ -94,8 +94,50 @@ class CompiledGraph:
 def compiled(root: ArrayExpr) -> CompiledGraph:
     """The optimized graph of a tree (with its keys), from the cache without making a ``Materialized``
     node when the cache holds it (``gnp.fetch`` of an expression rebuilt on every call)."""
-    hit = _cached_graph(_cache_key(root))
+    return _compiled(root, _cache_key(root))
+
+
+def _compiled(root: ArrayExpr, cacheable: tuple[tuple, tuple] | None) -> CompiledGraph:
+    hit = _cached_graph(cacheable)
     return hit if hit is not None else Materialized((root,))._compiled
+
+
+class _OutputsPlan(NamedTuple):
+    """What a call computing or persisting outputs of these names needs besides their blocks: the cached graph
+    (without the persisted inputs' blocks), each output's keys, and the names of the persisted inputs it was
+    made for."""
+
+    graph: CompiledGraph
+    keys: list[list]
+    persisted: tuple[str, ...]
+
+
+_OUTPUTS_PLANS: collections.OrderedDict[tuple, _OutputsPlan] = collections.OrderedDict()
+
+
+def compiled_outputs(exprs: Sequence[ArrayExpr], finalized: bool) -> tuple[CompiledGraph, list[list]]:
+    """The jointly compiled graph of several outputs (``finalized``: each joined into one result, as ``compute``
+    gives it; else their blocks, as ``persist`` keeps them), and each output's keys. Plain code rebuilds the same
+    outputs (the same names) on every call: their plan is then found by their names, on the same persisted inputs,
+    without making their roots (``Finalize``, ``Bundle``) and keying their tree again."""
+    names = (tuple([e._name for e in exprs]), finalized, _pipeline.settings_key())
+    plan = _lookup(_OUTPUTS_PLANS, names)
+    if plan is not None:
+        leaves = exprs[0]._leaves
+        for e in exprs[1:]:
+            leaves = joined_leaves(leaves, e._leaves)
+        persisted = None if leaves is None else _persisted_inputs(leaves.values())
+        if persisted is not None and tuple(sorted([n._name for n in persisted])) == plan.persisted:
+            return plan.graph.with_inputs(_input_layers(persisted)), plan.keys
+    roots = [e.finalize_compute() for e in exprs] if finalized else list(exprs)
+    keys = [flat_keys(r) for r in roots]
+    root = roots[0] if len(roots) == 1 else Bundle.of(*roots)
+    cacheable = _cache_key(root)
+    graph = _compiled(root, cacheable)
+    kept = None if cacheable is None else _GRAPH_CACHE.get(cacheable[0])  # (cached from a tree's second build on)
+    if kept is not None:
+        _remember(_OUTPUTS_PLANS, names, _OutputsPlan(kept, keys, cacheable[0][2]))
+    return graph, keys
 
 
 def compile_tree(materialized: Materialized) -> CompiledGraph:

@@ -10,12 +10,11 @@ import dask
 import dask.base
 import dask.callbacks
 
-from ..expr import ArrayExpr, Bundle, flat_keys
 from ..backend import to_numpy
 from ..kernels.blocks import concatenate_grid
 from ..kernels.checks import Deferral, Delivery, verify, with_checks
 from .cluster import client_active
-from .compile import compiled, placement_workers
+from .compile import CompiledGraph, compiled_outputs, placement_workers
 from .faults import check_result_fits
 from .schedule import in_this_thread, local_scheduler, run_in_order
 from .submit import is_array, persist, submit
@@ -54,9 +53,8 @@ def _local_scheduler(x: Any) -> bool:
 def _compute_local(x: Any) -> Any:
     """``x.compute()`` on the local scheduler without the collection machinery of ``dask.compute``: the
     optimized graph of the array (cached for pure computations) straight to the scheduler."""
-    expr = x.expr.finalize_compute()
-    (key,) = flat_keys(expr)  # one block: nested one level per dimension, or a Finalize's single key
-    return _run_local(x, expr, [key])[0]
+    graph, ((key,),) = compiled_outputs([x.expr], finalized=True)  # one key: one block, or a Finalize's
+    return _run_local(x, graph, [key])[0]
 
 
 def _jointly_local(xs: Sequence[Any]) -> bool:
@@ -70,13 +68,11 @@ def _compute_many_local(xs: Sequence[Any]) -> list:
     """``dask.compute(*xs)`` of Arrays on the local scheduler without the collection machinery of
     ``dask.compute``: their finalized trees optimized together (one compiled graph, cached; shared work
     done once), as ``dask.compute`` optimizes them, straight to the scheduler."""
-    exprs = [a.expr.finalize_compute() for a in xs]
-    keys = [key for e in exprs for key in flat_keys(e)]  # one key each (one block, or a Finalize's)
-    return _run_local(xs[0], Bundle.of(*exprs) if len(exprs) > 1 else exprs[0], keys)
+    graph, keys = compiled_outputs([a.expr for a in xs], finalized=True)
+    return _run_local(xs[0], graph, [key for (key,) in keys])  # one key each (one block, or a Finalize's)
 
 
-def _run_local(x: Any, expr: ArrayExpr, keys: list) -> list:
-    graph = compiled(expr)
+def _run_local(x: Any, graph: CompiledGraph, keys: list) -> list:
     if in_this_thread(graph, sequential=x.backend == "cupy") and not dask.callbacks.Callback.active:
         # a handful of tasks, CuPy blocks (whose scheduler is one thread launching kernels) or work that threads
         # cannot shorten (``threads_gain``): run them in order, in this thread (with Dask callbacks, such as a
@@ -132,9 +128,9 @@ def persist_now(x: Any) -> dict | None:
     if not _local_scheduler(x):
         client = _synchronous_client(x)
         return None if client is None else submit(client, [x.expr], placement_workers())
-    keys = flat_keys(x.expr)
+    graph, (keys,) = compiled_outputs([x.expr], finalized=False)
     with Deferral() as deferral:
-        values = _run_local(x, x.expr, keys)
+        values = _run_local(x, graph, keys)
     return with_checks(dict(zip(keys, values)), deferral.checks)
 
 
@@ -190,11 +186,10 @@ def persist_many_local(arrays: Sequence[Any]) -> list:
     """``dask.persist(*arrays)`` of Arrays of one backend on the local scheduler without the collection machinery of
     ``dask.persist``: their trees optimized together (one compiled graph, cached; shared work done once), run straight
     on the scheduler, each Array rebuilt on its blocks (carrying the device checks its tasks left unread)."""
-    exprs = [a.expr for a in arrays]
-    per_array = [flat_keys(e) for e in exprs]
+    graph, per_array = compiled_outputs([a.expr for a in arrays], finalized=False)
     keys = [k for ks in per_array for k in ks]
     with Deferral() as deferral:
-        values = dict(zip(keys, _run_local(arrays[0], exprs[0] if len(exprs) == 1 else Bundle.of(*exprs), keys)))
+        values = dict(zip(keys, _run_local(arrays[0], graph, keys)))
     checks = deferral.checks
     if len(arrays) > 1:  # which array a check belongs to is not known: read them now
         verify(checks)
