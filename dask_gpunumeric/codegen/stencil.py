@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -64,6 +64,16 @@ def threads(ndim: int, config: SweepConfig = SweepConfig()) -> tuple[int, int, i
     if config.columns % 32 or total % config.columns:
         raise ProgramError(f"sweep configuration {config!r}: columns a multiple of 32 dividing {total}")
     return config.columns, total // config.columns, 1
+
+
+PACK = 4  # columns per thread of a packed 2-d sweep (``SweepConfig.packed``): one ``gnp_pack4`` per buffer row
+
+
+def columns_per_thread(code: tuple, config: SweepConfig = SweepConfig()) -> int:
+    """Consecutive positions each thread computes along the last axis: ``PACK`` where the configuration packs
+    and the sweep is 2-d without random draws (whose streams are per position), else 1."""
+    packs = config.packed and code.program.ndim == 2 and all(ins[0] != "random" for ins in code.program.instrs)
+    return PACK if packs else 1
 
 
 def shifted_buffers(code: tuple) -> int:
@@ -133,11 +143,12 @@ def _places(code: tuple, index: str, prefix: str = "", shared: Sequence[int] = (
 
 
 def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared: dict[int, str] | None = None,
-             stores: Sequence[str] | None = None) -> list[str]:
+             stores: Sequence[str] | None = None, held: Callable[[int, Sequence[int]], str] | None = None) -> list[str]:
     """The statements computing and storing one element of a sweep at position ``p`` (reads with their
     edges where ``checked``; parameters named with ``prefix``). ``shared``: the slots read from shared
     memory, each an expression of the read's offset per axis (``{0}``, ``{1}``: ``tile_source``);
-    ``stores``: where each output goes (default: its buffer ``out<j>`` at ``w<j>``)."""
+    ``stores``: where each output goes (default: its buffer ``out<j>`` at ``w<j>``); ``held``: the value of a
+    read of a buffer with positions (slot, offset) already loaded into registers (``_packed_rows``)."""
     program, _, loads, restricted, bases, out_dtypes = code
     ndim, _, instrs, outputs = program
     last, shared = ndim - 1, shared or {}
@@ -148,6 +159,8 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
         """The read of buffer ``slot`` at ``offset`` from the element computed."""
         if slot in shared:
             return shared[slot].format(*offset)
+        if held is not None and offset:
+            return held(slot, offset)
         terms, outside = [], []
         for d, e in enumerate(offset):
             stride = f" * {prefix}st{slot}_{d}" if d < last else ""
@@ -178,6 +191,57 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
     inside = " && ".join(f"p{d} >= {prefix}rlo{d} && p{d} < {prefix}rhi{d}" for d in restricted)
     return ([f"if ({inside}) {{"] + [f"    {line}" for line in value] + ["} else {"]
             + [f"    {store} = {at(*base)};" for store, base in zip(stores, bases)] + ["}"])
+
+
+def _packable(code: StencilCode) -> list[str]:
+    """The statement setting ``gnp_packs``: whether the rows of a 2-d sweep's buffers with positions and of its
+    outputs start aligned to a ``gnp_pack4`` at the box's first column, every ``PACK`` columns on (their row
+    strides multiples of ``PACK``)."""
+    single = {slot for slot, offset in code.loads if not offset}
+    places = [(f"b{s}", f"o{s}_1", f"st{s}_0") for s in range(len(code.buffers)) if s not in single]
+    places += [(f"out{j}", f"oo{j}_1", f"ost{j}_0") for j in range(len(code.out_dtypes))]
+    tests = [f"gnp_packable({array}) && (lo1 - {origin}) % {PACK} == 0 && {stride} % {PACK} == 0"
+             for array, origin, stride in places]
+    return [f"    const bool gnp_packs = {' && '.join(tests) or 'true'};"]
+
+
+def _packed_rows(code: StencilCode, index: str, edges: tuple, per_thread: int) -> list[str]:
+    """A 2-d sweep's ``per_thread`` rows of ``PACK`` columns from ``p`` on, inside every buffer and packable: each
+    buffer row read (at the rows its offsets reach) as one pack, the columns its offsets reach past the pack one by
+    one, each output row stored as one pack; the elements computed as one by one, in the same order."""
+    _, buffer_dtypes, loads, _, bases, out_dtypes = code
+    reads: dict[int, set[tuple[int, int]]] = {}  # per buffer with positions, the (row, column) read from p's
+    for slot, offset in (*loads, *(b for b in bases if b is not None)):
+        if offset:
+            reads.setdefault(slot, set()).update((r + offset[0], c + offset[1]) for r in range(per_thread)
+                                                 for c in range(PACK))
+
+    def tag(n: int) -> str:
+        return f"m{-n}" if n < 0 else f"{n}"
+
+    def held(slot: int, offset: Sequence[int], r: int, c: int) -> str:
+        row, column = r + offset[0], c + offset[1]
+        return f"gnp_l{slot}_{tag(row)}.v[{column}]" if 0 <= column < PACK else f"gnp_e{slot}_{tag(row)}_{tag(column)}"
+
+    lines = [f"const {index} p0 = lo0 + i0;", *_places(code, index)]
+    for slot, cells in sorted(reads.items()):
+        ct = ctype(buffer_dtypes[slot])
+        for row in sorted({row for row, column in cells if 0 <= column < PACK}):
+            lines.append(f"const gnp_pack4<{ct}> gnp_l{slot}_{tag(row)} = "
+                         f"*(const gnp_pack4<{ct}>*)(b{slot} + q{slot} + ({row}) * st{slot}_0);")
+        lines += [f"const {ct} gnp_e{slot}_{tag(row)}_{tag(column)} = b{slot}[q{slot} + ({row}) * st{slot}_0 + ({column})];"
+                  for row, column in sorted(cells) if not 0 <= column < PACK]
+    for r in range(per_thread):
+        row = [f"gnp_pack4<{ctype(dt)}> gnp_o{j};" for j, dt in enumerate(out_dtypes)]
+        for c in range(PACK):
+            element = _element(code, edges, False, stores=[f"gnp_o{j}.v[{c}]" for j in range(len(out_dtypes))],
+                               held=functools.partial(held, r=r, c=c))
+            row += ["{", f"    const {index} p0 = lo0 + i0 + {r};", f"    const {index} p1 = lo1 + i1 + {c};",
+                    *[f"    {line}" for line in element], "}"]
+        row += [f"*(gnp_pack4<{ctype(dt)}>*)(out{j} + w{j} + ({r}) * ost{j}_0) = gnp_o{j};"
+                for j, dt in enumerate(out_dtypes)]
+        lines += ["{", *[f"    {line}" for line in row], "}"]
+    return lines
 
 
 def _kernel_text(name: str, threads: int, params: list[str], body: list[str], blocks: int = 0) -> str:
@@ -212,13 +276,18 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     body: list[str] = _program.accumulators(program)
     indent = "    "
     unrolled = max(ndim - 2, 0)  # R positions per thread along this axis: rows (2-d, 3-d) or elements (1-d)
+    wide = columns_per_thread(code, config)
+    if wide > 1:  # whether every buffer's and output's rows start aligned to a pack at the box's first column
+        body += _packable(code)
     for d, dim in enumerate(GRID_AXES[ndim]):
         if d == unrolled:
             start = (f"(({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}) * {per_thread}" if ndim > 1
                      else f"({index})blockIdx.{dim} * blockDim.{dim} * {per_thread} + threadIdx.{dim}")
             step = f"({index})gridDim.{dim} * blockDim.{dim} * {per_thread}"
         else:
-            start, step = f"({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}", f"({index})gridDim.{dim} * blockDim.{dim}"
+            times = f" * {wide}" if d == ndim - 1 and wide > 1 else ""
+            start = f"(({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}){times}"
+            step = f"({index})gridDim.{dim} * blockDim.{dim}{times}"
         body.append(f"{indent}for ({index} i{d} = {start}; i{d} < n{d}; i{d} += {step}) {{")
         indent += "    "
         if d != unrolled:
@@ -240,10 +309,18 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
         lines += [f"    {line}" for line in _places(code, index)]
         return lines + [f"    {line}" for line in _element(code, edges, checked)] + ["}"]
 
+    if wide > 1:  # the thread's PACK columns: together where packable and inside, else one by one
+        fast = ["gnp_packs", f"i1 + {wide - 1} < n1",
+                *_interior(loads, bases, edges, u, f"(lo{u} + i{u})", f"(lo{u} + {last_row})", across=wide - 1)]
+        slow = ["#pragma unroll 1", f"for (int c = 0; c < {wide}; ++c) {{", f"    if (i1 + c >= n1) break;",
+                f"    const {index} p1 = lo1 + i1 + c;", *[f"    {line}" for line in row_loop(True)], "}"]
+        fast_lines = _packed_rows(code, index, edges, per_thread)
+    else:
+        fast_lines, slow = row_loop(False), row_loop(True)
     body.append(f"{indent}if ({' && '.join(fast)}) {{")
-    body += [f"{indent}    {line}" for line in row_loop(False)]
+    body += [f"{indent}    {line}" for line in fast_lines]
     body.append(f"{indent}}} else {{")
-    body += [f"{indent}    {line}" for line in row_loop(True)]
+    body += [f"{indent}    {line}" for line in slow]
     body.append(f"{indent}}}")
     for d in reversed(range(ndim)):
         body.append("    " * (d + 1) + "}")
@@ -258,11 +335,11 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
 
 
 def _interior(loads: tuple, bases: tuple, edges: tuple, unrolled: int, first: str, last: str,
-              prefix: str = "") -> list[str]:
+              prefix: str = "", across: int = 0) -> list[str]:
     """Conditions under which every read of a thread's positions (``first`` to ``last`` along axis
-    ``unrolled``, ``p<d>`` along the others) lies inside its buffer, needing none of its edges: per slot and
-    axis with an edge mode, the smallest and largest offset read stay within ``[0, ext)`` (FILL: of the
-    array, WRAP: of the buffer, from its origin ``o``)."""
+    ``unrolled``, ``p<d>`` along the others, to ``p<d> + across`` along the last) lies inside its buffer,
+    needing none of its edges: per slot and axis with an edge mode, the smallest and largest offset read stay
+    within ``[0, ext)`` (FILL: of the array, WRAP: of the buffer, from its origin ``o``)."""
     reach: dict[tuple[int, int], list[int]] = {}
     for slot, offset in (*loads, *(b for b in bases if b is not None)):
         for d, e in enumerate(offset):
@@ -271,7 +348,8 @@ def _interior(loads: tuple, bases: tuple, edges: tuple, unrolled: int, first: st
                 lo_hi[0], lo_hi[1] = min(lo_hi[0], e), max(lo_hi[1], e)
     conditions = []
     for (slot, d), (lo, hi) in sorted(reach.items()):
-        low, high = (first, last) if d == unrolled else (f"p{d}", f"p{d}")
+        wider = across and d == len(edges[slot]) - 1
+        low, high = (first, last) if d == unrolled else (f"p{d}", f"(p{d} + {across})" if wider else f"p{d}")
         origin = f" - {prefix}o{slot}_{d}" if edges[slot][d] == WRAP else ""
         conditions += [f"{low}{origin} + ({lo}) >= 0", f"{high}{origin} + ({hi}) < {prefix}ext{slot}_{d}"]
     return conditions

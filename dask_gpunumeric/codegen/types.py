@@ -112,11 +112,14 @@ class SweepConfig(NamedTuple):
     multiprocessor its registers must allow (0: the compiler's own choice) and, for 2-d sweeps, ``columns``
     threads of a thread block along the last axis (0: ``codegen.stencil.THREADS``'; wider blocks read fewer
     neighbours' columns per row, as many threads in all: ``benchmarks/stencil_probe.py --variants`` compares
-    configurations)."""
+    configurations). ``packed``: in 2-d, each thread computes ``codegen.stencil.PACK`` consecutive columns of
+    each of its rows, moving each buffer's row as one pack (``gnp_pack4``: a vector access) where the buffers
+    are aligned to it."""
 
     rows: int = 0
     min_blocks: int = 0
     columns: int = 0
+    packed: bool = False
 
 
 class Load(NamedTuple):
