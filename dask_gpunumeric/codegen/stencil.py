@@ -200,42 +200,58 @@ def _packable(code: StencilCode) -> list[str]:
     single = {slot for slot, offset in code.loads if not offset}
     places = [(f"b{s}", f"o{s}_1", f"st{s}_0") for s in range(len(code.buffers)) if s not in single]
     places += [(f"out{j}", f"oo{j}_1", f"ost{j}_0") for j in range(len(code.out_dtypes))]
-    tests = [f"gnp_packable({array}) && (lo1 - {origin}) % {PACK} == 0 && {stride} % {PACK} == 0"
-             for array, origin, stride in places]
-    return [f"    const bool gnp_packs = {' && '.join(tests) or 'true'};"]
+    return [f"    const bool gnp_packs = {_pack_tests(places, 'lo1')};"]
+
+
+def _pack_tests(places: Sequence[tuple[str, str, str]], first: str) -> str:
+    """Whether arrays (name, origin along the last axis, row stride) hold a whole pack from column ``first`` on,
+    every ``PACK`` columns, in each row."""
+    return " && ".join(f"gnp_packable({array}) && ({first} - {origin}) % {PACK} == 0 && {stride} % {PACK} == 0"
+                       for array, origin, stride in places) or "true"
+
+
+def _tag(n: int) -> str:
+    """A row or column offset in a register's name."""
+    return f"m{-n}" if n < 0 else f"{n}"
+
+
+def _held(slot: int, offset: Sequence[int], r: int, c: int) -> str:
+    """The register holding the read of buffer ``slot`` at ``offset`` from row ``r``, column ``c`` of a thread's
+    packs (``_pack_loads``)."""
+    row, column = r + offset[0], c + offset[1]
+    return f"gnp_l{slot}_{_tag(row)}.v[{column}]" if 0 <= column < PACK else f"gnp_e{slot}_{_tag(row)}_{_tag(column)}"
+
+
+def _pack_loads(code: StencilCode, per_thread: int, prefix: str = "", shared: Sequence[int] = ()) -> list[str]:
+    """The loads of a 2-d sweep's buffers with positions (but the ``shared`` slots) for ``per_thread`` rows of
+    ``PACK`` columns from ``p`` (at ``q<s>``), into the registers ``_held`` names: each buffer row its offsets
+    reach as one pack, the columns they reach past the pack one by one."""
+    reads: dict[int, set[tuple[int, int]]] = {}  # per buffer with positions, the (row, column) read from p's
+    for slot, offset in (*code.loads, *(b for b in code.bases if b is not None)):
+        if offset and slot not in shared:
+            reads.setdefault(slot, set()).update((r + offset[0], c + offset[1]) for r in range(per_thread)
+                                                 for c in range(PACK))
+    lines = []
+    for slot, cells in sorted(reads.items()):
+        ct, b, st = ctype(code.buffers[slot]), f"{prefix}b{slot}", f"{prefix}st{slot}_0"
+        for row in sorted({row for row, column in cells if 0 <= column < PACK}):
+            lines.append(f"const gnp_pack4<{ct}> gnp_l{slot}_{_tag(row)} = *(const gnp_pack4<{ct}>*)({b} + q{slot} + ({row}) * {st});")
+        lines += [f"const {ct} gnp_e{slot}_{_tag(row)}_{_tag(column)} = {b}[q{slot} + ({row}) * {st} + ({column})];"
+                  for row, column in sorted(cells) if not 0 <= column < PACK]
+    return lines
 
 
 def _packed_rows(code: StencilCode, index: str, edges: tuple, per_thread: int) -> list[str]:
     """A 2-d sweep's ``per_thread`` rows of ``PACK`` columns from ``p`` on, inside every buffer and packable: each
-    buffer row read (at the rows its offsets reach) as one pack, the columns its offsets reach past the pack one by
-    one, each output row stored as one pack; the elements computed as one by one, in the same order."""
-    _, buffer_dtypes, loads, _, bases, out_dtypes = code
-    reads: dict[int, set[tuple[int, int]]] = {}  # per buffer with positions, the (row, column) read from p's
-    for slot, offset in (*loads, *(b for b in bases if b is not None)):
-        if offset:
-            reads.setdefault(slot, set()).update((r + offset[0], c + offset[1]) for r in range(per_thread)
-                                                 for c in range(PACK))
-
-    def tag(n: int) -> str:
-        return f"m{-n}" if n < 0 else f"{n}"
-
-    def held(slot: int, offset: Sequence[int], r: int, c: int) -> str:
-        row, column = r + offset[0], c + offset[1]
-        return f"gnp_l{slot}_{tag(row)}.v[{column}]" if 0 <= column < PACK else f"gnp_e{slot}_{tag(row)}_{tag(column)}"
-
-    lines = [f"const {index} p0 = lo0 + i0;", *_places(code, index)]
-    for slot, cells in sorted(reads.items()):
-        ct = ctype(buffer_dtypes[slot])
-        for row in sorted({row for row, column in cells if 0 <= column < PACK}):
-            lines.append(f"const gnp_pack4<{ct}> gnp_l{slot}_{tag(row)} = "
-                         f"*(const gnp_pack4<{ct}>*)(b{slot} + q{slot} + ({row}) * st{slot}_0);")
-        lines += [f"const {ct} gnp_e{slot}_{tag(row)}_{tag(column)} = b{slot}[q{slot} + ({row}) * st{slot}_0 + ({column})];"
-                  for row, column in sorted(cells) if not 0 <= column < PACK]
+    buffer row read as packs (``_pack_loads``), each output row stored as one pack; the elements computed as one by
+    one, in the same order."""
+    out_dtypes = code.out_dtypes
+    lines = [f"const {index} p0 = lo0 + i0;", *_places(code, index), *_pack_loads(code, per_thread)]
     for r in range(per_thread):
         row = [f"gnp_pack4<{ctype(dt)}> gnp_o{j};" for j, dt in enumerate(out_dtypes)]
         for c in range(PACK):
             element = _element(code, edges, False, stores=[f"gnp_o{j}.v[{c}]" for j in range(len(out_dtypes))],
-                               held=functools.partial(held, r=r, c=c))
+                               held=functools.partial(_held, r=r, c=c))
             row += ["{", f"    const {index} p0 = lo0 + i0 + {r};", f"    const {index} p1 = lo1 + i1 + {c};",
                     *[f"    {line}" for line in element], "}"]
         row += [f"*(gnp_pack4<{ctype(dt)}>*)(out{j} + w{j} + ({r}) * ost{j}_0) = gnp_o{j};"

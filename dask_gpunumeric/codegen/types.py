@@ -95,11 +95,14 @@ class TileConfig(NamedTuple):
     """The compile-time shape of a tile kernel (``codegen.stencil.tile_source``): its thread block's ``threads``
     and, for 2-d sweeps, its tile of ``rows`` x ``columns`` outputs (1-d and 3-d: ``TILES``'). Each thread keeps
     a column and walks ``threads // columns`` rows apart, ``rows * columns // threads`` outputs per sweep
-    (``benchmarks/stencil_probe.py --variants`` compares configurations)."""
+    (``benchmarks/stencil_probe.py --variants`` compares configurations). ``packed``: in 2-d, each thread of the
+    tile's columns keeps ``codegen.stencil.PACK`` consecutive ones, reading buffers and storing outputs as packs
+    (``gnp_pack4``: vector accesses) where they are aligned to them."""
 
     rows: int = TILES[2][0]
     columns: int = TILES[2][1]
     threads: int = TILE_THREADS
+    packed: bool = False
 
     def tile(self, ndim: int) -> tuple[int, ...]:
         """The outputs of a thread block per axis for sweeps of ``ndim`` axes."""
