@@ -29,22 +29,22 @@ CONFIGS = [(TileConfig(), SweepConfig()), (TileConfig(rows=32, columns=128), Swe
            (TileConfig(rows=16, columns=128, threads=128), SweepConfig(rows=1, min_blocks=8)),
            (TileConfig(rows=64, columns=64, threads=512), SweepConfig()),
            (TileConfig(), SweepConfig(rows=2, min_blocks=6, columns=128)),
-           (TileConfig(), SweepConfig(rows=1, min_blocks=6, packed=True)),
-           (TileConfig(), SweepConfig(rows=2, min_blocks=4, columns=64, packed=True))]
+           (TileConfig(packed=True), SweepConfig(rows=1, min_blocks=6, packed=True)),
+           (TileConfig(rows=32, columns=128, packed=True), SweepConfig(rows=2, min_blocks=4, columns=64, packed=True))]
 
 
 def run_both(monkeypatch: Any, tile: TileConfig, sweep: SweepConfig, pair: TileConfig | None = None,
-             shape: tuple[int, int] = (70, 133)) -> tuple[list[bytes], list[tuple]]:
+             shape: tuple[int, int] = (70, 133), gs_shape: tuple[int, int] = (41, 70)) -> tuple[list[bytes], list[tuple]]:
     """CG (4 iterations, 70 x 133 by default: partial tiles, rows not aligned to packs; its pair kernel) and
-    Gray-Scott (4 steps in one tile kernel, 41 x 70) under a configuration (``pair``: of tile kernels of two sweeps,
-    None: ``tile``), emulated: the bytes of their results, and the tile kernels launched."""
+    Gray-Scott (4 steps in one tile kernel, 41 x 70 by default) under a configuration (``pair``: of tile kernels of
+    two sweeps, None: ``tile``), emulated: the bytes of their results, and the tile kernels launched."""
     launched = counted_tile_kernels(monkeypatch)
     monkeypatch.setattr(_stencil_kernels, "TILE_CONFIG", tile)
     monkeypatch.setattr(_stencil_kernels, "SWEEP_CONFIG", sweep)
     monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", pair)
     b = gnp.from_array(rhs(shape), chunks=shape).persist()
     results = [np.asarray(a) for a in gnp.fetch(gnp.accelerate(cg_loop)(b, 4))]
-    un, vn = np.random.default_rng(12).random((2, 41, 70), dtype=np.float32)
+    un, vn = np.random.default_rng(12).random((2, *gs_shape), dtype=np.float32)
     u, v = gnp.from_array(un), gnp.from_array(vn)
     for _ in range(4):
         u, v = gray_scott(gnp, u, v)
@@ -62,12 +62,14 @@ def test_configurations_give_the_defaults_bits(tile: TileConfig, sweep: SweepCon
 
 
 @pytest.mark.parametrize("columns", [136, 138])
-def test_packed_sweeps_give_the_defaults_bits(columns: int, monkeypatch: Any) -> None:
-    """CG's one-sweep kernels moving four columns per thread as packs, on rows aligned to packs (136 columns: the
-    packs inside, the edges one by one) and not (138): the default's bits."""
-    default, _ = run_both(monkeypatch, *CONFIGS[0], shape=(70, columns))
+def test_packed_kernels_give_the_defaults_bits(columns: int, monkeypatch: Any) -> None:
+    """CG's one-sweep and pair kernels and Gray-Scott's tile kernel moving four columns per thread as packs, on rows
+    aligned to packs (136 and 72 columns: the packs inside, the edges one by one) and not (138, 74): the default's
+    bits."""
+    shapes = {"shape": (70, columns), "gs_shape": (41, columns - 64)}
+    default, _ = run_both(monkeypatch, *CONFIGS[0], **shapes)
     for tile, sweep in CONFIGS[-2:]:
-        assert run_both(monkeypatch, tile, sweep, shape=(70, columns))[0] == default
+        assert run_both(monkeypatch, tile, sweep, tile, **shapes)[0] == default
 
 
 def test_tile_configurations_checked() -> None:

@@ -227,7 +227,7 @@ def _pack_loads(code: StencilCode, per_thread: int, prefix: str = "", shared: Se
     ``PACK`` columns from ``p`` (at ``q<s>``), into the registers ``_held`` names: each buffer row its offsets
     reach as one pack, the columns they reach past the pack one by one."""
     reads: dict[int, set[tuple[int, int]]] = {}  # per buffer with positions, the (row, column) read from p's
-    for slot, offset in (*code.loads, *(b for b in code.bases if b is not None)):
+    for slot, offset in (*code.loads, *(b for b in code.bases if b is not None and code.restricted)):
         if offset and slot not in shared:
             reads.setdefault(slot, set()).update((r + offset[0], c + offset[1]) for r in range(per_thread)
                                                  for c in range(PACK))
@@ -254,8 +254,7 @@ def _packed_rows(code: StencilCode, index: str, edges: tuple, per_thread: int) -
                                held=functools.partial(_held, r=r, c=c))
             row += ["{", f"    const {index} p0 = lo0 + i0 + {r};", f"    const {index} p1 = lo1 + i1 + {c};",
                     *[f"    {line}" for line in element], "}"]
-        row += [f"*(gnp_pack4<{ctype(dt)}>*)(out{j} + w{j} + ({r}) * ost{j}_0) = gnp_o{j};"
-                for j, dt in enumerate(out_dtypes)]
+        row += [f"gnp_store_pack(out{j} + w{j} + ({r}) * ost{j}_0, gnp_o{j});" for j in range(len(out_dtypes))]
         lines += ["{", *[f"    {line}" for line in row], "}"]
     return lines
 
@@ -380,6 +379,17 @@ def tile_halos(codes: Sequence[tuple], links: Sequence[tuple]) -> list[tuple[int
     return halos
 
 
+def _tile_row(extent: int, halo: int, packed: bool) -> tuple[int, int]:
+    """A row of a tile kernel's shared buffer of a sweep computed on ``extent`` columns, ``halo`` of them on each
+    side of the tile's: (elements before its first column, elements after that); packed, the tile's first column
+    is aligned to a pack and the row a whole number of packs (its columns stored as packs, not four apart: those
+    would conflict in shared memory's banks)."""
+    if not packed:
+        return 0, extent
+    pad = -halo % PACK
+    return pad, -(-(extent + pad) // PACK) * PACK - pad
+
+
 def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple], config: TileConfig = TileConfig()) -> int:
     """Shared memory of a tile kernel of shape ``config``: the outputs of each sweep but the last on its
     extended tile, in two alternating sets of buffers (sweep ``j`` writes set ``j % 2`` while it reads the
@@ -387,7 +397,8 @@ def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple], config: Ti
     halos = tile_halos(codes, links)
     sizes: dict[tuple[int, int], int] = {}
     for j, code in enumerate(codes[:-1]):
-        area = int(np.prod([t + 2 * h for t, h in zip(config.tile(code.program.ndim), halos[j])]))
+        extent = [t + 2 * h for t, h in zip(config.tile(code.program.ndim), halos[j])]
+        area = int(np.prod(extent[:-1])) * sum(_tile_row(extent[-1], halos[j][-1], config.packed and len(extent) == 2))
         for i, dt in enumerate(code.out_dtypes):
             sizes[j % 2, i] = max(sizes.get((j % 2, i), 0), area * np.dtype(dt).itemsize)
     folds = _program.program_folds(typed_program(codes[-1].program))
@@ -473,10 +484,12 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     extents = [tuple(t + 2 * e for t, e in zip(tile, h)) for h in halos]  # the extended tiles
     reduced = len(codes[last].program.outputs) > len(codes[last].out_dtypes)
     head = _program.accumulators(codes[last].program)
+    packs = config.packed and ndim == 2
+    rows = [_tile_row(extent[-1], h[-1], packs) for extent, h in zip(extents, halos)]  # (pad, rest) per sweep
     for parity in range(min(2, last)):
         for j, dt in enumerate(codes[parity].out_dtypes):
-            size = max(int(np.prod(extents[k])) for k in range(parity, last, 2))
-            head.append(f"    __shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
+            size = max(int(np.prod(extents[k][:-1])) * sum(rows[k]) for k in range(parity, last, 2))
+            head.append(f"    {'alignas(16) ' * packs}__shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
     # the tile's number along each axis: its thread block's, or (full reductions) of the tiles it walks
     counts = [f"gnp_n{d}" for d in range(ndim)]
     number = [f"({index})blockIdx.{dim}" if not reduced else "gnp_tile" + (f" / ({' * '.join(counts[d + 1:])})" if d < ndim - 1 else "")
@@ -489,17 +502,20 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         shift = [f" - {a - b}" if a - b else "" for a, b in zip(halo, halos[k])]
         flat = f"(p0 - g0{shift[0]} + ({{0}}))"
         for d in range(1, ndim):
-            flat = f"{'(' * (d > 1)}{flat}{')' * (d > 1)} * {extents[k][d]} + (p{d} - g{d}{shift[d]} + ({{{d}}}))"
-        return flat
+            width = sum(rows[k]) if d == ndim - 1 else extents[k][d]
+            flat = f"{'(' * (d > 1)}{flat}{')' * (d > 1)} * {width} + (p{d} - g{d}{shift[d]} + ({{{d}}}))"
+        return flat + (f" + {rows[k][0]}" if rows[k][0] else "")
 
     def starts(k: int) -> list[int]:
         return [a - b for a, b in zip(halo, halos[k])]
 
-    def loop(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None, whole: bool) -> list[str]:
+    def loop(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None, whole: bool,
+             packed: bool = False) -> list[str]:
         """The threads' loop over sweep ``k``'s extended tile but where ``skip`` holds (there the fills its
         reader reads, if any), computing the sweep's element at each (without edges where all its reads are
         inside) and, for a sweep in ``stored``, storing it on the tile itself; ``whole``: in a thread block
-        whose extended tiles lie inside every box and region (no position skipped, none kept)."""
+        whose extended tiles lie inside every box and region (no position skipped, none kept); ``packed``: in
+        one whose arrays are packable too (the tile's columns ``PACK`` per thread: ``packed_loop``)."""
         code, prefix, extent, start = codes[k], prefixes[k], extents[k], starts(k)
         heads = _walks(extent, start, tile, index, threads) if ndim == 2 else [_flat(extent, start, index, threads)]
         filled = [f"{stores[j]} = {name};" for j, name in fills[k].items()] if k < last else []
@@ -515,9 +531,59 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                       "    } else {", *[f"        {line}" for line in element(True)], "    }"]
         # not unrolled: the halo's columns (a pass or two) and the thread blocks at the box's ends (few), whose
         # unrolled loops' registers would set the kernel's, and so its occupancy
-        return [line for head, inside in heads
-                for line in (*["#pragma unroll 1"] * (inside is None or not whole), *head, *lines,
-                             *own(k, stores, inside, whole), "}")]
+        loops = [["#pragma unroll 1"] * (inside is None or not whole) + [*head, *lines, *own(k, stores, inside, whole), "}"]
+                 for head, inside in heads]
+        if packed:
+            loops[0] = packed_loop(k, reads, stores)
+        return [line for lines in loops for line in lines]
+
+    def packed_loop(k: int, reads: dict[int, str], stores: list[str] | None) -> list[str]:
+        """Sweep ``k``'s loop over the tile's columns of its extended tile in a whole thread block whose arrays are
+        packable: ``PACK`` consecutive columns per thread, its buffers' rows read as packs (``_pack_loads``), the
+        last sweep's outputs and a stored sweep's stored as packs; the elements computed as one by one, in the
+        same order (one by one where a read may pass a buffer's ends)."""
+        code, prefix, extent, start = codes[k]._replace(restricted=()), prefixes[k], extents[k], starts(k)
+        per_row, below = tile[1] // PACK, halos[k][0]
+        element = functools.partial(_element, code, local[k], prefix=prefix, shared=reads)
+
+        def rows(head: list[str], own_stores: bool) -> list[str]:
+            """The loop of ``head`` (naming the row ``r``), with the sweep's own stores or without."""
+            packs = [*_places(code, index, prefix, tuple(reads), stores is None), *_pack_loads(code, 1, prefix, tuple(reads))]
+            packs += [f"gnp_pack4<{ctype(dt)}> gnp_s{j};" for j, dt in enumerate(code.out_dtypes)]
+            for c in range(PACK):
+                packs += ["{", f"    const {index} p1 = gnp_p1 + {c};"]
+                packs += [f"    {line}" for line in element(False, stores=[f"gnp_s{j}.v[{c}]" for j in range(len(code.out_dtypes))],
+                                                             held=functools.partial(_held, r=0, c=c))]
+                packs.append("}")
+            if stores is None:
+                packs += [f"gnp_store_pack({prefix}out{j} + w{j}, gnp_s{j});" for j in range(len(code.out_dtypes))]
+            else:  # (the pack's place in shared memory is aligned to it: ``_tile_row``)
+                packs += [f"*(gnp_pack4<{ctype(dt)}>*)&{store} = gnp_s{j};" for j, (dt, store) in enumerate(zip(code.out_dtypes, stores))]
+            packs += [f"gnp_store_pack({prefix}out{j} + {_position(f'{prefix}oo{j}', f'{prefix}ost{j}', ndim)}, gnp_s{j});"
+                      for j in range(len(code.out_dtypes))] * own_stores
+            lines = [*head, f"    const {index} p0 = g0 + {start[0]} + r;",
+                     f"    const {index} gnp_p1 = g1 + {start[1] + halos[k][1]} + (int)threadIdx.x % {per_row} * {PACK};",
+                     f"    const {index} p1 = gnp_p1;"]
+            fast = _interior(code.loads, code.bases, local[k], 0, "p0", "p0", prefix, across=PACK - 1)
+            if not fast:
+                return [*lines, *[f"    {line}" for line in packs], "}"]
+            single = []  # past a buffer's ends: the columns one by one
+            for c in range(PACK):
+                single += ["{", f"    const {index} p1 = gnp_p1 + {c};",
+                           *[f"    {line}" for line in _places(code, index, prefix, tuple(reads), stores is None)],
+                           *[f"    {line}" for line in element(True, stores=stores)],
+                           *[f"    {line}" for line in own(k, stores, (True, True), True)] * own_stores, "}"]
+            return [*lines, f"    if ({' && '.join(fast)}) {{", *[f"        {line}" for line in packs], "    } else {",
+                    *[f"        {line}" for line in single], "    }", "}"]
+
+        first, step = f"(int)threadIdx.x / {per_row}", threads // per_row
+        if k not in stored:
+            return rows([f"for (int r = {first}; r < {extent[0]}; r += {step}) {{"], False)
+        # a stored sweep: the tile's rows, stored without a test, then the halo's rows (a test would keep the
+        # compiler from storing the packs as one vector access each)
+        return [*rows([f"for (int r = {below} + {first}; r < {below + tile[0]}; r += {step}) {{"], True),
+                *rows([f"for (int e = {first}; e < {2 * below}; e += {step}) {{",
+                       f"    const int r = e < {below} ? e : e + {tile[0]};"], False) * bool(below)]
 
     def own(k: int, stores: list[str] | None, inside: tuple[bool, ...] | None, whole: bool) -> list[str]:
         """For a sweep in ``stored``, its values stored on the tile itself (inside the last box) from shared
@@ -533,10 +599,22 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         return [f"    if ({test}) {{", *[f"        {line}" for line in put], "    }"] if test else [f"    {line}" for line in put]
 
     def phase(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None) -> list[str]:
-        """Sweep ``k``'s loop: without checks in thread blocks inside everything (``gnp_whole``)."""
-        return (["    if (gnp_whole) {"] + [f"        {line}" for line in loop(k, skip, reads, stores, True)]
+        """Sweep ``k``'s loop: without checks in thread blocks inside everything (``gnp_whole``), packed where
+        configured and the arrays allow (``gnp_packs``)."""
+        # packed: the sweeps reading buffers with positions from global memory (those reading only shared memory
+        # keep a column per thread: four apart, their shared accesses would conflict in its banks)
+        packed = packs and any(o and s not in reads for s, o in codes[k].loads)
+        lines = ["    if (gnp_whole && gnp_packs) {", *[f"        {line}" for line in loop(k, skip, reads, stores, True, True)],
+                 "    } else if (gnp_whole) {"] if packed else ["    if (gnp_whole) {"]
+        return (lines + [f"        {line}" for line in loop(k, skip, reads, stores, True)]
                 + ["    } else {"] + [f"        {line}" for line in loop(k, skip, reads, stores, False)] + ["    }"])
 
+    if packs:  # whether every sweep's buffers with positions and stored outputs hold whole packs in the tiles' columns
+        places = [(f"{prefixes[k]}b{s}", f"{prefixes[k]}o{s}_1", f"{prefixes[k]}st{s}_0") for k, code in enumerate(codes)
+                  for s in range(len(code.buffers)) if s not in slots[k] and any(o for t, o in code.loads if t == s)]
+        places += [(f"{prefixes[k]}out{j}", f"{prefixes[k]}oo{j}_1", f"{prefixes[k]}ost{j}_0")
+                   for k, code in enumerate(codes) if k == last or k in stored for j in range(len(code.out_dtypes))]
+        head.append(f"    const bool gnp_packs = {_pack_tests(places, f'{prefixes[last]}lo1')};")
     end = [f"{prefixes[last]}lo{d} + {prefixes[last]}n{d}" for d in range(ndim)]
     whole = []  # the conditions under which no sweep skips a position of its extended tile, nor keeps one
     for k in range(last + 1):
