@@ -300,9 +300,9 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
                      else f"({index})blockIdx.{dim} * blockDim.{dim} * {per_thread} + threadIdx.{dim}")
             step = f"({index})gridDim.{dim} * blockDim.{dim} * {per_thread}"
         else:
-            times = f" * {wide}" if d == ndim - 1 and wide > 1 else ""
-            start = f"(({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}){times}"
-            step = f"({index})gridDim.{dim} * blockDim.{dim}{times}"
+            start, step = f"({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}", f"({index})gridDim.{dim} * blockDim.{dim}"
+            if d == ndim - 1 and wide > 1:
+                start, step = f"({start}) * {wide}", f"{step} * {wide}"
         body.append(f"{indent}for ({index} i{d} = {start}; i{d} < n{d}; i{d} += {step}) {{")
         indent += "    "
         if d != unrolled:
