@@ -63,13 +63,16 @@ _PACKED_SWEEP = SweepConfig(rows=1, min_blocks=6, packed=True)
 #: compared by ``--variants``, the default first (the shapes compared before are in docs/benchmarks.md: s14-tiles,
 #: s15-cg, s16-cg). Packed kernels (each thread four consecutive columns, each buffer row moved as one 16-byte
 #: access): CG's update kernel with a row per thread (40 registers, 6 blocks per multiprocessor) or two (64
-#: registers, 4 blocks); CG's pair kernel on 32 x 128 tiles packed, on 64 x 128 tiles (half the halo rows; 5 blocks
-#: per multiprocessor by shared memory) plain and packed; Gray-Scott's tile kernel packed; both CG kernels packed.
+#: registers, 4 blocks); CG's pair kernel on 32 x 128 tiles packed (32 registers for its 8 blocks per multiprocessor,
+#: spilling; or 40 for 6, and so unpacked too), on 64 x 128 tiles (half the halo rows; 5 blocks per multiprocessor by shared memory) plain
+#: and packed; Gray-Scott's tile kernel packed; both CG kernels packed.
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
     Variant(_DEFAULT[0], _PACKED_SWEEP),
     Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=4, packed=True)),
     Variant(*_DEFAULT, pair=TileConfig(rows=32, columns=128, packed=True)),
+    Variant(*_DEFAULT, pair=TileConfig(rows=32, columns=128, min_blocks=6)),
+    Variant(*_DEFAULT, pair=TileConfig(rows=32, columns=128, packed=True, min_blocks=6)),
     Variant(*_DEFAULT, pair=TileConfig(rows=64, columns=128)),
     Variant(*_DEFAULT, pair=TileConfig(rows=64, columns=128, packed=True)),
     Variant(TileConfig(packed=True), _DEFAULT[1]),
@@ -123,8 +126,9 @@ def label(variant: Variant) -> str:
     words += [f"{name}={value}" for name, value in variant.settings]
     words += [f"shifted {f}={v}" for f, v in zip(SweepConfig._fields, variant.shifted or ()) if v]
     if variant.pair != VARIANTS[0].pair:
-        words.append(f"pair {variant.pair.rows}x{variant.pair.columns}{' packed' * variant.pair.packed}"
-                     if variant.pair else "pair as tile")
+        pair = variant.pair
+        words.append(f"pair {pair.rows}x{pair.columns}{' packed' * pair.packed}"
+                     f"{f' min_blocks={pair.min_blocks}' * bool(pair.min_blocks)}" if pair else "pair as tile")
     return ", ".join(words) or "default"
 
 

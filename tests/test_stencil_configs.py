@@ -1,6 +1,6 @@
-"""The stencil kernels' compile-time configurations (``TileConfig``: a tile kernel's tile and threads;
-``SweepConfig``: a one-sweep kernel's rows per thread, launch bounds and thread block width, and its own for kernels
-reading several buffers at shifts), set where ``benchmarks/stencil_probe.py --variants`` sets them: each gives the default's results bit for bit (emulated CG and Gray-Scott), in kernels
+"""The stencil kernels' compile-time configurations (``TileConfig``: a tile kernel's tile, threads, packs and launch
+bounds; ``SweepConfig``: a one-sweep kernel's rows per thread, launch bounds, thread block width and packs, and its own
+for kernels reading several buffers at shifts), set where ``benchmarks/stencil_probe.py --variants`` sets them: each gives the default's results bit for bit (emulated CG and Gray-Scott), in kernels
 of names of their own (tile kernels whose shared memory the configuration's tiles would overflow, such as
 Gray-Scott's four sweeps on 32 x 128, keep the default's), and a configuration a tile kernel cannot have is
 refused."""
@@ -30,7 +30,8 @@ CONFIGS = [(TileConfig(), SweepConfig()), (TileConfig(rows=32, columns=128), Swe
            (TileConfig(rows=64, columns=64, threads=512), SweepConfig()),
            (TileConfig(), SweepConfig(rows=2, min_blocks=6, columns=128)),
            (TileConfig(packed=True), SweepConfig(rows=1, min_blocks=6, packed=True)),
-           (TileConfig(rows=32, columns=128, packed=True), SweepConfig(rows=2, min_blocks=4, columns=64, packed=True))]
+           (TileConfig(rows=32, columns=128, packed=True, min_blocks=6),
+            SweepConfig(rows=2, min_blocks=4, columns=64, packed=True))]
 
 
 def run_both(monkeypatch: Any, tile: TileConfig, sweep: SweepConfig, pair: TileConfig | None = None,
@@ -80,8 +81,9 @@ def test_tile_configurations_checked() -> None:
         gnp.fetch(gnp.accelerate(cg_loop)(b, 3))
     codes, links, index, edges, stored, _ = launched[0]
     assert "__launch_bounds__(512, 4)" in tile_source(codes, links, index, edges, stored, TileConfig(threads=512))[0]
+    assert "__launch_bounds__(256, 6)" in tile_source(codes, links, index, edges, stored, TileConfig(min_blocks=6))[0]
     for bad in (TileConfig(threads=100), TileConfig(columns=48), TileConfig(columns=128, threads=64),
-                TileConfig(columns=64, threads=96)):
+                TileConfig(columns=64, threads=96), TileConfig(min_blocks=-1)):
         with pytest.raises(ProgramError, match="tile configuration"):
             tile_source(codes, links, index, edges, stored, bad)
 

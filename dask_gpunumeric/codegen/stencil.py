@@ -460,7 +460,7 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     last sweep's box). Where the last sweep has full reductions, the launch's thread blocks (a grid along x)
     walk the tiles, and the reductions end as ``kernel_source``'s: a partial per thread block, combined by
     the last. ``bounded``: the launch bounds ask for registers that let as many thread blocks stay resident as
-    the kernel's shared memory does (``tile_blocks``); False: the compiler's own choice. Kernels of
+    the kernel's shared memory does (``tile_blocks``), or ``config.min_blocks``; False: the compiler's own choice. Kernels of
     another ``config`` than the default have names of their own."""
     check_tiles(codes, links, index, edges, stored, config)  # only our names and integers become source
     codes = tuple(typed(code) for code in codes)
@@ -655,4 +655,4 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     variant += (config,) if config != TileConfig() else ()
     kind = "gnp_pair_" if len(codes) == 2 else "gnp_tiles_"
     name = kind + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
-    return _kernel_text(name, threads, params, body, tile_blocks(shared_bytes, threads) * bounded), name
+    return _kernel_text(name, threads, params, body, (config.min_blocks or tile_blocks(shared_bytes, threads)) * bounded), name

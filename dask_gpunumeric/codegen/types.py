@@ -97,12 +97,14 @@ class TileConfig(NamedTuple):
     a column and walks ``threads // columns`` rows apart, ``rows * columns // threads`` outputs per sweep
     (``benchmarks/stencil_probe.py --variants`` compares configurations). ``packed``: in 2-d, each thread of the
     tile's columns keeps ``codegen.stencil.PACK`` consecutive ones, reading buffers and storing outputs as packs
-    (``gnp_pack4``: vector accesses) where they are aligned to them."""
+    (``gnp_pack4``: vector accesses) where they are aligned to them. ``min_blocks``: the thread blocks per
+    multiprocessor its registers must allow (0: as many as its shared memory does, ``codegen.stencil.tile_blocks``)."""
 
     rows: int = TILES[2][0]
     columns: int = TILES[2][1]
     threads: int = TILE_THREADS
     packed: bool = False
+    min_blocks: int = 0
 
     def tile(self, ndim: int) -> tuple[int, ...]:
         """The outputs of a thread block per axis for sweeps of ``ndim`` axes."""
