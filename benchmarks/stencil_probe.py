@@ -12,8 +12,9 @@ device synchronised, after a warm-up) under the default configuration (``kernels
 ``--rounds`` times round all of them (the medians over the rounds: a drift of the clocks falls on every variant
 alike). Prints per variant and system the median ms, its ratio to the default's, the checksum (CG's and
 Gray-Scott's ``float.hex``, a hash of heat's grid: equal bits to the default's, or marked ``DIFFERS``) and the
-kernels the variant compiled (registers, local memory bytes: spills). ``--gaps``: per system (and variant, with ``--variants``), where a call's
-time goes between the host's launches and the device's kernels; ``--graph``: a call replayed as a CUDA graph.
+kernels the variant compiled (registers, local memory bytes: spills). ``--gaps``: per system (and variant, with
+``--variants``), where a call's time goes between the host's launches and the device's kernels; ``--graph``: a call
+replayed as a CUDA graph.
 """
 from __future__ import annotations
 
@@ -64,8 +65,8 @@ _PACKED_SWEEP = SweepConfig(rows=1, min_blocks=6, packed=True)
 #: s15-cg, s16-cg). Packed kernels (each thread four consecutive columns, each buffer row moved as one 16-byte
 #: access): CG's update kernel with a row per thread (40 registers, 6 blocks per multiprocessor) or two (64
 #: registers, 4 blocks); CG's pair kernel on 32 x 128 tiles packed (32 registers for its 8 blocks per multiprocessor,
-#: spilling; or 40 for 6, and so unpacked too), on 64 x 128 tiles (half the halo rows; 5 blocks per multiprocessor by shared memory) plain
-#: and packed; Gray-Scott's tile kernel packed; both CG kernels packed.
+#: spilling; or 40 for 6, and so unpacked too), on 64 x 128 tiles (half the halo rows; 5 blocks per multiprocessor by
+#: shared memory) plain and packed; Gray-Scott's tile kernel packed; both CG kernels packed.
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
     Variant(_DEFAULT[0], _PACKED_SWEEP),

@@ -235,7 +235,8 @@ def _pack_loads(code: StencilCode, per_thread: int, prefix: str = "", shared: Se
     for slot, cells in sorted(reads.items()):
         ct, b, st = ctype(code.buffers[slot]), f"{prefix}b{slot}", f"{prefix}st{slot}_0"
         for row in sorted({row for row, column in cells if 0 <= column < PACK}):
-            lines.append(f"const gnp_pack4<{ct}> gnp_l{slot}_{_tag(row)} = *(const gnp_pack4<{ct}>*)({b} + q{slot} + ({row}) * {st});")
+            lines.append(f"const gnp_pack4<{ct}> gnp_l{slot}_{_tag(row)} = "
+                         f"*(const gnp_pack4<{ct}>*)({b} + q{slot} + ({row}) * {st});")
         lines += [f"const {ct} gnp_e{slot}_{_tag(row)}_{_tag(column)} = {b}[q{slot} + ({row}) * {st} + ({column})];"
                   for row, column in sorted(cells) if not 0 <= column < PACK]
     return lines
@@ -460,8 +461,8 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     last sweep's box). Where the last sweep has full reductions, the launch's thread blocks (a grid along x)
     walk the tiles, and the reductions end as ``kernel_source``'s: a partial per thread block, combined by
     the last. ``bounded``: the launch bounds ask for registers that let as many thread blocks stay resident as
-    the kernel's shared memory does (``tile_blocks``), or ``config.min_blocks``; False: the compiler's own choice. Kernels of
-    another ``config`` than the default have names of their own."""
+    the kernel's shared memory does (``tile_blocks``), or ``config.min_blocks``; False: the compiler's own choice.
+    Kernels of another ``config`` than the default have names of their own."""
     check_tiles(codes, links, index, edges, stored, config)  # only our names and integers become source
     codes = tuple(typed(code) for code in codes)
     shared_bytes = tile_shared_bytes(codes, links, config)
@@ -552,13 +553,14 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
             packs += [f"gnp_pack4<{ctype(dt)}> gnp_s{j};" for j, dt in enumerate(code.out_dtypes)]
             for c in range(PACK):
                 packs += ["{", f"    const {index} p1 = gnp_p1 + {c};"]
-                packs += [f"    {line}" for line in element(False, stores=[f"gnp_s{j}.v[{c}]" for j in range(len(code.out_dtypes))],
-                                                             held=functools.partial(_held, r=0, c=c))]
+                into = [f"gnp_s{j}.v[{c}]" for j in range(len(code.out_dtypes))]
+                packs += [f"    {line}" for line in element(False, stores=into, held=functools.partial(_held, r=0, c=c))]
                 packs.append("}")
             if stores is None:
                 packs += [f"gnp_store_pack({prefix}out{j} + w{j}, gnp_s{j});" for j in range(len(code.out_dtypes))]
             else:  # (the pack's place in shared memory is aligned to it: ``_tile_row``)
-                packs += [f"*(gnp_pack4<{ctype(dt)}>*)&{store} = gnp_s{j};" for j, (dt, store) in enumerate(zip(code.out_dtypes, stores))]
+                packs += [f"*(gnp_pack4<{ctype(dt)}>*)&{store} = gnp_s{j};"
+                          for j, (dt, store) in enumerate(zip(code.out_dtypes, stores))]
             packs += [f"gnp_store_pack({prefix}out{j} + {_position(f'{prefix}oo{j}', f'{prefix}ost{j}', ndim)}, gnp_s{j});"
                       for j in range(len(code.out_dtypes))] * own_stores
             lines = [*head, f"    const {index} p0 = g0 + {start[0]} + r;",
@@ -609,7 +611,7 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         return (lines + [f"        {line}" for line in loop(k, skip, reads, stores, True)]
                 + ["    } else {"] + [f"        {line}" for line in loop(k, skip, reads, stores, False)] + ["    }"])
 
-    if packs:  # whether every sweep's buffers with positions and stored outputs hold whole packs in the tiles' columns
+    if packs:  # whether every sweep's buffers with positions and stored outputs hold whole packs in the tile's columns
         places = [(f"{prefixes[k]}b{s}", f"{prefixes[k]}o{s}_1", f"{prefixes[k]}st{s}_0") for k, code in enumerate(codes)
                   for s in range(len(code.buffers)) if s not in slots[k] and any(o for t, o in code.loads if t == s)]
         places += [(f"{prefixes[k]}out{j}", f"{prefixes[k]}oo{j}_1", f"{prefixes[k]}ost{j}_0")
