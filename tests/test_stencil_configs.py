@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import BACKEND
 from test_cg_floor import cg_loop, rhs
+from test_setitem_stencil import borders, overlapping
 from test_stencil import counted_tile_kernels, gray_scott
 
 import dask_gpunumeric as gnp
@@ -65,12 +66,31 @@ def test_configurations_give_the_defaults_bits(tile: TileConfig, sweep: SweepCon
 @pytest.mark.parametrize("columns", [136, 138])
 def test_packed_kernels_give_the_defaults_bits(columns: int, monkeypatch: Any) -> None:
     """CG's one-sweep and pair kernels and Gray-Scott's tile kernel moving four columns per thread as packs, on rows
-    aligned to packs (136 and 72 columns: the packs inside, the edges one by one) and not (138, 74): the default's
-    bits."""
-    shapes = {"shape": (70, columns), "gs_shape": (41, columns - 64)}
+    aligned to packs (136 and 72 columns: the packs inside, the edges one by one) and not (138, 74), an odd number
+    of rows (a thread's last row past the end): the default's bits."""
+    shapes = {"shape": (69, columns), "gs_shape": (41, columns - 64)}
     default, _ = run_both(monkeypatch, *CONFIGS[0], **shapes)
     for tile, sweep in CONFIGS[-2:]:
         assert run_both(monkeypatch, tile, sweep, tile, **shapes)[0] == default
+
+
+@pytest.mark.parametrize("update", [borders, overlapping], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, chunks", [((13, 40), (13, 20)), ((21, 72), 72)])
+def test_packed_setitem_updates_give_the_defaults_bits(update: Any, dtype: Any, shape: tuple, chunks: Any,
+                                                       monkeypatch: Any) -> None:
+    """Setitem updates (sweeps restricted to regions, reading at shifts, blocks with halos) under the packed
+    configurations: the default's bits."""
+    _cuda_emulator.emulated_cupy(monkeypatch)
+    g_host, h_host = (np.random.default_rng(seed).standard_normal(shape).astype(dtype) for seed in (3, 4))
+    results = []
+    for tile, sweep in (CONFIGS[0], *CONFIGS[-2:]):
+        monkeypatch.setattr(_stencil_kernels, "TILE_CONFIG", tile)
+        monkeypatch.setattr(_stencil_kernels, "SWEEP_CONFIG", sweep)
+        monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", tile)
+        g, h = gnp.from_array(g_host, chunks=chunks), gnp.from_array(h_host, chunks=chunks)
+        results.append(np.asarray(gnp.fetch(update(gnp, g, h))).tobytes())
+    assert results[1:] == results[:1] * 2
 
 
 def test_tile_configurations_checked() -> None:

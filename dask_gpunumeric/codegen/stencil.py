@@ -326,7 +326,7 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
         return lines + [f"    {line}" for line in _element(code, edges, checked)] + ["}"]
 
     if wide > 1:  # the thread's PACK columns: together where packable and inside, else one by one
-        fast = ["gnp_packs", f"i1 + {wide - 1} < n1",
+        fast = ["gnp_packs", f"{last_row} < n{u}", f"i1 + {wide - 1} < n1",
                 *_interior(loads, bases, edges, u, f"(lo{u} + i{u})", f"(lo{u} + {last_row})", across=wide - 1)]
         slow = ["#pragma unroll 1", f"for (int c = 0; c < {wide}; ++c) {{", f"    if (i1 + c >= n1) break;",
                 f"    const {index} p1 = lo1 + i1 + c;", *[f"    {line}" for line in row_loop(True)], "}"]
