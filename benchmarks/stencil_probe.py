@@ -12,8 +12,9 @@ device synchronised, after a warm-up) under the default configuration (``kernels
 ``--rounds`` times round all of them (the medians over the rounds: a drift of the clocks falls on every variant
 alike). Prints per variant and system the median ms, its ratio to the default's, the checksum (CG's and
 Gray-Scott's ``float.hex``, a hash of heat's grid: equal bits to the default's, or marked ``DIFFERS``) and the
-kernels the variant compiled (registers, local memory bytes: spills). ``--gaps``: per system, where a call's time
-goes between the host's launches and the device's kernels; ``--graph``: a call replayed as a CUDA graph.
+kernels the variant compiled (registers, local memory bytes: spills). ``--gaps``: per system (and variant, with
+``--variants``), where a call's time goes between the host's launches and the device's kernels; ``--graph``: a call
+replayed as a CUDA graph.
 """
 from __future__ import annotations
 
@@ -59,22 +60,25 @@ class Variant(NamedTuple):
 
 
 _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
-#: compared by ``--variants``, the default first. CG's pair kernel on the tiles of ``TILE_CONFIG`` (32 x 64), or
-#: 16 x 128, 16 x 256 (its halo columns cost 2 sectors of 32 bytes per row of a field against 8 for 64 columns);
-#: CG's update kernel (40 registers, 75% occupancy by default) in thread blocks 64 or 128 columns wide (32 by
-#: default: the neighbours' columns each block row reads cost 6 sectors per 4); CG's pair as a flat kernel (``p``
-#: computed again at each of the stencil's 5 points from ``r`` and the old ``p``: no shared memory); every tile
-#: kernel on 16 x 128 tiles.
+_PACKED_SWEEP = SweepConfig(rows=1, min_blocks=6, packed=True)
+#: compared by ``--variants``, the default first (the shapes compared before are in docs/benchmarks.md: s14-tiles,
+#: s15-cg, s16-cg). Packed kernels (each thread four consecutive columns, each buffer row moved as one 16-byte
+#: access): CG's update kernel with a row per thread (40 registers, 6 blocks per multiprocessor) or two (64
+#: registers, 4 blocks); CG's pair kernel on 32 x 128 tiles packed (32 registers for its 8 blocks per multiprocessor,
+#: spilling; or 40 for 6, and so unpacked too), on 64 x 128 tiles (half the halo rows; 5 blocks per multiprocessor by
+#: shared memory) plain and packed; Gray-Scott's tile kernel packed; both CG kernels packed.
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
-    Variant(*_DEFAULT, pair=None),
-    Variant(*_DEFAULT, pair=TileConfig(rows=16, columns=128)),
-    Variant(*_DEFAULT, pair=TileConfig(rows=16, columns=256)),
-    Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=6, columns=64)),
-    Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=6, columns=128)),
-    Variant(_DEFAULT[0], SweepConfig(rows=4, min_blocks=6, columns=64)),
-    Variant(*_DEFAULT, (("stencil-recompute", True),), SweepConfig(rows=1, min_blocks=8)),
-    Variant(TileConfig(rows=16, columns=128), _DEFAULT[1], pair=None),
+    Variant(_DEFAULT[0], _PACKED_SWEEP),
+    Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=4, packed=True)),
+    Variant(*_DEFAULT, pair=TileConfig(rows=32, columns=128, packed=True)),
+    Variant(*_DEFAULT, pair=TileConfig(rows=32, columns=128, min_blocks=6)),
+    Variant(*_DEFAULT, pair=TileConfig(rows=32, columns=128, packed=True, min_blocks=6)),
+    Variant(*_DEFAULT, pair=TileConfig(rows=64, columns=128)),
+    Variant(*_DEFAULT, pair=TileConfig(rows=64, columns=128, packed=True)),
+    Variant(TileConfig(packed=True), _DEFAULT[1]),
+    Variant(TileConfig(packed=True), _PACKED_SWEEP, pair=TileConfig(rows=32, columns=128, packed=True)),
+    Variant(_DEFAULT[0], _PACKED_SWEEP, pair=TileConfig(rows=64, columns=128, packed=True)),
 ]
 
 
@@ -123,7 +127,9 @@ def label(variant: Variant) -> str:
     words += [f"{name}={value}" for name, value in variant.settings]
     words += [f"shifted {f}={v}" for f, v in zip(SweepConfig._fields, variant.shifted or ()) if v]
     if variant.pair != VARIANTS[0].pair:
-        words.append(f"pair {variant.pair.rows}x{variant.pair.columns}" if variant.pair else "pair as tile")
+        pair = variant.pair
+        words.append(f"pair {pair.rows}x{pair.columns}{' packed' * pair.packed}"
+                     f"{f' min_blocks={pair.min_blocks}' * bool(pair.min_blocks)}" if pair else "pair as tile")
     return ", ".join(words) or "default"
 
 
@@ -247,6 +253,12 @@ def graph_replay(name: str, system: System, repeat: int) -> None:
           f"{system.checksum(_value(call, system, 1, args))} / replay {replayed}", flush=True)
 
 
+def use(variant: Variant) -> None:
+    """The stencil kernels' configurations of ``variant`` in place of the library's."""
+    _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = variant.tile, variant.sweep
+    _stencil_kernels.SHIFTED_SWEEP_CONFIG, _stencil_kernels.PAIR_TILE_CONFIG = variant.shifted, variant.pair
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", action="store_true")
@@ -269,8 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     calls = itertools.count()
     for _ in range(args.rounds):
         for v, variant in enumerate(variants):
-            _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = variant.tile, variant.sweep
-            _stencil_kernels.SHIFTED_SWEEP_CONFIG, _stencil_kernels.PAIR_TILE_CONFIG = variant.shifted, variant.pair
+            use(variant)
             with gnp_config.set(**dict(variant.settings)):
                 for name, system in systems.items():
                     result = H.measure(f"{name} {label(variant)}",
@@ -283,8 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                     sums[v, name] = system.checksum(_value(result, system, next(calls)))
             if compiled.seen:
                 kernels.setdefault(v, []).append(compiled.take())
-    _stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG = VARIANTS[0].tile, VARIANTS[0].sweep
-    _stencil_kernels.SHIFTED_SWEEP_CONFIG, _stencil_kernels.PAIR_TILE_CONFIG = VARIANTS[0].shifted, VARIANTS[0].pair
+    use(VARIANTS[0])
     print(f"{'variant':<40} {'system':<11} {'median ms':>9} {'x default':>9}  {'checksum':<24} kernels compiled")
     for v, variant in enumerate(variants):
         for name in systems:
@@ -296,8 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     if (args.gaps or args.graph) and H.cupy_gpu() is None:
         print("--gaps and --graph need a GPU")
         return 0
-    for name, system in systems.items() if args.gaps else ():
-        gaps(name, system, compiled)
+    for variant in variants if args.gaps else ():  # (each variant's kernels compiled, and timed, already)
+        use(variant)
+        with gnp_config.set(**dict(variant.settings)):
+            for name, system in systems.items():
+                gaps(f"{name} [{label(variant)}]" if args.variants else name, system, compiled)
+    use(VARIANTS[0])
     for name, system in systems.items() if args.graph else ():
         graph_replay(name, system, args.repeat)
     return 0

@@ -1,6 +1,6 @@
-"""The stencil kernels' compile-time configurations (``TileConfig``: a tile kernel's tile and threads;
-``SweepConfig``: a one-sweep kernel's rows per thread, launch bounds and thread block width, and its own for kernels
-reading several buffers at shifts), set where ``benchmarks/stencil_probe.py --variants`` sets them: each gives the default's results bit for bit (emulated CG and Gray-Scott), in kernels
+"""The stencil kernels' compile-time configurations (``TileConfig``: a tile kernel's tile, threads, packs and launch
+bounds; ``SweepConfig``: a one-sweep kernel's rows per thread, launch bounds, thread block width and packs, and its own
+for kernels reading several buffers at shifts), set where ``benchmarks/stencil_probe.py --variants`` sets them: each gives the default's results bit for bit (emulated CG and Gray-Scott), in kernels
 of names of their own (tile kernels whose shared memory the configuration's tiles would overflow, such as
 Gray-Scott's four sweeps on 32 x 128, keep the default's), and a configuration a tile kernel cannot have is
 refused."""
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import BACKEND
 from test_cg_floor import cg_loop, rhs
+from test_setitem_stencil import borders, overlapping
 from test_stencil import counted_tile_kernels, gray_scott
 
 import dask_gpunumeric as gnp
@@ -28,21 +29,24 @@ PAIR = _stencil_kernels.PAIR_TILE_CONFIG  # (the default's: tests set others)
 CONFIGS = [(TileConfig(), SweepConfig()), (TileConfig(rows=32, columns=128), SweepConfig(rows=2, min_blocks=6)),
            (TileConfig(rows=16, columns=128, threads=128), SweepConfig(rows=1, min_blocks=8)),
            (TileConfig(rows=64, columns=64, threads=512), SweepConfig()),
-           (TileConfig(), SweepConfig(rows=2, min_blocks=6, columns=128))]
+           (TileConfig(), SweepConfig(rows=2, min_blocks=6, columns=128)),
+           (TileConfig(packed=True), SweepConfig(rows=1, min_blocks=6, packed=True)),
+           (TileConfig(rows=32, columns=128, packed=True, min_blocks=6),
+            SweepConfig(rows=2, min_blocks=4, columns=64, packed=True))]
 
 
-def run_both(monkeypatch: Any, tile: TileConfig, sweep: SweepConfig,
-             pair: TileConfig | None = None) -> tuple[list[bytes], list[tuple]]:
-    """CG (4 iterations, 70 x 133: partial tiles; its pair kernel) and Gray-Scott (4 steps in one tile kernel,
-    41 x 70) under a configuration (``pair``: of tile kernels of two sweeps, None: ``tile``), emulated: the bytes of
-    their results, and the tile kernels launched."""
+def run_both(monkeypatch: Any, tile: TileConfig, sweep: SweepConfig, pair: TileConfig | None = None,
+             shape: tuple[int, int] = (70, 133), gs_shape: tuple[int, int] = (41, 70)) -> tuple[list[bytes], list[tuple]]:
+    """CG (4 iterations, 70 x 133 by default: partial tiles, rows not aligned to packs; its pair kernel) and
+    Gray-Scott (4 steps in one tile kernel, 41 x 70 by default) under a configuration (``pair``: of tile kernels of
+    two sweeps, None: ``tile``), emulated: the bytes of their results, and the tile kernels launched."""
     launched = counted_tile_kernels(monkeypatch)
     monkeypatch.setattr(_stencil_kernels, "TILE_CONFIG", tile)
     monkeypatch.setattr(_stencil_kernels, "SWEEP_CONFIG", sweep)
     monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", pair)
-    b = gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist()
+    b = gnp.from_array(rhs(shape), chunks=shape).persist()
     results = [np.asarray(a) for a in gnp.fetch(gnp.accelerate(cg_loop)(b, 4))]
-    un, vn = np.random.default_rng(12).random((2, 41, 70), dtype=np.float32)
+    un, vn = np.random.default_rng(12).random((2, *gs_shape), dtype=np.float32)
     u, v = gnp.from_array(un), gnp.from_array(vn)
     for _ in range(4):
         u, v = gray_scott(gnp, u, v)
@@ -59,6 +63,36 @@ def test_configurations_give_the_defaults_bits(tile: TileConfig, sweep: SweepCon
     assert {variant[-1] for variant in launched} == ({tile} if fits else {tile, TileConfig()})
 
 
+@pytest.mark.parametrize("columns", [136, 138])
+def test_packed_kernels_give_the_defaults_bits(columns: int, monkeypatch: Any) -> None:
+    """CG's one-sweep and pair kernels and Gray-Scott's tile kernel moving four columns per thread as packs, on rows
+    aligned to packs (136 and 72 columns: the packs inside, the edges one by one) and not (138, 74), an odd number
+    of rows (a thread's last row past the end): the default's bits."""
+    shapes = {"shape": (69, columns), "gs_shape": (41, columns - 64)}
+    default, _ = run_both(monkeypatch, *CONFIGS[0], **shapes)
+    for tile, sweep in CONFIGS[-2:]:
+        assert run_both(monkeypatch, tile, sweep, tile, **shapes)[0] == default
+
+
+@pytest.mark.parametrize("update", [borders, overlapping], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, chunks", [((13, 40), (13, 20)), ((21, 72), 72)])
+def test_packed_setitem_updates_give_the_defaults_bits(update: Any, dtype: Any, shape: tuple, chunks: Any,
+                                                       monkeypatch: Any) -> None:
+    """Setitem updates (sweeps restricted to regions, reading at shifts, blocks with halos) under the packed
+    configurations: the default's bits."""
+    _cuda_emulator.emulated_cupy(monkeypatch)
+    g_host, h_host = (np.random.default_rng(seed).standard_normal(shape).astype(dtype) for seed in (3, 4))
+    results = []
+    for tile, sweep in (CONFIGS[0], *CONFIGS[-2:]):
+        monkeypatch.setattr(_stencil_kernels, "TILE_CONFIG", tile)
+        monkeypatch.setattr(_stencil_kernels, "SWEEP_CONFIG", sweep)
+        monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", tile)
+        g, h = gnp.from_array(g_host, chunks=chunks), gnp.from_array(h_host, chunks=chunks)
+        results.append(np.asarray(gnp.fetch(update(gnp, g, h))).tobytes())
+    assert results[1:] == results[:1] * 2
+
+
 def test_tile_configurations_checked() -> None:
     """Thread blocks of whole warps, each a whole number of the tile's rows of whole warps."""
     b = gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist()
@@ -67,8 +101,9 @@ def test_tile_configurations_checked() -> None:
         gnp.fetch(gnp.accelerate(cg_loop)(b, 3))
     codes, links, index, edges, stored, _ = launched[0]
     assert "__launch_bounds__(512, 4)" in tile_source(codes, links, index, edges, stored, TileConfig(threads=512))[0]
+    assert "__launch_bounds__(256, 6)" in tile_source(codes, links, index, edges, stored, TileConfig(min_blocks=6))[0]
     for bad in (TileConfig(threads=100), TileConfig(columns=48), TileConfig(columns=128, threads=64),
-                TileConfig(columns=64, threads=96)):
+                TileConfig(columns=64, threads=96), TileConfig(min_blocks=-1)):
         with pytest.raises(ProgramError, match="tile configuration"):
             tile_source(codes, links, index, edges, stored, bad)
 

@@ -69,5 +69,18 @@ __device__ __forceinline__ unsigned int gnp_word(const gnp_u32x4 r, int j)
 template <typename T> struct alignas(4 * sizeof(T) < 16 ? 4 * sizeof(T) : 16) gnp_pack4 { T v[4]; };
 template <typename T> __device__ __forceinline__ bool gnp_packable(const T* p)
 { return ((unsigned long long)p & (alignof(gnp_pack4<T>) - 1)) == 0; }
+/* a pack stored to global memory at p (aligned to it): of 4-byte elements as one vector store, which NVVM does not
+   always make of the pack's assignment (it split a stencil tile kernel's into four scalar stores) */
+template <typename T> __device__ __forceinline__ void gnp_store_pack(T* p, const gnp_pack4<T>& v) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(T) == 4) {
+        const uint4 w = __builtin_bit_cast(uint4, v);
+        asm("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+            :: "l"(__cvta_generic_to_global(p)), "r"(w.x), "r"(w.y), "r"(w.z), "r"(w.w));
+        return;
+    }
+#endif
+    *(gnp_pack4<T>*)p = v;
+}
 """ + "".join(u.helper for u in UFUNCS.values()) + """#endif  /* GNP_FUSED_HELPERS */
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -64,6 +64,16 @@ def threads(ndim: int, config: SweepConfig = SweepConfig()) -> tuple[int, int, i
     if config.columns % 32 or total % config.columns:
         raise ProgramError(f"sweep configuration {config!r}: columns a multiple of 32 dividing {total}")
     return config.columns, total // config.columns, 1
+
+
+PACK = 4  # columns per thread of a packed 2-d sweep (``SweepConfig.packed``): one ``gnp_pack4`` per buffer row
+
+
+def columns_per_thread(code: tuple, config: SweepConfig = SweepConfig()) -> int:
+    """Consecutive positions each thread computes along the last axis: ``PACK`` where the configuration packs
+    and the sweep is 2-d without random draws (whose streams are per position), else 1."""
+    packs = config.packed and code.program.ndim == 2 and all(ins[0] != "random" for ins in code.program.instrs)
+    return PACK if packs else 1
 
 
 def shifted_buffers(code: tuple) -> int:
@@ -133,11 +143,12 @@ def _places(code: tuple, index: str, prefix: str = "", shared: Sequence[int] = (
 
 
 def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared: dict[int, str] | None = None,
-             stores: Sequence[str] | None = None) -> list[str]:
+             stores: Sequence[str] | None = None, held: Callable[[int, Sequence[int]], str] | None = None) -> list[str]:
     """The statements computing and storing one element of a sweep at position ``p`` (reads with their
     edges where ``checked``; parameters named with ``prefix``). ``shared``: the slots read from shared
     memory, each an expression of the read's offset per axis (``{0}``, ``{1}``: ``tile_source``);
-    ``stores``: where each output goes (default: its buffer ``out<j>`` at ``w<j>``)."""
+    ``stores``: where each output goes (default: its buffer ``out<j>`` at ``w<j>``); ``held``: the value of a
+    read of a buffer with positions (slot, offset) already loaded into registers (``_packed_rows``)."""
     program, _, loads, restricted, bases, out_dtypes = code
     ndim, _, instrs, outputs = program
     last, shared = ndim - 1, shared or {}
@@ -148,6 +159,8 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
         """The read of buffer ``slot`` at ``offset`` from the element computed."""
         if slot in shared:
             return shared[slot].format(*offset)
+        if held is not None and offset:
+            return held(slot, offset)
         terms, outside = [], []
         for d, e in enumerate(offset):
             stride = f" * {prefix}st{slot}_{d}" if d < last else ""
@@ -178,6 +191,73 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
     inside = " && ".join(f"p{d} >= {prefix}rlo{d} && p{d} < {prefix}rhi{d}" for d in restricted)
     return ([f"if ({inside}) {{"] + [f"    {line}" for line in value] + ["} else {"]
             + [f"    {store} = {at(*base)};" for store, base in zip(stores, bases)] + ["}"])
+
+
+def _packable(code: StencilCode) -> list[str]:
+    """The statement setting ``gnp_packs``: whether the rows of a 2-d sweep's buffers with positions and of its
+    outputs start aligned to a ``gnp_pack4`` at the box's first column, every ``PACK`` columns on (their row
+    strides multiples of ``PACK``)."""
+    single = {slot for slot, offset in code.loads if not offset}
+    places = [(f"b{s}", f"o{s}_1", f"st{s}_0") for s in range(len(code.buffers)) if s not in single]
+    places += [(f"out{j}", f"oo{j}_1", f"ost{j}_0") for j in range(len(code.out_dtypes))]
+    return [f"    const bool gnp_packs = {_pack_tests(places, 'lo1')};"]
+
+
+def _pack_tests(places: Sequence[tuple[str, str, str]], first: str) -> str:
+    """Whether arrays (name, origin along the last axis, row stride) hold a whole pack from column ``first`` on,
+    every ``PACK`` columns, in each row."""
+    return " && ".join(f"gnp_packable({array}) && ({first} - {origin}) % {PACK} == 0 && {stride} % {PACK} == 0"
+                       for array, origin, stride in places) or "true"
+
+
+def _tag(n: int) -> str:
+    """A row or column offset in a register's name."""
+    return f"m{-n}" if n < 0 else f"{n}"
+
+
+def _held(slot: int, offset: Sequence[int], r: int, c: int) -> str:
+    """The register holding the read of buffer ``slot`` at ``offset`` from row ``r``, column ``c`` of a thread's
+    packs (``_pack_loads``)."""
+    row, column = r + offset[0], c + offset[1]
+    return f"gnp_l{slot}_{_tag(row)}.v[{column}]" if 0 <= column < PACK else f"gnp_e{slot}_{_tag(row)}_{_tag(column)}"
+
+
+def _pack_loads(code: StencilCode, per_thread: int, prefix: str = "", shared: Sequence[int] = ()) -> list[str]:
+    """The loads of a 2-d sweep's buffers with positions (but the ``shared`` slots) for ``per_thread`` rows of
+    ``PACK`` columns from ``p`` (at ``q<s>``), into the registers ``_held`` names: each buffer row its offsets
+    reach as one pack, the columns they reach past the pack one by one."""
+    reads: dict[int, set[tuple[int, int]]] = {}  # per buffer with positions, the (row, column) read from p's
+    for slot, offset in (*code.loads, *(b for b in code.bases if b is not None and code.restricted)):
+        if offset and slot not in shared:
+            reads.setdefault(slot, set()).update((r + offset[0], c + offset[1]) for r in range(per_thread)
+                                                 for c in range(PACK))
+    lines = []
+    for slot, cells in sorted(reads.items()):
+        ct, b, st = ctype(code.buffers[slot]), f"{prefix}b{slot}", f"{prefix}st{slot}_0"
+        for row in sorted({row for row, column in cells if 0 <= column < PACK}):
+            lines.append(f"const gnp_pack4<{ct}> gnp_l{slot}_{_tag(row)} = "
+                         f"*(const gnp_pack4<{ct}>*)({b} + q{slot} + ({row}) * {st});")
+        lines += [f"const {ct} gnp_e{slot}_{_tag(row)}_{_tag(column)} = {b}[q{slot} + ({row}) * {st} + ({column})];"
+                  for row, column in sorted(cells) if not 0 <= column < PACK]
+    return lines
+
+
+def _packed_rows(code: StencilCode, index: str, edges: tuple, per_thread: int) -> list[str]:
+    """A 2-d sweep's ``per_thread`` rows of ``PACK`` columns from ``p`` on, inside every buffer and packable: each
+    buffer row read as packs (``_pack_loads``), each output row stored as one pack; the elements computed as one by
+    one, in the same order."""
+    out_dtypes = code.out_dtypes
+    lines = [f"const {index} p0 = lo0 + i0;", *_places(code, index), *_pack_loads(code, per_thread)]
+    for r in range(per_thread):
+        row = [f"gnp_pack4<{ctype(dt)}> gnp_o{j};" for j, dt in enumerate(out_dtypes)]
+        for c in range(PACK):
+            element = _element(code, edges, False, stores=[f"gnp_o{j}.v[{c}]" for j in range(len(out_dtypes))],
+                               held=functools.partial(_held, r=r, c=c))
+            row += ["{", f"    const {index} p0 = lo0 + i0 + {r};", f"    const {index} p1 = lo1 + i1 + {c};",
+                    *[f"    {line}" for line in element], "}"]
+        row += [f"gnp_store_pack(out{j} + w{j} + ({r}) * ost{j}_0, gnp_o{j});" for j in range(len(out_dtypes))]
+        lines += ["{", *[f"    {line}" for line in row], "}"]
+    return lines
 
 
 def _kernel_text(name: str, threads: int, params: list[str], body: list[str], blocks: int = 0) -> str:
@@ -212,6 +292,9 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     body: list[str] = _program.accumulators(program)
     indent = "    "
     unrolled = max(ndim - 2, 0)  # R positions per thread along this axis: rows (2-d, 3-d) or elements (1-d)
+    wide = columns_per_thread(code, config)
+    if wide > 1:  # whether every buffer's and output's rows start aligned to a pack at the box's first column
+        body += _packable(code)
     for d, dim in enumerate(GRID_AXES[ndim]):
         if d == unrolled:
             start = (f"(({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}) * {per_thread}" if ndim > 1
@@ -219,6 +302,8 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
             step = f"({index})gridDim.{dim} * blockDim.{dim} * {per_thread}"
         else:
             start, step = f"({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}", f"({index})gridDim.{dim} * blockDim.{dim}"
+            if d == ndim - 1 and wide > 1:
+                start, step = f"({start}) * {wide}", f"{step} * {wide}"
         body.append(f"{indent}for ({index} i{d} = {start}; i{d} < n{d}; i{d} += {step}) {{")
         indent += "    "
         if d != unrolled:
@@ -240,10 +325,18 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
         lines += [f"    {line}" for line in _places(code, index)]
         return lines + [f"    {line}" for line in _element(code, edges, checked)] + ["}"]
 
+    if wide > 1:  # the thread's PACK columns: together where packable and inside, else one by one
+        fast = ["gnp_packs", f"{last_row} < n{u}", f"i1 + {wide - 1} < n1",
+                *_interior(loads, bases, edges, u, f"(lo{u} + i{u})", f"(lo{u} + {last_row})", across=wide - 1)]
+        slow = ["#pragma unroll 1", f"for (int c = 0; c < {wide}; ++c) {{", f"    if (i1 + c >= n1) break;",
+                f"    const {index} p1 = lo1 + i1 + c;", *[f"    {line}" for line in row_loop(True)], "}"]
+        fast_lines = _packed_rows(code, index, edges, per_thread)
+    else:
+        fast_lines, slow = row_loop(False), row_loop(True)
     body.append(f"{indent}if ({' && '.join(fast)}) {{")
-    body += [f"{indent}    {line}" for line in row_loop(False)]
+    body += [f"{indent}    {line}" for line in fast_lines]
     body.append(f"{indent}}} else {{")
-    body += [f"{indent}    {line}" for line in row_loop(True)]
+    body += [f"{indent}    {line}" for line in slow]
     body.append(f"{indent}}}")
     for d in reversed(range(ndim)):
         body.append("    " * (d + 1) + "}")
@@ -258,11 +351,11 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
 
 
 def _interior(loads: tuple, bases: tuple, edges: tuple, unrolled: int, first: str, last: str,
-              prefix: str = "") -> list[str]:
+              prefix: str = "", across: int = 0) -> list[str]:
     """Conditions under which every read of a thread's positions (``first`` to ``last`` along axis
-    ``unrolled``, ``p<d>`` along the others) lies inside its buffer, needing none of its edges: per slot and
-    axis with an edge mode, the smallest and largest offset read stay within ``[0, ext)`` (FILL: of the
-    array, WRAP: of the buffer, from its origin ``o``)."""
+    ``unrolled``, ``p<d>`` along the others, to ``p<d> + across`` along the last) lies inside its buffer,
+    needing none of its edges: per slot and axis with an edge mode, the smallest and largest offset read stay
+    within ``[0, ext)`` (FILL: of the array, WRAP: of the buffer, from its origin ``o``)."""
     reach: dict[tuple[int, int], list[int]] = {}
     for slot, offset in (*loads, *(b for b in bases if b is not None)):
         for d, e in enumerate(offset):
@@ -271,7 +364,8 @@ def _interior(loads: tuple, bases: tuple, edges: tuple, unrolled: int, first: st
                 lo_hi[0], lo_hi[1] = min(lo_hi[0], e), max(lo_hi[1], e)
     conditions = []
     for (slot, d), (lo, hi) in sorted(reach.items()):
-        low, high = (first, last) if d == unrolled else (f"p{d}", f"p{d}")
+        wider = across and d == len(edges[slot]) - 1
+        low, high = (first, last) if d == unrolled else (f"p{d}", f"(p{d} + {across})" if wider else f"p{d}")
         origin = f" - {prefix}o{slot}_{d}" if edges[slot][d] == WRAP else ""
         conditions += [f"{low}{origin} + ({lo}) >= 0", f"{high}{origin} + ({hi}) < {prefix}ext{slot}_{d}"]
     return conditions
@@ -286,6 +380,17 @@ def tile_halos(codes: Sequence[tuple], links: Sequence[tuple]) -> list[tuple[int
     return halos
 
 
+def _tile_row(extent: int, halo: int, packed: bool) -> tuple[int, int]:
+    """A row of a tile kernel's shared buffer of a sweep computed on ``extent`` columns, ``halo`` of them on each
+    side of the tile's: (elements before its first column, elements after that); packed, the tile's first column
+    is aligned to a pack and the row a whole number of packs (its columns stored as packs, not four apart: those
+    would conflict in shared memory's banks)."""
+    if not packed:
+        return 0, extent
+    pad = -halo % PACK
+    return pad, -(-(extent + pad) // PACK) * PACK - pad
+
+
 def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple], config: TileConfig = TileConfig()) -> int:
     """Shared memory of a tile kernel of shape ``config``: the outputs of each sweep but the last on its
     extended tile, in two alternating sets of buffers (sweep ``j`` writes set ``j % 2`` while it reads the
@@ -293,7 +398,8 @@ def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple], config: Ti
     halos = tile_halos(codes, links)
     sizes: dict[tuple[int, int], int] = {}
     for j, code in enumerate(codes[:-1]):
-        area = int(np.prod([t + 2 * h for t, h in zip(config.tile(code.program.ndim), halos[j])]))
+        extent = [t + 2 * h for t, h in zip(config.tile(code.program.ndim), halos[j])]
+        area = int(np.prod(extent[:-1])) * sum(_tile_row(extent[-1], halos[j][-1], config.packed and len(extent) == 2))
         for i, dt in enumerate(code.out_dtypes):
             sizes[j % 2, i] = max(sizes.get((j % 2, i), 0), area * np.dtype(dt).itemsize)
     folds = _program.program_folds(typed_program(codes[-1].program))
@@ -355,8 +461,8 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     last sweep's box). Where the last sweep has full reductions, the launch's thread blocks (a grid along x)
     walk the tiles, and the reductions end as ``kernel_source``'s: a partial per thread block, combined by
     the last. ``bounded``: the launch bounds ask for registers that let as many thread blocks stay resident as
-    the kernel's shared memory does (``tile_blocks``); False: the compiler's own choice. Kernels of
-    another ``config`` than the default have names of their own."""
+    the kernel's shared memory does (``tile_blocks``), or ``config.min_blocks``; False: the compiler's own choice.
+    Kernels of another ``config`` than the default have names of their own."""
     check_tiles(codes, links, index, edges, stored, config)  # only our names and integers become source
     codes = tuple(typed(code) for code in codes)
     shared_bytes = tile_shared_bytes(codes, links, config)
@@ -379,10 +485,12 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     extents = [tuple(t + 2 * e for t, e in zip(tile, h)) for h in halos]  # the extended tiles
     reduced = len(codes[last].program.outputs) > len(codes[last].out_dtypes)
     head = _program.accumulators(codes[last].program)
+    packs = config.packed and ndim == 2
+    rows = [_tile_row(extent[-1], h[-1], packs) for extent, h in zip(extents, halos)]  # (pad, rest) per sweep
     for parity in range(min(2, last)):
         for j, dt in enumerate(codes[parity].out_dtypes):
-            size = max(int(np.prod(extents[k])) for k in range(parity, last, 2))
-            head.append(f"    __shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
+            size = max(int(np.prod(extents[k][:-1])) * sum(rows[k]) for k in range(parity, last, 2))
+            head.append(f"    {'alignas(16) ' * packs}__shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
     # the tile's number along each axis: its thread block's, or (full reductions) of the tiles it walks
     counts = [f"gnp_n{d}" for d in range(ndim)]
     number = [f"({index})blockIdx.{dim}" if not reduced else "gnp_tile" + (f" / ({' * '.join(counts[d + 1:])})" if d < ndim - 1 else "")
@@ -395,17 +503,20 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         shift = [f" - {a - b}" if a - b else "" for a, b in zip(halo, halos[k])]
         flat = f"(p0 - g0{shift[0]} + ({{0}}))"
         for d in range(1, ndim):
-            flat = f"{'(' * (d > 1)}{flat}{')' * (d > 1)} * {extents[k][d]} + (p{d} - g{d}{shift[d]} + ({{{d}}}))"
-        return flat
+            width = sum(rows[k]) if d == ndim - 1 else extents[k][d]
+            flat = f"{'(' * (d > 1)}{flat}{')' * (d > 1)} * {width} + (p{d} - g{d}{shift[d]} + ({{{d}}}))"
+        return flat + (f" + {rows[k][0]}" if rows[k][0] else "")
 
     def starts(k: int) -> list[int]:
         return [a - b for a, b in zip(halo, halos[k])]
 
-    def loop(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None, whole: bool) -> list[str]:
+    def loop(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None, whole: bool,
+             packed: bool = False) -> list[str]:
         """The threads' loop over sweep ``k``'s extended tile but where ``skip`` holds (there the fills its
         reader reads, if any), computing the sweep's element at each (without edges where all its reads are
         inside) and, for a sweep in ``stored``, storing it on the tile itself; ``whole``: in a thread block
-        whose extended tiles lie inside every box and region (no position skipped, none kept)."""
+        whose extended tiles lie inside every box and region (no position skipped, none kept); ``packed``: in
+        one whose arrays are packable too (the tile's columns ``PACK`` per thread: ``packed_loop``)."""
         code, prefix, extent, start = codes[k], prefixes[k], extents[k], starts(k)
         heads = _walks(extent, start, tile, index, threads) if ndim == 2 else [_flat(extent, start, index, threads)]
         filled = [f"{stores[j]} = {name};" for j, name in fills[k].items()] if k < last else []
@@ -421,9 +532,60 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                       "    } else {", *[f"        {line}" for line in element(True)], "    }"]
         # not unrolled: the halo's columns (a pass or two) and the thread blocks at the box's ends (few), whose
         # unrolled loops' registers would set the kernel's, and so its occupancy
-        return [line for head, inside in heads
-                for line in (*["#pragma unroll 1"] * (inside is None or not whole), *head, *lines,
-                             *own(k, stores, inside, whole), "}")]
+        loops = [["#pragma unroll 1"] * (inside is None or not whole) + [*head, *lines, *own(k, stores, inside, whole), "}"]
+                 for head, inside in heads]
+        if packed:
+            loops[0] = packed_loop(k, reads, stores)
+        return [line for lines in loops for line in lines]
+
+    def packed_loop(k: int, reads: dict[int, str], stores: list[str] | None) -> list[str]:
+        """Sweep ``k``'s loop over the tile's columns of its extended tile in a whole thread block whose arrays are
+        packable: ``PACK`` consecutive columns per thread, its buffers' rows read as packs (``_pack_loads``), the
+        last sweep's outputs and a stored sweep's stored as packs; the elements computed as one by one, in the
+        same order (one by one where a read may pass a buffer's ends)."""
+        code, prefix, extent, start = codes[k]._replace(restricted=()), prefixes[k], extents[k], starts(k)
+        per_row, below = tile[1] // PACK, halos[k][0]
+        element = functools.partial(_element, code, local[k], prefix=prefix, shared=reads)
+
+        def rows(head: list[str], own_stores: bool) -> list[str]:
+            """The loop of ``head`` (naming the row ``r``), with the sweep's own stores or without."""
+            packs = [*_places(code, index, prefix, tuple(reads), stores is None), *_pack_loads(code, 1, prefix, tuple(reads))]
+            packs += [f"gnp_pack4<{ctype(dt)}> gnp_s{j};" for j, dt in enumerate(code.out_dtypes)]
+            for c in range(PACK):
+                packs += ["{", f"    const {index} p1 = gnp_p1 + {c};"]
+                into = [f"gnp_s{j}.v[{c}]" for j in range(len(code.out_dtypes))]
+                packs += [f"    {line}" for line in element(False, stores=into, held=functools.partial(_held, r=0, c=c))]
+                packs.append("}")
+            if stores is None:
+                packs += [f"gnp_store_pack({prefix}out{j} + w{j}, gnp_s{j});" for j in range(len(code.out_dtypes))]
+            else:  # (the pack's place in shared memory is aligned to it: ``_tile_row``)
+                packs += [f"*(gnp_pack4<{ctype(dt)}>*)&{store} = gnp_s{j};"
+                          for j, (dt, store) in enumerate(zip(code.out_dtypes, stores))]
+            packs += [f"gnp_store_pack({prefix}out{j} + {_position(f'{prefix}oo{j}', f'{prefix}ost{j}', ndim)}, gnp_s{j});"
+                      for j in range(len(code.out_dtypes))] * own_stores
+            lines = [*head, f"    const {index} p0 = g0 + {start[0]} + r;",
+                     f"    const {index} gnp_p1 = g1 + {start[1] + halos[k][1]} + (int)threadIdx.x % {per_row} * {PACK};",
+                     f"    const {index} p1 = gnp_p1;"]
+            fast = _interior(code.loads, code.bases, local[k], 0, "p0", "p0", prefix, across=PACK - 1)
+            if not fast:
+                return [*lines, *[f"    {line}" for line in packs], "}"]
+            single = []  # past a buffer's ends: the columns one by one
+            for c in range(PACK):
+                single += ["{", f"    const {index} p1 = gnp_p1 + {c};",
+                           *[f"    {line}" for line in _places(code, index, prefix, tuple(reads), stores is None)],
+                           *[f"    {line}" for line in element(True, stores=stores)],
+                           *[f"    {line}" for line in own(k, stores, (True, True), True)] * own_stores, "}"]
+            return [*lines, f"    if ({' && '.join(fast)}) {{", *[f"        {line}" for line in packs], "    } else {",
+                    *[f"        {line}" for line in single], "    }", "}"]
+
+        first, step = f"(int)threadIdx.x / {per_row}", threads // per_row
+        if k not in stored:
+            return rows([f"for (int r = {first}; r < {extent[0]}; r += {step}) {{"], False)
+        # a stored sweep: the tile's rows, stored without a test, then the halo's rows (a test would keep the
+        # compiler from storing the packs as one vector access each)
+        return [*rows([f"for (int r = {below} + {first}; r < {below + tile[0]}; r += {step}) {{"], True),
+                *rows([f"for (int e = {first}; e < {2 * below}; e += {step}) {{",
+                       f"    const int r = e < {below} ? e : e + {tile[0]};"], False) * bool(below)]
 
     def own(k: int, stores: list[str] | None, inside: tuple[bool, ...] | None, whole: bool) -> list[str]:
         """For a sweep in ``stored``, its values stored on the tile itself (inside the last box) from shared
@@ -439,10 +601,22 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         return [f"    if ({test}) {{", *[f"        {line}" for line in put], "    }"] if test else [f"    {line}" for line in put]
 
     def phase(k: int, skip: list[str], reads: dict[int, str], stores: list[str] | None) -> list[str]:
-        """Sweep ``k``'s loop: without checks in thread blocks inside everything (``gnp_whole``)."""
-        return (["    if (gnp_whole) {"] + [f"        {line}" for line in loop(k, skip, reads, stores, True)]
+        """Sweep ``k``'s loop: without checks in thread blocks inside everything (``gnp_whole``), packed where
+        configured and the arrays allow (``gnp_packs``)."""
+        # packed: the sweeps reading buffers with positions from global memory (those reading only shared memory
+        # keep a column per thread: four apart, their shared accesses would conflict in its banks)
+        packed = packs and any(o and s not in reads for s, o in codes[k].loads)
+        lines = ["    if (gnp_whole && gnp_packs) {", *[f"        {line}" for line in loop(k, skip, reads, stores, True, True)],
+                 "    } else if (gnp_whole) {"] if packed else ["    if (gnp_whole) {"]
+        return (lines + [f"        {line}" for line in loop(k, skip, reads, stores, True)]
                 + ["    } else {"] + [f"        {line}" for line in loop(k, skip, reads, stores, False)] + ["    }"])
 
+    if packs:  # whether every sweep's buffers with positions and stored outputs hold whole packs in the tile's columns
+        places = [(f"{prefixes[k]}b{s}", f"{prefixes[k]}o{s}_1", f"{prefixes[k]}st{s}_0") for k, code in enumerate(codes)
+                  for s in range(len(code.buffers)) if s not in slots[k] and any(o for t, o in code.loads if t == s)]
+        places += [(f"{prefixes[k]}out{j}", f"{prefixes[k]}oo{j}_1", f"{prefixes[k]}ost{j}_0")
+                   for k, code in enumerate(codes) if k == last or k in stored for j in range(len(code.out_dtypes))]
+        head.append(f"    const bool gnp_packs = {_pack_tests(places, f'{prefixes[last]}lo1')};")
     end = [f"{prefixes[last]}lo{d} + {prefixes[last]}n{d}" for d in range(ndim)]
     whole = []  # the conditions under which no sweep skips a position of its extended tile, nor keeps one
     for k in range(last + 1):
@@ -483,4 +657,4 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     variant += (config,) if config != TileConfig() else ()
     kind = "gnp_pair_" if len(codes) == 2 else "gnp_tiles_"
     name = kind + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
-    return _kernel_text(name, threads, params, body, tile_blocks(shared_bytes, threads) * bounded), name
+    return _kernel_text(name, threads, params, body, (config.min_blocks or tile_blocks(shared_bytes, threads)) * bounded), name

@@ -95,11 +95,16 @@ class TileConfig(NamedTuple):
     """The compile-time shape of a tile kernel (``codegen.stencil.tile_source``): its thread block's ``threads``
     and, for 2-d sweeps, its tile of ``rows`` x ``columns`` outputs (1-d and 3-d: ``TILES``'). Each thread keeps
     a column and walks ``threads // columns`` rows apart, ``rows * columns // threads`` outputs per sweep
-    (``benchmarks/stencil_probe.py --variants`` compares configurations)."""
+    (``benchmarks/stencil_probe.py --variants`` compares configurations). ``packed``: in 2-d, each thread of the
+    tile's columns keeps ``codegen.stencil.PACK`` consecutive ones, reading buffers and storing outputs as packs
+    (``gnp_pack4``: vector accesses) where they are aligned to them. ``min_blocks``: the thread blocks per
+    multiprocessor its registers must allow (0: as many as its shared memory does, ``codegen.stencil.tile_blocks``)."""
 
     rows: int = TILES[2][0]
     columns: int = TILES[2][1]
     threads: int = TILE_THREADS
+    packed: bool = False
+    min_blocks: int = 0
 
     def tile(self, ndim: int) -> tuple[int, ...]:
         """The outputs of a thread block per axis for sweeps of ``ndim`` axes."""
@@ -112,11 +117,14 @@ class SweepConfig(NamedTuple):
     multiprocessor its registers must allow (0: the compiler's own choice) and, for 2-d sweeps, ``columns``
     threads of a thread block along the last axis (0: ``codegen.stencil.THREADS``'; wider blocks read fewer
     neighbours' columns per row, as many threads in all: ``benchmarks/stencil_probe.py --variants`` compares
-    configurations)."""
+    configurations). ``packed``: in 2-d, each thread computes ``codegen.stencil.PACK`` consecutive columns of
+    each of its rows, moving each buffer's row as one pack (``gnp_pack4``: a vector access) where the buffers
+    are aligned to it."""
 
     rows: int = 0
     min_blocks: int = 0
     columns: int = 0
+    packed: bool = False
 
 
 class Load(NamedTuple):

@@ -734,16 +734,17 @@ def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple, stored: t
 
 
 @functools.lru_cache(maxsize=1024)
-def _launch_shape(extent: tuple[int, ...], per_thread: int, limit: int | None,
-                  threads: tuple[int, int, int]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def _launch_shape(extent: tuple[int, ...], per_thread: int, limit: int | None, threads: tuple[int, int, int],
+                  wide: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(grid, threads) of a launch of thread blocks of ``threads`` over a box of ``extent``: each thread computes
-    ``per_thread`` positions along axis ``ndim - 2`` (1-d: the only axis); at most ``limit`` thread blocks where
+    ``per_thread`` positions along axis ``ndim - 2`` (1-d: the only axis), ``wide`` along x in 2-d and 3-d; at most ``limit`` thread blocks where
     given (a kernel with full reductions: its last block combines one partial per block), fewer along x first
     (each thread block then walks along rows, in its own band of them)."""
     ndim = len(extent)
     per_dim = dict(zip(_stencil_source.GRID_AXES[ndim], extent))
     unrolled = _stencil_source.GRID_AXES[ndim][max(ndim - 2, 0)]
-    grid = [max(1, min(-(-per_dim.get(dim, 1) // (t * (per_thread if dim == unrolled else 1))), _stencil_source.GRID_LIMITS[dim]))
+    along = {unrolled: per_thread, "x": per_thread if ndim == 1 else wide}
+    grid = [max(1, min(-(-per_dim.get(dim, 1) // (t * along.get(dim, 1))), _stencil_source.GRID_LIMITS[dim]))
             for dim, t in zip("xyz", threads)]
     for axis in (0, 1, 2) if limit is not None else ():
         grid[axis] = max(1, min(grid[axis], limit // (int(np.prod(grid)) // grid[axis])))
@@ -864,7 +865,8 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
     arrays, scalar_args, layout = _sweep_args(code, inputs, geometry, scalars, dests, packs)
     reductions = range(len(out_dtypes), len(program.outputs))
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code, config),
-                                  resident * WAVES if reductions else None, _stencil_source.threads(len(box), config))
+                                  resident * WAVES if reductions else None, _stencil_source.threads(len(box), config),
+                                  _stencil_source.columns_per_thread(code, config))
     partials, buffers = {}, []
     for k in reductions:
         partials[k], finals = _fused.final_buffers(program, k, math.prod([hi - lo for lo, hi in target]))
