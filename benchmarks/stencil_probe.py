@@ -60,25 +60,15 @@ class Variant(NamedTuple):
 
 
 _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
-_PACKED_SWEEP = SweepConfig(rows=1, min_blocks=6, packed=True)
 #: compared by ``--variants``, the default first (the shapes compared before are in docs/benchmarks.md: s14-tiles,
-#: s15-cg, s16-cg). Packed kernels (each thread four consecutive columns, each buffer row moved as one 16-byte
-#: access): CG's update kernel with a row per thread (40 registers, 6 blocks per multiprocessor) or two (64
-#: registers, 4 blocks); CG's pair kernel on 32 x 128 tiles packed (32 registers for its 8 blocks per multiprocessor,
-#: spilling; or 40 for 6, and so unpacked too), on 64 x 128 tiles (half the halo rows; 5 blocks per multiprocessor by
-#: shared memory) plain and packed; Gray-Scott's tile kernel packed; both CG kernels packed.
+#: s15-cg, s16-cg, s17-cgk). The defaults are packed kernels (each thread four consecutive columns, each buffer row
+#: moved as one 16-byte access); against them: the unpacked defaults before s17-cgk, CG's update kernel with two
+#: rows a thread (64 registers, 4 blocks per multiprocessor), CG's pair kernel on 32 x 128 packed tiles.
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
-    Variant(_DEFAULT[0], _PACKED_SWEEP),
+    Variant(TileConfig(), SweepConfig(rows=2, min_blocks=6), pair=TileConfig(rows=32, columns=128)),
     Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=4, packed=True)),
     Variant(*_DEFAULT, pair=TileConfig(rows=32, columns=128, packed=True)),
-    Variant(*_DEFAULT, pair=TileConfig(rows=32, columns=128, min_blocks=6)),
-    Variant(*_DEFAULT, pair=TileConfig(rows=32, columns=128, packed=True, min_blocks=6)),
-    Variant(*_DEFAULT, pair=TileConfig(rows=64, columns=128)),
-    Variant(*_DEFAULT, pair=TileConfig(rows=64, columns=128, packed=True)),
-    Variant(TileConfig(packed=True), _DEFAULT[1]),
-    Variant(TileConfig(packed=True), _PACKED_SWEEP, pair=TileConfig(rows=32, columns=128, packed=True)),
-    Variant(_DEFAULT[0], _PACKED_SWEEP, pair=TileConfig(rows=64, columns=128, packed=True)),
 ]
 
 
