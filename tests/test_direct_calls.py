@@ -8,6 +8,7 @@ import contextlib
 import gc
 import os
 import time
+from typing import Any
 
 import dask
 import numpy as np
@@ -76,6 +77,16 @@ def _sent(client, call):
     with _Requests(client) as sent:
         result = call()
     return sent, result
+
+
+def _kill(client: Any, worker: str) -> None:
+    """Ends ``worker``'s process and waits until the scheduler has heard of it."""
+    with contextlib.suppress(OSError):  # the worker dies before it answers
+        client.run(os._exit, 1, workers=[worker])
+    deadline = time.monotonic() + 30
+    while worker in client.scheduler_info(n_workers=-1)["workers"]:
+        assert time.monotonic() < deadline, "the scheduler never heard that the worker died"
+        time.sleep(0.05)
 
 
 def test_direct_calls_give_the_scheduler_paths_bits(cluster_client):
@@ -258,12 +269,7 @@ def test_direct_output_recomputed_after_its_worker_dies(cluster_client):
     before = gnp.fetch(out)
     victim = workers[-1]
     assert set(cluster_client.who_has(distributed.futures_of(out)[-1]).popitem()[1]) == {victim}
-    with contextlib.suppress(OSError):  # the worker dies before it answers
-        cluster_client.run(os._exit, 1, workers=[victim])
-    deadline = time.monotonic() + 30
-    while victim in cluster_client.scheduler_info(n_workers=-1)["workers"]:
-        assert time.monotonic() < deadline, "the scheduler never heard that the worker died"
-        time.sleep(0.05)
+    _kill(cluster_client, victim)
     np.testing.assert_array_equal(to_host(out.compute()), before)
     np.testing.assert_allclose(before, np.exp(-ref * ref) * 2 + 1, rtol=1e-14)
     _wait_for_workers(cluster_client, 2, timeout=60)
@@ -280,12 +286,7 @@ def test_direct_output_recomputed_when_its_worker_dies_before_the_scheduler_hear
 
     def dying_first(msg: dict) -> None:
         if msg.get("op") == "gnp_direct_made" and msg["worker"] == victim:
-            with contextlib.suppress(OSError):  # the worker dies before it answers
-                cluster_client.run(os._exit, 1, workers=[victim])
-            deadline = time.monotonic() + 30
-            while victim in cluster_client.scheduler_info(n_workers=-1)["workers"]:
-                assert time.monotonic() < deadline, "the scheduler never heard that the worker died"
-                time.sleep(0.05)
+            _kill(cluster_client, victim)
         send(msg)
 
     cluster_client._send_to_scheduler = dying_first
