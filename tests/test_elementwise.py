@@ -864,9 +864,6 @@ def test_short_build_path_makes_the_general_node(name: str, operands: tuple) -> 
     assert_eq(result, expected)
 
 
-_ZERO_SIGN_LOST_ON_DEVICE = gnp.config.backend() == "cupy"
-
-
 def test_nodes_built_again_are_their_constructors_with_every_operand_and_guard():
     """Operations built again on the same Arrays and numbers (plain code called again) give the nodes their
     constructors give, NumPy's bits (a zero's sign; NaN where NumPy's is), and for other numbers, dtypes and
@@ -886,13 +883,39 @@ def test_nodes_built_again_are_their_constructors_with_every_operand_and_guard()
                     # NaN's payload is the device's (CUDA's NaN is not NumPy's bits); everything else bit for bit
                     numbers_at = ~np.isnan(want)
                     assert got.dtype == want.dtype and np.array_equal(np.isnan(got), ~numbers_at), (dtype, chunks, c)
-                    if _ZERO_SIGN_LOST_ON_DEVICE and c == 0 and built.expr._name.startswith("where"):
-                        # known defect on CUDA (since before 0c81757): the compiled `x > c ? x : c` of a zero c
-                        # becomes a max, which gives +0.0 where NumPy's select gives c = -0.0; values still equal
-                        np.testing.assert_array_equal(got, want)
-                        continue
                     assert got[numbers_at].tobytes() == want[numbers_at].tobytes(), (dtype, chunks, c)
         with gnp.config.set(guards="error"):
             for _ in range(2):
                 with pytest.raises(TypeError):
                     x.astype(np.float32) * np.float64(1.5)
+
+
+@pytest.mark.parametrize("zeros", [(0.0, -0.0), (-0.0, 0.0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_signed_zero_numbers_keep_their_sign_in_either_order(zeros: tuple, dtype: type) -> None:
+    """Products, differences and selects of a zero number (0.0 == -0.0 in Python, of one hash), one sign after
+    the other, each called often enough to run kernels specialized to its values on CuPy blocks, plain and
+    accelerated (a function that reads the number is traced by value): NumPy's bits through ``gnp.fetch`` and
+    ``np.asarray``."""
+    import dask
+
+    from dask_gpunumeric.kernels import cuda as _cuda
+    from dask_gpunumeric.kernels.fused import _Kernel
+
+    @gnp.accelerate
+    def clamp(x: gnp.Array, c: float) -> gnp.Array:
+        return x if c > 1 else gnp.where(x > c, x, c)
+
+    h = np.array([1.5, -2.0, 0.0, 3.25, -0.0, 7.0, -0.0], dtype=dtype)
+    (x,) = dask.persist(gnp.asarray(h, chunks=4))
+    for c in zeros:
+        expected = (h * c, c - h, np.where(h > c, h, c), np.where(h < c, h, c), np.where(h > c, h * 1.5, c))
+        for repeat in range(_Kernel.SPECIALIZE_AFTER + 2):
+            if repeat == _Kernel.SPECIALIZE_AFTER:
+                _cuda.wait_for_background_compiles()  # (the specialized kernels run from here)
+            built = (x * c, c - x, gnp.where(x > c, x, c), gnp.where(x < c, x, c), gnp.where(x > c, x * 1.5, c))
+            for got, want in zip(built, expected):
+                assert gnp.fetch(got).tobytes() == want.tobytes(), (c, repeat, got.expr._name)
+                with gnp.allowfetch():
+                    assert np.asarray(got).tobytes() == want.tobytes(), (c, repeat, got.expr._name)
+            assert gnp.fetch(clamp(x, c)).tobytes() == expected[2].tobytes(), (c, repeat)

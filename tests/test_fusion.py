@@ -1192,16 +1192,30 @@ def test_emulated_many_scalars_travel_as_one_struct(monkeypatch: pytest.MonkeyPa
 
 
 @emulated
-def test_emulated_kernel_tells_signed_zero_scalars_apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One kernel launched with the scalar 0.0, then -0.0 (equal in Python, and of one hash): each launch
-    passes its own zero, so the products' signs are NumPy's."""
+@pytest.mark.parametrize("zeros", [(0.0, -0.0, 0.0, -0.0), (-0.0, 0.0, -0.0, 0.0)])
+def test_emulated_kernel_tells_signed_zero_scalars_apart(zeros: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One kernel launched with the scalar 0.0, then -0.0 (equal in Python, and of one hash), each often enough
+    to get a kernel specialized to its values: each launch passes its own zero (a specialized kernel keeps
+    zeros as parameters), so the signs are NumPy's; the other constant is folded."""
     _cuda_emulator.emulated_fused(monkeypatch)
     monkeypatch.setattr(_fused, "_kernel", functools.lru_cache(maxsize=None)(_fused._Kernel))
-    xn = np.linspace(0.5, 1.5, 9)
+    specialized: list[str] = []
+    compile_module = _cuda.compile_module
+
+    def compile_now(source: str, kernel: str, threads: int) -> Any:
+        specialized.append(source)
+        return _done((compile_module(source).get_function(kernel), 4))
+
+    monkeypatch.setattr(_cuda, "compile_in_background", compile_now)
+    xn = np.array([1.5, -2.0, 0.0, 3.25, -0.0, 7.0, -0.0, 0.0, 0.5])
     x = gnp.asarray(xn, chunks=5)
-    for zero in (0.0, -0.0, 0.0, -0.0):
-        got = gnp.fetch(gnp.exp(x) * zero)
-        np.testing.assert_array_equal(np.signbit(got), np.signbit(np.exp(xn) * zero))
+    for zero in zeros:
+        for _ in range(_fused._Kernel.SPECIALIZE_AFTER + 1):
+            for got, want in ((gnp.exp(x) * zero, np.exp(xn) * zero),
+                              (gnp.where(x > zero, x * 1.5, zero), np.where(xn > zero, xn * 1.5, zero)),
+                              (gnp.where(x < zero, x, zero), np.where(xn < zero, xn, zero))):
+                assert gnp.fetch(got).tobytes() == want.tobytes(), zero
+    assert specialized and all("= 0x1.8" in s and "0x0.0p+0" not in s for s in specialized)
 
 
 @pytest.mark.skipif(BACKEND == "numpy" and _cuda_emulator.HOST_COMPILER is None, reason="needs g++ or a GPU")

@@ -355,7 +355,8 @@ def scalar_head(instrs: tuple, key: tuple, prefix: str, constants: tuple) -> tup
     scalars = scalar_params(instrs)
     if constants and len(constants) != len(scalars):
         raise ProgramError(f"{len(constants)} constants for {len(scalars)} scalar parameters")
-    literals = tuple(c_literal(ct, v) for (ct, _), v in zip(scalars, constants))
+    kept = kept_parameters(instrs, constants)
+    literals = tuple(None if k in kept else c_literal(ct, v) for k, ((ct, _), v) in enumerate(zip(scalars, constants)))
     name = prefix + hashlib.sha256(repr((*key, literals) if literals else key).encode()).hexdigest()[:16]
     params: list[str] = []
     declaration = ""
@@ -364,9 +365,21 @@ def scalar_head(instrs: tuple, key: tuple, prefix: str, constants: tuple) -> tup
         params.append(f"const {struct} sp")
         literals = tuple(f"sp.{n}" for _, n in scalars)
         declaration = f"\nstruct {struct} {{ {' '.join(f'{ct} {n};' for ct, n in scalars)} }};\n"
-    elif not constants:
-        params += [f"const {ct} {n}" for ct, n in scalars]
-    return name, params, [f"    const {ct} {n} = {text};" for (ct, n), text in zip(scalars, literals)], declaration
+        return name, params, [f"    const {ct} {n} = {text};" for (ct, n), text in zip(scalars, literals)], declaration
+    params += [f"const {scalars[k][0]} {scalars[k][1]}" for k in (kept if constants else range(len(scalars)))]
+    lines = [f"    const {ct} {n} = {text};" for (ct, n), text in zip(scalars, literals) if text is not None]
+    return name, params, lines, declaration
+
+
+def kept_parameters(instrs: tuple, constants: tuple) -> tuple[int, ...]:
+    """The positions of the scalar parameters (``scalar_params``) that a kernel specialized to ``constants`` still
+    takes as parameters, with these values (``kernels.fused`` passes them): its floating-point zeros. NVVM compiles
+    ``x > c ? x : c`` of a constant ``c`` to ``max(x, c)`` (``<``: ``min``), which for a zero ``c`` loses its
+    sign (``where(x > -0.0, x, -0.0)`` is -0.0 at x = +0.0 in NumPy, ``max`` gives +0.0)."""
+    if not constants:
+        return ()
+    return tuple(k for k, ((ct, _), v) in enumerate(zip(scalar_params(instrs), constants))
+                 if NP_OF_CTYPE[ct].kind == "f" and v == 0)
 
 
 class _Fold(NamedTuple):

@@ -520,7 +520,7 @@ class _Kernel:
                 self._last = (scalars, values)
         values.launches += 1
         if values.pending is not None and values.pending.done():
-            self._finish_specialization(values)
+            self._finish_specialization(values, _program.kept_parameters(self._program.instrs, values.constants))
         elif (fold and not values.tried and values.constants and values.launches >= self.SPECIALIZE_AFTER
               and self._specialized < self.MAX_SPECIALIZED and config.get("specialize")):
             values.tried = True
@@ -539,18 +539,21 @@ class _Kernel:
             constants = tuple(scalar_args(instrs, scalars))
             values = self._values[key] = _ValueSet(constants, _Launch(*self._generic,
                                                                       self.arguments(launch_args(instrs, constants))))
+            # (nothing to specialize to where every value stays a parameter)
+            values.tried = len(_program.kept_parameters(instrs, constants)) == len(constants)
         return values
 
     def arguments(self, values: Sequence[Any]) -> tuple:
         """Arguments of every launch of this kernel with these values (``cuda.packed`` for a CuPy kernel)."""
         return _cuda.packed(values) if self.packs else tuple(values)
 
-    @staticmethod
-    def _finish_specialization(values: _ValueSet) -> None:
+    def _finish_specialization(self, values: _ValueSet, kept: tuple[int, ...]) -> None:
+        """Launch with the specialized kernel once compiled (with the values it still takes as parameters:
+        ``kept``, ``codegen.program.kept_parameters``), or with the generic one if it failed."""
         pending, values.pending = values.pending, None
         error = pending.exception()
         if error is None:
-            values.launch = _Launch(*pending.result(), ())
+            values.launch = _Launch(*pending.result(), self.arguments([values.constants[k] for k in kept]))
         else:  # a generated source nvcc compiles in CI: a bug, but the generic kernel gives the same results
             warnings.warn(f"dask_gpunumeric: a kernel specialized to its scalar values did not compile ({error}); "
                           "the generic kernel runs instead. Please report this; gnp.config.set(specialize=False) "
