@@ -202,7 +202,7 @@ def _keep_node(key: tuple, known: tuple | None) -> None:
 # (op, skip, *operand names or (type, value) of numbers) -> the node's (block function, dtype, the operands kept and
 # those added by the full path's rewrite, chunks, and (token, name, backend)), or None where the full path builds it
 _NODES: dict[tuple, tuple | None] = {}
-_NODES_SIZE = 4096
+_NODES_SIZE = 2**14
 
 
 _new_array = object.__new__

@@ -119,7 +119,7 @@ def _function_text(func: types.FunctionType) -> str | None:
 # hashing a short text costs several times a lookup of it; long texts (the chunks of thousands of blocks) are
 # not kept, so that the cache stays small
 TOKENS: dict[str | tuple, str] = {}
-_TOKENS_SIZE = 4096
+_TOKENS_SIZE = 2**15  # (a node keeps two: its text and its parts; a 50-step RK4 loop builds 3,900 nodes)
 _KEPT_TEXT_LENGTH = 1024
 
 

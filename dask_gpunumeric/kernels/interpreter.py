@@ -214,7 +214,7 @@ class _Plan(NamedTuple):
     after a run (those no output is, or may be a view of); the buffer of each output op (its own, so that a
     given array may stand in for it) and each value's shape; the scalars that ops read as arrays of their loop's
     dtype where they are Python floats (``_float_loop``), each ``(slot, dtype)``, values numbered in order
-    after the program's, and the last run's scalars and those arrays (``_typed_scalars``)."""
+    after the program's, and the scalars of recent runs with those arrays (``_typed_scalars``)."""
 
     buffers: tuple[tuple[tuple[int, ...], np.dtype], ...]
     loads: tuple[tuple[int, int], ...]
@@ -224,7 +224,7 @@ class _Plan(NamedTuple):
     dests: dict[int, int]
     shapes: tuple[tuple[int, ...], ...]
     typed: tuple[tuple[int, np.dtype], ...]
-    memo: list
+    memo: dict
 
 
 def _plan(known: _Known, shape: tuple[int, ...], input_shapes: tuple[tuple[int, ...], ...], buffered: bool) -> _Plan:
@@ -316,16 +316,18 @@ def _plan(known: _Known, shape: tuple[int, ...], input_shapes: tuple[tuple[int, 
         runs += [(_DROP, j, None, -1, -1, -1) for j in dead.get(i, ())]
     return _Plan(tuple(buffers), tuple(loads), tuple(scalars), tuple(runs),
                  tuple(s for s in range(len(buffers)) if s not in kept), dests, tuple(shapes),
-                 tuple(typed), [((), [])])
+                 tuple(typed), {})
 
 
 def _typed_scalars(plan: _Plan, scalars: Sequence[Any]) -> list[Any]:
     """The values of ``plan.typed`` for these scalars: a Python float as a read-only 0-d array of its dtype,
-    anything else as it is; kept with the tuple of scalars they were made of (a graph run again passes the
-    same)."""
-    last, typed = plan.memo[0]
-    if last is scalars and type(scalars) is tuple:
-        return typed
+    anything else as it is; kept by the identity of the tuple of scalars they were made of, with it (a graph
+    run again passes the same tuples: one per task, and the tasks of a time-stepping loop's steps share a
+    program and its plan)."""
+    memo = plan.memo
+    hit = memo.get(id(scalars))
+    if hit is not None and hit[0] is scalars:
+        return hit[1]
     typed = []
     with np.errstate(all="ignore"):  # as the ufunc would convert it: an overflow is inf
         for slot, dt in plan.typed:
@@ -334,8 +336,14 @@ def _typed_scalars(plan: _Plan, scalars: Sequence[Any]) -> list[Any]:
                 value = np.array(value, dt)
                 value.flags.writeable = False
             typed.append(value)
-    plan.memo[0] = (scalars, typed)
+    if type(scalars) is tuple:  # (immutable: the same object holds the same values)
+        if len(memo) >= _TYPED_KEPT:
+            memo.clear()
+        memo[id(scalars)] = (scalars, typed)
     return typed
+
+
+_TYPED_KEPT = 256  # scalar tuples whose typed values a plan keeps
 
 
 def _float_loop(instrs: tuple, dtypes: tuple, i: int, call: Any) -> np.dtype | None:
