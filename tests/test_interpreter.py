@@ -189,3 +189,23 @@ def test_python_float_scalars_give_numpy_bits(dtype: type) -> None:
                     for actual, want in zip(got, expected):
                         assert actual.dtype == want.dtype, (s, n, actual.dtype, want.dtype)
                         np.testing.assert_array_equal(actual.view(np.uint8), want.view(np.uint8), err_msg=f"{s} {n}")
+
+
+def _steps(xp: Any, u: Any, v: Any, steps: int, scale: float) -> tuple[Any, Any]:
+    """A time-stepping loop whose steps have one structure and numbers of their own (each step's own step size)."""
+    for k in range(steps):
+        dt = scale * (k + 1)
+        eaten = u * v / (1.0 + 0.5 * u)
+        u, v = u + dt * (1.1 * u - 0.4 * eaten), v + dt * (0.3 * eaten - 0.4 * v)
+    return u, v
+
+
+def test_loop_steps_sharing_kernels_keep_their_own_numbers() -> None:
+    """A loop cut into kernels of one program (a few steps each) with other numbers in each: every kernel reads
+    its own numbers, computed once, again (the same graph) and with other numbers: NumPy's bits each time."""
+    u, v = _fields(4096)
+    a, b = gnp.asarray(u, chunks=1024), gnp.asarray(v, chunks=1024)
+    with gnp.config.set(**{"kernel-size": 24}):  # (a step is 12 operations: two steps per kernel)
+        for scale in (0.01, 0.01, 0.02):
+            for actual, want in zip(dask.compute(*_steps(gnp, a, b, 12, scale)), _steps(np, u, v, 12, scale)):
+                assert_eq(actual, want, **EXACT)

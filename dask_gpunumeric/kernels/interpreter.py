@@ -59,14 +59,15 @@ def run_numpy(program: tuple, scalars: Sequence[Any], offset: tuple[int, ...], s
     with np.errstate(all="ignore"):
         for kind, i, call, x, y, out in plan.steps:
             try:
+                # (the buffer as the last positional argument: a ufunc parses a keyword ``out`` slower)
                 if kind == _BINARY:
-                    values[i] = call(values[x], values[y], out=bufs[out])
+                    values[i] = call(values[x], values[y], bufs[out])
                     continue
                 if kind == _UNARY:
-                    values[i] = call(values[x], out=bufs[out])
+                    values[i] = call(values[x], bufs[out])
                     continue
                 if kind == _NARY:
-                    values[i] = call(*[values[j] for j in x], out=bufs[out])
+                    values[i] = call(*[values[j] for j in x], bufs[out])
                     continue
             except TypeError:  # a cast that "same_kind" casting forbids: the block function casts
                 values[i] = _unbuffered(instrs[i], dtypes[i], [values[j] for j in instrs[i].args])
