@@ -1322,7 +1322,7 @@ def test_emulated_specialized_kernels_give_the_same_bits(name: str, monkeypatch:
     """Kernels specialized to repeated scalar values (each an exact constant of the source), run on the CPU:
     the generic kernels' results bit for bit, and a specialized kernel compiled for every block kernel.
     "uniform-products": products of float32 draws and constants, computed from the draws' integers where
-    the constant scaled by 2**-24 is exact (and as they are where it is not)."""
+    the constant scaled by 2**-24 is exact and not a zero (and as they are where it is not)."""
     import concurrent.futures
 
     _cuda_emulator.emulated_fused(monkeypatch)
@@ -1346,10 +1346,10 @@ def test_emulated_specialized_kernels_give_the_same_bits(name: str, monkeypatch:
     elif name == "uniform-products":
         u = gnp.random.default_rng(3).random(1001, dtype=np.float32, chunks=400)
         arrays = (gnp.sum(u * 1234.5 - 3.0), np.float32(-3.0) * u, u * np.float32(1e-38), u * np.float32(3e-39),
-                  gnp.exp(-(20 * u - 10) ** 2))
+                  gnp.exp(-(20 * u - 10) ** 2), gnp.where(u > u * -0.0, u, u * -0.0))
         assert sum(len(_codegen._uniform_products(g["program"], 4, tuple(_fused.scalar_args(g["program"][2],
                                                                                              g["scalars"]))))
-                   for g in plan(Bundle(*(a.expr for a in arrays)))["groups"]) == 3  # not 1e-38, 3e-39
+                   for g in plan(Bundle(*(a.expr for a in arrays)))["groups"]) == 3  # not 1e-38, 3e-39, -0.0
     else:
         arrays = _exprs()[name]
     with gnp.config.set(specialize=False):

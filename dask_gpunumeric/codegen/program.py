@@ -827,7 +827,7 @@ def _uniform_products(program: tuple, group: int, constants: tuple) -> dict[int,
                     and scalar.tag in ("scalar", "full")):
                 c = np.float32(values[cast_name(b, "float")])
                 scaled = c * np.float32(2.0**-24)
-                if np.isfinite(c) and scaled * np.float32(2.0**24) == c:
+                if c and np.isfinite(c) and scaled * np.float32(2.0**24) == c:  # (a zero: a parameter still)
                     word = _random_words(a, draw, group)[0]
                     products[i] = f"(float)({c_literal('float', scaled)} * __uint2float_rn(({word}) >> 8))"
                 break
