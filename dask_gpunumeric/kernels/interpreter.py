@@ -338,13 +338,13 @@ def _typed_scalars(plan: _Plan, scalars: Sequence[Any]) -> list[Any]:
                 value.flags.writeable = False
             typed.append(value)
     if type(scalars) is tuple:  # (immutable: the same object holds the same values)
-        if len(memo) >= _TYPED_KEPT:
+        if (len(memo) + 1) * max(1, len(typed)) > _TYPED_KEPT:
             memo.clear()
         memo[id(scalars)] = (scalars, typed)
     return typed
 
 
-_TYPED_KEPT = 256  # scalar tuples whose typed values a plan keeps
+_TYPED_KEPT = 2**13  # typed values a plan keeps, of all its scalar tuples (about 1 MB)
 
 
 def _float_loop(instrs: tuple, dtypes: tuple, i: int, call: Any) -> np.dtype | None:
