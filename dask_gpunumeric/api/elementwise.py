@@ -79,8 +79,17 @@ def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, A
     shifted slices) from growing step after step."""
     if len(arrays) == 1:  # nothing to agree with
         return {arrays[0]._name: arrays[0]}
-    wanted = _wanted_chunks([a.chunks for a in arrays], shape)
+    key = (*(a.chunks for a in arrays), shape)  # (shifted slices in stencils: the same chunks on every step)
+    wanted = _WANTED.get(key)
+    if wanted is None:
+        wanted = _wanted_chunks([a.chunks for a in arrays], shape)
+        if len(_WANTED) >= _SHORT_PLANS_SIZE:
+            _WANTED.clear()
+        _WANTED[key] = wanted
     return {a._name: a if want == a.chunks else rechunk_expr(a, want) for a, want in zip(arrays, wanted)}
+
+
+_WANTED: dict[tuple, list[Chunks]] = {}  # ``_wanted_chunks`` by the operands' chunks and the shape
 
 
 def _wanted_chunks(operand_chunks: list[Chunks], shape: tuple[int, ...]) -> list[Chunks]:
@@ -326,7 +335,11 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     func, kept, extra = _rewritten(func, operands, out_dtype, lambda o: isinstance(o, ArrayExpr))
     if kept != len(operands) or extra:
         operands = [*(operands[:kept] if kept > 0 else operands[kept:]), *extra]
-    result = Array(Elemwise(func, out_dtype, kwargs, *operands))
+    if kwargs:
+        result = Array(Elemwise(func, out_dtype, kwargs, *operands))
+    else:  # (its token text written in one pass)
+        chunks = broadcast_chunks([a.chunks for a in operands if isinstance(a, ArrayExpr)])
+        result = Array(Elemwise.of_aligned(func, out_dtype, operands, chunks))
     kinds, correct = _special_values.CORRECTIONS.get(func, ("", None))
     return correct(result, *args, elementwise) if out_dtype.kind in kinds and not kwargs else result
 
