@@ -195,7 +195,8 @@ def test_updates_by_views_are_elementwise():
 def test_repeated_plain_cg_rebuilds_its_updates_from_kept_nodes_and_compiles_nothing(monkeypatch, chunks):
     """The plain CG of setitem updates called again and again, as the suite's ``gnp-auto`` row calls it: from its
     third call on, every update is made again from the nodes kept for its names (none worked out anew), each node
-    named as its constructor names it, and the graph is found cached (no tree compiled); NumPy's values through
+    named as its constructor names it; from its second call on, the graph is found cached (no tree compiled);
+    NumPy's values through
     every entry point (bit for bit on one block of NumPy blocks)."""
     import dask
 
@@ -220,8 +221,8 @@ def test_repeated_plain_cg_rebuilds_its_updates_from_kept_nodes_and_compiles_not
             for node in walk(x.expr):
                 assert node._name == type(node)(*node.operands)._name
             got = to_host(entry(x))
-            if call == 2:
-                assert (built, compiled) == ([], []), name
+            assert compiled == [] or call == 0, name  # the graph found cached from the second call on
+            assert built == [] or call < 2, name
             if BACKEND == "numpy" and chunks == (33, 17):
                 np.testing.assert_array_equal(got, expected)
             else:
