@@ -20,7 +20,7 @@ from .base import ArrayExpr, _leaves_of
 _Step = tuple[type, tuple, tuple[tuple[int, int], ...], str, str, Any, Any, str]
 Template = tuple[tuple[_Step, ...], int]  # (nodes in order, reference of the result)
 
-_LIMIT = 64  # nodes at most: a builder that reaches further (past an input not given) gets no template
+_LIMIT = 64  # nodes met at most: a builder that reaches further (past an input not given) gets no template
 
 
 class _NoTemplate(Exception):
@@ -32,12 +32,13 @@ def template_of(result: ArrayExpr, inputs: Sequence[ArrayExpr]) -> Template | No
     array), an expression not ours, or more than ``_LIMIT`` nodes between them."""
     refs: dict[str, int | None] = {a._name: i for i, a in enumerate(inputs)}
     steps: list[_Step] = []
+    met = iter(range(_LIMIT))
 
     def visit(node: ArrayExpr) -> int | None:  # its reference, None where it reads no input
         name = node._name
         if name in refs:
             return refs[name]
-        if len(steps) >= _LIMIT:
+        if next(met, None) is None:  # (nodes met on the way down, reading inputs or not)
             raise _NoTemplate
         operands = list(node.operands)
         subs = []
