@@ -192,32 +192,35 @@ def test_updates_by_views_are_elementwise():
 
 
 @pytest.mark.parametrize("chunks", [(33, 17), (10, 5)])
-def test_repeated_plain_cg_rebuilds_its_updates_from_kept_nodes_and_compiles_nothing(monkeypatch, chunks):
-    """The plain CG of setitem updates called again and again, as the suite's ``gnp-auto`` row calls it: from its
-    third call on, every update is made again from the nodes kept for its names (none worked out anew), each node
-    named as its constructor names it; from its second call on, the graph is found cached (no tree compiled);
-    NumPy's values through
-    every entry point (bit for bit on one block of NumPy blocks)."""
+@pytest.mark.parametrize("form", ["setitem", "shifted slices"])
+def test_repeated_plain_cg_rebuilds_its_stencil_from_kept_nodes_and_compiles_nothing(monkeypatch, form, chunks):
+    """The plain CG of setitem updates (or of shifted slices of a pad) called again and again, as the suite's
+    ``gnp-auto`` row calls it: from its third call on, every update (every subtraction of shifted slices, whose
+    chunks differ) is made again from the nodes kept for its names (none worked out anew), each node named as its
+    constructor names it; from its second call on, the graph is found cached (no tree compiled); NumPy's values
+    through every entry point (bit for bit on one block of NumPy blocks)."""
     import dask
 
-    from dask_gpunumeric.api import indexing
+    from dask_gpunumeric.api import elementwise, indexing
     from dask_gpunumeric.expr.base import walk
     from dask_gpunumeric.runtime import compile as _compile
 
     host = cg.inputs(33, 17)[0]
     b = dask.persist(gnp.from_array(host, chunks=chunks))[0]
+    laplacian = setitem_laplacian if form == "setitem" else cg.laplacian
     expected = cg_setitem.cg(np, host, 3)
     entries = {"fetch": gnp.fetch, "asarray": gnp.allowfetch(np.asarray), "compute": lambda a: a.compute(),
                "dask.compute": lambda a: dask.compute(a)[0]}
     built, compiled = [], []
-    shifted_update, compile_tree = indexing._shifted_update, _compile.compile_tree
-    monkeypatch.setattr(indexing, "_shifted_update", lambda *a: built.append(1) or shifted_update(*a))
+    module, builder = (indexing, "_shifted_update") if form == "setitem" else (elementwise, "align_chunks")
+    build, compile_tree = getattr(module, builder), _compile.compile_tree
+    monkeypatch.setattr(module, builder, lambda *a: built.append(1) or build(*a))
     monkeypatch.setattr(_compile, "compile_tree", lambda tree: compiled.append(tree) or compile_tree(tree))
     for call in range(3):
         for name, entry in entries.items():
             built.clear()
             compiled.clear()
-            x = cg_setitem.cg(gnp, b, 3)
+            x = cg_setitem.cg(gnp, b, 3, laplacian=laplacian)
             for node in walk(x.expr):
                 assert node._name == type(node)(*node.operands)._name
             got = to_host(entry(x))
