@@ -287,3 +287,25 @@ def test_pads_and_shifted_slices_made_again_are_their_constructors_nodes(dtype):
                     (node._name, node.chunks, node.dtype, node.backend)
             assert_bitwise(actual, np.asarray(expected))
         assert len(names) == 1
+
+
+@pytest.mark.parametrize("chunks", [(4, 5), 9])
+def test_shifted_slices_on_the_short_path_are_the_full_paths_nodes(monkeypatch, chunks):
+    """Operations on shifted slices, whose chunks differ (rechunked to agree), give the nodes of the full elementwise
+    path, names alike, on their first build and when made again from kept nodes."""
+    from dask_gpunumeric.api import elementwise
+    from dask_gpunumeric.api.array import Array
+
+    host = _values((9, 11), np.float32, 9)
+    g = gnp.from_array(host, chunks=chunks)
+
+    def build():
+        return [shifted_laplacian(g, gnp), gnp.where(g[1:] > 0, g[:-1], 2.0), 2.5 * g[:, 1:] - g[:, :-1] / 3]
+
+    names = [[a.name for a in build()] for _ in range(4)]
+    with monkeypatch.context() as patched:
+        patched.setattr(elementwise, "_short_path", lambda *args: None)
+        patched.setattr(Array, "_elementwise", staticmethod(lambda *args: None))
+        full = [a.name for a in build()]
+    assert all(n == full for n in names)
+    assert_bitwise(build()[0], shifted_laplacian(host, np))
