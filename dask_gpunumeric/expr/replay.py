@@ -3,9 +3,8 @@ same names: every node's name, chunks and operands (plans included) kept, none w
 
 A builder (a setitem update in its shifted-slice form, a constant ``pad``) makes a few nodes on its inputs; a
 Python loop makes the same nodes on every call of the user's function, because its inputs have the same names
-call after call. The template holds those nodes' classes, operands and metadata with the inputs left out (so
-that it keeps no data alive), and rebuilds them on the inputs given, as ``ArrayExpr.with_operands`` would with
-their names kept."""
+call after call. The template holds those nodes with the inputs left out of their operands (so that it keeps no
+data alive), and makes them again on the inputs given (``ArrayExpr.with_operands``, names kept)."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
@@ -13,11 +12,11 @@ from typing import Any
 
 from dask._expr import Expr
 
-from .base import ArrayExpr, _leaves_of
+from .base import ArrayExpr
 
-# one node of a template: its class, its operands with None where it reads an input or an earlier node, those
-# (position, reference) pairs (a reference numbers the inputs, then the template's nodes), and its metadata
-_Step = tuple[type, tuple, tuple[tuple[int, int], ...], str, str, Any, Any, str]
+# one node of a template: the node with None for the operands that are inputs or earlier nodes of the template, and
+# those (position, reference) pairs, a reference numbering the inputs, then the template's nodes
+_Step = tuple[ArrayExpr, tuple[tuple[int, int], ...]]
 Template = tuple[tuple[_Step, ...], int]  # (nodes in order, reference of the result)
 
 _LIMIT = 64  # nodes met at most: a builder that reaches further (past an input not given) gets no template
@@ -55,8 +54,7 @@ def template_of(result: ArrayExpr, inputs: Sequence[ArrayExpr]) -> Template | No
                 raise _NoTemplate
             refs[name] = None
             return None
-        steps.append((type(node), tuple(operands), tuple(subs), node.deterministic_token, name, node.chunks,
-                      node.dtype, node.backend))
+        steps.append((node.with_operands(operands, keep_name=True), tuple(subs)))
         refs[name] = len(inputs) + len(steps) - 1
         return refs[name]
 
@@ -71,20 +69,11 @@ def replayed(template: Template, inputs: Sequence[ArrayExpr]) -> ArrayExpr:
     """The nodes of ``template`` on ``inputs`` (of the names it was made on), names and metadata kept."""
     steps, out = template
     values: list[Any] = list(inputs)
-    for cls, operands, subs, token, name, chunks, dtype, backend in steps:
-        filled = list(operands)
+    for node, subs in steps:
+        filled = list(node.operands)
         for position, ref in subs:
             filled[position] = values[ref]
-        inst = object.__new__(cls)
-        values_of = inst.__dict__  # (set one by one, as ``ArrayExpr.with_metadata`` does)
-        values_of["_determ_token"] = token
-        values_of["_name"] = name
-        values_of["operands"] = filled
-        values_of["chunks"] = chunks
-        values_of["dtype"] = dtype
-        values_of["backend"] = backend
-        values_of["_leaves"] = _leaves_of(filled)
-        values.append(inst)
+        values.append(node.with_operands(filled, keep_name=True))
     return values[out]
 
 
