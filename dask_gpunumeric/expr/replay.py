@@ -3,8 +3,9 @@ same names: every node's name, chunks and operands (plans included) kept, none w
 
 A builder (a setitem update in its shifted-slice form, a constant ``pad``) makes a few nodes on its inputs; a
 Python loop makes the same nodes on every call of the user's function, because its inputs have the same names
-call after call. The template holds those nodes with the inputs left out of their operands (so that it keeps no
-data alive), and makes them again on the inputs given (``ArrayExpr.with_operands``, names kept)."""
+call after call. The template holds what those nodes hold with the inputs left out of their operands (so that it
+keeps no data alive), and makes them again on the inputs given, as ``ArrayExpr.with_operands`` would with their
+names kept."""
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
@@ -12,11 +13,12 @@ from typing import Any
 
 from dask._expr import Expr
 
-from .base import ArrayExpr
+from .base import ArrayExpr, _leaves_of
 
-# one node of a template: the node with None for the operands that are inputs or earlier nodes of the template, and
-# those (position, reference) pairs, a reference numbering the inputs, then the template's nodes
-_Step = tuple[ArrayExpr, tuple[tuple[int, int], ...]]
+# one node of a template: its class, its operands with None for those that are inputs or earlier nodes of the
+# template, those (position, reference) pairs (a reference numbers the inputs, then the template's nodes), and the
+# rest of what the node holds (name, token, chunks, dtype, backend)
+_Step = tuple[type, tuple, tuple[tuple[int, int], ...], dict[str, Any]]
 Template = tuple[tuple[_Step, ...], int]  # (nodes in order, reference of the result)
 
 _LIMIT = 64  # nodes met at most: a builder that reaches further (past an input not given) gets no template
@@ -54,7 +56,9 @@ def template_of(result: ArrayExpr, inputs: Sequence[ArrayExpr]) -> Template | No
                 raise _NoTemplate
             refs[name] = None
             return None
-        steps.append((node.with_operands(operands, keep_name=True), tuple(subs)))
+        held = {"_determ_token": node.deterministic_token, "_name": name, "chunks": node.chunks, "dtype": node.dtype,
+                "backend": node.backend}
+        steps.append((type(node), tuple(operands), tuple(subs), held))
         refs[name] = len(inputs) + len(steps) - 1
         return refs[name]
 
@@ -69,11 +73,13 @@ def replayed(template: Template, inputs: Sequence[ArrayExpr]) -> ArrayExpr:
     """The nodes of ``template`` on ``inputs`` (of the names it was made on), names and metadata kept."""
     steps, out = template
     values: list[Any] = list(inputs)
-    for node, subs in steps:
-        filled = list(node.operands)
+    for cls, operands, subs, held in steps:
+        filled = list(operands)
         for position, ref in subs:
             filled[position] = values[ref]
-        values.append(node.with_operands(filled, keep_name=True))
+        inst = object.__new__(cls)
+        inst.__dict__.update(held, operands=filled, _leaves=_leaves_of(filled))
+        values.append(inst)
     return values[out]
 
 
