@@ -17,9 +17,10 @@
 - ``slice``: the first 10 elements of a 1,024-block array fetched (only the first block is built and run:
   <= 30 ms), against dask.array;
 - ``workloads``: the suite's workloads at tiny sizes on one block (Black-Scholes, heat, softmax, advection,
-  least squares, RK4), each called as the suite calls it plain (``gnp.persist``/``gnp.compute`` of the
-  undecorated function's outputs) and under ``accelerate``: what is left is host time (target: plain <= 1.3x
-  accelerated). ``--only workloads`` runs these alone;
+  least squares, RK4, the erf Black-Scholes, the setitem-Laplacian CG of 30 iterations), each called as the
+  suite calls it plain (``gnp.persist``/``gnp.compute`` of the undecorated function's outputs) and under
+  ``accelerate``: what is left is host time (target: plain <= 1.3x accelerated). ``--only workloads`` runs these
+  alone;
 - ``breakdown`` (``--only breakdown``): where each workload's plain call goes: building its expressions alone,
   the suite's call (``gnp.persist``/``gnp.compute``) on outputs built once (a graph-cache hit: our dispatch and
   the run, without Dask's collection machinery, which ``compute_overhead.py`` shows), and ``gnp.fetch`` of those
@@ -83,6 +84,8 @@ def workloads(gnp) -> list[Workload]:
 
     import advection
     import black_scholes
+    import black_scholes_erf
+    import cg_setitem
     import heat
     import least_squares
     import rk4
@@ -99,7 +102,8 @@ def workloads(gnp) -> list[Workload]:
     out.append(Workload("heat 64^2 x20", lambda: (heat.relax(u, sweeps=heat.SWEEPS),),
                         lambda outputs: gnp.persist(*outputs)[0], lambda: relaxed(u, heat.WEIGHT, heat.SWEEPS)))
     for w, shape in ((softmax.SOFTMAX, (64, 32)), (advection.ADVECTION, (256,)),
-                     (least_squares.LEAST_SQUARES, (256, 8)), (rk4.RK4, (256,))):
+                     (least_squares.LEAST_SQUARES, (256, 8)), (rk4.RK4, (256,)),
+                     (black_scholes_erf.BLACK_SCHOLES_ERF, (1024,)), (cg_setitem.CG_SETITEM, (32, 32))):
         options = {} if w.steps is None else {"steps": w.steps}
         arrays = dask.persist(*(gnp.asarray(h) for h in w.inputs(shape)))
         accelerated = gnp.accelerate(lambda *a, w=w, options=options: w.compute(gnp, *a, **options))

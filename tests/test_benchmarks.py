@@ -208,9 +208,9 @@ def test_plain_path_benchmark_runs_every_row_on_the_cpu(only: str, tmp_path: pat
     assert all(r["error"] is None and r["ok"] is not False for r in results), [r for r in results if r["error"]]
     names = [r["name"] for r in results]
     if only == "breakdown":
-        assert len(names) == 6 * 5 and sum(n.endswith(": gnp.fetch of outputs built once") for n in names) == 6
+        assert len(names) == 8 * 5 and sum(n.endswith(": gnp.fetch of outputs built once") for n in names) == 8
     else:
-        assert "gnp matrix build" in names and sum(n.startswith("gnp plain ") for n in names) == 6
+        assert "gnp matrix build" in names and sum(n.startswith("gnp plain ") for n in names) == 8
 
 
 def test_monte_carlo_breakdown_in_fresh_processes() -> None:

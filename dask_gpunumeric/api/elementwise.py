@@ -15,6 +15,7 @@ import numpy as np
 
 from ..expr import ArrayExpr, Chunks, Elemwise, joined_leaves
 from ..expr.elemwise import broadcast_chunks, token_head
+from ..expr.replay import Template, replayed, template_of
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
 from . import special_values as _special_values
@@ -79,8 +80,17 @@ def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, A
     shifted slices) from growing step after step."""
     if len(arrays) == 1:  # nothing to agree with
         return {arrays[0]._name: arrays[0]}
-    wanted = _wanted_chunks([a.chunks for a in arrays], shape)
+    key = (*(a.chunks for a in arrays), shape)  # (shifted slices in stencils: the same chunks on every step)
+    wanted = _WANTED.get(key)
+    if wanted is None:
+        wanted = _wanted_chunks([a.chunks for a in arrays], shape)
+        if len(_WANTED) >= _SHORT_PLANS_SIZE:
+            _WANTED.clear()
+        _WANTED[key] = wanted
     return {a._name: a if want == a.chunks else rechunk_expr(a, want) for a, want in zip(arrays, wanted)}
+
+
+_WANTED: dict[tuple, list[Chunks]] = {}  # ``_wanted_chunks`` by the operands' chunks and the shape
 
 
 def _wanted_chunks(operand_chunks: list[Chunks], shape: tuple[int, ...]) -> list[Chunks]:
@@ -147,6 +157,10 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
         return _new_node(op, args, skip, tuple(key))
     if known is None or leaves is _UNKNOWN:  # (no array operand: the full path's)
         return None
+    if type(known) is _Realigned:  # its operands rechunked to agree first: the nodes kept, made again
+        result = _new_array(Array)
+        result._expr = replayed(known.template, [a for a in operands if isinstance(a, ArrayExpr)])
+        return result
     func, out_dtype, keep, extra, chunks, named = known
     result = _new_array(Array)  # Array(node) without its check: the node is ours
     result._expr = Elemwise.named(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks, named,
@@ -175,15 +189,19 @@ def _new_node(op: str, args: tuple, skip: int, key: tuple | None = None) -> Arra
         else:
             return None
         operands.append(a)
+    realign = False
     if broadcast:
         chunks = _aligned_chunks(op, [a.chunks for a in operands if isinstance(a, ArrayExpr)])
-    plan = None if chunks is None else _SHORT_PLANS.get(tuple(dtypes), _UNKNOWN)
+        realign = chunks is None
+    plan = None if chunks is None and not realign else _SHORT_PLANS.get(tuple(dtypes), _UNKNOWN)
     if plan is _UNKNOWN:
         plan = _short_plan(op, tuple(dtypes[2:]), skip)
     if plan is None:
         if key is not None:
             _keep_node(key, None)
         return None
+    if realign:
+        return _realigned(op, operands, plan, key)
     func, out_dtype, keep, extra, head = plan
     node = Elemwise.of_aligned(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks, head)
     if key is not None:
@@ -193,15 +211,48 @@ def _new_node(op: str, args: tuple, skip: int, key: tuple | None = None) -> Arra
     return result
 
 
-def _keep_node(key: tuple, known: tuple | None) -> None:
+def _realigned(op: str, operands: list[Any], plan: tuple, key: tuple | None) -> Array | None:
+    """``_new_node``'s node of arrays of other chunks, rechunked to agree first as the full path does (``align_chunks``:
+    stencils written with shifted slices); kept under ``key`` (not None) as a template of the node and its rechunks
+    (``expr.replay``), made again on the next operands of the same names. None where they don't broadcast (the full
+    path raises)."""
+    arrays = [a for a in operands if isinstance(a, ArrayExpr)]
+    try:
+        shape = broadcast_shape(op, [a.shape for a in arrays])
+    except ValueError:
+        return None
+    aligned = align_chunks(arrays, shape)
+    operands = [aligned[a._name] if isinstance(a, ArrayExpr) else a for a in operands]
+    func, out_dtype, keep, extra, head = plan
+    chunks = broadcast_chunks([a.chunks for a in operands if isinstance(a, ArrayExpr)])
+    node = Elemwise.of_aligned(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks, head)
+    if key is not None:
+        template = template_of(node, arrays)
+        _keep_node(key, None if template is None else _Realigned(template))
+    result = _new_array(Array)
+    result._expr = node
+    return result
+
+
+class _Realigned:
+    """What ``_NODES`` keeps of a node whose operands were rechunked to agree: the template of those nodes."""
+
+    __slots__ = ("template",)
+
+    def __init__(self, template: Template) -> None:
+        self.template = template
+
+
+def _keep_node(key: tuple, known: tuple | _Realigned | None) -> None:
     if len(_NODES) >= _NODES_SIZE:  # (a loop building new names on every step must not grow it without end)
         _NODES.clear()
     _NODES[key] = known
 
 
 # (op, skip, *operand names or (type, value) of numbers) -> the node's (block function, dtype, the operands kept and
-# those added by the full path's rewrite, chunks, and (token, name, backend)), or None where the full path builds it
-_NODES: dict[tuple, tuple | None] = {}
+# those added by the full path's rewrite, chunks, and (token, name, backend)), a template of it and the rechunks of
+# its operands (``_Realigned``), or None where the full path builds it
+_NODES: dict[tuple, tuple | _Realigned | None] = {}
 _NODES_SIZE = 2**14
 
 
@@ -326,7 +377,11 @@ def elementwise(op: str, *args: Any, dtype: Any = None, skip_promotion: int = 0,
     func, kept, extra = _rewritten(func, operands, out_dtype, lambda o: isinstance(o, ArrayExpr))
     if kept != len(operands) or extra:
         operands = [*(operands[:kept] if kept > 0 else operands[kept:]), *extra]
-    result = Array(Elemwise(func, out_dtype, kwargs, *operands))
+    if kwargs:
+        result = Array(Elemwise(func, out_dtype, kwargs, *operands))
+    else:  # (its token text written in one pass)
+        chunks = broadcast_chunks([a.chunks for a in operands if isinstance(a, ArrayExpr)])
+        result = Array(Elemwise.of_aligned(func, out_dtype, operands, chunks))
     kinds, correct = _special_values.CORRECTIONS.get(func, ("", None))
     return correct(result, *args, elementwise) if out_dtype.kind in kinds and not kwargs else result
 

@@ -19,6 +19,7 @@ from ..expr import plan as _plan
 from .array import Array
 from ..backend import to_numpy
 from ..expr import Elemwise, Gather, SetItem
+from ..expr.replay import MISSING, Templates, replayed
 from ..expr.tokens import keep_text
 
 
@@ -382,7 +383,10 @@ def _update_as_elementwise(x: Array, index: tuple | slice, value: Array) -> Arra
     """``x[box] = x[box] <op> v`` (``x[box] <op>= v``) for a box of slices of step 1 and a view ``v`` (a slice
     of an array, a shifted slice in stencils) as the elementwise ``x <op> pad(v)``, padded past the box with
     an identity of ``op`` that leaves ``x`` unchanged bit for bit: the shifted-slice form of the same stencil,
-    which the optimizer plans as one. None where the update is not of that form."""
+    which the optimizer plans as one. None where the update is not of that form.
+
+    Plain code makes the same updates call after call (the same names): their nodes are kept as templates by
+    the names of ``x`` and ``value`` and the box, and made again on ``x`` and ``v`` (``_UPDATES``)."""
     items = index if type(index) is tuple else (index,)
     if len(items) > x.ndim or not all(type(ix) is slice for ix in items):
         return None
@@ -391,13 +395,31 @@ def _update_as_elementwise(x: Array, index: tuple | slice, value: Array) -> Arra
         inner = inner.args[0]
     if not isinstance(inner, Elemwise) or inner.operands[0] not in _IDENTITIES or inner.operands[2]:  # op, kwargs
         return None
-    op = inner.operands[0]
     if len(inner.args) != 2 or not all(isinstance(v, Gather) for v in inner.args):
         return None
+    known = _slices_key(x, index, slices_only=True)
+    key = None if known is None else (x.expr._name, known[1], value.expr._name)
+    template = _UPDATES.get(key) if key is not None else MISSING
+    inputs = (x.expr, inner.args[1])
+    if template is not MISSING:
+        return None if template is None else Array(replayed(template, inputs))
+    whole = _shifted_update(x, items, inner)
+    if key is not None:
+        _UPDATES.keep(key, None if whole is None else whole.expr, inputs)
+    return whole
+
+
+# the nodes of ``_shifted_update`` (or None) by the names of x and the value and the box's bounds
+_UPDATES = Templates()
+
+
+def _shifted_update(x: Array, items: tuple[slice, ...], inner: Elemwise) -> Array | None:
+    """``_update_as_elementwise``'s result for the update ``x[items] = inner``, ``inner`` the op of two views."""
     from .elementwise import elementwise  # (only for updates of that form: setitem runs on every stencil step)
     from .manipulation import rechunk_expr
     from .padding import pad
 
+    op = inner.operands[0]
     a, b = inner.args
     if b.shape != a.shape or b.backend != x.backend:
         return None
@@ -405,7 +427,7 @@ def _update_as_elementwise(x: Array, index: tuple | slice, value: Array) -> Arra
         return None
     if not _exact_round_trip(x.dtype, inner.dtype):
         return None
-    view = getitem(x, index).expr
+    view = getitem(x, items).expr
     if a._name not in (view._name, rechunk_expr(view, a.chunks)._name):  # (rechunked to align with v)
         return None
     box = [ix.indices(n) for ix, n in zip(items + (slice(None),) * (x.ndim - len(items)), x.shape)]

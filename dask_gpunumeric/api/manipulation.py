@@ -97,10 +97,15 @@ def rechunk_expr(x: ArrayExpr, chunks: tuple[tuple[int, ...], ...]) -> ArrayExpr
     """``x`` with new explicit chunks (same shape)."""
     if chunks == x.chunks:
         return x
-    plan = tuple(
-        _plan.segments_plan([x.chunks[d]], [(0, 0, 1, x.shape[d])], chunks[d]) for d in range(x.ndim)
-    )
-    return Gather(plan, (), x.dtype, x)
+    key = ("rechunk", x.chunks, chunks)  # (stencils written with shifted slices align theirs on every step)
+    known = _GATHER_PLANS.get(key)
+    if known is None:
+        plan = tuple(
+            _plan.segments_plan([x.chunks[d]], [(0, 0, 1, x.shape[d])], chunks[d]) for d in range(x.ndim)
+        )
+        known = plan, Gather(plan, (), x.dtype, x).chunks, {}
+        _remember_gather(key, known)
+    return Gather.of_plan(known[0], (), x, known[1], known[2])
 
 
 def rechunk(x: ArrayLike, chunks: Any = "auto") -> Array:

@@ -9,6 +9,8 @@ import numpy as np
 
 from ..expr import plan as _plan
 from ..expr import Gather
+from ..expr.replay import MISSING, Templates, replayed
+from ..expr.tokens import _plain_repr
 from .array import Array, ArrayLike
 from .creation import as_array, full
 from .interop import run_fallback
@@ -48,7 +50,26 @@ def _pad_widths(pad_width: Any, ndim: int) -> tuple[tuple[int, int], ...]:
 
 
 def _pad_constant(a: Array, widths: tuple[tuple[int, int], ...], values: tuple[tuple[Any, Any], ...]) -> Array:
-    """Constant blocks joined before and after along each axis in turn (later axes cover the corners)."""
+    """Constant blocks joined before and after along each axis in turn (later axes cover the corners); made again
+    from the nodes kept for ``a``'s name, the widths and the values' exact bits where they were made before
+    (stencils written with shifted slices pad on every step)."""
+    texts = tuple(_plain_repr(v) for pair in values for v in pair)
+    key = None if None in texts else (a.expr._name, widths, texts)
+    template = _PADDED.get(key) if key is not None else MISSING
+    if template is not MISSING and template is not None:
+        return Array(replayed(template, (a.expr,)))
+    padded = _joined_constants(a, widths, values)
+    if key is not None:
+        _PADDED.keep(key, padded.expr, (a.expr,))
+    return padded
+
+
+# the nodes of ``_joined_constants`` by the names of the array, the widths and the values' texts
+_PADDED = Templates()
+
+
+def _joined_constants(a: Array, widths: tuple[tuple[int, int], ...], values: tuple[tuple[Any, Any], ...]) -> Array:
+    """``_pad_constant``'s result, made anew."""
     for d, ((before, after), pair) in enumerate(zip(widths, values)):
         if not before and not after:
             continue
@@ -56,11 +77,18 @@ def _pad_constant(a: Array, widths: tuple[tuple[int, int], ...], values: tuple[t
         for width, value in ((before, pair[0]), (after, pair[1])):
             shape = a.shape[:d] + (width,) + a.shape[d + 1 :]
             chunks = a.chunks[:d] + ((width,),) + a.chunks[d + 1 :]
-            # the value cast as NumPy's assignment casts it (1.5 -> 1 for integers, errors for NaN)
-            parts.append(full(shape, np.array(value, dtype=a.dtype)[()], dtype=a.dtype, chunks=chunks,
+            parts.append(full(shape, _assigned(value, a.dtype), dtype=a.dtype, chunks=chunks,
                               backend=a.backend) if width else None)
         a = concat([p for p in (parts[0], a, parts[1]) if p is not None], axis=d)
     return a
+
+
+def _assigned(value: Any, dtype: np.dtype) -> Any:
+    """``value`` as NumPy's assignment into an array of ``dtype`` (``numpy.pad``'s) casts it: 1.5 -> 1 for
+    integers, NaN and values out of range refused (ValueError, OverflowError)."""
+    out = np.empty((), dtype=dtype)
+    out[()] = value
+    return out[()]
 
 
 def _pad_by_index(a: Array, widths: tuple[tuple[int, int], ...], mode: str) -> Array:

@@ -146,10 +146,10 @@ class ArrayExpr(Expr):
         reads): its own chunks, dtype and backend kept rather than computed again; with ``keep_name``, its
         name too (operands of the same names, or a token that does not depend on them)."""
         inst = object.__new__(type(self))
-        inst.__dict__.update(_determ_token=None, operands=operands, chunks=self.chunks, dtype=self.dtype,
-                             backend=self.backend, _leaves=_leaves_of(operands))
+        inst.__dict__.update(_determ_token=self.deterministic_token if keep_name else None, operands=operands,
+                             chunks=self.chunks, dtype=self.dtype, backend=self.backend, _leaves=_leaves_of(operands))
         if keep_name:
-            inst.__dict__.update(_determ_token=self.deterministic_token, _name=self._name)
+            inst.__dict__["_name"] = self._name
         else:
             inst._name  # noqa: B018 - computed once here, as __new__ does
         return inst
