@@ -17,6 +17,7 @@ import numpy as np
 from . import guards as _guards
 from . import reductions as _reductions
 from .array import Array, ArrayLike
+from .recipes import reused
 from ..backend import namespace
 from ..expr import MapBlocks
 from ..kernels.checks import Check, check_later
@@ -416,6 +417,7 @@ def slogdet(a: ArrayLike) -> SlogdetResult:
     return SlogdetResult(*_per_matrix("slogdet", [a], [((), a.dtype), ((), _real_dtype(a.dtype))]))
 
 
+@reused
 def solve(a: ArrayLike, b: ArrayLike) -> Array:
     """The solution ``x`` of ``x1 @ x = x2`` for square ``x1``: ``x2`` of shape ``(M,)`` is one vector,
     otherwise a stack of ``(M, K)`` matrices; stack axes broadcast. A singular ``x1`` raises LinAlgError on

@@ -17,6 +17,7 @@ from ..backend import to_numpy
 from .array import Array, ArrayLike
 from .creation import as_array, check_order, normalize_chunks, operator_index
 from .guards import check_fetch, check_promotion
+from .recipes import reused
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
@@ -126,6 +127,7 @@ def permute_dims(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
     return Array(Transpose.of(a.expr, axes))
 
 
+@reused
 def transpose(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
     """Axes reversed, or reordered by ``axes`` (as ``numpy.transpose``)."""
     a = as_array(a)

@@ -26,6 +26,7 @@ from . import reductions as _reductions
 from .array import Array, ArrayLike
 from .blockwise import map_blocks
 from .creation import as_array, check_order
+from .recipes import reused
 from .elementwise import align_chunks, check_keywords, conj, multiply, store_where
 from .manipulation import (
     broadcast_shape, expand_dims, normalize_axis, permute_dims, reshape, squeeze, store,
@@ -135,6 +136,7 @@ def _gufunc_keywords(name: str, inputs: list[Array], kwargs: dict) -> list[Array
     return [x.astype(dtype, copy=False) for x in inputs]
 
 
+@reused
 def matmul(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, **kwargs: Any) -> Array:
     """Matrix product with NumPy's rules (``numpy.matmul``, the ``@`` operator): a 1-d operand is a row
     (first) or column (second) vector, removed from the result; matrices are multiplied block by block on
