@@ -1,0 +1,128 @@
+"""Operations called again on operands of the same names (plain code run again: ``solve(X.T @ X, X.T @ y)``) make their
+result from a recipe kept from an earlier call (``api.recipes``): the same nodes as the full path, NumPy's values
+through every entry point, a new plan for new inputs, shapes or dtypes, and NumPy's errors and the guards on every
+call."""
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pytest
+
+import dask_gpunumeric as gnp
+from dask_gpunumeric.api import recipes
+from conftest import to_host
+
+CALLS = 4  # the first call builds by the full path, the second keeps a recipe, the later ones use it
+
+
+def _least_squares(X, y):
+    return gnp.linalg.solve(X.T @ X, X.T @ y)
+
+
+def _inputs(rows=256, cols=8, dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((rows, cols)).astype(dtype), rng.standard_normal(rows).astype(dtype)
+
+
+def _numpy(X, y):
+    return np.linalg.solve(X.T @ X, X.T @ y)
+
+
+def _asarray(r):
+    with gnp.allowfetch():
+        return np.asarray(r)
+
+
+ENTRIES = {
+    "gnp.fetch": lambda r, X, y: gnp.fetch(r),
+    "np.asarray": lambda r, X, y: _asarray(r),
+    ".compute()": lambda r, X, y: to_host(r.compute()),
+    "dask.compute": lambda r, X, y: to_host(dask.compute(r)[0]),
+    "gnp.compute of two": lambda r, X, y: to_host(gnp.compute(r, X.T @ y)[0]),
+    "persist then compute": lambda r, X, y: to_host(dask.persist(r)[0].compute()),
+}
+
+
+@pytest.mark.parametrize("entry", list(ENTRIES))
+@pytest.mark.parametrize("persisted", [True, False])
+def test_calls_made_from_recipes_give_the_full_paths_nodes_and_values(entry, persisted, monkeypatch):
+    """Every call's nodes are named as the full path names them (so their graph is the cached one), and its values
+    are the first call's bits and NumPy's."""
+    hX, hy = _inputs()
+    X, y = gnp.asarray(hX), gnp.asarray(hy)
+    if persisted:
+        X, y = dask.persist(X, y)
+    with monkeypatch.context() as m:
+        m.setattr(recipes, "_key", lambda *a: None)  # every node built by the full path
+        full = _least_squares(X, y)
+        reference = ENTRIES[entry](full, X, y)
+    np.testing.assert_allclose(reference, _numpy(hX, hy), rtol=1e-10)
+    made = []
+    monkeypatch.setattr(recipes, "_made", lambda *a, made_by=recipes._made: made.append(made_by(*a)) or made[-1])
+    for _ in range(CALLS):
+        r = _least_squares(X, y)
+        assert r.expr._name == full.expr._name
+        assert (r.shape, r.dtype, r.chunks) == (full.shape, full.dtype, full.chunks)
+        np.testing.assert_array_equal(ENTRIES[entry](r, X, y), reference)
+    assert made and None not in made  # (the later calls' transposes, products and solve: from recipes)
+
+
+def test_new_inputs_shapes_and_dtypes_get_their_own_results():
+    """New data of the same shape, another shape, another dtype, and the lazy form of a persisted input (the same
+    names, another tree): each call gives NumPy's values for its own inputs."""
+    cases = [_inputs(seed=1), _inputs(seed=2), _inputs(rows=320, cols=5, seed=3), _inputs(dtype=np.float32, seed=4)]
+    for _ in range(CALLS):
+        for hX, hy in cases:
+            lazy = gnp.asarray(hX), gnp.asarray(hy)
+            for X, y in (dask.persist(*lazy), lazy):
+                r = _least_squares(X, y)
+                assert r.dtype == hX.dtype and r.shape == (hX.shape[1],)
+                np.testing.assert_allclose(gnp.fetch(r), _numpy(hX, hy), rtol=1e-3 if hX.dtype == np.float32 else 1e-10)
+
+
+def test_changing_scalars_give_numpys_values():
+    """An operand that is an elementwise result on a changing number (a new name each time) is read anew."""
+    hX, hy = _inputs()
+    X, y = dask.persist(gnp.asarray(hX), gnp.asarray(hy))
+    for _ in range(CALLS):
+        for c in (1.5, 2.5, np.float64(-3.0), 0.0):
+            r = gnp.linalg.solve(X.T @ X, X.T @ (c * y))
+            np.testing.assert_allclose(gnp.fetch(r), _numpy(hX, c * hy), rtol=1e-10, atol=1e-12)
+
+
+def test_errors_are_numpys_on_every_call():
+    """A singular system and factors that do not conform raise NumPy's errors on every call, made from a recipe or
+    not."""
+    hX = np.zeros((64, 4))
+    X, y = dask.persist(gnp.asarray(hX), gnp.asarray(np.ones(64)))
+    bad = gnp.asarray(np.ones((5, 3)))
+    with pytest.raises(ValueError) as numpy_error:
+        np.ones((5, 3)).T @ np.ones((4, 2))
+    for _ in range(CALLS):
+        with pytest.raises(np.linalg.LinAlgError):
+            gnp.fetch(_least_squares(X, y))
+        with pytest.raises(ValueError) as ours:
+            bad.T @ gnp.asarray(np.ones((4, 2)))
+        assert str(ours.value) == str(numpy_error.value)
+
+
+def test_the_promotion_guard_is_asked_on_every_call():
+    """A product that widens its operands asks the promotion guard on every call: calls allowed silently keep no
+    recipe that would pass a later call where the guard raises."""
+    a = gnp.asarray(np.ones((8, 8), dtype=np.float32))
+    b = gnp.asarray(np.ones((8, 8)))
+    with gnp.allowpromotion():
+        for _ in range(CALLS):
+            assert (a @ b).dtype == np.float64
+    with gnp.config.set(guards="error"):
+        for _ in range(CALLS):
+            with pytest.raises(gnp.PromotionError):
+                a @ b
+            with pytest.raises(gnp.PromotionError):
+                gnp.linalg.solve(a, b)
+
+
+def test_a_transposed_vector_is_the_vector():
+    v = gnp.asarray(np.arange(5.0))
+    for _ in range(CALLS):
+        assert v.T is v
