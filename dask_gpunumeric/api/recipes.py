@@ -14,8 +14,11 @@ and name; a call whose result reads any other data is not kept."""
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
+
+import numpy as np
 
 from .. import config
 from ..expr import ArrayExpr, FromArray, FromGraph, small_host_blocks
@@ -25,8 +28,11 @@ from .array import Array
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_SETTINGS = ("split-every",)  # the settings the operations kept here read when they build nodes
-_KEPT_VALUES = frozenset({int, str, bool, type(None)})  # plain operands keyed by their value (and their type)
+# the settings that the operations kept here may read when they build nodes
+_SETTINGS = ("split-every", "chunk-size", "backend")
+_KEPT_VALUES = frozenset({int, str, bool, type(None), type(Ellipsis)})  # operands keyed by their value (and type)
+# items of tuples and lists keyed by value alone: equal values of these are of one type (not bool: True == 1)
+_UNTYPED_ITEMS = frozenset({int, str, type(None), type(Ellipsis)})
 _SLOT_DEPTH = 2  # how far under an operand a node read through it is looked for (``x.T @ x`` reads ``x``)
 
 
@@ -42,11 +48,14 @@ class _Node(NamedTuple):
 
 
 class _Recipe(NamedTuple):
-    """The nodes of a result, made in order (the last one the result), and its slots: per slot, (operand index, path
-    of operand positions under it, node type, name)."""
+    """The nodes of a result, made in order; its slots: per slot, (index among the call's Array operands, path of
+    operand positions under it, node type, name); the nodes of its Arrays (their indices in ``nodes``), and the
+    type of the result (an Array, or a tuple or NamedTuple of Arrays)."""
 
     slots: tuple[tuple[int, tuple[int, ...], type, str], ...]
     nodes: tuple[_Node, ...]
+    outputs: tuple[int, ...]
+    kind: type
 
 
 _RECIPES: dict[tuple, Any] = {}  # key -> its recipe, or ``_SEEN`` (once), or ``_NEVER`` (not kept)
@@ -54,35 +63,43 @@ _RECIPES_SIZE = 4096
 
 
 def reused(func: F) -> F:
-    """``func`` (an operation returning one Array, whose result depends on its operands' names and types, its plain
-    arguments and ``_SETTINGS`` alone) with its result made again from a recipe when called again on the same
-    (``_key``)."""
+    """``func`` (an operation returning an Array or a tuple of Arrays, which depend on its Array operands' names and
+    types, its plain arguments and ``_SETTINGS`` alone; an ``out`` argument given, it is the full path's) with its
+    result made again from a recipe when called again on the same (``_key``)."""
     head = func.__qualname__
+    out = _out_position(func)
 
     @functools.wraps(func)
     def call(*args: Any, **kwargs: Any) -> Any:
-        key = _key(head, args, kwargs)
-        if key is None or _guards.tracing():
+        arrays: list[ArrayExpr] = []
+        key = None if len(args) > out or _guards.tracing() else _key(head, args, kwargs, arrays)
+        if key is None:
             return func(*args, **kwargs)
         recipe = _RECIPES.get(key)
         if type(recipe) is _Recipe:
-            made = _made(recipe, args)
-            if made is not None:
-                result = _new_array(Array)
-                result._expr = made
-                return result
-            return func(*args, **kwargs)
+            made = _made(recipe, arrays)
+            return func(*args, **kwargs) if made is None else made
         if recipe is not _SEEN:  # (seen for the first time, or never kept)
             if recipe is None:
                 _keep(key, _SEEN)
             return func(*args, **kwargs)
         with _guards.recorded() as asked:
             result = func(*args, **kwargs)
-        kept = None if asked or type(result) is not Array else _recipe(result, args)
+        kept = None if asked else _recipe(result, arrays)
         _keep(key, _NEVER if kept is None else kept)
         return result
 
     return call  # type: ignore[return-value]
+
+
+def _out_position(func: Callable[..., Any]) -> int:
+    """The position of ``func``'s ``out`` argument where it may be given by position, else past any position."""
+    for position, parameter in enumerate(inspect.signature(func).parameters.values()):
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.KEYWORD_ONLY, parameter.VAR_KEYWORD):
+            break
+        if parameter.name == "out":
+            return position
+    return 1 << 30
 
 
 _SEEN, _NEVER = object(), object()
@@ -95,14 +112,11 @@ def _keep(key: tuple, value: Any) -> None:
     _RECIPES[key] = value
 
 
-def _key(head: str, args: tuple, kwargs: dict) -> tuple | None:
-    """A call's key (``reused``), or None where its result may not be kept: keywords (``out=``, NumPy's gufunc
-    keywords: the full path's), no Array operand, an operand that is neither an Array nor a plain value, an Array
-    whose inputs are not known."""
-    if kwargs:
-        return None
+def _key(head: str, args: tuple, kwargs: dict, arrays: list[ArrayExpr]) -> tuple | None:
+    """A call's key (``reused``), its Array operands' expressions appended to ``arrays`` in order; None where its
+    result may not be kept: no Array operand, an operand that is neither an Array nor a plain value (a NumPy array,
+    a generator's state, a function), an Array whose inputs are not known, an Array given as ``out``."""
     key = [head, *config.values(_SETTINGS)]
-    arrays = False
     for a in args:
         if type(a) is Array:  # (the common operand, inline)
             e = a._expr
@@ -110,33 +124,56 @@ def _key(head: str, args: tuple, kwargs: dict) -> tuple | None:
             if leaves is None:
                 return None
             key += (e._name, type(e), tuple(leaves))
-            arrays = True
+            arrays.append(e)
         else:
-            part = _part(a)
+            part = _part(a, arrays)
             if part is None:
                 return None
             key.append(part)
+    if kwargs:
+        if kwargs.get("out") is not None:
+            return None
+        for name in sorted(kwargs):
+            part = _part(kwargs[name], arrays)
+            if part is None:
+                return None
+            key += (name, part)
     return tuple(key) if arrays else None
 
 
-def _part(value: Any) -> Any:
-    """A plain operand's part of a key: its type and value (of a tuple, its items'), or None for any other."""
+def _part(value: Any, arrays: list[ArrayExpr]) -> Any:
+    """An operand's part of a key (an Array's expression appended to ``arrays``): a plain value's type and value (of
+    a tuple or list, its items'; zeros and NaN, whose equal values have other bits, never), or None for any other."""
     kind = type(value)
-    if kind in _KEPT_VALUES:
+    if kind in _KEPT_VALUES or kind is type:
         return kind, value
+    if kind is Array:
+        e = value._expr
+        leaves = e._leaves
+        if leaves is None:
+            return None
+        arrays.append(e)
+        return e._name, type(e), tuple(leaves)
     if kind is float:
         return None if not value or value != value else (kind, value)
-    if kind is tuple:
-        parts = tuple(map(_part, value))
+    if kind is tuple or kind is list:
+        if _UNTYPED_ITEMS.issuperset(map(type, value)):  # (shapes, axes: items whose value tells their type)
+            return kind, tuple(value)
+        parts = tuple([_part(v, arrays) for v in value])
         return None if None in parts else (kind, parts)
+    if kind is slice:
+        parts = (_part(value.start, arrays), _part(value.stop, arrays), _part(value.step, arrays))
+        return None if None in parts else (kind, parts)
+    if isinstance(value, np.dtype):
+        return np.dtype, value
     return None
 
 
-def _made(recipe: _Recipe, args: tuple) -> ArrayExpr | None:
-    """The result of a call of these operands from ``recipe``, or None where a slot is not found in them."""
+def _made(recipe: _Recipe, arrays: list[ArrayExpr]) -> Any:
+    """The result of a call of these Array operands from ``recipe``, or None where a slot is not found in them."""
     slots = []
     for index, path, kind, name in recipe.slots:
-        e = args[index]._expr
+        e = arrays[index]
         for position in path:
             operands = e.operands
             if position >= len(operands):
@@ -156,19 +193,29 @@ def _made(recipe: _Recipe, args: tuple) -> ArrayExpr | None:
         values["operands"] = operands
         values["_leaves"] = _leaves_of(operands)
         made.append(inst)
-    return made[-1]
+    results = []
+    for index in recipe.outputs:
+        result = _new_array(Array)  # Array(node) without its check: the node is ours
+        result._expr = made[index]
+        results.append(result)
+    kind = recipe.kind
+    return results[0] if kind is Array else tuple(results) if kind is tuple else kind(*results)
 
 
 _COPIED = ("_determ_token", "_name", "chunks", "dtype", "backend", "_funcname")  # what a node's dict must hold
 
 
-def _recipe(result: Array, args: tuple) -> _Recipe | None:
-    """The recipe of a call's result, or None where it reads data not under its operands, or a node holds a node
-    elsewhere than among its operands."""
+def _recipe(result: Any, arrays: list[ArrayExpr]) -> _Recipe | None:
+    """The recipe of a call's result, or None where it is no Array or tuple of Arrays made by the call (an operand
+    returned as it is), reads data not under its operands, or has a node holding a node elsewhere than among its
+    operands, or made without its metadata at hand."""
+    kind = type(result)
+    outputs = [result] if kind is Array else list(result) if isinstance(result, tuple) else []
+    if not outputs or any(type(o) is not Array for o in outputs):
+        return None
     found: dict[str, tuple[int, tuple[int, ...], type, str]] = {}
-    for index, a in enumerate(args):
-        if type(a) is Array:
-            _find_slots(a._expr, index, (), found)
+    for index, e in enumerate(arrays):
+        _find_slots(e, index, (), found)
     slots: dict[str, int] = {}
     order: dict[str, int] = {}
     nodes: list[_Node] = []
@@ -195,19 +242,20 @@ def _recipe(result: Array, args: tuple) -> _Recipe | None:
                     return None
                 fill.append((position, *place))
                 operands[position] = None
-            elif _holds_node(o):
+            elif _holds(o):
                 return None
         values = {k: e.__dict__[k] for k in _COPIED if k in e.__dict__}
         if len(values) < len(_COPIED) - 1:
-            return None  # a node made without its metadata at hand (the constructor's): not made again here
+            return None
         order[name] = len(nodes)
         nodes.append(_Node(type(e), tuple(operands), tuple(fill), values))
         return False, order[name]
 
-    top = visit(result._expr)
-    if top is None or top[0]:
-        return None  # (an operand returned as it is: nothing to make)
-    return _Recipe(tuple(slot_list), tuple(nodes))
+    places = [visit(o._expr) for o in outputs]
+    if any(place is None or place[0] for place in places):
+        return None
+    kind = Array if kind is Array else tuple if kind is tuple else kind
+    return _Recipe(tuple(slot_list), tuple(nodes), tuple(index for _, index in places), kind)
 
 
 def _find_slots(e: ArrayExpr, index: int, path: tuple[int, ...], found: dict) -> None:
@@ -218,9 +266,16 @@ def _find_slots(e: ArrayExpr, index: int, path: tuple[int, ...], found: dict) ->
                 _find_slots(o, index, (*path, position), found)
 
 
-def _holds_node(value: Any) -> bool:
+def _holds(value: Any) -> bool:
+    """Whether a plain operand holds a node, device memory or a host array over ``_KEPT_BYTES`` (a recipe keeps
+    no data alive)."""
     if isinstance(value, (tuple, list)):
-        return any(_holds_node(v) for v in value)
+        return any(_holds(v) for v in value)
     if isinstance(value, dict):
-        return any(_holds_node(v) for v in value.values())
-    return isinstance(value, ArrayExpr)
+        return any(_holds(v) for v in value.values())
+    if isinstance(value, np.ndarray):
+        return value.nbytes > _KEPT_BYTES
+    return isinstance(value, ArrayExpr) or hasattr(value, "__cuda_array_interface__")
+
+
+_KEPT_BYTES = 2**20

@@ -219,6 +219,7 @@ def _axes_pair(axes: Any) -> tuple[list[int], list[int]]:
     return as_list(axes_a), as_list(axes_b)
 
 
+@reused
 def tensordot(a: ArrayLike, b: ArrayLike, axes: Any = 2) -> Array:
     """Sum of products over the axes ``axes`` of ``x1`` and ``x2`` (``numpy.tensordot``): an int N pairs
     the last N axes of ``x1`` with the first N of ``x2``; a pair of sequences names them. The result has the
@@ -244,6 +245,7 @@ def tensordot(a: ArrayLike, b: ArrayLike, axes: Any = 2) -> Array:
     return out
 
 
+@reused
 def dot(a: ArrayLike, b: ArrayLike, out: Any = None) -> Array:
     """Dot product with ``numpy.dot``'s rules: a scalar operand multiplies, two vectors give their inner
     product, otherwise the sum runs over the last axis of ``a`` and the second-to-last of ``b`` (its only
@@ -260,12 +262,14 @@ def dot(a: ArrayLike, b: ArrayLike, out: Any = None) -> Array:
     return store("dot", tensordot(x, y, axes=([x.ndim - 1], [axis_b])), out)
 
 
+@reused
 def outer(a: ArrayLike, b: ArrayLike, out: Any = None) -> Array:
     """Outer product of the flattened inputs, ``out[i, j] = a[i] * b[j]`` (``numpy.outer``; lazy)."""
     a, b = as_array(a), as_array(b)
     return multiply(reshape(a, (a.size, 1)), reshape(b, (1, b.size)), out)
 
 
+@reused
 def vecdot(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, *, axis: int = -1, **kwargs: Any) -> Array:
     """Vector dot product along ``axis`` of each operand, ``sum(conj(x1) * x2)``, the other axes broadcast
     (``numpy.vecdot``; lazy: one fused product and reduction); ``out`` and NumPy's gufunc keywords as in
@@ -419,6 +423,7 @@ def _plan(operands: list[tuple[Array, str]], output: str, optimize: bool | str) 
     return [(0, 1)] + [(0, n - 1 - s) for s in range(1, n - 1)]
 
 
+@reused
 def einsum(subscripts: Any, /, *operands: Any, out: Any = None, optimize: bool | str = True, dtype: Any = None,
            order: str = "K", casting: str = "safe") -> Array:
     """Einstein summation (``numpy.einsum``): explicit (``"ij,jk->ik"``) and implicit (``"ij,jk"``) output,
