@@ -115,13 +115,14 @@ def _keep(key: tuple, value: Any) -> None:
 def _key(head: str, args: tuple, kwargs: dict, arrays: list[ArrayExpr]) -> tuple | None:
     """A call's key (``reused``), its Array operands' expressions appended to ``arrays`` in order; None where its
     result may not be kept: no Array operand, an operand that is neither an Array nor a plain value (a NumPy array,
-    a generator's state, a function), an Array whose inputs are not known, an Array given as ``out``."""
+    a generator's state, a function), an Array whose inputs are not known or whose node is fresh (an elementwise
+    node never made before: a loop's next step, which no later call reads again), an Array given as ``out``."""
     key = [head, *config.values(_SETTINGS)]
     for a in args:
         if type(a) is Array:  # (the common operand, inline)
             e = a._expr
             leaves = e._leaves
-            if leaves is None:
+            if leaves is None or e._fresh:  # (a node never made before: a loop's next step, never called again)
                 return None
             key += (e._name, type(e), tuple(leaves))
             arrays.append(e)
@@ -150,7 +151,7 @@ def _part(value: Any, arrays: list[ArrayExpr]) -> Any:
     if kind is Array:
         e = value._expr
         leaves = e._leaves
-        if leaves is None:
+        if leaves is None or e._fresh:
             return None
         arrays.append(e)
         return e._name, type(e), tuple(leaves)
