@@ -59,7 +59,7 @@ class _Recipe(NamedTuple):
 
 
 _RECIPES: dict[tuple, Any] = {}  # key -> its recipe, or ``_SEEN`` (once), or ``_NEVER`` (not kept)
-_RECIPES_SIZE = 4096
+_RECIPES_SIZE = 1024
 
 
 def reused(func: F) -> F:
@@ -271,7 +271,7 @@ def _holds(value: Any) -> bool:
     """Whether a plain operand holds a node, device memory or a host array over ``_KEPT_BYTES`` (a recipe keeps
     no data alive)."""
     if isinstance(value, (tuple, list)):
-        return any(_holds(v) for v in value)
+        return not _UNTYPED_ITEMS.issuperset(map(type, value)) and any(_holds(v) for v in value)
     if isinstance(value, dict):
         return any(_holds(v) for v in value.values())
     if isinstance(value, np.ndarray):
