@@ -59,7 +59,7 @@ class _Recipe(NamedTuple):
 
 
 _RECIPES: dict[tuple, Any] = {}  # key -> its recipe, or ``_SEEN`` (once), or ``_NEVER`` (not kept)
-_RECIPES_SIZE = 1024
+_RECIPES_SIZE = 4096  # (as many as elementwise nodes kept: a loop of a few thousand statements, run again, reuses them)
 
 
 def reused(func: F) -> F:
