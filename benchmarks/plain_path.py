@@ -28,8 +28,10 @@
 - ``operations`` (``--only operations``): the host CPU time to build one operation as users write it
   (``a * 1.5``, ``a + b``, ``gnp.exp(a)``, ``gnp.where(c, a, b)``, a slice, a roll, row sums and maxima
   with ``keepdims``, ...; target: <= 2 us each on the CPU
-  machine), the minimum over batches of 2,000 of ``time.thread_time`` (on a shared machine the minimum is
-  what the code costs), and of one RK4 step and one Black-Scholes price built alone.
+  machine), the other operations users write on whole arrays built again on the same operands (``x.T @ x``,
+  ``solve``, ``reshape``, ``concatenate``, ``einsum``, ``pad``, ...: their nodes made from recipes, ``api.recipes``),
+  the minimum over batches of 2,000 of ``time.thread_time`` (on a shared machine the minimum is
+  what the code costs), and of one least-squares fit, one RK4 step and one Black-Scholes price built alone.
 """
 from __future__ import annotations
 
@@ -129,6 +131,7 @@ def operation_times(gnp, batches: int = 15, size: int = 2000) -> list[tuple[str,
     """(what is built, its operations, µs of CPU time per build): the minimum over ``batches`` batches of ``size``
     builds (of ``size // 50`` for the whole RK4 step and Black-Scholes price)."""
     import black_scholes
+    import least_squares
     import rk4
 
     a, b = gnp.asarray(np.linspace(0.5, 1.5, 256, dtype=np.float32)), gnp.asarray(np.ones(256, np.float32))
@@ -146,6 +149,13 @@ def operation_times(gnp, batches: int = 15, size: int = 2000) -> list[tuple[str,
              ("q[1:-1]", 1, lambda: q[1:-1]), ("gnp.roll(q, 1)", 1, lambda: gnp.roll(q, 1)),
              ("gnp.sum(x, axis=1, keepdims=True)", 1, lambda: gnp.sum(x, axis=1, keepdims=True)),
              ("gnp.max(x, axis=1, keepdims=True)", 1, lambda: gnp.max(x, axis=1, keepdims=True)),
+             ("x.T @ x", 2, lambda: x.T @ x), ("gnp.linalg.solve(x, x[0])", 2, lambda: gnp.linalg.solve(x, x[0])),
+             ("x.reshape(-1)", 1, lambda: x.reshape(-1)), ("q[:, None]", 1, lambda: q[:, None]),
+             ("gnp.concatenate([x, x])", 1, lambda: gnp.concatenate([x, x])),
+             ("gnp.stack([a, b])", 1, lambda: gnp.stack([a, b])), ("gnp.dot(x, x)", 1, lambda: gnp.dot(x, x)),
+             ("gnp.einsum('ij,jk->ik', x, x)", 1, lambda: gnp.einsum("ij,jk->ik", x, x)),
+             ("gnp.linalg.inv(x)", 1, lambda: gnp.linalg.inv(x)), ("gnp.pad(x, 1)", 1, lambda: gnp.pad(x, 1)),
+             ("least squares", 5, lambda: least_squares.least_squares(gnp, x, x[:, 0])),
              ("RK4 step", 78, lambda: rk4.rk4(gnp, u, v, steps=1)),
              ("Black-Scholes price", 104, lambda: black_scholes.price(gnp, S, K, T))]
     out = []

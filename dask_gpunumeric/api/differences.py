@@ -14,10 +14,12 @@ from .indexing import getitem
 from .manipulation import broadcast_to, concat, normalize_axes, normalize_axis, reshape
 from .reductions import sum as _sum
 from .selection import _host_values, _index_along
+from .recipes import reused
 
 __all__ = ["diff", "gradient", "trapezoid"]
 
 
+@reused
 def diff(a: ArrayLike, n: int = 1, axis: int = -1, prepend: Any = None, append: Any = None) -> Array:
     """The ``n``-th discrete difference along ``axis`` (``out[i] = x[i+1] - x[i]``, ``!=`` for booleans),
     after joining ``prepend``/``append`` (scalars are broadcast to one slice), as ``numpy.diff``. Shifted

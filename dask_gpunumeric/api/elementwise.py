@@ -24,6 +24,7 @@ from .array import NUMPY_NUMBERS, Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_array, as_operand, check_order, device_backend
 from .manipulation import broadcast_shape, check_output_cast, rechunk_expr, store
 from .namespace import supported_dtype, warn_integer_division_by_zero
+from .recipes import reused
 
 # gnp function name -> the NumPy/CuPy function of the same behaviour (the registry: ``ops.ufuncs``)
 _UNARY = {name: u.numpy for u in UFUNCS.values() if u.arity == 1 for name in u.names}
@@ -547,6 +548,7 @@ def where(condition: ArrayLike, x1: ArrayLike, x2: ArrayLike, /) -> Array:
     return elementwise("where", condition, x1, x2, skip_promotion=1) if short is None else short
 
 
+@reused
 def clip(a: ArrayLike, a_min: Any = None, a_max: Any = None, out: Any = None, *, min: Any = None,  # noqa: A002
          max: Any = None, **kwargs: Any) -> Array:  # noqa: A002
     """Values of ``a`` limited to ``[a_min, a_max]`` (either bound may be None; ``min``/``max`` are the array
@@ -575,6 +577,7 @@ def round(a: ArrayLike, decimals: int = 0, out: Any = None) -> Array:  # noqa: A
     return store("round", elementwise("round", a, decimals=decimals), out)
 
 
+@reused
 def astype(x: ArrayLike, dtype: Any, /, *, copy: bool = True, device: Any = None, casting: str = "unsafe",
            order: str = "K") -> Array:
     """The array converted to ``dtype`` (explicit: never guarded), on ``device`` if given (``order="F"`` is

@@ -97,6 +97,11 @@ def recorded() -> Iterator[list[_Event]]:
         _RECORDING.reset(token)
 
 
+def tracing() -> bool:
+    """Whether guard checks are being recorded (``recorded``: an accelerated function traced)."""
+    return _RECORDING.get() is not None
+
+
 def replay(events: Sequence[_Event]) -> None:
     """Check again, under the modes in force now, the guards recorded while a plan was traced."""
     for event in events:

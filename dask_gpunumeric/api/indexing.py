@@ -21,6 +21,7 @@ from ..backend import to_numpy
 from ..expr import Elemwise, Gather, SetItem
 from ..expr.replay import MISSING, Templates, replayed
 from ..expr.tokens import keep_text
+from .recipes import reused
 
 
 def _normalize(index: Any, ndim: int) -> tuple[Any, ...]:
@@ -92,6 +93,13 @@ def getitem(x: Array, index: Any) -> Array:
             return x
         plan, drop, chunks, heads = planned
         return Array(Gather.of_plan(plan, drop, x.expr, chunks, heads))
+    return _indexed(x, index)
+
+
+@reused
+def _indexed(x: Array, index: Any) -> Array:
+    """``getitem``'s result where no plan of its slices was made before."""
+    known = _slices_key(x, index)
     index = _normalize(index, x.ndim)
     _check_in_numpy_order(x.shape, index)
     _guards.check_scalar_index(x.shape, index, "reading", x.backend)

@@ -17,6 +17,7 @@ import numpy as np
 from . import guards as _guards
 from . import reductions as _reductions
 from .array import Array, ArrayLike
+from .recipes import reused
 from ..backend import namespace
 from ..expr import MapBlocks
 from ..kernels.checks import Check, check_later
@@ -339,6 +340,7 @@ def _tsqr(a: Array) -> tuple[Array, Array]:
 # --- products -----------------------------------------------------------------------------------------
 
 
+@reused
 def outer(x1: ArrayLike, x2: ArrayLike, /) -> Array:
     """Outer product of two vectors, ``out[i, j] = x1[i] * x2[j]`` (lazy)."""
     a, b = as_array(x1), as_array(x2)
@@ -396,6 +398,7 @@ def matrix_power(a: ArrayLike, n: int) -> Array:
 # --- per-matrix functions -----------------------------------------------------------------------------
 
 
+@reused
 def inv(a: ArrayLike) -> Array:
     """The inverse of a square matrix (or of each in a stack). A singular matrix raises LinAlgError on
     compute; for one matrix on CuPy blocks, when the result (or anything computed from it) is delivered."""
@@ -403,6 +406,7 @@ def inv(a: ArrayLike) -> Array:
     return _per_matrix("inv", [a], [(a.shape[-2:], a.dtype)])[0]
 
 
+@reused
 def det(a: ArrayLike) -> Array:
     """The determinant of a square matrix (a lazy 0-d Array), or of each in a stack."""
     a = _matrices(a, square=True)
@@ -416,6 +420,7 @@ def slogdet(a: ArrayLike) -> SlogdetResult:
     return SlogdetResult(*_per_matrix("slogdet", [a], [((), a.dtype), ((), _real_dtype(a.dtype))]))
 
 
+@reused
 def solve(a: ArrayLike, b: ArrayLike) -> Array:
     """The solution ``x`` of ``x1 @ x = x2`` for square ``x1``: ``x2`` of shape ``(M,)`` is one vector,
     otherwise a stack of ``(M, K)`` matrices; stack axes broadcast. A singular ``x1`` raises LinAlgError on
@@ -442,6 +447,7 @@ def solve(a: ArrayLike, b: ArrayLike) -> Array:
     return squeeze(out, -1) if vector else out
 
 
+@reused
 def cholesky(x: ArrayLike, /, *, upper: bool = False) -> Array:
     """The Cholesky factor of a Hermitian positive-definite matrix (or stack): lower ``L`` with
     ``x = L @ L^H``, or upper ``U = L^H`` with ``upper=True``. A matrix that is not positive definite raises
@@ -471,6 +477,7 @@ def eigvalsh(a: ArrayLike, UPLO: str = "L") -> Array:
     return _per_matrix("eigvalsh", [a], [((a.shape[-1],), _real_dtype(a.dtype))], UPLO=UPLO)[0]
 
 
+@reused
 def qr(a: ArrayLike, mode: str = "reduced") -> QRResult | Array:
     """QR factorization ``x = Q @ R`` of a matrix (or stack) of shape ``(M, N)``, ``K = min(M, N)``:
     ``mode="reduced"`` gives Q ``(M, K)`` and R ``(K, N)``, ``"complete"`` Q ``(M, M)`` and R ``(M, N)``,
@@ -686,6 +693,7 @@ def matrix_norm(x: ArrayLike, /, *, keepdims: bool = False, ord: Any = "fro") ->
     return _matrix_norm(a, normalize_axis(-2, a.ndim), normalize_axis(-1, a.ndim), ord, keepdims)
 
 
+@reused
 def norm(x: ArrayLike, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Array:
     """``numpy.linalg.norm``: without ``axis``, the 2-norm of all elements (``ord`` None), or the vector
     or matrix norm ``ord`` of a 1-d or 2-d array; an int ``axis`` gives vector norms, a pair of axes matrix

@@ -17,6 +17,7 @@ from ..backend import to_numpy
 from .array import Array, ArrayLike
 from .creation import as_array, check_order, normalize_chunks, operator_index
 from .guards import check_fetch, check_promotion
+from .recipes import reused
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
@@ -120,6 +121,7 @@ def rechunk(x: ArrayLike, chunks: Any = "auto") -> Array:
 # --- transpose / axes ---------------------------------------------------------------------------------
 
 
+@reused
 def permute_dims(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
     """Axes reordered: output axis i is input axis ``axes[i]``."""
     a = as_array(a)
@@ -131,6 +133,7 @@ def permute_dims(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
     return Array(Transpose.of(a.expr, axes))
 
 
+@reused
 def transpose(a: ArrayLike, axes: Sequence[int] | None = None) -> Array:
     """Axes reversed, or reordered by ``axes`` (as ``numpy.transpose``)."""
     a = as_array(a)
@@ -151,6 +154,7 @@ def matrix_transpose(x: ArrayLike, /) -> Array:
     return permute_dims(a, (*range(a.ndim - 2), a.ndim - 1, a.ndim - 2))
 
 
+@reused
 def moveaxis(a: ArrayLike, source: Any, destination: Any) -> Array:
     """Axes moved to new positions, the others keeping their order (as ``numpy.moveaxis``)."""
     a = as_array(a)
@@ -164,6 +168,7 @@ def moveaxis(a: ArrayLike, source: Any, destination: Any) -> Array:
     return permute_dims(a, order)
 
 
+@reused
 def swapaxes(a: ArrayLike, axis1: int, axis2: int) -> Array:
     """Two axes exchanged."""
     a = as_array(a)
@@ -189,6 +194,7 @@ def _block_reshape(a: ArrayExpr, out_chunks: tuple[tuple[int, ...], ...], source
     return Array(BlockReshape.of(a, out_chunks, source_of))
 
 
+@reused
 def expand_dims(a: ArrayLike, axis: Any = 0) -> Array:
     """New length-1 axes inserted at ``axis`` (an int or a tuple, positions in the result)."""
     a = as_array(a)
@@ -200,6 +206,7 @@ def expand_dims(a: ArrayLike, axis: Any = 0) -> Array:
     return _block_reshape(a.expr, chunks, source_axes)
 
 
+@reused
 def squeeze(a: ArrayLike, axis: Any = None) -> Array:
     """Length-1 axes removed (all of them, or those named by ``axis``)."""
     a = as_array(a)
@@ -234,6 +241,7 @@ def _resolve_shape(shape: Any, size: int) -> tuple[int, ...]:
     return shape
 
 
+@reused
 def reshape(a: ArrayLike, /, shape: Any, order: str = "C", *, copy: bool | None = None) -> Array:
     """The array with a new shape, C order (as ``numpy.reshape``; one axis may be -1).
 
@@ -268,6 +276,7 @@ def _reshape_single_block(a: Array, shape: tuple[int, ...]) -> Array:
     return Array(BlockReshape.of(one, tuple((s,) for s in shape), {(0,) * len(shape): (0,) * a.ndim}))
 
 
+@reused
 def ravel(a: ArrayLike, order: str = "C") -> Array:
     """The elements as a 1-d Array, C order (``order="F"`` is refused)."""
     return reshape(a, (-1,), order)
@@ -276,6 +285,7 @@ def ravel(a: ArrayLike, order: str = "C") -> Array:
 # --- broadcasting -------------------------------------------------------------------------------------
 
 
+@reused
 def broadcast_to(array: ArrayLike, shape: Any, subok: bool = False, *, chunks: Any = None) -> Array:
     """The array broadcast to ``shape`` (new and stretched axes are single chunks unless ``chunks``)."""
     a = as_array(array)
@@ -324,6 +334,7 @@ def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False, indexing: 
 # --- joining ------------------------------------------------------------------------------------------
 
 
+@reused
 def concat(arrays: Sequence[ArrayLike], /, axis: int | None = 0, out: Any = None, *, dtype: Any = None,
            casting: str = "same_kind") -> Array:
     """Arrays joined along an existing axis (``axis=None`` flattens them first), as ``numpy.concatenate``:
@@ -372,6 +383,7 @@ def concat(arrays: Sequence[ArrayLike], /, axis: int | None = 0, out: Any = None
     return store("concatenate", Array(Gather(plan, (), dtype, *exprs)), out, casting)
 
 
+@reused
 def stack(arrays: Sequence[ArrayLike], axis: int = 0, out: Any = None, *, dtype: Any = None,
           casting: str = "same_kind") -> Array:
     """Arrays of equal shape joined along a new axis (``dtype``, ``casting``, ``out`` as in ``concat``)."""
@@ -420,6 +432,7 @@ def _remember_gather(key: tuple, known: Any) -> None:
     _GATHER_PLANS[key] = known
 
 
+@reused
 def flip(m: ArrayLike, axis: Any = None) -> Array:
     """Elements in reverse order along ``axis`` (all axes by default)."""
     a = as_array(m)

@@ -15,6 +15,7 @@ from .array import Array, ArrayLike
 from .creation import as_array, full
 from .interop import run_fallback
 from .manipulation import concat
+from .recipes import reused
 
 __all__ = ["pad"]
 
@@ -113,6 +114,7 @@ def _pad_by_index(a: Array, widths: tuple[tuple[int, int], ...], mode: str) -> A
     return Array(Gather(tuple(plan), (), a.dtype, a.expr))
 
 
+@reused
 def pad(array: ArrayLike, pad_width: Any, mode: Any = "constant", **kwargs: Any) -> Array:
     """The array padded by ``pad_width`` (one int, one (before, after) pair, or a pair per axis), as
     ``numpy.pad``.

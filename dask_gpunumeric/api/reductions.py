@@ -16,6 +16,7 @@ from .array import Array, ArrayLike
 from .creation import as_array, from_array, full
 from .elementwise import elementwise
 from .manipulation import broadcast_to, concat, normalize_axes, normalize_axis, ravel, store
+from .recipes import reused
 
 
 class _NoValue:
@@ -255,6 +256,7 @@ def _scan(kind: str, x: ArrayLike, axis: int | None, dtype: Any) -> Array:
     return Array(Scan(a.expr, kind, axis, probe))
 
 
+@reused
 def cumsum(a: ArrayLike, axis: int | None = None, dtype: Any = None, out: Any = None) -> Array:
     """Cumulative sum along ``axis`` (of the flattened array when None), as ``numpy.cumsum``."""
     return store_output("cumsum", _scan("cumsum", a, axis, dtype), out)

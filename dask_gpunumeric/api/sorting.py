@@ -26,6 +26,7 @@ from .manipulation import (
     expand_dims, normalize_axis, ravel, rechunk_expr, reshape, stack,
 )
 from ..runtime.fetch import fetch
+from .recipes import reused
 
 __all__ = [
     "argsort", "argwhere", "count_nonzero", "flatnonzero", "nonzero", "searchsorted", "sort", "unique",
@@ -138,6 +139,7 @@ def _sort(name: str, x: ArrayLike, axis: int | None, kind: str | None, order: An
                       axis=axis, descending=bool(descending), stable=stable, indices=indices)
 
 
+@reused
 def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
          descending: bool = False, stable: bool | None = None) -> Array:
     """The array sorted along ``axis`` (the flattened array when ``axis`` is None, as ``numpy.sort``), NaNs

@@ -26,6 +26,7 @@ from . import reductions as _reductions
 from .array import Array, ArrayLike
 from .blockwise import map_blocks
 from .creation import as_array, check_order
+from .recipes import reused
 from .elementwise import align_chunks, check_keywords, conj, multiply, store_where
 from .manipulation import (
     broadcast_shape, expand_dims, normalize_axis, permute_dims, reshape, squeeze, store,
@@ -135,6 +136,7 @@ def _gufunc_keywords(name: str, inputs: list[Array], kwargs: dict) -> list[Array
     return [x.astype(dtype, copy=False) for x in inputs]
 
 
+@reused
 def matmul(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, **kwargs: Any) -> Array:
     """Matrix product with NumPy's rules (``numpy.matmul``, the ``@`` operator): a 1-d operand is a row
     (first) or column (second) vector, removed from the result; matrices are multiplied block by block on
@@ -217,6 +219,7 @@ def _axes_pair(axes: Any) -> tuple[list[int], list[int]]:
     return as_list(axes_a), as_list(axes_b)
 
 
+@reused
 def tensordot(a: ArrayLike, b: ArrayLike, axes: Any = 2) -> Array:
     """Sum of products over the axes ``axes`` of ``x1`` and ``x2`` (``numpy.tensordot``): an int N pairs
     the last N axes of ``x1`` with the first N of ``x2``; a pair of sequences names them. The result has the
@@ -242,6 +245,7 @@ def tensordot(a: ArrayLike, b: ArrayLike, axes: Any = 2) -> Array:
     return out
 
 
+@reused
 def dot(a: ArrayLike, b: ArrayLike, out: Any = None) -> Array:
     """Dot product with ``numpy.dot``'s rules: a scalar operand multiplies, two vectors give their inner
     product, otherwise the sum runs over the last axis of ``a`` and the second-to-last of ``b`` (its only
@@ -258,12 +262,14 @@ def dot(a: ArrayLike, b: ArrayLike, out: Any = None) -> Array:
     return store("dot", tensordot(x, y, axes=([x.ndim - 1], [axis_b])), out)
 
 
+@reused
 def outer(a: ArrayLike, b: ArrayLike, out: Any = None) -> Array:
     """Outer product of the flattened inputs, ``out[i, j] = a[i] * b[j]`` (``numpy.outer``; lazy)."""
     a, b = as_array(a), as_array(b)
     return multiply(reshape(a, (a.size, 1)), reshape(b, (1, b.size)), out)
 
 
+@reused
 def vecdot(x1: ArrayLike, x2: ArrayLike, /, out: Any = None, *, axis: int = -1, **kwargs: Any) -> Array:
     """Vector dot product along ``axis`` of each operand, ``sum(conj(x1) * x2)``, the other axes broadcast
     (``numpy.vecdot``; lazy: one fused product and reduction); ``out`` and NumPy's gufunc keywords as in
@@ -417,6 +423,7 @@ def _plan(operands: list[tuple[Array, str]], output: str, optimize: bool | str) 
     return [(0, 1)] + [(0, n - 1 - s) for s in range(1, n - 1)]
 
 
+@reused
 def einsum(subscripts: Any, /, *operands: Any, out: Any = None, optimize: bool | str = True, dtype: Any = None,
            order: str = "K", casting: str = "safe") -> Array:
     """Einstein summation (``numpy.einsum``): explicit (``"ij,jk->ik"``) and implicit (``"ij,jk"``) output,
