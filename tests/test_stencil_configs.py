@@ -33,7 +33,7 @@ CONFIGS = [(TileConfig(), SweepConfig()), (TileConfig(rows=32, columns=128), Swe
            (TileConfig(packed=True), SweepConfig(rows=1, min_blocks=6, packed=True)),
            (TileConfig(rows=32, columns=128, packed=True, min_blocks=6),
             SweepConfig(rows=2, min_blocks=4, columns=64, packed=True)),
-           (TileConfig(packed=True, packed_last=True), SweepConfig(rows=1, min_blocks=6, packed=True))]
+           (TileConfig(packed=True, packed_last=True), SweepConfig(rows=1, min_blocks=6, packed=True, carveout=100))]
 
 
 def run_both(monkeypatch: Any, tile: TileConfig, sweep: SweepConfig, pair: TileConfig | None = None,
@@ -113,7 +113,8 @@ def test_tile_configurations_checked() -> None:
 def test_sweeps_reading_several_buffers_at_shifts_configured_apart(monkeypatch: Any) -> None:
     """CG with ``stencil-recompute`` (its ``p`` update and ``p.Ap`` stencil one flat kernel, reading ``r`` and ``p``
     at shifts) under ``SHIFTED_SWEEP_CONFIG``: the default's bits, that kernel under the shifted configuration and
-    the others under ``SWEEP_CONFIG``; a thread block width that does not divide the block is refused."""
+    the others under ``SWEEP_CONFIG``; a thread block width that does not divide the block, or a carveout past
+    100%, is refused."""
     default, _ = run_both(monkeypatch, *CONFIGS[0])
     shifted = SweepConfig(rows=1, min_blocks=8, columns=64)
     monkeypatch.setattr(_stencil_kernels, "SHIFTED_SWEEP_CONFIG", shifted)
@@ -131,8 +132,9 @@ def test_sweeps_reading_several_buffers_at_shifts_configured_apart(monkeypatch: 
     configs = {config for _, config in compiled}
     assert shifted in configs and _stencil_kernels.SWEEP_CONFIG in configs
     code = next(code for code, config in compiled if config == shifted)
-    with pytest.raises(ProgramError, match="sweep configuration"):
-        kernel_source(code, "int", None, SweepConfig(columns=96))
+    for bad in (SweepConfig(columns=96), SweepConfig(carveout=101)):
+        with pytest.raises(ProgramError, match="sweep configuration"):
+            kernel_source(code, "int", None, bad)
 
 
 def test_pair_tile_configuration(monkeypatch: Any) -> None:

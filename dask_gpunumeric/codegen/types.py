@@ -123,12 +123,15 @@ class SweepConfig(NamedTuple):
     neighbours' columns per row, as many threads in all: ``benchmarks/stencil_probe.py --variants`` compares
     configurations). ``packed``: in 2-d, each thread computes ``codegen.stencil.PACK`` consecutive columns of
     each of its rows, moving each buffer's row as one pack (``gnp_pack4``: a vector access) where the buffers
-    are aligned to it."""
+    are aligned to it. ``carveout``: the part of a multiprocessor's L1 the kernel prefers as shared memory, in
+    percent (the driver's preferred shared memory carveout; -1: the driver's own choice), e.g. 100, as CG's tile
+    kernel needs, so that the multiprocessors keep one split between CG's alternating kernels."""
 
     rows: int = 0
     min_blocks: int = 0
     columns: int = 0
     packed: bool = False
+    carveout: int = -1
 
 
 class Load(NamedTuple):
