@@ -61,14 +61,20 @@ class Variant(NamedTuple):
 
 _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
 #: compared by ``--variants``, the default first (the shapes compared before are in docs/benchmarks.md: s14-tiles,
-#: s15-cg, s16-cg, s17-cgk). The defaults are packed kernels (each thread four consecutive columns, each buffer row
-#: moved as one 16-byte access); against them: the unpacked defaults before s17-cgk, CG's update kernel with two
-#: rows a thread (64 registers, 4 blocks per multiprocessor), CG's pair kernel on 32 x 128 packed tiles.
+#: s15-cg, s16-cg, s17-cgk, s18-cgk2). The defaults are packed kernels (each thread four consecutive columns, each
+#: buffer row moved as one 16-byte access); against them: the last sweep of a tile kernel packed too, reading its
+#: shared rows as packs (``TileConfig.packed_last``: CG's pair kernel, then Gray-Scott's and heat's tile kernels),
+#: and CG's update kernel preferring the shared memory carveout of its pair kernel (``SweepConfig.carveout``: 228 KB,
+#: or 196 KB; the pair kernel's 5 blocks take 195 KB).
+_PACKED_LAST = TileConfig(packed=True, packed_last=True)
+_PAIR_PACKED_LAST = _stencil_kernels.PAIR_TILE_CONFIG._replace(packed_last=True)
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
-    Variant(TileConfig(), SweepConfig(rows=2, min_blocks=6), pair=TileConfig(rows=32, columns=128)),
-    Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=4, packed=True)),
-    Variant(*_DEFAULT, pair=TileConfig(rows=32, columns=128, packed=True)),
+    Variant(*_DEFAULT, pair=_PAIR_PACKED_LAST),
+    Variant(_PACKED_LAST, _DEFAULT[1]),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(carveout=100)),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(carveout=85)),
+    Variant(_PACKED_LAST, _DEFAULT[1]._replace(carveout=100), pair=_PAIR_PACKED_LAST),
 ]
 
 
@@ -118,7 +124,7 @@ def label(variant: Variant) -> str:
     words += [f"shifted {f}={v}" for f, v in zip(SweepConfig._fields, variant.shifted or ()) if v]
     if variant.pair != VARIANTS[0].pair:
         pair = variant.pair
-        words.append(f"pair {pair.rows}x{pair.columns}{' packed' * pair.packed}"
+        words.append(f"pair {pair.rows}x{pair.columns}{' packed' * pair.packed}{' packed_last' * pair.packed_last}"
                      f"{f' min_blocks={pair.min_blocks}' * bool(pair.min_blocks)}" if pair else "pair as tile")
     return ", ".join(words) or "default"
 
@@ -269,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     sums: dict[tuple[int, str], str] = {}
     kernels: dict[int, list[str]] = {}
     calls = itertools.count()
-    for _ in range(args.rounds):
+    for round_ in range(args.rounds):
         for v, variant in enumerate(variants):
             use(variant)
             with gnp_config.set(**dict(variant.settings)):
@@ -282,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     times.setdefault((v, name), []).extend(result.times_s)
                     sums[v, name] = system.checksum(_value(result, system, next(calls)))
+                    print(f"round {round_ + 1}: {label(variant)} {name} {1e3 * statistics.median(result.times_s):.3f} ms",
+                          flush=True)  # (as it goes: a run cut short still tells)
             if compiled.seen:
                 kernels.setdefault(v, []).append(compiled.take())
     use(VARIANTS[0])

@@ -144,3 +144,14 @@ def test_pair_tile_configuration(monkeypatch: Any) -> None:
     ours, launched = run_both(monkeypatch, *CONFIGS[0], PAIR)
     assert ours == default
     assert {(len(variant[0]), variant[-1]) for variant in launched} == {(2, PAIR), (4, CONFIGS[0][0])}
+
+
+def test_packed_last_pair_kernel_gives_the_defaults_bits(monkeypatch: Any) -> None:
+    """CG's pair kernel on the default pair tiles (64 x 128) with its ``p.Ap`` sweep packed (``packed_last``), on a
+    grid with whole tiles inside the reductions' target (140 x 264: the tile at (64, 128) and its halo are inside):
+    the default's bits."""
+    shapes = {"shape": (140, 264), "gs_shape": (41, 72)}
+    default, _ = run_both(monkeypatch, *CONFIGS[0], PAIR, **shapes)
+    ours, launched = run_both(monkeypatch, *CONFIGS[0], PAIR._replace(packed_last=True), **shapes)
+    assert ours == default
+    assert PAIR._replace(packed_last=True) in {variant[-1] for variant in launched}
