@@ -63,18 +63,20 @@ _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
 #: compared by ``--variants``, the default first (the shapes compared before are in docs/benchmarks.md: s14-tiles,
 #: s15-cg, s16-cg, s17-cgk, s18-cgk2). The defaults are packed kernels (each thread four consecutive columns, each
 #: buffer row moved as one 16-byte access); against them: the last sweep of a tile kernel packed too, reading its
-#: shared rows as packs (``TileConfig.packed_last``: CG's pair kernel, then Gray-Scott's and heat's tile kernels),
-#: and CG's update kernel preferring the shared memory carveout of its pair kernel (``SweepConfig.carveout``: 228 KB,
-#: or 196 KB; the pair kernel's 5 blocks take 195 KB).
-_PACKED_LAST = TileConfig(packed=True, packed_last=True)
-_PAIR_PACKED_LAST = _stencil_kernels.PAIR_TILE_CONFIG._replace(packed_last=True)
+#: shared rows as packs (``TileConfig.packed_last``: CG's pair kernel, then Gray-Scott's and heat's tile kernels);
+#: CG's pair kernel asking L2 for its tile's rows first (``TileConfig.prefetch``); CG's update kernel preferring the
+#: shared memory carveout of its pair kernel (``SweepConfig.carveout``: 228 KB, or 196 KB; the pair kernel's 5
+#: blocks take 195 KB); and CG's three together.
+_PAIR = _stencil_kernels.PAIR_TILE_CONFIG
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
-    Variant(*_DEFAULT, pair=_PAIR_PACKED_LAST),
-    Variant(_PACKED_LAST, _DEFAULT[1]),
+    Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True)),
+    Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True, prefetch=True)),
+    Variant(*_DEFAULT, pair=_PAIR._replace(prefetch=True)),
+    Variant(_DEFAULT[0]._replace(packed_last=True), _DEFAULT[1]),
     Variant(_DEFAULT[0], _DEFAULT[1]._replace(carveout=100)),
     Variant(_DEFAULT[0], _DEFAULT[1]._replace(carveout=85)),
-    Variant(_PACKED_LAST, _DEFAULT[1]._replace(carveout=100), pair=_PAIR_PACKED_LAST),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(carveout=100), pair=_PAIR._replace(packed_last=True, prefetch=True)),
 ]
 
 
@@ -125,7 +127,8 @@ def label(variant: Variant) -> str:
     if variant.pair != VARIANTS[0].pair:
         pair = variant.pair
         words.append(f"pair {pair.rows}x{pair.columns}{' packed' * pair.packed}{' packed_last' * pair.packed_last}"
-                     f"{f' min_blocks={pair.min_blocks}' * bool(pair.min_blocks)}" if pair else "pair as tile")
+                     f"{' prefetch' * pair.prefetch}{f' min_blocks={pair.min_blocks}' * bool(pair.min_blocks)}"
+                     if pair else "pair as tile")
     return ", ".join(words) or "default"
 
 

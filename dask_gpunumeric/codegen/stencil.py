@@ -275,11 +275,26 @@ def _packed_rows(code: StencilCode, index: str, edges: tuple, per_thread: int) -
     return lines
 
 
-def _kernel_text(name: str, threads: int, params: list[str], body: list[str], blocks: int = 0) -> str:
-    """A generated kernel's whole source: the helpers, then the kernel (``blocks``: the thread blocks per
-    multiprocessor its registers must allow, 0: no such bound)."""
+_PREFETCH = r"""
+#ifndef GNP_PREFETCH_HELPERS
+#define GNP_PREFETCH_HELPERS
+/* ask L2 for the 16-byte pieces holding bytes [p, p + n) of global memory, without waiting (sm_90's bulk prefetch;
+   nothing elsewhere) */
+__device__ __forceinline__ void gnp_prefetch_l2(const void* p, unsigned int n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const unsigned long long first = (unsigned long long)p & ~15ull, end = ((unsigned long long)p + n + 15) & ~15ull;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(first), "r"((unsigned int)(end - first)) : "memory");
+#endif
+}
+#endif  /* GNP_PREFETCH_HELPERS */
+"""
+
+
+def _kernel_text(name: str, threads: int, params: list[str], body: list[str], blocks: int = 0, helpers: str = "") -> str:
+    """A generated kernel's whole source: the helpers (and ``helpers``), then the kernel (``blocks``: the thread
+    blocks per multiprocessor its registers must allow, 0: no such bound)."""
     bounds = f"{threads}, {blocks}" if blocks else f"{threads}"
-    return (PHILOX_DEVICE_SOURCE + HELPERS + _HELPERS
+    return (PHILOX_DEVICE_SOURCE + HELPERS + _HELPERS + helpers
             + f'\nextern "C" __global__ void __launch_bounds__({bounds}) {name}(\n    ' + ",\n    ".join(params)
             + ")\n{\n" + "\n".join(body) + "\n}\n")
 
@@ -646,6 +661,29 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         return (lines + [f"        {line}" for line in loop(k, skip, reads, stores, True)]
                 + ["    } else {"] + [f"        {line}" for line in loop(k, skip, reads, stores, False)] + ["    }"])
 
+    def prefetches() -> list[str]:
+        """In a whole thread block, L2 asked at once for each row the first sweep reads of its buffers read at
+        positions without edges (``TileConfig.prefetch``), a row a warp (the prefetch takes one address per warp):
+        its later passes' loads (the tile's second half of rows, the halo's rows and columns) then wait for L2,
+        not for memory."""
+        code, prefix, reach = codes[0], prefixes[0], {}
+        for slot, offset in code.loads:
+            if offset and not any(local[0][slot]):
+                lo_hi = reach.setdefault(slot, [list(offset), list(offset)])
+                lo_hi[0] = [min(a, b) for a, b in zip(lo_hi[0], offset)]
+                lo_hi[1] = [max(a, b) for a, b in zip(lo_hi[1], offset)]
+        if not reach:
+            return []
+        lines = ["    if (gnp_whole) {"]
+        for slot, (lo, hi) in sorted(reach.items()):
+            rows, width = extents[0][0] + hi[0] - lo[0], extents[0][1] + hi[1] - lo[1]
+            at = f"(gnp_r - {prefix}o{slot}_0) * {prefix}st{slot}_0 + (g1 + ({lo[1]}) - {prefix}o{slot}_1)"
+            lines += [f"        for (int gnp_e = threadIdx.x / 32; gnp_e < {rows}; gnp_e += {threads // 32}) {{",
+                      f"            const {index} gnp_r = g0 + ({lo[0]}) + gnp_e;",
+                      f"            gnp_prefetch_l2({prefix}b{slot} + {at}, {width} * sizeof({ctype(code.buffers[slot])}));",
+                      "        }"]
+        return lines + ["    }"]
+
     if packs:  # whether every sweep's buffers with positions and stored outputs hold whole packs in the tile's columns
         places = [(f"{prefixes[k]}b{s}", f"{prefixes[k]}o{s}_1", f"{prefixes[k]}st{s}_0") for k, code in enumerate(codes)
                   for s in range(len(code.buffers)) if s not in slots[k] and any(o for t, o in code.loads if t == s)]
@@ -662,6 +700,8 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                   for d in range(ndim) if not wraps[d] and k < last]
         whole += [f"{first[d]} >= {prefix}rlo{d} && {after[d]} <= {prefix}rhi{d}" for d in codes[k].restricted]
     body.append(f"    const bool gnp_whole = {' && '.join(whole)};")
+    if config.prefetch and ndim == 2:
+        body += prefetches()
     if packs and reduced and config.packed_last:  # whether the tile lies inside the full reductions' target
         body.append("    const bool gnp_counted = " + " && ".join(
             f"g{d} + {halo[d]} >= tlo{d} && g{d} + {halo[d] + tile[d]} <= thi{d}" for d in range(ndim)) + ";")
@@ -695,4 +735,5 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     variant += (config,) if config != TileConfig() else ()
     kind = "gnp_pair_" if len(codes) == 2 else "gnp_tiles_"
     name = kind + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
-    return _kernel_text(name, threads, params, body, (config.min_blocks or tile_blocks(shared_bytes, threads)) * bounded), name
+    blocks = (config.min_blocks or tile_blocks(shared_bytes, threads)) * bounded
+    return _kernel_text(name, threads, params, body, blocks, _PREFETCH * (config.prefetch and ndim == 2)), name

@@ -101,7 +101,9 @@ class TileConfig(NamedTuple):
     multiprocessor its registers must allow (0: as many as its shared memory does, ``codegen.stencil.tile_blocks``).
     ``packed_last``: with ``packed``, the last sweep too where it reads only shared memory (CG's ``p.Ap``, heat's
     and Gray-Scott's last sweeps): ``PACK`` consecutive columns per thread, each shared row it reads one 16-byte
-    access, the columns past the pack one by one, its outputs stored as packs."""
+    access, the columns past the pack one by one, its outputs stored as packs. ``prefetch``: in 2-d, each thread
+    block first asks L2 for every row its first sweep reads from global memory (sm_90's bulk prefetch, a row a
+    thread), so that its later passes' loads wait for L2 rather than memory."""
 
     rows: int = TILES[2][0]
     columns: int = TILES[2][1]
@@ -109,6 +111,7 @@ class TileConfig(NamedTuple):
     packed: bool = False
     min_blocks: int = 0
     packed_last: bool = False
+    prefetch: bool = False
 
     def tile(self, ndim: int) -> tuple[int, ...]:
         """The outputs of a thread block per axis for sweeps of ``ndim`` axes."""
