@@ -62,21 +62,23 @@ class Variant(NamedTuple):
 _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
 #: compared by ``--variants``, the default first (the shapes compared before are in docs/benchmarks.md: s14-tiles,
 #: s15-cg, s16-cg, s17-cgk, s18-cgk2). The defaults are packed kernels (each thread four consecutive columns, each
-#: buffer row moved as one 16-byte access); against them: the last sweep of a tile kernel packed too, reading its
-#: shared rows as packs (``TileConfig.packed_last``: CG's pair kernel, then Gray-Scott's and heat's tile kernels);
-#: CG's pair kernel asking L2 for its tile's rows first (``TileConfig.prefetch``); CG's update kernel preferring the
-#: shared memory carveout of its pair kernel (``SweepConfig.carveout``: 228 KB, or 196 KB; the pair kernel's 5
-#: blocks take 195 KB); and CG's three together.
+#: buffer row moved as one 16-byte access); against them: CG's pair kernel with its last sweep packed too, reading
+#: its shared rows as packs (``TileConfig.packed_last``), asking L2 for its tile's rows first (``prefetch``), with
+#: 6 thread blocks per multiprocessor (``partials_in_tile``, ``min_blocks=6``: 40 registers); Gray-Scott's and heat's
+#: tile kernels with their last sweep packed; CG's update kernel preferring the shared memory carveout of its pair
+#: kernel (``SweepConfig.carveout``: 228 KB, or 196 KB; the pair kernel's 5 blocks take 195 KB).
 _PAIR = _stencil_kernels.PAIR_TILE_CONFIG
+_SIX = {"partials_in_tile": True, "min_blocks": 6}
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
     Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True)),
     Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True, prefetch=True)),
     Variant(*_DEFAULT, pair=_PAIR._replace(prefetch=True)),
+    Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True, **_SIX)),
+    Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True, prefetch=True, **_SIX)),
     Variant(_DEFAULT[0]._replace(packed_last=True), _DEFAULT[1]),
     Variant(_DEFAULT[0], _DEFAULT[1]._replace(carveout=100)),
     Variant(_DEFAULT[0], _DEFAULT[1]._replace(carveout=85)),
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(carveout=100), pair=_PAIR._replace(packed_last=True, prefetch=True)),
 ]
 
 
@@ -126,9 +128,9 @@ def label(variant: Variant) -> str:
     words += [f"shifted {f}={v}" for f, v in zip(SweepConfig._fields, variant.shifted or ()) if v]
     if variant.pair != VARIANTS[0].pair:
         pair = variant.pair
-        words.append(f"pair {pair.rows}x{pair.columns}{' packed' * pair.packed}{' packed_last' * pair.packed_last}"
-                     f"{' prefetch' * pair.prefetch}{f' min_blocks={pair.min_blocks}' * bool(pair.min_blocks)}"
-                     if pair else "pair as tile")
+        flags = [f for f, v in pair._asdict().items() if v is True] if pair else []
+        words.append(" ".join([f"pair {pair.rows}x{pair.columns}", *flags,
+                               *[f"min_blocks={pair.min_blocks}"] * bool(pair.min_blocks)]) if pair else "pair as tile")
     return ", ".join(words) or "default"
 
 

@@ -18,7 +18,7 @@ from test_stencil import counted_tile_kernels, gray_scott
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric.codegen.check import ProgramError
-from dask_gpunumeric.codegen.stencil import kernel_source, tile_source
+from dask_gpunumeric.codegen.stencil import kernel_source, tile_shared_bytes, tile_source
 from dask_gpunumeric.codegen.types import SweepConfig, TileConfig
 from dask_gpunumeric.kernels import stencil as _stencil_kernels
 
@@ -97,7 +97,8 @@ def test_packed_setitem_updates_give_the_defaults_bits(update: Any, dtype: Any, 
 
 def test_tile_configurations_checked() -> None:
     """Thread blocks of whole warps, each a whole number of the tile's rows of whole warps; launch bounds as
-    configured; a kernel asking L2 for its rows first compiles (nvcc)."""
+    configured; a kernel asking L2 for its rows first compiles (nvcc); the partials of a kernel keeping them in
+    its tile's buffer take no shared memory of their own."""
     b = gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist()
     with pytest.MonkeyPatch.context() as monkeypatch:
         launched = counted_tile_kernels(monkeypatch)
@@ -108,6 +109,9 @@ def test_tile_configurations_checked() -> None:
     prefetching = tile_source(codes, links, index, edges, stored, TileConfig(packed=True, packed_last=True, prefetch=True))[0]
     assert "gnp_prefetch_l2(" in prefetching
     compile_check(prefetching)  # (sm_90's bulk prefetch: the emulator does without it)
+    in_tile = TileConfig(partials_in_tile=True)
+    assert "sh0 = (double*)((char*)a_t0 + 0);" in tile_source(codes, links, index, edges, stored, in_tile)[0]
+    assert tile_shared_bytes(codes, links, in_tile) == tile_shared_bytes(codes, links) - 256 * 8
     for bad in (TileConfig(threads=100), TileConfig(columns=48), TileConfig(columns=128, threads=64),
                 TileConfig(columns=64, threads=96), TileConfig(min_blocks=-1)):
         with pytest.raises(ProgramError, match="tile configuration"):
@@ -153,11 +157,12 @@ def test_pair_tile_configuration(monkeypatch: Any) -> None:
 def test_packed_last_pair_kernel_gives_the_defaults_bits(monkeypatch: Any) -> None:
     """CG's pair kernel on the default pair tiles (64 x 128) with its ``p.Ap`` sweep packed (``packed_last``), on a
     grid with whole tiles inside the reductions' target (140 x 264: the tile at (64, 128) and its halo are inside),
-    and with its rows asked of L2 first (``prefetch``, nothing on the emulator: its kernel's text): the default's
-    bits."""
+    with its rows asked of L2 first (``prefetch``, nothing on the emulator: its kernel's text), and with its
+    reductions' partials in its tile's shared buffer (``partials_in_tile``): the default's bits."""
     shapes = {"shape": (140, 264), "gs_shape": (41, 72)}
     default, _ = run_both(monkeypatch, *CONFIGS[0], PAIR, **shapes)
-    for pair in (PAIR._replace(packed_last=True), PAIR._replace(packed_last=True, prefetch=True)):
+    for pair in (PAIR._replace(packed_last=True), PAIR._replace(packed_last=True, prefetch=True),
+                 PAIR._replace(packed_last=True, partials_in_tile=True, min_blocks=6)):
         ours, launched = run_both(monkeypatch, *CONFIGS[0], pair, **shapes)
         assert ours == default
         assert pair in {variant[-1] for variant in launched}

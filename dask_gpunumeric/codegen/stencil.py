@@ -426,7 +426,15 @@ def _tile_row(extent: int, halo: int, packed: bool) -> tuple[int, int]:
 def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple], config: TileConfig = TileConfig()) -> int:
     """Shared memory of a tile kernel of shape ``config``: the outputs of each sweep but the last on its
     extended tile, in two alternating sets of buffers (sweep ``j`` writes set ``j % 2`` while it reads the
-    other), and the thread block's partials of the last sweep's full reductions."""
+    other), and the thread block's partials of the last sweep's full reductions (none where they go to the first
+    buffer: ``partials_in_tile``)."""
+    sizes = _tile_buffers(codes, links, config)
+    partials = _program.partial_bytes(typed_program(codes[-1].program), config.threads)
+    return sum(sizes.values()) + partials * (not partials_in_tile(codes, links, config))
+
+
+def _tile_buffers(codes: Sequence[tuple], links: Sequence[tuple], config: TileConfig) -> dict[tuple[int, int], int]:
+    """The bytes of each shared buffer of a tile kernel, by (set, output)."""
     halos = tile_halos(codes, links)
     sizes: dict[tuple[int, int], int] = {}
     for j, code in enumerate(codes[:-1]):
@@ -434,8 +442,14 @@ def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple], config: Ti
         area = int(np.prod(extent[:-1])) * sum(_tile_row(extent[-1], halos[j][-1], config.packed and len(extent) == 2))
         for i, dt in enumerate(code.out_dtypes):
             sizes[j % 2, i] = max(sizes.get((j % 2, i), 0), area * np.dtype(dt).itemsize)
-    folds = _program.program_folds(typed_program(codes[-1].program))
-    return sum(sizes.values()) + sum(config.threads * np.dtype(fold.acc).itemsize for fold in folds)
+    return sizes
+
+
+def partials_in_tile(codes: Sequence[tuple], links: Sequence[tuple], config: TileConfig) -> bool:
+    """Whether a tile kernel keeps its thread block's partials of full reductions in its first shared buffer, free
+    once its tiles are done (``TileConfig.partials_in_tile``, where that buffer holds them)."""
+    partials = _program.partial_bytes(typed_program(codes[-1].program), config.threads)
+    return config.partials_in_tile and 0 < partials <= _tile_buffers(codes, links, config)[0, 0]
 
 
 def tile_blocks(shared_bytes: int, threads: int) -> int:
@@ -518,11 +532,12 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     reduced = len(codes[last].program.outputs) > len(codes[last].out_dtypes)
     head = _program.accumulators(codes[last].program)
     packs = config.packed and ndim == 2
+    in_tile = partials_in_tile(codes, links, config)
     rows = [_tile_row(extent[-1], h[-1], packs) for extent, h in zip(extents, halos)]  # (pad, rest) per sweep
     for parity in range(min(2, last)):
         for j, dt in enumerate(codes[parity].out_dtypes):
             size = max(int(np.prod(extents[k][:-1])) * sum(rows[k]) for k in range(parity, last, 2))
-            head.append(f"    {'alignas(16) ' * packs}__shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
+            head.append(f"    {'alignas(16) ' * (packs or in_tile)}__shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
     # the tile's number along each axis: its thread block's, or (full reductions) of the tiles it walks
     counts = [f"gnp_n{d}" for d in range(ndim)]
     number = [f"({index})blockIdx.{dim}" if not reduced else "gnp_tile" + (f" / ({' * '.join(counts[d + 1:])})" if d < ndim - 1 else "")
@@ -723,7 +738,8 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                          for d in range(ndim)],
                 f"    for ({index} gnp_tile = blockIdx.x; gnp_tile < {' * '.join(counts)}; gnp_tile += gridDim.x) {{",
                 *[f"    {line}" for line in body], "        __syncthreads();  // before the next tile's stores", "    }"]
-        body += _program.finish(codes[last].program, ("threadIdx.x", f"{threads}", "blockIdx.x", "gridDim.x"), threads)
+        body += _program.finish(codes[last].program, ("threadIdx.x", f"{threads}", "blockIdx.x", "gridDim.x"), threads,
+                                f"{prefixes[0]}t0" * in_tile)
     else:
         body = head + body
     params = [p for k, code in enumerate(codes)

@@ -103,7 +103,11 @@ class TileConfig(NamedTuple):
     and Gray-Scott's last sweeps): ``PACK`` consecutive columns per thread, each shared row it reads one 16-byte
     access, the columns past the pack one by one, its outputs stored as packs. ``prefetch``: in 2-d, each thread
     block first asks L2 for every row its first sweep reads from global memory (sm_90's bulk prefetch, a row a
-    thread), so that its later passes' loads wait for L2 rather than memory."""
+    thread), so that its later passes' loads wait for L2 rather than memory. ``partials_in_tile``: the thread
+    block's partials of the last sweep's full reductions in its first shared buffer, free once its tiles are done,
+    not in arrays of their own (CG's pair kernel on 64 x 128 tiles: 6 blocks per multiprocessor by shared memory
+    instead of 5). A ``min_blocks`` set is kept even where the compiler then spills (the default: compiled again
+    without the bound)."""
 
     rows: int = TILES[2][0]
     columns: int = TILES[2][1]
@@ -112,6 +116,7 @@ class TileConfig(NamedTuple):
     min_blocks: int = 0
     packed_last: bool = False
     prefetch: bool = False
+    partials_in_tile: bool = False
 
     def tile(self, ndim: int) -> tuple[int, ...]:
         """The outputs of a thread block per axis for sweeps of ``ndim`` axes."""
