@@ -279,11 +279,11 @@ _PREFETCH = r"""
 #ifndef GNP_PREFETCH_HELPERS
 #define GNP_PREFETCH_HELPERS
 /* ask L2 for the 16-byte pieces holding bytes [p, p + n) of global memory, without waiting (sm_90's bulk prefetch;
-   nothing elsewhere) */
+   nothing elsewhere); no memory clobber: it orders nothing, and the read-only loads after it stay read-only loads */
 __device__ __forceinline__ void gnp_prefetch_l2(const void* p, unsigned int n) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     const unsigned long long first = (unsigned long long)p & ~15ull, end = ((unsigned long long)p + n + 15) & ~15ull;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(first), "r"((unsigned int)(end - first)) : "memory");
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(first), "r"((unsigned int)(end - first)));
 #endif
 }
 #endif  /* GNP_PREFETCH_HELPERS */
