@@ -142,6 +142,44 @@ def _places(code: tuple, index: str, prefix: str = "", shared: Sequence[int] = (
                     for j in range(len(out_dtypes))] * stored
 
 
+def _hoisted(code: tuple) -> tuple[set[int], list[int]]:
+    """The operations of a sweep whose values come from its 0-d reads and scalars alone (``gpunumeric.stencil-
+    quotients``: CG's alpha = rr / pAp), computed once per thread before its loops (``_prologue``; an IEEE
+    division per element would not be hoisted out of the loops by the compiler), and every instruction they
+    need, in order."""
+    loads, instrs = code.loads, code.program.instrs
+    invariant: set[int] = set()
+    for i, ins in enumerate(instrs):
+        if ins.tag in ("scalar", "full") or ins.tag == "load" and not loads[ins.input][1]:
+            invariant.add(i)
+        elif ins.tag == "op" and all(a in invariant for a in ins.args):
+            invariant.add(i)
+    ops = {i for i in invariant if instrs[i].tag == "op"}
+    needed, stack = set(), list(ops)
+    while stack:
+        i = stack.pop()
+        if i not in needed:
+            needed.add(i)
+            stack.extend(instrs[i].args if instrs[i].tag == "op" else ())
+    return ops, sorted(needed)
+
+
+def _prologue(code: tuple, prefix: str = "") -> list[str]:
+    """The values of ``_hoisted`` operations of a sweep, computed once per thread into ``<prefix>h<i>``."""
+    ops, needed = _hoisted(code)
+    if not ops:
+        return []
+    instrs = code.program.instrs
+    lines = [f"    {ctype(instrs[i].dtype)} {prefix}h{i};" for i in sorted(ops)] + ["    {"]
+    for i in needed:
+        ins = instrs[i]
+        if ins.tag == "load":
+            lines.append(f"        const {ctype(ins.dtype)} v{i} = {prefix}b{code.loads[ins.input][0]}[0];")
+        else:
+            lines.append("        " + _program.instr_code(i, ins, instrs, "flat", 1, prefix=prefix))
+    return lines + [f"        {prefix}h{i} = v{i};" for i in sorted(ops)] + ["    }"]
+
+
 def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared: dict[int, str] | None = None,
              stores: Sequence[str] | None = None, held: Callable[[int, Sequence[int]], str] | None = None,
              counted: bool = False) -> list[str]:
@@ -178,8 +216,11 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
         return f"({' || '.join(outside)} ? {prefix}f{slot} : {load})" if outside else load
 
     value: list[str] = []
+    hoisted = _hoisted(code)[0]
     for i, ins in enumerate(instrs):
-        if ins.tag == "load":
+        if i in hoisted:
+            value.append(f"const {ctype(ins.dtype)} v{i} = {prefix}h{i};")
+        elif ins.tag == "load":
             slot, offset = loads[ins.input]
             value.append(f"const {ctype(ins.dtype)} v{i} = {at(slot, offset)};")
         else:
@@ -321,7 +362,7 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     edges = no_edges(code) if edges is None else edges
     reductions = len(program.outputs) > len(out_dtypes)
     params = _sweep_params(code, index, edges)
-    body: list[str] = _program.accumulators(program)
+    body: list[str] = _program.accumulators(program) + _prologue(code)
     indent = "    "
     unrolled = max(ndim - 2, 0)  # R positions per thread along this axis: rows (2-d, 3-d) or elements (1-d)
     wide = columns_per_thread(code, config)
@@ -530,7 +571,8 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     tile, threads = config.tile(ndim), config.threads
     extents = [tuple(t + 2 * e for t, e in zip(tile, h)) for h in halos]  # the extended tiles
     reduced = len(codes[last].program.outputs) > len(codes[last].out_dtypes)
-    head = _program.accumulators(codes[last].program)
+    head = _program.accumulators(codes[last].program) + [line for k, code in enumerate(codes)
+                                                         for line in _prologue(code, prefixes[k])]
     packs = config.packed and ndim == 2
     in_tile = partials_in_tile(codes, links, config)
     rows = [_tile_row(extent[-1], h[-1], packs) for extent, h in zip(extents, halos)]  # (pad, rest) per sweep
