@@ -62,23 +62,17 @@ class Variant(NamedTuple):
 _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
 #: compared by ``--variants``, the default first (the shapes compared before are in docs/benchmarks.md: s14-tiles,
 #: s15-cg, s16-cg, s17-cgk, s18-cgk2). The defaults are packed kernels (each thread four consecutive columns, each
-#: buffer row moved as one 16-byte access); against them: CG's pair kernel with its last sweep packed too, reading
-#: its shared rows as packs (``TileConfig.packed_last``), asking L2 for its tile's rows first (``prefetch``), with
-#: 6 thread blocks per multiprocessor (``partials_in_tile``, ``min_blocks=6``: 40 registers); Gray-Scott's and heat's
-#: tile kernels with their last sweep packed; CG's update kernel preferring the shared memory carveout of its pair
-#: kernel (``SweepConfig.carveout``: 228 KB, or 196 KB; the pair kernel's 5 blocks take 195 KB).
+#: buffer row moved as one 16-byte access); against them: CG's 0-d quotients computed by the stencil kernels that
+#: read them (``stencil-quotients``: two launches less per iteration); CG's pair kernel with its last sweep packed
+#: too, reading its shared rows as packs (``TileConfig.packed_last``), at its 5 blocks per multiprocessor even where
+#: the compiler spills (``min_blocks=5``); Gray-Scott's and heat's tile kernels with their last sweep packed.
+#: (Measured slower or no faster on the H200 by s18-cgk2: ``prefetch``, ``partials_in_tile``, ``SweepConfig.carveout``.)
 _PAIR = _stencil_kernels.PAIR_TILE_CONFIG
-_SIX = {"partials_in_tile": True, "min_blocks": 6}
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
-    Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True)),
-    Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True, prefetch=True)),
-    Variant(*_DEFAULT, pair=_PAIR._replace(prefetch=True)),
-    Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True, **_SIX)),
-    Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True, prefetch=True, **_SIX)),
+    Variant(*_DEFAULT, settings=(("stencil-quotients", True),)),
+    Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True, min_blocks=5)),
     Variant(_DEFAULT[0]._replace(packed_last=True), _DEFAULT[1]),
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(carveout=100)),
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(carveout=85)),
 ]
 
 
