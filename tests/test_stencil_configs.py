@@ -11,14 +11,14 @@ from typing import Any
 import _cuda_emulator
 import numpy as np
 import pytest
-from conftest import BACKEND, compile_check
+from conftest import BACKEND
 from test_cg_floor import cg_loop, rhs
 from test_setitem_stencil import borders, overlapping
 from test_stencil import counted_tile_kernels, gray_scott
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric.codegen.check import ProgramError
-from dask_gpunumeric.codegen.stencil import kernel_source, tile_shared_bytes, tile_source
+from dask_gpunumeric.codegen.stencil import kernel_source, tile_source
 from dask_gpunumeric.codegen.types import SweepConfig, TileConfig
 from dask_gpunumeric.kernels import stencil as _stencil_kernels
 
@@ -33,7 +33,7 @@ CONFIGS = [(TileConfig(), SweepConfig()), (TileConfig(rows=32, columns=128), Swe
            (TileConfig(packed=True), SweepConfig(rows=1, min_blocks=6, packed=True)),
            (TileConfig(rows=32, columns=128, packed=True, min_blocks=6),
             SweepConfig(rows=2, min_blocks=4, columns=64, packed=True)),
-           (TileConfig(packed=True, packed_last=True), SweepConfig(rows=1, min_blocks=6, packed=True, carveout=100))]
+           (TileConfig(packed=True, packed_last=True), SweepConfig(rows=1, min_blocks=6, packed=True))]
 
 
 def run_both(monkeypatch: Any, tile: TileConfig, sweep: SweepConfig, pair: TileConfig | None = None,
@@ -96,9 +96,7 @@ def test_packed_setitem_updates_give_the_defaults_bits(update: Any, dtype: Any, 
 
 
 def test_tile_configurations_checked() -> None:
-    """Thread blocks of whole warps, each a whole number of the tile's rows of whole warps; launch bounds as
-    configured; a kernel asking L2 for its rows first compiles (nvcc); the partials of a kernel keeping them in
-    its tile's buffer take no shared memory of their own."""
+    """Thread blocks of whole warps, each a whole number of the tile's rows of whole warps."""
     b = gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist()
     with pytest.MonkeyPatch.context() as monkeypatch:
         launched = counted_tile_kernels(monkeypatch)
@@ -106,12 +104,6 @@ def test_tile_configurations_checked() -> None:
     codes, links, index, edges, stored, _ = launched[0]
     assert "__launch_bounds__(512, 4)" in tile_source(codes, links, index, edges, stored, TileConfig(threads=512))[0]
     assert "__launch_bounds__(256, 6)" in tile_source(codes, links, index, edges, stored, TileConfig(min_blocks=6))[0]
-    prefetching = tile_source(codes, links, index, edges, stored, TileConfig(packed=True, packed_last=True, prefetch=True))[0]
-    assert "gnp_prefetch_l2(" in prefetching
-    compile_check(prefetching)  # (sm_90's bulk prefetch: the emulator does without it)
-    in_tile = TileConfig(partials_in_tile=True)
-    assert "sh0 = (double*)((char*)a_t0 + 0);" in tile_source(codes, links, index, edges, stored, in_tile)[0]
-    assert tile_shared_bytes(codes, links, in_tile) == tile_shared_bytes(codes, links) - 256 * 8
     for bad in (TileConfig(threads=100), TileConfig(columns=48), TileConfig(columns=128, threads=64),
                 TileConfig(columns=64, threads=96), TileConfig(min_blocks=-1)):
         with pytest.raises(ProgramError, match="tile configuration"):
@@ -121,8 +113,7 @@ def test_tile_configurations_checked() -> None:
 def test_sweeps_reading_several_buffers_at_shifts_configured_apart(monkeypatch: Any) -> None:
     """CG with ``stencil-recompute`` (its ``p`` update and ``p.Ap`` stencil one flat kernel, reading ``r`` and ``p``
     at shifts) under ``SHIFTED_SWEEP_CONFIG``: the default's bits, that kernel under the shifted configuration and
-    the others under ``SWEEP_CONFIG``; a thread block width that does not divide the block, or a carveout past
-    100%, is refused."""
+    the others under ``SWEEP_CONFIG``; a thread block width that does not divide the block is refused."""
     default, _ = run_both(monkeypatch, *CONFIGS[0])
     shifted = SweepConfig(rows=1, min_blocks=8, columns=64)
     monkeypatch.setattr(_stencil_kernels, "SHIFTED_SWEEP_CONFIG", shifted)
@@ -140,9 +131,8 @@ def test_sweeps_reading_several_buffers_at_shifts_configured_apart(monkeypatch: 
     configs = {config for _, config in compiled}
     assert shifted in configs and _stencil_kernels.SWEEP_CONFIG in configs
     code = next(code for code, config in compiled if config == shifted)
-    for bad in (SweepConfig(columns=96), SweepConfig(carveout=101)):
-        with pytest.raises(ProgramError, match="sweep configuration"):
-            kernel_source(code, "int", None, bad)
+    with pytest.raises(ProgramError, match="sweep configuration"):
+        kernel_source(code, "int", None, SweepConfig(columns=96))
 
 
 def test_pair_tile_configuration(monkeypatch: Any) -> None:
@@ -157,12 +147,10 @@ def test_pair_tile_configuration(monkeypatch: Any) -> None:
 def test_packed_last_pair_kernel_gives_the_defaults_bits(monkeypatch: Any) -> None:
     """CG's pair kernel on the default pair tiles (64 x 128) with its ``p.Ap`` sweep packed (``packed_last``), on a
     grid with whole tiles inside the reductions' target (140 x 264: the tile at (64, 128) and its halo are inside),
-    with its rows asked of L2 first (``prefetch``, nothing on the emulator: its kernel's text), and with its
-    reductions' partials in its tile's shared buffer (``partials_in_tile``): the default's bits."""
+    at the default's 5 blocks per multiprocessor or compiled for 6: the default's bits."""
     shapes = {"shape": (140, 264), "gs_shape": (41, 72)}
     default, _ = run_both(monkeypatch, *CONFIGS[0], PAIR, **shapes)
-    for pair in (PAIR._replace(packed_last=True), PAIR._replace(packed_last=True, prefetch=True),
-                 PAIR._replace(packed_last=True, partials_in_tile=True, min_blocks=6)):
+    for pair in (PAIR._replace(packed_last=True), PAIR._replace(packed_last=True, min_blocks=6)):
         ours, launched = run_both(monkeypatch, *CONFIGS[0], pair, **shapes)
         assert ours == default
         assert pair in {variant[-1] for variant in launched}

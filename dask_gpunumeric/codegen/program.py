@@ -606,23 +606,17 @@ def fold_statements(program: tuple, partial: dict[int, str] | None = None) -> li
     return lines
 
 
-def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS, size: int = 256, into: str = "") -> list[str]:
+def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS, size: int = 256) -> list[str]:
     """Thread-block partials of the folds, then the last thread block's final combine, its one-element
     outputs and the epilogue. ``ids`` name the linear thread and block numbers of the launch
-    (``LINEAR_IDS``: a one-dimensional one), of at most ``size`` threads per block. ``into``: a 16-byte aligned
-    shared array, free by then and of at least ``partial_bytes``, that holds the block's partials (else each fold
-    has an array of its own)."""
+    (``LINEAR_IDS``: a one-dimensional one), of at most ``size`` threads per block."""
     folds = program_folds(program)
     if not folds:
         return []
     thread, threads, block, blocks = ids
     lines: list[str] = []
-    offset = 0
     for f, fold in enumerate(folds):
-        ct = ctype(fold.acc)
-        lines += [f"    {ct}* const sh{f} = ({ct}*)((char*){into} + {offset});" if into else f"    __shared__ {ct} sh{f}[{size}];",
-                  f"    sh{f}[{thread}] = acc{f};"]
-        offset += -(-size * np.dtype(fold.acc).itemsize // 16) * 16
+        lines += [f"    __shared__ {ctype(fold.acc)} sh{f}[{size}];", f"    sh{f}[{thread}] = acc{f};"]
     lines += _block_tree(folds, thread, threads)
     lines.append("    __shared__ bool last;")
     lines.append(f"    if ({thread} == 0) {{")
@@ -642,11 +636,6 @@ def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS, size: in
     lines += ["        " + line for line in _epilogue_code(program)]
     lines += ["        *ticket = 0u;", "    }"]
     return lines
-
-
-def partial_bytes(program: tuple, size: int = 256) -> int:
-    """The shared memory of a thread block's partials of the folds (``finish``), for ``size`` threads."""
-    return sum(-(-size * np.dtype(fold.acc).itemsize // 16) * 16 for fold in program_folds(program))
 
 
 def _epilogue_code(program: tuple) -> list[str]:

@@ -316,26 +316,11 @@ def _packed_rows(code: StencilCode, index: str, edges: tuple, per_thread: int) -
     return lines
 
 
-_PREFETCH = r"""
-#ifndef GNP_PREFETCH_HELPERS
-#define GNP_PREFETCH_HELPERS
-/* ask L2 for the 16-byte pieces holding bytes [p, p + n) of global memory, without waiting (sm_90's bulk prefetch;
-   nothing elsewhere); no memory clobber: it orders nothing, and the read-only loads after it stay read-only loads */
-__device__ __forceinline__ void gnp_prefetch_l2(const void* p, unsigned int n) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned long long first = (unsigned long long)p & ~15ull, end = ((unsigned long long)p + n + 15) & ~15ull;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(first), "r"((unsigned int)(end - first)));
-#endif
-}
-#endif  /* GNP_PREFETCH_HELPERS */
-"""
-
-
-def _kernel_text(name: str, threads: int, params: list[str], body: list[str], blocks: int = 0, helpers: str = "") -> str:
-    """A generated kernel's whole source: the helpers (and ``helpers``), then the kernel (``blocks``: the thread
-    blocks per multiprocessor its registers must allow, 0: no such bound)."""
+def _kernel_text(name: str, threads: int, params: list[str], body: list[str], blocks: int = 0) -> str:
+    """A generated kernel's whole source: the helpers, then the kernel (``blocks``: the thread blocks per
+    multiprocessor its registers must allow, 0: no such bound)."""
     bounds = f"{threads}, {blocks}" if blocks else f"{threads}"
-    return (PHILOX_DEVICE_SOURCE + HELPERS + _HELPERS + helpers
+    return (PHILOX_DEVICE_SOURCE + HELPERS + _HELPERS
             + f'\nextern "C" __global__ void __launch_bounds__({bounds}) {name}(\n    ' + ",\n    ".join(params)
             + ")\n{\n" + "\n".join(body) + "\n}\n")
 
@@ -357,8 +342,6 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
     ndim, per_thread = program.ndim, rows(code, config)
     threads(ndim, config)  # (checked)
-    if not -1 <= config.carveout <= 100:
-        raise ProgramError(f"sweep configuration {config!r}: a carveout of -1 to 100 percent")
     edges = no_edges(code) if edges is None else edges
     reductions = len(program.outputs) > len(out_dtypes)
     params = _sweep_params(code, index, edges)
@@ -467,15 +450,7 @@ def _tile_row(extent: int, halo: int, packed: bool) -> tuple[int, int]:
 def tile_shared_bytes(codes: Sequence[tuple], links: Sequence[tuple], config: TileConfig = TileConfig()) -> int:
     """Shared memory of a tile kernel of shape ``config``: the outputs of each sweep but the last on its
     extended tile, in two alternating sets of buffers (sweep ``j`` writes set ``j % 2`` while it reads the
-    other), and the thread block's partials of the last sweep's full reductions (none where they go to the first
-    buffer: ``partials_in_tile``)."""
-    sizes = _tile_buffers(codes, links, config)
-    partials = _program.partial_bytes(typed_program(codes[-1].program), config.threads)
-    return sum(sizes.values()) + partials * (not partials_in_tile(codes, links, config))
-
-
-def _tile_buffers(codes: Sequence[tuple], links: Sequence[tuple], config: TileConfig) -> dict[tuple[int, int], int]:
-    """The bytes of each shared buffer of a tile kernel, by (set, output)."""
+    other), and the thread block's partials of the last sweep's full reductions."""
     halos = tile_halos(codes, links)
     sizes: dict[tuple[int, int], int] = {}
     for j, code in enumerate(codes[:-1]):
@@ -483,14 +458,8 @@ def _tile_buffers(codes: Sequence[tuple], links: Sequence[tuple], config: TileCo
         area = int(np.prod(extent[:-1])) * sum(_tile_row(extent[-1], halos[j][-1], config.packed and len(extent) == 2))
         for i, dt in enumerate(code.out_dtypes):
             sizes[j % 2, i] = max(sizes.get((j % 2, i), 0), area * np.dtype(dt).itemsize)
-    return sizes
-
-
-def partials_in_tile(codes: Sequence[tuple], links: Sequence[tuple], config: TileConfig) -> bool:
-    """Whether a tile kernel keeps its thread block's partials of full reductions in its first shared buffer, free
-    once its tiles are done (``TileConfig.partials_in_tile``, where that buffer holds them)."""
-    partials = _program.partial_bytes(typed_program(codes[-1].program), config.threads)
-    return config.partials_in_tile and 0 < partials <= _tile_buffers(codes, links, config)[0, 0]
+    folds = _program.program_folds(typed_program(codes[-1].program))
+    return sum(sizes.values()) + sum(config.threads * np.dtype(fold.acc).itemsize for fold in folds)
 
 
 def tile_blocks(shared_bytes: int, threads: int) -> int:
@@ -574,12 +543,11 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     head = _program.accumulators(codes[last].program) + [line for k, code in enumerate(codes)
                                                          for line in _prologue(code, prefixes[k])]
     packs = config.packed and ndim == 2
-    in_tile = partials_in_tile(codes, links, config)
     rows = [_tile_row(extent[-1], h[-1], packs) for extent, h in zip(extents, halos)]  # (pad, rest) per sweep
     for parity in range(min(2, last)):
         for j, dt in enumerate(codes[parity].out_dtypes):
             size = max(int(np.prod(extents[k][:-1])) * sum(rows[k]) for k in range(parity, last, 2))
-            head.append(f"    {'alignas(16) ' * (packs or in_tile)}__shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
+            head.append(f"    {'alignas(16) ' * packs}__shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
     # the tile's number along each axis: its thread block's, or (full reductions) of the tiles it walks
     counts = [f"gnp_n{d}" for d in range(ndim)]
     number = [f"({index})blockIdx.{dim}" if not reduced else "gnp_tile" + (f" / ({' * '.join(counts[d + 1:])})" if d < ndim - 1 else "")
@@ -718,29 +686,6 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         return (lines + [f"        {line}" for line in loop(k, skip, reads, stores, True)]
                 + ["    } else {"] + [f"        {line}" for line in loop(k, skip, reads, stores, False)] + ["    }"])
 
-    def prefetches() -> list[str]:
-        """In a whole thread block, L2 asked at once for each row the first sweep reads of its buffers read at
-        positions without edges (``TileConfig.prefetch``), a row a warp (the prefetch takes one address per warp):
-        its later passes' loads (the tile's second half of rows, the halo's rows and columns) then wait for L2,
-        not for memory."""
-        code, prefix, reach = codes[0], prefixes[0], {}
-        for slot, offset in code.loads:
-            if offset and not any(local[0][slot]):
-                lo_hi = reach.setdefault(slot, [list(offset), list(offset)])
-                lo_hi[0] = [min(a, b) for a, b in zip(lo_hi[0], offset)]
-                lo_hi[1] = [max(a, b) for a, b in zip(lo_hi[1], offset)]
-        if not reach:
-            return []
-        lines = ["    if (gnp_whole) {"]
-        for slot, (lo, hi) in sorted(reach.items()):
-            rows, width = extents[0][0] + hi[0] - lo[0], extents[0][1] + hi[1] - lo[1]
-            at = f"(gnp_r - {prefix}o{slot}_0) * {prefix}st{slot}_0 + (g1 + ({lo[1]}) - {prefix}o{slot}_1)"
-            lines += [f"        for (int gnp_e = threadIdx.x / 32; gnp_e < {rows}; gnp_e += {threads // 32}) {{",
-                      f"            const {index} gnp_r = g0 + ({lo[0]}) + gnp_e;",
-                      f"            gnp_prefetch_l2({prefix}b{slot} + {at}, {width} * sizeof({ctype(code.buffers[slot])}));",
-                      "        }"]
-        return lines + ["    }"]
-
     if packs:  # whether every sweep's buffers with positions and stored outputs hold whole packs in the tile's columns
         places = [(f"{prefixes[k]}b{s}", f"{prefixes[k]}o{s}_1", f"{prefixes[k]}st{s}_0") for k, code in enumerate(codes)
                   for s in range(len(code.buffers)) if s not in slots[k] and any(o for t, o in code.loads if t == s)]
@@ -757,8 +702,6 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                   for d in range(ndim) if not wraps[d] and k < last]
         whole += [f"{first[d]} >= {prefix}rlo{d} && {after[d]} <= {prefix}rhi{d}" for d in codes[k].restricted]
     body.append(f"    const bool gnp_whole = {' && '.join(whole)};")
-    if config.prefetch and ndim == 2:
-        body += prefetches()
     if packs and reduced and config.packed_last:  # whether the tile lies inside the full reductions' target
         body.append("    const bool gnp_counted = " + " && ".join(
             f"g{d} + {halo[d]} >= tlo{d} && g{d} + {halo[d] + tile[d]} <= thi{d}" for d in range(ndim)) + ";")
@@ -780,8 +723,7 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                          for d in range(ndim)],
                 f"    for ({index} gnp_tile = blockIdx.x; gnp_tile < {' * '.join(counts)}; gnp_tile += gridDim.x) {{",
                 *[f"    {line}" for line in body], "        __syncthreads();  // before the next tile's stores", "    }"]
-        body += _program.finish(codes[last].program, ("threadIdx.x", f"{threads}", "blockIdx.x", "gridDim.x"), threads,
-                                f"{prefixes[0]}t0" * in_tile)
+        body += _program.finish(codes[last].program, ("threadIdx.x", f"{threads}", "blockIdx.x", "gridDim.x"), threads)
     else:
         body = head + body
     params = [p for k, code in enumerate(codes)
@@ -793,5 +735,4 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     variant += (config,) if config != TileConfig() else ()
     kind = "gnp_pair_" if len(codes) == 2 else "gnp_tiles_"
     name = kind + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
-    blocks = (config.min_blocks or tile_blocks(shared_bytes, threads)) * bounded
-    return _kernel_text(name, threads, params, body, blocks, _PREFETCH * (config.prefetch and ndim == 2)), name
+    return _kernel_text(name, threads, params, body, (config.min_blocks or tile_blocks(shared_bytes, threads)) * bounded), name

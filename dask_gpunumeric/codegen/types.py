@@ -101,13 +101,8 @@ class TileConfig(NamedTuple):
     multiprocessor its registers must allow (0: as many as its shared memory does, ``codegen.stencil.tile_blocks``).
     ``packed_last``: with ``packed``, the last sweep too where it reads only shared memory (CG's ``p.Ap``, heat's
     and Gray-Scott's last sweeps): ``PACK`` consecutive columns per thread, each shared row it reads one 16-byte
-    access, the columns past the pack one by one, its outputs stored as packs. ``prefetch``: in 2-d, each thread
-    block first asks L2 for every row its first sweep reads from global memory (sm_90's bulk prefetch, a row a
-    thread), so that its later passes' loads wait for L2 rather than memory. ``partials_in_tile``: the thread
-    block's partials of the last sweep's full reductions in its first shared buffer, free once its tiles are done,
-    not in arrays of their own (CG's pair kernel on 64 x 128 tiles: 6 blocks per multiprocessor by shared memory
-    instead of 5). A ``min_blocks`` set is kept even where the compiler then spills (the default: compiled again
-    without the bound)."""
+    access, the columns past the pack one by one, its outputs stored as packs. A ``min_blocks`` set is kept even
+    where the compiler then spills (the bound from shared memory is dropped there: compiled again without it)."""
 
     rows: int = TILES[2][0]
     columns: int = TILES[2][1]
@@ -115,8 +110,6 @@ class TileConfig(NamedTuple):
     packed: bool = False
     min_blocks: int = 0
     packed_last: bool = False
-    prefetch: bool = False
-    partials_in_tile: bool = False
 
     def tile(self, ndim: int) -> tuple[int, ...]:
         """The outputs of a thread block per axis for sweeps of ``ndim`` axes."""
@@ -131,15 +124,12 @@ class SweepConfig(NamedTuple):
     neighbours' columns per row, as many threads in all: ``benchmarks/stencil_probe.py --variants`` compares
     configurations). ``packed``: in 2-d, each thread computes ``codegen.stencil.PACK`` consecutive columns of
     each of its rows, moving each buffer's row as one pack (``gnp_pack4``: a vector access) where the buffers
-    are aligned to it. ``carveout``: the part of a multiprocessor's L1 the kernel prefers as shared memory, in
-    percent (the driver's preferred shared memory carveout; -1: the driver's own choice), e.g. 100, as CG's tile
-    kernel needs, so that the multiprocessors keep one split between CG's alternating kernels."""
+    are aligned to it."""
 
     rows: int = 0
     min_blocks: int = 0
     columns: int = 0
     packed: bool = False
-    carveout: int = -1
 
 
 class Load(NamedTuple):

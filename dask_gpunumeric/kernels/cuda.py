@@ -27,8 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import cupy
 
 __all__ = ["compile_module", "compile_function", "compile_in_background", "wait_for_background_compiles", "record_source",
-           "nvcc_compile_check", "source_digest", "resident_blocks", "wave_blocks", "takes_packed", "packed",
-           "prefer_shared_memory"]
+           "nvcc_compile_check", "source_digest", "resident_blocks", "wave_blocks", "takes_packed", "packed"]
 
 #: Compile options shared by NVRTC and the nvcc check.
 CXX_STD = "--std=c++17"
@@ -107,15 +106,6 @@ def packed(values: Sequence[Any]) -> tuple:
     from cupy._core._scalar import CScalar
 
     return tuple(CScalar(v) if isinstance(v, np.generic) else v for v in values)
-
-
-def prefer_shared_memory(function: Any, percent: int) -> None:
-    """Set a compiled CuPy kernel's preferred shared memory carveout (``percent`` of the most a multiprocessor's
-    L1 can give; -1: the driver's choice)."""
-    from cupy.cuda import driver
-
-    attribute = getattr(driver, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT", 9)  # (CUDA's value)
-    driver.funcSetAttribute(function.ptr, attribute, percent)
 
 
 def wait_for_background_compiles() -> None:

@@ -700,13 +700,9 @@ _INDEX_TYPES = {"int": np.int32, "long long": np.int64}
 
 @functools.lru_cache(maxsize=256)
 def _kernel(code: tuple, index: str, edges: tuple, config: SweepConfig = SweepConfig()) -> tuple[Any, int]:
-    """The compiled kernel of a sweep's variant, and how many of its thread blocks the device keeps resident (with
-    the configuration's shared memory carveout, where it has one)."""
-    compiled = _cuda.compile_function(*_stencil_source.kernel_source(code, index, edges, config),
-                                      int(np.prod(_stencil_source.THREADS[code.program.ndim])))
-    if config.carveout >= 0 and _cuda.takes_packed(compiled[0]):
-        _cuda.prefer_shared_memory(compiled[0], config.carveout)
-    return compiled
+    """The compiled kernel of a sweep's variant, and how many of its thread blocks the device keeps resident."""
+    return _cuda.compile_function(*_stencil_source.kernel_source(code, index, edges, config),
+                                  int(np.prod(_stencil_source.THREADS[code.program.ndim])))
 
 
 def _sweep_config(code: tuple) -> SweepConfig:
