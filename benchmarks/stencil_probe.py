@@ -61,14 +61,18 @@ class Variant(NamedTuple):
 
 _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
 #: compared by ``--variants``, the default first (the shapes compared before are in docs/benchmarks.md: s14-tiles,
-#: s15-cg, s16-cg, s17-cgk). The defaults are packed kernels (each thread four consecutive columns, each buffer row
-#: moved as one 16-byte access); against them: the unpacked defaults before s17-cgk, CG's update kernel with two
-#: rows a thread (64 registers, 4 blocks per multiprocessor), CG's pair kernel on 32 x 128 packed tiles.
+#: s15-cg, s16-cg, s17-cgk, s18-cgk2). The defaults are packed kernels (each thread four consecutive columns, each
+#: buffer row moved as one 16-byte access); against them: CG's 0-d quotients computed by the stencil kernels that
+#: read them (``stencil-quotients``: two launches less per iteration); CG's pair kernel with its last sweep packed
+#: too, reading its shared rows as packs (``TileConfig.packed_last``), at its 5 blocks per multiprocessor even where
+#: the compiler spills (``min_blocks=5``); Gray-Scott's and heat's tile kernels with their last sweep packed.
+#: (Measured slower or no faster on the H200 by s18-cgk2: ``prefetch``, ``partials_in_tile``, ``SweepConfig.carveout``.)
+_PAIR = _stencil_kernels.PAIR_TILE_CONFIG
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
-    Variant(TileConfig(), SweepConfig(rows=2, min_blocks=6), pair=TileConfig(rows=32, columns=128)),
-    Variant(_DEFAULT[0], SweepConfig(rows=2, min_blocks=4, packed=True)),
-    Variant(*_DEFAULT, pair=TileConfig(rows=32, columns=128, packed=True)),
+    Variant(*_DEFAULT, settings=(("stencil-quotients", True),)),
+    Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True, min_blocks=5)),
+    Variant(_DEFAULT[0]._replace(packed_last=True), _DEFAULT[1]),
 ]
 
 
@@ -118,8 +122,9 @@ def label(variant: Variant) -> str:
     words += [f"shifted {f}={v}" for f, v in zip(SweepConfig._fields, variant.shifted or ()) if v]
     if variant.pair != VARIANTS[0].pair:
         pair = variant.pair
-        words.append(f"pair {pair.rows}x{pair.columns}{' packed' * pair.packed}"
-                     f"{f' min_blocks={pair.min_blocks}' * bool(pair.min_blocks)}" if pair else "pair as tile")
+        flags = [f for f, v in pair._asdict().items() if v is True] if pair else []
+        words.append(" ".join([f"pair {pair.rows}x{pair.columns}", *flags,
+                               *[f"min_blocks={pair.min_blocks}"] * bool(pair.min_blocks)]) if pair else "pair as tile")
     return ", ".join(words) or "default"
 
 
@@ -269,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     sums: dict[tuple[int, str], str] = {}
     kernels: dict[int, list[str]] = {}
     calls = itertools.count()
-    for _ in range(args.rounds):
+    for round_ in range(args.rounds):
         for v, variant in enumerate(variants):
             use(variant)
             with gnp_config.set(**dict(variant.settings)):
@@ -282,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     times.setdefault((v, name), []).extend(result.times_s)
                     sums[v, name] = system.checksum(_value(result, system, next(calls)))
+                    print(f"round {round_ + 1}: {label(variant)} {name} {1e3 * statistics.median(result.times_s):.3f} ms",
+                          flush=True)  # (as it goes: a run cut short still tells)
             if compiled.seen:
                 kernels.setdefault(v, []).append(compiled.take())
     use(VARIANTS[0])

@@ -277,3 +277,32 @@ def test_pair_with_sum_sources_compile() -> None:
         sources |= {tile_source(*tile_variant(group["plan"], (0, 2), index, with_edges))[0]
                     for index in ("int", "long long") for with_edges in (False, True)}
     compile_check("\n".join(sorted(sources)))
+
+
+@pytest.mark.parametrize("rotation", [False, True])
+def test_quotients_computed_in_their_stencil_kernels(rotation: bool, monkeypatch: Any) -> None:
+    """With ``stencil-quotients``, CG's alpha = rr / pAp and (rotated) beta = rr_new / rr are computed by the stencil
+    kernels that read them, once per thread: no 0-d division of their own in the loop body; the default's bits,
+    through the interpreter and (each against the default's) through the emulated kernels (the pair tile kernel and
+    the flat update kernel)."""
+    b = gnp.from_array(rhs((40, 72)), chunks=(40, 72)).persist()
+    bodies, results, launched = [], [], []
+    for emulated in (False, True):
+        if emulated:
+            launched = counted_tile_kernels(monkeypatch)
+        for quotients in (False, True):
+            with dask.config.set({"gpunumeric.loop-rotation": rotation, "gpunumeric.stencil-quotients": quotients}):
+                state = gnp.accelerate(cg_loop)(b, 5)
+                results.append([np.asarray(gnp.fetch(a)).tobytes() for a in state])
+                with gnp.config.set(dispatch="lazy"):
+                    root = optimize(Bundle(*[a.expr for a in gnp.accelerate(cg_loop)(b, 5)]))
+            (loop,) = [m for node in DAG(root).order if isinstance(node, Region)
+                       for m in DAG(Bundle(*node.plan.optimized)).order if isinstance(m, Loop)]
+            bodies.append([n.operand("op") for n in DAG(Bundle(*loop.body.optimized)).order
+                           if type(n).__name__ == "Elemwise" and not n.ndim])
+    assert results[1] == results[0] and results[3] == results[2]  # (the emulated kernels sum in another order)
+    left = ["true_divide"] * (not rotation)  # (unrotated, beta is read by the p update, a flat kernel)
+    assert bodies == [["true_divide"] * 2, left] * 2
+    if rotation:  # the pair kernel's beta: once per thread, before its loops
+        source = tile_source(*launched[-1])[0]
+        assert "float a_h" in source and source.count("/ (float)") == 1

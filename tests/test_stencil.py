@@ -416,25 +416,31 @@ def test_stencil_groups_without_shifts_are_fused_kernels() -> None:
 
 
 @pytest.mark.parametrize("chunks", [(16, 12), (8, 6)])
-def test_conjugate_gradient_iteration(chunks: tuple) -> None:
+@pytest.mark.parametrize("quotients", [False, True])
+def test_conjugate_gradient_iteration(chunks: tuple, quotients: bool) -> None:
     """CG on the padded Laplacian (``_solvers``) in a ``fori_loop``: per iteration two stencil kernels, the
     first computing ``sum(p * A p)`` alone, the second ``x``, ``r`` and ``sum(r * r)`` (``A p`` recomputed
-    from ``p`` and its halo, the zero boundary read in the kernel), then one fused kernel for the new ``p``;
+    from ``p`` and its halo, the zero boundary read in the kernel; with ``stencil-quotients``, ``alpha = rr / pAp``
+    computed in it from the two totals: no launch of its own), then one fused kernel for the new ``p``;
     with the loop rotated (the default, on one block), the new ``p`` is computed by the first stencil kernel of
-    the next iteration (``tests/test_cg_floor.py``), the first iteration and the last ``p`` outside the loop."""
+    the next iteration (``tests/test_cg_floor.py``; with ``stencil-quotients``, ``beta`` there too from the carried
+    totals), the first iteration and the last ``p`` outside the loop."""
     from _solvers import gnp_cg, numpy_cg
 
     b = np.random.default_rng(7).standard_normal((16, 12))
     for rotated in (False, True):
-        with dask.config.set({"gpunumeric.dispatch": "lazy", "gpunumeric.loop-rotation": rotated}):  # a region
+        with dask.config.set({"gpunumeric.dispatch": "lazy", "gpunumeric.loop-rotation": rotated,  # a region
+                              "gpunumeric.stencil-quotients": quotients}):
             x = gnp_cg(gnp.asarray(b, chunks=chunks), 5)
         assert_eq(x, numpy_cg(b, 5), rtol=1e-9, atol=1e-12)
         info = plan(x)
         rotated = rotated and chunks == b.shape  # (over several blocks, p's halo would be one more exchange)
-        first = [["sum-partial"], ["store 4", "store 5", "sum-partial"]]
-        body = [["store 3", "sum-partial"], ["store 4", "store 5", "sum-partial"]] if rotated else []
+        q = int(quotients)  # (one more input: alpha's (beta's) two totals instead of it)
+        first = [["sum-partial"], [f"store {4 + q}", f"store {5 + q}", "sum-partial"]]
+        body = [[f"store {3 + q}", "sum-partial"], [f"store {4 + q}", f"store {5 + q}", "sum-partial"]] if rotated else []
         assert [g["outputs"] for g in info["stencils"]] == first + body
-        assert [g["inputs"] for g in info["stencils"]] == [1, 4] + [3, 4] * rotated  # p; p, alpha, r, x; beta, p, r
+        # p; p, alpha (rr, pAp), r, x; beta (rr_new, rr), p, r
+        assert [g["inputs"] for g in info["stencils"]] == [1, 4 + q] + [3 + q, 4 + q] * rotated
         loop = info["regions"][0]["programs"][0]["loops"][0]
         stencil_tasks = [g["tasks"] for g in info["stencils"]]
         if chunks == b.shape:  # one block: one task per kernel, no halos; the rest is 0-d arithmetic and picking

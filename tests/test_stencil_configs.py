@@ -32,7 +32,8 @@ CONFIGS = [(TileConfig(), SweepConfig()), (TileConfig(rows=32, columns=128), Swe
            (TileConfig(), SweepConfig(rows=2, min_blocks=6, columns=128)),
            (TileConfig(packed=True), SweepConfig(rows=1, min_blocks=6, packed=True)),
            (TileConfig(rows=32, columns=128, packed=True, min_blocks=6),
-            SweepConfig(rows=2, min_blocks=4, columns=64, packed=True))]
+            SweepConfig(rows=2, min_blocks=4, columns=64, packed=True)),
+           (TileConfig(packed=True, packed_last=True), SweepConfig(rows=1, min_blocks=6, packed=True))]
 
 
 def run_both(monkeypatch: Any, tile: TileConfig, sweep: SweepConfig, pair: TileConfig | None = None,
@@ -65,12 +66,13 @@ def test_configurations_give_the_defaults_bits(tile: TileConfig, sweep: SweepCon
 
 @pytest.mark.parametrize("columns", [136, 138])
 def test_packed_kernels_give_the_defaults_bits(columns: int, monkeypatch: Any) -> None:
-    """CG's one-sweep and pair kernels and Gray-Scott's tile kernel moving four columns per thread as packs, on rows
-    aligned to packs (136 and 72 columns: the packs inside, the edges one by one) and not (138, 74), an odd number
-    of rows (a thread's last row past the end): the default's bits."""
+    """CG's one-sweep and pair kernels and Gray-Scott's tile kernel moving four columns per thread as packs (the last
+    sweeps' shared reads too, with ``packed_last``), on rows aligned to packs (136 and 72 columns: the packs inside,
+    the edges one by one) and not (138, 74), an odd number of rows (a thread's last row past the end): the default's
+    bits."""
     shapes = {"shape": (69, columns), "gs_shape": (41, columns - 64)}
     default, _ = run_both(monkeypatch, *CONFIGS[0], **shapes)
-    for tile, sweep in CONFIGS[-2:]:
+    for tile, sweep in CONFIGS[-3:]:
         assert run_both(monkeypatch, tile, sweep, tile, **shapes)[0] == default
 
 
@@ -84,13 +86,13 @@ def test_packed_setitem_updates_give_the_defaults_bits(update: Any, dtype: Any, 
     _cuda_emulator.emulated_cupy(monkeypatch)
     g_host, h_host = (np.random.default_rng(seed).standard_normal(shape).astype(dtype) for seed in (3, 4))
     results = []
-    for tile, sweep in (CONFIGS[0], *CONFIGS[-2:]):
+    for tile, sweep in (CONFIGS[0], *CONFIGS[-3:]):
         monkeypatch.setattr(_stencil_kernels, "TILE_CONFIG", tile)
         monkeypatch.setattr(_stencil_kernels, "SWEEP_CONFIG", sweep)
         monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", tile)
         g, h = gnp.from_array(g_host, chunks=chunks), gnp.from_array(h_host, chunks=chunks)
         results.append(np.asarray(gnp.fetch(update(gnp, g, h))).tobytes())
-    assert results[1:] == results[:1] * 2
+    assert results[1:] == results[:1] * 3
 
 
 def test_tile_configurations_checked() -> None:
@@ -140,3 +142,15 @@ def test_pair_tile_configuration(monkeypatch: Any) -> None:
     ours, launched = run_both(monkeypatch, *CONFIGS[0], PAIR)
     assert ours == default
     assert {(len(variant[0]), variant[-1]) for variant in launched} == {(2, PAIR), (4, CONFIGS[0][0])}
+
+
+def test_packed_last_pair_kernel_gives_the_defaults_bits(monkeypatch: Any) -> None:
+    """CG's pair kernel on the default pair tiles (64 x 128) with its ``p.Ap`` sweep packed (``packed_last``), on a
+    grid with whole tiles inside the reductions' target (140 x 264: the tile at (64, 128) and its halo are inside),
+    at the default's 5 blocks per multiprocessor or compiled for 6: the default's bits."""
+    shapes = {"shape": (140, 264), "gs_shape": (41, 72)}
+    default, _ = run_both(monkeypatch, *CONFIGS[0], PAIR, **shapes)
+    for pair in (PAIR._replace(packed_last=True), PAIR._replace(packed_last=True, min_blocks=6)):
+        ours, launched = run_both(monkeypatch, *CONFIGS[0], pair, **shapes)
+        assert ours == default
+        assert pair in {variant[-1] for variant in launched}

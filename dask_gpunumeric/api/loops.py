@@ -161,7 +161,7 @@ def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] |
         result = body(traced)
     outputs = _matching_state(kind, result, arrays, structure)
     rotates = kind == "fori" and count >= 2 and _rotates(backend)
-    rotation = rotation_of(outputs, states, extra) if rotates else None
+    rotation = rotation_of(outputs, states, extra, bool(config.get("stencil-quotients"))) if rotates else None
     if rotation is not None:
         return _rotated_loop(rotation, outputs, states, extra, arrays, count, signature)
     flag: list[ArrayExpr] = []

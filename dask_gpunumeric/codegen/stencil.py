@@ -142,13 +142,53 @@ def _places(code: tuple, index: str, prefix: str = "", shared: Sequence[int] = (
                     for j in range(len(out_dtypes))] * stored
 
 
+def _hoisted(code: tuple) -> tuple[set[int], list[int]]:
+    """The operations of a sweep whose values come from its 0-d reads and scalars alone (``gpunumeric.stencil-
+    quotients``: CG's alpha = rr / pAp), computed once per thread before its loops (``_prologue``; an IEEE
+    division per element would not be hoisted out of the loops by the compiler), and every instruction they
+    need, in order."""
+    loads, instrs = code.loads, code.program.instrs
+    invariant: set[int] = set()
+    for i, ins in enumerate(instrs):
+        if ins.tag in ("scalar", "full") or ins.tag == "load" and not loads[ins.input][1]:
+            invariant.add(i)
+        elif ins.tag == "op" and all(a in invariant for a in ins.args):
+            invariant.add(i)
+    ops = {i for i in invariant if instrs[i].tag == "op"}
+    needed, stack = set(), list(ops)
+    while stack:
+        i = stack.pop()
+        if i not in needed:
+            needed.add(i)
+            stack.extend(instrs[i].args if instrs[i].tag == "op" else ())
+    return ops, sorted(needed)
+
+
+def _prologue(code: tuple, prefix: str = "") -> list[str]:
+    """The values of ``_hoisted`` operations of a sweep, computed once per thread into ``<prefix>h<i>``."""
+    ops, needed = _hoisted(code)
+    if not ops:
+        return []
+    instrs = code.program.instrs
+    lines = [f"    {ctype(instrs[i].dtype)} {prefix}h{i};" for i in sorted(ops)] + ["    {"]
+    for i in needed:
+        ins = instrs[i]
+        if ins.tag == "load":
+            lines.append(f"        const {ctype(ins.dtype)} v{i} = {prefix}b{code.loads[ins.input][0]}[0];")
+        else:
+            lines.append("        " + _program.instr_code(i, ins, instrs, "flat", 1, prefix=prefix))
+    return lines + [f"        {prefix}h{i} = v{i};" for i in sorted(ops)] + ["    }"]
+
+
 def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared: dict[int, str] | None = None,
-             stores: Sequence[str] | None = None, held: Callable[[int, Sequence[int]], str] | None = None) -> list[str]:
+             stores: Sequence[str] | None = None, held: Callable[[int, Sequence[int]], str] | None = None,
+             counted: bool = False) -> list[str]:
     """The statements computing and storing one element of a sweep at position ``p`` (reads with their
     edges where ``checked``; parameters named with ``prefix``). ``shared``: the slots read from shared
     memory, each an expression of the read's offset per axis (``{0}``, ``{1}``: ``tile_source``);
     ``stores``: where each output goes (default: its buffer ``out<j>`` at ``w<j>``); ``held``: the value of a
-    read of a buffer with positions (slot, offset) already loaded into registers (``_packed_rows``)."""
+    read of a buffer with positions (slot, offset) already loaded into registers (``_packed_rows``); ``counted``:
+    the position known to be inside the target of the full reductions (no test)."""
     program, _, loads, restricted, bases, out_dtypes = code
     ndim, _, instrs, outputs = program
     last, shared = ndim - 1, shared or {}
@@ -176,14 +216,19 @@ def _element(code: tuple, edges: tuple, checked: bool, prefix: str = "", shared:
         return f"({' || '.join(outside)} ? {prefix}f{slot} : {load})" if outside else load
 
     value: list[str] = []
+    hoisted = _hoisted(code)[0]
     for i, ins in enumerate(instrs):
-        if ins.tag == "load":
+        if i in hoisted:
+            value.append(f"const {ctype(ins.dtype)} v{i} = {prefix}h{i};")
+        elif ins.tag == "load":
             slot, offset = loads[ins.input]
             value.append(f"const {ctype(ins.dtype)} v{i} = {at(slot, offset)};")
         else:
             value.append(_program.instr_code(i, ins, instrs, "flat", 1, prefix=prefix))
     value += [f"{store} = ({ctype(dt)})v{out.value};" for store, out, dt in zip(stores, outputs, out_dtypes)]
-    if reductions:  # over the target only (the box may be larger: a halo for later sweeps)
+    if reductions and counted:
+        value += _program.fold_statements(program)
+    elif reductions:  # over the target only (the box may be larger: a halo for later sweeps)
         value.append(f"if ({' && '.join(f'p{d} >= tlo{d} && p{d} < thi{d}' for d in range(ndim))}) {{")
         value += ["    " + line for line in _program.fold_statements(program)] + ["}"]
     if not restricted:
@@ -222,22 +267,33 @@ def _held(slot: int, offset: Sequence[int], r: int, c: int) -> str:
     return f"gnp_l{slot}_{_tag(row)}.v[{column}]" if 0 <= column < PACK else f"gnp_e{slot}_{_tag(row)}_{_tag(column)}"
 
 
-def _pack_loads(code: StencilCode, per_thread: int, prefix: str = "", shared: Sequence[int] = ()) -> list[str]:
+def _pack_loads(code: StencilCode, per_thread: int, prefix: str = "", shared: Sequence[int] = (),
+                packed_shared: dict[int, str] | None = None) -> list[str]:
     """The loads of a 2-d sweep's buffers with positions (but the ``shared`` slots) for ``per_thread`` rows of
     ``PACK`` columns from ``p`` (at ``q<s>``), into the registers ``_held`` names: each buffer row its offsets
-    reach as one pack, the columns they reach past the pack one by one."""
+    reach as one pack, the columns they reach past the pack one by one. ``packed_shared``: shared slots loaded so
+    too, each the expression of its read at an offset (``{0}``, ``{1}``: ``tile_source``; the pack's first
+    column aligned to it in shared memory)."""
+    packed_shared = packed_shared or {}
     reads: dict[int, set[tuple[int, int]]] = {}  # per buffer with positions, the (row, column) read from p's
     for slot, offset in (*code.loads, *(b for b in code.bases if b is not None and code.restricted)):
-        if offset and slot not in shared:
+        if offset and (slot not in shared or slot in packed_shared):
             reads.setdefault(slot, set()).update((r + offset[0], c + offset[1]) for r in range(per_thread)
                                                  for c in range(PACK))
     lines = []
     for slot, cells in sorted(reads.items()):
         ct, b, st = ctype(code.buffers[slot]), f"{prefix}b{slot}", f"{prefix}st{slot}_0"
+
+        def at(row: int, column: int | None) -> str:
+            """The element ``row`` rows and ``column`` columns from p's (None: the address of the row's pack)."""
+            if slot in packed_shared:
+                read = packed_shared[slot].format(row, column or 0)
+                return read if column is not None else f"&{read}"
+            return f"{b}[q{slot} + ({row}) * {st} + ({column})]" if column is not None else f"({b} + q{slot} + ({row}) * {st})"
+
         for row in sorted({row for row, column in cells if 0 <= column < PACK}):
-            lines.append(f"const gnp_pack4<{ct}> gnp_l{slot}_{_tag(row)} = "
-                         f"*(const gnp_pack4<{ct}>*)({b} + q{slot} + ({row}) * {st});")
-        lines += [f"const {ct} gnp_e{slot}_{_tag(row)}_{_tag(column)} = {b}[q{slot} + ({row}) * {st} + ({column})];"
+            lines.append(f"const gnp_pack4<{ct}> gnp_l{slot}_{_tag(row)} = *(const gnp_pack4<{ct}>*){at(row, None)};")
+        lines += [f"const {ct} gnp_e{slot}_{_tag(row)}_{_tag(column)} = {at(row, column)};"
                   for row, column in sorted(cells) if not 0 <= column < PACK]
     return lines
 
@@ -289,7 +345,7 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     edges = no_edges(code) if edges is None else edges
     reductions = len(program.outputs) > len(out_dtypes)
     params = _sweep_params(code, index, edges)
-    body: list[str] = _program.accumulators(program)
+    body: list[str] = _program.accumulators(program) + _prologue(code)
     indent = "    "
     unrolled = max(ndim - 2, 0)  # R positions per thread along this axis: rows (2-d, 3-d) or elements (1-d)
     wide = columns_per_thread(code, config)
@@ -484,7 +540,8 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     tile, threads = config.tile(ndim), config.threads
     extents = [tuple(t + 2 * e for t, e in zip(tile, h)) for h in halos]  # the extended tiles
     reduced = len(codes[last].program.outputs) > len(codes[last].out_dtypes)
-    head = _program.accumulators(codes[last].program)
+    head = _program.accumulators(codes[last].program) + [line for k, code in enumerate(codes)
+                                                         for line in _prologue(code, prefixes[k])]
     packs = config.packed and ndim == 2
     rows = [_tile_row(extent[-1], h[-1], packs) for extent, h in zip(extents, halos)]  # (pad, rest) per sweep
     for parity in range(min(2, last)):
@@ -546,16 +603,32 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         code, prefix, extent, start = codes[k]._replace(restricted=()), prefixes[k], extents[k], starts(k)
         per_row, below = tile[1] // PACK, halos[k][0]
         element = functools.partial(_element, code, local[k], prefix=prefix, shared=reads)
+        # the last sweep's shared reads as packs too (``TileConfig.packed_last``): its columns start at the tile's,
+        # aligned to a pack in its predecessor's shared rows (``_tile_row``)
+        packed_shared = reads if k == last and config.packed_last else {}
 
         def rows(head: list[str], own_stores: bool) -> list[str]:
             """The loop of ``head`` (naming the row ``r``), with the sweep's own stores or without."""
-            packs = [*_places(code, index, prefix, tuple(reads), stores is None), *_pack_loads(code, 1, prefix, tuple(reads))]
+            packs = [*_places(code, index, prefix, tuple(reads), stores is None),
+                     *_pack_loads(code, 1, prefix, tuple(reads), packed_shared)]
             packs += [f"gnp_pack4<{ctype(dt)}> gnp_s{j};" for j, dt in enumerate(code.out_dtypes)]
-            for c in range(PACK):
-                packs += ["{", f"    const {index} p1 = gnp_p1 + {c};"]
-                into = [f"gnp_s{j}.v[{c}]" for j in range(len(code.out_dtypes))]
-                packs += [f"    {line}" for line in element(False, stores=into, held=functools.partial(_held, r=0, c=c))]
-                packs.append("}")
+
+            def computed(counted: bool) -> list[str]:
+                lines = []
+                for c in range(PACK):
+                    into = [f"gnp_s{j}.v[{c}]" for j in range(len(code.out_dtypes))]
+                    held = functools.partial(_held, r=0, c=c)
+                    unpacked = {s: e for s, e in reads.items() if s not in packed_shared}
+                    lines += ["{", f"    const {index} p1 = gnp_p1 + {c};",
+                              *[f"    {line}" for line in element(False, stores=into, held=held, shared=unpacked,
+                                                                  counted=counted)], "}"]
+                return lines
+
+            if packed_shared and reduced:  # tiles inside the reductions' target (``gnp_counted``) test no position
+                packs += ["if (gnp_counted) {", *[f"    {line}" for line in computed(True)], "} else {",
+                          *[f"    {line}" for line in computed(False)], "}"]
+            else:
+                packs += computed(False)
             if stores is None:
                 packs += [f"gnp_store_pack({prefix}out{j} + w{j}, gnp_s{j});" for j in range(len(code.out_dtypes))]
             else:  # (the pack's place in shared memory is aligned to it: ``_tile_row``)
@@ -579,8 +652,9 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                     *[f"        {line}" for line in single], "    }", "}"]
 
         first, step = f"(int)threadIdx.x / {per_row}", threads // per_row
-        if k not in stored:
-            return rows([f"for (int r = {first}; r < {extent[0]}; r += {step}) {{"], False)
+        if k not in stored:  # (the last sweep's shared packs not unrolled: CG's pair kernel would spill at its bounds)
+            return rows([*["#pragma unroll 1"] * bool(packed_shared), f"for (int r = {first}; r < {extent[0]}; r += {step}) {{"],
+                        False)
         # a stored sweep: the tile's rows, stored without a test, then the halo's rows (a test would keep the
         # compiler from storing the packs as one vector access each)
         return [*rows([f"for (int r = {below} + {first}; r < {below + tile[0]}; r += {step}) {{"], True),
@@ -604,8 +678,9 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         """Sweep ``k``'s loop: without checks in thread blocks inside everything (``gnp_whole``), packed where
         configured and the arrays allow (``gnp_packs``)."""
         # packed: the sweeps reading buffers with positions from global memory (those reading only shared memory
-        # keep a column per thread: four apart, their shared accesses would conflict in its banks)
-        packed = packs and any(o and s not in reads for s, o in codes[k].loads)
+        # keep a column per thread: four apart, their shared accesses would conflict in its banks), and with
+        # ``packed_last`` the last sweep (its shared rows read as packs)
+        packed = packs and (any(o and s not in reads for s, o in codes[k].loads) or k == last and config.packed_last)
         lines = ["    if (gnp_whole && gnp_packs) {", *[f"        {line}" for line in loop(k, skip, reads, stores, True, True)],
                  "    } else if (gnp_whole) {"] if packed else ["    if (gnp_whole) {"]
         return (lines + [f"        {line}" for line in loop(k, skip, reads, stores, True)]
@@ -627,6 +702,9 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                   for d in range(ndim) if not wraps[d] and k < last]
         whole += [f"{first[d]} >= {prefix}rlo{d} && {after[d]} <= {prefix}rhi{d}" for d in codes[k].restricted]
     body.append(f"    const bool gnp_whole = {' && '.join(whole)};")
+    if packs and reduced and config.packed_last:  # whether the tile lies inside the full reductions' target
+        body.append("    const bool gnp_counted = " + " && ".join(
+            f"g{d} + {halo[d]} >= tlo{d} && g{d} + {halo[d] + tile[d]} <= thi{d}" for d in range(ndim)) + ";")
     for k in range(last + 1):
         reads = {slot: f"{prefixes[(k - 1) % 2]}t{j}[{place(k - 1)}]" for slot, j in slots[k].items()}
         if k == last:  # the last sweep on the tile, inside its box

@@ -98,13 +98,18 @@ class TileConfig(NamedTuple):
     (``benchmarks/stencil_probe.py --variants`` compares configurations). ``packed``: in 2-d, each thread of the
     tile's columns keeps ``codegen.stencil.PACK`` consecutive ones, reading buffers and storing outputs as packs
     (``gnp_pack4``: vector accesses) where they are aligned to them. ``min_blocks``: the thread blocks per
-    multiprocessor its registers must allow (0: as many as its shared memory does, ``codegen.stencil.tile_blocks``)."""
+    multiprocessor its registers must allow (0: as many as its shared memory does, ``codegen.stencil.tile_blocks``).
+    ``packed_last``: with ``packed``, the last sweep too where it reads only shared memory (CG's ``p.Ap``, heat's
+    and Gray-Scott's last sweeps): ``PACK`` consecutive columns per thread, each shared row it reads one 16-byte
+    access, the columns past the pack one by one, its outputs stored as packs. A ``min_blocks`` set is kept even
+    where the compiler then spills (the bound from shared memory is dropped there: compiled again without it)."""
 
     rows: int = TILES[2][0]
     columns: int = TILES[2][1]
     threads: int = TILE_THREADS
     packed: bool = False
     min_blocks: int = 0
+    packed_last: bool = False
 
     def tile(self, ndim: int) -> tuple[int, ...]:
         """The outputs of a thread block per axis for sweeps of ``ndim`` axes."""

@@ -725,10 +725,11 @@ def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple, stored: t
                  config: TileConfig = TileConfig()) -> tuple[Any, int]:
     """The compiled tile kernel of a run of sweeps' variant (``tile_source``), and how many of its thread blocks
     the device keeps resident: with the registers its shared memory's occupancy allows, unless that made the
-    compiler spill (local memory), then with the compiler's own choice."""
+    compiler spill (local memory), then with the compiler's own choice; with the configuration's ``min_blocks``
+    where set, spilling or not."""
     compiled = _cuda.compile_function(*_stencil_source.tile_source(codes, links, index, edges, stored, config),
                                       config.threads)
-    if not compiled[0].local_size_bytes:
+    if config.min_blocks or not compiled[0].local_size_bytes:
         return compiled
     source = _stencil_source.tile_source(codes, links, index, edges, stored, config, bounded=False)
     return _cuda.compile_function(*source, config.threads)

@@ -33,14 +33,14 @@ PASSES: tuple[Pass, ...] = (
     Pass("simplify", simplify, ()),
     Pass("gram", gram_products, ()),
     Pass("stencils", stencils, ("fusion", "stencil-sweeps", "stencil-tiles", "stencil-tile-sweeps",
-                                "stencil-recompute")),
+                                "stencil-recompute", "stencil-quotients")),
     Pass("rows", fuse_rows, ("fusion", "kernel-size")),
     Pass("fusion", fuse, ("fusion", "kernel-size")),
 )
 
 
 # settings read while loops are traced (``api.loops``: ``rotation``), keys of plans like the passes'
-TRACE_SETTINGS: tuple[str, ...] = ("loop-rotation", "stencil-tiles")
+TRACE_SETTINGS: tuple[str, ...] = ("loop-rotation", "stencil-tiles", "stencil-quotients")
 
 
 def settings_read() -> tuple[str, ...]:

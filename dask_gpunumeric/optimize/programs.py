@@ -13,7 +13,7 @@ from dask._expr import Expr
 
 from ..codegen import program as _codegen
 from ..codegen.types import Program, dtype_supported
-from ..expr import Creation, Elemwise, Reduction
+from ..expr import ArrayExpr, Creation, Elemwise, Reduction
 from ..ops.reductions import FUSABLE, REDUCTIONS, ROW_FUSABLE
 
 
@@ -38,6 +38,16 @@ def elemwise_supported(node: Expr) -> bool:
     """Can a kernel compute this Elemwise node element by element, exactly as NumPy would?"""
     operands = node.operands
     return _codegen.op_supported(operands[_OP], node.dtype, operands[_KWARGS], operands_of(node))
+
+
+def computed_in_readers(node: Expr) -> bool:
+    """Whether the stencil kernels reading a 0-d node can compute it themselves from its operands (a launch less;
+    ``gpunumeric.stencil-quotients``): a supported Elemwise of 0-d arrays only (CG's alpha = rr / pAp), computed
+    once per thread (``codegen.stencil``: values of 0-d reads alone before the loops)."""
+    if not isinstance(node, Elemwise) or node.ndim or not dtype_supported(node.dtype) or not elemwise_supported(node):
+        return False
+    arrays = [a for a in node.args if isinstance(a, ArrayExpr)]
+    return all(not a.ndim and a.backend == node.backend and dtype_supported(a.dtype) for a in arrays)
 
 
 def creation_supported(node: Expr) -> bool:

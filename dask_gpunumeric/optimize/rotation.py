@@ -12,6 +12,7 @@ from dask._expr import Expr
 
 from ..expr import ArrayExpr, Bundle, Elemwise, Gather
 from .dag import DAG, rebuild_all
+from .programs import computed_in_readers
 
 
 class Rotation(NamedTuple):
@@ -23,13 +24,14 @@ class Rotation(NamedTuple):
     values: list[ArrayExpr]
 
 
-def rotation_of(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], fixed: Sequence[ArrayExpr]
-                ) -> Rotation | None:
+def rotation_of(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], fixed: Sequence[ArrayExpr],
+                quotients: bool = False) -> Rotation | None:
     """The first state element a loop body (``outputs`` over the ``states`` placeholders) may update at the
     start of the next iteration: one block (a halo of the updated element would be one more exchange per
     iteration between blocks), read at a shift by the body (a stencil reads it: the rotated update fuses
     into that pass), updated by an elementwise expression that nothing else in the body reads. None where
-    there is none, or where the body reads any of ``fixed`` (the iteration number: it would shift)."""
+    there is none, or where the body reads any of ``fixed`` (the iteration number: it would shift). ``quotients``:
+    0-d values the update's kernel computes itself are not carried (``_leaf_values``)."""
     dag = DAG(Bundle(*outputs))
     if any(f._name in dag.position for f in fixed):
         return None
@@ -42,15 +44,17 @@ def rotation_of(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], fixed
         others = DAG(Bundle(*[o for j, o in enumerate(outputs) if j != k])) if len(outputs) > 1 else None
         if others is not None and update._name in others.position:
             continue
-        values = _leaf_values(update, state, position, k)
+        values = _leaf_values(update, state, position, k, quotients)
         if values is not None:
             return Rotation(k, update, values)
     return None
 
 
-def _leaf_values(update: ArrayExpr, state: ArrayExpr, position: dict[str, int], k: int) -> list[ArrayExpr] | None:
+def _leaf_values(update: ArrayExpr, state: ArrayExpr, position: dict[str, int], k: int,
+                 quotients: bool = False) -> list[ArrayExpr] | None:
     """The 0-d values an elementwise ``update`` reads, where its other leaves are ``state`` or other outputs;
-    else None."""
+    else None. With ``quotients``, a 0-d value its kernel computes from 0-d operands (``computed_in_readers``: CG's
+    beta = rr_new / rr) is not carried but its operands are, so that it costs no launch of its own."""
     values: dict[str, ArrayExpr] = {}
     stack, seen = [update], set()
     while stack:
@@ -60,7 +64,7 @@ def _leaf_values(update: ArrayExpr, state: ArrayExpr, position: dict[str, int], 
         seen.add(node._name)
         if node is not update and (node._name == state._name or position.get(node._name, k) != k):
             continue
-        if not node.ndim:
+        if not node.ndim and not (quotients and computed_in_readers(node)):
             values[node._name] = node
         elif isinstance(node, Elemwise):
             stack.extend(a for a in node.args if isinstance(a, ArrayExpr))
@@ -76,10 +80,16 @@ def rotated_body(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], rota
     (placeholders of the 0-d values, from the previous iteration); ``outputs`` are the body's with element
     ``k`` read as ``head`` and its output ``head`` itself, then the values for the next iteration."""
     k, update, values = rotation
-    replaced: dict[str, Expr] = {o._name: s for j, (o, s) in enumerate(zip(outputs, states)) if j != k}
-    replaced.update({v._name: c for v, c in zip(values, carried)})
+    carry = {v._name: c for v, c in zip(values, carried)}
+    # an output whose state element is itself carried (CG's rr_new, whose state rr beta's carried rr_old is):
+    # replaced in a second pass, or the rebuild would follow its state on to the carried value
+    late = [j for j, s in enumerate(states) if j != k and s._name in carry]
+    replaced: dict[str, Expr] = {o._name: s for j, (o, s) in enumerate(zip(outputs, states)) if j != k and j not in late}
+    replaced.update(carry)
     replaced[states[k]._name] = previous
-    (head,) = rebuild_all([update], replaced)
+    head, *rebuilt = rebuild_all([update, *[outputs[j] for j in late]], replaced)
+    if late:
+        (head,) = rebuild_all([head], {r._name: states[j] for r, j in zip(rebuilt, late)})
     new = rebuild_all([*outputs, *values], {states[k]._name: head})
     return head, [head if j == k else o for j, o in enumerate(new[: len(outputs)])] + new[len(outputs):]
 

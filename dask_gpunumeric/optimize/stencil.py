@@ -21,7 +21,7 @@ from ..expr import plan as _plan
 from ..expr import ArrayExpr, Creation, Elemwise, FusedOutput, Gather, Reduction, SetItem, Stencil, inputs
 from ..kernels.stencil import record_sources
 from .dag import DAG, UnionFind, rebuild
-from .programs import elemwise_supported, is_fused_reduction, operands_of
+from .programs import computed_in_readers, elemwise_supported, is_fused_reduction, operands_of
 
 Read = tuple[Expr, tuple[int, ...], tuple[int, ...], Any]  # (target, shift, edge mode per axis, fill value)
 RECOMPUTED_OPS = 8  # the most operations of a field that readers compute again instead of reading it stored
@@ -567,8 +567,19 @@ class _Pass:
 
         copies: dict[tuple, int] = {}
 
+        def single(r: Read) -> int:
+            """A 0-d operand: with ``gpunumeric.stencil-quotients``, a pointwise node of 0-d arrays (CG's alpha =
+            rr / pAp) computed where it is read (once per thread, as its own launch would round it), else loaded."""
+            node = r[0]
+            if not (self.settings["stencil-quotients"] and computed_in_readers(node)):
+                return load(r, ())
+            return elemwise(node, [load(self.views.resolve(a), ()) if isinstance(a, ArrayExpr) else builder.scalar(a)
+                                   for a in node.args])
+
         def read(reader: str, r: Read) -> int:
             target, offset = r[0], self.offset(reader, r)
+            if not target.ndim:
+                return single(r)
             if target._name in again and (any(offset) or any(r[2])):
                 key = (target._name, offset, tuple(r[2]))
                 if key not in copies:
@@ -596,7 +607,7 @@ class _Pass:
                     if r[0]._name in self.cluster and r[0]._name not in self.fields:  # inlined into the field
                         args.append(at(r[0]._name))
                     elif not r[0].ndim:
-                        args.append(load(r, self.offset(node_name, r)))
+                        args.append(single(r))
                     else:
                         zero = np.zeros((), r[0].dtype)[()]
                         args.append(load((r[0], (), tuple(fills), zero), tuple(
