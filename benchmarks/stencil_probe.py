@@ -65,7 +65,9 @@ _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
 #: buffer row moved as one 16-byte access); against them: CG's 0-d quotients computed by the stencil kernels that
 #: read them (``stencil-quotients``: two launches less per iteration); CG's pair kernel with its last sweep packed
 #: too, reading its shared rows as packs (``TileConfig.packed_last``), at its 5 blocks per multiprocessor even where
-#: the compiler spills (``min_blocks=5``); Gray-Scott's and heat's tile kernels with their last sweep packed.
+#: the compiler spills (``min_blocks=5``); Gray-Scott's and heat's tile kernels with their last sweep packed; CG's
+#: pair kernel asking L2 for each block's next tile's rows while it computes this one (``TileConfig.prefetch_next``,
+#: at 5 blocks: 16 B spilled outside the loops), alone and with ``stencil-quotients``.
 #: (Measured slower or no faster on the H200 by s18-cgk2: ``prefetch``, ``partials_in_tile``, ``SweepConfig.carveout``.)
 _PAIR = _stencil_kernels.PAIR_TILE_CONFIG
 VARIANTS: list[Variant] = [
@@ -73,6 +75,8 @@ VARIANTS: list[Variant] = [
     Variant(*_DEFAULT, settings=(("stencil-quotients", True),)),
     Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True, min_blocks=5)),
     Variant(_DEFAULT[0]._replace(packed_last=True), _DEFAULT[1]),
+    Variant(*_DEFAULT, pair=_PAIR._replace(prefetch_next=True, min_blocks=5)),
+    Variant(*_DEFAULT, pair=_PAIR._replace(prefetch_next=True, min_blocks=5), settings=(("stencil-quotients", True),)),
 ]
 
 

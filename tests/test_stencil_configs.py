@@ -11,7 +11,7 @@ from typing import Any
 import _cuda_emulator
 import numpy as np
 import pytest
-from conftest import BACKEND
+from conftest import BACKEND, compile_check
 from test_cg_floor import cg_loop, rhs
 from test_setitem_stencil import borders, overlapping
 from test_stencil import counted_tile_kernels, gray_scott
@@ -96,7 +96,8 @@ def test_packed_setitem_updates_give_the_defaults_bits(update: Any, dtype: Any, 
 
 
 def test_tile_configurations_checked() -> None:
-    """Thread blocks of whole warps, each a whole number of the tile's rows of whole warps."""
+    """Thread blocks of whole warps, each a whole number of the tile's rows of whole warps; a kernel asking L2 for
+    its next tile's rows compiles (nvcc)."""
     b = gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist()
     with pytest.MonkeyPatch.context() as monkeypatch:
         launched = counted_tile_kernels(monkeypatch)
@@ -104,6 +105,9 @@ def test_tile_configurations_checked() -> None:
     codes, links, index, edges, stored, _ = launched[0]
     assert "__launch_bounds__(512, 4)" in tile_source(codes, links, index, edges, stored, TileConfig(threads=512))[0]
     assert "__launch_bounds__(256, 6)" in tile_source(codes, links, index, edges, stored, TileConfig(min_blocks=6))[0]
+    prefetching = tile_source(codes, links, index, edges, stored, PAIR._replace(prefetch_next=True))[0]
+    assert "gnp_prefetch_l2(" in prefetching
+    compile_check(prefetching)  # (sm_90's bulk prefetch: the emulator does without it)
     for bad in (TileConfig(threads=100), TileConfig(columns=48), TileConfig(columns=128, threads=64),
                 TileConfig(columns=64, threads=96), TileConfig(min_blocks=-1)):
         with pytest.raises(ProgramError, match="tile configuration"):
@@ -147,10 +151,12 @@ def test_pair_tile_configuration(monkeypatch: Any) -> None:
 def test_packed_last_pair_kernel_gives_the_defaults_bits(monkeypatch: Any) -> None:
     """CG's pair kernel on the default pair tiles (64 x 128) with its ``p.Ap`` sweep packed (``packed_last``), on a
     grid with whole tiles inside the reductions' target (140 x 264: the tile at (64, 128) and its halo are inside),
-    at the default's 5 blocks per multiprocessor or compiled for 6: the default's bits."""
+    at the default's 5 blocks per multiprocessor or compiled for 6, and asking L2 for each next tile's rows first
+    (``prefetch_next``; nothing on the emulator but its index arithmetic): the default's bits."""
     shapes = {"shape": (140, 264), "gs_shape": (41, 72)}
     default, _ = run_both(monkeypatch, *CONFIGS[0], PAIR, **shapes)
-    for pair in (PAIR._replace(packed_last=True), PAIR._replace(packed_last=True, min_blocks=6)):
+    for pair in (PAIR._replace(packed_last=True), PAIR._replace(packed_last=True, min_blocks=6),
+                 PAIR._replace(prefetch_next=True), PAIR._replace(packed_last=True, min_blocks=5, prefetch_next=True)):
         ours, launched = run_both(monkeypatch, *CONFIGS[0], pair, **shapes)
         assert ours == default
         assert pair in {variant[-1] for variant in launched}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -316,11 +317,33 @@ def _packed_rows(code: StencilCode, index: str, edges: tuple, per_thread: int) -
     return lines
 
 
-def _kernel_text(name: str, threads: int, params: list[str], body: list[str], blocks: int = 0) -> str:
-    """A generated kernel's whole source: the helpers, then the kernel (``blocks``: the thread blocks per
-    multiprocessor its registers must allow, 0: no such bound)."""
+_PREFETCH = r"""
+#ifndef GNP_PREFETCH_HELPERS
+#define GNP_PREFETCH_HELPERS
+/* sm_90: ask L2 for the 16-byte pieces holding bytes [at, at + n) of global memory, without waiting (bulk prefetch).
+   The address comes from the kernel's parameter read by its PTX name (GNP_PARAM_ADDRESS), not from the pointer:
+   a pointer handed to inline assembly escapes, and the compiler then no longer reads its buffer through the
+   read-only path (LDG.E.CONSTANT becomes LDG.E). Elsewhere (the CPU emulator): nothing. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GNP_PARAM_ADDRESS(out, param) asm("ld.param.u64 %0, [" #param "];" : "=l"(out))
+__device__ __forceinline__ void gnp_prefetch_l2(unsigned long long at, unsigned int n) {
+    const unsigned long long first = at & ~15ull, end = (at + n + 15) & ~15ull;
+    asm volatile("{\n\t.reg .u64 gnp_g;\n\tcvta.to.global.u64 gnp_g, %0;\n\tcp.async.bulk.prefetch.L2.global [gnp_g], %1;\n\t}"
+                 :: "l"(first), "r"((unsigned int)(end - first)));
+}
+#else
+#define GNP_PARAM_ADDRESS(out, param) ((out) = 0)
+__device__ __forceinline__ void gnp_prefetch_l2(unsigned long long, unsigned int) {}
+#endif
+#endif  /* GNP_PREFETCH_HELPERS */
+"""
+
+
+def _kernel_text(name: str, threads: int, params: list[str], body: list[str], blocks: int = 0, helpers: str = "") -> str:
+    """A generated kernel's whole source: the helpers (and ``helpers``), then the kernel (``blocks``: the thread
+    blocks per multiprocessor its registers must allow, 0: no such bound)."""
     bounds = f"{threads}, {blocks}" if blocks else f"{threads}"
-    return (PHILOX_DEVICE_SOURCE + HELPERS + _HELPERS
+    return (PHILOX_DEVICE_SOURCE + HELPERS + _HELPERS + helpers
             + f'\nextern "C" __global__ void __launch_bounds__({bounds}) {name}(\n    ' + ",\n    ".join(params)
             + ")\n{\n" + "\n".join(body) + "\n}\n")
 
@@ -552,8 +575,8 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     counts = [f"gnp_n{d}" for d in range(ndim)]
     number = [f"({index})blockIdx.{dim}" if not reduced else "gnp_tile" + (f" / ({' * '.join(counts[d + 1:])})" if d < ndim - 1 else "")
               + (f" % gnp_n{d}" if d else "") for d, dim in enumerate(GRID_AXES[ndim])]
-    body = [f"    const {index} g{d} = {prefixes[last]}lo{d} + {number[d]} * {tile[d]} - {halo[d]};"
-            for d in range(ndim)]  # where the extended tile starts
+    origins = [f"{prefixes[last]}lo{d} + {number[d]} * {tile[d]} - {halo[d]}" for d in range(ndim)]
+    body = [f"    const {index} g{d} = {origin};" for d, origin in enumerate(origins)]  # where the extended tile starts
 
     def place(k: int) -> str:
         """Sweep ``k``'s element at ``p`` + the read's offset (``{0}``, ``{1}``, ...) in its shared buffers."""
@@ -718,6 +741,8 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                   for j in range(len(codes[k].out_dtypes))]
         body += phase(k, skip, reads, stores)
         body.append("    __syncthreads();")
+        if k == 0 and config.prefetch_next and reduced and ndim == 2:  # (the next sweeps read shared memory alone)
+            body += _next_tile_prefetches(codes[0], prefixes[0], local[0], extents[0], origins, whole, index, threads)
     if reduced:  # a wave of thread blocks walking the tiles (``kernels.stencil.WAVES``), a partial per block
         body = [*head, *[f"    const {index} gnp_n{d} = ({prefixes[last]}n{d} + {tile[d] - 1}) / {tile[d]};"
                          for d in range(ndim)],
@@ -735,4 +760,42 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     variant += (config,) if config != TileConfig() else ()
     kind = "gnp_pair_" if len(codes) == 2 else "gnp_tiles_"
     name = kind + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
-    return _kernel_text(name, threads, params, body, (config.min_blocks or tile_blocks(shared_bytes, threads)) * bounded), name
+    blocks = (config.min_blocks or tile_blocks(shared_bytes, threads)) * bounded
+    prefetching = config.prefetch_next and reduced and ndim == 2
+    for i, param in enumerate(params if prefetching else ()):  # pointers read by their PTX names (``{a_b1}``)
+        braced = "{" + param.split()[-1] + "}"
+        body = [line.replace(braced, f"{name}_param_{i}") for line in body]
+    return _kernel_text(name, threads, params, body, blocks, _PREFETCH * prefetching), name
+
+
+def _next_tile_prefetches(code: tuple, prefix: str, modes: tuple, extent: tuple[int, ...], origins: list[str],
+                          whole: list[str], index: str, threads: int) -> list[str]:
+    """In a 2-d tile kernel whose thread blocks walk the tiles (``gnp_tile``), L2 asked for each row that its first
+    sweep (``code``, on ``extent``) reads from global memory at positions without edges for the block's next tile,
+    where there is one and it is whole (``origins``: the expressions of a tile's start ``g0``, ``g1``; ``whole``: the
+    conditions on them), a row a warp (``TileConfig.prefetch_next``): those reads are then in flight while the
+    block computes its current tile. A hint: no value changes."""
+    reach: dict[int, list[list[int]]] = {}
+    for slot, offset in code.loads:
+        if offset and not any(modes[slot]):
+            lo_hi = reach.setdefault(slot, [list(offset), list(offset)])
+            lo_hi[0] = [min(a, b) for a, b in zip(lo_hi[0], offset)]
+            lo_hi[1] = [max(a, b) for a, b in zip(lo_hi[1], offset)]
+    if not reach:
+        return []
+    nexts = [re.sub(r"\bgnp_tile\b", "gnp_next", origin) for origin in origins]
+    tests = [re.sub(r"\bg([01])\b", r"gnp_x\1", test) for test in whole]
+    lines = [f"    const {index} gnp_next = gnp_tile + gridDim.x;",
+             *[f"    const {index} gnp_x{d} = {origin};" for d, origin in enumerate(nexts)],
+             f"    if (gnp_next < gnp_n0 * gnp_n1 && {' && '.join(tests)}) {{"]
+    for slot, (lo, hi) in sorted(reach.items()):
+        rows, width = extent[0] + hi[0] - lo[0], extent[1] + hi[1] - lo[1]
+        at = f"(gnp_r - {prefix}o{slot}_0) * {prefix}st{slot}_0 + (gnp_x1 + ({lo[1]}) - {prefix}o{slot}_1)"
+        size = f"sizeof({ctype(code.buffers[slot])})"
+        lines += [f"        unsigned long long gnp_at{slot};",
+                  f"        GNP_PARAM_ADDRESS(gnp_at{slot}, {{{prefix}b{slot}}});  // (its PTX name: ``tile_source``)",
+                  f"        for (int gnp_e = threadIdx.x / 32; gnp_e < {rows}; gnp_e += {threads // 32}) {{",
+                  f"            const {index} gnp_r = gnp_x0 + ({lo[0]}) + gnp_e;",
+                  f"            gnp_prefetch_l2(gnp_at{slot} + (long long)({at}) * {size}, {width} * {size});",
+                  "        }"]
+    return ["    {", *[f"    {line}" for line in lines], "        }", "    }"]

@@ -101,8 +101,11 @@ class TileConfig(NamedTuple):
     multiprocessor its registers must allow (0: as many as its shared memory does, ``codegen.stencil.tile_blocks``).
     ``packed_last``: with ``packed``, the last sweep too where it reads only shared memory (CG's ``p.Ap``, heat's
     and Gray-Scott's last sweeps): ``PACK`` consecutive columns per thread, each shared row it reads one 16-byte
-    access, the columns past the pack one by one, its outputs stored as packs. A ``min_blocks`` set is kept even
-    where the compiler then spills (the bound from shared memory is dropped there: compiled again without it)."""
+    access, the columns past the pack one by one, its outputs stored as packs. ``prefetch_next``: in 2-d kernels
+    whose thread blocks walk the tiles (full reductions: CG's pair kernel), each block first asks L2 for the rows
+    its first sweep reads from global memory for its *next* tile (sm_90's bulk prefetch, no waiting), so that
+    those reads are in flight while it computes this one. A ``min_blocks`` set is kept even where the compiler
+    then spills (the bound from shared memory is dropped there: compiled again without it)."""
 
     rows: int = TILES[2][0]
     columns: int = TILES[2][1]
@@ -110,6 +113,7 @@ class TileConfig(NamedTuple):
     packed: bool = False
     min_blocks: int = 0
     packed_last: bool = False
+    prefetch_next: bool = False
 
     def tile(self, ndim: int) -> tuple[int, ...]:
         """The outputs of a thread block per axis for sweeps of ``ndim`` axes."""
