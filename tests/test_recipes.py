@@ -106,6 +106,16 @@ def test_errors_are_numpys_on_every_call():
         assert str(ours.value) == str(numpy_error.value)
 
 
+def test_operations_of_one_name_in_two_namespaces_keep_their_own_checks():
+    """``gnp.outer`` flattens a 0-d operand, ``gnp.linalg.outer`` raises NumPy's error for it: calling the first
+    again and again makes no recipe that the second would use."""
+    a, b = dask.persist(gnp.asarray(np.array(0.5)), gnp.asarray(np.arange(3.0)))
+    for _ in range(CALLS):
+        np.testing.assert_array_equal(gnp.fetch(gnp.outer(a, b)), np.outer(0.5, np.arange(3.0)))
+        with pytest.raises(ValueError, match="one-dimensional"):
+            gnp.linalg.outer(a, b)
+
+
 def test_the_promotion_guard_is_asked_on_every_call():
     """A product that widens its operands asks the promotion guard on every call: calls allowed silently keep no
     recipe that would pass a later call where the guard raises."""

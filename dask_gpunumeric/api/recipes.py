@@ -66,7 +66,7 @@ def reused(func: F) -> F:
     """``func`` (an operation returning an Array or a tuple of Arrays, which depend on its Array operands' names and
     types, its plain arguments and ``_SETTINGS`` alone; an ``out`` argument given, it is the full path's) with its
     result made again from a recipe when called again on the same (``_key``)."""
-    head = func.__qualname__
+    head = f"{func.__module__}.{func.__qualname__}"  # (gnp.outer and gnp.linalg.outer check other things)
     out = _out_position(func)
 
     @functools.wraps(func)
