@@ -279,6 +279,7 @@ def test_pair_with_sum_sources_compile() -> None:
     compile_check("\n".join(sorted(sources)))
 
 
+@needs_emulator
 @pytest.mark.parametrize("rotation", [False, True])
 def test_quotients_computed_in_their_stencil_kernels(rotation: bool, monkeypatch: Any) -> None:
     """With ``stencil-quotients``, CG's alpha = rr / pAp and (rotated) beta = rr_new / rr are computed by the stencil
