@@ -919,3 +919,19 @@ def test_signed_zero_numbers_keep_their_sign_in_either_order(zeros: tuple, dtype
                 with gnp.allowfetch():
                     assert np.asarray(got).tobytes() == want.tobytes(), (c, repeat, got.expr._name)
             assert gnp.fetch(clamp(x, c)).tobytes() == expected[2].tobytes(), (c, repeat)
+
+
+def test_complex_numbers_of_signed_zero_parts_get_their_own_traced_plans() -> None:
+    """An accelerated function that reads a complex number (traced by value) called with complex(1, 0.0), then
+    complex(1, -0.0), equal in Python and of one hash: each gets NumPy's bits (the imaginary zero's sign)."""
+
+    @gnp.accelerate
+    def shift(x: gnp.Array, c: complex) -> gnp.Array:
+        return x if c.real > 2 else x + c
+
+    h = np.array([1.5 - 0.0j, complex(-2.0, -0.0), 3.0 + 1.0j])
+    x = gnp.asarray(h, chunks=2)
+    for c in (complex(1, 0.0), complex(1, -0.0), complex(1, 0.0)):
+        assert gnp.fetch(shift(x, c)).tobytes() == (h + c).tobytes(), c
+        with gnp.allowfetch():
+            assert np.asarray(shift(x, c)).tobytes() == (h + c).tobytes(), c

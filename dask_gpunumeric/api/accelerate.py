@@ -223,12 +223,12 @@ def _argument_blocks(plan: Plan, args: list[ArrayExpr]) -> dict:
 
 def _static_key(value: Any) -> Any:
     """A non-array argument as part of a plan's key: its value with its type, through tuples (1, 1.0 and
-    True are equal in Python but trace to different dtypes), and a zero with its sign (0.0 == -0.0, of one
-    hash, but a plan traced on one holds that zero)."""
+    True are equal in Python but trace to different dtypes), and a float or complex by its text (0.0 == -0.0, of
+    one hash, but a plan traced on one holds that zero; complex(1, -0.0) == complex(1, 0.0); NaN != NaN)."""
     if isinstance(value, tuple):
         return type(value), tuple(_static_key(v) for v in value)
-    if isinstance(value, (float, complex, np.inexact)) and value == 0:
-        return type(value), value, repr(value)
+    if isinstance(value, (float, complex, np.inexact)):  # (by its text: the signs of zeros, NaN equal to itself)
+        return type(value), repr(value)
     return type(value), value
 
 

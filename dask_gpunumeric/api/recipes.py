@@ -33,6 +33,7 @@ _SETTINGS = ("split-every", "chunk-size", "backend")
 _KEPT_VALUES = frozenset({int, str, bool, type(None), type(Ellipsis)})  # operands keyed by their value (and type)
 # items of tuples and lists keyed by value alone: equal values of these are of one type (not bool: True == 1)
 _UNTYPED_ITEMS = frozenset({int, str, type(None), type(Ellipsis)})
+_NODES_MET = 64  # nodes a recipe's walk meets at most (more: the call is not kept)
 _SLOT_DEPTH = 2  # how far under an operand a node read through it is looked for (``x.T @ x`` reads ``x``)
 
 
@@ -222,6 +223,8 @@ def _recipe(result: Any, arrays: list[ArrayExpr]) -> _Recipe | None:
     nodes: list[_Node] = []
     slot_list: list[tuple[int, tuple[int, ...], type, str]] = []
 
+    met = iter(range(_NODES_MET))
+
     def visit(e: ArrayExpr) -> tuple[bool, int] | None:
         name = e._name
         if name in slots:
@@ -232,6 +235,8 @@ def _recipe(result: Any, arrays: list[ArrayExpr]) -> _Recipe | None:
             slots[name] = len(slot_list)
             slot_list.append(found[name])
             return True, slots[name]
+        if next(met, None) is None:
+            return None  # (a result reading far under its operands: a long history, walked on every call)
         if isinstance(e, FromGraph) or isinstance(e, FromArray) and small_host_blocks(e) is None:
             return None  # data the call did not get as an operand
         fill = []
