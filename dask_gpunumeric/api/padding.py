@@ -57,7 +57,7 @@ def _pad_constant(a: Array, widths: tuple[tuple[int, int], ...], values: tuple[t
     texts = tuple(_plain_repr(v) for pair in values for v in pair)
     key = None if None in texts else (a.expr._name, widths, texts)
     template = _PADDED.get(key) if key is not None else MISSING
-    if template is not MISSING and template is not None:
+    if template is not MISSING:  # (never None: the builder always makes nodes)
         return Array(replayed(template, (a.expr,)))
     padded = _joined_constants(a, widths, values)
     if key is not None:
