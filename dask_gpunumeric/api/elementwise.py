@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..expr import ArrayExpr, Chunks, Elemwise, joined_leaves
-from ..expr.elemwise import broadcast_chunks, token_head
+from ..expr.elemwise import NO_KWARGS, broadcast_chunks, token_head
 from ..expr.replay import Template, replayed, template_of
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
@@ -132,7 +132,7 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
     Plain code builds the same nodes call after call: a node's name, dtype and chunks are found by its
     operation and its operands' names and numbers (``_NODES``), where they were worked out before. Nothing is
     kept for nodes on a fresh operand (one never built before: a time-stepping loop's next step)."""
-    operands: list[Any] = []
+    operands: list[Any] = [op, None, NO_KWARGS]  # the node's: its block function and dtype set once found
     key: list[Any] = [op, skip]  # then each operand's name, or the type and the value of a number
     leaves: Any = _UNKNOWN  # (the array operands' inputs, joined)
     for a in args:
@@ -163,9 +163,13 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
         result._expr = replayed(known.template, [a for a in operands if isinstance(a, ArrayExpr)])
         return result
     func, out_dtype, keep, extra, chunks, named = known
+    if keep:  # the full path's rewrite (``_rewritten``)
+        operands = [func, out_dtype, NO_KWARGS, *operands[3:][keep], *extra]
+    else:
+        operands[0] = func
+        operands[1] = out_dtype
     result = _new_array(Array)  # Array(node) without its check: the node is ours
-    result._expr = Elemwise.named(func, out_dtype, [*operands[keep], *extra] if keep else operands, chunks, named,
-                                  leaves)
+    result._expr = Elemwise.named(operands, chunks, named, leaves)
     return result
 
 

@@ -53,24 +53,25 @@ class Elemwise(ArrayExpr):
         fresh = token is None
         if fresh:
             token = kept_token(parts, f"{head}{','.join(texts[1:])})")
-        node = cls.named(op, dtype, args, chunks, (token, f"{funcname}-{token}", backend),
+        node = cls.named([op, dtype, NO_KWARGS, *args], chunks, (token, f"{funcname}-{token}", backend),
                          _NO_LEAVES if leaves is _UNSET else leaves)
         if fresh:
             node.__dict__["_fresh"] = True
         return node
 
     @classmethod
-    def named(cls, op: str, dtype: np.dtype, args: list[Any], chunks: Chunks, named: tuple[str, str, str],
+    def named(cls, operands: list[Any], chunks: Chunks, named: tuple[str, str, str],
               leaves: dict[str, ArrayExpr] | None) -> Elemwise:
-        """``of_aligned``'s node where its (token, name, backend) are known (``named``: those of a node made before
-        of the same operation and operands, the same names and numbers), its operands' inputs ``leaves`` joined."""
+        """``of_aligned``'s node of these ``operands`` (op, dtype, ``NO_KWARGS``, then the arguments) where its (token,
+        name, backend) are known (``named``: those of a node made before of the same operation and operands, the same
+        names and numbers), its operands' inputs ``leaves`` joined."""
         # (the node made here, as ``with_metadata`` makes it: a call less on every operation)
-        inst = object.__new__(cls)
+        inst = _new(cls)
         values = inst.__dict__  # (set one by one: faster than update(**) here)
         values["_determ_token"], values["_name"], values["backend"] = named
-        values["operands"] = [op, dtype, {}, *args]
+        values["operands"] = operands
         values["chunks"] = chunks
-        values["dtype"] = dtype
+        values["dtype"] = operands[1]
         values["_leaves"] = leaves
         return inst
 
@@ -124,6 +125,10 @@ def token_head(op: str, dtype: np.dtype) -> tuple[str, str]:
 
 _HEADS: dict[tuple[str, np.dtype], tuple[str, str]] = {}
 _UNSET = object()
+_new = object.__new__
+# the keywords of the nodes users build (none): one dict, never changed, shared by them all (an allocation less on
+# every operation)
+NO_KWARGS: dict[str, Any] = {}
 
 
 @functools.lru_cache(maxsize=None)
