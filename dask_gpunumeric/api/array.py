@@ -25,6 +25,7 @@ from ..kernels.blocks import as_block, concatenate_grid
 from ..runtime.compile import graph_of
 from ..runtime.fetch import collection_scheduler, compute_now, persist_now
 from . import guards as _guards
+from .kept_nodes import rebinding
 
 ArrayLike = Union["Array", np.ndarray, int, float, complex, bool, list, Any]
 
@@ -372,7 +373,7 @@ class Array(DaskMethodsMixin):
         return self._namespace._getitem(self, index)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        self._expr = self._namespace._setitem(self, index, value).expr
+        self._rebind(self._namespace._setitem(self, index, value).expr)
 
     # --- operators ------------------------------------------------------------------------------------
     # (the binary arithmetic operators, with their reflected and in-place forms: ``_BINARY_OPERATORS``)
@@ -403,11 +404,18 @@ class Array(DaskMethodsMixin):
 
     def sort(self, axis: int = -1, kind: str | None = None, order: Any = None, *, stable: bool | None = None) -> None:
         """Sort in place, as ``numpy.ndarray.sort``: this Array is rebound to the (lazy) sorted array."""
-        self._expr = self._namespace.sort(self, axis, kind, order, stable=stable).expr
+        self._rebind(self._namespace.sort(self, axis, kind, order, stable=stable).expr)
 
     def fill(self, value: Any) -> None:
         """Fill in place with ``value``, as ``numpy.ndarray.fill``: this Array is rebound to a constant array."""
-        self._expr = self._namespace.full_like(self, value).expr
+        self._rebind(self._namespace.full_like(self, value).expr)
+
+    def _rebind(self, expr: ArrayExpr) -> None:
+        """Point this Array to ``expr``, as its in-place operations do (setitem, ``out=``, ``sort``, ``fill``,
+        ``shuffle``: Arrays are views of immutable expressions); nodes kept over its old node are dropped
+        (``kept_nodes.rebinding``)."""
+        rebinding(self)
+        self._expr = expr
 
     def map_blocks(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Array:
         """``func`` on every block of this Array (and of ``args``): ``gnp.map_blocks(func, self, *args, ...)``."""

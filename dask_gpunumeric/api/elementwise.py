@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from operator import is_
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from .array import NUMPY_NUMBERS, Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_array, as_operand, check_order, device_backend
 from .manipulation import broadcast_shape, check_output_cast, rechunk_expr, store
 from .namespace import supported_dtype, warn_integer_division_by_zero
+from .kept_nodes import KEPT as _KEPT, keep
 from .recipes import reused
 
 # gnp function name -> the NumPy/CuPy function of the same behaviour (the registry: ``ops.ufuncs``)
@@ -129,12 +131,14 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
     below would build (``skip``: its ``skip_promotion``), on its shortest route; None for anything else (the
     promotion guard's, a special value's correction, a warning, alignment: the full path's cases).
 
-    Plain code builds the same nodes call after call: a node's name, dtype and chunks are found by its
-    operation and its operands' names and numbers (``_NODES``), where they were worked out before. Nothing is
-    kept for nodes on a fresh operand (one never built before: a time-stepping loop's next step)."""
+    Plain code builds the same nodes call after call: the node made before of the same operation on the same
+    operand objects and numbers is given again where it is kept (``kept_nodes``); else a node's name, dtype and
+    chunks are found by its operation and its operands' names and numbers (``_NODES``), where they were worked
+    out before. Nothing is kept for nodes on a fresh operand (one never built before: a time-stepping loop's next
+    step)."""
     operands: list[Any] = [op, None, NO_KWARGS]  # the node's: its block function and dtype set once found
     key: list[Any] = [op, skip]  # then each operand's name, or the type and the value of a number
-    leaves: Any = _UNKNOWN  # (the array operands' inputs, joined)
+    arrays: list[ArrayExpr] = []  # (the array operands' nodes)
     for a in args:
         kind = type(a)
         if kind is Array:
@@ -142,8 +146,7 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
             if a._fresh:
                 return _new_node(op, args, skip)
             key.append(a._name)
-            more = a._leaves
-            leaves = more if leaves is _UNKNOWN or more is leaves else joined_leaves(leaves, more)
+            arrays.append(a)
         elif kind is int:
             key += (kind, a)
         elif kind is float or kind in NUMPY_NUMBERS:
@@ -153,23 +156,41 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
         else:
             return None
         operands.append(a)
-    known = _NODES.get(tuple(key), _UNKNOWN)
+    names = tuple(key)
+    kept = _KEPT.get(names, _UNKNOWN)
+    if kept is not _UNKNOWN and kept is not None and all(map(is_, kept[1], arrays)):
+        result = _new_array(Array)  # Array(node) without its check: the node is ours
+        result._expr = kept[0]
+        return result
+    known = _NODES.get(names, _UNKNOWN)
     if known is _UNKNOWN:
-        return _new_node(op, args, skip, tuple(key))
-    if known is None or leaves is _UNKNOWN:  # (no array operand: the full path's)
+        made = _new_node(op, args, skip, names)
+        if made is not None:
+            keep(names, made._expr, args)
+        return made
+    if known is None or not arrays:  # (no array operand: the full path's)
         return None
     if type(known) is _Realigned:  # its operands rechunked to agree first: the nodes kept, made again
         result = _new_array(Array)
-        result._expr = replayed(known.template, [a for a in operands if isinstance(a, ArrayExpr)])
+        result._expr = replayed(known.template, arrays)
         return result
-    func, out_dtype, keep, extra, chunks, named = known
-    if keep:  # the full path's rewrite (``_rewritten``)
-        operands = [func, out_dtype, NO_KWARGS, *operands[3:][keep], *extra]
+    func, out_dtype, rewrite, extra, chunks, named = known
+    if rewrite:  # the full path's rewrite (``_rewritten``)
+        operands = [func, out_dtype, NO_KWARGS, *operands[3:][rewrite], *extra]
     else:
         operands[0] = func
         operands[1] = out_dtype
-    result = _new_array(Array)  # Array(node) without its check: the node is ours
-    result._expr = Elemwise.named(operands, chunks, named, leaves)
+    leaves = arrays[0]._leaves  # (the array operands' inputs, joined)
+    for a in arrays[1:]:
+        more = a._leaves
+        if more is not leaves:
+            leaves = joined_leaves(leaves, more)
+    result = _new_array(Array)
+    result._expr = node = Elemwise.named(operands, chunks, named, leaves)
+    if kept is _UNKNOWN:
+        keep(names, node, args)
+    elif kept is not None:  # made before of other operand objects of these names: made anew on each call, kept never
+        _KEPT[names] = None
     return result
 
 

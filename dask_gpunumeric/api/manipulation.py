@@ -87,7 +87,7 @@ def store(what: str, result: Array, out: Any, casting: str = "same_kind") -> Any
         check_fetch(f"{what}(..., out=<numpy.ndarray>)")
         out[...] = to_numpy(value.compute())
         return out
-    out._expr = value.expr
+    out._rebind(value.expr)
     return out
 
 

@@ -142,7 +142,7 @@ class Generator:
         """Shuffle the Array ``x`` along ``axis`` in place (it is rebound to its lazy permutation)."""
         if not isinstance(x, Array):
             raise TypeError("gnp shuffle works on gnp Arrays (use numpy's Generator for other objects)")
-        x._expr = self.permutation(x, axis).expr
+        x._rebind(self.permutation(x, axis).expr)
 
 
 def default_rng(seed: int | np.random.SeedSequence | Generator | None = None) -> Generator:
