@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from operator import is_
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ from .array import NUMPY_NUMBERS, Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_array, as_operand, check_order, device_backend
 from .manipulation import broadcast_shape, check_output_cast, rechunk_expr, store
 from .namespace import supported_dtype, warn_integer_division_by_zero
-from .kept_nodes import KEPT as _KEPT, keep
+from .kept_nodes import KEPT as _KEPT, NEVER, keep
 from .recipes import reused
 
 # gnp function name -> the NumPy/CuPy function of the same behaviour (the registry: ``ops.ufuncs``)
@@ -136,7 +135,6 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
     chunks are found by its operation and its operands' names and numbers (``_NODES``), where they were worked
     out before. Nothing is kept for nodes on a fresh operand (one never built before: a time-stepping loop's next
     step)."""
-    operands: list[Any] = [op, None, NO_KWARGS]  # the node's: its block function and dtype set once found
     key: list[Any] = [op, skip]  # then each operand's name, or the type and the value of a number
     arrays: list[ArrayExpr] = []  # (the array operands' nodes)
     for a in args:
@@ -155,10 +153,9 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
             key += (kind, a)
         else:
             return None
-        operands.append(a)
     names = tuple(key)
-    kept = _KEPT.get(names, _UNKNOWN)
-    if kept is not _UNKNOWN and kept is not None and all(map(is_, kept[1], arrays)):
+    kept = _KEPT.get(names)
+    if kept is not None and kept[1] == arrays:  # (the same operand objects: lists of nodes compare by identity)
         result = _new_array(Array)  # Array(node) without its check: the node is ours
         result._expr = kept[0]
         return result
@@ -175,22 +172,20 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
         result._expr = replayed(known.template, arrays)
         return result
     func, out_dtype, rewrite, extra, chunks, named = known
+    operands = [a._expr if type(a) is Array else a for a in args]
     if rewrite:  # the full path's rewrite (``_rewritten``)
-        operands = [func, out_dtype, NO_KWARGS, *operands[3:][rewrite], *extra]
-    else:
-        operands[0] = func
-        operands[1] = out_dtype
+        operands = [*operands[rewrite], *extra]
     leaves = arrays[0]._leaves  # (the array operands' inputs, joined)
     for a in arrays[1:]:
         more = a._leaves
         if more is not leaves:
             leaves = joined_leaves(leaves, more)
     result = _new_array(Array)
-    result._expr = node = Elemwise.named(operands, chunks, named, leaves)
-    if kept is _UNKNOWN:
+    result._expr = node = Elemwise.named([func, out_dtype, NO_KWARGS, *operands], chunks, named, leaves)
+    if kept is None:
         keep(names, node, args)
-    elif kept is not None:  # made before of other operand objects of these names: made anew on each call, kept never
-        _KEPT[names] = None
+    elif kept is not NEVER:  # made before of other operand objects of these names: made anew on each call, kept never
+        _KEPT[names] = NEVER
     return result
 
 

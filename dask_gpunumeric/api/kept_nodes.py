@@ -13,9 +13,11 @@ from typing import Any
 
 from ..expr import ArrayExpr
 
-# (op, skip, *operand names or (type, value) of numbers), as ``_short_path`` keys its plans -> (the node, the operand
-# nodes it was made of, in the operation's order: given again only for the same objects), or None (none kept)
-KEPT: dict[tuple, tuple[ArrayExpr, tuple[ArrayExpr, ...]] | None] = {}
+# (op, skip, *operand names or (type, value) of numbers), as ``_short_path`` keys its plans -> (the node, the list of
+# the operand nodes it was made of, in the operation's order: given again only for the same objects; lists of nodes
+# compare by identity, as nodes have no ``__eq__`` of their own), or ``NEVER`` (none kept)
+KEPT: dict[tuple, tuple[ArrayExpr, list[ArrayExpr]] | tuple[None, None]] = {}
+NEVER = (None, None)
 _KEPT_SIZE = 2**14  # (as ``_NODES``: a loop of new names must not grow it without end)
 # id of an input node -> a weak reference to an Array pointing to it (alive while the Array points to it)
 _WATCHED: dict[int, weakref.ref] = {}
@@ -24,7 +26,7 @@ _WATCHED: dict[int, weakref.ref] = {}
 def keep(key: tuple, node: ArrayExpr, operands: tuple[Any, ...]) -> None:
     """Keep ``node``, made of the Arrays among ``operands`` (an operation's: Arrays and numbers), under ``key`` where
     each input under it is held by a watched Array (those operands that point to an input are watched from now on);
-    else None is kept there (nothing to keep for these operands: not tried again until kept nodes are dropped)."""
+    else ``NEVER`` is kept there (nothing to keep for these operands: not tried again until kept nodes are dropped)."""
     if node._fresh:  # (never made before: a loop's next step, or a first call, whose nodes come back made again)
         return
     if len(KEPT) >= _KEPT_SIZE:
@@ -32,10 +34,10 @@ def keep(key: tuple, node: ArrayExpr, operands: tuple[Any, ...]) -> None:
     KEPT[key] = _kept(node, operands)
 
 
-def _kept(node: ArrayExpr, operands: tuple[Any, ...]) -> tuple[ArrayExpr, tuple[ArrayExpr, ...]] | None:
+def _kept(node: ArrayExpr, operands: tuple[Any, ...]) -> tuple[ArrayExpr, list[ArrayExpr]] | tuple[None, None]:
     leaves = node._leaves
     if leaves is None:
-        return None
+        return NEVER
     arrays = []
     for a in operands:
         e = getattr(a, "_expr", None)  # (an Array's node; a number has none)
@@ -47,13 +49,13 @@ def _kept(node: ArrayExpr, operands: tuple[Any, ...]) -> tuple[ArrayExpr, tuple[
     held = node.operands
     for e in arrays:  # (a rewrite that drops an operand: its id could come back on another object)
         if not any(o is e for o in held):
-            return None
+            return NEVER
     for leaf in leaves.values():
         ref = _WATCHED.get(id(leaf))
         watcher = None if ref is None else ref()
         if watcher is None or watcher._expr is not leaf:
-            return None
-    return node, tuple(arrays)
+            return NEVER
+    return node, arrays
 
 
 def forget(_ref: Any = None) -> None:
