@@ -24,6 +24,7 @@ from .array import NUMPY_NUMBERS, Array, ArrayLike
 from .creation import SCALAR_OPERANDS, as_array, as_operand, check_order, device_backend
 from .manipulation import broadcast_shape, check_output_cast, rechunk_expr, store
 from .namespace import supported_dtype, warn_integer_division_by_zero
+from . import kept_nodes as _kept_nodes
 from .kept_nodes import KEPT as _KEPT, NEVER, keep
 from .recipes import reused
 
@@ -135,8 +136,8 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
     chunks are found by its operation and its operands' names and numbers (``_NODES``), where they were worked
     out before. Nothing is kept for nodes on a fresh operand (one never built before: a time-stepping loop's next
     step)."""
+    operands: list[Any] = [op, None, NO_KWARGS]  # the node's: its block function and dtype set once found
     key: list[Any] = [op, skip]  # then each operand's name, or the type and the value of a number
-    arrays: list[ArrayExpr] = []  # (the array operands' nodes)
     for a in args:
         kind = type(a)
         if kind is Array:
@@ -144,7 +145,6 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
             if a._fresh:
                 return _new_node(op, args, skip)
             key.append(a._name)
-            arrays.append(a)
         elif kind is int:
             key += (kind, a)
         elif kind is float or kind in NUMPY_NUMBERS:
@@ -153,9 +153,10 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
             key += (kind, a)
         else:
             return None
+        operands.append(a)
     names = tuple(key)
     kept = _KEPT.get(names)
-    if kept is not None and kept[1] == arrays:  # (the same operand objects: lists of nodes compare by identity)
+    if kept is not None and kept[1] == operands:  # (the same operand objects: lists of nodes compare by identity)
         result = _new_array(Array)  # Array(node) without its check: the node is ours
         result._expr = kept[0]
         return result
@@ -163,28 +164,35 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
     if known is _UNKNOWN:
         made = _new_node(op, args, skip, names)
         if made is not None:
-            keep(names, made._expr, args)
+            keep(names, made._expr, operands, args)
         return made
-    if known is None or not arrays:  # (no array operand: the full path's)
+    if known is None:
+        return None
+    leaves = _UNKNOWN  # (the array operands' inputs, joined)
+    for a in args:
+        if type(a) is Array:
+            more = a._expr._leaves
+            leaves = more if leaves is _UNKNOWN or more is leaves else joined_leaves(leaves, more)
+    if leaves is _UNKNOWN:  # (no array operand: the full path's)
         return None
     if type(known) is _Realigned:  # its operands rechunked to agree first: the nodes kept, made again
         result = _new_array(Array)
-        result._expr = replayed(known.template, arrays)
+        result._expr = replayed(known.template, [a for a in operands if isinstance(a, ArrayExpr)])
         return result
+    # (kept nodes tried: for operands met the first time, or once another Array is watched)
+    held = operands.copy() if kept is None or (kept[0] is None and kept is not NEVER
+                                                 and kept is not _kept_nodes.unwatched) else None
     func, out_dtype, rewrite, extra, chunks, named = known
-    operands = [a._expr if type(a) is Array else a for a in args]
     if rewrite:  # the full path's rewrite (``_rewritten``)
-        operands = [*operands[rewrite], *extra]
-    leaves = arrays[0]._leaves  # (the array operands' inputs, joined)
-    for a in arrays[1:]:
-        more = a._leaves
-        if more is not leaves:
-            leaves = joined_leaves(leaves, more)
+        operands = [func, out_dtype, NO_KWARGS, *operands[3:][rewrite], *extra]
+    else:
+        operands[0] = func
+        operands[1] = out_dtype
     result = _new_array(Array)
-    result._expr = node = Elemwise.named([func, out_dtype, NO_KWARGS, *operands], chunks, named, leaves)
-    if kept is None:
-        keep(names, node, args)
-    elif kept is not NEVER:  # made before of other operand objects of these names: made anew on each call, kept never
+    result._expr = node = Elemwise.named(operands, chunks, named, leaves)
+    if held is not None:
+        keep(names, node, held, args)
+    elif kept[0] is not None:  # made before of other operand objects of these names: made anew on each call
         _KEPT[names] = NEVER
     return result
 

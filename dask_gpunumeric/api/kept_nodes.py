@@ -13,55 +13,71 @@ from typing import Any
 
 from ..expr import ArrayExpr
 
-# (op, skip, *operand names or (type, value) of numbers), as ``_short_path`` keys its plans -> (the node, the list of
-# the operand nodes it was made of, in the operation's order: given again only for the same objects; lists of nodes
-# compare by identity, as nodes have no ``__eq__`` of their own), or ``NEVER`` (none kept)
-KEPT: dict[tuple, tuple[ArrayExpr, list[ArrayExpr]] | tuple[None, None]] = {}
-NEVER = (None, None)
+# (op, skip, *operand names or (type, value) of numbers), as ``_short_path`` keys its plans -> (the node, the operands
+# it was made of as ``_short_path`` lists them: given again only for a list equal to it, the same node objects, as
+# nodes compare by identity, having no ``__eq__`` of their own), or a marker (``NEVER``, ``unwatched``: none kept)
+KEPT: dict[tuple, tuple[ArrayExpr, list[Any]] | tuple[None, Any]] = {}
 _KEPT_SIZE = 2**14  # (as ``_NODES``: a loop of new names must not grow it without end)
+# nothing to keep for these operands: other operand objects of the same names came (made anew on each call, or an
+# input's Array let go of), or a rewrite dropped an operand
+NEVER: tuple[None, Any] = (None, "never")
+# an input under the node was watched by no Array: tried again once another Array is watched (a new marker then)
+unwatched: tuple[None, Any] = (None, 0)
 # id of an input node -> a weak reference to an Array pointing to it (alive while the Array points to it)
 _WATCHED: dict[int, weakref.ref] = {}
 
 
-def keep(key: tuple, node: ArrayExpr, operands: tuple[Any, ...]) -> None:
-    """Keep ``node``, made of the Arrays among ``operands`` (an operation's: Arrays and numbers), under ``key`` where
-    each input under it is held by a watched Array (those operands that point to an input are watched from now on);
-    else ``NEVER`` is kept there (nothing to keep for these operands: not tried again until kept nodes are dropped)."""
+def keep(key: tuple, node: ArrayExpr, operands: list[Any], wrappers: tuple[Any, ...]) -> None:
+    """Keep ``node`` under ``key`` with ``operands`` (the operation's list of operands as ``_short_path`` makes it:
+    array operands as nodes), where each input under it is held by a watched Array (among ``wrappers``, the operands
+    as given, those Arrays that point to an input are watched from now on); else a marker saying why not."""
     if node._fresh:  # (never made before: a loop's next step, or a first call, whose nodes come back made again)
         return
     if len(KEPT) >= _KEPT_SIZE:
         KEPT.clear()
-    KEPT[key] = _kept(node, operands)
+    KEPT[key] = _kept(node, operands, wrappers)
 
 
-def _kept(node: ArrayExpr, operands: tuple[Any, ...]) -> tuple[ArrayExpr, list[ArrayExpr]] | tuple[None, None]:
+def _kept(node: ArrayExpr, operands: list[Any], wrappers: tuple[Any, ...]) -> tuple[Any, Any]:
+    global unwatched
     leaves = node._leaves
     if leaves is None:
         return NEVER
-    arrays = []
-    for a in operands:
-        e = getattr(a, "_expr", None)  # (an Array's node; a number has none)
-        if e is None:
-            continue
-        arrays.append(e)
-        if id(e) not in _WATCHED and leaves.get(e._name) is e:
-            _WATCHED[id(e)] = weakref.ref(a, forget)
     held = node.operands
-    for e in arrays:  # (a rewrite that drops an operand: its id could come back on another object)
-        if not any(o is e for o in held):
+    for e in operands:  # (a rewrite that drops an operand: its id could come back on another object)
+        if isinstance(e, ArrayExpr) and not any(o is e for o in held):
             return NEVER
+    for w in wrappers:
+        e = getattr(w, "_expr", None)  # (an Array's node; a number has none)
+        if e is not None and id(e) not in _WATCHED and leaves.get(e._name) is e:
+            _WATCHED[id(e)] = weakref.ref(w, forget)
+            unwatched = (None, unwatched[1] + 1)
     for leaf in leaves.values():
         ref = _WATCHED.get(id(leaf))
         watcher = None if ref is None else ref()
         if watcher is None or watcher._expr is not leaf:
-            return NEVER
-    return node, arrays
+            return unwatched
+    return node, operands
 
 
 def forget(_ref: Any = None) -> None:
-    """Drop every kept node (a watched Array freed or rebound: its input may be held by kept nodes alone)."""
-    KEPT.clear()
+    """Drop every kept node (a watched Array freed or rebound: its input may be held by kept nodes alone). After
+    ``_FORGOTTEN`` such drops their keys are kept ``NEVER`` instead (code whose inputs come and go, such as an Array
+    made on each call that would be watched and freed again and again: never tried again)."""
+    global unwatched, _forgotten
+    _forgotten += 1
+    if _forgotten <= _FORGOTTEN:
+        KEPT.clear()
+    else:
+        for key, kept in list(KEPT.items()):
+            if kept[0] is not None:
+                KEPT[key] = NEVER
     _WATCHED.clear()
+    unwatched = (None, unwatched[1] + 1)
+
+
+_FORGOTTEN = 16
+_forgotten = 0
 
 
 def rebinding(array: Any) -> None:
