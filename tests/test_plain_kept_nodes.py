@@ -49,6 +49,7 @@ def test_repeated_calls_give_the_first_calls_bits_and_numpys_values(entry):
     hosts = _hosts(seed=10 + sorted(ENTRIES).index(entry))  # (inputs of names of their own: no other test's nodes)
     arrays = dask.persist(*(gnp.asarray(h, chunks=16) for h in hosts))
     want = _price(np, *hosts, 0.02)
+    gc.collect()  # (earlier tests' Arrays freed now, not amid the calls: their drop would drop these nodes too)
     first, nodes = None, []
     for _ in range(6):
         outputs = _price(gnp, *arrays, 0.02)
