@@ -15,7 +15,7 @@ import numpy as np
 
 from ..expr import ArrayExpr, Chunks, Elemwise, joined_leaves
 from ..expr.elemwise import broadcast_chunks, token_head
-from ..expr.replay import Template, replayed, template_of
+from ..expr.replay import Kept, rebuilt, template_of
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
 from . import special_values as _special_values
@@ -160,7 +160,7 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
         return None
     if type(known) is _Realigned:  # its operands rechunked to agree first: the nodes kept, made again
         result = _new_array(Array)
-        result._expr = replayed(known.template, [a for a in operands if isinstance(a, ArrayExpr)])
+        result._expr = rebuilt(known.template, [a for a in operands if isinstance(a, ArrayExpr)])[0]
         return result
     func, out_dtype, keep, extra, chunks, named = known
     result = _new_array(Array)  # Array(node) without its check: the node is ours
@@ -240,7 +240,7 @@ class _Realigned:
 
     __slots__ = ("template",)
 
-    def __init__(self, template: Template) -> None:
+    def __init__(self, template: Kept) -> None:
         self.template = template
 
 

@@ -19,9 +19,8 @@ from ..expr import plan as _plan
 from .array import Array
 from ..backend import to_numpy
 from ..expr import Elemwise, Gather, SetItem
-from ..expr.replay import MISSING, Templates, replayed
 from ..expr.tokens import keep_text
-from .recipes import reused
+from .recipes import Templates, reused
 
 
 def _normalize(index: Any, ndim: int) -> tuple[Any, ...]:
@@ -407,14 +406,7 @@ def _update_as_elementwise(x: Array, index: tuple | slice, value: Array) -> Arra
         return None
     known = _slices_key(x, index, slices_only=True)
     key = None if known is None else (x.expr._name, known[1], value.expr._name)
-    template = _UPDATES.get(key) if key is not None else MISSING
-    inputs = (x.expr, inner.args[1])
-    if template is not MISSING:
-        return None if template is None else Array(replayed(template, inputs))
-    whole = _shifted_update(x, items, inner)
-    if key is not None:
-        _UPDATES.keep(key, None if whole is None else whole.expr, inputs)
-    return whole
+    return _UPDATES.made(key, (x.expr, inner.args[1]), lambda: _shifted_update(x, items, inner))
 
 
 # the nodes of ``_shifted_update`` (or None) by the names of x and the value and the box's bounds
