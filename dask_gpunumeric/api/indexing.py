@@ -436,7 +436,8 @@ def _shifted_update(x: Array, items: tuple[slice, ...], inner: Elemwise) -> Arra
     widths = tuple((start, n - stop) for (start, stop, _), n in zip(box, x.shape))
     fill = np.asarray(_IDENTITIES[op](inner.dtype.kind), dtype=b.dtype)[()]
     padded = pad(Array(b), widths, constant_values=fill) if any(map(any, widths)) else Array(b)
-    whole = elementwise(op, x, padded)
+    # (the user's ``x[box] <op> v`` asked the promotion guard; this rewrite of its assignment asks none, as NumPy's cast)
+    whole = elementwise(op, x, padded, skip_promotion=2)
     if whole.dtype != inner.dtype:
         return None
     return whole if whole.dtype == x.dtype else whole.astype(x.dtype)
