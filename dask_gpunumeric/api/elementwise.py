@@ -174,7 +174,8 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
         return None
     if type(known) is _Realigned:  # its operands rechunked to agree first: the nodes kept, made again
         result = _new_array(Array)
-        result._expr = rebuilt(known.template, [a for a in operands if isinstance(a, ArrayExpr)])[0]
+        template = known.template
+        result._expr = rebuilt(template, [a for a in operands if isinstance(a, ArrayExpr)])[template.outputs[0]]
         return result
     func, out_dtype, keep, extra, chunks, named = known
     result = _new_array(Array)  # Array(node) without its check: the node is ours

@@ -174,10 +174,11 @@ def _made(recipe: _Recipe, arrays: list[ArrayExpr]) -> Any:
         if type(e) is not kind or e._name != name:
             return None
         slots.append(e)
+    made = rebuilt(recipe.kept, slots)
     results = []
-    for e in rebuilt(recipe.kept, slots):
+    for index in recipe.kept.outputs:
         result = _new_array(Array)  # Array(node) without its check: the node is ours
-        result._expr = e
+        result._expr = made[index]
         results.append(result)
     kind = recipe.kind
     return results[0] if kind is Array else tuple(results) if kind is tuple else kind(*results)
@@ -221,19 +222,18 @@ class Templates:
              build: Callable[[], Array | None]) -> Array | None:
         """``build()``'s result (an Array made on ``inputs``, or None), made again from the nodes kept under ``key``
         where there are; else built, and its nodes kept where no input is fresh (a time-stepping loop's new node,
-        whose key will not come again) and the build asked no guard (a call made again asks none: the full path's
-        on every call, like ``reused``'s). ``key`` None: built, nothing kept; nor while a function is traced (its
-        guards recorded)."""
-        if key is None or _guards.tracing():
-            return build()
-        kept = self._kept.get(key, _MISSING)
-        if kept is not _MISSING:
-            if kept is None:
+        whose key will not come again) and the build asked no guard (so that made again, it asks none, as the full
+        path would; like ``reused``'s). ``key`` None: built, nothing kept; nor while a function is traced (the guards
+        it asks recorded for its plan)."""
+        if key is not None:
+            kept = self._kept.get(key, _MISSING)
+            if kept is None:  # (the builder's answer: no nodes)
                 return None
-            result = _new_array(Array)  # Array(node) without its check: the node is ours
-            result._expr = rebuilt(kept, inputs)[0]
-            return result
-        if any(a._fresh for a in inputs):
+            if kept is not _MISSING:
+                result = _new_array(Array)  # Array(node) without its check: the node is ours
+                result._expr = rebuilt(kept, inputs)[kept.outputs[0]]
+                return result
+        if key is None or _guards.tracing() or any(a._fresh for a in inputs):
             return build()
         with _guards.recorded() as asked:
             result = build()

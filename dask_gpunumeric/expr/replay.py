@@ -100,16 +100,20 @@ def kept_nodes(results: Sequence[ArrayExpr], inputs: Container[str]) -> Kept | N
 
 
 def rebuilt(kept: Kept, inputs: Sequence[ArrayExpr]) -> list[ArrayExpr]:
-    """The results of ``kept`` made on ``inputs`` (of its inputs' names, in their order), names and metadata kept."""
-    values: list[Any] = list(inputs)
+    """The nodes of ``kept`` made on ``inputs`` (of its inputs' names, in their order), names and metadata kept,
+    after the inputs: by reference (its results at ``kept.outputs``)."""
+    values: list[Any] = [*inputs]
     for cls, operands, fill, held in kept.steps:
         filled = list(operands)
         for position, ref in fill:
             filled[position] = values[ref]
         inst = object.__new__(cls)
-        inst.__dict__.update(held, operands=filled, _leaves=_leaves_of(filled))
+        known = inst.__dict__  # (set one by one: faster than update(**) here)
+        known.update(held)
+        known["operands"] = filled
+        known["_leaves"] = _leaves_of(filled)
         values.append(inst)
-    return [values[ref] for ref in kept.outputs]
+    return values
 
 
 def template_of(result: ArrayExpr, inputs: Sequence[ArrayExpr]) -> Kept | None:
