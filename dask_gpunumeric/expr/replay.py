@@ -7,7 +7,7 @@ function, because its inputs have the same names call after call. ``kept_nodes``
 the inputs left out of their operands, and ``rebuilt`` makes them again on the inputs given, as
 ``ArrayExpr.with_operands`` would with their names kept.
 
-What is kept holds no data but small host data (``holds_data``): it may outlive every array of the call."""
+What is kept holds no data but small host data (``_holds_data``): it may outlive every array of the call."""
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
@@ -43,7 +43,7 @@ class _NotKept(Exception):
 def kept_nodes(results: Sequence[ArrayExpr], inputs: Container[str]) -> Kept | None:
     """The nodes of ``results`` made on the nodes named in ``inputs`` (those read are the ``Kept``'s inputs, in the
     order first met), for ``rebuilt``; None where a result is an input or reads none, where a node holds data
-    (``holds_data``) or reads data but small host data not among the inputs, or where more than ``_LIMIT`` nodes
+    (``_holds_data``) or reads data but small host data not among the inputs, or where more than ``_LIMIT`` nodes
     lie between the results and their inputs."""
     refs: dict[str, int | None] = {}  # by name: its reference (inputs: ~ their number, until all are known)
     read: list[str] = []
@@ -73,7 +73,7 @@ def kept_nodes(results: Sequence[ArrayExpr], inputs: Container[str]) -> Kept | N
                 if ref is not None:
                     fill.append((position, ref))
                     operands[position] = None
-            elif holds_data(o):
+            elif _holds_data(o):
                 raise _NotKept
         if not fill:  # held as it is (constant blocks)
             refs[name] = None
@@ -123,13 +123,13 @@ def template_of(result: ArrayExpr, inputs: Sequence[ArrayExpr]) -> Kept | None:
     return kept if kept is not None and kept.inputs == tuple(a._name for a in inputs) else None
 
 
-def holds_data(value: Any) -> bool:
+def _holds_data(value: Any) -> bool:
     """Whether a plain operand holds data that kept nodes must not keep alive: an expression (a node not walked),
     device memory, or a host array over ``SMALL_HOST_BYTES`` (in a tuple, list or dict too)."""
     if isinstance(value, (tuple, list)):
-        return not _PLAIN_ITEMS.issuperset(map(type, value)) and any(holds_data(v) for v in value)
+        return not _PLAIN_ITEMS.issuperset(map(type, value)) and any(_holds_data(v) for v in value)
     if isinstance(value, dict):
-        return any(holds_data(v) for v in value.values())
+        return any(_holds_data(v) for v in value.values())
     if isinstance(value, np.ndarray):
         return value.nbytes > SMALL_HOST_BYTES
     return isinstance(value, Expr) or hasattr(value, "__cuda_array_interface__")
