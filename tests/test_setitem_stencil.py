@@ -309,3 +309,57 @@ def test_shifted_slices_on_the_short_path_are_the_full_paths_nodes(monkeypatch, 
         full = [a.name for a in build()]
     assert all(n == full for n in names)
     assert_bitwise(build()[0], shifted_laplacian(host, np))
+
+
+def _widening_update(y: Any, g: Any) -> Any:
+    y[1:, :] -= g[:-1, :]  # float32 -= float64: the subtraction widens (the promotion guard), the update casts back
+    return y
+
+
+def _widened_value_assigned(y: Any, g: Any) -> Any:
+    with gnp.allowpromotion():
+        t = y[1:, :] - g[:-1, :]
+    y[1:, :] = t  # an assignment casts, as NumPy's does: no promotion of the user's
+    return y
+
+
+@pytest.mark.parametrize("mode", ["warn", "error"])
+@pytest.mark.parametrize("update", [_widening_update, _widened_value_assigned], ids=lambda f: f.__name__)
+def test_updates_made_again_ask_the_guards_their_first_build_asks(monkeypatch, update, mode):
+    """Updates of a float32 array by float64 views, called again and again (made from kept nodes from the third call
+    on): on every call, the promotion guard asks exactly what the user's own operations ask, at the user's line and
+    naming the fix (a warning per call, or in strict mode the error), and nothing for the update itself; NumPy's
+    values bit for bit through every entry point."""
+    import warnings
+
+    from dask_gpunumeric.api import indexing, recipes
+
+    y_host = _values((9, 11), np.float32, 10)
+    g_host = _values((9, 11), np.float64, 11)
+    expected = update(y_host.copy(), g_host)
+    entries = {"fetch": gnp.fetch, "asarray": gnp.allowfetch(np.asarray), "compute": lambda a: a.compute()}
+    monkeypatch.setattr(indexing, "_UPDATES", recipes.Templates())
+    widening = update is _widening_update
+    line = update.__code__.co_firstlineno + 1
+    with gnp.config.set(guards=mode):
+        for call in range(4):
+            for entry in entries.values():
+                y, g = gnp.from_array(y_host, chunks=(4, 5)), gnp.from_array(g_host, chunks=(4, 5))
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    if widening and mode == "error":
+                        with pytest.raises(gnp.PromotionError, match="allowpromotion"):
+                            update(y, g)
+                        continue
+                    got = to_host(entry(update(y, g)))
+                guards = [(w.category, w.filename, w.lineno) for w in caught if issubclass(w.category, gnp.GuardWarning)]
+                assert guards == ([(gnp.PromotionWarning, __file__, line)] if widening else [])
+                assert all("allowpromotion" in str(w.message) for w in caught if w.category is gnp.PromotionWarning)
+                assert got.dtype == expected.dtype
+                if BACKEND == "numpy":
+                    np.testing.assert_array_equal(got, expected)
+                    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+                else:
+                    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    kept = list(indexing._UPDATES._kept.values())  # (the updates' nodes, made again from the second call on)
+    assert kept == [] if widening and mode == "error" else len(kept) == 1 and kept[0] is not None

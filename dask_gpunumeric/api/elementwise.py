@@ -15,7 +15,7 @@ import numpy as np
 
 from ..expr import ArrayExpr, Chunks, Elemwise, joined_leaves
 from ..expr.elemwise import NO_KWARGS, broadcast_chunks, token_head
-from ..expr.replay import Template, replayed, template_of
+from ..expr.replay import Kept, rebuilt, template_of
 from ..ops.ufuncs import BLOCK_FUNCTION, UFUNCS
 from . import guards as _guards
 from . import special_values as _special_values
@@ -83,17 +83,31 @@ def align_chunks(arrays: list[ArrayExpr], shape: tuple[int, ...]) -> dict[str, A
     shifted slices) from growing step after step."""
     if len(arrays) == 1:  # nothing to agree with
         return {arrays[0]._name: arrays[0]}
-    key = (*(a.chunks for a in arrays), shape)  # (shifted slices in stencils: the same chunks on every step)
-    wanted = _WANTED.get(key)
-    if wanted is None:
-        wanted = _wanted_chunks([a.chunks for a in arrays], shape)
-        if len(_WANTED) >= _SHORT_PLANS_SIZE:
-            _WANTED.clear()
-        _WANTED[key] = wanted
+    wanted, _ = _alignment(tuple(a.chunks for a in arrays), shape)
     return {a._name: a if want == a.chunks else rechunk_expr(a, want) for a, want in zip(arrays, wanted)}
 
 
-_WANTED: dict[tuple, list[Chunks]] = {}  # ``_wanted_chunks`` by the operands' chunks and the shape
+def _alignment(operand_chunks: tuple[Chunks, ...], shape: tuple[int, ...] | None,
+               op: str = "") -> tuple[list[Chunks], Chunks | None]:
+    """The chunks ``align_chunks`` gives arrays of these chunks broadcasting to ``shape`` (None: their own broadcast
+    shape, with ``op``'s error where they don't broadcast), and with ``shape`` None, the result's chunks where that
+    rechunks none of them (else None); kept for the next call (shifted slices in stencils: the same chunks on every
+    step)."""
+    key = (*operand_chunks, shape)
+    known = _ALIGNMENTS.get(key)
+    if known is None:
+        chunks = list(operand_chunks)
+        wanted = _wanted_chunks(chunks, broadcast_shape(op, [tuple(map(sum, c)) for c in chunks]) if shape is None
+                                else shape)
+        aligned = broadcast_chunks(chunks) if shape is None and wanted == chunks else None
+        if len(_ALIGNMENTS) >= _SHORT_PLANS_SIZE:
+            _ALIGNMENTS.clear()
+        known = _ALIGNMENTS[key] = wanted, aligned
+    return known
+
+
+# ``_alignment`` by the operands' chunks and the shape they broadcast to (None: theirs)
+_ALIGNMENTS: dict[tuple, tuple[list[Chunks], Chunks | None]] = {}
 
 
 def _wanted_chunks(operand_chunks: list[Chunks], shape: tuple[int, ...]) -> list[Chunks]:
@@ -177,7 +191,8 @@ def _short_path(op: str, args: tuple, skip: int = 0) -> Array | None:
         return None
     if type(known) is _Realigned:  # its operands rechunked to agree first: the nodes kept, made again
         result = _new_array(Array)
-        result._expr = replayed(known.template, [a for a in operands if isinstance(a, ArrayExpr)])
+        template = known.template
+        result._expr = rebuilt(template, [a for a in operands if isinstance(a, ArrayExpr)])[template.outputs[0]]
         return result
     # (kept nodes tried: for operands met the first time, or once another Array is watched)
     held = operands.copy() if kept is None or (kept[0] is None and kept is not NEVER
@@ -268,7 +283,7 @@ class _Realigned:
 
     __slots__ = ("template",)
 
-    def __init__(self, template: Template) -> None:
+    def __init__(self, template: Kept) -> None:
         self.template = template
 
 
@@ -291,23 +306,11 @@ Array._elementwise = staticmethod(_short_path)  # (Array's operators: see there)
 
 def _aligned_chunks(op: str, operand_chunks: list[Chunks]) -> Chunks | None:
     """The result's chunks where arrays of these chunks broadcast without rechunking (``align_chunks`` keeps
-    them), else None (also where they don't broadcast: the full path raises); kept for the next call."""
-    key = tuple(operand_chunks)
-    known = _ALIGNED.get(key, _UNKNOWN)
-    if known is _UNKNOWN:
-        try:
-            shape = broadcast_shape(op, [tuple(map(sum, c)) for c in operand_chunks])
-        except ValueError:
-            return None
-        wanted = _wanted_chunks(operand_chunks, shape)
-        known = broadcast_chunks(operand_chunks) if wanted == list(operand_chunks) else None
-        if len(_ALIGNED) >= _SHORT_PLANS_SIZE:
-            _ALIGNED.clear()
-        _ALIGNED[key] = known
-    return known
-
-
-_ALIGNED: dict[tuple, Chunks | None] = {}
+    them), else None (also where they don't broadcast: the full path raises)."""
+    try:
+        return _alignment(tuple(operand_chunks), None, op)[1]
+    except ValueError:
+        return None
 
 
 _UNKNOWN = object()

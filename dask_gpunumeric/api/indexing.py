@@ -19,9 +19,8 @@ from ..expr import plan as _plan
 from .array import Array
 from ..backend import to_numpy
 from ..expr import Elemwise, Gather, SetItem
-from ..expr.replay import MISSING, Templates, replayed
 from ..expr.tokens import keep_text
-from .recipes import reused
+from .recipes import Templates, reused
 
 
 def _normalize(index: Any, ndim: int) -> tuple[Any, ...]:
@@ -93,22 +92,21 @@ def getitem(x: Array, index: Any) -> Array:
             return x
         plan, drop, chunks, heads = planned
         return Array(Gather.of_plan(plan, drop, x.expr, chunks, heads))
-    return _indexed(x, index)
+    out = _indexed(x, index)
+    if known is not None:  # (an index of slices and ints: ``_basic_getitem``'s Gather, or x itself)
+        e = out.expr
+        _remember_slices(known, _WHOLE if out is x else (e.operand("plan"), e.operand("drop"), out.chunks, {}))
+    return out
 
 
 @reused
 def _indexed(x: Array, index: Any) -> Array:
     """``getitem``'s result where no plan of its slices was made before."""
-    known = _slices_key(x, index)
     index = _normalize(index, x.ndim)
     _check_in_numpy_order(x.shape, index)
     _guards.check_scalar_index(x.shape, index, "reading", x.backend)
     if not any(_is_advanced(ix) for ix in index):
-        out = _basic_getitem(x, index)
-        if known is not None:
-            e = out.expr
-            _remember_slices(known, _WHOLE if out is x else (e.operand("plan"), e.operand("drop"), out.chunks, {}))
-        return out
+        return _basic_getitem(x, index)
     x, index = _new_axes_as_slices(x, index)
     advanced = [ix for ix in index if _is_advanced(ix)]
     if len(advanced) > 1:
@@ -323,11 +321,11 @@ def setitem(x: Array, index: Any, value: Any) -> Array:
         from .elementwise import elementwise  # (here only: setitem runs on every stencil step)
 
         return elementwise("where", index, value, x, dtype=x.dtype)
+    known = _slices_key(x, index, slices_only=True)
     if isinstance(value, Array):
-        whole = _update_as_elementwise(x, index, value)
+        whole = _update_as_elementwise(x, index, value, known)
         if whole is not None:
             return whole
-    known = _slices_key(x, index, slices_only=True)
     region = _REGION_PLANS.get(known) if known is not None else None
     if region is not None:  # these slices of these chunks, met before (stencil updates repeat them)
         region_plan, region_chunks = region
@@ -387,14 +385,15 @@ def _exact_round_trip(dtype: np.dtype, wide: np.dtype) -> bool:
     return not (dtype.kind in "iu" and wide.kind == "f" and 2 * dtype.itemsize > wide.itemsize)
 
 
-def _update_as_elementwise(x: Array, index: tuple | slice, value: Array) -> Array | None:
+def _update_as_elementwise(x: Array, index: tuple | slice, value: Array, known: tuple | None) -> Array | None:
     """``x[box] = x[box] <op> v`` (``x[box] <op>= v``) for a box of slices of step 1 and a view ``v`` (a slice
     of an array, a shifted slice in stencils) as the elementwise ``x <op> pad(v)``, padded past the box with
     an identity of ``op`` that leaves ``x`` unchanged bit for bit: the shifted-slice form of the same stencil,
     which the optimizer plans as one. None where the update is not of that form.
 
     Plain code makes the same updates call after call (the same names): their nodes are kept as templates by
-    the names of ``x`` and ``value`` and the box, and made again on ``x`` and ``v`` (``_UPDATES``)."""
+    the names of ``x`` and ``value`` and the box (``known``: ``_slices_key`` of the index, slices only), and made
+    again on ``x`` and ``v`` (``_UPDATES``)."""
     items = index if type(index) is tuple else (index,)
     if len(items) > x.ndim or not all(type(ix) is slice for ix in items):
         return None
@@ -405,16 +404,8 @@ def _update_as_elementwise(x: Array, index: tuple | slice, value: Array) -> Arra
         return None
     if len(inner.args) != 2 or not all(isinstance(v, Gather) for v in inner.args):
         return None
-    known = _slices_key(x, index, slices_only=True)
     key = None if known is None else (x.expr._name, known[1], value.expr._name)
-    template = _UPDATES.get(key) if key is not None else MISSING
-    inputs = (x.expr, inner.args[1])
-    if template is not MISSING:
-        return None if template is None else Array(replayed(template, inputs))
-    whole = _shifted_update(x, items, inner)
-    if key is not None:
-        _UPDATES.keep(key, None if whole is None else whole.expr, inputs)
-    return whole
+    return _UPDATES.made(key, (x.expr, inner.args[1]), lambda: _shifted_update(x, items, inner))
 
 
 # the nodes of ``_shifted_update`` (or None) by the names of x and the value and the box's bounds
@@ -444,7 +435,8 @@ def _shifted_update(x: Array, items: tuple[slice, ...], inner: Elemwise) -> Arra
     widths = tuple((start, n - stop) for (start, stop, _), n in zip(box, x.shape))
     fill = np.asarray(_IDENTITIES[op](inner.dtype.kind), dtype=b.dtype)[()]
     padded = pad(Array(b), widths, constant_values=fill) if any(map(any, widths)) else Array(b)
-    whole = elementwise(op, x, padded)
+    # (the user's ``x[box] <op> v`` asked the promotion guard; this rewrite of its assignment asks none, as NumPy's cast)
+    whole = elementwise(op, x, padded, skip_promotion=2)
     if whole.dtype != inner.dtype:
         return None
     return whole if whole.dtype == x.dtype else whole.astype(x.dtype)

@@ -9,13 +9,12 @@ import numpy as np
 
 from ..expr import plan as _plan
 from ..expr import Gather
-from ..expr.replay import MISSING, Templates, replayed
 from ..expr.tokens import _plain_repr
 from .array import Array, ArrayLike
 from .creation import as_array, full
 from .interop import run_fallback
 from .manipulation import concat
-from .recipes import reused
+from .recipes import Templates, reused
 
 __all__ = ["pad"]
 
@@ -56,13 +55,7 @@ def _pad_constant(a: Array, widths: tuple[tuple[int, int], ...], values: tuple[t
     (stencils written with shifted slices pad on every step)."""
     texts = tuple(_plain_repr(v) for pair in values for v in pair)
     key = None if None in texts else (a.expr._name, widths, texts)
-    template = _PADDED.get(key) if key is not None else MISSING
-    if template is not MISSING:  # (never None: the builder always makes nodes)
-        return Array(replayed(template, (a.expr,)))
-    padded = _joined_constants(a, widths, values)
-    if key is not None:
-        _PADDED.keep(key, padded.expr, (a.expr,))
-    return padded
+    return _PADDED.made(key, (a.expr,), lambda: _joined_constants(a, widths, values))
 
 
 # the nodes of ``_joined_constants`` by the names of the array, the widths and the values' texts

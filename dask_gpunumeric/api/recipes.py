@@ -8,21 +8,24 @@ nothing), and only for a call that no guard was asked about (its guard is asked 
 Its key is the operation, each Array operand's name, node type and inputs' names (a persisted Array keeps the name of
 the expression it came from: its nodes are another tree of the same names), the plain values of the other operands
 (by type and value; zeros and NaN, whose equal values have other bits, never), and the settings the operations read.
-The recipe holds no data: the nodes it reads that are not made by the call (an operand, or a node under one, which
-the operation read through) are found again in the call's operands by their position, and must be of the same type
-and name; a call whose result reads any other data is not kept."""
+Its nodes are kept by ``expr.replay`` (holding no data but small host data); the nodes they read that are not made by
+the call (an operand, or a node under one, which the operation read through) are found again in the call's operands
+by their position, and must be of the same type and name; a call whose result reads any other data is not kept.
+
+``Templates``: the same for builders inside operations (setitem's shifted-slice rewrite, a constant ``pad``), by a
+key their callers make."""
 from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
 from .. import config
-from ..expr import ArrayExpr, FromArray, FromGraph, small_host_blocks
-from ..expr.base import _leaves_of
+from ..expr import ArrayExpr
+from ..expr.replay import Kept, kept_nodes, rebuilt, template_of
 from . import guards as _guards
 from .array import Array
 
@@ -33,29 +36,16 @@ _SETTINGS = ("split-every", "chunk-size", "backend")
 _KEPT_VALUES = frozenset({int, str, bool, type(None), type(Ellipsis)})  # operands keyed by their value (and type)
 # items of tuples and lists keyed by value alone: equal values of these are of one type (not bool: True == 1)
 _UNTYPED_ITEMS = frozenset({int, str, type(None), type(Ellipsis)})
-_NODES_MET = 64  # nodes a recipe's walk meets at most (more: the call is not kept)
 _SLOT_DEPTH = 2  # how far under an operand a node read through it is looked for (``x.T @ x`` reads ``x``)
 
 
-class _Node(NamedTuple):
-    """How one node of a result is made: its type, its operands (``None`` where ``fill`` puts a node), and for
-    each such operand its position with where it comes from (a slot: True, a node made before: False) and the index
-    there; the values the node's dict holds but its operands and inputs."""
-
-    kind: type
-    operands: tuple
-    fill: tuple[tuple[int, bool, int], ...]
-    values: dict
-
-
 class _Recipe(NamedTuple):
-    """The nodes of a result, made in order; its slots: per slot, (index among the call's Array operands, path of
-    operand positions under it, node type, name); the nodes of its Arrays (their indices in ``nodes``), and the
-    type of the result (an Array, or a tuple or NamedTuple of Arrays)."""
+    """The nodes of a result (``kept``); per input of theirs, its slot: (index among the call's Array operands, path
+    of operand positions under it, node type, name); and the type of the result (an Array, or a tuple or NamedTuple
+    of Arrays)."""
 
     slots: tuple[tuple[int, tuple[int, ...], type, str], ...]
-    nodes: tuple[_Node, ...]
-    outputs: tuple[int, ...]
+    kept: Kept
     kind: type
 
 
@@ -103,7 +93,7 @@ def _out_position(func: Callable[..., Any]) -> int:
     return 1 << 30
 
 
-_SEEN, _NEVER = object(), object()
+_SEEN, _NEVER, _MISSING = object(), object(), object()
 _new_array = object.__new__
 
 
@@ -184,19 +174,9 @@ def _made(recipe: _Recipe, arrays: list[ArrayExpr]) -> Any:
         if type(e) is not kind or e._name != name:
             return None
         slots.append(e)
-    made: list[ArrayExpr] = []
-    for node in recipe.nodes:
-        operands = list(node.operands)
-        for position, from_slot, index in node.fill:
-            operands[position] = slots[index] if from_slot else made[index]
-        inst = object.__new__(node.kind)
-        values = inst.__dict__
-        values.update(node.values)
-        values["operands"] = operands
-        values["_leaves"] = _leaves_of(operands)
-        made.append(inst)
+    made = rebuilt(recipe.kept, slots)
     results = []
-    for index in recipe.outputs:
+    for index in recipe.kept.outputs:
         result = _new_array(Array)  # Array(node) without its check: the node is ours
         result._expr = made[index]
         results.append(result)
@@ -204,13 +184,9 @@ def _made(recipe: _Recipe, arrays: list[ArrayExpr]) -> Any:
     return results[0] if kind is Array else tuple(results) if kind is tuple else kind(*results)
 
 
-_COPIED = ("_determ_token", "_name", "chunks", "dtype", "backend", "_funcname")  # what a node's dict must hold
-
-
 def _recipe(result: Any, arrays: list[ArrayExpr]) -> _Recipe | None:
-    """The recipe of a call's result, or None where it is no Array or tuple of Arrays made by the call (an operand
-    returned as it is), reads data not under its operands, or has a node holding a node elsewhere than among its
-    operands, or made without its metadata at hand."""
+    """The recipe of a call's result, or None where it is no Array or tuple of Arrays, or its nodes are not kept
+    (``kept_nodes``: an operand returned as it is, data read that is not under its operands)."""
     kind = type(result)
     outputs = [result] if kind is Array else list(result) if isinstance(result, tuple) else []
     if not outputs or any(type(o) is not Array for o in outputs):
@@ -218,50 +194,11 @@ def _recipe(result: Any, arrays: list[ArrayExpr]) -> _Recipe | None:
     found: dict[str, tuple[int, tuple[int, ...], type, str]] = {}
     for index, e in enumerate(arrays):
         _find_slots(e, index, (), found)
-    slots: dict[str, int] = {}
-    order: dict[str, int] = {}
-    nodes: list[_Node] = []
-    slot_list: list[tuple[int, tuple[int, ...], type, str]] = []
-
-    met = iter(range(_NODES_MET))
-
-    def visit(e: ArrayExpr) -> tuple[bool, int] | None:
-        name = e._name
-        if name in slots:
-            return True, slots[name]
-        if name in order:
-            return False, order[name]
-        if name in found:
-            slots[name] = len(slot_list)
-            slot_list.append(found[name])
-            return True, slots[name]
-        if next(met, None) is None:
-            return None  # (a result reading far under its operands: a long history, walked on every call)
-        if isinstance(e, FromGraph) or isinstance(e, FromArray) and small_host_blocks(e) is None:
-            return None  # data the call did not get as an operand
-        fill = []
-        operands = list(e.operands)
-        for position, o in enumerate(operands):
-            if isinstance(o, ArrayExpr):
-                place = visit(o)
-                if place is None:
-                    return None
-                fill.append((position, *place))
-                operands[position] = None
-            elif _holds(o):
-                return None
-        values = {k: e.__dict__[k] for k in _COPIED if k in e.__dict__}
-        if len(values) < len(_COPIED) - 1:
-            return None
-        order[name] = len(nodes)
-        nodes.append(_Node(type(e), tuple(operands), tuple(fill), values))
-        return False, order[name]
-
-    places = [visit(o._expr) for o in outputs]
-    if any(place is None or place[0] for place in places):
+    kept = kept_nodes([o._expr for o in outputs], found)
+    if kept is None:
         return None
     kind = Array if kind is Array else tuple if kind is tuple else kind
-    return _Recipe(tuple(slot_list), tuple(nodes), tuple(index for _, index in places), kind)
+    return _Recipe(tuple(found[name] for name in kept.inputs), kept, kind)
 
 
 def _find_slots(e: ArrayExpr, index: int, path: tuple[int, ...], found: dict) -> None:
@@ -272,16 +209,37 @@ def _find_slots(e: ArrayExpr, index: int, path: tuple[int, ...], found: dict) ->
                 _find_slots(o, index, (*path, position), found)
 
 
-def _holds(value: Any) -> bool:
-    """Whether a plain operand holds a node, device memory or a host array over ``_KEPT_BYTES`` (a recipe keeps
-    no data alive)."""
-    if isinstance(value, (tuple, list)):
-        return not _UNTYPED_ITEMS.issuperset(map(type, value)) and any(_holds(v) for v in value)
-    if isinstance(value, dict):
-        return any(_holds(v) for v in value.values())
-    if isinstance(value, np.ndarray):
-        return value.nbytes > _KEPT_BYTES
-    return isinstance(value, ArrayExpr) or hasattr(value, "__cuda_array_interface__")
+class Templates:
+    """The nodes a builder makes on its inputs (``expr.replay.template_of``), or None (the builder's answer where it
+    made none), by a key that names the builder's arguments, its inputs by name; at most ``size``, cleared when full
+    (a loop of new names every step must not grow it without end)."""
 
+    def __init__(self, size: int = 1024) -> None:
+        self._kept: dict[Hashable, Kept | None] = {}
+        self._size = size
 
-_KEPT_BYTES = 2**20
+    def made(self, key: Hashable | None, inputs: Sequence[ArrayExpr],
+             build: Callable[[], Array | None]) -> Array | None:
+        """``build()``'s result (an Array made on ``inputs``, or None), made again from the nodes kept under ``key``
+        where there are; else built, and its nodes kept where no input is fresh (a time-stepping loop's new node,
+        whose key will not come again) and the build asked no guard (so that made again, it asks none, as the full
+        path would; like ``reused``'s). ``key`` None: built, nothing kept; nor while a function is traced (the guards
+        it asks recorded for its plan)."""
+        if key is not None:
+            kept = self._kept.get(key, _MISSING)
+            if kept is None:  # (the builder's answer: no nodes)
+                return None
+            if kept is not _MISSING:
+                result = _new_array(Array)  # Array(node) without its check: the node is ours
+                result._expr = rebuilt(kept, inputs)[kept.outputs[0]]
+                return result
+        if key is None or _guards.tracing() or any(a._fresh for a in inputs):
+            return build()
+        with _guards.recorded() as asked:
+            result = build()
+        kept = None if result is None else template_of(result._expr, inputs)
+        if not asked and (result is None or kept is not None):
+            if len(self._kept) >= self._size:
+                self._kept.clear()
+            self._kept[key] = kept
+        return result

@@ -4,7 +4,7 @@ from .base import (ArrayExpr, Bundle, Chunks, Finalize, Index, JointOutput, Mate
                    joined_leaves, walk)
 from .blockwise import MapBlocks
 from .contraction import GramProducts, MatMul
-from .data import Creation, FromArray, FromGraph, small_host_blocks
+from .data import Creation, FromArray, FromGraph, small_host_blocks, small_host_input
 from .elemwise import Elemwise
 from .fused import Fused, FusedOutput, Stencil
 from .halo import Overlap, SetItem
@@ -15,4 +15,5 @@ from .tokens import cached
 __all__ = ["ArrayExpr", "BlockReshape", "Broadcast", "Bundle", "Chunks", "Creation", "Elemwise", "Finalize",
            "FromArray", "FromGraph", "Fused", "FusedOutput", "Gather", "GramProducts", "Index", "JointOutput",
            "MapBlocks", "MatMul", "Materialized", "Outputs", "Overlap", "Reduction", "Scan", "SetItem", "Stencil",
-           "Transpose", "cached", "flat_keys", "inputs", "joined_leaves", "small_host_blocks", "walk"]
+           "Transpose", "cached", "flat_keys", "inputs", "joined_leaves", "small_host_blocks",
+           "small_host_input", "walk"]

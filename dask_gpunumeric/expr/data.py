@@ -98,22 +98,33 @@ class FromArray(ArrayExpr):
         return self.operand("array")[slices]
 
 
-SMALL_HOST_BYTES = 2**16  # host data an input's blocks may hold to be made inside the tasks reading them
+# Host data this small costs nothing worth counting to copy or to keep: an input's blocks of at most this many bytes
+# are made inside the tasks reading them, and nodes kept for later calls (``expr.replay``) may hold it alive
+SMALL_HOST_BYTES = 2**16
+
+
+def small_host_input(node: ArrayExpr) -> bool:
+    """Whether ``node`` is an input that is small host data: a 0-d rate, a salt (an array in memory of at most
+    ``SMALL_HOST_BYTES``), or a NumPy scalar persisted as a 0-d block."""
+    if isinstance(node, FromArray):
+        array = node.operand("array")
+        return isinstance(array, np.ndarray) and array.nbytes <= SMALL_HOST_BYTES
+    if isinstance(node, FromGraph) and node.ndim == 0:
+        # (an accelerated function's number argument)
+        return isinstance(node.operand("layer").get(node.key(())), np.generic)
+    return False
 
 
 def small_host_blocks(node: ArrayExpr) -> dict | None:
-    """The block tasks, by key, of an input that is small host data (a 0-d rate, a salt: an array in memory of
-    at most ``SMALL_HOST_BYTES``, or a NumPy scalar persisted as a 0-d block), which a cluster's tasks make
-    inside the tasks reading them (a task of their own is a scheduler round trip more); None for others."""
+    """The block tasks, by key, of an input that is small host data (``small_host_input``), which a cluster's
+    tasks make inside the tasks reading them (a task of their own is a scheduler round trip more); None for
+    others."""
+    if not small_host_input(node):
+        return None
     if isinstance(node, FromArray):
-        array = node.operand("array")
-        if isinstance(array, np.ndarray) and array.nbytes <= SMALL_HOST_BYTES:
-            return {node.key(index): node._block_task(index) for index in node.block_indices()}
-    elif isinstance(node, FromGraph) and node.ndim == 0:
-        value = node.operand("layer").get(node.key(()))
-        if isinstance(value, np.generic):  # (an accelerated function's number argument)
-            return {node.key(()): DataNode(node.key(()), value)}
-    return None
+        return {node.key(index): node._block_task(index) for index in node.block_indices()}
+    key = node.key(())
+    return {key: DataNode(key, node.operand("layer")[key])}
 
 
 class Creation(ArrayExpr):

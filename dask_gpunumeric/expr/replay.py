@@ -1,37 +1,52 @@
-"""Subtrees that plain code builds again call after call, kept as templates and rebuilt on the next inputs of the
-same names: every node's name, chunks and operands (plans included) kept, none worked out again.
+"""Nodes that plain code builds again call after call, kept without their inputs and made again on the next inputs
+of the same names: every node's name, chunks and operands (plans included) kept, none worked out again.
 
-A builder (a setitem update in its shifted-slice form, a constant ``pad``) makes a few nodes on its inputs; a
-Python loop makes the same nodes on every call of the user's function, because its inputs have the same names
-call after call. The template holds what those nodes hold with the inputs left out of their operands (so that it
-keeps no data alive), and makes them again on the inputs given, as ``ArrayExpr.with_operands`` would with their
-names kept."""
+A builder (an operation called again on operands of the same names, a setitem update in its shifted-slice form, a
+constant ``pad``) makes a few nodes on its inputs; a Python loop makes the same nodes on every call of the user's
+function, because its inputs have the same names call after call. ``kept_nodes`` keeps what those nodes hold with
+the inputs left out of their operands, and ``rebuilt`` makes them again on the inputs given, as
+``ArrayExpr.with_operands`` would with their names kept.
+
+What is kept holds no data but small host data (``_holds_data``): it may outlive every array of the call."""
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from typing import Any
+from collections.abc import Container, Sequence
+from typing import Any, NamedTuple
 
+import numpy as np
 from dask._expr import Expr
 
 from .base import ArrayExpr, _leaves_of
+from .data import SMALL_HOST_BYTES, FromArray, FromGraph, small_host_input
 
-# one node of a template: its class, its operands with None for those that are inputs or earlier nodes of the
-# template, those (position, reference) pairs (a reference numbers the inputs, then the template's nodes), and the
-# rest of what the node holds (name, token, chunks, dtype, backend)
+# One node made again: its class, its operands with None for those that are inputs or nodes made before it, those
+# (position, reference) pairs (a reference numbers the inputs, then the nodes made), and the rest of what the node
+# holds (name, token, chunks, dtype, backend). Nodes that read no input are held as they are, among the operands.
 _Step = tuple[type, tuple, tuple[tuple[int, int], ...], dict[str, Any]]
-Template = tuple[tuple[_Step, ...], int]  # (nodes in order, reference of the result)
 
-_LIMIT = 64  # nodes met at most: a builder that reaches further (past an input not given) gets no template
+_LIMIT = 64  # nodes met at most: results that reach further (a long history past an input not given) are not kept
+_PLAIN_ITEMS = frozenset({int, str, bool, type(None), type(Ellipsis)})  # (tuples of these hold no data: shapes, axes)
 
 
-class _NoTemplate(Exception):
+class Kept(NamedTuple):
+    """The nodes of some results without their inputs (``kept_nodes``): made in order by ``rebuilt``."""
+
+    steps: tuple[_Step, ...]
+    outputs: tuple[int, ...]  # the results' references
+    inputs: tuple[str, ...]  # the names of the inputs read, in the order of their references (``rebuilt``'s inputs)
+
+
+class _NotKept(Exception):
     pass
 
 
-def template_of(result: ArrayExpr, inputs: Sequence[ArrayExpr]) -> Template | None:
-    """The template of ``result``, built on ``inputs``; None where it reads data other than theirs (a host
-    array), an expression not ours, or more than ``_LIMIT`` nodes between them."""
-    refs: dict[str, int | None] = {a._name: i for i, a in enumerate(inputs)}
+def kept_nodes(results: Sequence[ArrayExpr], inputs: Container[str]) -> Kept | None:
+    """The nodes of ``results`` made on the nodes named in ``inputs`` (those read are the ``Kept``'s inputs, in the
+    order first met), for ``rebuilt``; None where a result is an input or reads none, where a node holds data
+    (``_holds_data``) or reads data but small host data not among the inputs, or where more than ``_LIMIT`` nodes
+    lie between the results and their inputs."""
+    refs: dict[str, int | None] = {}  # by name: its reference (inputs: ~ their number, until all are known)
+    read: list[str] = []
     steps: list[_Step] = []
     met = iter(range(_LIMIT))
 
@@ -39,76 +54,82 @@ def template_of(result: ArrayExpr, inputs: Sequence[ArrayExpr]) -> Template | No
         name = node._name
         if name in refs:
             return refs[name]
+        if name in inputs:
+            refs[name] = ~len(read)
+            read.append(name)
+            return refs[name]
         if next(met, None) is None:  # (nodes met on the way down, reading inputs or not)
-            raise _NoTemplate
+            raise _NotKept
+        if isinstance(node, (FromArray, FromGraph)):  # data not among the inputs: held where small
+            if not small_host_input(node):
+                raise _NotKept
+            refs[name] = None
+            return None
         operands = list(node.operands)
-        subs = []
+        fill = []
         for position, o in enumerate(operands):
             if isinstance(o, ArrayExpr):
                 ref = visit(o)
                 if ref is not None:
-                    subs.append((position, ref))
+                    fill.append((position, ref))
                     operands[position] = None
-            elif isinstance(o, Expr) or (isinstance(o, (tuple, list)) and any(isinstance(v, Expr) for v in o)):
-                raise _NoTemplate
-        if not subs:  # kept as it is where it holds no data (constant blocks)
-            if node._leaves != {}:
-                raise _NoTemplate
+            elif _holds_data(o):
+                raise _NotKept
+        if not fill:  # held as it is (constant blocks)
             refs[name] = None
             return None
         held = {"_determ_token": node.deterministic_token, "_name": name, "chunks": node.chunks, "dtype": node.dtype,
                 "backend": node.backend}
-        steps.append((type(node), tuple(operands), tuple(subs), held))
-        refs[name] = len(inputs) + len(steps) - 1
+        steps.append((type(node), tuple(operands), tuple(fill), held))
+        refs[name] = len(steps) - 1
         return refs[name]
 
     try:
-        out = visit(result)
-    except (_NoTemplate, RecursionError):
+        outputs = [visit(r) for r in results]
+    except (_NotKept, RecursionError):
         return None
-    return None if out is None else (tuple(steps), out)
+    if any(ref is None or ref < 0 for ref in outputs):
+        return None
+    n = len(read)  # references of inputs are their numbers, those of nodes made come after
+
+    def final(ref: int) -> int:
+        return ~ref if ref < 0 else n + ref
+
+    steps = [(cls, operands, tuple((p, final(ref)) for p, ref in fill), held) for cls, operands, fill, held in steps]
+    return Kept(tuple(steps), tuple(map(final, outputs)), tuple(read))
 
 
-def replayed(template: Template, inputs: Sequence[ArrayExpr]) -> ArrayExpr:
-    """The nodes of ``template`` on ``inputs`` (of the names it was made on), names and metadata kept."""
-    steps, out = template
-    values: list[Any] = list(inputs)
-    for cls, operands, subs, held in steps:
+def rebuilt(kept: Kept, inputs: Sequence[ArrayExpr]) -> list[ArrayExpr]:
+    """The nodes of ``kept`` made on ``inputs`` (of its inputs' names, in their order), names and metadata kept,
+    after the inputs: by reference (its results at ``kept.outputs``)."""
+    values: list[Any] = [*inputs]
+    for cls, operands, fill, held in kept.steps:
         filled = list(operands)
-        for position, ref in subs:
+        for position, ref in fill:
             filled[position] = values[ref]
         inst = object.__new__(cls)
-        inst.__dict__.update(held, operands=filled, _leaves=_leaves_of(filled))
+        known = inst.__dict__  # (set one by one: faster than update(**) here)
+        known.update(held)
+        known["operands"] = filled
+        known["_leaves"] = _leaves_of(filled)
         values.append(inst)
-    return values[out]
+    return values
 
 
-MISSING = object()  # (``Templates.get`` where nothing is kept)
+def template_of(result: ArrayExpr, inputs: Sequence[ArrayExpr]) -> Kept | None:
+    """``kept_nodes`` of one result on ``inputs``, where it reads each of them, first met in their order (a builder's
+    template: ``rebuilt`` on the next inputs given in that order)."""
+    kept = kept_nodes((result,), {a._name for a in inputs})
+    return kept if kept is not None and kept.inputs == tuple(a._name for a in inputs) else None
 
 
-class Templates:
-    """Templates (or None: the builder's answer where it made no node) by a key that names the builder's
-    arguments, its inputs by name; at most ``size``, cleared when full (a loop of new names every step must
-    not grow it without end)."""
-
-    def __init__(self, size: int = 1024) -> None:
-        self._kept: dict[Hashable, Template | None] = {}
-        self._size = size
-
-    def get(self, key: Hashable) -> Template | None | object:
-        """The template kept under ``key``, None, or ``MISSING`` where there is none."""
-        return self._kept.get(key, MISSING)
-
-    def keep(self, key: Hashable, result: ArrayExpr | None, inputs: Sequence[ArrayExpr]) -> None:
-        """Keep ``result``'s template (None: the builder's None) under ``key``; nothing where an input is fresh
-        (never met before: a time-stepping loop's new nodes, whose key will not come again) or where
-        ``result`` has no template."""
-        if any(a._fresh for a in inputs):
-            return
-        template = None if result is None else template_of(result, inputs)
-        if result is not None and template is None:
-            return
-        if len(self._kept) >= self._size:
-            self._kept.clear()
-        self._kept[key] = template
-
+def _holds_data(value: Any) -> bool:
+    """Whether a plain operand holds data that kept nodes must not keep alive: an expression (a node not walked),
+    device memory, or a host array over ``SMALL_HOST_BYTES`` (in a tuple, list or dict too)."""
+    if isinstance(value, (tuple, list)):
+        return not _PLAIN_ITEMS.issuperset(map(type, value)) and any(_holds_data(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_data(v) for v in value.values())
+    if isinstance(value, np.ndarray):
+        return value.nbytes > SMALL_HOST_BYTES
+    return isinstance(value, Expr) or hasattr(value, "__cuda_array_interface__")

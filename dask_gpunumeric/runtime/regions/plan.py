@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 from dask._task_spec import Alias, DataNode, GraphNode, Task
 
-from ...expr import ArrayExpr, Bundle, Finalize, FromArray, FromGraph, cached, flat_keys, small_host_blocks
+from ...expr import (ArrayExpr, Bundle, Finalize, FromArray, FromGraph, cached, flat_keys, small_host_blocks,
+                     small_host_input)
 from ...optimize import optimize, settings_key
 from ...optimize.dag import DAG
 from ..compile import graph_of
@@ -92,8 +93,8 @@ _PLANS_LOCK = threading.Lock()
 def plan_of(outputs: list[ArrayExpr], placeholders: list[Placeholder], structure: Any) -> Plan:
     """``Plan(outputs, placeholders, structure)``, the same plan again for the same traced expressions under the
     same optimizer settings: nodes are named by what they are, so equal names are equal expressions (a loop body
-    traced again on every call, from a function made anew each time, is optimized once). Plans that hold data
-    (persisted blocks, arrays over 1 MiB) are not kept, so that no plan keeps memory alive."""
+    traced again on every call, from a function made anew each time, is optimized once). Plans that read data
+    other than small host inputs (``expr.data.small_host_input``) are not kept, so that no plan keeps memory alive."""
     key = (tuple(o._name for o in outputs), tuple(p._name for p in placeholders), structure, settings_key())
     with _PLANS_LOCK:
         plan = _PLANS.get(key)
@@ -109,16 +110,10 @@ def plan_of(outputs: list[ArrayExpr], placeholders: list[Placeholder], structure
     return plan
 
 
-_KEPT_DATA_LIMIT = 2**20
-
-
 def holds_data(outputs: list[ArrayExpr]) -> bool:
-    """Whether these expressions read persisted blocks, device arrays or host arrays of more than 1 MiB."""
-    def data(array: Any) -> bool:
-        return not isinstance(array, np.ndarray) or array.nbytes > _KEPT_DATA_LIMIT
-
-    return any(isinstance(n, FromGraph) or isinstance(n, FromArray) and data(n.operand("array"))
-               for n in DAG(Bundle(*outputs)).order)
+    """Whether these expressions read data other than small host inputs (persisted blocks, device arrays, host
+    arrays over ``SMALL_HOST_BYTES``)."""
+    return any(isinstance(n, (FromArray, FromGraph)) and not small_host_input(n) for n in DAG(Bundle(*outputs)).order)
 
 
 def _rename(name: str, salt: str) -> str:
