@@ -633,13 +633,16 @@ def _tile_launch(plan: tuple, tile: tuple) -> _TileLaunch:
     sweeps = plan.sweeps[start : start + count]
     stored = _stencil_plan.stored_sweeps(plan, (start, count))
     codes = tuple(sweep.code for sweep in sweeps)
-    config = _fitting(codes, links)
+    config = _walked(_fitting(codes, links), plan, (start, count))
     kernel, resident, packs = _packing(_tile_kernel(codes, links, index, variant, stored, config))
     program, n_last = sweeps[-1].code.program, len(sweeps[-1].code.out_dtypes)
     tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], config.tile(len(boxes[-1])))]
     grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
     if len(program.outputs) > n_last:  # full reductions: a wave of blocks walking the tiles (``WAVES``)
-        grid = (min(math.prod(tiles), resident * WAVES), 1, 1)
+        n_tiles = math.prod(tiles)
+        blocks = min(n_tiles, resident * WAVES)
+        # (upward, each block takes its share of consecutive tiles: as many blocks as leave none without one)
+        grid = (-(-n_tiles // -(-n_tiles // blocks)) if config.upward else blocks, 1, 1)
     into, k = [(count - 1, (0, n_last))], n_last
     for j in stored:
         into.append((j, (k, k + len(sweeps[j].code.out_dtypes))))
@@ -673,6 +676,13 @@ def _fitting(codes: tuple, links: tuple) -> TileConfig:
     return config if fits else TileConfig()
 
 
+def _walked(config: TileConfig, plan: tuple, run: tuple[int, int]) -> TileConfig:
+    """``config`` for a plan's ``run`` of sweeps: ``upward`` kept for its first, third, ... run only, so that its
+    consecutive tile kernels walk their tiles in turn up and down, each reading first what the one before it touched
+    last (``TileConfig.upward``)."""
+    return config._replace(upward=False) if config.upward and plan.tiles.index(run) % 2 else config
+
+
 def record_sources(plan: tuple) -> None:
     """With ``GNP_KERNEL_DUMP_DIR`` set (CI), write the kernels of a group there (both index types, without
     edges and with every edge a read may have; under the configurations they launch with), so that nvcc compiles
@@ -691,7 +701,7 @@ def record_sources(plan: tuple) -> None:
         for index in _INDEX_TYPES:
             for with_edges in (False, True):
                 variant = _stencil_plan.tile_variant(plan, run, index, with_edges)
-                _cuda.record_source(_stencil_source.tile_source(*variant, _fitting(*variant[:2]))[0])
+                _cuda.record_source(_stencil_source.tile_source(*variant, _walked(_fitting(*variant[:2]), plan, run))[0])
 
 
 _recorded: set[tuple] = set()  # (dump folder, stencil plan, configurations) whose kernels record_sources wrote
