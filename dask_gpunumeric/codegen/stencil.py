@@ -736,8 +736,9 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     # the tiles a thread block walks: every gridDim.x-th, or (``upward``) its share of consecutive ones from the last
     walk = ([f"    const {index} gnp_per = ({total} + ({index})gridDim.x - 1) / ({index})gridDim.x;",
              f"    const {index} gnp_first = {total} - 1 - ({index})blockIdx.x * gnp_per;",
-             f"    for ({index} gnp_tile = gnp_first; gnp_tile > gnp_first - gnp_per && gnp_tile >= 0; --gnp_tile) {{"],
-            ("gnp_tile - 1", "gnp_next > gnp_first - gnp_per && gnp_next >= 0")) if config.upward else (
+             f"    const {index} gnp_end = gnp_first - gnp_per > -1 ? gnp_first - gnp_per : -1;  // (before its last)",
+             f"    for ({index} gnp_tile = gnp_first; gnp_tile > gnp_end; --gnp_tile) {{"],
+            ("gnp_tile - 1", "gnp_next > gnp_end")) if config.upward else (
         [f"    for ({index} gnp_tile = blockIdx.x; gnp_tile < {total}; gnp_tile += gridDim.x) {{"],
         ("gnp_tile + gridDim.x", f"gnp_next < {total}"))
     for k in range(last + 1):
