@@ -174,22 +174,29 @@ def test_upward_walks_give_the_defaults_bits(monkeypatch: Any) -> None:
         pair = small._replace(upward=ours.upward)
         results, launched = run_both(monkeypatch, ours, their_sweep, pair)
         assert results == default
-        assert {variant[-1] for variant in launched} == {ours, pair}
+        configs = {variant[-1] for variant in launched}  # (Gray-Scott's launches walking up or down, in turn)
+        assert pair in configs and configs <= {ours, ours._replace(upward=False), pair}
 
 
-def test_upward_runs_alternate(monkeypatch: Any) -> None:
-    """A plan's consecutive tile kernels (6 heat sweeps in pairs, one task) walk in turn up and down, the first up:
-    NumPy's results."""
+def test_upward_launches_alternate(monkeypatch: Any) -> None:
+    """Consecutive tile kernels without full reductions (heat's sweeps in pairs, 3 a call) walk in turn up and down,
+    from call to call: NumPy's results, the same bits as walking down; CG's pair kernel (full reductions: the first
+    run of its plan) always up."""
     launched = counted_tile_kernels(monkeypatch)
-    upward = TileConfig(packed=True, upward=True)
-    monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", upward)
     x = np.random.default_rng(5).random((70, 140), dtype=np.float32)
     with gnp.config.set(stencil_sweeps=6, stencil_tile_sweeps=2):
-        assert_eq(sweeps(heat_periodic, gnp, gnp.from_array(x), 6), sweeps(heat_periodic, np, x.copy(), 6),
-                  rtol=1e-5, atol=1e-6)
+        down = np.asarray(gnp.fetch(sweeps(heat_periodic, gnp, gnp.from_array(x), 6)))
+        monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", TileConfig(packed=True, upward=True))
         launched.clear()
-        gnp.fetch(sweeps(heat_periodic, gnp, gnp.from_array(x), 6))
-    assert [variant[-1].upward for variant in launched] == [True, False, True]
+        for _ in range(2):
+            u = sweeps(heat_periodic, gnp, gnp.from_array(x), 6)
+            assert np.asarray(gnp.fetch(u)).tobytes() == down.tobytes()
+        assert_eq(u, sweeps(heat_periodic, np, x.copy(), 6), rtol=1e-5, atol=1e-6)
+    walks = [variant[-1].upward for variant in launched[:6]]
+    assert len(launched) > 6 and walks in ([True, False] * 3, [False, True] * 3)
+    launched.clear()
+    gnp.fetch(gnp.accelerate(cg_loop)(gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist(), 3))
+    assert {variant[-1].upward for variant in launched} == {True}
 
 
 def test_upward_kernels_compile(monkeypatch: Any) -> None:
