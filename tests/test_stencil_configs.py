@@ -213,3 +213,19 @@ def test_upward_kernels_compile(monkeypatch: Any) -> None:
     codes, links, index, edges, stored, _ = launched[0]
     compile_check(tile_source(codes, links, index, edges, stored, PAIR._replace(upward=True, prefetch_next=True))[0])
     compile_check(kernel_source(compiled[-1], "int", None, _stencil_kernels.SWEEP_CONFIG._replace(upward=True))[0])
+
+
+@pytest.mark.parametrize("shape, steps", [((5000,), 3), ((20, 24, 70), 4)])
+def test_upward_walks_in_1d_and_3d(shape: tuple[int, ...], steps: int, monkeypatch: Any) -> None:
+    """Periodic heat sweeps and the sum of squares of the result, in 1-d and 3-d, every kernel walking up: the bits
+    of walking down."""
+    launched = counted_tile_kernels(monkeypatch)
+    x = np.random.default_rng(1).random(shape, dtype=np.float32)
+    relax = gnp.accelerate(lambda u: (lambda v: (v, gnp.sum(v * v)))(sweeps(heat_periodic, gnp, u, steps)))
+    results = []
+    for tile, sweep in ((TileConfig(), SweepConfig()), (TileConfig(upward=True), SweepConfig(upward=True))):
+        monkeypatch.setattr(_stencil_kernels, "TILE_CONFIG", tile)
+        monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", None)
+        monkeypatch.setattr(_stencil_kernels, "SWEEP_CONFIG", sweep)
+        results.append([np.asarray(a).tobytes() for a in gnp.fetch(relax(gnp.from_array(x).persist()))])
+    assert results[1] == results[0] and any(variant[-1].upward for variant in launched)
