@@ -375,7 +375,8 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     if wide > 1:  # whether every buffer's and output's rows start aligned to a pack at the box's first column
         body += _packable(code)
     for d, dim in enumerate(GRID_AXES[ndim]):
-        # (``config.upward``: the thread blocks along the first axis from the last, the blocks started first)
+        # (``config.upward``: the thread blocks along the first axis numbered from the last: the first started, the
+        # bottom rows)
         block = f"(gridDim.{dim} - 1 - blockIdx.{dim})" if config.upward and d == 0 else f"blockIdx.{dim}"
         if d == unrolled:
             start = (f"(({index}){block} * blockDim.{dim} + threadIdx.{dim}) * {per_thread}" if ndim > 1

@@ -108,8 +108,8 @@ class TileConfig(NamedTuple):
     then spills (the bound from shared memory is dropped there: compiled again without it). ``upward``: the tiles
     taken from the last (bottom) one up, so that a kernel reads first what the one before it, walking down, touched
     last (still in L2), and ends on the top rows, which the next one reads first; thread blocks walking the tiles
-    take consecutive ones. A plan's runs of tile kernels then walk in turn up and down (``kernels.stencil``: its
-    first run up; heat's and Gray-Scott's consecutive kernels); one-sweep kernels walk down unless theirs say."""
+    take consecutive ones. Consecutive tile kernels then walk in turn up and down (``stencil_plan.walked``: heat's,
+    Gray-Scott's; CG's pair kernel up, its one-sweep kernel down); one-sweep kernels walk down unless theirs say."""
 
     rows: int = TILES[2][0]
     columns: int = TILES[2][1]
