@@ -11,10 +11,10 @@ from typing import Any
 import _cuda_emulator
 import numpy as np
 import pytest
-from conftest import BACKEND, assert_eq, compile_check
+from conftest import BACKEND, compile_check
 from test_cg_floor import cg_loop, rhs
 from test_setitem_stencil import borders, overlapping
-from test_stencil import counted_tile_kernels, gray_scott, heat_periodic, sweeps
+from test_stencil import counted_tile_kernels, gray_scott
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric.codegen.check import ProgramError
@@ -160,72 +160,3 @@ def test_packed_last_pair_kernel_gives_the_defaults_bits(monkeypatch: Any) -> No
         ours, launched = run_both(monkeypatch, *CONFIGS[0], pair, **shapes)
         assert ours == default
         assert pair in {variant[-1] for variant in launched}
-
-
-def test_upward_walks_give_the_defaults_bits(monkeypatch: Any) -> None:
-    """Tile kernels taking their tiles from the bottom up (``TileConfig.upward``; CG's pair kernel on 8 x 32 tiles: 45
-    tiles for the emulator's 32 blocks, each block walking its share of consecutive ones) and one-sweep kernels their
-    rows' thread blocks (``SweepConfig.upward``): every element computed as before, the reductions' partials summed in
-    another order: the default's bits on these grids (CG 70 x 133, Gray-Scott 41 x 70)."""
-    tile, sweep = CONFIGS[5]
-    small = TileConfig(rows=8, columns=32, packed=True)
-    default, _ = run_both(monkeypatch, tile, sweep, small)
-    for ours, their_sweep in ((tile._replace(upward=True), sweep), (tile, sweep._replace(upward=True))):
-        pair = small._replace(upward=ours.upward)
-        results, launched = run_both(monkeypatch, ours, their_sweep, pair)
-        assert results == default
-        configs = {variant[-1] for variant in launched}  # (Gray-Scott's launches walking up or down, in turn)
-        assert pair in configs and configs <= {ours, ours._replace(upward=False), pair}
-
-
-def test_upward_launches_alternate(monkeypatch: Any) -> None:
-    """Consecutive tile kernels without full reductions (heat's sweeps in pairs, 3 a call) walk in turn up and down,
-    from call to call: NumPy's results, the same bits as walking down; CG's pair kernel (full reductions: the first
-    run of its plan) always up."""
-    launched = counted_tile_kernels(monkeypatch)
-    x = np.random.default_rng(5).random((70, 140), dtype=np.float32)
-    with gnp.config.set(stencil_sweeps=6, stencil_tile_sweeps=2):
-        down = np.asarray(gnp.fetch(sweeps(heat_periodic, gnp, gnp.from_array(x), 6)))
-        monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", TileConfig(packed=True, upward=True))
-        launched.clear()
-        for _ in range(2):
-            u = sweeps(heat_periodic, gnp, gnp.from_array(x), 6)
-            assert np.asarray(gnp.fetch(u)).tobytes() == down.tobytes()
-        assert_eq(u, sweeps(heat_periodic, np, x.copy(), 6), rtol=1e-5, atol=1e-6)
-    walks = [variant[-1].upward for variant in launched[:6]]
-    assert len(launched) > 6 and walks in ([True, False] * 3, [False, True] * 3)
-    launched.clear()
-    gnp.fetch(gnp.accelerate(cg_loop)(gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist(), 3))
-    assert {variant[-1].upward for variant in launched} == {True}
-
-
-def test_upward_kernels_compile(monkeypatch: Any) -> None:
-    """CG's pair kernel walking its tiles up (asking L2 for each next tile, the one above) and its one-sweep kernel
-    taking its rows' thread blocks from the bottom compile (nvcc)."""
-    launched, compiled, emulated = counted_tile_kernels(monkeypatch), [], _stencil_kernels._kernel
-
-    def kernel(code: tuple, index: str, edges: tuple, config: SweepConfig = SweepConfig()) -> Any:
-        compiled.append(code)
-        return emulated(code, index, edges, config)
-
-    monkeypatch.setattr(_stencil_kernels, "_kernel", kernel)
-    gnp.fetch(gnp.accelerate(cg_loop)(gnp.from_array(rhs((70, 133)), chunks=(70, 133)).persist(), 3))
-    codes, links, index, edges, stored, _ = launched[0]
-    compile_check(tile_source(codes, links, index, edges, stored, PAIR._replace(upward=True, prefetch_next=True))[0])
-    compile_check(kernel_source(compiled[-1], "int", None, _stencil_kernels.SWEEP_CONFIG._replace(upward=True))[0])
-
-
-@pytest.mark.parametrize("shape, steps", [((5000,), 3), ((20, 24, 70), 4)])
-def test_upward_walks_in_1d_and_3d(shape: tuple[int, ...], steps: int, monkeypatch: Any) -> None:
-    """Periodic heat sweeps and the sum of squares of the result, in 1-d and 3-d, every kernel walking up: the bits
-    of walking down."""
-    launched = counted_tile_kernels(monkeypatch)
-    x = np.random.default_rng(1).random(shape, dtype=np.float32)
-    relax = gnp.accelerate(lambda u: (lambda v: (v, gnp.sum(v * v)))(sweeps(heat_periodic, gnp, u, steps)))
-    results = []
-    for tile, sweep in ((TileConfig(), SweepConfig()), (TileConfig(upward=True), SweepConfig(upward=True))):
-        monkeypatch.setattr(_stencil_kernels, "TILE_CONFIG", tile)
-        monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", None)
-        monkeypatch.setattr(_stencil_kernels, "SWEEP_CONFIG", sweep)
-        results.append([np.asarray(a).tobytes() for a in gnp.fetch(relax(gnp.from_array(x).persist()))])
-    assert results[1] == results[0] and any(variant[-1].upward for variant in launched)

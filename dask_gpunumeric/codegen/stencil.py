@@ -375,15 +375,12 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     if wide > 1:  # whether every buffer's and output's rows start aligned to a pack at the box's first column
         body += _packable(code)
     for d, dim in enumerate(GRID_AXES[ndim]):
-        # (``config.upward``: the thread blocks along the first axis numbered from the last: the first started, the
-        # bottom rows)
-        block = f"(gridDim.{dim} - 1 - blockIdx.{dim})" if config.upward and d == 0 else f"blockIdx.{dim}"
         if d == unrolled:
-            start = (f"(({index}){block} * blockDim.{dim} + threadIdx.{dim}) * {per_thread}" if ndim > 1
-                     else f"({index}){block} * blockDim.{dim} * {per_thread} + threadIdx.{dim}")
+            start = (f"(({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}) * {per_thread}" if ndim > 1
+                     else f"({index})blockIdx.{dim} * blockDim.{dim} * {per_thread} + threadIdx.{dim}")
             step = f"({index})gridDim.{dim} * blockDim.{dim} * {per_thread}"
         else:
-            start, step = f"({index}){block} * blockDim.{dim} + threadIdx.{dim}", f"({index})gridDim.{dim} * blockDim.{dim}"
+            start, step = f"({index})blockIdx.{dim} * blockDim.{dim} + threadIdx.{dim}", f"({index})gridDim.{dim} * blockDim.{dim}"
             if d == ndim - 1 and wide > 1:
                 start, step = f"({start}) * {wide}", f"{step} * {wide}"
         body.append(f"{indent}for ({index} i{d} = {start}; i{d} < n{d}; i{d} += {step}) {{")
@@ -574,12 +571,10 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         for j, dt in enumerate(codes[parity].out_dtypes):
             size = max(int(np.prod(extents[k][:-1])) * sum(rows[k]) for k in range(parity, last, 2))
             head.append(f"    {'alignas(16) ' * packs}__shared__ {ctype(dt)} {prefixes[parity]}t{j}[{size}];")
-    # the tile's number along each axis: its thread block's (``upward``: from the last), or (full reductions) of the
-    # tiles it walks
+    # the tile's number along each axis: its thread block's, or (full reductions) of the tiles it walks
     counts = [f"gnp_n{d}" for d in range(ndim)]
-    block_ids = [f"(gridDim.{dim} - 1 - blockIdx.{dim})" if config.upward else f"blockIdx.{dim}" for dim in GRID_AXES[ndim]]
-    number = [f"({index}){block_ids[d]}" if not reduced else "gnp_tile" + (f" / ({' * '.join(counts[d + 1:])})" if d < ndim - 1 else "")
-              + (f" % gnp_n{d}" if d else "") for d in range(ndim)]
+    number = [f"({index})blockIdx.{dim}" if not reduced else "gnp_tile" + (f" / ({' * '.join(counts[d + 1:])})" if d < ndim - 1 else "")
+              + (f" % gnp_n{d}" if d else "") for d, dim in enumerate(GRID_AXES[ndim])]
     origins = [f"{prefixes[last]}lo{d} + {number[d]} * {tile[d]} - {halo[d]}" for d in range(ndim)]
     body = [f"    const {index} g{d} = {origin};" for d, origin in enumerate(origins)]  # where the extended tile starts
 
@@ -733,15 +728,6 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
     if packs and reduced and config.packed_last:  # whether the tile lies inside the full reductions' target
         body.append("    const bool gnp_counted = " + " && ".join(
             f"g{d} + {halo[d]} >= tlo{d} && g{d} + {halo[d] + tile[d]} <= thi{d}" for d in range(ndim)) + ";")
-    total = " * ".join(counts)
-    # the tiles a thread block walks: every gridDim.x-th, or (``upward``) its share of consecutive ones from the last
-    walk = ([f"    const {index} gnp_per = ({total} + ({index})gridDim.x - 1) / ({index})gridDim.x;",
-             f"    const {index} gnp_first = {total} - 1 - ({index})blockIdx.x * gnp_per;",
-             f"    const {index} gnp_end = gnp_first - gnp_per > -1 ? gnp_first - gnp_per : -1;  // (before its last)",
-             f"    for ({index} gnp_tile = gnp_first; gnp_tile > gnp_end; --gnp_tile) {{"],
-            ("gnp_tile - 1", "gnp_next > gnp_end")) if config.upward else (
-        [f"    for ({index} gnp_tile = blockIdx.x; gnp_tile < {total}; gnp_tile += gridDim.x) {{"],
-        ("gnp_tile + gridDim.x", f"gnp_next < {total}"))
     for k in range(last + 1):
         reads = {slot: f"{prefixes[(k - 1) % 2]}t{j}[{place(k - 1)}]" for slot, j in slots[k].items()}
         if k == last:  # the last sweep on the tile, inside its box
@@ -756,11 +742,11 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
         body += phase(k, skip, reads, stores)
         body.append("    __syncthreads();")
         if k == 0 and config.prefetch_next and reduced and ndim == 2:  # (the next sweeps read shared memory alone)
-            body += _next_tile_prefetches(codes[0], prefixes[0], local[0], extents[0], origins, whole, index, threads,
-                                          walk[1])
+            body += _next_tile_prefetches(codes[0], prefixes[0], local[0], extents[0], origins, whole, index, threads)
     if reduced:  # a wave of thread blocks walking the tiles (``kernels.stencil.WAVES``), a partial per block
         body = [*head, *[f"    const {index} gnp_n{d} = ({prefixes[last]}n{d} + {tile[d] - 1}) / {tile[d]};"
-                         for d in range(ndim)], *walk[0],
+                         for d in range(ndim)],
+                f"    for ({index} gnp_tile = blockIdx.x; gnp_tile < {' * '.join(counts)}; gnp_tile += gridDim.x) {{",
                 *[f"    {line}" for line in body], "        __syncthreads();  // before the next tile's stores", "    }"]
         body += _program.finish(codes[last].program, ("threadIdx.x", f"{threads}", "blockIdx.x", "gridDim.x"), threads)
     else:
@@ -783,13 +769,12 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
 
 
 def _next_tile_prefetches(code: tuple, prefix: str, modes: tuple, extent: tuple[int, ...], origins: list[str],
-                          whole: list[str], index: str, threads: int, following: tuple[str, str]) -> list[str]:
+                          whole: list[str], index: str, threads: int) -> list[str]:
     """In a 2-d tile kernel whose thread blocks walk the tiles (``gnp_tile``), L2 asked for each row that its first
     sweep (``code``, on ``extent``) reads from global memory at positions without edges for the block's next tile,
     where there is one and it is whole (``origins``: the expressions of a tile's start ``g0``, ``g1``; ``whole``: the
-    conditions on them; ``following``: the next tile's number and the condition that there is one), a row a warp
-    (``TileConfig.prefetch_next``): those reads are then in flight while the block computes its current tile. A hint:
-    no value changes."""
+    conditions on them), a row a warp (``TileConfig.prefetch_next``): those reads are then in flight while the
+    block computes its current tile. A hint: no value changes."""
     reach: dict[int, list[list[int]]] = {}
     for slot, offset in code.loads:
         if offset and not any(modes[slot]):
@@ -800,9 +785,9 @@ def _next_tile_prefetches(code: tuple, prefix: str, modes: tuple, extent: tuple[
         return []
     nexts = [re.sub(r"\bgnp_tile\b", "gnp_next", origin) for origin in origins]
     tests = [re.sub(r"\bg([01])\b", r"gnp_x\1", test) for test in whole]
-    lines = [f"    const {index} gnp_next = {following[0]};",
+    lines = [f"    const {index} gnp_next = gnp_tile + gridDim.x;",
              *[f"    const {index} gnp_x{d} = {origin};" for d, origin in enumerate(nexts)],
-             f"    if ({following[1]} && {' && '.join(tests)}) {{"]
+             f"    if (gnp_next < gnp_n0 * gnp_n1 && {' && '.join(tests)}) {{"]
     for slot, (lo, hi) in sorted(reach.items()):
         rows, width = extent[0] + hi[0] - lo[0], extent[1] + hi[1] - lo[1]
         at = f"(gnp_r - {prefix}o{slot}_0) * {prefix}st{slot}_0 + (gnp_x1 + ({lo[1]}) - {prefix}o{slot}_1)"

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import program as _program
 from . import stencil as _stencil_source
-from .types import TILE_HALO, TILE_SHARED_BYTES, TILE_WORK, TILES, WRAP, TileConfig
+from .types import TILE_HALO, TILE_SHARED_BYTES, TILE_WORK, TILES, WRAP
 
 Box = tuple[tuple[int, int], ...]
 
@@ -144,18 +144,6 @@ def tile_variant(plan: tuple, run: tuple[int, int], index: str, with_edges: bool
                   for sweep in sweeps)
     return (tuple(sweep.code for sweep in sweeps), tuple(link(plan, k) for k in range(start, start + count - 1)),
             index, edges, stored_sweeps(plan, run))
-
-
-def walked(plan: tuple, run: tuple[int, int], config: TileConfig) -> TileConfig:
-    """``config`` for the tile kernel of a run of a group: consecutive tile kernels walk their tiles in turn up and
-    down where ``upward``, each reading first what the one before it touched last (``TileConfig.upward``). A kernel
-    with full reductions sums its partials in an order of its own each way: ``upward`` kept for a group's first,
-    third, ... run only (the same way at every call); the others' launches alternate (``kernels.stencil``: the
-    results are the same)."""
-    last = plan.sweeps[run[0] + run[1] - 1].code  # (full reductions: its program has more outputs than stores)
-    if config.upward and len(last.program.outputs) > len(last.out_dtypes) and plan.tiles.index(run) % 2:
-        return config._replace(upward=False)
-    return config
 
 
 def kernel_runs(plan: tuple) -> list[tuple[int, int]]:

@@ -105,11 +105,7 @@ class TileConfig(NamedTuple):
     whose thread blocks walk the tiles (full reductions: CG's pair kernel), each block first asks L2 for the rows
     its first sweep reads from global memory for its *next* tile (sm_90's bulk prefetch, no waiting), so that
     those reads are in flight while it computes this one. A ``min_blocks`` set is kept even where the compiler
-    then spills (the bound from shared memory is dropped there: compiled again without it). ``upward``: the tiles
-    taken from the last (bottom) one up, so that a kernel reads first what the one before it, walking down, touched
-    last (still in L2), and ends on the top rows, which the next one reads first; thread blocks walking the tiles
-    take consecutive ones. Consecutive tile kernels then walk in turn up and down (``stencil_plan.walked``: heat's,
-    Gray-Scott's; CG's pair kernel up, its one-sweep kernel down); one-sweep kernels walk down unless theirs say."""
+    then spills (the bound from shared memory is dropped there: compiled again without it)."""
 
     rows: int = TILES[2][0]
     columns: int = TILES[2][1]
@@ -118,7 +114,6 @@ class TileConfig(NamedTuple):
     min_blocks: int = 0
     packed_last: bool = False
     prefetch_next: bool = False
-    upward: bool = False
 
     def tile(self, ndim: int) -> tuple[int, ...]:
         """The outputs of a thread block per axis for sweeps of ``ndim`` axes."""
@@ -133,14 +128,12 @@ class SweepConfig(NamedTuple):
     neighbours' columns per row, as many threads in all: ``benchmarks/stencil_probe.py --variants`` compares
     configurations). ``packed``: in 2-d, each thread computes ``codegen.stencil.PACK`` consecutive columns of
     each of its rows, moving each buffer's row as one pack (``gnp_pack4``: a vector access) where the buffers
-    are aligned to it. ``upward``: the thread blocks along the first axis taken from the last (bottom) one up
-    (``TileConfig.upward``)."""
+    are aligned to it."""
 
     rows: int = 0
     min_blocks: int = 0
     columns: int = 0
     packed: bool = False
-    upward: bool = False
 
 
 class Load(NamedTuple):

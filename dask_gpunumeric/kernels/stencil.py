@@ -8,7 +8,6 @@ worked out once per plan, part and buffer shapes (``_schedule``); a task run aga
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import os
 import threading
@@ -507,7 +506,6 @@ def _run_flat(program: tuple, flat: tuple, arrays: list, scalars: tuple, origin:
 # tile kernel's blocks: over tiles) and each block writing one partial: one wave, or one block per tile, was
 # slower (docs/benchmarks.md).
 WAVES = 8
-_TURNS = itertools.count()  # tile launches that may walk either way (``_run_tile``): even ones up, odd ones down
 
 
 _TILED_BACKENDS = frozenset({"cupy"})  # where tile kernels run (the CPU kernel emulator adds "numpy")
@@ -608,9 +606,7 @@ def _run_tile(plan: tuple, tile: tuple, inputs: list[list], scalars: tuple, dest
     args = []
     for j, ((arrays, scalar_args, _), tail) in enumerate(zip(swept, tails)):
         args += [*arrays, *(reduction_args if j == count - 1 else []), *scalar_args, *tail]
-    # (a kernel without full reductions walking up: every other launch walks down, ``stencil_plan.walked``)
-    kernel = launch.kernel if launch.down is None or next(_TURNS) % 2 == 0 else launch.down
-    kernel(grid, (launch.threads, 1, 1), tuple(args))
+    launch.kernel(grid, (launch.threads, 1, 1), tuple(args))
     return partials
 
 
@@ -618,8 +614,7 @@ class _TileLaunch(NamedTuple):
     """What a tile kernel's launches take from its plan and part alone (``_tile_launch``): its sweeps, the compiled
     kernel and whether its launches take packed arguments (``_packing``), threads per block and grid, the last
     sweep's outputs, and per sweep that stores its fields, where they lie among the launch's outputs (``into``:
-    sweep number and a range of them, the last sweep's first); where its launches alternate up and down
-    (``stencil_plan.walked``), the kernel walking down (``kernel`` walks up)."""
+    sweep number and a range of them, the last sweep's first)."""
 
     sweeps: tuple
     kernel: Any
@@ -628,7 +623,6 @@ class _TileLaunch(NamedTuple):
     grid: tuple[int, int, int]
     n_last: int
     into: tuple[tuple[int, tuple[int, int]], ...]
-    down: Any = None
 
 
 def _tile_launch(plan: tuple, tile: tuple) -> _TileLaunch:
@@ -639,22 +633,18 @@ def _tile_launch(plan: tuple, tile: tuple) -> _TileLaunch:
     sweeps = plan.sweeps[start : start + count]
     stored = _stencil_plan.stored_sweeps(plan, (start, count))
     codes = tuple(sweep.code for sweep in sweeps)
-    config = _stencil_plan.walked(plan, (start, count), _fitting(codes, links))
+    config = _fitting(codes, links)
     kernel, resident, packs = _packing(_tile_kernel(codes, links, index, variant, stored, config))
     program, n_last = sweeps[-1].code.program, len(sweeps[-1].code.out_dtypes)
-    down = (_tile_kernel(codes, links, index, variant, stored, config._replace(upward=False))[0]
-            if config.upward and len(program.outputs) == n_last else None)
     tiles = [-(-(hi - lo) // t) for (lo, hi), t in zip(boxes[-1], config.tile(len(boxes[-1])))]
     grid = (*reversed(tiles), *(1,) * (3 - len(tiles)))
     if len(program.outputs) > n_last:  # full reductions: a wave of blocks walking the tiles (``WAVES``)
-        n_tiles, blocks = math.prod(tiles), min(math.prod(tiles), resident * WAVES)
-        # (upward, each block takes its share of consecutive tiles: as many blocks as leave none without one)
-        grid = (-(-n_tiles // -(-n_tiles // blocks)) if config.upward else blocks, 1, 1)
+        grid = (min(math.prod(tiles), resident * WAVES), 1, 1)
     into, k = [(count - 1, (0, n_last))], n_last
     for j in stored:
         into.append((j, (k, k + len(sweeps[j].code.out_dtypes))))
         k += len(sweeps[j].code.out_dtypes)
-    return _TileLaunch(sweeps, kernel, packs, config.threads, grid, n_last, tuple(into), down)
+    return _TileLaunch(sweeps, kernel, packs, config.threads, grid, n_last, tuple(into))
 
 
 def _tile_tails(plan: tuple, tile: tuple, layouts: tuple, target: Box, reduced: bool) -> list[list[Any]]:
@@ -701,9 +691,7 @@ def record_sources(plan: tuple) -> None:
         for index in _INDEX_TYPES:
             for with_edges in (False, True):
                 variant = _stencil_plan.tile_variant(plan, run, index, with_edges)
-                config = _stencil_plan.walked(plan, run, _fitting(*variant[:2]))
-                for walk in {config, config._replace(upward=False)}:  # (launches may alternate: ``walked``)
-                    _cuda.record_source(_stencil_source.tile_source(*variant, walk)[0])
+                _cuda.record_source(_stencil_source.tile_source(*variant, _fitting(*variant[:2]))[0])
 
 
 _recorded: set[tuple] = set()  # (dump folder, stencil plan, configurations) whose kernels record_sources wrote
