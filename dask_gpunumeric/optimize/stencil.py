@@ -529,8 +529,8 @@ class _Pass:
                     for key, k in by_key.items()}
         for key, kernel in list(by_key.items()):
             for name in list(kernel.fields) if kernel.region is None else ():
-                readers = [nodes[r] for r in self.outside.get(name, ())]
-                if name in read_by_fields or not readers or not all(
+                readers = [nodes.get(r) for r in self.outside.get(name, ())]  # ("": the root)
+                if name in read_by_fields or not readers or not all(r is not None and
                         is_fused_reduction(r) and r.array._name == name
                         and tuple(r.operand("axes")) == tuple(range(r.array.ndim)) for r in readers):
                     continue
