@@ -1,8 +1,8 @@
 """Probe (GPU): the stencil kernels' compile-time configurations, timed through the benchmarks' own accelerated
 calls (on the CPU it runs on NumPy blocks, where no generated kernel runs: a smoke test).
 
-    python benchmarks/stencil_probe.py [--variants] [--gaps] [--graph] [--n 8192] [--repeat 10] [--rounds 2]
-                                       [--only cg,gray_scott,heat]
+    python benchmarks/stencil_probe.py [--variants [--pick 0,6]] [--gaps] [--graph] [--n 8192] [--repeat 10]
+                                       [--rounds 2] [--only cg,gray_scott,heat]
 
 Times CG (``benchmarks/cg.py``: 30 iterations, a pair tile kernel and a one-sweep stencil kernel per iteration),
 Gray-Scott (``benchmarks/gray_scott.py``: 20 steps, tile kernels) and heat (``benchmarks/heat.py`` on a 2n x 2n
@@ -10,7 +10,7 @@ grid: 20 sweeps, tile kernels) as those benchmarks do (``_harness.measure``: the
 device synchronised, after a warm-up) under the default configuration (``kernels.stencil.TILE_CONFIG``,
 ``SWEEP_CONFIG``, ``SHIFTED_SWEEP_CONFIG``, ``PAIR_TILE_CONFIG``); with ``--variants`` under each configuration of ``VARIANTS`` in turn,
 ``--rounds`` times round all of them (the medians over the rounds: a drift of the clocks falls on every variant
-alike). Prints per variant and system the median ms, its ratio to the default's, the checksum (CG's and
+alike; ``--pick``: those of these numbers in ``VARIANTS`` only, the default's first). Prints per variant and system the median ms, its ratio to the default's, the checksum (CG's and
 Gray-Scott's ``float.hex``, a hash of heat's grid: equal bits to the default's, or marked ``DIFFERS``) and the
 kernels the variant compiled (registers, local memory bytes: spills). ``--gaps``: per system (and variant, with
 ``--variants``), where a call's time goes between the host's launches and the device's kernels; ``--graph``: a call
@@ -69,6 +69,8 @@ _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
 #: pair kernel asking L2 for each block's next tile's rows while it computes this one (``TileConfig.prefetch_next``,
 #: at 5 blocks: 16 B spilled outside the loops), alone and with ``stencil-quotients``.
 #: (Measured slower or no faster on the H200 by s18-cgk2: ``prefetch``, ``partials_in_tile``, ``SweepConfig.carveout``.)
+#: s19-cgorder: CG's first ``sum(b * b)`` computed by the ``b . Ab`` kernel (``stencil-late-reductions``: ``b``'s sweep
+#: and that one then one tile kernel), alone and with ``stencil-quotients``.
 _PAIR = _stencil_kernels.PAIR_TILE_CONFIG
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
@@ -77,6 +79,8 @@ VARIANTS: list[Variant] = [
     Variant(_DEFAULT[0]._replace(packed_last=True), _DEFAULT[1]),
     Variant(*_DEFAULT, pair=_PAIR._replace(prefetch_next=True, min_blocks=5)),
     Variant(*_DEFAULT, pair=_PAIR._replace(prefetch_next=True, min_blocks=5), settings=(("stencil-quotients", True),)),
+    Variant(*_DEFAULT, settings=(("stencil-late-reductions", True),)),
+    Variant(*_DEFAULT, settings=(("stencil-late-reductions", True), ("stencil-quotients", True))),
 ]
 
 
@@ -261,6 +265,7 @@ def use(variant: Variant) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", action="store_true")
+    parser.add_argument("--pick", default="", help="with --variants, the numbers of those to compare (0: the default)")
     parser.add_argument("--gaps", action="store_true", help="time each stencil launch of a call between events")
     parser.add_argument("--graph", action="store_true", help="replay a call captured as a CUDA graph")
     parser.add_argument("--n", type=int, default=8192 if H.cupy_gpu() is not None else 128)
@@ -271,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
 
     compiled = Compiled(timed=args.gaps)
     variants = VARIANTS if args.variants else VARIANTS[:1]
+    if args.variants and args.pick:
+        variants = [VARIANTS[int(v)] for v in dict.fromkeys(["0", *args.pick.split(",")])]
     systems = {name: SYSTEMS[name](args.n) for name in args.only.split(",")}
     print(f"stencil probe: {args.n} x {args.n} float32, {H.device_name()}, {len(variants)} variant(s), "
           f"{args.rounds} round(s) of {args.repeat} timed calls", flush=True)

@@ -25,6 +25,7 @@ from dask_gpunumeric.codegen.stencil import tile_source
 from dask_gpunumeric.codegen.stencil_plan import tile_variant
 from dask_gpunumeric.codegen.types import FILL
 from dask_gpunumeric.expr import Bundle
+from dask_gpunumeric.kernels import stencil as _stencil_kernels
 from dask_gpunumeric.optimize import optimize
 from dask_gpunumeric.optimize.dag import DAG
 from dask_gpunumeric.runtime.regions.nodes import Loop
@@ -307,3 +308,33 @@ def test_quotients_computed_in_their_stencil_kernels(rotation: bool, monkeypatch
     if rotation:  # the pair kernel's beta: once per thread, before its loops
         source = tile_source(*launched[-1])[0]
         assert "float a_h" in source and source.count("/ (float)") == 1
+
+
+@needs_emulator
+@pytest.mark.parametrize("shape", [(70, 133), (130, 200)])
+def test_late_reductions_join_the_tile_kernel(shape: tuple[int, int], monkeypatch: Any) -> None:
+    """With ``stencil-late-reductions``, CG on a salted right-hand side (``b0 + salt``, as the benchmarks' calls):
+    its first ``sum(b * b)`` is computed by the kernel of ``b . Ab`` (the kernel storing ``b`` then has no reduction, and
+    the two run as one tile kernel): one launch less, the default's bits (emulated kernels), NumPy's results."""
+    counted_tile_kernels(monkeypatch)
+    launches: list[str] = []
+
+    def counted(name: str) -> Any:
+        run = getattr(_stencil_kernels, name)
+        return lambda *args: (launches.append(name), run(*args))[1]
+
+    for name in ("_run_cuda", "_run_tile"):
+        monkeypatch.setattr(_stencil_kernels, name, counted(name))
+    host, salt = rhs(shape), np.float32(1e-3)
+    b0 = gnp.from_array(host, chunks=shape).persist()
+    solve = gnp.accelerate(lambda b, s: cg_loop(b + s, 4))
+    results, counts = [], []
+    for late in (False, True):
+        launches.clear()
+        with gnp.config.set(stencil_late_reductions=late):
+            results.append([np.asarray(a) for a in gnp.fetch(solve(b0, salt))])
+        counts.append(len(launches))
+    assert counts[1] == counts[0] - 1
+    assert [a.tobytes() for a in results[1]] == [a.tobytes() for a in results[0]]
+    for ours, theirs in zip(results[1], numpy_cg(host + salt, 4)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)

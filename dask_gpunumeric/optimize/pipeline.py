@@ -33,7 +33,7 @@ PASSES: tuple[Pass, ...] = (
     Pass("simplify", simplify, ()),
     Pass("gram", gram_products, ()),
     Pass("stencils", stencils, ("fusion", "stencil-sweeps", "stencil-tiles", "stencil-tile-sweeps",
-                                "stencil-recompute", "stencil-quotients")),
+                                "stencil-recompute", "stencil-quotients", "stencil-late-reductions")),
     Pass("rows", fuse_rows, ("fusion", "kernel-size")),
     Pass("fusion", fuse, ("fusion", "kernel-size")),
 )

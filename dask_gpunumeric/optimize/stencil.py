@@ -514,7 +514,39 @@ class _Pass:
                 by_key[key] = _Kernel(lvl, cls[:3], [], cls[3])
             by_key[key].fields.append(name)
             by_key[key].after |= after
+        if self.settings["stencil-late-reductions"]:
+            self.reduced_late(by_key, frontiers, level)
         return sorted(by_key.values(), key=lambda k: (k.level, self.order[k.fields[0]]))
+
+    def reduced_late(self, by_key: dict[tuple, _Kernel], frontiers: Mapping[str, list], level: dict[str, int]) -> None:
+        """(``gpunumeric.stencil-late-reductions``) A field that only full reductions read, of what it reads in place,
+        moved into the last later kernel of its class reading all of that in place (CG's ``sum(b * b)`` into the
+        kernel of ``b . Ab``): the kernel it leaves may then run in one tile kernel with that one, whose last sweep
+        alone may have full reductions. No value changes; the reductions' partials are summed in another order."""
+        nodes = {n._name: n for n in self.dag.order}
+        read_by_fields = {t for f in self.fields for t, *_ in frontiers[f]}
+        in_place = {key: {read for f in k.fields for read in frontiers[f] if not any(read[1]) and not any(read[2])}
+                    for key, k in by_key.items()}
+        for key, kernel in list(by_key.items()):
+            for name in list(kernel.fields) if kernel.region is None else ():
+                readers = [nodes.get(r) for r in self.outside.get(name, ())]  # ("": the root)
+                if name in read_by_fields or not readers or not all(r is not None and
+                        is_fused_reduction(r) and r.array._name == name
+                        and tuple(r.operand("axes")) == tuple(range(r.array.ndim)) for r in readers):
+                    continue
+                downstream, stack = set(), [name]  # (a kernel reading what its reductions give cannot take it)
+                while stack:
+                    for node in self.dag.consumers.get(stack.pop(), ()):
+                        if node._name not in downstream:
+                            downstream.add(node._name)
+                            stack.append(node._name)
+                later = [other for other, k in by_key.items() if k.level > level[name] and k.frame == kernel.frame
+                         and k.region is None and set(frontiers[name]) <= in_place[other] and not downstream & set(k.fields)]
+                if later:
+                    kernel.fields.remove(name)
+                    by_key[max(later, key=lambda other: by_key[other].level)].fields.append(name)
+            if not kernel.fields:
+                del by_key[key]
 
     def outputs(self, kernels: list[_Kernel], frontiers: dict[str, list]) -> None:
         """What each kernel outputs: the fields it stores (read by another kernel, or outside but for full
