@@ -935,3 +935,21 @@ def test_complex_numbers_of_signed_zero_parts_get_their_own_traced_plans() -> No
         assert gnp.fetch(shift(x, c)).tobytes() == (h + c).tobytes(), c
         with gnp.allowfetch():
             assert np.asarray(shift(x, c)).tobytes() == (h + c).tobytes(), c
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_arithmetic_rounds_each_operation_as_numpy(dtype: type) -> None:
+    """A fused kernel rounds every multiply and add as NumPy does (no fused multiply-add): ``x * x - y * y`` is
+    exactly zero where ``x == y``, and a Horner step and a stencil-like sum give NumPy's bits through every entry
+    point."""
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal(3000) * 3).astype(dtype)
+    b = (rng.standard_normal(3000)).astype(dtype)
+    x, y = gnp.from_array(a, chunks=1000), gnp.from_array(b, chunks=1000)
+    horner = ((a * dtype(0.3) + dtype(1.7)) * a - dtype(2.1)) * a + b
+    cases = [(x * x - x * x, a * a - a * a), (x * y + x, a * b + a), (((x * 0.3 + 1.7) * x - 2.1) * x + y, horner),
+             (4 * x - y * y - x * y, 4 * a - b * b - a * b)]
+    for ours, expected in cases:
+        assert_eq(ours, expected)
+        for got in (gnp.fetch(ours), np.asarray(ours), to_host(ours.compute())):
+            np.testing.assert_array_equal(np.asarray(got).view(np.uint8), expected.view(np.uint8))

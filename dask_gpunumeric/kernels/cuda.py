@@ -29,8 +29,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["compile_module", "compile_function", "compile_in_background", "wait_for_background_compiles", "record_source",
            "nvcc_compile_check", "source_digest", "resident_blocks", "wave_blocks", "takes_packed", "packed"]
 
-#: Compile options shared by NVRTC and the nvcc check.
-CXX_STD = "--std=c++17"
+#: Compile options shared by NVRTC and the nvcc check. NumPy rounds every operation: contracting ``a * b + c`` into
+#: one fused multiply-add (NVRTC's and nvcc's default) changes the bits, and makes ``x * x - y * y`` nonzero where
+#: ``x == y``; so no contraction (the CPU emulator compiles with ``-ffp-contract=off`` alike).
+COMPILE_OPTIONS = ("--std=c++17", "--fmad=false")
 #: How many compiled modules one process keeps.
 MODULE_CACHE_SIZE = 256
 
@@ -130,7 +132,7 @@ def compile_module(source: str) -> "cupy.RawModule":
         if module is not None:
             _modules.move_to_end(digest)
             return module
-        module = cupy.RawModule(code=source, options=(CXX_STD,))
+        module = cupy.RawModule(code=source, options=COMPILE_OPTIONS)
         _modules[digest] = module
         if len(_modules) > MODULE_CACHE_SIZE:
             _modules.popitem(last=False)
@@ -138,7 +140,7 @@ def compile_module(source: str) -> "cupy.RawModule":
 
 
 def nvcc_compile_check(source: str, arch: str = "sm_90") -> None:
-    """Compile ``source`` to a cubin with ``nvcc -std=c++17 -arch=<arch>``; needs no GPU.
+    """Compile ``source`` to a cubin with ``nvcc`` under ``COMPILE_OPTIONS`` for ``arch``; needs no GPU.
 
     Raises ``RuntimeError`` if ``nvcc`` is not on ``PATH`` or if compilation fails (the
     message holds nvcc's output).
@@ -151,7 +153,7 @@ def nvcc_compile_check(source: str, arch: str = "sm_90") -> None:
         with open(src_path, "w", encoding="utf-8") as f:
             f.write(source)
         proc = subprocess.run(
-            [nvcc, "-std=c++17", f"-arch={arch}", "--cubin",
+            [nvcc, *COMPILE_OPTIONS, f"-arch={arch}", "--cubin",
              "-o", os.path.join(tmp, "kernel.cubin"), src_path],
             capture_output=True,
             text=True,
