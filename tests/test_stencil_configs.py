@@ -17,6 +17,7 @@ from test_setitem_stencil import borders, overlapping
 from test_stencil import counted_tile_kernels, gray_scott
 
 import dask_gpunumeric as gnp
+from dask_gpunumeric.codegen import stencil as _stencil_source
 from dask_gpunumeric.codegen.check import ProgramError
 from dask_gpunumeric.codegen.stencil import kernel_source, tile_source
 from dask_gpunumeric.codegen.types import SweepConfig, TileConfig
@@ -82,17 +83,18 @@ def test_packed_kernels_give_the_defaults_bits(columns: int, monkeypatch: Any) -
 def test_packed_setitem_updates_give_the_defaults_bits(update: Any, dtype: Any, shape: tuple, chunks: Any,
                                                        monkeypatch: Any) -> None:
     """Setitem updates (sweeps restricted to regions, reading at shifts, blocks with halos) under the packed
-    configurations: the default's bits."""
+    configurations, and the default's with streams (``SweepConfig.streaming``): the default's bits."""
     _cuda_emulator.emulated_cupy(monkeypatch)
     g_host, h_host = (np.random.default_rng(seed).standard_normal(shape).astype(dtype) for seed in (3, 4))
     results = []
-    for tile, sweep in (CONFIGS[0], *CONFIGS[-3:]):
+    streams = (CONFIGS[5][0], CONFIGS[5][1]._replace(streaming=True))
+    for tile, sweep in (CONFIGS[0], *CONFIGS[-3:], streams):
         monkeypatch.setattr(_stencil_kernels, "TILE_CONFIG", tile)
         monkeypatch.setattr(_stencil_kernels, "SWEEP_CONFIG", sweep)
         monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", tile)
         g, h = gnp.from_array(g_host, chunks=chunks), gnp.from_array(h_host, chunks=chunks)
         results.append(np.asarray(gnp.fetch(update(gnp, g, h))).tobytes())
-    assert results[1:] == results[:1] * 3
+    assert results[1:] == results[:1] * 4
 
 
 def test_tile_configurations_checked() -> None:
@@ -160,3 +162,28 @@ def test_packed_last_pair_kernel_gives_the_defaults_bits(monkeypatch: Any) -> No
         ours, launched = run_both(monkeypatch, *CONFIGS[0], pair, **shapes)
         assert ours == default
         assert pair in {variant[-1] for variant in launched}
+
+
+def test_streams_and_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> None:
+    """CG's update kernel (one sweep: x, r and r.r) with the buffers it reads once (x, r) and its outputs moved as
+    streams (``streaming``), and its last thread block loading its partials 8 or 3 at a time (``combine_ahead``),
+    on enough thread blocks (``WAVES`` raised: 375 of 256 threads) that threads of the last block combine two
+    partials each: the default's bits; the kernel compiles with nvcc."""
+    monkeypatch.setattr(_stencil_kernels, "WAVES", 100)
+    shapes = {"shape": (600, 600), "gs_shape": (41, 72)}
+    tile, sweep = CONFIGS[5]
+    default, _ = run_both(monkeypatch, tile, sweep, PAIR, **shapes)
+    sources: list[str] = []
+
+    def recorded(*variant: Any) -> tuple[str, str]:
+        sources.append(kernel_source(*variant)[0])
+        return kernel_source(*variant)
+
+    monkeypatch.setattr(_stencil_source, "kernel_source", recorded)
+    configs = [sweep._replace(streaming=True), sweep._replace(combine_ahead=8),
+               sweep._replace(streaming=True, combine_ahead=3)]
+    for config in configs:
+        assert run_both(monkeypatch, tile, config, PAIR, **shapes)[0] == default
+    source = min({s for s in sources if "gnp_store_streamed(out1" in s and "3 * (blockDim.x" in s}, key=len)
+    assert "gnp_load_streamed(" in source and "gnp_store_streamed(" in source
+    compile_check(source)
