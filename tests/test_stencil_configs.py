@@ -137,8 +137,9 @@ def test_sweeps_reading_several_buffers_at_shifts_configured_apart(monkeypatch: 
     configs = {config for _, config in compiled}
     assert shifted in configs and _stencil_kernels.SWEEP_CONFIG in configs
     code = next(code for code, config in compiled if config == shifted)
-    with pytest.raises(ProgramError, match="sweep configuration"):
-        kernel_source(code, "int", None, SweepConfig(columns=96))
+    for bad in (SweepConfig(columns=96), SweepConfig(combine_ahead=-1), SweepConfig(waves=-2)):
+        with pytest.raises(ProgramError, match="sweep configuration"):
+            kernel_source(code, "int", None, bad)
 
 
 def test_pair_tile_configuration(monkeypatch: Any) -> None:
@@ -168,7 +169,7 @@ def test_streams_and_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> 
     """CG's update kernel (one sweep: x, r and r.r) with the buffers it reads once (x, r) and its outputs moved as
     streams (``streaming``), and its last thread block loading its partials 8 or 3 at a time (``combine_ahead``),
     on enough thread blocks (``WAVES`` raised: 375 of 256 threads) that threads of the last block combine two
-    partials each: the default's bits; the kernel compiles with nvcc."""
+    partials each (the same blocks through ``SweepConfig.waves``): the default's bits; the kernel compiles with nvcc."""
     monkeypatch.setattr(_stencil_kernels, "WAVES", 100)
     shapes = {"shape": (600, 600), "gs_shape": (41, 72)}
     tile, sweep = CONFIGS[5]
@@ -184,6 +185,8 @@ def test_streams_and_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> 
                sweep._replace(streaming=True, combine_ahead=3)]
     for config in configs:
         assert run_both(monkeypatch, tile, config, PAIR, **shapes)[0] == default
+    monkeypatch.setattr(_stencil_kernels, "WAVES", 8)  # (the same blocks from the configuration's waves)
+    assert run_both(monkeypatch, tile, sweep._replace(combine_ahead=8, waves=100), PAIR, **shapes)[0] == default
     source = min({s for s in sources if "gnp_store_streamed(out1" in s and "3 * (blockDim.x" in s}, key=len)
     assert "gnp_load_streamed(" in source and "gnp_store_streamed(" in source
     compile_check(source)

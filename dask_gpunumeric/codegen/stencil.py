@@ -405,6 +405,8 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
     ndim, per_thread = program.ndim, rows(code, config)
     threads(ndim, config)  # (checked)
+    if config.combine_ahead < 0 or config.waves < 0:
+        raise ProgramError(f"sweep configuration {config!r}: combine_ahead and waves at least 0")
     edges = no_edges(code) if edges is None else edges
     reductions = len(program.outputs) > len(out_dtypes)
     params = _sweep_params(code, index, edges)

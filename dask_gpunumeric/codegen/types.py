@@ -133,8 +133,9 @@ class SweepConfig(NamedTuple):
     ``st.global.cs``: evicted first from L1 and L2), so that the rows that neighbouring rows read again (CG's p)
     keep the caches. ``combine_ahead``: in a kernel with full reductions, each thread of the last thread block
     loads that many partials before it combines them, in the same order (0: one at a time,
-    ``codegen.program.finish``). The same bits under every configuration but for the partials' grouping (rows,
-    columns, packed)."""
+    ``codegen.program.finish``); ``waves``: such a kernel's thread blocks, in full waves of those resident (0:
+    ``kernels.stencil.WAVES``). The same bits under every configuration but for the partials' grouping (rows,
+    columns, packed, waves)."""
 
     rows: int = 0
     min_blocks: int = 0
@@ -142,6 +143,7 @@ class SweepConfig(NamedTuple):
     packed: bool = False
     streaming: bool = False
     combine_ahead: int = 0
+    waves: int = 0
 
 
 class Load(NamedTuple):

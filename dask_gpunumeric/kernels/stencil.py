@@ -867,7 +867,8 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
     arrays, scalar_args, layout = _sweep_args(code, inputs, geometry, scalars, dests, packs)
     reductions = range(len(out_dtypes), len(program.outputs))
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code, config),
-                                  resident * WAVES if reductions else None, _stencil_source.threads(len(box), config),
+                                  resident * (config.waves or WAVES) if reductions else None,
+                                  _stencil_source.threads(len(box), config),
                                   _stencil_source.columns_per_thread(code, config))
     partials, buffers = {}, []
     for k in reductions:
