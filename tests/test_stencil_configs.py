@@ -190,3 +190,20 @@ def test_streams_and_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> 
     source = min({s for s in sources if "gnp_store_streamed(out1" in s and "3 * (blockDim.x" in s}, key=len)
     assert "gnp_load_streamed(" in source and "gnp_store_streamed(" in source
     compile_check(source)
+
+
+def test_pair_kernel_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> None:
+    """CG's pair kernel (``p``, ``Ap``, ``p.Ap`` on tiles) with its last block loading its partials 8 at a time
+    (``TileConfig.combine_ahead``), on tiles small enough (8 x 32) for 400 thread blocks: its bits without; on the
+    default pair tiles, it compiles with nvcc."""
+    monkeypatch.setattr(_stencil_kernels, "WAVES", 100)
+    shapes = {"shape": (600, 600), "gs_shape": (41, 72)}
+    pair = TileConfig(rows=8, columns=32)
+    tile, sweep = CONFIGS[5]
+    ours, launched = run_both(monkeypatch, tile, sweep, pair._replace(combine_ahead=8), **shapes)
+    assert ours == run_both(monkeypatch, tile, sweep, pair, **shapes)[0]
+    assert pair._replace(combine_ahead=8) in {variant[-1] for variant in launched}
+    for bad in (pair._replace(combine_ahead=-1), pair._replace(combine_ahead=65)):
+        with pytest.raises(ProgramError, match="tile configuration"):
+            tile_source(*launched[0][:5], bad)
+    compile_check(tile_source(*launched[0][:5], PAIR._replace(combine_ahead=8))[0])

@@ -405,8 +405,8 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
     ndim, per_thread = program.ndim, rows(code, config)
     threads(ndim, config)  # (checked)
-    if config.combine_ahead < 0 or config.waves < 0:
-        raise ProgramError(f"sweep configuration {config!r}: combine_ahead and waves at least 0")
+    if not 0 <= config.combine_ahead <= 64 or config.waves < 0:
+        raise ProgramError(f"sweep configuration {config!r}: combine_ahead from 0 to 64, waves at least 0")
     edges = no_edges(code) if edges is None else edges
     reductions = len(program.outputs) > len(out_dtypes)
     params = _sweep_params(code, index, edges)
@@ -792,7 +792,8 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                          for d in range(ndim)],
                 f"    for ({index} gnp_tile = blockIdx.x; gnp_tile < {' * '.join(counts)}; gnp_tile += gridDim.x) {{",
                 *[f"    {line}" for line in body], "        __syncthreads();  // before the next tile's stores", "    }"]
-        body += _program.finish(codes[last].program, ("threadIdx.x", f"{threads}", "blockIdx.x", "gridDim.x"), threads)
+        body += _program.finish(codes[last].program, ("threadIdx.x", f"{threads}", "blockIdx.x", "gridDim.x"), threads,
+                                config.combine_ahead)
     else:
         body = head + body
     params = [p for k, code in enumerate(codes)
