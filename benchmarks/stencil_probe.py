@@ -1,8 +1,8 @@
 """Probe (GPU): the stencil kernels' compile-time configurations, timed through the benchmarks' own accelerated
 calls (on the CPU it runs on NumPy blocks, where no generated kernel runs: a smoke test).
 
-    python benchmarks/stencil_probe.py [--variants] [--gaps] [--graph] [--n 8192] [--repeat 10] [--rounds 2]
-                                       [--only cg,gray_scott,heat]
+    python benchmarks/stencil_probe.py [--variants [--pick 0,1,6]] [--gaps] [--graph] [--n 8192] [--repeat 10]
+                                       [--rounds 2] [--only cg,gray_scott,heat]
 
 Times CG (``benchmarks/cg.py``: 30 iterations, a pair tile kernel and a one-sweep stencil kernel per iteration),
 Gray-Scott (``benchmarks/gray_scott.py``: 20 steps, tile kernels) and heat (``benchmarks/heat.py`` on a 2n x 2n
@@ -67,7 +67,10 @@ _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
 #: too, reading its shared rows as packs (``TileConfig.packed_last``), at its 5 blocks per multiprocessor even where
 #: the compiler spills (``min_blocks=5``); Gray-Scott's and heat's tile kernels with their last sweep packed; CG's
 #: pair kernel asking L2 for each block's next tile's rows while it computes this one (``TileConfig.prefetch_next``,
-#: at 5 blocks: 16 B spilled outside the loops), alone and with ``stencil-quotients``.
+#: at 5 blocks: 16 B spilled outside the loops), alone and with ``stencil-quotients``. Then CG's update kernel (one
+#: sweep: x, r, r.r) moving x and r as streams (``SweepConfig.streaming``: ld/st.global.cs); its last block, and the
+#: pair kernel's, loading 8 partials at a time before combining them (``combine_ahead``: the combine's L2 round
+#: trips overlap); with 16 or 4 waves of blocks (``SweepConfig.waves``); all of them, and with ``stencil-quotients``.
 #: (Measured slower or no faster on the H200 by s18-cgk2: ``prefetch``, ``partials_in_tile``, ``SweepConfig.carveout``.)
 _PAIR = _stencil_kernels.PAIR_TILE_CONFIG
 VARIANTS: list[Variant] = [
@@ -77,6 +80,14 @@ VARIANTS: list[Variant] = [
     Variant(_DEFAULT[0]._replace(packed_last=True), _DEFAULT[1]),
     Variant(*_DEFAULT, pair=_PAIR._replace(prefetch_next=True, min_blocks=5)),
     Variant(*_DEFAULT, pair=_PAIR._replace(prefetch_next=True, min_blocks=5), settings=(("stencil-quotients", True),)),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(streaming=True)),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=8)),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=8), pair=_PAIR._replace(combine_ahead=8)),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=8, waves=16), pair=_PAIR._replace(combine_ahead=8)),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=8, waves=4), pair=_PAIR._replace(combine_ahead=8)),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(streaming=True, combine_ahead=8), pair=_PAIR._replace(combine_ahead=8)),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(streaming=True, combine_ahead=8), pair=_PAIR._replace(combine_ahead=8),
+            settings=(("stencil-quotients", True),)),
 ]
 
 
@@ -128,7 +139,9 @@ def label(variant: Variant) -> str:
         pair = variant.pair
         flags = [f for f, v in pair._asdict().items() if v is True] if pair else []
         words.append(" ".join([f"pair {pair.rows}x{pair.columns}", *flags,
-                               *[f"min_blocks={pair.min_blocks}"] * bool(pair.min_blocks)]) if pair else "pair as tile")
+                               *[f"min_blocks={pair.min_blocks}"] * bool(pair.min_blocks),
+                               *[f"combine_ahead={pair.combine_ahead}"] * bool(pair.combine_ahead)])
+                     if pair else "pair as tile")
     return ", ".join(words) or "default"
 
 
@@ -267,10 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", default=",".join(SYSTEMS))
+    parser.add_argument("--pick", help="with --variants, the numbers of those compared, the first the one compared against (0: the default), e.g. 0,1,6")
     args = parser.parse_args(argv)
 
     compiled = Compiled(timed=args.gaps)
     variants = VARIANTS if args.variants else VARIANTS[:1]
+    if args.variants and args.pick:
+        variants = [VARIANTS[int(k)] for k in args.pick.split(",")]
     systems = {name: SYSTEMS[name](args.n) for name in args.only.split(",")}
     print(f"stencil probe: {args.n} x {args.n} float32, {H.device_name()}, {len(variants)} variant(s), "
           f"{args.rounds} round(s) of {args.repeat} timed calls", flush=True)
