@@ -137,7 +137,8 @@ def test_sweeps_reading_several_buffers_at_shifts_configured_apart(monkeypatch: 
     configs = {config for _, config in compiled}
     assert shifted in configs and _stencil_kernels.SWEEP_CONFIG in configs
     code = next(code for code, config in compiled if config == shifted)
-    for bad in (SweepConfig(columns=96), SweepConfig(combine_ahead=-1), SweepConfig(waves=-2)):
+    for bad in (SweepConfig(columns=96), SweepConfig(combine_ahead=-1), SweepConfig(waves=-2), SweepConfig(grid=(0, 2)),
+                SweepConfig(grid=(1, 1, 1, 1))):
         with pytest.raises(ProgramError, match="sweep configuration"):
             kernel_source(code, "int", None, bad)
 
@@ -190,6 +191,18 @@ def test_streams_and_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> 
     source = min({s for s in sources if "gnp_store_streamed(out1" in s and "3 * (blockDim.x" in s}, key=len)
     assert "gnp_load_streamed(" in source and "gnp_store_streamed(" in source
     compile_check(source)
+
+
+@pytest.mark.parametrize("sweep", [SweepConfig(rows=1, min_blocks=6, packed=True, grid=(1, 2)),
+                                   SweepConfig(rows=2, min_blocks=4, columns=64, packed=True, grid=(2, 1), combine_ahead=2),
+                                   SweepConfig(rows=1, grid=(1, 3))])
+def test_sweep_grids_give_the_defaults_bits(sweep: SweepConfig, monkeypatch: Any) -> None:
+    """One-sweep kernels (CG's update kernel, its first iteration's, Gray-Scott's none) launched on fewer thread
+    blocks than the box needs (``SweepConfig.grid``: each thread walks rows and columns in grid-stride loops), on an
+    odd box (69 x 138: packs not aligned to its rows): the default's bits."""
+    shapes = {"shape": (69, 138), "gs_shape": (41, 74)}
+    default, _ = run_both(monkeypatch, *CONFIGS[0], **shapes)
+    assert run_both(monkeypatch, CONFIGS[0][0], sweep, **shapes)[0] == default
 
 
 def test_pair_kernel_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> None:

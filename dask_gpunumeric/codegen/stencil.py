@@ -405,8 +405,10 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
     ndim, per_thread = program.ndim, rows(code, config)
     threads(ndim, config)  # (checked)
-    if not 0 <= config.combine_ahead <= 64 or config.waves < 0:
-        raise ProgramError(f"sweep configuration {config!r}: combine_ahead from 0 to 64, waves at least 0")
+    if (not 0 <= config.combine_ahead <= 64 or config.waves < 0 or not isinstance(config.grid, tuple)
+            or len(config.grid) > 3 or not all(isinstance(g, int) and g > 0 for g in config.grid)):
+        raise ProgramError(f"sweep configuration {config!r}: combine_ahead from 0 to 64, waves at least 0, grid up to "
+                           "3 positive block counts")
     edges = no_edges(code) if edges is None else edges
     reductions = len(program.outputs) > len(out_dtypes)
     params = _sweep_params(code, index, edges)

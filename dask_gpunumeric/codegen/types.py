@@ -137,8 +137,10 @@ class SweepConfig(NamedTuple):
     keep the caches. ``combine_ahead``: in a kernel with full reductions, each thread of the last thread block
     loads that many partials before it combines them, in the same order (0: one at a time,
     ``codegen.program.finish``); ``waves``: such a kernel's thread blocks, in full waves of those resident (0:
-    ``kernels.stencil.WAVES``). The same bits under every configuration but for the partials' grouping (rows,
-    columns, packed, waves)."""
+    ``kernels.stencil.WAVES``); ``grid``: instead, at most these many thread blocks along x and y (the last axis
+    and the one before), whether the kernel reduces or not: each thread then walks the box in grid-stride loops
+    (empty: one pass, or the waves). The same bits under every configuration but for the partials' grouping (rows,
+    columns, packed, waves, grid)."""
 
     rows: int = 0
     min_blocks: int = 0
@@ -147,6 +149,7 @@ class SweepConfig(NamedTuple):
     streaming: bool = False
     combine_ahead: int = 0
     waves: int = 0
+    grid: tuple[int, ...] = ()
 
 
 class Load(NamedTuple):

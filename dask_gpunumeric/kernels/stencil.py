@@ -737,18 +737,21 @@ def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple, stored: t
 
 @functools.lru_cache(maxsize=1024)
 def _launch_shape(extent: tuple[int, ...], per_thread: int, limit: int | None, threads: tuple[int, int, int],
-                  wide: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+                  wide: int = 1, most: tuple[int, ...] = ()) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(grid, threads) of a launch of thread blocks of ``threads`` over a box of ``extent``: each thread computes
     ``per_thread`` positions along axis ``ndim - 2`` (1-d: the only axis), ``wide`` along x in 2-d and 3-d; at most ``limit`` thread blocks where
     given (a kernel with full reductions: its last block combines one partial per block), fewer along x first
-    (each thread block then walks along rows, in its own band of them)."""
+    (each thread block then walks along rows, in its own band of them); ``most``: instead, at most these many
+    thread blocks along x, y (``SweepConfig.grid``; the grid-stride loops cover the rest)."""
     ndim = len(extent)
     per_dim = dict(zip(_stencil_source.GRID_AXES[ndim], extent))
     unrolled = _stencil_source.GRID_AXES[ndim][max(ndim - 2, 0)]
     along = {unrolled: per_thread, "x": per_thread if ndim == 1 else wide}
     grid = [max(1, min(-(-per_dim.get(dim, 1) // (t * along.get(dim, 1))), _stencil_source.GRID_LIMITS[dim]))
             for dim, t in zip("xyz", threads)]
-    for axis in (0, 1, 2) if limit is not None else ():
+    if most:
+        grid = [min(g, m) for g, m in zip(grid, (*most, *grid[len(most):]))]
+    for axis in (0, 1, 2) if limit is not None and not most else ():
         grid[axis] = max(1, min(grid[axis], limit // (int(np.prod(grid)) // grid[axis])))
     return tuple(grid), threads  # type: ignore[return-value]
 
@@ -869,7 +872,7 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code, config),
                                   resident * (config.waves or WAVES) if reductions else None,
                                   _stencil_source.threads(len(box), config),
-                                  _stencil_source.columns_per_thread(code, config))
+                                  _stencil_source.columns_per_thread(code, config), config.grid)
     partials, buffers = {}, []
     for k in reductions:
         partials[k], finals = _fused.final_buffers(program, k, math.prod([hi - lo for lo, hi in target]))
