@@ -71,6 +71,10 @@ _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
 #: sweep: x, r, r.r) moving x and r as streams (``SweepConfig.streaming``: ld/st.global.cs); its last block, and the
 #: pair kernel's, loading 8 partials at a time before combining them (``combine_ahead``: the combine's L2 round
 #: trips overlap); with 16 or 4 waves of blocks (``SweepConfig.waves``); all of them, and with ``stencil-quotients``.
+#: Then the update kernel's launch geometry (``SweepConfig.grid``: at most (x, y) thread blocks, grid-stride loops;
+#: the default's is (6, 1024) at 8192^2, 8 waves of 792 resident blocks): 512 blocks as (32, 16), (64, 8), (16, 32)
+#: and with 64 x 4 threads; 384, 640, 768 (one wave) and 1056 blocks; (32, 16) with combine_ahead, and with the pair
+#: kernel's combine_ahead and ``stencil-quotients``.
 #: (Measured slower or no faster on the H200 by s18-cgk2: ``prefetch``, ``partials_in_tile``, ``SweepConfig.carveout``.)
 _PAIR = _stencil_kernels.PAIR_TILE_CONFIG
 VARIANTS: list[Variant] = [
@@ -87,6 +91,12 @@ VARIANTS: list[Variant] = [
     Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=8, waves=4), pair=_PAIR._replace(combine_ahead=8)),
     Variant(_DEFAULT[0], _DEFAULT[1]._replace(streaming=True, combine_ahead=8), pair=_PAIR._replace(combine_ahead=8)),
     Variant(_DEFAULT[0], _DEFAULT[1]._replace(streaming=True, combine_ahead=8), pair=_PAIR._replace(combine_ahead=8),
+            settings=(("stencil-quotients", True),)),
+    *[Variant(_DEFAULT[0], _DEFAULT[1]._replace(grid=grid)) for grid in ((32, 16), (64, 8), (16, 32))],
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(columns=64, grid=(32, 16))),
+    *[Variant(_DEFAULT[0], _DEFAULT[1]._replace(grid=grid)) for grid in ((32, 12), (32, 20), (32, 24), (32, 33))],
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(grid=(32, 16), combine_ahead=8)),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(grid=(32, 16), combine_ahead=8), pair=_PAIR._replace(combine_ahead=8),
             settings=(("stencil-quotients", True),)),
 ]
 
@@ -155,6 +165,7 @@ class Compiled:
 
         self.seen: list[str] = []
         self.launches: list[tuple[str, Any, Any, float]] | None = None
+        self.geometry: dict[str, tuple] = {}  # per kernel, its last launch's (grid, block)
         compile_function = _cuda.compile_function
 
         def listened(source: str, name: str, threads: int) -> tuple[Any, int]:
@@ -185,6 +196,7 @@ class _Timed:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         import cupy
 
+        self.listener.geometry[self.name] = tuple(args[:2])
         if self.listener.launches is None:
             return self.function(*args, **kwargs)
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -207,7 +219,8 @@ def gaps(name: str, system: System, compiled: Compiled, calls: int = 3) -> None:
     """Whether the device idles in a call: per call (its kernels compiled already), its wall time; on the host,
     when the first and the last stencil kernel were launched; on the device, the span from the first stencil
     kernel's start to the last's end against the sum of their durations (the rest: the other launches, e.g.
-    CG's one-thread divisions, and the gaps between kernels); the median duration of each kernel."""
+    CG's one-thread divisions, and the gaps between kernels); the median duration of each kernel, and its launch
+    geometry (grid, block)."""
     import cupy
 
     for i in range(calls):
@@ -226,7 +239,8 @@ def gaps(name: str, system: System, compiled: Compiled, calls: int = 3) -> None:
             durations.setdefault(kernel, []).append(cupy.cuda.get_elapsed_time(start, end))
         span = cupy.cuda.get_elapsed_time(launches[0][1], launches[-1][2])
         busy = sum(sum(d) for d in durations.values())
-        each = ", ".join(f"{k[:20]} x{len(d)} {1e3 * statistics.median(d):.1f} us" for k, d in durations.items())
+        each = ", ".join(f"{k[:20]} x{len(d)} {1e3 * statistics.median(d):.1f} us (grid, block {compiled.geometry.get(k)})"
+                         for k, d in durations.items())
         print(f"gaps {name}: call {1e3 * wall:.3f} ms, stencil kernels launched from {1e3 * (launches[0][3] - began):.3f} "
               f"to {1e3 * (launches[-1][3] - began):.3f} ms; {len(launches)} of them span {span:.3f} ms on the device, "
               f"busy {busy:.3f} ms, rest {span - busy:.3f} ms ({1e3 * (span - busy) / len(launches):.2f} us a launch); "
