@@ -61,43 +61,32 @@ class Variant(NamedTuple):
 
 _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
 #: compared by ``--variants``, the default first (the shapes compared before are in docs/benchmarks.md: s14-tiles,
-#: s15-cg, s16-cg, s17-cgk, s18-cgk2). The defaults are packed kernels (each thread four consecutive columns, each
-#: buffer row moved as one 16-byte access); against them: CG's 0-d quotients computed by the stencil kernels that
-#: read them (``stencil-quotients``: two launches less per iteration); CG's pair kernel with its last sweep packed
-#: too, reading its shared rows as packs (``TileConfig.packed_last``), at its 5 blocks per multiprocessor even where
-#: the compiler spills (``min_blocks=5``); Gray-Scott's and heat's tile kernels with their last sweep packed; CG's
-#: pair kernel asking L2 for each block's next tile's rows while it computes this one (``TileConfig.prefetch_next``,
-#: at 5 blocks: 16 B spilled outside the loops), alone and with ``stencil-quotients``. Then CG's update kernel (one
-#: sweep: x, r, r.r) moving x and r as streams (``SweepConfig.streaming``: ld/st.global.cs); its last block, and the
-#: pair kernel's, loading 8 partials at a time before combining them (``combine_ahead``: the combine's L2 round
-#: trips overlap); with 16 or 4 waves of blocks (``SweepConfig.waves``); all of them, and with ``stencil-quotients``.
-#: Then the update kernel's launch geometry (``SweepConfig.grid``: at most (x, y) thread blocks, grid-stride loops;
-#: the default's is (6, 1024) at 8192^2, 8 waves of 792 resident blocks): 512 blocks as (32, 16), (64, 8), (16, 32)
-#: and with 64 x 4 threads; 384, 640, 768 (one wave) and 1056 blocks; (32, 16) with combine_ahead, and with the pair
-#: kernel's combine_ahead and ``stencil-quotients``.
-#: (Measured slower or no faster on the H200 by s18-cgk2: ``prefetch``, ``partials_in_tile``, ``SweepConfig.carveout``.)
+#: s15-cg, s16-cg, s17-cgk, s18-cgk2, s19-update). The defaults are packed kernels (each thread four consecutive
+#: columns, each buffer row moved as one 16-byte access), the last block of CG's update and pair kernels loading 8
+#: partials at a time (``combine_ahead``), CG's 0-d quotients computed by the stencil kernels that read them
+#: (``stencil-quotients``); against them: the quotients as launches of their own; CG's pair kernel with its last
+#: sweep packed too, reading its shared rows as packs (``TileConfig.packed_last``), at its 5 blocks per
+#: multiprocessor even where the compiler spills (``min_blocks=5``); Gray-Scott's and heat's tile kernels with their
+#: last sweep packed; CG's pair kernel asking L2 for each block's next tile's rows while it computes this one
+#: (``TileConfig.prefetch_next``, at 5 blocks: 16 B spilled outside the loops); the partials loaded one at a time
+#: (the old default), and 16 or 32 at a time (their registers spilled in the final combine; the pair kernel kept at 5
+#: blocks per multiprocessor, which the runtime's unbounded rebuild of a spilling tile kernel would not).
+#: (Measured slower or no faster on the H200: ``prefetch``, ``partials_in_tile``, ``SweepConfig.carveout`` by
+#: s18-cgk2; the update kernel's x and r as streams, ``ld/st.global.cs``, and its launch geometry, fewer thread blocks
+#: walking rows and columns, by s19-update.)
 _PAIR = _stencil_kernels.PAIR_TILE_CONFIG
+_QUOTIENTS_APART = (("stencil-quotients", False),)
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
-    Variant(*_DEFAULT, settings=(("stencil-quotients", True),)),
+    Variant(*_DEFAULT, settings=_QUOTIENTS_APART),
     Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True, min_blocks=5)),
     Variant(_DEFAULT[0]._replace(packed_last=True), _DEFAULT[1]),
     Variant(*_DEFAULT, pair=_PAIR._replace(prefetch_next=True, min_blocks=5)),
-    Variant(*_DEFAULT, pair=_PAIR._replace(prefetch_next=True, min_blocks=5), settings=(("stencil-quotients", True),)),
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(streaming=True)),
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=8)),
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=8), pair=_PAIR._replace(combine_ahead=8)),
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=8, waves=16), pair=_PAIR._replace(combine_ahead=8)),
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=8, waves=4), pair=_PAIR._replace(combine_ahead=8)),
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(streaming=True, combine_ahead=8), pair=_PAIR._replace(combine_ahead=8)),
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(streaming=True, combine_ahead=8), pair=_PAIR._replace(combine_ahead=8),
-            settings=(("stencil-quotients", True),)),
-    *[Variant(_DEFAULT[0], _DEFAULT[1]._replace(grid=grid)) for grid in ((32, 16), (64, 8), (16, 32))],
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(columns=64, grid=(32, 16))),
-    *[Variant(_DEFAULT[0], _DEFAULT[1]._replace(grid=grid)) for grid in ((32, 12), (32, 20), (32, 24), (32, 33))],
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(grid=(32, 16), combine_ahead=8)),
-    Variant(_DEFAULT[0], _DEFAULT[1]._replace(grid=(32, 16), combine_ahead=8), pair=_PAIR._replace(combine_ahead=8),
-            settings=(("stencil-quotients", True),)),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=0), pair=_PAIR._replace(combine_ahead=0)),
+    *[Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=ahead), pair=_PAIR._replace(combine_ahead=ahead, min_blocks=5))
+      for ahead in (16, 32)],
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=0), pair=_PAIR._replace(combine_ahead=0),
+            settings=_QUOTIENTS_APART),
 ]
 
 

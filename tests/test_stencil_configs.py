@@ -83,18 +83,17 @@ def test_packed_kernels_give_the_defaults_bits(columns: int, monkeypatch: Any) -
 def test_packed_setitem_updates_give_the_defaults_bits(update: Any, dtype: Any, shape: tuple, chunks: Any,
                                                        monkeypatch: Any) -> None:
     """Setitem updates (sweeps restricted to regions, reading at shifts, blocks with halos) under the packed
-    configurations, and the default's with streams (``SweepConfig.streaming``): the default's bits."""
+    configurations: the default's bits."""
     _cuda_emulator.emulated_cupy(monkeypatch)
     g_host, h_host = (np.random.default_rng(seed).standard_normal(shape).astype(dtype) for seed in (3, 4))
     results = []
-    streams = (CONFIGS[5][0], CONFIGS[5][1]._replace(streaming=True))
-    for tile, sweep in (CONFIGS[0], *CONFIGS[-3:], streams):
+    for tile, sweep in (CONFIGS[0], *CONFIGS[-3:]):
         monkeypatch.setattr(_stencil_kernels, "TILE_CONFIG", tile)
         monkeypatch.setattr(_stencil_kernels, "SWEEP_CONFIG", sweep)
         monkeypatch.setattr(_stencil_kernels, "PAIR_TILE_CONFIG", tile)
         g, h = gnp.from_array(g_host, chunks=chunks), gnp.from_array(h_host, chunks=chunks)
         results.append(np.asarray(gnp.fetch(update(gnp, g, h))).tobytes())
-    assert results[1:] == results[:1] * 4
+    assert results[1:] == results[:1] * 3
 
 
 def test_tile_configurations_checked() -> None:
@@ -137,8 +136,7 @@ def test_sweeps_reading_several_buffers_at_shifts_configured_apart(monkeypatch: 
     configs = {config for _, config in compiled}
     assert shifted in configs and _stencil_kernels.SWEEP_CONFIG in configs
     code = next(code for code, config in compiled if config == shifted)
-    for bad in (SweepConfig(columns=96), SweepConfig(combine_ahead=-1), SweepConfig(waves=-2), SweepConfig(grid=(0, 2)),
-                SweepConfig(grid=(1, 1, 1, 1))):
+    for bad in (SweepConfig(columns=96), SweepConfig(combine_ahead=-1), SweepConfig(combine_ahead=65)):
         with pytest.raises(ProgramError, match="sweep configuration"):
             kernel_source(code, "int", None, bad)
 
@@ -166,11 +164,10 @@ def test_packed_last_pair_kernel_gives_the_defaults_bits(monkeypatch: Any) -> No
         assert pair in {variant[-1] for variant in launched}
 
 
-def test_streams_and_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> None:
-    """CG's update kernel (one sweep: x, r and r.r) with the buffers it reads once (x, r) and its outputs moved as
-    streams (``streaming``), and its last thread block loading its partials 8 or 3 at a time (``combine_ahead``),
-    on enough thread blocks (``WAVES`` raised: 375 of 256 threads) that threads of the last block combine two
-    partials each (the same blocks through ``SweepConfig.waves``): the default's bits; the kernel compiles with nvcc."""
+def test_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> None:
+    """CG's update kernel (one sweep: x, r and r.r) with its last thread block loading its partials 8 or 3 at a time
+    (``combine_ahead``) or one at a time, on enough thread blocks (``WAVES`` raised: 375 of 256 threads) that
+    threads of the last block combine two partials each: the same bits; the kernel compiles with nvcc."""
     monkeypatch.setattr(_stencil_kernels, "WAVES", 100)
     shapes = {"shape": (600, 600), "gs_shape": (41, 72)}
     tile, sweep = CONFIGS[5]
@@ -182,27 +179,9 @@ def test_streams_and_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> 
         return kernel_source(*variant)
 
     monkeypatch.setattr(_stencil_source, "kernel_source", recorded)
-    configs = [sweep._replace(streaming=True), sweep._replace(combine_ahead=8),
-               sweep._replace(streaming=True, combine_ahead=3)]
-    for config in configs:
-        assert run_both(monkeypatch, tile, config, PAIR, **shapes)[0] == default
-    monkeypatch.setattr(_stencil_kernels, "WAVES", 8)  # (the same blocks from the configuration's waves)
-    assert run_both(monkeypatch, tile, sweep._replace(combine_ahead=8, waves=100), PAIR, **shapes)[0] == default
-    source = min({s for s in sources if "gnp_store_streamed(out1" in s and "3 * (blockDim.x" in s}, key=len)
-    assert "gnp_load_streamed(" in source and "gnp_store_streamed(" in source
-    compile_check(source)
-
-
-@pytest.mark.parametrize("sweep", [SweepConfig(rows=1, min_blocks=6, packed=True, grid=(1, 2)),
-                                   SweepConfig(rows=2, min_blocks=4, columns=64, packed=True, grid=(2, 1), combine_ahead=2),
-                                   SweepConfig(rows=1, grid=(1, 3))])
-def test_sweep_grids_give_the_defaults_bits(sweep: SweepConfig, monkeypatch: Any) -> None:
-    """One-sweep kernels (CG's update kernel, its first iteration's, Gray-Scott's none) launched on fewer thread
-    blocks than the box needs (``SweepConfig.grid``: each thread walks rows and columns in grid-stride loops), on an
-    odd box (69 x 138: packs not aligned to its rows): the default's bits."""
-    shapes = {"shape": (69, 138), "gs_shape": (41, 74)}
-    default, _ = run_both(monkeypatch, *CONFIGS[0], **shapes)
-    assert run_both(monkeypatch, CONFIGS[0][0], sweep, **shapes)[0] == default
+    for ahead in (8, 3):
+        assert run_both(monkeypatch, tile, sweep._replace(combine_ahead=ahead), PAIR, **shapes)[0] == default
+    compile_check(min({s for s in sources if "gnp_stencil_" in s and "3 * (blockDim.x" in s}, key=len))
 
 
 def test_pair_kernel_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> None:

@@ -269,13 +269,12 @@ def _held(slot: int, offset: Sequence[int], r: int, c: int) -> str:
 
 
 def _pack_loads(code: StencilCode, per_thread: int, prefix: str = "", shared: Sequence[int] = (),
-                packed_shared: dict[int, str] | None = None, streamed: Sequence[int] = ()) -> list[str]:
+                packed_shared: dict[int, str] | None = None) -> list[str]:
     """The loads of a 2-d sweep's buffers with positions (but the ``shared`` slots) for ``per_thread`` rows of
     ``PACK`` columns from ``p`` (at ``q<s>``), into the registers ``_held`` names: each buffer row its offsets
     reach as one pack, the columns they reach past the pack one by one. ``packed_shared``: shared slots loaded so
     too, each the expression of its read at an offset (``{0}``, ``{1}``: ``tile_source``; the pack's first
-    column aligned to it in shared memory). ``streamed``: slots whose packs are loaded as streams
-    (``gnp_load_streamed``)."""
+    column aligned to it in shared memory)."""
     packed_shared = packed_shared or {}
     reads: dict[int, set[tuple[int, int]]] = {}  # per buffer with positions, the (row, column) read from p's
     for slot, offset in (*code.loads, *(b for b in code.bases if b is not None and code.restricted)):
@@ -294,24 +293,18 @@ def _pack_loads(code: StencilCode, per_thread: int, prefix: str = "", shared: Se
             return f"{b}[q{slot} + ({row}) * {st} + ({column})]" if column is not None else f"({b} + q{slot} + ({row}) * {st})"
 
         for row in sorted({row for row, column in cells if 0 <= column < PACK}):
-            load = f"gnp_load_streamed({at(row, None)})" if slot in streamed else f"*(const gnp_pack4<{ct}>*){at(row, None)}"
-            lines.append(f"const gnp_pack4<{ct}> gnp_l{slot}_{_tag(row)} = {load};")
+            lines.append(f"const gnp_pack4<{ct}> gnp_l{slot}_{_tag(row)} = *(const gnp_pack4<{ct}>*){at(row, None)};")
         lines += [f"const {ct} gnp_e{slot}_{_tag(row)}_{_tag(column)} = {at(row, column)};"
                   for row, column in sorted(cells) if not 0 <= column < PACK]
     return lines
 
 
-def _packed_rows(code: StencilCode, index: str, edges: tuple, per_thread: int, streaming: bool = False) -> list[str]:
+def _packed_rows(code: StencilCode, index: str, edges: tuple, per_thread: int) -> list[str]:
     """A 2-d sweep's ``per_thread`` rows of ``PACK`` columns from ``p`` on, inside every buffer and packable: each
     buffer row read as packs (``_pack_loads``), each output row stored as one pack; the elements computed as one by
-    one, in the same order. ``streaming``: the buffers read only at ``p`` loaded, and the outputs stored, as
-    streams (``SweepConfig.streaming``)."""
+    one, in the same order."""
     out_dtypes = code.out_dtypes
-    reads = (*code.loads, *(b for b in code.bases if b is not None and code.restricted))
-    shifted = {slot for slot, offset in reads if any(offset)}
-    streamed = sorted({slot for slot, offset in reads if offset and slot not in shifted}) if streaming else []
-    store = "gnp_store_streamed" if streaming else "gnp_store_pack"
-    lines = [f"const {index} p0 = lo0 + i0;", *_places(code, index), *_pack_loads(code, per_thread, streamed=streamed)]
+    lines = [f"const {index} p0 = lo0 + i0;", *_places(code, index), *_pack_loads(code, per_thread)]
     for r in range(per_thread):
         row = [f"gnp_pack4<{ctype(dt)}> gnp_o{j};" for j, dt in enumerate(out_dtypes)]
         for c in range(PACK):
@@ -319,7 +312,7 @@ def _packed_rows(code: StencilCode, index: str, edges: tuple, per_thread: int, s
                                held=functools.partial(_held, r=r, c=c))
             row += ["{", f"    const {index} p0 = lo0 + i0 + {r};", f"    const {index} p1 = lo1 + i1 + {c};",
                     *[f"    {line}" for line in element], "}"]
-        row += [f"{store}(out{j} + w{j} + ({r}) * ost{j}_0, gnp_o{j});" for j in range(len(out_dtypes))]
+        row += [f"gnp_store_pack(out{j} + w{j} + ({r}) * ost{j}_0, gnp_o{j});" for j in range(len(out_dtypes))]
         lines += ["{", *[f"    {line}" for line in row], "}"]
     return lines
 
@@ -343,39 +336,6 @@ __device__ __forceinline__ void gnp_prefetch_l2(unsigned long long at, unsigned 
 __device__ __forceinline__ void gnp_prefetch_l2(unsigned long long, unsigned int) {}
 #endif
 #endif  /* GNP_PREFETCH_HELPERS */
-"""
-
-
-_STREAMS = r"""
-#ifndef GNP_STREAM_HELPERS
-#define GNP_STREAM_HELPERS
-/* packs moved as streams (ld.global.cs, st.global.cs: evicted first from L1 and L2), for data each thread reads or
-   writes once, so that the rows other threads read again stay cached; elsewhere (the CPU emulator), and for
-   elements of 1 or 2 bytes, plain accesses */
-template <typename T> __device__ __forceinline__ gnp_pack4<T> gnp_load_streamed(const T* p) {
-#if defined(__CUDA_ARCH__)
-    if constexpr (sizeof(T) == 4) return __builtin_bit_cast(gnp_pack4<T>, __ldcs((const float4*)p));
-    if constexpr (sizeof(T) == 8) {
-        struct alignas(16) halves { double2 a, b; };
-        return __builtin_bit_cast(gnp_pack4<T>, halves{__ldcs((const double2*)p), __ldcs((const double2*)p + 1)});
-    }
-#endif
-    return *(const gnp_pack4<T>*)p;
-}
-template <typename T> __device__ __forceinline__ void gnp_store_streamed(T* p, const gnp_pack4<T>& v) {
-#if defined(__CUDA_ARCH__)
-    if constexpr (sizeof(T) == 4) { __stcs((float4*)p, __builtin_bit_cast(float4, v)); return; }
-    if constexpr (sizeof(T) == 8) {
-        struct alignas(16) halves { double2 a, b; };
-        const halves h = __builtin_bit_cast(halves, v);
-        __stcs((double2*)p, h.a);
-        __stcs((double2*)p + 1, h.b);
-        return;
-    }
-#endif
-    *(gnp_pack4<T>*)p = v;
-}
-#endif  /* GNP_STREAM_HELPERS */
 """
 
 
@@ -405,10 +365,8 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
     ndim, per_thread = program.ndim, rows(code, config)
     threads(ndim, config)  # (checked)
-    if (not 0 <= config.combine_ahead <= 64 or config.waves < 0 or not isinstance(config.grid, tuple)
-            or len(config.grid) > 3 or not all(isinstance(g, int) and g > 0 for g in config.grid)):
-        raise ProgramError(f"sweep configuration {config!r}: combine_ahead from 0 to 64, waves at least 0, grid up to "
-                           "3 positive block counts")
+    if not 0 <= config.combine_ahead <= 64:
+        raise ProgramError(f"sweep configuration {config!r}: combine_ahead from 0 to 64")
     edges = no_edges(code) if edges is None else edges
     reductions = len(program.outputs) > len(out_dtypes)
     params = _sweep_params(code, index, edges)
@@ -453,7 +411,7 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
                 *_interior(loads, bases, edges, u, f"(lo{u} + i{u})", f"(lo{u} + {last_row})", across=wide - 1)]
         slow = ["#pragma unroll 1", f"for (int c = 0; c < {wide}; ++c) {{", f"    if (i1 + c >= n1) break;",
                 f"    const {index} p1 = lo1 + i1 + c;", *[f"    {line}" for line in row_loop(True)], "}"]
-        fast_lines = _packed_rows(code, index, edges, per_thread, config.streaming)
+        fast_lines = _packed_rows(code, index, edges, per_thread)
     else:
         fast_lines, slow = row_loop(False), row_loop(True)
     body.append(f"{indent}if ({' && '.join(fast)}) {{")
@@ -471,8 +429,7 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
                                 ahead=config.combine_ahead)
     variant = (code, index, edges) + ((config,) if config != SweepConfig() else ())
     name = "gnp_stencil_" + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
-    helpers = _STREAMS if wide > 1 and config.streaming else ""
-    return _kernel_text(name, int(np.prod(THREADS[ndim])), params, body, config.min_blocks, helpers), name
+    return _kernel_text(name, int(np.prod(THREADS[ndim])), params, body, config.min_blocks), name
 
 
 def _interior(loads: tuple, bases: tuple, edges: tuple, unrolled: int, first: str, last: str,

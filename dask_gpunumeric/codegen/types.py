@@ -131,25 +131,16 @@ class SweepConfig(NamedTuple):
     neighbours' columns per row, as many threads in all: ``benchmarks/stencil_probe.py --variants`` compares
     configurations). ``packed``: in 2-d, each thread computes ``codegen.stencil.PACK`` consecutive columns of
     each of its rows, moving each buffer's row as one pack (``gnp_pack4``: a vector access) where the buffers
-    are aligned to it. ``streaming``: with ``packed``, the packs of buffers read only at the computed position
-    (each element read once: CG's x and r) are loaded, and the outputs stored, as streams (``ld.global.cs``,
-    ``st.global.cs``: evicted first from L1 and L2), so that the rows that neighbouring rows read again (CG's p)
-    keep the caches. ``combine_ahead``: in a kernel with full reductions, each thread of the last thread block
+    are aligned to it. ``combine_ahead``: in a kernel with full reductions, each thread of the last thread block
     loads that many partials before it combines them, in the same order (0: one at a time,
-    ``codegen.program.finish``); ``waves``: such a kernel's thread blocks, in full waves of those resident (0:
-    ``kernels.stencil.WAVES``); ``grid``: instead, at most these many thread blocks along x and y (the last axis
-    and the one before), whether the kernel reduces or not: each thread then walks the box in grid-stride loops
-    (empty: one pass, or the waves). The same bits under every configuration but for the partials' grouping (rows,
-    columns, packed, waves, grid)."""
+    ``codegen.program.finish``). The same bits under every configuration but for the partials' grouping (rows,
+    columns, packed)."""
 
     rows: int = 0
     min_blocks: int = 0
     columns: int = 0
     packed: bool = False
-    streaming: bool = False
     combine_ahead: int = 0
-    waves: int = 0
-    grid: tuple[int, ...] = ()
 
 
 class Load(NamedTuple):

@@ -511,12 +511,13 @@ WAVES = 8
 _TILED_BACKENDS = frozenset({"cupy"})  # where tile kernels run (the CPU kernel emulator adds "numpy")
 # the tile kernels' shape and the one-sweep kernels' choices, read at each launch (benchmarks/stencil_probe.py
 # --variants puts others in their place; these packed choices, 16-byte accesses where aligned, measured fastest for
-# CG, Gray-Scott and heat: docs/benchmarks.md)
+# CG, Gray-Scott and heat; the last block's partials loaded 8 at a time, CG's update and pair kernels 7 us faster
+# each: docs/benchmarks.md)
 TILE_CONFIG = TileConfig(packed=True)
-SWEEP_CONFIG = SweepConfig(rows=1, min_blocks=6, packed=True)
+SWEEP_CONFIG = SweepConfig(rows=1, min_blocks=6, packed=True, combine_ahead=8)
 # where not None, the shape of tile kernels of two sweeps (pairs: one intermediate field, whose taller packed tiles
 # cost fewer halo rows; CG measured faster so, longer runs such as Gray-Scott's not: docs/benchmarks.md)
-PAIR_TILE_CONFIG: TileConfig | None = TileConfig(rows=64, columns=128, packed=True)
+PAIR_TILE_CONFIG: TileConfig | None = TileConfig(rows=64, columns=128, packed=True, combine_ahead=8)
 # where not None, the choices of one-sweep kernels reading more than one buffer at shifted positions (such as CG's
 # p update and p.Ap stencil as one flat kernel, with ``stencil-recompute``), which keep more values live
 SHIFTED_SWEEP_CONFIG: SweepConfig | None = None
@@ -737,21 +738,18 @@ def _tile_kernel(codes: tuple, links: tuple, index: str, edges: tuple, stored: t
 
 @functools.lru_cache(maxsize=1024)
 def _launch_shape(extent: tuple[int, ...], per_thread: int, limit: int | None, threads: tuple[int, int, int],
-                  wide: int = 1, most: tuple[int, ...] = ()) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+                  wide: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(grid, threads) of a launch of thread blocks of ``threads`` over a box of ``extent``: each thread computes
     ``per_thread`` positions along axis ``ndim - 2`` (1-d: the only axis), ``wide`` along x in 2-d and 3-d; at most ``limit`` thread blocks where
     given (a kernel with full reductions: its last block combines one partial per block), fewer along x first
-    (each thread block then walks along rows, in its own band of them); ``most``: instead, at most these many
-    thread blocks along x, y (``SweepConfig.grid``; the grid-stride loops cover the rest)."""
+    (each thread block then walks along rows, in its own band of them)."""
     ndim = len(extent)
     per_dim = dict(zip(_stencil_source.GRID_AXES[ndim], extent))
     unrolled = _stencil_source.GRID_AXES[ndim][max(ndim - 2, 0)]
     along = {unrolled: per_thread, "x": per_thread if ndim == 1 else wide}
     grid = [max(1, min(-(-per_dim.get(dim, 1) // (t * along.get(dim, 1))), _stencil_source.GRID_LIMITS[dim]))
             for dim, t in zip("xyz", threads)]
-    if most:
-        grid = [min(g, m) for g, m in zip(grid, (*most, *grid[len(most):]))]
-    for axis in (0, 1, 2) if limit is not None and not most else ():
+    for axis in (0, 1, 2) if limit is not None else ():
         grid[axis] = max(1, min(grid[axis], limit // (int(np.prod(grid)) // grid[axis])))
     return tuple(grid), threads  # type: ignore[return-value]
 
@@ -870,9 +868,8 @@ def _run_cuda(code: tuple, inputs: list, launch: tuple, box: Box, scalars: tuple
     arrays, scalar_args, layout = _sweep_args(code, inputs, geometry, scalars, dests, packs)
     reductions = range(len(out_dtypes), len(program.outputs))
     grid, threads = _launch_shape(tuple(hi - lo for lo, hi in box), _stencil_source.rows(code, config),
-                                  resident * (config.waves or WAVES) if reductions else None,
-                                  _stencil_source.threads(len(box), config),
-                                  _stencil_source.columns_per_thread(code, config), config.grid)
+                                  resident * WAVES if reductions else None, _stencil_source.threads(len(box), config),
+                                  _stencil_source.columns_per_thread(code, config))
     partials, buffers = {}, []
     for k in reductions:
         partials[k], finals = _fused.final_buffers(program, k, math.prod([hi - lo for lo, hi in target]))
