@@ -283,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", default=",".join(SYSTEMS))
-    parser.add_argument("--pick", help="with --variants, the numbers of those compared, the first the one compared against (0: the default), e.g. 0,1,6")
+    parser.add_argument("--pick", help="with --variants, the numbers of those compared, the first the one compared "
+                                       "against (0: the default), e.g. 0,1,6")
     args = parser.parse_args(argv)
 
     compiled = Compiled(timed=args.gaps)
