@@ -1,7 +1,7 @@
 """Probe (GPU): the stencil kernels' compile-time configurations, timed through the benchmarks' own accelerated
 calls (on the CPU it runs on NumPy blocks, where no generated kernel runs: a smoke test).
 
-    python benchmarks/stencil_probe.py [--variants [--pick 0,6]] [--gaps] [--graph] [--n 8192] [--repeat 10]
+    python benchmarks/stencil_probe.py [--variants [--pick 0,1,6]] [--gaps] [--graph] [--n 8192] [--repeat 10]
                                        [--rounds 2] [--only cg,gray_scott,heat]
 
 Times CG (``benchmarks/cg.py``: 30 iterations, a pair tile kernel and a one-sweep stencil kernel per iteration),
@@ -61,26 +61,35 @@ class Variant(NamedTuple):
 
 _DEFAULT = (_stencil_kernels.TILE_CONFIG, _stencil_kernels.SWEEP_CONFIG)
 #: compared by ``--variants``, the default first (the shapes compared before are in docs/benchmarks.md: s14-tiles,
-#: s15-cg, s16-cg, s17-cgk, s18-cgk2). The defaults are packed kernels (each thread four consecutive columns, each
-#: buffer row moved as one 16-byte access); against them: CG's 0-d quotients computed by the stencil kernels that
-#: read them (``stencil-quotients``: two launches less per iteration); CG's pair kernel with its last sweep packed
-#: too, reading its shared rows as packs (``TileConfig.packed_last``), at its 5 blocks per multiprocessor even where
-#: the compiler spills (``min_blocks=5``); Gray-Scott's and heat's tile kernels with their last sweep packed; CG's
-#: pair kernel asking L2 for each block's next tile's rows while it computes this one (``TileConfig.prefetch_next``,
-#: at 5 blocks: 16 B spilled outside the loops), alone and with ``stencil-quotients``.
-#: (Measured slower or no faster on the H200 by s18-cgk2: ``prefetch``, ``partials_in_tile``, ``SweepConfig.carveout``.)
+#: s15-cg, s16-cg, s17-cgk, s18-cgk2, s19-update). The defaults are packed kernels (each thread four consecutive
+#: columns, each buffer row moved as one 16-byte access), the last block of CG's update and pair kernels loading 8
+#: partials at a time (``combine_ahead``), CG's 0-d quotients computed by the stencil kernels that read them
+#: (``stencil-quotients``); against them: the quotients as launches of their own; CG's pair kernel with its last
+#: sweep packed too, reading its shared rows as packs (``TileConfig.packed_last``), at its 5 blocks per
+#: multiprocessor even where the compiler spills (``min_blocks=5``); Gray-Scott's and heat's tile kernels with their
+#: last sweep packed; CG's pair kernel asking L2 for each block's next tile's rows while it computes this one
+#: (``TileConfig.prefetch_next``, at 5 blocks: 16 B spilled outside the loops); the partials loaded one at a time
+#: (the old default), and 16 or 32 at a time (their registers spilled in the final combine; the pair kernel kept at 5
+#: blocks per multiprocessor, which the runtime's unbounded rebuild of a spilling tile kernel would not).
+#: (Measured slower or no faster on the H200: ``prefetch``, ``partials_in_tile``, ``SweepConfig.carveout`` by
+#: s18-cgk2; the update kernel's x and r as streams, ``ld/st.global.cs``, and its launch geometry, fewer thread blocks
+#: walking rows and columns, by s19-update.)
 #: s19-cgorder: CG's first ``sum(b * b)`` computed by the ``b . Ab`` kernel (``stencil-late-reductions``: ``b``'s sweep
-#: and that one then one tile kernel), alone and with ``stencil-quotients``.
+#: and that one then one tile kernel).
 _PAIR = _stencil_kernels.PAIR_TILE_CONFIG
+_QUOTIENTS_APART = (("stencil-quotients", False),)
 VARIANTS: list[Variant] = [
     Variant(*_DEFAULT),
-    Variant(*_DEFAULT, settings=(("stencil-quotients", True),)),
+    Variant(*_DEFAULT, settings=_QUOTIENTS_APART),
     Variant(*_DEFAULT, pair=_PAIR._replace(packed_last=True, min_blocks=5)),
     Variant(_DEFAULT[0]._replace(packed_last=True), _DEFAULT[1]),
     Variant(*_DEFAULT, pair=_PAIR._replace(prefetch_next=True, min_blocks=5)),
-    Variant(*_DEFAULT, pair=_PAIR._replace(prefetch_next=True, min_blocks=5), settings=(("stencil-quotients", True),)),
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=0), pair=_PAIR._replace(combine_ahead=0)),
+    *[Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=ahead), pair=_PAIR._replace(combine_ahead=ahead, min_blocks=5))
+      for ahead in (16, 32)],
+    Variant(_DEFAULT[0], _DEFAULT[1]._replace(combine_ahead=0), pair=_PAIR._replace(combine_ahead=0),
+            settings=_QUOTIENTS_APART),
     Variant(*_DEFAULT, settings=(("stencil-late-reductions", True),)),
-    Variant(*_DEFAULT, settings=(("stencil-late-reductions", True), ("stencil-quotients", True))),
 ]
 
 
@@ -132,7 +141,9 @@ def label(variant: Variant) -> str:
         pair = variant.pair
         flags = [f for f, v in pair._asdict().items() if v is True] if pair else []
         words.append(" ".join([f"pair {pair.rows}x{pair.columns}", *flags,
-                               *[f"min_blocks={pair.min_blocks}"] * bool(pair.min_blocks)]) if pair else "pair as tile")
+                               *[f"min_blocks={pair.min_blocks}"] * bool(pair.min_blocks),
+                               *[f"combine_ahead={pair.combine_ahead}"] * bool(pair.combine_ahead)])
+                     if pair else "pair as tile")
     return ", ".join(words) or "default"
 
 
@@ -146,6 +157,7 @@ class Compiled:
 
         self.seen: list[str] = []
         self.launches: list[tuple[str, Any, Any, float]] | None = None
+        self.geometry: dict[str, tuple] = {}  # per kernel, its last launch's (grid, block)
         compile_function = _cuda.compile_function
 
         def listened(source: str, name: str, threads: int) -> tuple[Any, int]:
@@ -176,6 +188,7 @@ class _Timed:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         import cupy
 
+        self.listener.geometry[self.name] = tuple(args[:2])
         if self.listener.launches is None:
             return self.function(*args, **kwargs)
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -198,7 +211,8 @@ def gaps(name: str, system: System, compiled: Compiled, calls: int = 3) -> None:
     """Whether the device idles in a call: per call (its kernels compiled already), its wall time; on the host,
     when the first and the last stencil kernel were launched; on the device, the span from the first stencil
     kernel's start to the last's end against the sum of their durations (the rest: the other launches, e.g.
-    CG's one-thread divisions, and the gaps between kernels); the median duration of each kernel."""
+    CG's one-thread divisions, and the gaps between kernels); the median duration of each kernel, and its launch
+    geometry (grid, block)."""
     import cupy
 
     for i in range(calls):
@@ -217,7 +231,8 @@ def gaps(name: str, system: System, compiled: Compiled, calls: int = 3) -> None:
             durations.setdefault(kernel, []).append(cupy.cuda.get_elapsed_time(start, end))
         span = cupy.cuda.get_elapsed_time(launches[0][1], launches[-1][2])
         busy = sum(sum(d) for d in durations.values())
-        each = ", ".join(f"{k[:20]} x{len(d)} {1e3 * statistics.median(d):.1f} us" for k, d in durations.items())
+        each = ", ".join(f"{k[:20]} x{len(d)} {1e3 * statistics.median(d):.1f} us (grid, block {compiled.geometry.get(k)})"
+                         for k, d in durations.items())
         print(f"gaps {name}: call {1e3 * wall:.3f} ms, stencil kernels launched from {1e3 * (launches[0][3] - began):.3f} "
               f"to {1e3 * (launches[-1][3] - began):.3f} ms; {len(launches)} of them span {span:.3f} ms on the device, "
               f"busy {busy:.3f} ms, rest {span - busy:.3f} ms ({1e3 * (span - busy) / len(launches):.2f} us a launch); "
@@ -272,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", default=",".join(SYSTEMS))
+    parser.add_argument("--pick", help="with --variants, the numbers of those compared, the first the one compared "
+                                       "against (0: the default), e.g. 0,1,6")
     args = parser.parse_args(argv)
 
     compiled = Compiled(timed=args.gaps)

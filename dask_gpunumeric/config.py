@@ -31,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "stencil-tiles": True,  # on CuPy blocks, runs of stencil sweeps in one kernel through shared memory
     "stencil-tile-sweeps": None,  # the most sweeps per such kernel (None: 8 in 1-d, 4 in 2-d and 3-d; fewer where shared memory or halo work bind)
     "stencil-recompute": False,  # a pointwise field read at shifts computed again by its readers, saving a sweep (off: slower on an H200, docs/benchmarks.md; off, fields of sources alone read nowhere else still are: docs/stencils.md)
-    "stencil-quotients": False,  # 0-d quotients of 0-d arrays (CG's alpha = rr / pAp, beta = rr_new / rr) computed once per thread by the stencil kernels reading them, no launch of their own (off: docs/benchmarks.md, s18-cgk2)
+    "stencil-quotients": True,  # 0-d quotients of 0-d arrays (CG's alpha = rr / pAp, beta = rr_new / rr) computed once per thread by the stencil kernels reading them, no launch of their own (CG 0.8% faster on the H200: docs/benchmarks.md, s18-cgk2, s19-update)
     "stencil-late-reductions": False,  # a field that only full reductions read moved into a later stencil kernel reading what it reads in place (CG's first sum(b * b) into the b.Ab kernel: one kernel less), the partials summed in another order
     "loop-rotation": "auto",  # fori_loops ending with an elementwise state update start with it (optimize.rotation): "auto" where tile kernels run (CG's p update and p.Ap stencil one kernel), True, False
     "region-lowering": "programs",  # accelerated regions as one task per worker ("programs") or per block ("tasks")

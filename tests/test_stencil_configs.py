@@ -17,6 +17,7 @@ from test_setitem_stencil import borders, overlapping
 from test_stencil import counted_tile_kernels, gray_scott
 
 import dask_gpunumeric as gnp
+from dask_gpunumeric.codegen import stencil as _stencil_source
 from dask_gpunumeric.codegen.check import ProgramError
 from dask_gpunumeric.codegen.stencil import kernel_source, tile_source
 from dask_gpunumeric.codegen.types import SweepConfig, TileConfig
@@ -135,8 +136,9 @@ def test_sweeps_reading_several_buffers_at_shifts_configured_apart(monkeypatch: 
     configs = {config for _, config in compiled}
     assert shifted in configs and _stencil_kernels.SWEEP_CONFIG in configs
     code = next(code for code, config in compiled if config == shifted)
-    with pytest.raises(ProgramError, match="sweep configuration"):
-        kernel_source(code, "int", None, SweepConfig(columns=96))
+    for bad in (SweepConfig(columns=96), SweepConfig(combine_ahead=-1), SweepConfig(combine_ahead=65)):
+        with pytest.raises(ProgramError, match="sweep configuration"):
+            kernel_source(code, "int", None, bad)
 
 
 def test_pair_tile_configuration(monkeypatch: Any) -> None:
@@ -160,3 +162,40 @@ def test_packed_last_pair_kernel_gives_the_defaults_bits(monkeypatch: Any) -> No
         ours, launched = run_both(monkeypatch, *CONFIGS[0], pair, **shapes)
         assert ours == default
         assert pair in {variant[-1] for variant in launched}
+
+
+def test_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> None:
+    """CG's update kernel (one sweep: x, r and r.r) with its last thread block loading its partials 8 or 3 at a time
+    (``combine_ahead``) or one at a time, on enough thread blocks (``WAVES`` raised: 375 of 256 threads) that
+    threads of the last block combine two partials each: the same bits; the kernel compiles with nvcc."""
+    monkeypatch.setattr(_stencil_kernels, "WAVES", 100)
+    shapes = {"shape": (600, 600), "gs_shape": (41, 72)}
+    tile, sweep = CONFIGS[5]
+    default, _ = run_both(monkeypatch, tile, sweep, PAIR, **shapes)
+    sources: list[str] = []
+
+    def recorded(*variant: Any) -> tuple[str, str]:
+        sources.append(kernel_source(*variant)[0])
+        return kernel_source(*variant)
+
+    monkeypatch.setattr(_stencil_source, "kernel_source", recorded)
+    for ahead in (8, 3):
+        assert run_both(monkeypatch, tile, sweep._replace(combine_ahead=ahead), PAIR, **shapes)[0] == default
+    compile_check(min({s for s in sources if "gnp_stencil_" in s and "3 * (blockDim.x" in s}, key=len))
+
+
+def test_pair_kernel_partials_ahead_give_the_defaults_bits(monkeypatch: Any) -> None:
+    """CG's pair kernel (``p``, ``Ap``, ``p.Ap`` on tiles) with its last block loading its partials 8 at a time
+    (``TileConfig.combine_ahead``), on tiles small enough (8 x 32) for 400 thread blocks: its bits without; on the
+    default pair tiles, it compiles with nvcc."""
+    monkeypatch.setattr(_stencil_kernels, "WAVES", 100)
+    shapes = {"shape": (600, 600), "gs_shape": (41, 72)}
+    pair = TileConfig(rows=8, columns=32)
+    tile, sweep = CONFIGS[5]
+    ours, launched = run_both(monkeypatch, tile, sweep, pair._replace(combine_ahead=8), **shapes)
+    assert ours == run_both(monkeypatch, tile, sweep, pair, **shapes)[0]
+    assert pair._replace(combine_ahead=8) in {variant[-1] for variant in launched}
+    for bad in (pair._replace(combine_ahead=-1), pair._replace(combine_ahead=65)):
+        with pytest.raises(ProgramError, match="tile configuration"):
+            tile_source(*launched[0][:5], bad)
+    compile_check(tile_source(*launched[0][:5], PAIR._replace(combine_ahead=8))[0])

@@ -88,10 +88,11 @@ def check_tiles(codes: Any, links: Any, index: Any, edges: Any, stored: Any = ()
     distinct slots linked to outputs of the previous sweep (``(slot, output)``), read at offsets of at most
     ``TILE_HALO`` per axis, the sweeps but the last have the same output dtypes, and ``stored`` lists some of
     the sweeps but the last, in order, and ``config`` (a ``TileConfig``, None: the default) has thread blocks of
-    whole warps, each row of a 2-d tile a multiple of a warp that divides them (``codegen.stencil.tile_source``)."""
-    _require(config is None or isinstance(config, tuple) and len(config) == 7 and all(_is_int(v) and v > 0 for v in config[:3])
+    whole warps, each row of a 2-d tile a multiple of a warp that divides them, and loads at most 64 partials ahead
+    (``codegen.stencil.tile_source``)."""
+    _require(config is None or isinstance(config, tuple) and len(config) == 8 and all(_is_int(v) and v > 0 for v in config[:3])
              and config[3] in (False, True) and _is_int(config[4]) and 0 <= config[4] <= 32
-             and all(v in (False, True) for v in config[5:])
+             and all(v in (False, True) for v in config[5:7]) and _is_int(config[7]) and 0 <= config[7] <= 64
              and config[2] % 32 == 0 and config[2] <= 1024 and config[1] % 32 == 0 and config[2] % config[1] == 0,
              f"tile configuration {config!r}")
     _require(isinstance(codes, tuple) and isinstance(edges, tuple) and isinstance(links, tuple)

@@ -619,10 +619,12 @@ def fold_statements(program: tuple, partial: dict[int, str] | None = None) -> li
     return lines
 
 
-def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS, size: int = 256) -> list[str]:
+def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS, size: int = 256, ahead: int = 0) -> list[str]:
     """Thread-block partials of the folds, then the last thread block's final combine, its one-element
     outputs and the epilogue. ``ids`` name the linear thread and block numbers of the launch
-    (``LINEAR_IDS``: a one-dimensional one), of at most ``size`` threads per block."""
+    (``LINEAR_IDS``: a one-dimensional one), of at most ``size`` threads per block. ``ahead``: each thread of
+    the last block loads that many of its partials before it combines them, in the same order (0: one at a time,
+    each load waiting for the previous combine: a chain of L2 round trips while the rest of the device idles)."""
     folds = program_folds(program)
     if not folds:
         return []
@@ -637,11 +639,8 @@ def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS, size: in
     lines += ["        __threadfence();", f"        last = atomicAdd(ticket, 1u) == {blocks} - 1;", "    }",
               "    __syncthreads();", "    if (!last) return;"]
     for f, fold in enumerate(folds):
-        ct = ctype(fold.acc)
-        combine = REDUCTIONS[fold.kind].fold_combine.format(a=f"a{f}", b=f"gnp_partial(part{f} + i)")
-        lines += [f"    {ct} a{f} = {fold_identity(fold.kind, fold.acc)};", "    #pragma unroll 8",
-                  f"    for (unsigned int i = {thread}; i < {blocks}; i += {threads}) a{f} = {combine};",
-                  f"    sh{f}[{thread}] = a{f};"]
+        lines += [f"    {ctype(fold.acc)} a{f} = {fold_identity(fold.kind, fold.acc)};",
+                  *_combine_partials(fold, f, ids, ahead), f"    sh{f}[{thread}] = a{f};"]
     lines += _block_tree(folds, thread, threads)
     lines.append(f"    if ({thread} == 0) {{")
     lines += [f"        {fold.fin}[0] = ({ctype(fold.final)})sh{f}[0];"
@@ -649,6 +648,22 @@ def finish(program: tuple, ids: tuple[str, str, str, str] = LINEAR_IDS, size: in
     lines += ["        " + line for line in _epilogue_code(program)]
     lines += ["        *ticket = 0u;", "    }"]
     return lines
+
+
+def _combine_partials(fold: _Fold, f: int, ids: tuple[str, str, str, str], ahead: int) -> list[str]:
+    """The last thread block's loop combining fold ``f``'s partials into ``a<f>``: each thread those ``threads``
+    apart from its own, in order (``finish``; ``ahead``: loaded that many at a time before they are combined)."""
+    thread, threads, _, blocks = ids
+    if not ahead:
+        combine = REDUCTIONS[fold.kind].fold_combine.format(a=f"a{f}", b=f"gnp_partial(part{f} + i)")
+        return ["    #pragma unroll 8", f"    for (unsigned int i = {thread}; i < {blocks}; i += {threads}) a{f} = {combine};"]
+    combine = REDUCTIONS[fold.kind].fold_combine.format(a=f"a{f}", b=f"g{f}[k]")
+    inside = f"i + k * {threads} < {blocks}"
+    return [f"    for (unsigned int i = {thread}; i < {blocks}; i += {ahead} * {threads}) {{",
+            f"        {ctype(fold.acc)} g{f}[{ahead}];", "        #pragma unroll",
+            f"        for (unsigned int k = 0; k < {ahead}; ++k) if ({inside}) g{f}[k] = gnp_partial(part{f} + i + k * {threads});",
+            "        #pragma unroll", f"        for (unsigned int k = 0; k < {ahead}; ++k) if ({inside}) a{f} = {combine};",
+            "    }"]
 
 
 def _epilogue_code(program: tuple) -> list[str]:

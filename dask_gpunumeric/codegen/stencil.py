@@ -365,6 +365,8 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
     program, buffer_dtypes, loads, restricted, bases, out_dtypes = code
     ndim, per_thread = program.ndim, rows(code, config)
     threads(ndim, config)  # (checked)
+    if not 0 <= config.combine_ahead <= 64:
+        raise ProgramError(f"sweep configuration {config!r}: combine_ahead from 0 to 64")
     edges = no_edges(code) if edges is None else edges
     reductions = len(program.outputs) > len(out_dtypes)
     params = _sweep_params(code, index, edges)
@@ -423,7 +425,8 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
         body += ["    const unsigned int gnp_thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);",
                  "    const unsigned int gnp_block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);"]
         body += _program.finish(program, ("gnp_thread", "(blockDim.x * blockDim.y * blockDim.z)",
-                                          "gnp_block", "(gridDim.x * gridDim.y * gridDim.z)"))
+                                          "gnp_block", "(gridDim.x * gridDim.y * gridDim.z)"),
+                                ahead=config.combine_ahead)
     variant = (code, index, edges) + ((config,) if config != SweepConfig() else ())
     name = "gnp_stencil_" + hashlib.sha256(repr(variant).encode()).hexdigest()[:16]
     return _kernel_text(name, int(np.prod(THREADS[ndim])), params, body, config.min_blocks), name
@@ -748,7 +751,8 @@ def tile_source(codes: tuple, links: tuple, index: str, edges: tuple, stored: tu
                          for d in range(ndim)],
                 f"    for ({index} gnp_tile = blockIdx.x; gnp_tile < {' * '.join(counts)}; gnp_tile += gridDim.x) {{",
                 *[f"    {line}" for line in body], "        __syncthreads();  // before the next tile's stores", "    }"]
-        body += _program.finish(codes[last].program, ("threadIdx.x", f"{threads}", "blockIdx.x", "gridDim.x"), threads)
+        body += _program.finish(codes[last].program, ("threadIdx.x", f"{threads}", "blockIdx.x", "gridDim.x"), threads,
+                                config.combine_ahead)
     else:
         body = head + body
     params = [p for k, code in enumerate(codes)

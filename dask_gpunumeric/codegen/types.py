@@ -104,8 +104,10 @@ class TileConfig(NamedTuple):
     access, the columns past the pack one by one, its outputs stored as packs. ``prefetch_next``: in 2-d kernels
     whose thread blocks walk the tiles (full reductions: CG's pair kernel), each block first asks L2 for the rows
     its first sweep reads from global memory for its *next* tile (sm_90's bulk prefetch, no waiting), so that
-    those reads are in flight while it computes this one. A ``min_blocks`` set is kept even where the compiler
-    then spills (the bound from shared memory is dropped there: compiled again without it)."""
+    those reads are in flight while it computes this one. ``combine_ahead``: in kernels with full reductions,
+    each thread of the last thread block loads that many partials before it combines them, in the same order (0:
+    one at a time, ``codegen.program.finish``). A ``min_blocks`` set is kept even where the compiler then spills
+    (the bound from shared memory is dropped there: compiled again without it)."""
 
     rows: int = TILES[2][0]
     columns: int = TILES[2][1]
@@ -114,6 +116,7 @@ class TileConfig(NamedTuple):
     min_blocks: int = 0
     packed_last: bool = False
     prefetch_next: bool = False
+    combine_ahead: int = 0
 
     def tile(self, ndim: int) -> tuple[int, ...]:
         """The outputs of a thread block per axis for sweeps of ``ndim`` axes."""
@@ -128,12 +131,16 @@ class SweepConfig(NamedTuple):
     neighbours' columns per row, as many threads in all: ``benchmarks/stencil_probe.py --variants`` compares
     configurations). ``packed``: in 2-d, each thread computes ``codegen.stencil.PACK`` consecutive columns of
     each of its rows, moving each buffer's row as one pack (``gnp_pack4``: a vector access) where the buffers
-    are aligned to it."""
+    are aligned to it. ``combine_ahead``: in a kernel with full reductions, each thread of the last thread block
+    loads that many partials before it combines them, in the same order (0: one at a time,
+    ``codegen.program.finish``). The same bits under every configuration but for the partials' grouping (rows,
+    columns, packed)."""
 
     rows: int = 0
     min_blocks: int = 0
     columns: int = 0
     packed: bool = False
+    combine_ahead: int = 0
 
 
 class Load(NamedTuple):

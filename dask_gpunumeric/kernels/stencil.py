@@ -511,12 +511,13 @@ WAVES = 8
 _TILED_BACKENDS = frozenset({"cupy"})  # where tile kernels run (the CPU kernel emulator adds "numpy")
 # the tile kernels' shape and the one-sweep kernels' choices, read at each launch (benchmarks/stencil_probe.py
 # --variants puts others in their place; these packed choices, 16-byte accesses where aligned, measured fastest for
-# CG, Gray-Scott and heat: docs/benchmarks.md)
+# CG, Gray-Scott and heat; the last block's partials loaded 8 at a time, CG's update and pair kernels 7 us faster
+# each: docs/benchmarks.md)
 TILE_CONFIG = TileConfig(packed=True)
-SWEEP_CONFIG = SweepConfig(rows=1, min_blocks=6, packed=True)
+SWEEP_CONFIG = SweepConfig(rows=1, min_blocks=6, packed=True, combine_ahead=8)
 # where not None, the shape of tile kernels of two sweeps (pairs: one intermediate field, whose taller packed tiles
 # cost fewer halo rows; CG measured faster so, longer runs such as Gray-Scott's not: docs/benchmarks.md)
-PAIR_TILE_CONFIG: TileConfig | None = TileConfig(rows=64, columns=128, packed=True)
+PAIR_TILE_CONFIG: TileConfig | None = TileConfig(rows=64, columns=128, packed=True, combine_ahead=8)
 # where not None, the choices of one-sweep kernels reading more than one buffer at shifted positions (such as CG's
 # p update and p.Ap stencil as one flat kernel, with ``stencil-recompute``), which keep more values live
 SHIFTED_SWEEP_CONFIG: SweepConfig | None = None
