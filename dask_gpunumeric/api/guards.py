@@ -92,6 +92,8 @@ class _Local(NamedTuple):
     recording: list[_Event] | None
 
 
+_UNTRACED = {mode: _Local(mode, None) for mode in MODES}  # (the common case, made once)
+
 _RECORDING: contextvars.ContextVar[list[_Event] | None] = contextvars.ContextVar("gnp_guard_events", default=None)
 
 
@@ -181,10 +183,12 @@ class _SwitchContext:
     def __init__(self, var: contextvars.ContextVar[_Local | None], mode: str) -> None:
         self._var = var
         self._mode = mode
+        self._untraced = _UNTRACED[mode]
         self._tokens: list[contextvars.Token[_Local | None]] = []
 
     def __enter__(self) -> None:
-        self._tokens.append(self._var.set(_Local(self._mode, _RECORDING.get())))
+        recording = _RECORDING.get()
+        self._tokens.append(self._var.set(self._untraced if recording is None else _Local(self._mode, recording)))
 
     def __exit__(self, *exc: object) -> None:
         self._var.reset(self._tokens.pop())
