@@ -541,6 +541,22 @@ def test_allowed_inside_leaves_the_other_guards_to_the_call():
     assert len(third.plans) == 1
 
 
+@pytest.mark.parametrize("mode", ["warn", "error"])
+def test_library_steps_allowed_inside_an_accelerated_function_on_every_call(mode):
+    """gnp.isclose of integer arrays computes in float64 (as NumPy does) in steps that allow their promotion:
+    silent on every call of an accelerated function that calls it, as on the first."""
+    @gnp.accelerate
+    def close(a: gnp.Array) -> gnp.Array:
+        return gnp.isclose(a, a[::-1])
+
+    ints = np.arange(10, dtype=np.int32)
+    with gnp.config.set(guards=mode), warnings.catch_warnings():
+        warnings.simplefilter("error", gnp.GuardWarning)
+        for _ in range(3):
+            np.testing.assert_array_equal(gnp.fetch(close(gnp.asarray(ints, chunks=3))), np.isclose(ints, ints[::-1]))
+    assert len(close.plans) == 1
+
+
 def test_fetch_index_in_python_sequence():
     i = gnp.sum(gnp.asarray(np.array([1, 2]), chunks=1))
     items = list(range(10))
