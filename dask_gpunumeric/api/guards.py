@@ -76,7 +76,7 @@ def configured_mode(guard: str) -> str:
 
 
 class _Event(NamedTuple):
-    """A guard that fired while an accelerated function was traced, replayed on each call of its plan;
+    """A guard that fired while an accelerated function (or a loop body) was traced, replayed on each call of its plan;
     ``inside``: the local mode in force there when set inside the traced function (else None: the call's)."""
 
     switch: _Switch
