@@ -469,6 +469,94 @@ def test_accelerated_calls_are_checked_per_call():
     assert len(scale.plans) == 1
 
 
+COUNTS = gnp.asarray(np.arange(6.0), chunks=4)  # data an accelerated function reads (not an argument)
+
+
+@gnp.accelerate
+def _promoted_inside(a: gnp.Array, b: gnp.Array) -> gnp.Array:
+    with gnp.allowpromotion():
+        return a * b
+
+
+@gnp.accelerate
+def _scalar_inside(a: gnp.Array) -> gnp.Array:
+    with gnp.allowscalar():
+        return a[3] * 2
+
+
+@gnp.accelerate
+def _fetched_inside(a: gnp.Array) -> gnp.Array:
+    with gnp.allowfetch():
+        n = int(gnp.sum(COUNTS > 2.0))
+    return a * n
+
+
+# name -> (an accelerated function that allows the guard in its body, its arguments, NumPy's result)
+INSIDE: dict[str, tuple[Callable[..., gnp.Array], tuple, np.ndarray]] = {
+    "allowpromotion": (_promoted_inside, (X, X64), A * A64),
+    "allowscalar": (_scalar_inside, (X,), A[3] * 2),
+    "allowfetch": (_fetched_inside, (X,), A * 3),
+}
+
+
+@pytest.mark.parametrize("strict_mode", [False, True])
+@pytest.mark.parametrize("name", NAMES)
+def test_allowed_inside_an_accelerated_function_on_every_call(name, strict_mode):
+    """A guard allowed in the body of an accelerated function is silent on every call (its plan reused), as on
+    the call that traced it, in the default mode and the strict one."""
+    func, args, expected = INSIDE[name]
+    func.plans.clear()
+    with gnp.config.set(guards="error" if strict_mode else "warn"), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            np.testing.assert_array_equal(gnp.fetch(func(*args)), expected)
+    assert not [w for w in seen if issubclass(w.category, gnp.GuardWarning)]
+    assert len(func.plans) == 1
+
+
+def test_allowed_inside_leaves_the_other_guards_to_the_call():
+    """A guard not allowed inside the accelerated function is checked under each call's modes (allowed around
+    the call site, it is silent there), while the one allowed inside stays silent (also allowed around the call
+    that traced it)."""
+    @gnp.accelerate
+    def third(a: gnp.Array, b: gnp.Array) -> gnp.Array:
+        with gnp.allowpromotion():
+            product = a * b
+        return product[3]
+
+    expected = A[3] * A64[3]
+    with gnp.allowscalar(), gnp.allowpromotion(), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert gnp.fetch(third(X, X64)) == expected  # traced here
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            assert gnp.fetch(third(X, X64)) == expected
+        assert [w.category for w in seen] == [gnp.ScalarIndexingWarning]
+        with gnp.config.set(guards="error"), pytest.raises(gnp.ScalarIndexingError):
+            third(X, X64)
+        with gnp.config.set(guards="error"), gnp.allowscalar(), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert gnp.fetch(third(X, X64)) == expected
+    assert len(third.plans) == 1
+
+
+@pytest.mark.parametrize("mode", ["warn", "error"])
+def test_library_steps_allowed_inside_an_accelerated_function_on_every_call(mode):
+    """gnp.isclose of integer arrays computes in float64 (as NumPy does) in steps that allow their promotion:
+    silent on every call of an accelerated function that calls it, as on the first."""
+    @gnp.accelerate
+    def close(a: gnp.Array) -> gnp.Array:
+        return gnp.isclose(a, a[::-1])
+
+    ints = np.arange(10, dtype=np.int32)
+    with gnp.config.set(guards=mode), warnings.catch_warnings():
+        warnings.simplefilter("error", gnp.GuardWarning)
+        for _ in range(3):
+            np.testing.assert_array_equal(gnp.fetch(close(gnp.asarray(ints, chunks=3))), np.isclose(ints, ints[::-1]))
+    assert len(close.plans) == 1
+
+
 def test_fetch_index_in_python_sequence():
     i = gnp.sum(gnp.asarray(np.array([1, 2]), chunks=1))
     items = list(range(10))

@@ -10,6 +10,7 @@ import functools
 import pathlib
 import sys
 import types
+import warnings
 from typing import Any
 
 import dask
@@ -184,3 +185,20 @@ def test_guards_checked_again_on_every_call() -> None:
         assert_eq(gnp.fori_loop(2, lambda i, u: body(i, u), x), np.arange(8, dtype=np.float32) * 0.25)
     with gnp.config.set(guards="error"), pytest.raises(gnp.PromotionError):
         gnp.fori_loop(2, lambda i, u: body(i, u), x)
+
+
+def test_guard_allowed_inside_the_body_holds_on_every_call() -> None:
+    """A body that allows the promotion guard itself: silent on every call of the same body (its trace reused), in
+    the default mode and under ``guards="error"``, with NumPy's values."""
+    x = gnp.asarray(np.arange(8, dtype=np.float32)).persist()
+
+    def body(i: Any, u: Any) -> Any:
+        with gnp.allowpromotion():
+            return (u * np.float64(0.5)).astype(np.float32)
+
+    expected = np.arange(8, dtype=np.float32) * np.float32(0.25)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnp.GuardWarning)
+        for mode in ("warn", "warn", "error", "error"):
+            with gnp.config.set(guards=mode):
+                np.testing.assert_array_equal(gnp.fetch(gnp.fori_loop(2, lambda i, u: body(i, u), x)), expected)

@@ -76,12 +76,23 @@ def configured_mode(guard: str) -> str:
 
 
 class _Event(NamedTuple):
-    """A guard that fired while an accelerated function was traced, replayed on each call of its plan."""
+    """A guard that fired while an accelerated function (or a loop body) was traced, replayed on each call of its plan;
+    ``inside``: the local mode in force there when set inside the traced function (else None: the call's)."""
 
     switch: _Switch
     message: str
     site: tuple | None
+    inside: str | None
 
+
+class _Local(NamedTuple):
+    """A mode set by ``with switch():`` and the recording in force where it was set (a traced function's, or None)."""
+
+    mode: str
+    recording: list[_Event] | None
+
+
+_UNTRACED = {mode: _Local(mode, None) for mode in MODES}  # (the common case, made once)
 
 _RECORDING: contextvars.ContextVar[list[_Event] | None] = contextvars.ContextVar("gnp_guard_events", default=None)
 
@@ -103,9 +114,10 @@ def tracing() -> bool:
 
 
 def replay(events: Sequence[_Event]) -> None:
-    """Check again, under the modes in force now, the guards recorded while a plan was traced."""
+    """Check again the guards recorded while a plan was traced: under the local mode set inside the traced
+    function where one was in force, else under the modes in force now."""
     for event in events:
-        event.switch.signal(event.message, event.site)
+        event.switch.signal(event.message, event.site, event.inside)
 
 
 class _Switch:
@@ -116,12 +128,12 @@ class _Switch:
         self.guard = guard
         self.error = error
         self.warning = warning
-        self._var: contextvars.ContextVar[str | None] = contextvars.ContextVar(name, default=None)
+        self._var: contextvars.ContextVar[_Local | None] = contextvars.ContextVar(name, default=None)
 
     def mode(self) -> str:
         """"warn", "error" or "allow": the local mode (inside ``with switch():``) or else the configured one."""
-        value = self._var.get()
-        return configured_mode(self.guard) if value is None else value
+        local = self._var.get()
+        return configured_mode(self.guard) if local is None else local.mode
 
     def enabled(self) -> bool:
         """True when allowed silently here."""
@@ -138,7 +150,8 @@ class _Switch:
     def silenced(self) -> bool:
         """Allowed locally and nothing recorded: the common case inside ``with gnp.allowX():``, decided
         without building a message or reading the configuration."""
-        return self._var.get() == "allow" and _RECORDING.get() is None
+        local = self._var.get()
+        return local is not None and local.mode == "allow" and _RECORDING.get() is None
 
     def check(self, message: str) -> None:
         """Act on ``message`` (what happened and how to avoid it) as the mode says: nothing, warn once per
@@ -148,12 +161,14 @@ class _Switch:
         site = _user_site()
         events = _RECORDING.get()
         if events is not None:
-            events.append(_Event(self, message, site))
+            local = self._var.get()  # (set inside the traced function: its mode holds on every call)
+            inside = local.mode if local is not None and local.recording is events else None
+            events.append(_Event(self, message, site, inside))
         self.signal(message, site)
 
-    def signal(self, message: str, site: tuple | None) -> None:
-        """Warn (at ``site``, the user's line) or raise, as the mode in force says."""
-        mode = self.mode()
+    def signal(self, message: str, site: tuple | None, mode: str | None = None) -> None:
+        """Warn (at ``site``, the user's line) or raise, as ``mode`` says, by default the mode in force."""
+        mode = mode or self.mode()
         if mode == "allow":
             return
         if mode == "error":
@@ -165,13 +180,15 @@ class _Switch:
 
 
 class _SwitchContext:
-    def __init__(self, var: contextvars.ContextVar[str | None], mode: str) -> None:
+    def __init__(self, var: contextvars.ContextVar[_Local | None], mode: str) -> None:
         self._var = var
         self._mode = mode
-        self._tokens: list[contextvars.Token[str | None]] = []
+        self._untraced = _UNTRACED[mode]
+        self._tokens: list[contextvars.Token[_Local | None]] = []
 
     def __enter__(self) -> None:
-        self._tokens.append(self._var.set(self._mode))
+        recording = _RECORDING.get()
+        self._tokens.append(self._var.set(self._untraced if recording is None else _Local(self._mode, recording)))
 
     def __exit__(self, *exc: object) -> None:
         self._var.reset(self._tokens.pop())
