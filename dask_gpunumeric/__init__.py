@@ -13,7 +13,7 @@ import sys as _sys
 import numpy as _np
 
 from . import config, fft, lib, linalg, random
-from .api.accelerate import accelerate
+from .api.accelerate import AccelerateWarning, accelerate
 from .api.loops import fori_loop, while_loop
 from .api.array import Array
 from .api.blockwise import apply_gufunc, map_blocks
@@ -30,6 +30,7 @@ from .api.elementwise import FUNCTIONS as _ELEMENTWISE
 from .api.elementwise import astype, clip, round  # noqa: A004
 from .api.explain import explain
 from .runtime.faults import OutOfMemoryError
+from .runtime.regions.nodes import TracedValueError
 from .api.guards import (
     FetchError, FetchWarning, GuardWarning, PromotionError, PromotionWarning, ScalarIndexingError,
     ScalarIndexingWarning, allowfetch, allowpromotion, allowscalar,

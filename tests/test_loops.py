@@ -197,3 +197,5 @@ def test_bad_loops_raise() -> None:
         gnp.while_loop(lambda u: u > 0, lambda u: u, x)
     with pytest.raises(ValueError, match="max_iter"):
         gnp.while_loop(lambda u: gnp.sum(u) > 0, lambda u: u, x, max_iter=-2)
+    with gnp.allowfetch(), pytest.raises(TypeError, match="not known while it is traced: compute that value before"):
+        gnp.fori_loop(2, lambda i, u: u * float(gnp.sum(u)), x)  # the state's value, wanted inside the body

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pathlib
 import sys
+import warnings
 from concurrent.futures import Future
 
 import dask
@@ -141,6 +142,28 @@ def test_scalars_whose_value_shapes_the_trace_are_traced_by_value():
     for n, dt in ((1, 0.5), (3, -0.5), (1, 0.5)):
         assert_eq(f(x, n, dt), want(n, dt))
     assert len(f.plans) == 2  # by value: (1, 0.5) and (3, -0.5)
+
+
+def test_a_function_that_needs_an_arrays_value_while_traced_runs_as_plain_code():
+    calls = []
+
+    @gnp.accelerate
+    def f(x, c):
+        calls.append(1)
+        with gnp.allowfetch():
+            n = int(gnp.sum(x > c))  # the argument's value decides a Python number
+        return x[:n] * 2.0
+
+    xn = np.arange(10.0)
+    x = gnp.asarray(xn, chunks=4)
+    with pytest.warns(gnp.AccelerateWarning, match="runs as plain code .* pass it in as a Python number"):
+        first = f(x, 4)
+    assert_eq(first, xn[:5] * 2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnp.AccelerateWarning)  # warned once, for the first call
+        assert_eq(f(x, 6.5), xn[:3] * 2.0)  # arrays alike: plain code again, whatever the scalars
+        assert_eq(f(gnp.asarray(xn + 1, chunks=4), 4), xn[:6] * 2.0 + 2.0)
+    assert not f.plans and len(calls) == 5  # traced (by type, then by value) and run, then run twice
 
 
 def test_values_a_plan_cannot_take_get_numpys_answer():

@@ -27,14 +27,19 @@ from ..kernels.checks import Deferral, unread_checks, verify, with_checks
 from ..optimize import settings_key
 from ..optimize.dag import DAG
 from ..runtime import cluster as _cluster
-from ..runtime.regions.nodes import Loop, Placeholder
+from ..runtime.regions.nodes import Loop, Placeholder, TracedValueError
 from ..runtime.regions.plan import Plan, Region, RegionOutput, call_token, output_names
 from . import guards as _guards
 from .array import Array
 from .scalars import KINDS, Param, Scalars, ScalarTrace
 
 _CACHE_SIZE = 128
+_PLAIN = "plain"  # the plan of a signature whose trace needed an argument's value: the function run as plain code
 _TRACING = contextvars.ContextVar("gnp_tracing", default=False)
+
+
+class AccelerateWarning(UserWarning):
+    """An accelerated function that cannot be traced for some arguments runs as plain code for them."""
 
 
 def tracing() -> bool:
@@ -83,6 +88,7 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
     plans: dict[Any, tuple[Plan, list]] = {}
     scalar_inputs: dict[Any, Scalars] = {}  # per signature whose plan has scalar placeholders
     by_value: set[int | str] = set()  # the scalar arguments whose values a trace needed
+    plain: set[tuple] = set()  # the array arguments' signatures whose values a trace needed: run as plain code
     lock = threading.Lock()
 
     def plan_for(named: list, arrays: list, scalars: list, args: tuple, kwargs: dict) -> tuple[Plan, Scalars | None]:
@@ -97,6 +103,8 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
             raise TypeError("gnp.accelerate: non-array arguments must be hashable (they select the plan)") from None
         signature = (tuple((i, a.shape, a.chunks, a.dtype.str, a.backend) for i, a in arrays), static,
                      settings_key())
+        if signature[0] in plain:
+            return _PLAIN, None
         with lock:
             plan, guard_events = plans.get(signature, (None, ()))
             inputs = scalar_inputs.get(signature) if scalar_inputs else None
@@ -105,6 +113,10 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
             return plan, inputs
         with _guards.recorded() as guard_events:
             traced_plan = _trace(func, args, kwargs, arrays, scalars, signature)
+        if traced_plan is _PLAIN:  # whatever the scalars (plain code meets the guards itself)
+            with lock:
+                plain.add(signature[0])
+            return _PLAIN, None
         if isinstance(traced_plan, frozenset):  # scalars whose values were needed: by value from now on
             by_value.update(traced_plan)
             return plan_for(named, arrays, [(i, a) for i, a in scalars if i not in traced_plan], args, kwargs)
@@ -126,6 +138,8 @@ def accelerate(func: Callable[..., Any]) -> Callable[..., Any]:
         arrays = [(i, a) for i, a in named if isinstance(a, Array)]
         scalars = [(i, a) for i, a in named if type(a) in KINDS and i not in by_value]
         plan, inputs = plan_for(named, arrays, scalars, args, kwargs)
+        if plan is _PLAIN:
+            return func(*args, **kwargs)
         extra = [] if inputs is None else inputs.arguments([a for _, a in scalars])
         if extra is None:  # values this plan does not take: a plan of their own
             plan, _ = plan_for(named, arrays, [], args, kwargs)
@@ -233,11 +247,11 @@ def _static_key(value: Any) -> Any:
 
 
 def _trace(func: Callable[..., Any], args: tuple, kwargs: dict, arrays: list[tuple[int | str, Array]],
-           scalars: list[tuple[int | str, Any]], signature: Any) -> tuple[Plan, Scalars | None] | frozenset:
+           scalars: list[tuple[int | str, Any]], signature: Any) -> tuple[Plan, Scalars | None] | frozenset | str:
     """The plan of ``func`` traced on placeholders of its arrays and Params of its ``scalars``, with what calls
     make the scalar placeholders from; or the positions of the scalars to trace by value instead: those whose
     values the trace needed, or all of them where it failed otherwise (by value, an error is the function's
-    own)."""
+    own); or ``_PLAIN`` where it needed the value of an array argument, with a warning."""
     sig_token = hashlib.sha1(repr(signature).encode()).hexdigest()[:16]
     placeholders = [Placeholder(i, sig_token, a.chunks, a.dtype, a.backend) for i, a in arrays]
     trace = ScalarTrace(sig_token, [v for _, v in scalars]) if scalars else None
@@ -252,6 +266,13 @@ def _trace(func: Callable[..., Any], args: tuple, kwargs: dict, arrays: list[tup
         with traced():
             outputs, structure = _flatten(func(*traced_args, **traced_kwargs))
     except Exception as error:
+        if trace is None and isinstance(error, TracedValueError):
+            _guards.warn_at_user_site(
+                f"gnp.accelerate: {getattr(func, '__qualname__', func)} needs the value of an array computed from "
+                f"its arguments while it is traced, so it runs as plain code (unfused, traced on every call) for "
+                f"arguments like these. To accelerate it, compute that value before the call and pass it in as "
+                f"a Python number, or keep it an Array (gnp.where for a choice)", AccelerateWarning)
+            return _PLAIN
         if trace is None or isinstance(error, _GUARD_ERRORS) and not trace.needed:
             raise  # (a guard's error depends on types alone: the same by value)
         return _needed(scalars, trace.needed)
