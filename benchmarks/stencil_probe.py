@@ -280,7 +280,6 @@ def use(variant: Variant) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", action="store_true")
-    parser.add_argument("--pick", default="", help="with --variants, the numbers of those to compare (0: the default)")
     parser.add_argument("--gaps", action="store_true", help="time each stencil launch of a call between events")
     parser.add_argument("--graph", action="store_true", help="replay a call captured as a CUDA graph")
     parser.add_argument("--n", type=int, default=8192 if H.cupy_gpu() is not None else 128)

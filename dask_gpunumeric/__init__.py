@@ -30,7 +30,7 @@ from .api.elementwise import FUNCTIONS as _ELEMENTWISE
 from .api.elementwise import astype, clip, round  # noqa: A004
 from .api.explain import explain
 from .runtime.faults import OutOfMemoryError
-from .runtime.regions.nodes import TracedValueError
+from .expr import TracedValueError
 from .api.guards import (
     FetchError, FetchWarning, GuardWarning, PromotionError, PromotionWarning, ScalarIndexingError,
     ScalarIndexingWarning, allowfetch, allowpromotion, allowscalar,

@@ -249,3 +249,16 @@ def test_scalars_benchmark_runs_and_checks_on_the_cpu(tmp_path: pathlib.Path) ->
     report = _script_report(tmp_path, "scalars.py", "--shape", "1024", "--repeat", "3", "--warmup", "0")
     assert report["passed"] and [row["name"] for row in report["results"]] == [
         "gnp, new dt", "gnp, same dt", "numpy, new dt"]
+
+
+def test_stencil_probe_compares_picked_variants_on_the_cpu() -> None:
+    """``stencil_probe.py --variants --pick`` runs the default and the picked configurations of CG's kernels (here
+    the old combine and the late reductions) and each gives the default's checksum."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GNP_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, str(ROOT / "benchmarks" / "stencil_probe.py"), "--variants", "--pick", "8,9", "--only",
+               "cg", "--n", "64", "--repeat", "1", "--rounds", "1"]
+    process = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stdout + process.stderr
+    rows = re.findall(r"^(\S.*?) +cg +[0-9.]+ +[0-9.]+ +(0x\S+)", process.stdout, re.M)
+    assert [name.split()[0] for name, _ in rows] == ["default", "sweep", "stencil-late-reductions=True"], process.stdout
+    assert len({checksum for _, checksum in rows}) == 1, process.stdout

@@ -144,14 +144,16 @@ def test_scalars_whose_value_shapes_the_trace_are_traced_by_value():
     assert len(f.plans) == 2  # by value: (1, 0.5) and (3, -0.5)
 
 
-def test_a_function_that_needs_an_arrays_value_while_traced_runs_as_plain_code():
+@pytest.mark.parametrize("value", [lambda a: int(a), gnp.fetch, np.asarray, lambda a: dask.compute(a)[0],
+                                   lambda a: a.compute()], ids=["int", "fetch", "asarray", "dask.compute", "compute"])
+def test_a_function_that_needs_an_arrays_value_while_traced_runs_as_plain_code(value):
     calls = []
 
     @gnp.accelerate
     def f(x, c):
         calls.append(1)
         with gnp.allowfetch():
-            n = int(gnp.sum(x > c))  # the argument's value decides a Python number
+            n = int(to_host(value(gnp.sum(x > c))))  # the argument's value decides a Python number
         return x[:n] * 2.0
 
     xn = np.arange(10.0)

@@ -22,12 +22,12 @@ import dask.threaded
 import numpy as np
 
 from .. import config
-from ..expr import ArrayExpr, Bundle, FromArray, FromGraph
+from ..expr import ArrayExpr, Bundle, FromArray, FromGraph, TracedValueError
 from ..kernels.checks import Deferral, unread_checks, verify, with_checks
 from ..optimize import settings_key
 from ..optimize.dag import DAG
 from ..runtime import cluster as _cluster
-from ..runtime.regions.nodes import Loop, Placeholder, TracedValueError
+from ..runtime.regions.nodes import Loop, Placeholder
 from ..runtime.regions.plan import Plan, Region, RegionOutput, call_token, output_names
 from . import guards as _guards
 from .array import Array

@@ -41,9 +41,16 @@ def _runtime() -> ModuleType:
     return runtime_compile
 
 
+class TracedValueError(TypeError):
+    """The value of an array made from an argument of a function while it is traced (``gnp.accelerate``, a
+    loop's body), when no value exists yet."""
+
+
 class ArrayExpr(Expr):
     """Base of all array expressions: shape, chunks, dtype and backend, and one task per block."""
 
+    # False on a traced function's argument (``Placeholder``): a tree over one cannot be computed
+    has_value = True
     # True on an elementwise node whose token text was never met before (a time-stepping loop's new nodes, a
     # first call's): its builders keep nothing for the nodes made on it (``api.elementwise._short_path``)
     _fresh = False

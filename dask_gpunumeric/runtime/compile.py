@@ -12,7 +12,8 @@ import numpy as np
 from dask._expr import Expr
 from dask._task_spec import Alias, GraphNode
 
-from ..expr import ArrayExpr, Bundle, Finalize, FromArray, FromGraph, Materialized, flat_keys, joined_leaves, walk
+from ..expr import (ArrayExpr, Bundle, Finalize, FromArray, FromGraph, Materialized, TracedValueError, flat_keys,
+                    joined_leaves, walk)
 from ..optimize import pipeline as _pipeline
 from .cluster import active_workers, owner
 from . import reuse as _reuse
@@ -149,6 +150,11 @@ def compile_tree(materialized: Materialized) -> CompiledGraph:
     if hit is not None:
         return hit
     nodes = list(walk(root))
+    if not all(n.has_value for n in nodes if isinstance(n, ArrayExpr)):
+        raise TracedValueError(
+            "the value of an array made from an argument of a function being traced (gnp.accelerate, gnp.fori_loop, "
+            "gnp.while_loop) is not known while it is traced: compute that value before the call and pass it in (a "
+            "Python number), or keep it an Array (gnp.where for a choice)")
     local = not materialized.operand("workers")
     shape = _reuse.structure_of(nodes, (_pipeline.settings_key(), local))  # (a cluster's keeps a layout)
     made = None if shape is None else _from_template(shape, local)

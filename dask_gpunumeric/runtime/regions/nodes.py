@@ -11,27 +11,19 @@ import numpy as np
 from ...expr import ArrayExpr, cached
 
 
-class TracedValueError(TypeError):
-    """A value computed from an argument of a function while it is traced (``gnp.accelerate``, a loop's body),
-    when no value exists yet."""
-
-
 class Placeholder(ArrayExpr):
     """Argument ``i`` of an accelerated function while it is traced: metadata only, no tasks (computing it, or
-    anything made from it, raises ``TracedValueError``)."""
+    anything made from it, raises ``TracedValueError``: ``runtime.compile``)."""
 
     _parameters = ["i", "signature", "chunks", "dtype", "backend"]
+    has_value = False
 
     @cached
     def _funcname(self) -> str:
         return f"arg{self.operand('i')}"
 
     def _layer(self) -> dict:
-        raise TracedValueError(
-            "the value of an array computed from an argument of a function being traced (gnp.accelerate, "
-            "gnp.fori_loop or gnp.while_loop) is not known while it is traced: compute that value before the call "
-            "and pass it in (a Python number selects the plan by value), or keep it an Array (gnp.where for a "
-            "choice)")
+        return {}
 
 
 class Loop(ArrayExpr):
