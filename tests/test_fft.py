@@ -102,6 +102,24 @@ def test_round_trips() -> None:
     assert_eq(gnp.fft.hfft(gnp.fft.ihfft(a), n=10), x)
 
 
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_complex_to_real_of_length_one(dtype: Any, norm: str | None) -> None:
+    """A last length of 1 (where cuFFT's complex-to-real transform over several axes is wrong), with NumPy's
+    positional arguments: 1-d, 2-d and n-d, the other lengths padded and cut."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 2)).astype(dtype)
+    if x.dtype.kind == "c":
+        x += 1j * rng.standard_normal(x.shape)
+    a = gnp.from_array(x, chunks=(1, 2, 2))
+    tolerance = {"rtol": 1e-5, "atol": 1e-6}
+    assert_eq(gnp.fft.irfft(a, 1, 1, norm), np.fft.irfft(x, 1, 1, norm), **tolerance)
+    assert_eq(gnp.fft.hfft(a, 1, -1, norm), np.fft.hfft(x, 1, -1, norm), **tolerance)
+    assert_eq(gnp.fft.irfft2(a[0], (3, 1), (0, 1), norm), np.fft.irfft2(x[0], (3, 1), (0, 1), norm), **tolerance)
+    assert_eq(gnp.fft.irfftn(a, (1, 4, 1), (2, 0, 1), norm), np.fft.irfftn(x, (1, 4, 1), (2, 0, 1), norm),
+              **tolerance)
+
+
 def test_empty_axes() -> None:
     x = np.arange(6.0).reshape(2, 3)
     a = gnp.from_array(x, chunks=2)
