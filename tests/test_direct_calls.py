@@ -4,9 +4,11 @@ bit those of the scheduler's path (and NumPy's) through every user entry point, 
 their lineage: recomputed after their worker dies), and the calls that go the scheduler's way instead."""
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import gc
 import os
+import socket
 import time
 from typing import Any
 
@@ -256,6 +258,25 @@ def test_calls_the_workers_cannot_run_alone_go_through_the_scheduler(cluster_cli
         gnp.fetch(_inverted(singular))
     with pytest.raises(np.linalg.LinAlgError):  # (persisted: the error met when the result is read, as always)
         gnp.fetch(_held(_inverted(singular))[0])
+
+
+def test_a_worker_that_cannot_be_reached_leaves_the_call_to_the_scheduler(cluster_client, monkeypatch):
+    """A worker the client still lists but that is gone (its port closed; the client hears of the loss later) is
+    given up after ``direct.CONNECT_TIMEOUT``, not the client's connect timeout (made 600 s here): the requests
+    answer None, and the call takes the scheduler's path."""
+    from dask_gpunumeric.runtime import direct
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        gone = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setattr(direct, "CONNECT_TIMEOUT", 0.5)
+    monkeypatch.setattr(cluster_client.rpc, "timeout", 600)
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        answer = pool.submit(direct._send, cluster_client, [(gone, {"tasks": b""})], "gnp_direct_tasks", {"host": True})
+        assert answer.result(timeout=120) is None
+    finally:
+        pool.shutdown(wait=False)
 
 
 def test_direct_output_recomputed_after_its_worker_dies(cluster_client):

@@ -56,6 +56,9 @@ _MADE = "gnp_direct_made"  # the scheduler's stream handler: a worker holds outp
 _KEEP = "gnp_direct_plan"  # the scheduler's handler: keep a plan (``store.restored``), which workers then ask for
 
 _ready: set[tuple[int, str]] = set()  # (client, scheduler) whose cluster has the plugins
+#: seconds a call waits to reach a worker before the scheduler's path takes it: the client may not know yet that a
+#: worker died, and distributed's own connect timeout (30 s) would stall the first call after the loss
+CONNECT_TIMEOUT = 3.0
 
 
 def enabled(client: Any) -> bool:
@@ -99,9 +102,12 @@ def _send(client: Any, requests: list[tuple[str, dict]], handler: str, common: d
           ) -> list | None:
     """The workers' answers to ``requests`` (to their ``handler``, each with the ``common`` arguments too), sent
     together; None where one could not be reached (or, for ``partial``, that answer the exception)."""
+    async def call(address: str, request: dict) -> Any:
+        client.rpc.reuse(address, await client.rpc.connect(address, timeout=CONNECT_TIMEOUT))  # (reached in time)
+        return await getattr(client.rpc(address), handler)(**request, **common)
+
     async def send() -> list[Any]:
-        calls = [getattr(client.rpc(address), handler)(**request, **common) for address, request in requests]
-        return await asyncio.gather(*calls, return_exceptions=True)
+        return await asyncio.gather(*(call(address, request) for address, request in requests), return_exceptions=True)
 
     answers = client.sync(send)
     return answers if partial or not any(isinstance(a, BaseException) for a in answers) else None
