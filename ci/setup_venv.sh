@@ -8,9 +8,7 @@
 # another interpreter, >= 3.11), activates it, and installs this package editable with the given
 # extras, pinned by ci/constraints.txt (the lowest dask and distributed admitted), or by the file that
 # GNP_CONSTRAINTS names (ci/constraints-newest.txt: the highest); with GNP_VENV_READY set (.ci/run, after it
-# installed every extra in one step), only activates it. Packages are installed without compiling their
-# bytecode (a quarter of the install's time): Python compiles the modules a run imports, once. Leaves the
-# current directory at the repository root.
+# installed every extra in one step), only activates it. Leaves the current directory at the repository root.
 
 GNP_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -30,6 +28,6 @@ gnp_setup_venv() {
     source .venv/bin/activate || return
     [[ -n "${GNP_VENV_READY:-}" ]] && return 0
     [[ -n "$extras" ]] && spec=".[$extras]"
-    echo "ci: pip install --no-compile -c $constraints -e \"$spec\""
-    pip install -q --no-compile -c "$constraints" -e "$spec" || return
+    echo "ci: pip install -c $constraints -e \"$spec\""
+    pip install -q -c "$constraints" -e "$spec" || return
 }

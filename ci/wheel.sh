@@ -21,12 +21,12 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/gnp-wheel.XXXXXX")"
 trap "rm -rf '$work'" EXIT
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install -q --no-compile build
+"$work/venv/bin/pip" install -q build
 echo "ci: python -m build --wheel"
 "$work/venv/bin/python" -m build -q --wheel --outdir "$work/dist" "$root" >/dev/null
 wheel=("$work"/dist/dask_gpunumeric-*.whl)
 echo "ci: pip install -c $constraints \"$(basename "${wheel[0]}")[test]\" (a fresh venv)"
-"$work/venv/bin/pip" install -q --no-compile -c "$root/$constraints" "${wheel[0]}[test]"
+"$work/venv/bin/pip" install -q -c "$root/$constraints" "${wheel[0]}[test]"
 cd "$work"  # not the repository: import the installed package
 git -C "$root" ls-files 'dask_gpunumeric/*.py' > modules.txt
 "$work/venv/bin/python" - "${wheel[0]}" modules.txt "$root/$constraints" <<'PY'
