@@ -3,6 +3,7 @@ quantiles (every method, NaNs, keepdims, axis tuples), histogram, bincount, digi
 corrcoef, on random shapes (zero-size included) and chunkings; laziness; bad input raising NumPy's errors."""
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -356,3 +357,25 @@ def test_lazy() -> None:
     with TaskCounter() as counter:
         gnp.bincount(gnp.from_array(np.array([0, 3, 1]), chunks=2))
     assert counter.count > 0
+
+
+def test_arguments_from_host_data_are_read_without_running_anything() -> None:
+    """q, bin edges and indices given as Arrays of host data (``gnp.asarray([5, 50, 95])``, as code written for
+    JAX or CuPy passes them) are read as they are; an Array computed from them is computed first. Either way
+    the results are NumPy's."""
+    x = np.random.default_rng(3).normal(size=(40,))
+    a = gnp.from_array(x, chunks=16)
+    q, edges, index = gnp.asarray([5.0, 50.0, 95.0]), gnp.asarray([-1.0, 0.0, 2.0]), gnp.asarray([3, 0, 7])
+    with TaskCounter() as counter:
+        built = (gnp.percentile(a, q), gnp.quantile(a, q / 100), gnp.histogram(a, edges)[0])
+    assert counter.count > 0  # (q / 100)
+    with TaskCounter() as counter, warnings.catch_warnings():
+        warnings.simplefilter("error", gnp.FetchWarning)  # (nothing is fetched: the guard stays silent)
+        built = (gnp.percentile(a, q), *built[1:2], gnp.histogram(a, edges)[0], a[index], gnp.take(a, index))
+    assert counter.count == 0
+    with pytest.warns(gnp.FetchWarning, match="indexing with"):
+        assert_eq(a[index + 0], x[[3, 0, 7]])
+    expected = (np.percentile(x, [5, 50, 95]), np.quantile(x, [0.05, 0.5, 0.95]),
+                np.histogram(x, [-1.0, 0.0, 2.0])[0], x[[3, 0, 7]], np.take(x, [3, 0, 7]))
+    for result, wanted in zip(built, expected):
+        check(result, wanted)

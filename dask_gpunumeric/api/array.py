@@ -19,7 +19,7 @@ import numpy as np
 from dask._task_spec import Task, convert_legacy_graph, cull
 from dask.base import DaskMethodsMixin
 
-from ..expr import ArrayExpr, FromGraph, Materialized, flat_keys
+from ..expr import ArrayExpr, FromArray, FromGraph, Materialized, flat_keys
 from ..backend import backend_of, device_name, resolve, to_numpy
 from ..kernels.blocks import as_block, concatenate_grid
 from ..runtime.compile import graph_of
@@ -491,6 +491,21 @@ _BINARY_OPERATORS = {
 for _op, _func in _BINARY_OPERATORS.items():
     for _form, _implementation in zip(("__{}__", "__r{}__", "__i{}__"), _operators(_func)):
         setattr(Array, _form.format(_op), _implementation)
+
+
+def host_value(value: Any, fetching: str | None = None) -> np.ndarray:
+    """A small argument that decides what is built (quantiles, bin edges, indices, a lookup table) as a NumPy
+    array: an Array made from a NumPy array (``gnp.asarray([5, 50, 95])``) gives that array without running
+    anything; any other Array is computed (after the fetch guard's check, where ``fetching`` says what needs
+    it); anything else goes through ``numpy.asarray``."""
+    if not isinstance(value, Array):
+        return np.asarray(value)
+    expr = value.expr
+    if type(expr) is FromArray and type(expr.operand("array")) is np.ndarray:
+        return expr.operand("array").astype(expr.dtype, copy=False)
+    if fetching is not None:
+        _guards.check_fetch(fetching, value.backend)
+    return to_numpy(value.compute())
 
 
 class _ToBackend(ArrayExpr):

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import guards as _guards
 from ..expr import plan as _plan
-from .array import Array
+from .array import Array, host_value
 from ..backend import to_numpy
 from ..expr import Elemwise, Gather, SetItem
 from ..expr.tokens import keep_text
@@ -30,8 +30,7 @@ def _normalize(index: Any, ndim: int) -> tuple[Any, ...]:
     out: list[Any] = []
     for ix in index:
         if isinstance(ix, Array):
-            _guards.check_fetch(f"indexing with {_guards.describe(ix)} (it decides the result's shape)", ix.backend)
-            ix = to_numpy(ix.compute())
+            ix = host_value(ix, f"indexing with {_guards.describe(ix)} (it decides the result's shape)")
         elif isinstance(ix, list):
             ix = np.asarray(ix)
             ix = ix.astype(np.intp) if ix.size == 0 else ix  # NumPy takes empty lists as integers

@@ -11,14 +11,14 @@ import numpy as np
 
 from . import guards as _guards
 from . import reductions as _reductions
-from .array import Array, ArrayLike
+from .array import Array, ArrayLike, host_value
 from .blockwise import map_blocks
 from .creation import ones, zeros, zeros_like
 from .elementwise import as_array, elementwise
 from .linalg import lstsq
 from .manipulation import broadcast_to, concat, flip, moveaxis, normalize_axis, reshape, squeeze, stack
 from .sorting import _whole_axis, argsort, sort
-from ..backend import namespace, to_numpy
+from ..backend import namespace
 
 __all__ = [
     "apply_along_axis", "argpartition", "cross", "interp", "isin", "lexsort", "partition", "polyfit", "polyval",
@@ -28,7 +28,7 @@ __all__ = [
 
 def _host(value: Any) -> np.ndarray:
     """A small operand (a lookup table) as a NumPy array: an Array is computed for it."""
-    return to_numpy(value.compute()) if isinstance(value, Array) else np.asarray(value)
+    return host_value(value)
 
 
 # --- cross product --------------------------------------------------------------------------------------

@@ -12,13 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from .array import Array
+from .array import Array, host_value
 from .creation import _creation, _shape
 from .elementwise import as_array, minimum, where
 from .manipulation import moveaxis, reshape
 from .sorting import argsort, searchsorted
 from .selection import take_along_axis
-from ..backend import to_numpy
 from ..kernels import philox as _philox
 
 __all__ = [
@@ -108,7 +107,7 @@ class Generator:
         elif p is None:
             picks = self.integers(0, n, shape, chunks=chunks, backend=backend)
         else:
-            weights = np.asarray(to_numpy(p.compute()) if isinstance(p, Array) else p, dtype=np.float64)
+            weights = np.asarray(host_value(p), dtype=np.float64)
             if weights.ndim != 1 or weights.size != n:
                 raise ValueError("a and p must have same size")
             if (weights < 0).any() or not np.isclose(weights.sum(), 1.0, rtol=0, atol=np.sqrt(np.finfo(np.float64).eps)):

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import namespace, to_numpy
-from .array import Array, ArrayLike
+from ..backend import namespace
+from .array import Array, ArrayLike, host_value
 from .blockwise import map_blocks
 from .creation import as_array, from_array
 from .elementwise import align_chunks
@@ -21,7 +21,7 @@ __all__ = ["take", "take_along_axis"]
 
 def _host_values(value: Any) -> np.ndarray:
     """Index-like data as a NumPy array (a gnp Array is computed: its values decide the result's shape)."""
-    return to_numpy(value.compute()) if isinstance(value, Array) else np.asarray(value)
+    return host_value(value)
 
 
 def _host_integers(value: Any) -> np.ndarray:

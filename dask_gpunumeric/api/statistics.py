@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import namespace, to_numpy
+from ..backend import namespace
 from . import reductions as _reductions
-from .array import Array, ArrayLike
+from .array import Array, ArrayLike, host_value
 from .blockwise import map_blocks
 from .creation import as_array, from_array, full_like, zeros
 from .elementwise import clip, conj, elementwise, imag, isnan, logical_not, real, sqrt, where
@@ -44,7 +44,7 @@ def _probe(a: Array) -> np.ndarray:
 
 def _on_host(value: Any) -> np.ndarray:
     """A small argument (q, bins) as a NumPy array: a lazy Array is computed, a CuPy array copied."""
-    return to_numpy(value.compute() if isinstance(value, Array) else value)
+    return host_value(value)
 
 
 def _nan_to(a: Array, value: float) -> Array:
