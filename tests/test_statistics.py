@@ -132,6 +132,21 @@ def test_quantiles(data: st.DataObject, func: str, method: str, keepdims: bool) 
           rtol=1e-5 if x.dtype == np.float32 else 1e-12, check_dtype=not all_nan_quirk)
 
 
+@given(data=st.data(), func=st.sampled_from(["percentile", "quantile", "nanpercentile", "nanquantile"]),
+       q_dtype=st.sampled_from([np.float32, np.float16]), as_array=st.booleans())
+def test_quantiles_of_a_narrow_float_q(data: st.DataObject, func: str, q_dtype: type, as_array: bool) -> None:
+    """A float32 (or float16) ``q`` places each quantile where NumPy does, which computes the positions in q's
+    dtype: the same bits, not only close (``q`` given as a NumPy array, or as an Array made from one)."""
+    x, a = data.draw(arrays(dtypes=[np.float64, np.int64]))
+    scale = 100 if "percentile" in func else 1
+    q = np.asarray([0.1, 0.333, 0.9], dtype=q_dtype) * q_dtype(scale)
+    try:
+        expected = numpy_order_statistic(func, x, q)
+    except IndexError:  # NumPy's error for quantiles of empty slices
+        return
+    check(getattr(gnp, func)(a, gnp.asarray(q) if as_array else q), expected, rtol=0)
+
+
 def test_quantile_errors() -> None:
     a = gnp.from_array(np.arange(6.0), chunks=4)
     with pytest.raises(ValueError, match="Percentiles"):

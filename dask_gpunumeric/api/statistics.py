@@ -203,6 +203,7 @@ def nancumprod(a: ArrayLike, axis: int | None = None, dtype: Any = None, out: An
 # --- order statistics ---------------------------------------------------------------------------------
 
 _METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+_POSITION_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _lerp(a: Any, b: Any, t: Any, xp: Any) -> Any:
@@ -221,10 +222,13 @@ def _in_order_at(block: Any, positions: tuple[Any, ...], xp: Any) -> Any:
     return xp.sort(block, axis=-1)
 
 
-def _order_statistics_block(block: Any, *, qs: tuple[float, ...], method: str, skip_nan: bool, work: np.dtype) -> Any:
+def _order_statistics_block(block: Any, *, qs: tuple[float, ...], method: str, skip_nan: bool, work: np.dtype,
+                            position: np.dtype = np.dtype(np.float64)) -> Any:
     """Quantiles ``qs`` along the last axis of a block (which is replaced by one value per quantile), with
     NumPy's ``method``s; "median" is NumPy's median (the mean of the two middle elements). A slice with a
-    NaN gives NaN, unless ``skip_nan``: then quantiles of the other elements (NaN if there are none)."""
+    NaN gives NaN, unless ``skip_nan``: then quantiles of the other elements (NaN if there are none). Each
+    quantile's position among the sorted elements is computed in ``position``, the dtype of NumPy's: that of
+    the fractions (float32 for a float32 ``q``)."""
     xp = namespace(block)
     n = block.shape[-1]
     rest = block.shape[:-1]
@@ -234,7 +238,7 @@ def _order_statistics_block(block: Any, *, qs: tuple[float, ...], method: str, s
     nans = xp.isnan(block).sum(axis=-1, keepdims=True) if has_nan else xp.zeros((*rest, 1), dtype=np.intp)
     count = n - nans if skip_nan else xp.full((*rest, 1), n)
     last = xp.maximum(count - 1, 0)
-    virtual = (count - 1) * xp.asarray(qs, dtype=np.float64)
+    virtual = (count - 1).astype(position) * xp.asarray(qs, dtype=position)
     if method in ("lower", "higher", "nearest"):
         pick = {"lower": xp.floor, "higher": xp.ceil, "nearest": xp.around}[method](virtual)
         low = xp.clip(pick, 0, last).astype(np.intp)
@@ -272,7 +276,7 @@ def _order_statistics(x: Array, q: np.ndarray, axis: Any, keepdims: bool, method
     merged = _whole_axis(merged, merged.ndim - 1)
     out = map_blocks(_order_statistics_block, merged, chunks=(*merged.chunks[:-1], (q.size,)), dtype=dtype,
                      name=name, qs=tuple(float(v) for v in q.reshape(-1)), method=method, skip_nan=skip_nan,
-                     work=dtype)
+                     work=dtype, position=q.dtype)
     rest = tuple(1 if d in axes else s for d, s in enumerate(x.shape)) if keepdims else kept_shape
     return reshape(moveaxis(out, -1, 0), (*q.shape, *rest))
 
@@ -318,8 +322,10 @@ def _quantile(name: str, a: ArrayLike, q: Any, axis: Any, method: str, keepdims:
     axes = normalize_axes(axis, x.ndim)
     if builtins.any(x.shape[d] == 0 for d in axes):  # as NumPy (mostly an IndexError there)
         raise IndexError(f"{name}: cannot take quantiles of empty slices (axis {axis} of shape {x.shape})")
-    fractions = np.true_divide(q_host, 100) if name.endswith("percentile") else q_host
-    return _order_statistics(x, np.asarray(fractions, dtype=np.float64), axis, keepdims, method, skip_nan, dtype,
+    fractions = np.asarray(np.true_divide(q_host, 100) if name.endswith("percentile") else q_host)
+    # NumPy computes the positions in the fractions' dtype (float32 for a float32 q)
+    position = fractions.dtype if fractions.dtype in _POSITION_DTYPES else np.dtype(np.float64)
+    return _order_statistics(x, fractions.astype(position), axis, keepdims, method, skip_nan, dtype,
                              name)
 
 
