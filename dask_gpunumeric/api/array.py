@@ -496,10 +496,9 @@ for _op, _func in _BINARY_OPERATORS.items():
 def host_value(value: Any, fetching: str | None = None) -> np.ndarray:
     """A small argument that decides what is built (quantiles, bin edges, indices, a lookup table) as a NumPy
     array: an Array made from a NumPy array (``gnp.asarray([5, 50, 95])``) gives that array without running
-    anything; any other Array is computed (after the fetch guard's check, where ``fetching`` says what needs
-    it); anything else goes through ``numpy.asarray``."""
+    it); anything else is converted (a CuPy array copied to the host)."""
     if not isinstance(value, Array):
-        return np.asarray(value)
+        return to_numpy(value)
     expr = value.expr
     if type(expr) is FromArray and type(expr.operand("array")) is np.ndarray:
         return expr.operand("array").astype(expr.dtype, copy=False)

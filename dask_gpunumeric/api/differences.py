@@ -7,13 +7,13 @@ from typing import Any
 import numpy as np
 
 from . import guards as _guards
-from .array import Array, ArrayLike
+from .array import Array, ArrayLike, host_value
 from .creation import as_array, from_array, operator_index
 from .elementwise import elementwise, promoting
 from .indexing import getitem
 from .manipulation import broadcast_to, concat, normalize_axes, normalize_axis, reshape
 from .reductions import sum as _sum
-from .selection import _host_values, _index_along
+from .selection import _index_along
 from .recipes import reused
 
 __all__ = ["diff", "gradient", "trapezoid"]
@@ -63,7 +63,7 @@ def _spacings(varargs: tuple[Any, ...], f: Array, axes: tuple[int, ...]) -> list
         if np.ndim(spacing) == 0:
             out.append(spacing)
             continue
-        coords = _host_values(spacing)
+        coords = host_value(spacing)
         if coords.ndim != 1:
             raise ValueError("distances must be either scalars or 1d")
         if len(coords) != f.shape[d]:

@@ -26,11 +26,6 @@ __all__ = [
 ]
 
 
-def _host(value: Any) -> np.ndarray:
-    """A small operand (a lookup table) as a NumPy array: an Array is computed for it."""
-    return host_value(value)
-
-
 # --- cross product --------------------------------------------------------------------------------------
 
 
@@ -95,7 +90,7 @@ def isin(element: ArrayLike, test_elements: ArrayLike, assume_unique: bool = Fal
     """Whether each element is in ``test_elements`` (a boolean Array of ``element``'s shape), block by block.
     ``test_elements`` is a lookup table: a gnp Array there is computed."""
     x = as_array(element)
-    table = np.unique(_host(test_elements).ravel())
+    table = np.unique(host_value(test_elements).ravel())
     return map_blocks(_isin_block, x, dtype=bool, name="isin", table=table, invert=bool(invert))
 
 
@@ -109,7 +104,7 @@ def interp(x: ArrayLike, xp: ArrayLike, fp: ArrayLike, left: Any = None, right: 
     """Piecewise-linear interpolation of the points (``xp``, ``fp``) at ``x``, block by block (``xp`` and
     ``fp`` are a lookup table: gnp Arrays there are computed); NumPy's checks of the table."""
     xs = as_array(x)
-    table_x, table_f = _host(xp), _host(fp)
+    table_x, table_f = host_value(xp), host_value(fp)
     dtype = np.interp(np.zeros(0), table_x[:1], table_f[:1]).dtype if table_x.size else np.dtype(np.float64)
     if table_x.ndim != 1 or table_f.ndim != 1 or table_x.size != table_f.size or not table_x.size:
         np.interp(np.zeros(1), table_x, table_f)  # NumPy's ValueError for a bad table

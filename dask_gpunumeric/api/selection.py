@@ -19,14 +19,9 @@ from .reductions import store_output
 __all__ = ["take", "take_along_axis"]
 
 
-def _host_values(value: Any) -> np.ndarray:
-    """Index-like data as a NumPy array (a gnp Array is computed: its values decide the result's shape)."""
-    return host_value(value)
-
-
 def _host_integers(value: Any) -> np.ndarray:
     """Integer (or boolean) data as a NumPy array, with NumPy's TypeError for other dtypes."""
-    out = _host_values(value)
+    out = host_value(value)
     if out.size == 0 and out.dtype.kind == "f":  # an empty list
         return out.astype(np.intp)
     if out.dtype.kind not in "iub":
@@ -75,7 +70,7 @@ def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None = -1) -
     the values of lazy ones are not (that would compute them)."""
     a = as_array(arr)
     lazy = isinstance(indices, Array)
-    idx = indices if lazy else _host_values(indices)
+    idx = indices if lazy else host_value(indices)
     if idx.dtype.kind not in "iu":
         raise IndexError("`indices` must be an integer array")
     if axis is None:

@@ -42,11 +42,6 @@ def _probe(a: Array) -> np.ndarray:
     return np.zeros((1,), dtype=a.dtype)
 
 
-def _on_host(value: Any) -> np.ndarray:
-    """A small argument (q, bins) as a NumPy array: a lazy Array is computed, a CuPy array copied."""
-    return host_value(value)
-
-
 def _nan_to(a: Array, value: float) -> Array:
     """``a`` with NaNs replaced by ``value`` (``a`` itself when its dtype has no NaN)."""
     return where(isnan(a), value, a) if a.dtype.kind in "fc" else a
@@ -309,7 +304,7 @@ def _quantile(name: str, a: ArrayLike, q: Any, axis: Any, method: str, keepdims:
         raise NotImplementedError(f"{name}: weights= is not supported (NumPy takes them with method='inverted_cdf' "
                                   "only); leave them out")
     x = as_array(a)
-    q_host = _on_host(q)
+    q_host = host_value(q)
     # NumPy checks q, the method and the dtype on a one-element probe, and gives the result dtype
     numpy_func = getattr(np, name)
     probe_q = q if isinstance(q, (int, float, list, tuple)) else q_host  # Python numbers stay weak
@@ -384,7 +379,7 @@ def _bin_edges(x: Array, bins: Any, range: tuple[Any, Any] | None) -> tuple[np.n
         if not (np.isfinite(low) and np.isfinite(high)):
             raise ValueError(f"autodetected range of [{low}, {high}] is not finite")
         range = (low, high)  # noqa: A001
-    return np.histogram_bin_edges(probe, bins if np.ndim(bins) == 0 else _on_host(bins), range=range), range
+    return np.histogram_bin_edges(probe, bins if np.ndim(bins) == 0 else host_value(bins), range=range), range
 
 
 def _histogram_row(values: Any, *, bins: int, range: tuple[Any, Any]) -> Any:  # noqa: A002
@@ -473,7 +468,7 @@ def digitize(x: ArrayLike, bins: ArrayLike, right: bool = False) -> Array:
     a = as_array(x)
     if a.dtype.kind == "c":
         raise TypeError("x may not be complex")
-    edges = _on_host(bins)
+    edges = host_value(bins)
     _require_1d(edges.ndim)
     side = "left" if right else "right"
     if np.all(edges[1:] >= edges[:-1]):
