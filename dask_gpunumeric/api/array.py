@@ -496,6 +496,7 @@ for _op, _func in _BINARY_OPERATORS.items():
 def host_value(value: Any, fetching: str | None = None) -> np.ndarray:
     """A small argument that decides what is built (quantiles, bin edges, indices, a lookup table) as a NumPy
     array: an Array made from a NumPy array (``gnp.asarray([5, 50, 95])``) gives that array without running
+    anything; any other Array is computed (after the fetch guard's check, where ``fetching`` says what needs
     it); anything else is converted (a CuPy array copied to the host)."""
     if not isinstance(value, Array):
         return to_numpy(value)

@@ -218,7 +218,7 @@ def _in_order_at(block: Any, positions: tuple[Any, ...], xp: Any) -> Any:
 
 
 def _order_statistics_block(block: Any, *, qs: tuple[float, ...], method: str, skip_nan: bool, work: np.dtype,
-                            position: np.dtype = np.dtype(np.float64)) -> Any:
+                            position: np.dtype) -> Any:
     """Quantiles ``qs`` along the last axis of a block (which is replaced by one value per quantile), with
     NumPy's ``method``s; "median" is NumPy's median (the mean of the two middle elements). A slice with a
     NaN gives NaN, unless ``skip_nan``: then quantiles of the other elements (NaN if there are none). Each
