@@ -24,7 +24,7 @@ import argparse
 import functools
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -126,8 +126,10 @@ def main(it: Iteration, description: str, argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=it.steps)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--unroll", type=int, default=it.unroll, help="steps per fori_loop iteration (gnp's and JAX's)")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
+    it = replace(it, unroll=args.unroll)
 
     import dask
 
@@ -144,7 +146,7 @@ def main(it: Iteration, description: str, argv: list[str] | None = None) -> int:
         runs.append(("cupynumeric", loop_runner(it, args.steps, cn, [cn.asarray(h) for h in host])))
     if host[0].size <= NUMPY_CHECKED:
         runs.append(("numpy", loop_runner(it, args.steps, np, list(host))))
-    print(f"{H.title(it.name)}: {args.n} x {args.n} float32, {args.steps} steps, gnp backend "
+    print(f"{H.title(it.name)}: {args.n} x {args.n} float32, {args.steps} steps (unroll {it.unroll}), gnp backend "
           f"{gnp.config.backend()}, {H.device_name()}", flush=True)
     results = []
     for name, run in runs:
@@ -156,7 +158,7 @@ def main(it: Iteration, description: str, argv: list[str] | None = None) -> int:
         if reference is not None and r is not reference and r.error is None:
             r.ok, r.detail = value_check(it, reference.value, reference.name)(r.value)
     baseline = "jax-jit" if modules is not None else "gnp"
-    params = {"n": args.n, "steps": args.steps, "dtype": "float32"}
+    params = {"n": args.n, "steps": args.steps, "unroll": it.unroll, "dtype": "float32"}
     report = H.make_report(it.name, results, baseline=baseline, params=params, value_name="checksum")
     return H.finish(report, args.json)
 

@@ -235,6 +235,33 @@ def test_loop_rotation_edge_cases():
             assert_eq(ours, theirs, rtol=1e-6)
 
 
+@pytest.mark.parametrize("unroll, unrotated, rotated", [(2, 16, 15), (3, 23, 22)])
+def test_unrolled_cg_loop_rotates_through_its_stored_p(unroll: int, unrotated: int, rotated: int) -> None:
+    """A fori_loop of CG steps unrolled ``unroll`` times: its last ``p`` update reads the ``p`` of the step before,
+    carried to the next iteration (stored anyway), so the loop is rotated: each step's p update and p.Ap stencil one
+    pass, and ``x`` updated once per iteration from the stored ``p`` of every step: 7 + 1/unroll vectors per step
+    (unrotated, 8 - 1/unroll from the third step on); NumPy's values bit for bit on one block, through every entry
+    point. On several blocks the carried ``p`` would need a halo: not rotated, the same values."""
+    host = rhs((32, 32))
+    expected = [np.asarray(v, np.float32) for v in numpy_cg(host, 2 * unroll + 1)]
+
+    def loop(b: gnp.Array) -> tuple:
+        state = (gnp.zeros_like(b), b, b, gnp.sum(b * b))
+        return gnp.fori_loop(2 * unroll + 1, lambda i, s: cg_step(s, gnp), state, unroll=unroll)
+
+    for chunks in (32, 16):
+        b = gnp.from_array(host, chunks=chunks).persist()
+        moved = {}
+        for rotation in (False, True):
+            with settings(rotation, False), gnp.config.set(dispatch="lazy"):
+                moved[rotation] = round(vectors_per_iteration(gnp.accelerate(loop)(b), 32 * 32))
+            with settings(rotation, False):
+                state = gnp.accelerate(loop)(b)
+                for ours, theirs in zip(state, expected):
+                    assert_eq(ours, theirs, rtol=0 if BACKEND == "numpy" and chunks == 32 else 1e-4, atol=1e-6)
+        assert moved == {False: unrotated, True: rotated} if chunks == 32 else moved[True] == moved[False], moved
+
+
 @pytest.mark.parametrize("chunks", [32, pytest.param((16, 10), marks=pytest.mark.slow)])
 def test_unrolled_cg_stores_what_several_kernels_read(chunks):
     """CG in a Python loop (one expression for all iterations): ``r`` of each iteration, read by the kernels

@@ -197,11 +197,12 @@ def _rotated_loop(rotation: Rotation, outputs: list[ArrayExpr], states: list[Pla
                   arrays: list[Array], count: int, signature: str) -> list[Array]:
     """A fori_loop rotated (``optimize.rotation``): its first iteration as it is, then ``count - 1`` whose body
     starts with the update of element ``k`` that the previous one ended with, then that update once more.
-    The rotated loop's state: element ``k`` before its update, the others as they are, then the 0-d values
+    The rotated loop's state: element ``k`` before its update, the others as they are, then the values
     the update reads."""
     k, _, values = rotation
     previous = Placeholder(k, f"{signature}-previous", states[k].chunks, states[k].dtype, states[k].backend)
-    carried = [Placeholder(len(states) + m, f"{signature}-state", (), v.dtype, v.backend) for m, v in enumerate(values)]
+    carried = [Placeholder(len(states) + m, f"{signature}-state", v.chunks, v.dtype, v.backend)
+               for m, v in enumerate(values)]
     head, body = rotated_body(outputs, states, rotation, previous, carried)
     first = substituted([*outputs, *values], states, [a.expr for a in arrays])
     initial = [a.expr if j == k else o for j, (o, a) in enumerate(zip(first, arrays))] + first[len(arrays):]

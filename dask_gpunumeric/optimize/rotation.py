@@ -5,7 +5,7 @@ vectors less per iteration. The same operations in the same order per element: t
 ``api.loops`` applies it (setting ``gpunumeric.loop-rotation``) with ``rotated_body``."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from dask._expr import Expr
@@ -17,7 +17,8 @@ from .programs import computed_in_readers
 
 class Rotation(NamedTuple):
     """State element ``k`` of a loop, updated last in its body by ``update``: elementwise of element ``k``
-    itself, of other outputs of the body, and of 0-d ``values`` computed in it (carried as more state)."""
+    itself, of other outputs of the body, and of ``values`` computed in it (carried as more state): 0-d values,
+    and arrays of one block that the body reads elsewhere too (an unrolled body's previous ``p``, stored anyway)."""
 
     k: int
     update: ArrayExpr
@@ -44,17 +45,20 @@ def rotation_of(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], fixed
         others = DAG(Bundle(*[o for j, o in enumerate(outputs) if j != k])) if len(outputs) > 1 else None
         if others is not None and update._name in others.position:
             continue
-        values = _leaf_values(update, state, position, k, quotients)
+        values = _leaf_values(update, state, position, k, dag.consumers, quotients)
         if values is not None:
             return Rotation(k, update, values)
     return None
 
 
 def _leaf_values(update: ArrayExpr, state: ArrayExpr, position: dict[str, int], k: int,
-                 quotients: bool = False) -> list[ArrayExpr] | None:
-    """The 0-d values an elementwise ``update`` reads, where its other leaves are ``state`` or other outputs;
-    else None. With ``quotients``, a 0-d value its kernel computes from 0-d operands (``computed_in_readers``: CG's
-    beta = rr_new / rr) is not carried but its operands are, so that it costs no launch of its own."""
+                 consumers: Mapping[str, list[Expr]], quotients: bool = False) -> list[ArrayExpr] | None:
+    """The values an elementwise ``update`` reads, where its other leaves are ``state`` or other outputs: 0-d
+    values, and arrays of one block that nodes of the body (``consumers``) other than the update's read too
+    (computed by the body anyway: carried, not computed again); else None. With ``quotients``, a 0-d value its
+    kernel computes from 0-d operands (``computed_in_readers``: CG's beta = rr_new / rr) is not carried but its
+    operands are, so that it costs no launch of its own."""
+    own = DAG(update).position
     values: dict[str, ArrayExpr] = {}
     stack, seen = [update], set()
     while stack:
@@ -65,6 +69,10 @@ def _leaf_values(update: ArrayExpr, state: ArrayExpr, position: dict[str, int], 
         if node is not update and (node._name == state._name or position.get(node._name, k) != k):
             continue
         if not node.ndim and not (quotients and computed_in_readers(node)):
+            values[node._name] = node
+        elif node is not update and any(c._name not in own for c in consumers.get(node._name, ())):
+            if any(n != 1 for n in node.numblocks):
+                return None
             values[node._name] = node
         elif isinstance(node, Elemwise):
             stack.extend(a for a in node.args if isinstance(a, ArrayExpr))
@@ -77,7 +85,7 @@ def rotated_body(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], rota
                  previous: ArrayExpr, carried: Sequence[ArrayExpr]) -> tuple[ArrayExpr, list[ArrayExpr]]:
     """The rotated body: ``(head, outputs)``. ``head`` is the update over the state placeholders (the other
     outputs read as their elements), ``previous`` (element ``k`` before its last update) and ``carried``
-    (placeholders of the 0-d values, from the previous iteration); ``outputs`` are the body's with element
+    (placeholders of the values, from the previous iteration); ``outputs`` are the body's with element
     ``k`` read as ``head`` and its output ``head`` itself, then the values for the next iteration."""
     k, update, values = rotation
     carry = {v._name: c for v, c in zip(values, carried)}
