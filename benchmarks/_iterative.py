@@ -10,7 +10,7 @@ the final state, each a function of the namespace ``xp``. The systems run it as
 - ``gnp-auto``: the same code undecorated (the plain path): lazy, the ``fori_loop`` a region of its own, then
   ``gnp.compute`` of the checksum;
 - ``jax-jit``: ``jax.jit`` with ``lax.fori_loop`` (``jax-sharding``: the arrays sharded by rows), unrolled
-  as gnp's (``Iteration.unroll``);
+  as gnp's (``Iteration.unroll``; JAX's default, one step, where gnp's is its default, "auto");
 - ``cupynumeric`` and ``numpy``: a Python loop.
 
 Every call gets a salt of its own, a 0-d array added to the first input that changes none of its values
@@ -46,7 +46,7 @@ class Iteration:
     steps: int
     rtol: float  # agreement expected between systems' checksums (float32 grids)
     side: int  # n of the n x n grid per GPU at full size
-    unroll: int = 1  # steps per iteration of gnp's and JAX's fori_loop (the same for both)
+    unroll: int | str = "auto"  # steps per iteration of gnp's and JAX's fori_loop (the same; "auto": each default)
 
 
 def _salt(i: int) -> np.float32:
@@ -88,7 +88,7 @@ def jax_runner(it: Iteration, steps: int, arrays: list) -> Callable[[int], float
     import jax.numpy as jnp
 
     def loop(n: int, body: Callable[[Any, Any], Any], state: Any) -> Any:
-        return jax.lax.fori_loop(0, n, body, state, unroll=it.unroll)
+        return jax.lax.fori_loop(0, n, body, state, unroll=1 if it.unroll == "auto" else it.unroll)
 
     compiled = jax.jit(lambda salt, *a: _run(it, jnp, loop, salt, a, steps))
     return lambda i: float(compiled(_salt(i), *arrays).block_until_ready())
@@ -126,7 +126,8 @@ def main(it: Iteration, description: str, argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=it.steps)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--unroll", type=int, default=it.unroll, help="steps per fori_loop iteration (gnp's and JAX's)")
+    parser.add_argument("--unroll", type=_unroll, default=it.unroll,
+                        help="steps per fori_loop iteration (gnp's and JAX's), or auto (each one's default)")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
     it = replace(it, unroll=args.unroll)
@@ -161,6 +162,10 @@ def main(it: Iteration, description: str, argv: list[str] | None = None) -> int:
     params = {"n": args.n, "steps": args.steps, "unroll": it.unroll, "dtype": "float32"}
     report = H.make_report(it.name, results, baseline=baseline, params=params, value_name="checksum")
     return H.finish(report, args.json)
+
+
+def _unroll(text: str) -> int | str:
+    return text if text == "auto" else int(text)
 
 
 def _call(run: Callable[[int], float], calls: Iterator[int]) -> float:

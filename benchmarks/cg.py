@@ -1,8 +1,8 @@
 """Benchmark: conjugate gradients on a matrix-free 2-D Laplacian (5-point, zero Dirichlet boundaries),
-float32, 30 iterations: gnp (one accelerated region, the iterations a ``gnp.fori_loop`` of three steps per
-iteration) next to JAX (``jit`` + ``lax.fori_loop``, unrolled alike), cuPyNumeric and NumPy (see ``_iterative``).
+float32, 30 iterations: gnp (one accelerated region, the iterations a ``gnp.fori_loop``) next to JAX
+(``jit`` + ``lax.fori_loop``), cuPyNumeric and NumPy (see ``_iterative``).
 
-    python benchmarks/cg.py [--n 8192] [--steps 30] [--unroll 3] [--repeat 10] [--warmup 2] [--json PATH]
+    python benchmarks/cg.py [--n 8192] [--steps 30] [--unroll auto] [--repeat 10] [--warmup 2] [--json PATH]
     python benchmarks/weak_scaling.py --workers 1,2 --only cg      # 8192^2 per GPU on 1 and 2 GPUs
 
 The grid is 8192 x 8192 with a GPU, 256 x 256 without (checked against NumPy). ``weak_scaling`` and
@@ -55,8 +55,7 @@ def checksum(state: tuple, xp: Any) -> Any:
     return xp.sum(state[0] * state[0])
 
 
-CG = _iterative.Iteration("cg", inputs, initial, step, checksum, steps=30, rtol=1e-3, side=8192,
-                          unroll=3)  # three steps per iteration: x updated once from their stored p (loop rotation)
+CG = _iterative.Iteration("cg", inputs, initial, step, checksum, steps=30, rtol=1e-3, side=8192)
 
 
 def weak_scaling(k: int, scale: int):

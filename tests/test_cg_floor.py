@@ -262,6 +262,43 @@ def test_unrolled_cg_loop_rotates_through_its_stored_p(unroll: int, unrotated: i
         assert moved == {False: unrotated, True: rotated} if chunks == 32 else moved[True] == moved[False], moved
 
 
+def test_auto_unroll_of_accumulating_rotated_loops() -> None:
+    """``fori_loop``'s default ``unroll="auto"``: a rotated loop with a state element that is only accumulated (CG's
+    ``x``) runs ``AUTO_UNROLL`` steps per iteration (22 vectors per 3 steps), from ``2 * AUTO_UNROLL`` steps on; a
+    loop that is not rotated, or has no such element, one step per iteration. NumPy's values, bit for bit on one
+    block, through every entry point."""
+    from dask_gpunumeric.api.loops import AUTO_UNROLL
+
+    host = rhs((32, 32))
+    b = gnp.from_array(host, chunks=32).persist()
+    for steps in (2 * AUTO_UNROLL - 1, 2 * AUTO_UNROLL, 3 * AUTO_UNROLL + 1):
+        expected = numpy_cg(host, steps)
+        for rotation in (False, True):
+            with settings(rotation, False), gnp.config.set(dispatch="lazy"):
+                moved = round(vectors_per_iteration(gnp.accelerate(cg_loop)(b, steps), 32 * 32))
+            assert moved == (9 if not rotation else 8 if steps < 2 * AUTO_UNROLL else 22), (steps, rotation)
+            with settings(rotation, False):
+                for ours, theirs in zip(gnp.accelerate(cg_loop)(b, steps), expected):
+                    assert_eq(ours, np.asarray(theirs, np.float32), rtol=0 if BACKEND == "numpy" else 1e-4, atol=1e-6)
+
+    def residuals(b: gnp.Array, unroll: Any) -> tuple:  # CG without x: rotated (p), nothing only accumulated
+        def body(i: Any, s: tuple) -> tuple:
+            r, p, rr = s
+            q = gnp.pad(p, 1)
+            ap = 4 * q[1:-1, 1:-1] - q[:-2, 1:-1] - q[2:, 1:-1] - q[1:-1, :-2] - q[1:-1, 2:]
+            r = r - rr / gnp.sum(p * ap) * ap
+            rr_new = gnp.sum(r * r)
+            return r, r + rr_new / rr * p, rr_new
+        return gnp.fori_loop(8, body, (b, b, gnp.sum(b * b)), unroll=unroll)
+
+    with settings(True, False), gnp.config.set(dispatch="lazy"):
+        texts = [[line.split(":")[0].strip() if "fori_loop (" in line else line.split(": ")[-1]
+                  for line in str(gnp.explain(list(gnp.accelerate(residuals)(b, unroll)))).splitlines()
+                  if "fori_loop (" in line or "vectors per iteration" in line] for unroll in ("auto", 1)]
+    assert texts[0] == texts[1] == ["fori_loop (7 iterations), per iteration",
+                                    "its kernels move at least 6 vectors per iteration"], texts
+
+
 @pytest.mark.parametrize("chunks", [32, pytest.param((16, 10), marks=pytest.mark.slow)])
 def test_unrolled_cg_stores_what_several_kernels_read(chunks):
     """CG in a Python loop (one expression for all iterations): ``r`` of each iteration, read by the kernels

@@ -133,7 +133,7 @@ def test_reduced_cg_solution_peels_the_last_iteration(tiled: None) -> None:
 
     def checksum(b: Any) -> Any:
         state = (gnp.zeros_like(b), b, b, gnp.sum(b * b))
-        x = gnp.fori_loop(6, lambda i, s: cg_step(s, gnp), state)[0]
+        x = gnp.fori_loop(6, lambda i, s: cg_step(s, gnp), state, unroll=1)[0]  # ("auto" would unroll it)
         return gnp.sum(x * x)
 
     state: tuple = (np.zeros_like(host), host, host, np.sum(host * host))

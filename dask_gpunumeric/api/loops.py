@@ -27,7 +27,7 @@ from ..expr import ArrayExpr, Bundle, FromArray, FromGraph, inputs
 from ..kernels.stencil import tiles_run_on
 from ..optimize import settings_key
 from ..optimize.dag import DAG, rebuild_all
-from ..optimize.rotation import Rotation, rotated_body, rotation_of, substituted
+from ..optimize.rotation import Rotation, accumulated, rotated_body, rotation_of, substituted
 from ..runtime.regions.nodes import Loop, LoopOutput, Placeholder
 from ..runtime.regions.plan import plan_of
 from . import guards as _guards
@@ -36,7 +36,7 @@ from .function_keys import function_key
 from .array import Array
 
 
-def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any, *, unroll: int = 1) -> Any:
+def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any, *, unroll: int | str = "auto") -> Any:
     """``for i in range(n): state = body(i, state)``, with ``body`` traced once and the loop run inside the
     region on the workers (see the module docstring).
 
@@ -46,15 +46,27 @@ def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any, *, unroll: 
 
     ``unroll`` (as in ``jax.lax.fori_loop``): steps traced into one iteration of the loop (the last
     ``n % unroll`` steps run after it), the same results; a body of stencil sweeps then gives the
-    optimizer ``unroll`` consecutive sweeps to group into one task and fewer kernels."""
+    optimizer ``unroll`` consecutive sweeps to group into one task and fewer kernels. ``"auto"`` (the default):
+    one step, or ``AUTO_UNROLL`` where the loop is rotated and a state element is only accumulated (CG's ``x``:
+    updated once per iteration from every step's stored ``p``, one pass over it instead of ``AUTO_UNROLL``)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"fori_loop: the number of iterations must be a Python int, got {type(n).__name__}; "
                         "for a number known only from data, use gnp.while_loop")
     if n < 0:
         raise ValueError(f"fori_loop: the number of iterations must be non-negative, got {n}")
+    n = int(n)
+    if isinstance(unroll, str) and unroll == "auto":
+        return _loop("fori", body, None, state, n, AUTO_UNROLL if n >= 2 * AUTO_UNROLL else 1)
     if isinstance(unroll, bool) or not isinstance(unroll, (int, np.integer)) or unroll < 1:
-        raise ValueError(f"fori_loop: unroll must be a positive int, got {unroll!r}")
-    n, unroll = int(n), int(unroll)
+        raise ValueError(f"fori_loop: unroll must be a positive int or 'auto', got {unroll!r}")
+    return _unrolled(n, body, state, int(unroll))
+
+
+AUTO_UNROLL = 3  # steps per iteration of an accumulating rotated loop under unroll="auto"
+
+
+def _unrolled(n: int, body: Callable[[Array, Any], Any], state: Any, unroll: int) -> Any:
+    """``fori_loop`` of ``unroll`` steps per iteration, then the last ``n % unroll`` steps."""
     if unroll == 1 or n < unroll:
         return _loop("fori", body, None, state, n)
     from .creation import asarray
@@ -86,22 +98,24 @@ def while_loop(cond: Callable[[Any], Array], body: Callable[[Any], Any], state: 
 
 
 def _loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, state: Any,
-          count: int | None) -> Any:
+          count: int | None, accumulating: int = 1) -> Any:
+    """The loop's final state; ``accumulating``: the steps per iteration of a rotated loop that accumulates
+    (``fori_loop``'s "auto")."""
     arrays, structure = _state_arrays(kind, state)
     if not tracing():  # a region of its own
-        return _unflatten(_standalone(kind, body, cond, count, structure, *arrays), structure)
-    return _unflatten(_traced_loop(kind, body, cond, count, arrays, structure), structure)
+        return _unflatten(_standalone(kind, body, cond, count, structure, accumulating, *arrays), structure)
+    return _unflatten(_traced_loop(kind, body, cond, count, arrays, structure, accumulating), structure)
 
 
 def _standalone(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
-                structure: Any, *arrays: Array) -> list[Array]:
+                structure: Any, accumulating: int, *arrays: Array) -> list[Array]:
     """A loop outside ``accelerate``: a region of its own. The data the traced loop reads (the state, arrays the body
     captured) are the region's arguments, placeholders in its plan, which so holds no data and serves later calls on
     other data of the same shapes. Its plan is made once for the same traced expressions (``plan_of``: a body made
     anew on every call, as a lambda is, traces to the same ones), and the trace itself is skipped where the body (and
     condition) are functions of the same key (``function_key``) as a call's before, which captured no data (the
     guards that trace met checked again)."""
-    signature = (kind, count, tuple((a.chunks, a.dtype.str, a.backend) for a in arrays), settings_key())
+    signature = (kind, count, accumulating, tuple((a.chunks, a.dtype.str, a.backend) for a in arrays), settings_key())
     key = _functions_key(body, cond)
     with _TRACES_LOCK:
         known = None if key is None else _TRACES.get((signature, structure, key))
@@ -114,7 +128,8 @@ def _standalone(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | 
     token = hashlib.sha1(repr(signature).encode()).hexdigest()[:16]
     states = [Placeholder(j, f"{token}-standalone", a.chunks, a.dtype, a.backend) for j, a in enumerate(arrays)]
     with _guards.recorded() as guard_events, traced():
-        outputs = [o.expr for o in _traced_loop(kind, body, cond, count, [Array(p) for p in states], structure)]
+        outputs = [o.expr for o in _traced_loop(kind, body, cond, count, [Array(p) for p in states], structure,
+                                                 accumulating)]
     captured = [n for n in DAG(Bundle(*outputs)).order if isinstance(n, (FromArray, FromGraph))]
     held = [Placeholder(m, f"{token}-captured", n.chunks, n.dtype, n.backend) for m, n in enumerate(captured)]
     outputs = rebuild_all(outputs, {n._name: p for n, p in zip(captured, held)})
@@ -145,7 +160,7 @@ def _functions_key(body: Callable[..., Any], cond: Callable[..., Any] | None) ->
 
 
 def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
-                 arrays: list[Array], structure: Any) -> list[Array]:
+                 arrays: list[Array], structure: Any, accumulating: int = 1) -> list[Array]:
     """The loop's results, as the outputs of a Loop node (while a region is traced)."""
     text = "|".join([kind, getattr(body, "__qualname__", repr(body)), repr(count), *(a.name for a in arrays)])
     signature = hashlib.sha1(text.encode()).hexdigest()[:16]
@@ -162,6 +177,9 @@ def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] |
     outputs = _matching_state(kind, result, arrays, structure)
     rotates = kind == "fori" and count >= 2 and _rotates(backend)
     rotation = rotation_of(outputs, states, extra, bool(config.get("stencil-quotients"))) if rotates else None
+    if rotation is not None and accumulating > 1 and accumulated(outputs, states, rotation.k):
+        final = _unrolled(count, body, _unflatten(arrays, structure), accumulating)
+        return [Array(e) for e in _matching_state(kind, final, arrays, structure)]
     if rotation is not None:
         return _rotated_loop(rotation, outputs, states, extra, arrays, count, signature)
     flag: list[ArrayExpr] = []

@@ -81,6 +81,20 @@ def _leaf_values(update: ArrayExpr, state: ArrayExpr, position: dict[str, int], 
     return list(values.values())
 
 
+def accumulated(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], k: int) -> bool:
+    """Whether a loop body (``outputs`` over the ``states`` placeholders) has an array state element other than ``k``
+    that is only accumulated: its elementwise update reads it, and nothing else in the body reads it or the update
+    (CG's ``x``). Unrolled, the updates of its steps are one pass over it (``stencil``: computed where the last reads
+    the stored operands of them all)."""
+    for j, (update, state) in enumerate(zip(outputs, states)):
+        if j == k or not state.ndim or not isinstance(update, Elemwise) or state._name not in DAG(update).position:
+            continue
+        others = DAG(Bundle(*[o for i, o in enumerate(outputs) if i != j]))
+        if state._name not in others.position and update._name not in others.position:
+            return True
+    return False
+
+
 def rotated_body(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], rotation: Rotation,
                  previous: ArrayExpr, carried: Sequence[ArrayExpr]) -> tuple[ArrayExpr, list[ArrayExpr]]:
     """The rotated body: ``(head, outputs)``. ``head`` is the update over the state placeholders (the other
