@@ -43,10 +43,22 @@ def optimized(monkeypatch: Any) -> list[str]:
 
 @pytest.fixture
 def traces(monkeypatch: Any) -> list[str]:
-    """The loops traced (outside ``accelerate``: each call that did not skip its trace), by kind."""
+    """The loops traced (outside ``accelerate``: each call that did not skip its trace), by kind (a trace that traces
+    its loop again, unrolled by ``unroll="auto"``, once)."""
     traced: list[str] = []
+    depth = [0]
     trace = _loops._traced_loop
-    monkeypatch.setattr(_loops, "_traced_loop", lambda kind, *args: traced.append(kind) or trace(kind, *args))
+
+    def counted(kind: str, *args: Any) -> Any:
+        if not depth[0]:
+            traced.append(kind)
+        depth[0] += 1
+        try:
+            return trace(kind, *args)
+        finally:
+            depth[0] -= 1
+
+    monkeypatch.setattr(_loops, "_traced_loop", counted)
     return traced
 
 
