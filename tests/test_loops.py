@@ -180,8 +180,8 @@ def test_bad_loops_raise() -> None:
         gnp.fori_loop(gnp.asarray(2), lambda i, u: u, x)
     with pytest.raises(ValueError, match="non-negative"):
         gnp.fori_loop(-1, lambda i, u: u, x)
-    for unroll in (0, 1.5, True):
-        with pytest.raises(ValueError, match="unroll must be a positive int"):
+    for unroll in (0, 1.5, True, "fast"):
+        with pytest.raises(ValueError, match="unroll must be a positive int or .auto."):
             gnp.fori_loop(2, lambda i, u: u, x, unroll=unroll)
     with pytest.raises(TypeError, match="shape and dtype"):
         gnp.fori_loop(2, lambda i, u: u.astype(np.float32), x)
