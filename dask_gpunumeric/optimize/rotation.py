@@ -18,7 +18,7 @@ from .programs import computed_in_readers
 class Rotation(NamedTuple):
     """State element ``k`` of a loop, updated last in its body by ``update``: elementwise of element ``k``
     itself, of other outputs of the body, and of ``values`` computed in it (carried as more state): 0-d values,
-    and arrays of one block that the body reads elsewhere too (an unrolled body's previous ``p``, stored anyway)."""
+    and arrays of one block that the body reads elsewhere too, at a shift (an unrolled body's previous ``p``)."""
 
     k: int
     update: ArrayExpr
@@ -45,19 +45,20 @@ def rotation_of(outputs: Sequence[ArrayExpr], states: Sequence[ArrayExpr], fixed
         others = DAG(Bundle(*[o for j, o in enumerate(outputs) if j != k])) if len(outputs) > 1 else None
         if others is not None and update._name in others.position:
             continue
-        values = _leaf_values(update, state, position, k, dag.consumers, quotients)
+        values = _leaf_values(update, state, position, k, dag.consumers, shifted, quotients)
         if values is not None:
             return Rotation(k, update, values)
     return None
 
 
 def _leaf_values(update: ArrayExpr, state: ArrayExpr, position: dict[str, int], k: int,
-                 consumers: Mapping[str, list[Expr]], quotients: bool = False) -> list[ArrayExpr] | None:
+                 consumers: Mapping[str, list[Expr]], shifted: set[str], quotients: bool = False
+                 ) -> list[ArrayExpr] | None:
     """The values an elementwise ``update`` reads, where its other leaves are ``state`` or other outputs: 0-d
-    values, and arrays of one block that nodes of the body (``consumers``) other than the update's read too
-    (computed by the body anyway: carried, not computed again); else None. With ``quotients``, a 0-d value its
-    kernel computes from 0-d operands (``computed_in_readers``: CG's beta = rr_new / rr) is not carried but its
-    operands are, so that it costs no launch of its own."""
+    values, and arrays of one block that nodes of the body (``consumers``) other than the update's read too, one
+    of them at a shift (``shifted``: stored by the body anyway, carried, not computed again); else None. With
+    ``quotients``, a 0-d value its kernel computes from 0-d operands (``computed_in_readers``: CG's beta = rr_new /
+    rr) is not carried but its operands are, so that it costs no launch of its own."""
     own = DAG(update).position
     values: dict[str, ArrayExpr] = {}
     stack, seen = [update], set()
@@ -70,7 +71,8 @@ def _leaf_values(update: ArrayExpr, state: ArrayExpr, position: dict[str, int], 
             continue
         if not node.ndim and not (quotients and computed_in_readers(node)):
             values[node._name] = node
-        elif node is not update and any(c._name not in own for c in consumers.get(node._name, ())):
+        elif node is not update and node._name in shifted and any(
+                c._name not in own for c in consumers.get(node._name, ())):
             if any(n != 1 for n in node.numblocks):
                 return None
             values[node._name] = node
