@@ -167,6 +167,47 @@ def test_loops_that_peeling_would_not_shorten_stay_whole(tiled: None) -> None:
 
 
 @pytest.mark.skipif(BACKEND != "numpy", reason="NumPy blocks")
+def _loop_lines(text: str) -> list[str]:
+    """What ``gnp.explain`` says of a call's loop: its iterations, and the sweeps per tile kernel of each group."""
+    lines = [line for line in text.splitlines() if "fori_loop (" in line or "sweeps per kernel" in line]
+    return [line.split(",")[0].strip() if "fori_loop (" in line
+            else "sweeps per kernel" + line.split("(sweeps per kernel")[-1].split(";")[0] for line in lines]
+
+
+@pytest.mark.parametrize("steps", [8, 10])
+def test_auto_unroll_gives_one_sweep_bodies_the_tile_depth(steps: int, tiled: None) -> None:
+    """``fori_loop``'s default ``unroll="auto"`` where tile kernels run: a body of one stencil sweep (a Gray-Scott
+    step) is unrolled to the tile kernels' depth (4 sweeps in 2-d), the plan of ``unroll=4`` (with ``steps`` not a
+    multiple of 4, its last steps after the loop); NumPy's fields through every entry point."""
+    host_u, host_v = fields((24, 20))
+    u, v = (gnp.from_array(h).persist() for h in (host_u, host_v))
+    expected = numpy_loop(np.float32(0), host_u, host_v, steps)
+    lines = {}
+    for unroll in ("auto", 4, 1):
+        def loop(u: Any, v: Any, unroll: Any = unroll) -> tuple:
+            return gnp.fori_loop(steps, lambda i, s: step(s, gnp), (u, v), unroll=unroll)
+
+        for ours, theirs in zip(gnp.accelerate(loop)(u, v), expected):
+            assert_eq(ours, theirs, rtol=1e-5)
+        lines[unroll] = _loop_lines(lazy_plan(loop, u, v)[1])
+    assert lines["auto"] == lines[4] != lines[1], lines
+    assert "sweeps per kernel: 4" in lines["auto"], lines
+
+
+def test_auto_unroll_on_numpy_blocks_is_one_step() -> None:
+    """Without tile kernels (NumPy blocks) ``unroll="auto"`` leaves a one-sweep body one step per iteration."""
+    if BACKEND != "numpy":
+        pytest.skip("CuPy blocks run tile kernels")
+    u, v = (gnp.from_array(h).persist() for h in fields((24, 20)))
+    lines = {}
+    for unroll in ("auto", 1):
+        def loop(u: Any, v: Any, unroll: Any = unroll) -> tuple:
+            return gnp.fori_loop(8, lambda i, s: step(s, gnp), (u, v), unroll=unroll)
+
+        lines[unroll] = _loop_lines(lazy_plan(loop, u, v)[1])
+    assert lines["auto"] == lines[1] == ["fori_loop (8 iterations)"], lines
+
+
 def test_numpy_blocks_peel_nothing() -> None:
     """On NumPy blocks (no tile kernels) the loop is left whole: NumPy's values."""
     host_u, host_v = fields((24, 20))

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from .. import config
-from ..expr import ArrayExpr, Bundle, FromArray, FromGraph, inputs
+from ..codegen.types import TILE_SWEEPS
+from ..expr import ArrayExpr, Bundle, Creation, Elemwise, FromArray, FromGraph, Gather, inputs
 from ..kernels.stencil import tiles_run_on
 from ..optimize import settings_key
 from ..optimize.dag import DAG, rebuild_all
@@ -46,9 +47,11 @@ def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any, *, unroll: 
 
     ``unroll`` (as in ``jax.lax.fori_loop``): steps traced into one iteration of the loop (the last
     ``n % unroll`` steps run after it), the same results; a body of stencil sweeps then gives the
-    optimizer ``unroll`` consecutive sweeps to group into one task and fewer kernels. ``"auto"`` (the default):
-    one step, or ``AUTO_UNROLL`` where the loop is rotated and a state element is only accumulated (CG's ``x``:
-    updated once per iteration from every step's stored ``p``, one pass over it instead of ``AUTO_UNROLL``)."""
+    optimizer ``unroll`` consecutive sweeps to group into one task and fewer kernels. ``"auto"`` (the default)
+    chooses by the body, traced once, where stencil tile kernels run (CuPy blocks): ``AUTO_UNROLL`` steps where the
+    loop is rotated and a state element is only accumulated (CG's ``x``: updated once per iteration from every step's
+    stored ``p``); as many steps as a tile kernel takes sweeps (``TILE_SWEEPS``) where each step is one stencil sweep
+    of the state (Gray-Scott's, heat's); else one step. Either from two iterations' worth of steps on."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"fori_loop: the number of iterations must be a Python int, got {type(n).__name__}; "
                         "for a number known only from data, use gnp.while_loop")
@@ -56,13 +59,13 @@ def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any, *, unroll: 
         raise ValueError(f"fori_loop: the number of iterations must be non-negative, got {n}")
     n = int(n)
     if isinstance(unroll, str) and unroll == "auto":
-        return _loop("fori", body, None, state, n, AUTO_UNROLL if n >= 2 * AUTO_UNROLL else 1)
+        return _loop("fori", body, None, state, n, auto=True)
     if isinstance(unroll, bool) or not isinstance(unroll, (int, np.integer)) or unroll < 1:
         raise ValueError(f"fori_loop: unroll must be a positive int or 'auto', got {unroll!r}")
     return _unrolled(n, body, state, int(unroll))
 
 
-AUTO_UNROLL = 3  # steps per iteration of an accumulating rotated loop under unroll="auto"
+AUTO_UNROLL = 3  # steps per iteration of a rotated loop that accumulates, under unroll="auto"
 
 
 def _unrolled(n: int, body: Callable[[Array, Any], Any], state: Any, unroll: int) -> Any:
@@ -98,24 +101,23 @@ def while_loop(cond: Callable[[Any], Array], body: Callable[[Any], Any], state: 
 
 
 def _loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, state: Any,
-          count: int | None, accumulating: int = 1) -> Any:
-    """The loop's final state; ``accumulating``: the steps per iteration of a rotated loop that accumulates
-    (``fori_loop``'s "auto")."""
+          count: int | None, auto: bool = False) -> Any:
+    """The loop's final state; ``auto``: unrolled as the traced body suggests (``fori_loop``'s "auto")."""
     arrays, structure = _state_arrays(kind, state)
     if not tracing():  # a region of its own
-        return _unflatten(_standalone(kind, body, cond, count, structure, accumulating, *arrays), structure)
-    return _unflatten(_traced_loop(kind, body, cond, count, arrays, structure, accumulating), structure)
+        return _unflatten(_standalone(kind, body, cond, count, structure, auto, *arrays), structure)
+    return _unflatten(_traced_loop(kind, body, cond, count, arrays, structure, auto), structure)
 
 
 def _standalone(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
-                structure: Any, accumulating: int, *arrays: Array) -> list[Array]:
+                structure: Any, auto: bool, *arrays: Array) -> list[Array]:
     """A loop outside ``accelerate``: a region of its own. The data the traced loop reads (the state, arrays the body
     captured) are the region's arguments, placeholders in its plan, which so holds no data and serves later calls on
     other data of the same shapes. Its plan is made once for the same traced expressions (``plan_of``: a body made
     anew on every call, as a lambda is, traces to the same ones), and the trace itself is skipped where the body (and
     condition) are functions of the same key (``function_key``) as a call's before, which captured no data (the
     guards that trace met checked again)."""
-    signature = (kind, count, accumulating, tuple((a.chunks, a.dtype.str, a.backend) for a in arrays), settings_key())
+    signature = (kind, count, auto, tuple((a.chunks, a.dtype.str, a.backend) for a in arrays), settings_key())
     key = _functions_key(body, cond)
     with _TRACES_LOCK:
         known = None if key is None else _TRACES.get((signature, structure, key))
@@ -128,8 +130,7 @@ def _standalone(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | 
     token = hashlib.sha1(repr(signature).encode()).hexdigest()[:16]
     states = [Placeholder(j, f"{token}-standalone", a.chunks, a.dtype, a.backend) for j, a in enumerate(arrays)]
     with _guards.recorded() as guard_events, traced():
-        outputs = [o.expr for o in _traced_loop(kind, body, cond, count, [Array(p) for p in states], structure,
-                                                 accumulating)]
+        outputs = [o.expr for o in _traced_loop(kind, body, cond, count, [Array(p) for p in states], structure, auto)]
     captured = [n for n in DAG(Bundle(*outputs)).order if isinstance(n, (FromArray, FromGraph))]
     held = [Placeholder(m, f"{token}-captured", n.chunks, n.dtype, n.backend) for m, n in enumerate(captured)]
     outputs = rebuild_all(outputs, {n._name: p for n, p in zip(captured, held)})
@@ -160,7 +161,7 @@ def _functions_key(body: Callable[..., Any], cond: Callable[..., Any] | None) ->
 
 
 def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
-                 arrays: list[Array], structure: Any, accumulating: int = 1) -> list[Array]:
+                 arrays: list[Array], structure: Any, auto: bool = False) -> list[Array]:
     """The loop's results, as the outputs of a Loop node (while a region is traced)."""
     text = "|".join([kind, getattr(body, "__qualname__", repr(body)), repr(count), *(a.name for a in arrays)])
     signature = hashlib.sha1(text.encode()).hexdigest()[:16]
@@ -177,8 +178,9 @@ def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] |
     outputs = _matching_state(kind, result, arrays, structure)
     rotates = kind == "fori" and count >= 2 and _rotates(backend)
     rotation = rotation_of(outputs, states, extra, bool(config.get("stencil-quotients"))) if rotates else None
-    if rotation is not None and accumulating > 1 and accumulated(outputs, states, rotation.k):
-        final = _unrolled(count, body, _unflatten(arrays, structure), accumulating)
+    steps = _auto_steps(outputs, states, rotation, backend) if auto else 1
+    if steps > 1 and count >= 2 * steps:
+        final = _unrolled(count, body, _unflatten(arrays, structure), steps)
         return [Array(e) for e in _matching_state(kind, final, arrays, structure)]
     if rotation is not None:
         return _rotated_loop(rotation, outputs, states, extra, arrays, count, signature)
@@ -188,6 +190,37 @@ def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] |
         outputs.append(_condition(cond(_unflatten([Array(o) for o in outputs], structure))).expr)
     return _loop_outputs(kind, outputs, [*states, *extra], [a.expr for a in arrays], flag, count, signature,
                          len(arrays))
+
+
+def _auto_steps(outputs: list[ArrayExpr], states: list[Placeholder], rotation: Rotation | None, backend: str) -> int:
+    """``fori_loop``'s "auto" unroll for a body of these ``outputs`` (see there); 1: not unrolled."""
+    if rotation is not None and accumulated(outputs, states, rotation.k):
+        return AUTO_UNROLL
+    if not (config.get("stencil-tiles") and tiles_run_on(backend)):
+        return 1
+    ndim = _one_sweep(outputs, states)
+    return 1 if ndim is None else TILE_SWEEPS.get(ndim, 1)
+
+
+def _one_sweep(outputs: list[ArrayExpr], states: list[Placeholder]) -> int | None:
+    """The number of axes of a body each of whose outputs is one stencil sweep of the state: elementwise work on
+    the states and 0-d values, read in place or through views (slices, rolls, pads) of the states alone, one view
+    at least; else None."""
+    names = {s._name for s in states}
+    viewed = False
+    stack, seen = list(outputs), set()
+    while stack:
+        node = stack.pop()
+        if node._name in seen or node._name in names or not node.ndim or isinstance(node, Creation):
+            continue
+        seen.add(node._name)
+        if isinstance(node, Elemwise):
+            stack.extend(a for a in node.args if isinstance(a, ArrayExpr))
+        elif isinstance(node, Gather) and all(s._name in names or isinstance(s, Creation) for s in node.sources):
+            viewed = True
+        else:
+            return None
+    return max(o.ndim for o in outputs) if viewed else None
 
 
 def _rotates(backend: str) -> bool:
