@@ -25,7 +25,7 @@ import numpy as np
 from .. import config
 from ..codegen.types import TILE_SWEEPS
 from ..expr import ArrayExpr, Bundle, Creation, Elemwise, FromArray, FromGraph, Gather, inputs
-from ..kernels.stencil import tiles_run_on
+from ..kernels.stencil import tiles_run
 from ..optimize import settings_key
 from ..optimize.dag import DAG, rebuild_all
 from ..optimize.rotation import Rotation, accumulated, rotated_body, rotation_of, substituted
@@ -161,7 +161,7 @@ def _functions_key(body: Callable[..., Any], cond: Callable[..., Any] | None) ->
 
 
 def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] | None, count: int | None,
-                 arrays: list[Array], structure: Any, auto: bool = False) -> list[Array]:
+                 arrays: list[Array], structure: Any, auto: bool) -> list[Array]:
     """The loop's results, as the outputs of a Loop node (while a region is traced)."""
     text = "|".join([kind, getattr(body, "__qualname__", repr(body)), repr(count), *(a.name for a in arrays)])
     signature = hashlib.sha1(text.encode()).hexdigest()[:16]
@@ -196,7 +196,7 @@ def _auto_steps(outputs: list[ArrayExpr], states: list[Placeholder], rotation: R
     """``fori_loop``'s "auto" unroll for a body of these ``outputs`` (see there); 1: not unrolled."""
     if rotation is not None and accumulated(outputs, states, rotation.k):
         return AUTO_UNROLL
-    if not (config.get("stencil-tiles") and tiles_run_on(backend)):
+    if not tiles_run(backend):
         return 1
     ndim = _one_sweep(outputs, states)
     return 1 if ndim is None else TILE_SWEEPS.get(ndim, 1)
@@ -229,7 +229,7 @@ def _rotates(backend: str) -> bool:
     NumPy blocks the rotated plan costs more host time than it saves)."""
     setting = config.get("loop-rotation")
     if setting == "auto":
-        return bool(config.get("stencil-tiles")) and tiles_run_on(backend)
+        return tiles_run(backend)
     if not isinstance(setting, bool):
         raise ValueError(f"gpunumeric.loop-rotation must be 'auto', True or False, got {setting!r}")
     return setting

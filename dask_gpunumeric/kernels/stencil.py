@@ -24,6 +24,7 @@ from . import blocks as _blocks
 from . import cuda as _cuda
 from . import fused as _fused
 from . import interpreter as _interpreter
+from .. import config
 from ..backend import module, namespace
 
 def run(plan: tuple, scalars: tuple, block: Box, backend: str, into: Any, parts: tuple, *pieces: Sequence[Any]) -> Any:
@@ -526,6 +527,11 @@ SHIFTED_SWEEP_CONFIG: SweepConfig | None = None
 def tiles_run_on(backend: str) -> bool:
     """Whether runs of stencil sweeps run as tile kernels on blocks of ``backend``."""
     return backend in _TILED_BACKENDS
+
+
+def tiles_run(backend: str) -> bool:
+    """``tiles_run_on`` under the current settings: with ``gpunumeric.stencil-tiles`` on."""
+    return bool(config.get("stencil-tiles")) and tiles_run_on(backend)
 
 
 def _tile_part(plan: tuple, run: tuple[int, int], inputs: list[list], boxes: Sequence[Box], target: Box) -> tuple | None:

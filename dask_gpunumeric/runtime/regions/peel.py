@@ -11,9 +11,8 @@ from collections.abc import Sequence
 
 from dask._expr import Expr
 
-from ... import config
 from ...expr import ArrayExpr, Bundle, Creation, Elemwise, FromArray, FromGraph, Gather, inputs
-from ...kernels.stencil import tiles_run_on
+from ...kernels.stencil import tiles_run
 from ...optimize.dag import DAG, rebuild_all
 from ...optimize.programs import is_fused_reduction
 from .nodes import Loop, LoopOutput, Placeholder
@@ -42,7 +41,7 @@ def _peel(loop: Loop, dag: DAG) -> tuple[dict[str, Expr], str] | None:
     where peeling removes no pass."""
     body = loop.body
     traced = getattr(body, "traced", None)  # (a plan unpickled on a scheduler has none: never peeled there)
-    if loop.kind != "fori" or traced is None or loop.count < 2 or not loop.state or not _tiled(loop.state[0].backend):
+    if loop.kind != "fori" or traced is None or loop.count < 2 or not loop.state or not tiles_run(loop.state[0].backend):
         return None
     n = loop.n_state
     states, index, invariants = body.inputs[:n], body.inputs[n], body.inputs[n + 1:]
@@ -64,10 +63,6 @@ def _peel(loop: Loop, dag: DAG) -> tuple[dict[str, Expr], str] | None:
     if back:
         final = _iteration(traced, states, final, fixed)
     return {o._name: final[o.operand("k")] for o in outputs}, rest._name
-
-
-def _tiled(backend: str) -> bool:
-    return bool(config.get("stencil-tiles")) and tiles_run_on(backend)
 
 
 def _iteration(traced: Sequence[ArrayExpr], states: Sequence[Expr], values: Sequence[Expr],
