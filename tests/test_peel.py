@@ -10,7 +10,7 @@ from typing import Any
 import _cuda_emulator
 import numpy as np
 import pytest
-from _solvers import cg_step
+from _solvers import cg_step, heat_step
 from conftest import BACKEND, assert_eq
 
 import dask_gpunumeric as gnp
@@ -192,6 +192,27 @@ def test_auto_unroll_gives_one_sweep_bodies_the_tile_depth(steps: int, tiled: No
         lines[unroll] = _loop_lines(lazy_plan(loop, u, v)[1])
     assert lines["auto"] == lines[4] != lines[1], lines
     assert "sweeps per kernel: 4" in lines["auto"], lines
+
+
+def test_auto_unroll_of_sweeps_reading_a_captured_field(tiled: None) -> None:
+    """A heat step whose coefficient field is captured from outside the loop (``0.1 * exp(c)``, the same every
+    iteration) is one stencil sweep of the state too: "auto" gives it the plan of ``unroll=4``, 4-sweep tile
+    kernels reading the field; NumPy's values through every entry point."""
+    rng = np.random.default_rng(5)
+    host_u, host_c = rng.random((24, 20), dtype=np.float32), rng.random((24, 20), dtype=np.float32)
+    u, c = (gnp.from_array(h).persist() for h in (host_u, host_c))
+    expected = host_u
+    for _ in range(8):
+        expected = heat_step(expected, host_c, np)
+    lines = {}
+    for unroll in ("auto", 4, 1):
+        def loop(u: Any, c: Any, unroll: Any = unroll) -> Any:
+            return gnp.fori_loop(8, lambda i, w: heat_step(w, c, gnp), u, unroll=unroll)
+
+        assert_eq(gnp.accelerate(loop)(u, c), expected, rtol=1e-5)
+        lines[unroll] = _loop_lines(lazy_plan(loop, u, c)[1])
+    assert lines["auto"] == lines[4] == ["fori_loop (2 iterations)", "sweeps per kernel: 4"], lines
+    assert lines[1] == ["fori_loop (8 iterations)"], lines
 
 
 def test_auto_unroll_on_numpy_blocks_is_one_step() -> None:

@@ -51,7 +51,7 @@ def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any, *, unroll: 
     chooses by the body, traced once, where stencil tile kernels run (CuPy blocks): ``AUTO_UNROLL`` steps where the
     loop is rotated and a state element is only accumulated (CG's ``x``: updated once per iteration from every step's
     stored ``p``); as many steps as a tile kernel takes sweeps (``TILE_SWEEPS``) where each step is one stencil sweep
-    of the state (Gray-Scott's, heat's); else one step. Either from two iterations' worth of steps on."""
+    of the state (Gray-Scott's, heat's, with or without a coefficient field captured from outside); else one step. Either from two iterations' worth of steps on."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"fori_loop: the number of iterations must be a Python int, got {type(n).__name__}; "
                         "for a number known only from data, use gnp.while_loop")
@@ -178,7 +178,7 @@ def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] |
     outputs = _matching_state(kind, result, arrays, structure)
     rotates = kind == "fori" and count >= 2 and _rotates(backend)
     rotation = rotation_of(outputs, states, extra, bool(config.get("stencil-quotients"))) if rotates else None
-    steps = _auto_steps(outputs, states, rotation, backend) if auto else 1
+    steps = _auto_steps(outputs, states, extra, rotation, backend) if auto else 1
     if steps > 1 and count >= 2 * steps:
         final = _unrolled(count, body, _unflatten(arrays, structure), steps)
         return [Array(e) for e in _matching_state(kind, final, arrays, structure)]
@@ -192,35 +192,47 @@ def _traced_loop(kind: str, body: Callable[..., Any], cond: Callable[..., Any] |
                          len(arrays))
 
 
-def _auto_steps(outputs: list[ArrayExpr], states: list[Placeholder], rotation: Rotation | None, backend: str) -> int:
+def _auto_steps(outputs: list[ArrayExpr], states: list[Placeholder], extra: list[Placeholder],
+                rotation: Rotation | None, backend: str) -> int:
     """``fori_loop``'s "auto" unroll for a body of these ``outputs`` (see there); 1: not unrolled."""
     if rotation is not None and accumulated(outputs, states, rotation.k):
         return AUTO_UNROLL
     if not tiles_run(backend):
         return 1
-    ndim = _one_sweep(outputs, states)
+    ndim = _one_sweep(outputs, states, extra)
     return 1 if ndim is None else TILE_SWEEPS.get(ndim, 1)
 
 
-def _one_sweep(outputs: list[ArrayExpr], states: list[Placeholder]) -> int | None:
+def _one_sweep(outputs: list[ArrayExpr], states: list[Placeholder], extra: list[Placeholder]) -> int | None:
     """The number of axes of a body each of whose outputs is one stencil sweep of the state: elementwise work on
-    the states and 0-d values, read in place or through views (slices, rolls, pads) of the states alone, one view
-    at least; else None."""
+    the states, on values that do not change between iterations (fields captured from outside: a coefficient
+    array) and on 0-d values, the states read in place or through views (slices, rolls, pads) of the states and
+    such values alone, one view at least; else None."""
     names = {s._name for s in states}
+    varying = _varying(DAG(Bundle(*outputs)), [*states, *extra])
     viewed = False
     stack, seen = list(outputs), set()
     while stack:
         node = stack.pop()
-        if node._name in seen or node._name in names or not node.ndim or isinstance(node, Creation):
+        if node._name in seen or node._name in names or node._name not in varying or not node.ndim:
             continue
         seen.add(node._name)
         if isinstance(node, Elemwise):
             stack.extend(a for a in node.args if isinstance(a, ArrayExpr))
-        elif isinstance(node, Gather) and all(s._name in names or isinstance(s, Creation) for s in node.sources):
+        elif isinstance(node, Gather) and all(s._name in names or s._name not in varying for s in node.sources):
             viewed = True
         else:
             return None
     return max(o.ndim for o in outputs) if viewed else None
+
+
+def _varying(dag: DAG, placeholders: list[Placeholder]) -> set[str]:
+    """The names of the nodes of ``dag`` that depend on a placeholder: what changes from one iteration to the next."""
+    varying = {p._name for p in placeholders}
+    for node in dag.order:
+        if any(d._name in varying for d in inputs(node)):
+            varying.add(node._name)
+    return varying
 
 
 def _rotates(backend: str) -> bool:
@@ -320,10 +332,7 @@ def _hoist_invariants(outputs: list[ArrayExpr], placeholders: list[Placeholder],
     """The body's outputs with every largest subexpression that depends on no placeholder (the loop
     invariants) replaced by a placeholder of its own, and those (placeholder, invariant) pairs."""
     dag = DAG(Bundle(*outputs))
-    varying = {p._name for p in placeholders}
-    for node in dag.order:
-        if any(d._name in varying for d in inputs(node)):
-            varying.add(node._name)
+    varying = _varying(dag, placeholders)
     output_names = {o._name for o in outputs}
     hoisted = [n for n in dag.order if n._name not in varying and not isinstance(n, Bundle) and not _constant(n) and (
         n._name in output_names or any(c._name in varying for c in dag.consumers[n._name]))]
@@ -336,6 +345,4 @@ def _hoist_invariants(outputs: list[ArrayExpr], placeholders: list[Placeholder],
 def _constant(node: ArrayExpr) -> bool:
     """A constant array (``full``) used inside the loop: kept there, where kernels take it as a scalar and
     the stencil pass sees it (the edges of ``pad``), rather than hoisted as an opaque invariant."""
-    from ..expr import Creation
-
     return isinstance(node, Creation) and node.operand("kind") == "full"
