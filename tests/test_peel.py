@@ -166,7 +166,6 @@ def test_loops_that_peeling_would_not_shorten_stay_whole(tiled: None) -> None:
         assert "fori_loop (4 iterations)" in text, text
 
 
-@pytest.mark.skipif(BACKEND != "numpy", reason="NumPy blocks")
 def _loop_lines(text: str) -> list[str]:
     """What ``gnp.explain`` says of a call's loop: its iterations, and the sweeps per tile kernel of each group."""
     lines = [line for line in text.splitlines() if "fori_loop (" in line or "sweeps per kernel" in line]
@@ -229,6 +228,7 @@ def test_auto_unroll_on_numpy_blocks_is_one_step() -> None:
     assert lines["auto"] == lines[1] == ["fori_loop (8 iterations)"], lines
 
 
+@pytest.mark.skipif(BACKEND != "numpy", reason="NumPy blocks")
 def test_numpy_blocks_peel_nothing() -> None:
     """On NumPy blocks (no tile kernels) the loop is left whole: NumPy's values."""
     host_u, host_v = fields((24, 20))
