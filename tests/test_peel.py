@@ -214,6 +214,32 @@ def test_auto_unroll_of_sweeps_reading_a_captured_field(tiled: None) -> None:
     assert lines[1] == ["fori_loop (8 iterations)"], lines
 
 
+def jacobi(u: Any) -> Any:
+    """A Jacobi sweep as users write it: a copy, its interior set from four shifted slices (edges fixed)."""
+    v = u.copy()
+    v[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
+    return v
+
+
+def test_auto_unroll_of_setitem_sweeps(tiled: None) -> None:
+    """A sweep written as a copy and a setitem of its interior is one stencil sweep too: "auto" gives it the plan of
+    ``unroll=4``; NumPy's values through every entry point."""
+    host = np.random.default_rng(6).random((24, 20), dtype=np.float32)
+    u = gnp.from_array(host).persist()
+    expected = host
+    for _ in range(8):
+        expected = jacobi(expected)
+    lines = {}
+    for unroll in ("auto", 4, 1):
+        def loop(u: Any, unroll: Any = unroll) -> Any:
+            return gnp.fori_loop(8, lambda i, w: jacobi(w), u, unroll=unroll)
+
+        assert_eq(gnp.accelerate(loop)(u), expected, rtol=1e-6)
+        lines[unroll] = _loop_lines(lazy_plan(loop, u)[1])
+    assert lines["auto"] == lines[4] == ["fori_loop (2 iterations)", "sweeps per kernel: 4"], lines
+    assert lines[1] == ["fori_loop (8 iterations)"], lines
+
+
 def test_auto_unroll_on_numpy_blocks_is_one_step() -> None:
     """Without tile kernels (NumPy blocks) ``unroll="auto"`` leaves a one-sweep body one step per iteration."""
     if BACKEND != "numpy":

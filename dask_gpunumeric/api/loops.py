@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import config
 from ..codegen.types import TILE_SWEEPS
-from ..expr import ArrayExpr, Bundle, Creation, Elemwise, FromArray, FromGraph, Gather, inputs
+from ..expr import ArrayExpr, Bundle, Creation, Elemwise, FromArray, FromGraph, Gather, SetItem, inputs
 from ..kernels.stencil import tiles_run
 from ..optimize import settings_key
 from ..optimize.dag import DAG, rebuild_all
@@ -51,7 +51,8 @@ def fori_loop(n: int, body: Callable[[Array, Any], Any], state: Any, *, unroll: 
     chooses by the body, traced once, where stencil tile kernels run (CuPy blocks): ``AUTO_UNROLL`` steps where the
     loop is rotated and a state element is only accumulated (CG's ``x``: updated once per iteration from every step's
     stored ``p``); as many steps as a tile kernel takes sweeps (``TILE_SWEEPS``) where each step is one stencil sweep
-    of the state (Gray-Scott's, heat's, with or without a coefficient field captured from outside); else one step. Either from two iterations' worth of steps on."""
+    of the state (Gray-Scott's; heat's, with a coefficient field captured from outside or written by setitem); else
+    one step. Either from two iterations' worth of steps on."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"fori_loop: the number of iterations must be a Python int, got {type(n).__name__}; "
                         "for a number known only from data, use gnp.while_loop")
@@ -207,7 +208,8 @@ def _one_sweep(outputs: list[ArrayExpr], states: list[Placeholder], extra: list[
     """The number of axes of a body each of whose outputs is one stencil sweep of the state: elementwise work on
     the states, on values that do not change between iterations (fields captured from outside: a coefficient
     array) and on 0-d values, the states read in place or through views (slices, rolls, pads) of the states and
-    such values alone, one view at least; else None."""
+    such values alone, one view at least, the result possibly written into a region of such work (setitem);
+    else None."""
     names = {s._name for s in states}
     varying = _varying(DAG(Bundle(*outputs)), [*states, *extra])
     viewed = False
@@ -219,6 +221,8 @@ def _one_sweep(outputs: list[ArrayExpr], states: list[Placeholder], extra: list[
         seen.add(node._name)
         if isinstance(node, Elemwise):
             stack.extend(a for a in node.args if isinstance(a, ArrayExpr))
+        elif isinstance(node, SetItem):  # ``v = u.copy(); v[1:-1, 1:-1] = ...``: a sweep of the interior
+            stack.extend(a for a in (node.operand("array"), node.operand("value")) if isinstance(a, ArrayExpr))
         elif isinstance(node, Gather) and all(s._name in names or s._name not in varying for s in node.sources):
             viewed = True
         else:
