@@ -6,7 +6,8 @@ NVRTC; ``emulated_fused(monkeypatch)`` does the same for the fused kernels of ``
 is wrapped in definitions of the CUDA built-ins (``threadIdx``, ``__syncthreads`` as a barrier of the
 fibers that run a block's CUDA threads, the ``_rn`` intrinsics, ``atomicAdd``), and a driver runs the launch's thread
 blocks one after another. Every launch checks its arguments against the kernel's parameters (count, order
-and C type), as a CUDA launch would need them.
+and C type), as a CUDA launch would need them, and runs on copies of its arrays that lie next to an unreadable
+page (``_Guarded``): a kernel reading past an array's end, or before its start, faults.
 """
 from __future__ import annotations
 
@@ -173,10 +174,58 @@ class EmulatedKernel:
                 assert isinstance(arg, np.generic) and arg.dtype == NP_OF_CTYPE[ctype], (ctype, type(arg))
                 values.append(_CTYPES_OF[arg.dtype](arg.item()))
             addresses.append(ctypes.cast(ctypes.pointer(values[-1]), ctypes.c_void_p).value)
+        guarded = _Guarded(args, self.params, values)
         pointers = (ctypes.c_void_p * len(addresses))(*addresses)
         with _LAUNCH:
             dims = [*grid, *(1,) * (3 - len(grid)), *threads, *(1,) * (3 - len(threads))]
             self.library.gnp_launch(*[ctypes.c_uint(v) for v in dims], pointers)
+        guarded.copy_back()
+
+
+class _Guarded:
+    """A launch's array arguments (``args`` of kernel parameters ``params``, their pointers ``values``) copied next to
+    an unreadable page, the pointers set to the copies, so that a kernel reading past an array faults every time (on
+    a GPU it may or may not, by where the allocator put the array): after the copy's end on one launch, before its
+    start on the next. ``copy_back`` writes the copies into the arguments. Arguments sharing memory with another are
+    left as they are (their copies would not alias)."""
+
+    _before = False  # where the next launch's unreadable pages lie: before its arrays, or after them
+
+    def __init__(self, args: tuple, params: list[tuple[str, bool]], values: list[Any]) -> None:
+        import mmap
+
+        arrays = [(k, a) for k, (a, (_, pointer)) in enumerate(zip(args, params)) if pointer and a.size]
+        self.copies: list[tuple[np.ndarray, np.ndarray, Any]] = []
+        before = _Guarded._before = not _Guarded._before
+        for k, a in arrays:
+            if any(j != k and np.may_share_memory(a, b) for j, b in arrays):
+                continue
+            low, high = np.lib.array_utils.byte_bounds(a)
+            page = mmap.PAGESIZE
+            size = -(-(high - low + 16) // page) * page + page
+            memory = mmap.mmap(-1, size)
+            base = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+            guard = base if before else base + size - page
+            if _libc().mprotect(ctypes.c_void_p(guard), page, 0):  # PROT_NONE
+                raise OSError(ctypes.get_errno(), "mprotect failed")
+            # (as aligned as the argument, to packs of 16 bytes at most: kernels choose their path by it)
+            start = base + page + low % 16 if before else base + size - page - (high - low)
+            start -= (start - low) % 16
+            # (the argument's strides over the copied bytes: its first element where it lies among them)
+            copy = np.ndarray(a.shape, a.dtype, memory, start - base + a.ctypes.data - low, a.strides)
+            copy[...] = a
+            values[k].value = copy.ctypes.data
+            self.copies.append((a, copy, memory))
+
+    def copy_back(self) -> None:
+        for a, copy, _ in self.copies:
+            if a.flags.writeable:  # (a read-only input is no output)
+                a[...] = copy
+
+
+@functools.lru_cache(maxsize=None)
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _folder() -> pathlib.Path:

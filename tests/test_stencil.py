@@ -523,6 +523,24 @@ def test_generated_kernels_wrap_boxes_past_the_period(shape: tuple, chunks: tupl
         assert_eq(u, sweeps(heat_periodic, np, x.copy(), 2), rtol=1e-5, atol=1e-6)
 
 
+def test_setitem_sweeps_one_per_kernel_read_only_their_block(monkeypatch: Any) -> None:
+    """A sweep restricted to a region (the interior's setitem), one sweep per kernel on one block, as a ``fori_loop``
+    of one step per iteration plans it: its packed loads never pass the block's ends (on the CPU each launch's
+    arrays lie next to an unreadable page, so that a read past them faults; on the H200 such reads faulted for
+    some sizes); NumPy's values through every entry point."""
+    if BACKEND == "numpy":
+        if _cuda_emulator.HOST_COMPILER is None:
+            pytest.skip("needs g++")
+        _cuda_emulator.emulated_cupy(monkeypatch)
+    host = np.random.default_rng(12).random((24, 20), dtype=np.float32)
+    expected = host
+    for _ in range(3):
+        expected = jacobi(np, expected)
+    loop = gnp.accelerate(lambda u: gnp.fori_loop(3, lambda i, w: jacobi(gnp, w), u, unroll=1))
+    for chunks in [(24, 20), (12, 20)]:
+        assert_eq(loop(gnp.from_array(host, chunks=chunks).persist()), expected, rtol=1e-6)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy", reason="needs g++; CPU runs only")
 def test_generated_kernels_run_on_the_cpu_for_cg_and_gray_scott(monkeypatch: Any) -> None:

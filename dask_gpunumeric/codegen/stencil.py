@@ -408,7 +408,8 @@ def kernel_source(code: tuple, index: str = "int", edges: tuple | None = None,
 
     if wide > 1:  # the thread's PACK columns: together where packable and inside, else one by one
         fast = ["gnp_packs", f"{last_row} < n{u}", f"i1 + {wide - 1} < n1",
-                *_interior(loads, bases, edges, u, f"(lo{u} + i{u})", f"(lo{u} + {last_row})", across=wide - 1)]
+                *_interior(loads, bases, edges, u, f"(lo{u} + i{u})", f"(lo{u} + {last_row})", across=wide - 1),
+                *_in_region(restricted, u, f"(lo{u} + i{u})", f"(lo{u} + {last_row})", across=wide - 1)]
         slow = ["#pragma unroll 1", f"for (int c = 0; c < {wide}; ++c) {{", f"    if (i1 + c >= n1) break;",
                 f"    const {index} p1 = lo1 + i1 + c;", *[f"    {line}" for line in row_loop(True)], "}"]
         fast_lines = _packed_rows(code, index, edges, per_thread)
@@ -450,6 +451,18 @@ def _interior(loads: tuple, bases: tuple, edges: tuple, unrolled: int, first: st
         low, high = (first, last) if d == unrolled else (f"p{d}", f"(p{d} + {across})" if wider else f"p{d}")
         origin = f" - {prefix}o{slot}_{d}" if edges[slot][d] == WRAP else ""
         conditions += [f"{low}{origin} + ({lo}) >= 0", f"{high}{origin} + ({hi}) < {prefix}ext{slot}_{d}"]
+    return conditions
+
+
+def _in_region(restricted: tuple[int, ...], unrolled: int, first: str, last: str, across: int) -> list[str]:
+    """Conditions under which a thread's positions (``first`` to ``last`` along axis ``unrolled``, ``p<d>`` along the
+    others, to ``p<d> + across`` along the last) all lie in the region of a sweep restricted to one (a setitem's): the
+    packed path loads its neighbours before testing each position, and outside the region they may lie outside the
+    buffer (the rows above and below a block's first and last)."""
+    conditions = []
+    for d in restricted:
+        low, high = (first, last) if d == unrolled else (f"p{d}", f"(p{d} + {across})" if across else f"p{d}")
+        conditions += [f"{low} >= rlo{d}", f"{high} < rhi{d}"]
     return conditions
 
 
