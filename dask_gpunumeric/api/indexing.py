@@ -415,7 +415,7 @@ def _shifted_update(x: Array, items: tuple[slice, ...], inner: Elemwise) -> Arra
     """``_update_as_elementwise``'s result for the update ``x[items] = inner``, ``inner`` the op of two views."""
     from .elementwise import elementwise  # (only for updates of that form: setitem runs on every stencil step)
     from .manipulation import rechunk_expr
-    from .padding import pad
+    from .padding import constant_padded
 
     op = inner.operands[0]
     a, b = inner.args
@@ -433,7 +433,7 @@ def _shifted_update(x: Array, items: tuple[slice, ...], inner: Elemwise) -> Arra
         return None
     widths = tuple((start, n - stop) for (start, stop, _), n in zip(box, x.shape))
     fill = np.asarray(_IDENTITIES[op](inner.dtype.kind), dtype=b.dtype)[()]
-    padded = pad(Array(b), widths, constant_values=fill) if any(map(any, widths)) else Array(b)
+    padded = constant_padded(Array(b), widths, fill, x.chunks) if any(map(any, widths)) else Array(b)
     # (the user's ``x[box] <op> v`` asked the promotion guard; this rewrite of its assignment asks none, as NumPy's cast)
     whole = elementwise(op, x, padded, skip_promotion=2)
     if whole.dtype != inner.dtype:

@@ -51,8 +51,8 @@ class ArrayExpr(Expr):
 
     # False on a traced function's argument (``Placeholder``): a tree over one cannot be computed
     has_value = True
-    # True on an elementwise node whose token text was never met before (a time-stepping loop's new nodes, a
-    # first call's): its builders keep nothing for the nodes made on it (``api.elementwise._short_path``)
+    # True on an elementwise node or a view (``on_source``) whose token text was never met before (a time-stepping
+    # loop's new nodes, a first call's): its builders keep nothing for the nodes made on it (``api.elementwise._short_path``)
     _fresh = False
 
     def __new__(cls, *args: Any, _determ_token: str | None = None, **kwargs: Any) -> ArrayExpr:
@@ -105,9 +105,12 @@ class ArrayExpr(Expr):
         ``source``'s (slices, rolls and reductions that users write in loops)."""
         before, after, funcname = texts
         parts = (before, source._name, after, None)  # (None: no ``Elemwise.of_aligned`` parts, all strings)
-        token = TOKENS.get(parts) or kept_token(parts, f"{before}{parts[1]}{after}")
+        token = TOKENS.get(parts)
         inst = object.__new__(cls)
         values = inst.__dict__  # (set one by one: faster than update(**) here)
+        if token is None:  # (a view of a loop's new step, as ``Elemwise.of_aligned``'s new nodes)
+            token = kept_token(parts, f"{before}{parts[1]}{after}")
+            values["_fresh"] = True
         values["_determ_token"] = token
         values["operands"] = operands
         values["chunks"] = chunks
