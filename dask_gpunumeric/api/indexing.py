@@ -17,6 +17,7 @@ import numpy as np
 from . import guards as _guards
 from ..expr import plan as _plan
 from .array import Array, host_value
+from .creation import full
 from ..backend import to_numpy
 from ..expr import Elemwise, Gather, SetItem
 from ..expr.tokens import keep_text
@@ -415,7 +416,6 @@ def _shifted_update(x: Array, items: tuple[slice, ...], inner: Elemwise) -> Arra
     """``_update_as_elementwise``'s result for the update ``x[items] = inner``, ``inner`` the op of two views."""
     from .elementwise import elementwise  # (only for updates of that form: setitem runs on every stencil step)
     from .manipulation import rechunk_expr
-    from .padding import constant_padded
 
     op = inner.operands[0]
     a, b = inner.args
@@ -433,12 +433,57 @@ def _shifted_update(x: Array, items: tuple[slice, ...], inner: Elemwise) -> Arra
         return None
     widths = tuple((start, n - stop) for (start, stop, _), n in zip(box, x.shape))
     fill = np.asarray(_IDENTITIES[op](inner.dtype.kind), dtype=b.dtype)[()]
-    padded = constant_padded(Array(b), widths, fill, x.chunks) if any(map(any, widths)) else Array(b)
+    padded = _constant_padded(Array(b), widths, fill, x.chunks) if any(map(any, widths)) else Array(b)
     # (the user's ``x[box] <op> v`` asked the promotion guard; this rewrite of its assignment asks none, as NumPy's cast)
     whole = elementwise(op, x, padded, skip_promotion=2)
     if whole.dtype != inner.dtype:
         return None
     return whole if whole.dtype == x.dtype else whole.astype(x.dtype)
+
+
+def _constant_padded(a: Array, widths: tuple[tuple[int, int], ...], fill: np.generic, chunks: tuple) -> Array:
+    """``pad(a, widths, constant_values=fill)`` (``fill`` of ``a``'s dtype) cut along its padded axes into those of
+    ``chunks`` (the chunks of an array of the padded shape): one ``Gather`` of the constant strips and ``a`` per padded
+    axis, their plans and strips made once per layout (``_pad_layout``), so that padding a view of a new array on every
+    step of a loop (setitem's shifted-slice rewrite) makes nothing but those nodes."""
+    key = (a.chunks, a.dtype, a.backend, widths, fill.tobytes(), chunks)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        if len(_LAYOUTS) >= _LAYOUTS_SIZE:
+            _LAYOUTS.clear()
+        layout = _LAYOUTS[key] = _pad_layout(a, widths, fill, chunks)
+    e = a.expr
+    for plan, before, after in layout:
+        e = Gather(plan, (), a.dtype, *[s for s in (before, e, after) if s is not None])
+    return Array(e)
+
+
+# ``_pad_layout`` by (chunks, dtype, backend of the array, widths, fill's bytes, chunks to cut into)
+_LAYOUTS: dict[tuple, list[tuple[tuple, Any, Any]]] = {}
+_LAYOUTS_SIZE = 256
+
+
+def _pad_layout(a: Array, widths: tuple[tuple[int, int], ...], fill: np.generic, chunks: tuple) -> list[tuple]:
+    """Per padded axis of ``_constant_padded``: the plan of its ``Gather`` (its text kept) and the constant strips
+    before and after (or None)."""
+    shape, current = list(a.shape), list(a.chunks)
+    layout = []
+    for d, (before, after) in enumerate(widths):
+        if not before and not after:
+            continue
+        strips = [full(tuple(shape[:d] + [width] + shape[d + 1 :]), fill, dtype=a.dtype,
+                       chunks=tuple(current[:d] + [(width,)] + current[d + 1 :]), backend=a.backend).expr
+                  if width else None for width in (before, after)]
+        parts = [(width, (width,)) for width in (before,) if width] + [(shape[d], current[d])] + \
+                [(width, (width,)) for width in (after,) if width]
+        segments = [(i, 0, 1, length) for i, (length, _) in enumerate(parts)]
+        plan = tuple(_plan.segments_plan([c for _, c in parts], segments, chunks[d]) if k == d
+                     else _plan.identity_plan(current[k]) for k in range(a.ndim))
+        keep_text(plan)
+        layout.append((plan, *strips))
+        shape[d] += before + after
+        current[d] = chunks[d]
+    return layout
 
 
 # region plans of updates by slices alone, by (chunks, bounds) as ``_SLICE_PLANS``

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..expr import plan as _plan
 from ..expr import Gather
-from ..expr.tokens import _plain_repr, keep_text
+from ..expr.tokens import _plain_repr
 from .array import Array, ArrayLike
 from .creation import as_array, full
 from .interop import run_fallback
@@ -75,51 +75,6 @@ def _joined_constants(a: Array, widths: tuple[tuple[int, int], ...], values: tup
                               backend=a.backend) if width else None)
         a = concat([p for p in (parts[0], a, parts[1]) if p is not None], axis=d)
     return a
-
-
-def constant_padded(a: Array, widths: tuple[tuple[int, int], ...], fill: np.generic, chunks: tuple) -> Array:
-    """``pad(a, widths, constant_values=fill)`` (``fill`` of ``a``'s dtype) cut along its padded axes into those of
-    ``chunks`` (the chunks of an array of the padded shape): one ``Gather`` of the constant strips and ``a`` per padded
-    axis, their plans and strips made once per layout (``_pad_layout``), so that padding a view of a new array on every
-    step of a loop (setitem's shifted-slice rewrite) makes nothing but those nodes."""
-    key = (a.chunks, a.dtype, a.backend, widths, fill.tobytes(), chunks)
-    layout = _LAYOUTS.get(key)
-    if layout is None:
-        if len(_LAYOUTS) >= _LAYOUTS_SIZE:
-            _LAYOUTS.clear()
-        layout = _LAYOUTS[key] = _pad_layout(a, widths, fill, chunks)
-    e = a.expr
-    for plan, before, after in layout:
-        e = Gather(plan, (), a.dtype, *[s for s in (before, e, after) if s is not None])
-    return Array(e)
-
-
-# ``_pad_layout`` by (chunks, dtype, backend of the array, widths, fill's bytes, chunks to cut into)
-_LAYOUTS: dict[tuple, list[tuple[tuple, Any, Any]]] = {}
-_LAYOUTS_SIZE = 256
-
-
-def _pad_layout(a: Array, widths: tuple[tuple[int, int], ...], fill: np.generic, chunks: tuple) -> list[tuple]:
-    """Per padded axis of ``constant_padded``: the plan of its ``Gather`` (its text kept) and the constant strips
-    before and after (or None)."""
-    shape, current = list(a.shape), list(a.chunks)
-    layout = []
-    for d, (before, after) in enumerate(widths):
-        if not before and not after:
-            continue
-        strips = [full(tuple(shape[:d] + [width] + shape[d + 1 :]), fill, dtype=a.dtype,
-                       chunks=tuple(current[:d] + [(width,)] + current[d + 1 :]), backend=a.backend).expr
-                  if width else None for width in (before, after)]
-        parts = [(width, (width,)) for width in (before,) if width] + [(shape[d], current[d])] + \
-                [(width, (width,)) for width in (after,) if width]
-        segments = [(i, 0, 1, length) for i, (length, _) in enumerate(parts)]
-        plan = tuple(_plan.segments_plan([c for _, c in parts], segments, chunks[d]) if k == d
-                     else _plan.identity_plan(current[k]) for k in range(a.ndim))
-        keep_text(plan)
-        layout.append((plan, *strips))
-        shape[d] += before + after
-        current[d] = chunks[d]
-    return layout
 
 
 def _assigned(value: Any, dtype: np.dtype) -> Any:
