@@ -474,8 +474,8 @@ def _pad_layout(a: Array, widths: tuple[tuple[int, int], ...], fill: np.generic,
         strips = [full(tuple(shape[:d] + [width] + shape[d + 1 :]), fill, dtype=a.dtype,
                        chunks=tuple(current[:d] + [(width,)] + current[d + 1 :]), backend=a.backend).expr
                   if width else None for width in (before, after)]
-        parts = [(width, (width,)) for width in (before,) if width] + [(shape[d], current[d])] + \
-                [(width, (width,)) for width in (after,) if width]
+        parts = ([(before, (before,))] if before else []) + [(shape[d], current[d])] + \
+                ([(after, (after,))] if after else [])  # (length, chunks along d) of the joined pieces
         segments = [(i, 0, 1, length) for i, (length, _) in enumerate(parts)]
         plan = tuple(_plan.segments_plan([c for _, c in parts], segments, chunks[d]) if k == d
                      else _plan.identity_plan(current[k]) for k in range(a.ndim))
