@@ -15,7 +15,7 @@ from conftest import BACKEND, assert_eq
 
 import dask_gpunumeric as gnp
 from dask_gpunumeric.api.explain import plan
-from test_stencil import counted_tile_kernels
+from test_stencil import counted_tile_kernels, jacobi
 
 
 needs_emulator = pytest.mark.skipif(_cuda_emulator.HOST_COMPILER is None or BACKEND != "numpy",
@@ -214,13 +214,6 @@ def test_auto_unroll_of_sweeps_reading_a_captured_field(tiled: None) -> None:
     assert lines[1] == ["fori_loop (8 iterations)"], lines
 
 
-def jacobi(u: Any) -> Any:
-    """A Jacobi sweep as users write it: a copy, its interior set from four shifted slices (edges fixed)."""
-    v = u.copy()
-    v[1:-1, 1:-1] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:])
-    return v
-
-
 def test_auto_unroll_of_setitem_sweeps(tiled: None) -> None:
     """A sweep written as a copy and a setitem of its interior is one stencil sweep too: "auto" gives it the plan of
     ``unroll=4``; NumPy's values through every entry point."""
@@ -228,11 +221,11 @@ def test_auto_unroll_of_setitem_sweeps(tiled: None) -> None:
     u = gnp.from_array(host).persist()
     expected = host
     for _ in range(8):
-        expected = jacobi(expected)
+        expected = jacobi(np, expected)
     lines = {}
     for unroll in ("auto", 4, 1):
         def loop(u: Any, unroll: Any = unroll) -> Any:
-            return gnp.fori_loop(8, lambda i, w: jacobi(w), u, unroll=unroll)
+            return gnp.fori_loop(8, lambda i, w: jacobi(gnp, w), u, unroll=unroll)
 
         assert_eq(gnp.accelerate(loop)(u), expected, rtol=1e-6)
         lines[unroll] = _loop_lines(lazy_plan(loop, u)[1])
